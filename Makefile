@@ -1,0 +1,203 @@
+# rlshim — one GNU make file.
+#
+#   make                 build/librlshim.so and build/rlshim
+#   make test            build and run every test (unit, integration, lint)
+#   make bench           benchmarks; they print ratios measured in one run
+#   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
+#   make fuzz            the config-parser fuzzer for FUZZ_SECONDS
+#   make demo            a real program, bare and throttled, side by side
+#   make install         PREFIX (/usr/local) and DESTDIR honoured
+#
+# The user's CFLAGS/LDFLAGS are kept apart from the project's flags.
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+SYSCONFDIR ?= $(PREFIX)/etc
+MANDIR     ?= $(PREFIX)/share/man
+DESTDIR    ?=
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+LDFLAGS ?=
+FUZZ_SECONDS ?= 20
+VERSION := 0.1.0
+
+SANITIZER ?=
+ifeq ($(SANITIZER),)
+  B := build
+  SAN_FLAGS :=
+else ifeq ($(SANITIZER),address)
+  B := build-asan
+  SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
+               -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZER),undefined)
+  B := build-ubsan
+  SAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZER),thread)
+  B := build-tsan
+  SAN_FLAGS := -fsanitize=thread
+else
+  $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
+endif
+
+# Packages: the build needs inih; the tests need Criterion and real clients.
+BUILD_DEPS := pkg-config:cmd:pkg-config libinih-dev:pc:inih
+TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
+              wget:cmd:wget python3:cmd:python3 openssl:cmd:openssl \
+              mandoc:cmd:mandoc socat:cmd:socat binutils:cmd:nm
+ENSURE     := sh .ci/ensure-deps
+
+PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
+INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
+
+RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
+             -fvisibility=hidden -pthread -MMD -MP -Isrc \
+             -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"'
+ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
+
+CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
+                        src/policy/*.c)
+SHIM_SRCS := $(wildcard src/shim/*.c)
+CLI_SRCS  := $(wildcard src/cli/*.c)
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+INTEG_SRCS := $(wildcard tests/integration/test_*.c)
+HELPER_SRCS := $(wildcard tests/integration/helpers/*.c)
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+CORE_OBJS := $(call obj,$(CORE_SRCS))
+SHIM_OBJS := $(call obj,$(SHIM_SRCS))
+CLI_OBJS  := $(call obj,$(CLI_SRCS))
+UNIT_OBJS := $(call obj,$(UNIT_SRCS))
+INTEG_OBJS := $(call obj,$(INTEG_SRCS))
+
+CORE_LIB := $(B)/librlcore.a
+SHIM_SO  := $(B)/librlshim.so
+CLI_BIN  := $(B)/rlshim
+UNIT_BIN := $(B)/tests/unit
+INTEG_BIN := $(B)/tests/integration
+HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELPER_SRCS))
+BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
+        install uninstall clean deps test-deps
+.DELETE_ON_ERROR:
+
+all: $(B)/.deps $(SHIM_SO) $(CLI_BIN)
+
+$(B)/.deps:
+	@$(ENSURE) $(BUILD_DEPS)
+	@mkdir -p $(B) && touch $@
+
+$(B)/.test-deps:
+	@$(ENSURE) $(TEST_DEPS)
+	@mkdir -p $(B) && touch $@
+
+$(B)/obj/%.o: %.c | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(CORE_LIB): $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# inih is linked statically so that no ini_* symbol is exported and nothing
+# joins every process's DT_NEEDED; the anonymous version script exports only
+# the hooked libc names.
+$(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
+	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(INIH_STATIC) \
+	    -Wl,--version-script=src/shim/exports.map -Wl,-z,now -Wl,-z,relro \
+	    $(ALL_LDFLAGS) -ldl
+
+$(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
+	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS)
+
+# Test objects need Criterion's headers, so they are built after test deps.
+$(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -c $< -o $@
+
+$(UNIT_BIN): $(UNIT_OBJS) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(UNIT_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	    -lcriterion
+
+$(INTEG_BIN): $(INTEG_OBJS) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	    -lcriterion
+
+$(B)/tests/helpers/%: tests/integration/helpers/%.c | $(B)/.test-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
+	    $(ALL_LDFLAGS) -ldl
+
+$(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS)
+
+# Tests see the build through the environment, never through LD_PRELOAD of
+# the runner itself: helpers are spawned with the shim in *their* env.
+TEST_ENV = RLSHIM_BUILD=$(abspath $(B)) RLSHIM_SRC=$(abspath .) \
+           RLSHIM_SANITIZER=$(SANITIZER)
+CRITERION_FLAGS ?= --jobs 2
+
+test: all $(B)/.test-deps unit integration lint
+
+unit: $(UNIT_BIN)
+	$(TEST_ENV) $(UNIT_BIN) $(CRITERION_FLAGS)
+
+integration: all $(INTEG_BIN) $(HELPERS)
+	$(if $(INTEG_SRCS),$(TEST_ENV) $(INTEG_BIN) --jobs 1,@echo "no integration tests yet")
+
+lint: all $(B)/.test-deps
+	@sh tests/lint.sh $(B)
+
+check: test
+
+bench: all $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $(TEST_ENV) $$b || exit 1; done
+	@if [ -x tests/bench/run.sh ]; then $(TEST_ENV) tests/bench/run.sh; fi
+
+asan:
+	$(MAKE) SANITIZER=address unit integration
+tsan:
+	$(MAKE) SANITIZER=thread unit
+ubsan:
+	$(MAKE) SANITIZER=undefined unit integration
+
+FUZZ_BIN := build-fuzz/fuzz_config
+fuzz: $(FUZZ_BIN)
+	@mkdir -p build-fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds
+
+$(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
+	@$(ENSURE) clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+	@mkdir -p $(dir $@)
+	clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
+	    -fsanitize=fuzzer,address,undefined -o $@ $^ $(INIH_STATIC)
+
+demo: all
+	@sh tests/demo/run.sh $(abspath $(B))
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	install -m 0755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/rlshim
+	install -m 0755 $(SHIM_SO) $(DESTDIR)$(LIBDIR)/librlshim.so
+	install -m 0644 conf/rlshim.ini $(DESTDIR)$(SYSCONFDIR)/rlshim.ini.example
+	install -m 0644 src/man/rlshim.1 $(DESTDIR)$(MANDIR)/man1/rlshim.1
+	install -m 0644 src/man/rlshim.ini.5 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/rlshim $(DESTDIR)$(LIBDIR)/librlshim.so \
+	    $(DESTDIR)$(SYSCONFDIR)/rlshim.ini.example \
+	    $(DESTDIR)$(MANDIR)/man1/rlshim.1 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
+
+clean:
+	rm -rf build build-asan build-tsan build-ubsan build-fuzz
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

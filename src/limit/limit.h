@@ -1,0 +1,114 @@
+/* limit.h — the limiter algorithms: pure, exact, lock-free where they can be.
+ *
+ * An algorithm owns nothing but its state words, which the caller provides
+ * (in the shared segment, or in process memory: the algorithm cannot tell).
+ * It does no I/O, reads no clock and takes no lock of the process's: the
+ * caller passes `now` (CLOCK_MONOTONIC nanoseconds) and the cost. State words
+ * all start at zero, and zero means "full budget, never used".
+ *
+ * Includes nothing but <stdint.h>, <stdbool.h> and <stdatomic.h>.
+ *
+ * Two algorithms stand behind one interface (struct rl_algorithm):
+ *   token bucket — GCRA on a single 64-bit word updated by compare-and-swap;
+ *   sliding window — at most N in any rolling period, a ring of N stamps
+ *                    under a lock that a dead holder cannot leave locked.
+ * Swapping the algorithm of a limit is choosing another table. */
+#ifndef RL_LIMIT_H
+#define RL_LIMIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef _Atomic uint64_t rl_word;
+
+enum rl_algo_id {
+    RL_ALGO_TOKEN_BUCKET = 0,
+    RL_ALGO_SLIDING_WINDOW = 1,
+};
+
+/* Sliding-window rings hold one stamp per admitted unit; beyond this the
+ * config is refused. */
+#define RL_WINDOW_MAX_COUNT 65536u
+
+/* The immutable description of one limit ("5/s, burst 5"), prepared once
+ * from the config by rl_limit_prepare and then only read. Fixed-width only:
+ * the config hash covers it. */
+struct rl_limit {
+    uint32_t algo;      /* enum rl_algo_id */
+    uint32_t pad_;
+    uint64_t count;     /* N: units admitted per period */
+    uint64_t period_ns; /* the period, nanoseconds */
+    uint64_t burst;     /* token bucket capacity (default N); window: N */
+    /* Derived by rl_limit_prepare; algorithm-private. */
+    uint64_t derived[6];
+};
+
+/* What one call to take() decided. */
+struct rl_verdict {
+    uint64_t granted; /* units taken now; 0 = denied, nothing changed */
+    uint64_t wait_ns; /* granted: ns the caller must sleep before it may go
+                         (a reservation; 0 = go now). denied: ns until
+                         `min` units could be granted (UINT64_MAX: never) */
+};
+
+struct rl_algorithm {
+    const char *name; /* "token_bucket", "sliding_window": the config word */
+
+    /* Number of state words one limit needs (1 for the token bucket,
+     * RL_WINDOW_STATE_WORDS + N for the window). */
+    uint32_t (*state_words)(const struct rl_limit *lim);
+
+    /* Take between `min` and `want` units at time `now` (1 <= min <= want).
+     * Grants as many as are available now, up to want, if at least min are.
+     * Otherwise, if the caller is willing to wait up to max_wait_ns (> 0),
+     * reserves exactly `want` units when they will be available within
+     * max_wait_ns, and returns how long to sleep: reservations are served
+     * in the order they were taken. Otherwise denies and changes nothing.
+     * Never moves state backwards, whatever `now` a caller passes. */
+    struct rl_verdict (*take)(rl_word *st, const struct rl_limit *lim,
+                              uint64_t now, uint64_t want, uint64_t min,
+                              uint64_t max_wait_ns);
+
+    /* Give back `units` taken by a take() at time `now` that returned
+     * `verdict` (another limit denied, or the kernel sent less). Never gives
+     * back more than was taken; may give back less (never over-admits). */
+    void (*refund)(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                   const struct rl_verdict *verdict, uint64_t units);
+
+    /* Units that could be taken at `now` without waiting (for stat). */
+    uint64_t (*available)(rl_word *st, const struct rl_limit *lim,
+                          uint64_t now);
+};
+
+extern const struct rl_algorithm rl_token_bucket;
+extern const struct rl_algorithm rl_sliding_window;
+
+/* The algorithm for an id; NULL for an unknown id. */
+const struct rl_algorithm *rl_algorithm_get(uint32_t algo);
+
+/* Fill `lim` for `count` units per `period_ns` with capacity `burst`
+ * (0 = count). Returns 0, or -EINVAL for a zero count or period, a window
+ * count over RL_WINDOW_MAX_COUNT, or a rate the arithmetic cannot hold
+ * exactly (-ERANGE). */
+int rl_limit_prepare(struct rl_limit *lim, uint32_t algo, uint64_t count,
+                     uint64_t period_ns, uint64_t burst);
+
+/* Several limits on one budget (`connect = 5/s, 100/min`): all must allow.
+ * Takes from each in turn; when one denies, what the others granted is
+ * refunded; a partial grant is the smallest of the grants. `states[i]`
+ * holds lim[i]'s words. `verdicts` (n entries) receives each limit's own
+ * verdict so the caller can refund later (rl_multi_refund). The returned
+ * verdict's wait is the longest reservation. */
+struct rl_verdict rl_multi_take(rl_word *const *states,
+                                const struct rl_limit *lims, unsigned n,
+                                uint64_t now, uint64_t want, uint64_t min,
+                                uint64_t max_wait_ns,
+                                struct rl_verdict *verdicts);
+
+/* Return `units` of a grant made by rl_multi_take to every limit. */
+void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
+                     unsigned n, uint64_t now, const struct rl_verdict *verdicts,
+                     uint64_t units);
+
+#endif

@@ -1,0 +1,119 @@
+/* config.h — the quota table: the ini file, validated, made immutable.
+ *
+ * rl_config_load parses one file with the system inih and returns a table
+ * that is never changed after: the shim reads it from every thread without
+ * a lock. Every error names file:line and what is wrong; all errors of a
+ * file are reported, not only the first. Nothing here touches the network,
+ * the shared state or the clock. */
+#ifndef RL_POLICY_CONFIG_H
+#define RL_POLICY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limit/limit.h"
+
+/* What a limit counts (SPEC §1). */
+enum rl_kind {
+    RL_KIND_CONNECT = 0, /* new stream connections (and MSG_FASTOPEN) */
+    RL_KIND_SEND = 1,    /* send-family calls (sendmmsg: per message) */
+    RL_KIND_SEND_BYTES = 2,
+    RL_KIND_COUNT = 3,
+};
+
+/* Rates per kind, comma-separated in the file ("5/s, 100/min"). */
+#define RL_MAX_RATES 4
+
+enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
+enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
+enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
+enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
+enum rl_log_target {
+    RL_LOG_OFF = 0,
+    RL_LOG_STDERR = 1,
+    RL_LOG_SYSLOG = 2,
+    RL_LOG_FILE = 3,
+};
+
+/* One entry of a rule's `to` list: an address prefix and a port. */
+struct rl_dest {
+    uint8_t family;   /* AF_INET or AF_INET6 (IPv4-mapped IPv6 is stored
+                         as AF_INET) */
+    uint8_t prefix;   /* prefix length in bits */
+    uint16_t port;    /* host order; 0 = any port */
+    uint8_t addr[16]; /* network order; AF_INET uses the first 4 bytes */
+};
+
+struct rl_rule {
+    char *section;     /* "default", "user:1000", "user:scraper" */
+    char *user;        /* the part after "user:"; NULL for [default] */
+    bool is_default;
+    uint32_t algo;     /* enum rl_algo_id */
+    struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
+    unsigned nlimits[RL_KIND_COUNT]; /* 0 = that kind is not limited */
+    struct rl_dest *to;
+    size_t nto;        /* 0 = every destination */
+    int on_deny;       /* enum rl_on_deny (inherited from [rlshim]) */
+    uint64_t max_delay_ns;
+    int deny_errno;    /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
+    bool dry_run;
+    unsigned line;     /* where the section starts, for messages */
+};
+
+struct rl_config {
+    char *path;
+    int key_mode;     /* enum rl_key_mode */
+    int on_deny;      /* enum rl_on_deny */
+    uint64_t max_delay_ns;
+    int deny_errno;
+    int state_mode;   /* enum rl_state_mode */
+    int unknown;      /* enum rl_unknown */
+    int log_target;   /* enum rl_log_target */
+    char *log_path;   /* RL_LOG_FILE */
+    bool dry_run;
+    bool report;
+    uint32_t max_users;
+    struct rl_rule *rules; /* in file order */
+    size_t nrules;
+    uint64_t hash;    /* stable hash of the parsed table (not of the text) */
+};
+
+/* Error messages, each "file:line: what is wrong". */
+struct rl_diag {
+    char **msgs;
+    size_t n;
+};
+
+void rl_diag_free(struct rl_diag *d);
+
+/* Parse `path`. Returns 0 and *out, or -EINVAL with every problem in
+ * `diag` (or another -errno when the file cannot be read, also with a
+ * message in diag). */
+int rl_config_load(const char *path, struct rl_config **out,
+                   struct rl_diag *diag);
+
+/* The same from a string; `name` is what messages call the file. */
+int rl_config_load_string(const char *text, const char *name,
+                          struct rl_config **out, struct rl_diag *diag);
+
+void rl_config_free(struct rl_config *cfg);
+
+/* The rule for a caller (SPEC §3): the first of [user:KEY], [user:UID],
+ * [user:LOGIN], [default]. key and login may be NULL. NULL when none
+ * matches. */
+const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
+                                          const char *key, uint32_t uid,
+                                          const char *login);
+
+/* Does `rule` cover this destination? `sa` is a struct sockaddr of family
+ * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
+ * families never match. A rule with no `to` list covers every inet
+ * destination. */
+bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
+                    unsigned salen);
+
+/* Names for messages and for `rlshim check`/`stat`. */
+const char *rl_kind_name(int kind); /* "connect", "send", "send_bytes" */
+
+#endif

@@ -1,0 +1,103 @@
+/* store.h — the state segment: where budgets live so that every process of
+ * a uid shares them, with no daemon.
+ *
+ * The store knows nothing about quotas. It holds a fixed table of slots,
+ * each claimed once (lock-free, CAS) for a 64-bit tag, with a printable
+ * label, RL_STORE_COUNTERS statistics words and a run of zeroed state words
+ * carved from an arena on first claim. Limiter algorithms keep their state
+ * in those words.
+ *
+ * Shared mode: one file per uid in /dev/shm (or $RLSHIM_STATE_DIR), mode
+ * 0600, created race-free, validated before it is trusted (magic, layout
+ * version, size, config hash), replaced when it is ours but wrong, refused
+ * when it is foreign. Process mode: the same layout in this process's
+ * anonymous memory. The store keeps no file descriptor open. */
+#ifndef RL_STATE_STORE_H
+#define RL_STATE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/atomics.h"
+
+/* Statistics per slot: [kind * RL_STORE_STATS_PER_KIND + stat] with stats
+ * allowed, denied, delayed, delayed_ns (see enum rl_stat). */
+#define RL_STORE_KINDS 3
+#define RL_STORE_STATS_PER_KIND 4
+#define RL_STORE_COUNTERS (RL_STORE_KINDS * RL_STORE_STATS_PER_KIND)
+#define RL_STORE_LABEL_MAX 64 /* bytes, including the NUL */
+
+enum rl_stat {
+    RL_STAT_ALLOWED = 0, /* delayed calls included */
+    RL_STAT_DENIED = 1,
+    RL_STAT_DELAYED = 2,
+    RL_STAT_DELAYED_NS = 3,
+};
+
+struct rl_store_opts {
+    bool shared;          /* false: process-local memory */
+    const char *dir;      /* NULL: $RLSHIM_STATE_DIR, else /dev/shm */
+    uint32_t uid;         /* whose segment */
+    uint64_t config_hash; /* a segment made for another config is replaced */
+    uint32_t nslots;      /* max_users (per rule and user) + overflow */
+    uint64_t arena_words; /* state words available to all slots */
+};
+
+struct rl_store;
+
+/* A claimed slot, valid while the store is open. */
+struct rl_slot {
+    uint32_t index;
+    rl_atomic_u64 *counters; /* RL_STORE_COUNTERS words */
+    rl_atomic_u64 *words;    /* the state words asked for at first claim */
+    uint32_t nwords;
+};
+
+/* Open (creating or replacing as needed) the segment described by `o`.
+ * When a shared segment is refused or cannot be made, falls back to
+ * process memory and writes one line into `why` (may be NULL). Returns 0
+ * or -errno. */
+int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
+                  char *why, size_t whylen);
+void rl_store_close(struct rl_store *s);
+bool rl_store_is_shared(const struct rl_store *s);
+
+/* Find the slot for `tag` (non-zero), claiming it on first use with
+ * `label` and `nwords` zeroed state words. When the table or the arena is
+ * full, returns the shared overflow slot for `overflow_tag` instead and
+ * sets *overflowed. Returns 0 or -errno. Safe from many threads and
+ * processes at once. */
+int rl_store_slot(struct rl_store *s, uint64_t tag, const char *label,
+                  uint32_t nwords, uint64_t overflow_tag, struct rl_slot *out,
+                  bool *overflowed);
+
+/* True when the segment this process is attached to has been replaced by
+ * another process; one relaxed load, for the hot path. The caller then
+ * re-opens and re-claims its slots. */
+bool rl_store_is_stale(const struct rl_store *s);
+
+/* Read API for `rlshim stat`/`reset`: never disturbs running processes. */
+struct rl_slot_info {
+    uint32_t index;
+    uint64_t tag;
+    char label[RL_STORE_LABEL_MAX];
+    uint64_t counters[RL_STORE_COUNTERS];
+    uint32_t nwords;
+};
+
+/* Calls fn for every claimed slot; stops when fn returns non-zero. */
+int rl_store_each(struct rl_store *s,
+                  int (*fn)(const struct rl_slot_info *info,
+                            struct rl_slot *slot, void *arg),
+                  void *arg);
+
+/* Zero a slot's state words and counters (a full budget again). */
+void rl_store_reset_slot(struct rl_store *s, uint32_t index);
+
+/* Open an existing segment read-write without creating or replacing it
+ * (for the CLI). -ENOENT when there is none. */
+int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
+                    char *why, size_t whylen);
+
+#endif

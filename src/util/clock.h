@@ -1,0 +1,20 @@
+/* clock.h — the one seam through which rlshim reads time.
+ *
+ * CLOCK_MONOTONIC in nanoseconds: the same for every process on the host, so
+ * it can be stored in shared memory and compared across processes. The gate
+ * reads it once per decision and passes the value down; limiters never read
+ * a clock, which is what lets the tests step time by hand. */
+#ifndef RL_UTIL_CLOCK_H
+#define RL_UTIL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t rl_clock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif
