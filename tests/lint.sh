@@ -1,0 +1,44 @@
+#!/bin/sh
+# Checks that are not C tests: the exported symbols of the shim, the man
+# pages, and the example config. Prints "N passed, N failed" at the end.
+B=${1:-build}
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+
+# The .so exports exactly the hooked libc names, nothing of inih or ours.
+allowed="connect send sendto sendmsg sendmmsg write writev sendfile sendfile64
+close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose"
+exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |
+    sed 's/@.*//' | sort -u)
+extra=""
+for s in $exported; do
+    case " $(echo $allowed) " in *" $s "*) ;; *) extra="$extra $s" ;; esac
+done
+if [ -z "$exported" ]; then
+    bad "librlshim.so exports nothing"
+elif [ -n "$extra" ]; then
+    bad "librlshim.so exports names it must not:$extra"
+else
+    ok "librlshim.so exports only hooked libc names ($(echo $exported | wc -w))"
+fi
+
+for page in src/man/rlshim.1 src/man/rlshim.ini.5; do
+    if [ ! -f "$page" ]; then
+        bad "$page is missing"
+    elif out=$(mandoc -T lint -W warning "$page" 2>&1) && [ -z "$out" ]; then
+        ok "$page lints clean"
+    else
+        bad "$page: $out"
+    fi
+done
+
+if [ -f conf/rlshim.ini ] && "$B/rlshim" check -c conf/rlshim.ini >/dev/null; then
+    ok "conf/rlshim.ini passes rlshim check"
+else
+    bad "conf/rlshim.ini does not pass rlshim check"
+fi
+
+echo "lint: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
