@@ -1,0 +1,33 @@
+/* identity.h — who the calling process is (SPEC §3), worked out once per
+ * process (again after exec), never per call.
+ *
+ * key: RLSHIM_KEY from the environment (secure_getenv: ignored in setuid
+ * processes), else with key = exe the program's name; uid: the real uid;
+ * login: the uid's login name when it has a passwd entry. The login lookup
+ * goes through NSS, so call this only where the shim's re-entry guard is
+ * held (at load), never from a hook. */
+#ifndef RL_POLICY_IDENTITY_H
+#define RL_POLICY_IDENTITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RL_IDENTITY_MAX 64
+
+struct rl_identity {
+    bool has_key;
+    char key[RL_IDENTITY_MAX];
+    uint32_t uid;
+    bool has_login;
+    char login[RL_IDENTITY_MAX];
+};
+
+/* Fill `id` for this process; key_mode is enum rl_key_mode. Returns 0. */
+int rl_identity_resolve(struct rl_identity *id, int key_mode);
+
+/* The user string a [default] budget is keyed by: the key, else the uid in
+ * decimal. */
+const char *rl_identity_user(const struct rl_identity *id, char *buf,
+                             unsigned len);
+
+#endif
