@@ -157,7 +157,7 @@ lint: all $(B)/.test-deps
 
 check: test
 
-bench: all $(BENCHES)
+bench: all $(BENCHES) $(HELPERS)
 	@for b in $(BENCHES); do echo "== $$b"; $(TEST_ENV) $$b || exit 1; done
 	@if [ -x tests/bench/run.sh ]; then $(TEST_ENV) tests/bench/run.sh; fi
 
