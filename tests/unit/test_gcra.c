@@ -256,21 +256,19 @@ Test(gcra, refund_gives_back_what_was_taken_and_no_more)
 /* Under saturation (take all there is, at irregular steps) over an hour,
  * the count admitted stays within one of an ideal bucket kept beside it in
  * exact rational arithmetic (level in units * period), at every step. When
- * the steps are short enough that the bucket never fills up (burst >= 2),
- * that is also within one of burst + rate * t. */
+ * the steps are too short for the bucket ever to fill up, that is also
+ * within one of burst + rate * t. */
 static void check_hour(uint64_t count, uint64_t period, uint64_t burst)
 {
     struct rl_limit lim = bucket(count, period, burst);
     const uint64_t b = burst ? burst : count;
     rl_word st = 0;
     uint64_t t0 = 12345 * SEC + 678, t = t0, prev = t0, got = 0, model = 0;
-    uint64_t x = 88172645463325252ull, step_max = HOUR / 20000, g;
+    uint64_t x = 88172645463325252ull, step_max = HOUR / 40000, g;
     u128 level = (u128)b * period, full = level, ideal;
-    bool never_full = b >= 2;
+    /* Steps below (burst - 1) / rate never let the bucket fill up. */
+    bool never_full = (u128)(b - 1) * period / count >= step_max;
     unsigned steps = 0;
-
-    if (never_full && (u128)(b - 1) * period / count < step_max)
-        step_max = (uint64_t)((u128)(b - 1) * period / count);
     while (t - t0 <= HOUR) {
         level += (u128)count * (t - prev);
         if (level > full)
@@ -309,10 +307,11 @@ Test(gcra, stays_within_one_of_ideal_over_a_simulated_hour)
     check_hour(1000, SEC, 0);
     check_hour(7000, SEC, 0);
     check_hour(7, MS, 0);
+    check_hour(7, MS, 1000);
     check_hour(1000000, SEC, 0);
     check_hour(1, HOUR, 0);
     check_hour(1, HOUR, 2);
-    check_hour(10ull << 30, SEC, 1ull << 20); /* 10 GiB/s of bytes */
+    check_hour(10ull << 30, SEC, 1ull << 30); /* 10 GiB/s of bytes */
 }
 
 Test(gcra, refuses_what_it_cannot_count_exactly)
