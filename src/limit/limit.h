@@ -157,7 +157,7 @@ struct rl_verdict rl_multi_take(rl_word *const *states,
 
 /* Return `units` of a grant made by rl_multi_take to every limit. */
 void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
-                     unsigned n, uint64_t now, const struct rl_verdict *verdicts,
-                     uint64_t units);
+                     unsigned n, uint64_t now,
+                     const struct rl_verdict *verdicts, uint64_t units);
 
 #endif
