@@ -38,6 +38,7 @@ enum { D_N = 0, D_W = 1 };
 
 _Static_assert(RL_WINDOW_STATE_WORDS == 4, "lock, head, job, job stamp");
 _Static_assert(RL_WINDOW_MAX_COUNT < 0x3FFFFu, "a count fits in a job");
+
 /* The ops in use: the default needs no set-up (a static initialiser);
  * tests swap them with rl_window_set_lock_ops. Read once per call. */
 static _Atomic(const struct rl_lock_ops *) lock_ops = &rl_ownerlock_ops;

@@ -569,3 +569,30 @@ Test(window, never_admits_n_plus_one_in_a_window_under_contention)
     cr_assert_geq(total, 4 * RACE_CALLS / 100 * 10 * 9 / 10);
     free(r.st);
 }
+
+Test(window, the_default_lock_ops_tell_the_living_from_the_dead)
+{
+    uint64_t me = rl_ownerlock_ops.self(), child_id;
+    _Atomic uint64_t *box;
+    pid_t pid;
+    int status;
+
+    box = mmap(NULL, sizeof(*box), PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(box, MAP_FAILED);
+    cr_assert_neq(me, 0);
+    cr_assert_eq(me >> 32, (uint64_t)getpid());
+    cr_assert(rl_ownerlock_ops.alive(me));
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        atomic_store(box, rl_ownerlock_ops.self());
+        _exit(0);
+    }
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    child_id = atomic_load(box);
+    cr_assert_eq(child_id, ((uint64_t)pid << 32) | (uint32_t)pid,
+                 "a fork child is itself, not its parent's thread");
+    cr_assert_not(rl_ownerlock_ops.alive(child_id));
+    munmap(box, sizeof(*box));
+}
