@@ -1260,7 +1260,9 @@ int rl_config_load_string(const char *text, const char *name,
     ini_initial_alloc = RL_CONFIG_LINE_MAX + 2;
 
     rc = ini_parse_stream(reader, &ps, handler, &ps);
-    if (rc != 0 && diag->n == nerr0) {
+    if (rc == -2)
+        ps.nomem = true; /* inih could not allocate its line buffer */
+    else if (rc != 0 && diag->n == nerr0) {
         /* inih saw something our reader did not: still an error. */
         err(&ps, rc > 0 ? (unsigned)rc : ps.lineno, "syntax error");
     }
