@@ -461,3 +461,64 @@ Test(run, does_not_warn_about_an_ordinary_program)
     cr_expect_str_eq(r.err, "");
     remove_tree(dir);
 }
+
+/* ---- with the real shim -------------------------------------------------*/
+
+/* Five connects to a listener of its own: how many went, how many got
+ * EAGAIN. */
+static char counting_client[] =
+    "import socket, errno\n"
+    "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(16)\n"
+    "ok = denied = 0\n"
+    "for i in range(5):\n"
+    "    c = socket.socket()\n"
+    "    try:\n"
+    "        c.connect(srv.getsockname()); ok += 1\n"
+    "    except OSError as e:\n"
+    "        if e.errno != errno.EAGAIN: raise\n"
+    "        denied += 1\n"
+    "    c.close()\n"
+    "print(ok, denied)\n";
+
+Test(run, throttles_a_real_program_exactly_as_ld_preload_does)
+{
+    char so[1100], dir[64], bin[128], lib[128], ini[128], env1[1200],
+        env2[256];
+    const char *san = getenv("RLSHIM_SANITIZER");
+    struct result viarun, viapreload;
+    FILE *f;
+
+    snprintf(so, sizeof so, "%s/librlshim.so", build_dir());
+    if (access(so, R_OK) != 0)
+        cr_skip_test("no %s in this build", so);
+    if (san != NULL && strcmp(san, "address") == 0)
+        cr_skip_test("an ASan shim needs libasan preloaded first");
+    if (access("/usr/bin/python3", X_OK) != 0)
+        cr_skip_test("no python3");
+
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    snprintf(lib, sizeof lib, "%s/librlshim.so", dir);
+    copy_file(so, lib, 0755); /* the real shim, not the stand-in */
+    snprintf(ini, sizeof ini, "%s/t.ini", dir);
+    f = fopen(ini, "w");
+    cr_assert_not_null(f);
+    /* 2 per hour: two connects go, three are denied, whatever the clock. */
+    fputs("[rlshim]\nstate = process\n[default]\nconnect = 2/h\n", f);
+    fclose(f);
+
+    char *argv1[] = {bin, "run", "-c", ini, "python3", "-c", counting_client,
+                     NULL};
+    run(&viarun, argv1, base_env, NULL);
+    cr_expect_eq(viarun.status, 0, "%s", viarun.err);
+    cr_expect_str_eq(viarun.out, "2 3\n", "%s", viarun.err);
+
+    snprintf(env1, sizeof env1, "LD_PRELOAD=%s/librlshim.so", dir);
+    snprintf(env2, sizeof env2, "RLSHIM_CONFIG=%s", ini);
+    char *envp[] = {"PATH=/usr/bin:/bin", env1, env2, NULL};
+    char *argv2[] = {"/usr/bin/python3", "-c", counting_client, NULL};
+    run(&viapreload, argv2, envp, NULL);
+    cr_expect_eq(viapreload.status, 0, "%s", viapreload.err);
+    cr_expect_str_eq(viapreload.out, viarun.out);
+    remove_tree(dir);
+}
