@@ -5,6 +5,7 @@
  * build-tree and install layouts are both exercised without the real shim.
  * The runner itself is never preloaded. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -521,4 +522,78 @@ Test(run, throttles_a_real_program_exactly_as_ld_preload_does)
     cr_expect_eq(viapreload.status, 0, "%s", viapreload.err);
     cr_expect_str_eq(viapreload.out, viarun.out);
     remove_tree(dir);
+}
+
+/* The first "; expect:" of a bad fixture, as the host program's line
+ * starts: "rlshim: PATH:LINE: MESSAGE". */
+static int first_expect(const char *path, char *out, size_t len)
+{
+    char line[512];
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    cr_assert_not_null(f, "%s", path);
+    while (fgets(line, sizeof line, f) != NULL &&
+           strncmp(line, "; expect: ", 10) == 0) {
+        line[strcspn(line, "\n")] = '\0';
+        if (n++ == 0)
+            snprintf(out, len, "rlshim: %s:%s", path, line + 10);
+    }
+    fclose(f);
+    return n;
+}
+
+Test(run, a_broken_config_leaves_the_program_running_with_one_line)
+{
+    char so[1100], dir[1100], path[2200], want[4096], env1[1200],
+        env2[2300];
+    const char *san = getenv("RLSHIM_SANITIZER");
+    struct dirent *e;
+    struct result r;
+    int checked = 0;
+    DIR *dp;
+
+    snprintf(so, sizeof so, "%s/librlshim.so", build_dir());
+    if (access(so, R_OK) != 0)
+        cr_skip_test("no %s in this build", so);
+    if (san != NULL && strcmp(san, "address") == 0)
+        cr_skip_test("an ASan shim needs libasan preloaded first");
+    snprintf(env1, sizeof env1, "LD_PRELOAD=%s", so);
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/bad", src_dir());
+    dp = opendir(dir);
+    cr_assert_not_null(dp);
+    while ((e = readdir(dp)) != NULL) {
+        if (strstr(e->d_name, ".ini") == NULL)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int n = first_expect(path, want, sizeof want);
+        snprintf(env2, sizeof env2, "RLSHIM_CONFIG=%s", path);
+        char *envp[] = {"PATH=/usr/bin:/bin", env1, env2, NULL};
+        char *strict_envp[] = {"PATH=/usr/bin:/bin", env1, env2,
+                               "RLSHIM_STRICT=1", NULL};
+        char *argv[] = {"/bin/echo", "ran", NULL};
+        size_t wl = strlen(want);
+
+        run(&r, argv, envp, NULL);
+        cr_expect_eq(r.status, 0, "%s", e->d_name);
+        cr_expect_str_eq(r.out, "ran\n", "%s", e->d_name);
+        cr_expect_eq(count_lines(r.err), 1, "%s: %s", e->d_name, r.err);
+        cr_expect(strncmp(r.err, want, wl) == 0, "%s:\n want %s\n got  %s",
+                  e->d_name, want, r.err);
+        cr_expect(strstr(r.err, n > 1 ? " more: run 'rlshim check'); "
+                                        "nothing is throttled\n"
+                                      : "; nothing is throttled\n"),
+                  "%s", r.err);
+
+        run(&r, argv, strict_envp, NULL);
+        cr_expect_eq(r.status, 78, "%s", e->d_name);
+        cr_expect_str_eq(r.out, "", "%s", e->d_name);
+        cr_expect_eq(count_lines(r.err), 1, "%s: %s", e->d_name, r.err);
+        cr_expect(strncmp(r.err, want, wl) == 0, "%s", e->d_name);
+        cr_expect(strstr(r.err, "; exiting with status 78 "
+                                "(RLSHIM_STRICT=1)\n"),
+                  "%s", r.err);
+        checked++;
+    }
+    closedir(dp);
+    cr_expect_geq(checked, 30);
 }
