@@ -396,8 +396,8 @@ static void start_section(struct pstate *ps, const char *name, size_t n)
                 if (distance(head, "user") <= 2 &&
                     good_user(colon + 1, strlen(colon + 1))) {
                     err(ps, ps->lineno,
-                        "unknown section [%s] (did you mean [user:%s]?)",
-                        sec, colon + 1);
+                        "unknown section [%s] (did you mean [user:%s]?)", sec,
+                        colon + 1);
                     return;
                 }
             }
@@ -410,8 +410,8 @@ static void start_section(struct pstate *ps, const char *name, size_t n)
             else if (strcmp(sec, "user") == 0)
                 best = "user:NAME";
             if (best != NULL) {
-                err(ps, ps->lineno,
-                    "unknown section [%s] (did you mean [%s]?)", sec, best);
+                err(ps, ps->lineno, "unknown section [%s] (did you mean [%s]?)",
+                    sec, best);
                 return;
             }
         }
@@ -554,7 +554,10 @@ static int word(struct pstate *ps, const char *key, const char *v,
     }
     for (int i = 0; i < n; i++) {
         strncat(list, words[i], sizeof list - strlen(list) - 1);
-        strncat(list, i + 2 < n ? ", " : i + 1 < n ? " or " : "",
+        strncat(list,
+                i + 2 < n   ? ", "
+                : i + 1 < n ? " or "
+                            : "",
                 sizeof list - strlen(list) - 1);
     }
     err(ps, ps->lineno, "bad value '%s' for '%s' in [%s] (use %s)", v, key,
@@ -595,8 +598,8 @@ static bool get_duration(struct pstate *ps, const char *key, const char *v,
         err(ps, ps->lineno, "negative value '%s' for '%s' in [%s]", v, key,
             sect_name(ps));
     else
-        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v,
-            key, sect_name(ps));
+        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v, key,
+            sect_name(ps));
     return false;
 }
 
@@ -605,13 +608,13 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
     struct raw_kind *rk = &ps->sects[ps->cur].raw[kind];
     bool sizes = kind == RL_KIND_SEND_BYTES;
     unsigned bad;
-    int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES,
-                                &rk->nrates, &bad);
+    int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES, &rk->nrates,
+                                &bad);
     const char *k = keys[key].name;
 
     if (rc == -E2BIG) {
-        err(ps, ps->lineno, "more than %d rates for '%s' in [%s]",
-            RL_MAX_RATES, k, sect_name(ps));
+        err(ps, ps->lineno, "more than %d rates for '%s' in [%s]", RL_MAX_RATES,
+            k, sect_name(ps));
     } else if (rc == -EDOM) {
         err(ps, ps->lineno,
             "bad unit in '%s' for '%s' in [%s] (use %sN/ms, N/s, N/min or "
@@ -623,13 +626,13 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
         err(ps, ps->lineno, "negative rate '%s' for '%s' in [%s]", v, k,
             sect_name(ps));
     } else if (rc < 0) {
-        err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]", why_number(rc), v,
-            k, sect_name(ps));
+        err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]", why_number(rc), v, k,
+            sect_name(ps));
     } else {
         for (unsigned i = 0; i < rk->nrates; i++) {
             if (rk->rates[i].count == 0) {
-                err(ps, ps->lineno, "zero rate in '%s' for '%s' in [%s]", v,
-                    k, sect_name(ps));
+                err(ps, ps->lineno, "zero rate in '%s' for '%s' in [%s]", v, k,
+                    sect_name(ps));
                 rk->nrates = 0;
                 return;
             }
@@ -675,8 +678,8 @@ static void set_bursts(struct pstate *ps, int key, int kind, const char *v)
         }
         if (rc < 0) {
             if (one[0] == '-')
-                err(ps, ps->lineno, "negative burst '%s' for '%s' in [%s]",
-                    v, k, sect_name(ps));
+                err(ps, ps->lineno, "negative burst '%s' for '%s' in [%s]", v,
+                    k, sect_name(ps));
             else
                 err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]",
                     why_number(rc), v, k, sect_name(ps));
@@ -840,8 +843,8 @@ static void set_to(struct pstate *ps, const char *v)
         one[b - a] = '\0';
         why = one[0] ? parse_dest(one, &d) : "empty entry";
         if (why != NULL) {
-            err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s",
-                one, sect_name(ps), why);
+            err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
+                sect_name(ps), why);
             free(list);
             return;
         }
@@ -870,8 +873,7 @@ static int handler(void *user, const char *section, const char *name,
     static const char *const key_words[] = {"env", "exe"};
     static const char *const state_words[] = {"shared", "process"};
     static const char *const unknown_words[] = {"allow", "deny"};
-    static const char *const algo_words[] = {"token_bucket",
-                                             "sliding_window"};
+    static const char *const algo_words[] = {"token_bucket", "sliding_window"};
     struct pstate *ps = user;
     struct rl_config *cfg = ps->cfg;
     struct sect *s;
@@ -899,9 +901,8 @@ static int handler(void *user, const char *section, const char *name,
     if (key < 0) {
         const char *best = suggest_key(name, where);
         if (best != NULL)
-            err(ps, ps->lineno,
-                "unknown key '%s' in [%s] (did you mean '%s'?)", name,
-                sect_name(ps), best);
+            err(ps, ps->lineno, "unknown key '%s' in [%s] (did you mean '%s'?)",
+                name, sect_name(ps), best);
         else
             err(ps, ps->lineno, "unknown key '%s' in [%s]", name,
                 sect_name(ps));
@@ -1110,13 +1111,12 @@ static void settle_rule(struct pstate *ps, struct sect *s)
             bad = true;
         } else if (rk->nbursts > 0 && rk->nrates == 0 &&
                    !s->key_line[rate_key(k)]) {
-            err(ps, rk->burst_line, "'%s' without '%s' in [%s]",
-                burst_key(k), kind_names[k], r->section);
+            err(ps, rk->burst_line, "'%s' without '%s' in [%s]", burst_key(k),
+                kind_names[k], r->section);
             bad = true;
         } else if (rk->nbursts > rk->nrates && rk->nrates > 0) {
-            err(ps, rk->burst_line,
-                "%u bursts for %u rates in '%s' of [%s]", rk->nbursts,
-                rk->nrates, burst_key(k), r->section);
+            err(ps, rk->burst_line, "%u bursts for %u rates in '%s' of [%s]",
+                rk->nbursts, rk->nrates, burst_key(k), r->section);
             bad = true;
         }
         if (bad)
@@ -1444,8 +1444,7 @@ static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned prefix)
     return (a[full] & mask) == (b[full] & mask);
 }
 
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
-                    unsigned salen)
+bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen)
 {
     sa_family_t fam;
     uint8_t addr[16];
@@ -1517,8 +1516,8 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
     static const struct {
         const char *name;
         uint64_t mul;
-    } sz[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
-              {"GB", 1000000000ull}, {"MB", 1000000ull}, {"KB", 1000ull}};
+    } sz[] = {{"GiB", 1ull << 30},   {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
+              {"GB", 1000000000ull}, {"MB", 1000000ull},  {"KB", 1000ull}};
     const char *unit = NULL;
     uint64_t count = lim->count;
     const char *szu = "";

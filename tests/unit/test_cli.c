@@ -8,13 +8,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
-#include <linux/capability.h>
 #include <unistd.h>
 
 #define STANDIN_LIB "/lib/x86_64-linux-gnu/libdl.so.2"
@@ -274,15 +274,16 @@ Test(run, prepends_the_shim_and_sets_config_and_key)
      * be told that this is on purpose. */
     char *envp[] = {"PATH=/usr/bin:/bin", env1, "RLSHIM_KEY=old",
                     "ASAN_OPTIONS=verify_asan_link_order=0", NULL};
-    char *argv[] = {bin,   "run", "-c", fixture("good/spec_example.ini"),
-                    "-k",  "bob", "--", "env", NULL};
+    char *argv[] = {bin,  "run", "-c", fixture("good/spec_example.ini"),
+                    "-k", "bob", "--", "env",
+                    NULL};
 
     run(&r, argv, envp, NULL);
     cr_expect_eq(r.status, 0, "%s", r.err);
     snprintf(want, sizeof want, "\nLD_PRELOAD=%s/lib/librlshim.so %s\n", dir,
              STANDIN_LIB);
-    cr_expect(strstr(r.out, want) || strncmp(r.out, want + 1,
-                                             strlen(want + 1)) == 0,
+    cr_expect(strstr(r.out, want) ||
+                  strncmp(r.out, want + 1, strlen(want + 1)) == 0,
               "want %s in:\n%s", want, r.out);
     snprintf(want, sizeof want, "RLSHIM_CONFIG=%s\n",
              fixture("good/spec_example.ini"));
@@ -298,8 +299,9 @@ Test(run, finds_the_shim_beside_a_build_tree_binary)
     char dir[64], bin[128], want[256];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
-                    "printenv", "LD_PRELOAD", NULL};
+    char *argv[] = {
+        bin,        "run",        "-c", fixture("good/spec_example.ini"),
+        "printenv", "LD_PRELOAD", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 0, "%s", r.err);
     snprintf(want, sizeof want, "%s/librlshim.so\n", dir);
@@ -313,8 +315,8 @@ Test(run, passes_on_the_program_exit_status)
     char dir[64], bin[128];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"), "sh",
-                    "-c", "exit 7", NULL};
+    char *argv[] = {bin,  "run", "-c",     fixture("good/spec_example.ini"),
+                    "sh", "-c",  "exit 7", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 7, "%s", r.err);
     remove_tree(dir);
@@ -323,9 +325,9 @@ Test(run, passes_on_the_program_exit_status)
 Test(run, exits_127_when_the_program_is_not_found)
 {
     struct result r;
-    char *argv[] = {rlshim_path(), "run", "-c",
-                    fixture("good/spec_example.ini"), "no-such-program-x",
-                    NULL};
+    char *argv[] = {
+        rlshim_path(),       "run", "-c", fixture("good/spec_example.ini"),
+        "no-such-program-x", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "rlshim: no-such-program-x: command not found\n");
@@ -340,7 +342,7 @@ Test(run, never_searches_the_current_directory_unless_path_says_so)
     copy_file("/bin/true", tool, 0755);
     char bin[128];
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+    char *argv[] = {bin,      "run", "-c", fixture("good/spec_example.ini"),
                     "mytool", NULL};
     run(&r, argv, base_env, dir);
     cr_expect_eq(r.status, 127, "%s", r.err);
@@ -355,7 +357,7 @@ Test(run, refuses_to_start_with_a_broken_config)
 {
     struct result r;
     char *argv[] = {rlshim_path(), "run", "-c", fixture("bad/zero_rate.ini"),
-                    "true", NULL};
+                    "true",        NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.err, "zero_rate.ini:3: zero rate in '0/s'"), "%s",
@@ -377,8 +379,9 @@ static void expect_one_warning(const char *prog, const char *reason)
     char dir[64], bin[128], want[512];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
-                    (char *)prog, "--version", NULL};
+    char *argv[] = {
+        bin,          "run",       "-c", fixture("good/spec_example.ini"),
+        (char *)prog, "--version", NULL};
     run(&r, argv, base_env, NULL);
     snprintf(want, sizeof want,
              "rlshim: warning: the shim cannot see the calls of %s (%s); "
@@ -442,8 +445,7 @@ Test(run, warns_about_a_program_with_file_capabilities)
     cap.data[0].permitted = 1u << CAP_NET_RAW;
     if (setxattr(p, "security.capability", &cap, XATTR_CAPS_SZ_2, 0) != 0) {
         unlink(p);
-        cr_skip_test("cannot set file capabilities here: %s",
-                     strerror(errno));
+        cr_skip_test("cannot set file capabilities here: %s", strerror(errno));
     }
     expect_one_warning(p, "file capabilities");
     unlink(p);
@@ -455,7 +457,7 @@ Test(run, does_not_warn_about_an_ordinary_program)
     char dir[64], bin[128];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+    char *argv[] = {bin,    "run", "-c", fixture("good/spec_example.ini"),
                     "true", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 0);
@@ -483,8 +485,7 @@ static char counting_client[] =
 
 Test(run, throttles_a_real_program_exactly_as_ld_preload_does)
 {
-    char so[1100], dir[64], bin[128], lib[128], ini[128], env1[1200],
-        env2[256];
+    char so[1100], dir[64], bin[128], lib[128], ini[128], env1[1200], env2[256];
     const char *san = getenv("RLSHIM_SANITIZER");
     struct result viarun, viapreload;
     FILE *f;
@@ -508,8 +509,8 @@ Test(run, throttles_a_real_program_exactly_as_ld_preload_does)
     fputs("[rlshim]\nstate = process\n[default]\nconnect = 2/h\n", f);
     fclose(f);
 
-    char *argv1[] = {bin, "run", "-c", ini, "python3", "-c", counting_client,
-                     NULL};
+    char *argv1[] = {bin,  "run",           "-c", ini, "python3",
+                     "-c", counting_client, NULL};
     run(&viarun, argv1, base_env, NULL);
     cr_expect_eq(viarun.status, 0, "%s", viarun.err);
     cr_expect_str_eq(viarun.out, "2 3\n", "%s", viarun.err);
@@ -544,8 +545,7 @@ static int first_expect(const char *path, char *out, size_t len)
 
 Test(run, a_broken_config_leaves_the_program_running_with_one_line)
 {
-    char so[1100], dir[1100], path[2200], want[4096], env1[1200],
-        env2[2300];
+    char so[1100], dir[1100], path[2200], want[4096], env1[1200], env2[2300];
     const char *san = getenv("RLSHIM_SANITIZER");
     struct dirent *e;
     struct result r;

@@ -80,8 +80,8 @@ static int check_bad_file(const char *dir, const char *file)
         const char *w = i < nwant ? want[i] : "(nothing)";
         const char *g = i < d.n ? d.msgs[i] : "(nothing)";
         if (strcmp(w, g) != 0) {
-            cr_expect_fail("%s: error %zu\n  want: %s\n  got:  %s", file, i,
-                           w, g);
+            cr_expect_fail("%s: error %zu\n  want: %s\n  got:  %s", file, i, w,
+                           g);
             failed = 1;
         }
     }
@@ -251,8 +251,7 @@ Test(config, accepts_a_line_of_exactly_200_bytes)
     struct rl_config *cfg = load_ok(text);
     rl_config_free(cfg);
 
-    snprintf(text, sizeof text, "[default]\nconnect = 5/s%*s\n", 201 - 13,
-             ";");
+    snprintf(text, sizeof text, "[default]\nconnect = 5/s%*s\n", 201 - 13, ";");
     struct rl_diag d = load_bad(text);
     cr_expect_str_eq(d.msgs[0], "t.ini:2: line longer than 200 bytes");
     rl_diag_free(&d);
@@ -278,9 +277,8 @@ Test(config, counts_lines_with_crlf_endings_and_a_bom)
                                 "connect = 5/s\r\n"
                                 "\r\n"
                                 "sned = 5/s\r\n");
-    cr_expect_str_eq(d.msgs[0],
-                     "t.ini:4: unknown key 'sned' in [default] "
-                     "(did you mean 'send'?)");
+    cr_expect_str_eq(d.msgs[0], "t.ini:4: unknown key 'sned' in [default] "
+                                "(did you mean 'send'?)");
     rl_diag_free(&d);
 }
 
@@ -289,9 +287,8 @@ Test(config, reports_keys_of_a_wrong_section_only_once)
     struct rl_diag d = load_bad("[nonsense]\nfoo = 1\nbar = 2\n"
                                 "[default]\nconect = 1/s\n");
     cr_expect_eq(d.n, 2);
-    cr_expect_str_eq(d.msgs[1],
-                     "t.ini:5: unknown key 'conect' in [default] "
-                     "(did you mean 'connect'?)");
+    cr_expect_str_eq(d.msgs[1], "t.ini:5: unknown key 'conect' in [default] "
+                                "(did you mean 'connect'?)");
     rl_diag_free(&d);
 }
 
@@ -338,8 +335,7 @@ Test(config, reports_a_missing_file_with_its_path)
 {
     struct rl_diag d = {0};
     struct rl_config *cfg;
-    cr_expect_eq(rl_config_load("/nonexistent/rlshim.ini", &cfg, &d),
-                 -ENOENT);
+    cr_expect_eq(rl_config_load("/nonexistent/rlshim.ini", &cfg, &d), -ENOENT);
     cr_assert_eq(d.n, 1);
     cr_expect_str_eq(d.msgs[0], "/nonexistent/rlshim.ini: cannot read: "
                                 "No such file or directory");
@@ -462,9 +458,10 @@ Test(dest, matches_ipv4_mapped_ipv6_as_ipv4)
 
 Test(dest, matches_ipv6_in_every_spelling)
 {
-    struct rl_config *cfg = load_ok("[default]\nconnect = 1/s\n"
-                                    "to = [::1]:443, fd00::/8, [2001:db8::]/32:53,"
-                                    " [2001:db9::/32]\n");
+    struct rl_config *cfg =
+        load_ok("[default]\nconnect = 1/s\n"
+                "to = [::1]:443, fd00::/8, [2001:db8::]/32:53,"
+                " [2001:db9::/32]\n");
     const struct rl_rule *r = &cfg->rules[0];
     cr_expect(covers(r, "::1", 443));
     cr_expect_not(covers(r, "::1", 80));

@@ -128,6 +128,5 @@ Test(identity, a_uid_without_passwd_entry_still_matches_by_number)
         _exit(uid_child(unknown_uid));
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_expect(WIFEXITED(st));
-    cr_expect_eq(WEXITSTATUS(st), 0, "child check %d failed",
-                 WEXITSTATUS(st));
+    cr_expect_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
 }
