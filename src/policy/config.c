@@ -1292,7 +1292,10 @@ static int read_file(const char *path, char **text, size_t *len)
     size_t n = 0, cap = 0;
     int fd, rc = 0;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO named as the config must not hang the host
+     * program at start-up; it is refused below like anything that is not
+     * a regular file. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     if (fstat(fd, &st) < 0) {
@@ -1301,6 +1304,10 @@ static int read_file(const char *path, char **text, size_t *len)
     }
     if (S_ISDIR(st.st_mode)) {
         rc = -EISDIR;
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
         goto out;
     }
     for (;;) {
@@ -1363,6 +1370,10 @@ int rl_config_load(const char *path, struct rl_config **out,
     rc = read_file(path, &text, &len);
     if (rc == -EFBIG) {
         diag_add(diag, "%s: larger than %u bytes", path, RL_CONFIG_FILE_MAX);
+        return rc;
+    }
+    if (rc == -EINVAL) {
+        diag_add(diag, "%s: cannot read: not a regular file", path);
         return rc;
     }
     if (rc < 0) {

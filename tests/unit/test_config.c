@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "policy/config.h"
@@ -535,4 +536,38 @@ Test(config, prints_rates_as_the_file_would_spell_them)
                           sizeof buf);
     cr_expect_str_eq(buf, "10B/min");
     rl_config_free(cfg);
+}
+
+Test(config, refuses_a_fifo_without_waiting_for_a_writer)
+{
+    char dir[] = "/tmp/rlshim-fifo-XXXXXX", path[64];
+    struct rl_diag d = {0};
+    struct rl_config *cfg;
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rlshim.ini", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_expect_eq(rl_config_load(path, &cfg, &d), -EINVAL);
+    cr_assert_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], ": cannot read: not a regular file"));
+    rl_diag_free(&d);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(config, refuses_a_file_over_the_size_cap)
+{
+    char path[] = "/tmp/rlshim-big-XXXXXX";
+    struct rl_diag d = {0};
+    struct rl_config *cfg;
+    int fd = mkstemp(path);
+
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, RL_CONFIG_FILE_MAX + 1), 0);
+    close(fd);
+    cr_expect_eq(rl_config_load(path, &cfg, &d), -EFBIG);
+    cr_assert_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], ": larger than 1048576 bytes"));
+    rl_diag_free(&d);
+    unlink(path);
 }
