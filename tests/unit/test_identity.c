@@ -130,3 +130,52 @@ Test(identity, a_uid_without_passwd_entry_still_matches_by_number)
     cr_expect(WIFEXITED(st));
     cr_expect_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
 }
+
+/* When the runner is started with RLSHIM_TEST_PRINT_EXE=1 it prints the
+ * key that key = exe gives it and exits, before Criterion starts: how a
+ * test sees the name of a program started through a symlink. */
+__attribute__((constructor)) static void print_exe_key(void)
+{
+    struct rl_identity id;
+    const char *v = getenv("RLSHIM_TEST_PRINT_EXE");
+    if (v == NULL || strcmp(v, "1") != 0)
+        return;
+    unsetenv("RLSHIM_KEY");
+    rl_identity_resolve(&id, RL_KEY_EXE);
+    printf("%s\n", id.key);
+    fflush(stdout);
+    _exit(0);
+}
+
+Test(identity, with_key_exe_names_the_program_as_started_not_its_target)
+{
+    char dir[] = "/tmp/rlshim-exe-XXXXXX", link[64], self[4096], out[128];
+    int fds[2], st;
+    ssize_t n;
+    pid_t pid;
+
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(n, 0);
+    self[n] = '\0';
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/crawler", dir);
+    cr_assert_eq(symlink(self, link), 0);
+    cr_assert_eq(pipe(fds), 0);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char *argv[] = {"something-else", NULL};
+        char *envp[] = {"RLSHIM_TEST_PRINT_EXE=1", NULL};
+        dup2(fds[1], 1);
+        execve(link, argv, envp);
+        _exit(127);
+    }
+    close(fds[1]);
+    n = read(fds[0], out, sizeof out - 1);
+    out[n > 0 ? n : 0] = '\0';
+    close(fds[0]);
+    waitpid(pid, &st, 0);
+    unlink(link);
+    rmdir(dir);
+    cr_expect_str_eq(out, "crawler\n");
+}
