@@ -603,6 +603,23 @@ static bool get_duration(struct pstate *ps, const char *key, const char *v,
     return false;
 }
 
+/* Does a comma-separated list have an empty element ("a,,b", "a,")? */
+static bool empty_element(const char *v)
+{
+    bool empty = true; /* the element being read, so far */
+
+    for (; *v; v++) {
+        if (*v == ',') {
+            if (empty)
+                return true;
+            empty = true;
+        } else if (!is_space(*v)) {
+            empty = false;
+        }
+    }
+    return empty;
+}
+
 static void set_rates(struct pstate *ps, int key, int kind, const char *v)
 {
     struct raw_kind *rk = &ps->sects[ps->cur].raw[kind];
@@ -614,6 +631,9 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
 
     if (rc == -E2BIG) {
         err(ps, ps->lineno, "more than %d rates for '%s' in [%s]", RL_MAX_RATES,
+            k, sect_name(ps));
+    } else if (rc == -EINVAL && empty_element(v)) {
+        err(ps, ps->lineno, "empty rate in the list '%s' for '%s' in [%s]", v,
             k, sect_name(ps));
     } else if (rc == -EDOM) {
         err(ps, ps->lineno,
