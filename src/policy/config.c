@@ -1175,23 +1175,16 @@ static uint64_t hash_limit(uint64_t h, const struct rl_limit *l)
     return rl_hash_u64(h, l->burst);
 }
 
-/* What the table means, never how it was written: comments, blanks and
- * the order of keys within a section do not change it. */
+/* What shapes the shared budgets, never how it was written: the rules in
+ * order, their algorithms and limits, and the table size. Comments, blanks
+ * and key order do not change it, and neither do settings that only say
+ * what a denied call gets or who is logged (on_deny, errno, dry_run, to,
+ * log, report...): editing those keeps every user's budget. */
 static uint64_t hash_config(const struct rl_config *c)
 {
     uint64_t h = RL_HASH_INIT;
 
-    h = rl_hash_u64(h, 1); /* version of this hash's recipe */
-    h = rl_hash_u64(h, (uint64_t)c->key_mode);
-    h = rl_hash_u64(h, (uint64_t)c->on_deny);
-    h = rl_hash_u64(h, c->max_delay_ns);
-    h = rl_hash_u64(h, (uint64_t)c->deny_errno);
-    h = rl_hash_u64(h, (uint64_t)c->state_mode);
-    h = rl_hash_u64(h, (uint64_t)c->unknown);
-    h = rl_hash_u64(h, (uint64_t)c->log_target);
-    h = rl_hash_str(h, c->log_path ? c->log_path : "");
-    h = rl_hash_u64(h, c->dry_run);
-    h = rl_hash_u64(h, c->report);
+    h = rl_hash_u64(h, 2); /* version of this hash's recipe */
     h = rl_hash_u64(h, c->max_users);
     h = rl_hash_u64(h, c->nrules);
     for (size_t i = 0; i < c->nrules; i++) {
@@ -1203,18 +1196,6 @@ static uint64_t hash_config(const struct rl_config *c)
             for (unsigned j = 0; j < r->nlimits[k]; j++)
                 h = hash_limit(h, &r->limits[k][j]);
         }
-        h = rl_hash_u64(h, r->nto);
-        for (size_t j = 0; j < r->nto; j++) {
-            const struct rl_dest *d = &r->to[j];
-            h = rl_hash_u64(h, d->family);
-            h = rl_hash_u64(h, d->prefix);
-            h = rl_hash_u64(h, d->port);
-            h = rl_hash_bytes(h, d->addr, sizeof d->addr);
-        }
-        h = rl_hash_u64(h, (uint64_t)r->on_deny);
-        h = rl_hash_u64(h, r->max_delay_ns);
-        h = rl_hash_u64(h, (uint64_t)r->deny_errno);
-        h = rl_hash_u64(h, r->dry_run);
     }
     return h;
 }

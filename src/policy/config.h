@@ -98,7 +98,9 @@ struct rl_config {
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;
-    uint64_t hash;    /* stable hash of the parsed table (not of the text) */
+    uint64_t hash;    /* stable hash of what shapes the budgets: rules,
+                         algorithms, limits, max_users (not of the text,
+                         nor of on_deny/errno/to/log...: see config.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it

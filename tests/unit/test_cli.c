@@ -261,6 +261,79 @@ Test(check, passes_the_example_host_config)
     cr_expect_eq(r.status, 0, "%s", r.err);
 }
 
+Test(check, says_nothing_is_throttled_when_there_is_no_config_at_all)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", NULL};
+    if (access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0)
+        cr_skip_test("%s exists on this host", RL_SYSCONFDIR "/rlshim.ini");
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, RL_SYSCONFDIR "/rlshim.ini: no such file: "
+                                          "nothing is throttled\n");
+}
+
+Test(check, calls_an_extra_argument_a_usage_error)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "extra", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "unexpected argument 'extra'"), "%s", r.err);
+}
+
+Test(check, finds_every_key_explained_in_the_example_host_config)
+{
+    static const char *const keys[] = {
+        "key",
+        "on_deny",
+        "max_delay",
+        "errno",
+        "state",
+        "unknown",
+        "log",
+        "dry_run",
+        "report",
+        "max_users",
+        "algorithm",
+        "connect",
+        "connect_burst",
+        "send",
+        "send_burst",
+        "send_bytes",
+        "send_bytes_burst",
+        "to",
+    };
+    char p[1024], text[16384], pat[64];
+    FILE *f;
+    size_t n;
+
+    snprintf(p, sizeof p, "%s/conf/rlshim.ini", src_dir());
+    f = fopen(p, "r");
+    cr_assert_not_null(f);
+    n = fread(text + 1, 1, sizeof text - 2, f);
+    fclose(f);
+    text[0] = '\n';
+    text[n + 1] = '\0';
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        /* "\nKEY " or "\nKEY=" : the key set on a line of its own, and a
+         * comment line just above it. */
+        snprintf(pat, sizeof pat, "\n%s ", keys[i]);
+        const char *at = strstr(text, pat);
+        if (at == NULL) {
+            snprintf(pat, sizeof pat, "\n%s=", keys[i]);
+            at = strstr(text, pat);
+        }
+        cr_expect_not_null(at, "conf/rlshim.ini does not set '%s'", keys[i]);
+        if (at != NULL) {
+            const char *prev = at - 1;
+            while (prev > text && *prev != '\n')
+                prev--;
+            cr_expect(prev[1] == ';', "'%s' has no comment above it", keys[i]);
+        }
+    }
+}
+
 /* ---- run ----------------------------------------------------------------*/
 
 Test(run, prepends_the_shim_and_sets_config_and_key)

@@ -313,6 +313,23 @@ Test(config, hashes_the_meaning_not_the_text)
     struct rl_config *e = load_ok("[default]\nconnect = 5000/ms\n"
                                   "send = 1/s\n");
     cr_expect_eq(a->hash, b->hash);
+    struct rl_config *f = load_ok("[rlshim]\nlog = stderr\n[default]\n"
+                                  "connect = 5/s\nsend = 1/s\n"
+                                  "on_deny = delay\nerrno = ETIMEDOUT\n"
+                                  "to = 10.0.0.0/8\n");
+    cr_expect_eq(a->hash, f->hash, "what a denial gets keeps budgets");
+    struct rl_config *g = load_ok("[rlshim]\nmax_users = 5\n[default]\n"
+                                  "connect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, g->hash, "the table size shapes the segment");
+    struct rl_config *w = load_ok("[default]\nalgorithm = sliding_window\n"
+                                  "connect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, w->hash);
+    struct rl_config *u = load_ok("[user:x]\nconnect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, u->hash);
+    rl_config_free(f);
+    rl_config_free(g);
+    rl_config_free(w);
+    rl_config_free(u);
     cr_expect_neq(a->hash, c->hash);
     cr_expect_neq(a->hash, e->hash);
     cr_expect_neq(a->hash, 0);
@@ -327,7 +344,7 @@ Test(config, hash_is_the_same_in_every_build)
     /* Pinned: a change of recipe must be deliberate (old segments would
      * be replaced on upgrade). */
     struct rl_config *a = load_ok("[default]\nconnect = 5/s\n");
-    cr_expect_eq(a->hash, 0xd185d9d0e770da71ull, "hash %016llx",
+    cr_expect_eq(a->hash, 0xdcf4f0c0ce5e5aa8ull, "hash %016llx",
                  (unsigned long long)a->hash);
     rl_config_free(a);
 }
