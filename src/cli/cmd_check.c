@@ -97,10 +97,13 @@ static void print_table(const struct rl_config *cfg, const char *path)
     char md[32];
 
     format_duration(cfg->max_delay_ns, md, sizeof md);
-    printf("%s: valid; %zu rule%s; key=%s state=%s unknown=%s log=%s "
-           "report=%s max_users=%u hash=%016llx\n",
+    printf("%s: valid; %zu rule%s; key=%s on_deny=%s max_delay=%s errno=%s "
+           "dry_run=%s state=%s unknown=%s log=%s report=%s max_users=%u "
+           "hash=%016llx\n",
            path, cfg->nrules, cfg->nrules == 1 ? "" : "s",
            cfg->key_mode == RL_KEY_EXE ? "exe" : "env",
+           cfg->on_deny == RL_DENY_DELAY ? "delay" : "fail", md,
+           rl_errno_name(cfg->deny_errno), cfg->dry_run ? "yes" : "no",
            cfg->state_mode == RL_STATE_PROCESS ? "process" : "shared",
            cfg->unknown == RL_UNKNOWN_DENY ? "deny" : "allow", log_name(cfg),
            cfg->report ? "yes" : "no", cfg->max_users,

@@ -204,6 +204,11 @@ Test(check, prints_one_line_per_rule_and_limit)
     run(&r, argv, base_env, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(count_lines(r.out), 2 + 5, "%s", r.out);
+    cr_expect(strstr(r.out, "spec_example.ini: valid; 3 rules; key=env "
+                            "on_deny=fail max_delay=10s errno=EAGAIN "
+                            "dry_run=no state=shared unknown=allow log=off "
+                            "report=no max_users=4096 hash="),
+              "%s", r.out);
     cr_expect(strstr(r.out, "\nuser:1000        send_bytes token_bucket   "
                             "1MiB/s     1MiB    delay<=500ms,EAGAIN        "
                             "127.0.0.1:8080,10.0.0.0/8,[::1]:443\n"),
