@@ -122,3 +122,30 @@ Test(budget, each_rule_has_its_own_overflow_tag_matching_its_label)
                  rl_hash_bytes(RL_HASH_INIT, lbl, strlen(lbl)));
     cr_assert_neq(rl_budget_overflow_tag(&r), rl_budget_overflow_tag(&q));
 }
+
+Test(budget, finds_the_rule_and_user_back_from_a_label)
+{
+    struct rl_rule rules[3];
+    struct rl_config cfg;
+    const char *user;
+
+    memset(&cfg, 0, sizeof cfg);
+    rules[0] = named();
+    rules[1] = named();
+    rules[1].section = "user:a|b"; /* a '|' in a name is allowed */
+    rules[2] = named();
+    rules[2].section = "default";
+    cfg.rules = rules;
+    cfg.nrules = 3;
+    cr_assert_eq(rl_budget_parse_label(&cfg, "default|1000", &user),
+                 &rules[2]);
+    cr_assert_str_eq(user, "1000");
+    cr_assert_eq(rl_budget_parse_label(&cfg, "user:a|b|x|y", &user),
+                 &rules[1]);
+    cr_assert_str_eq(user, "x|y");
+    cr_assert_eq(rl_budget_parse_label(&cfg, "user:scraper|*", &user),
+                 &rules[0]);
+    cr_assert_str_eq(user, "*");
+    cr_assert_null(rl_budget_parse_label(&cfg, "user:gone|gone", &user));
+    cr_assert_str_eq(user, "gone");
+}
