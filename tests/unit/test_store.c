@@ -22,6 +22,7 @@
 #include "state/layout.h"
 #include "state/store.h"
 #include "util/clock.h"
+#include "util/ownerlock.h"
 
 #define HASH_A 0x1111222233334444ull
 #define HASH_B 0x5555666677778888ull
@@ -862,4 +863,99 @@ Test(store_race, twenty_processes_replace_a_corrupt_segment_once)
         remove_dir();
         make_dir();
     }
+}
+
+/* ---- a holder killed inside the sliding window's lock ------------------ */
+
+static struct race_page *park_page;
+
+/* The limiter's test hook: called with the window lock held, between two
+ * stores to the ring. Tell the test, then wait to be killed. */
+static void park(rl_word *st)
+{
+    (void)st;
+    atomic_store(&park_page->attempts, 1);
+    for (;;)
+        pause();
+}
+
+/* A window of 5/h whose lock holder was parked by `park` after its first
+ * ring store and then killed; returns what 11 takes after it admitted,
+ * checking that the first decided within a second. */
+static uint64_t take_after_killed_holder(void)
+{
+    static const struct rl_lock_ops parking = {
+        .self = rl_ownerlock_self,
+        .alive = rl_ownerlock_alive,
+        .in_critical = park,
+    };
+    struct rl_lock_ops ops = parking;
+    const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_limit lim;
+    struct rl_slot sl;
+    uint64_t t0, t1, got = 0;
+    bool ovf;
+    int fd, status;
+    pid_t pid;
+
+    ops.yield = rl_ownerlock_ops.yield;
+    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, 5,
+                                  3600000000000ull, 0), 0);
+    cr_assert_eq(rl_store_slot(s, 77, "w|u", win->state_words(&lim), 1, &sl,
+                               &ovf), 0);
+    park_page = new_page(1, 1, &fd);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rl_store *cs = open_ok(HASH_A, true);
+        struct rl_slot csl;
+
+        rl_window_set_lock_ops(&ops);
+        if (rl_store_slot(cs, 77, "w|u", win->state_words(&lim), 1, &csl,
+                          &ovf) < 0)
+            _exit(2);
+        win->take(csl.words, &lim, rl_clock_now_ns(), 1, 1, 0);
+        _exit(3); /* not reached: parked inside */
+    }
+    while (atomic_load(&park_page->attempts) == 0)
+        usleep(1000);
+    cr_assert_neq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is held");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status));
+
+    t0 = rl_clock_now_ns();
+    got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    t1 = rl_clock_now_ns();
+    cr_assert_lt(t1 - t0, 1000000000ull, "decided in %llu ns",
+                 (unsigned long long)(t1 - t0));
+    for (int i = 0; i < 10; i++)
+        got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    cr_assert_eq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is free");
+    rl_store_close(s);
+    return got;
+}
+
+Test(store_race, a_holder_killed_in_the_window_lock_wedges_no_one,
+     .timeout = 5)
+{
+    uint64_t got = take_after_killed_holder();
+
+    /* The dead holder's unit may count as spent, never as free twice. */
+    cr_assert_leq(got, 5, "got %llu", (unsigned long long)got);
+}
+
+/* Disabled: fails today with "got 0". The window (src/limit/window.c)
+ * writes a grant's stamps over the oldest ring entries before it moves
+ * the head, so a holder killed between the two leaves a fresh stamp at the
+ * head: the ring is no longer in time order and the window denies every
+ * call for a whole period. Enable once the limiter repairs this. */
+Test(store_race, the_window_budget_stays_exact_after_a_holder_is_killed,
+     .disabled = true)
+{
+    uint64_t got = take_after_killed_holder();
+
+    cr_assert_geq(got, 4, "got %llu", (unsigned long long)got);
+    cr_assert_leq(got, 5, "got %llu", (unsigned long long)got);
 }
