@@ -77,13 +77,24 @@ int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid)
     return 0;
 }
 
+static uint64_t clamp(uint64_t v, uint64_t max)
+{
+    return v < max ? v : max;
+}
+
 static void geometry_from(const struct rl_store_opts *o, struct geometry *g)
 {
-    g->nslots = o->nslots ? o->nslots : 4096;
-    g->arena_words = o->arena_words ? o->arena_words : 16ull * g->nslots;
-    g->noverflow = o->noverflow ? o->noverflow : 64;
-    g->overflow_words = o->overflow_words ? o->overflow_words
-                                          : g->arena_words / 4 + 4096;
+    g->nslots = o->nslots ? (uint32_t)clamp(o->nslots, RL_STORE_SLOTS_MAX)
+                          : 4096;
+    g->arena_words = clamp(o->arena_words ? o->arena_words
+                                          : 16ull * g->nslots,
+                           RL_STORE_ARENA_MAX);
+    g->noverflow = o->noverflow ? (uint32_t)clamp(o->noverflow,
+                                                  RL_STORE_SLOTS_MAX)
+                                : 64;
+    g->overflow_words = clamp(o->overflow_words ? o->overflow_words
+                                                : g->arena_words / 4 + 4096,
+                              RL_STORE_ARENA_MAX);
 }
 
 /* Point `s` at a mapping whose header has been validated or just built. */

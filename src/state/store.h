@@ -49,6 +49,12 @@ struct rl_store_opts {
     uint64_t overflow_words;
 };
 
+/* Bounds on what opts may ask for; beyond them users overflow. A segment
+ * is sparse (tmpfs allocates only the pages touched), so these bound the
+ * address space taken, not the memory. */
+#define RL_STORE_SLOTS_MAX (1u << 22)
+#define RL_STORE_ARENA_MAX (1ull << 27) /* words: 1 GiB */
+
 struct rl_store;
 
 /* A claimed slot, valid while the store is open. */

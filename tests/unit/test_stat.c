@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -284,4 +285,49 @@ Test(stat, reset_of_an_unknown_user_says_so)
     snprintf(args, sizeof args, "reset -c %s bob", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 1);
     cr_assert_not_null(strstr(out, "no budget for user 'bob'"), "%s", out);
+}
+
+Test(stat, watch_redraws_every_second_and_follows_new_counts)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+    char out[16384], prog[512];
+    const char *first, *second;
+    size_t n = 0;
+    ssize_t got;
+    int fds[2], status;
+    pid_t pid;
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    snprintf(prog, sizeof prog, "%s/rlshim", build ? build : "build");
+    cr_assert_eq(pipe(fds), 0);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(prog, prog, "stat", "--json", "--watch", "-c", cfg_path,
+              (char *)0);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* The first frame comes at once; spend while it sleeps. */
+    got = read(fds[0], out, sizeof out - 1);
+    cr_assert_gt(got, 0);
+    n = (size_t)got;
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    usleep(1500000);
+    kill(pid, SIGINT);
+    while (n < sizeof out - 1 &&
+           (got = read(fds[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)got;
+    out[n] = '\0';
+    close(fds[0]);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%#x", status);
+    first = strstr(out, ALICE_CONNECT "\"allowed\": 1,");
+    second = strstr(out, ALICE_CONNECT "\"allowed\": 2,");
+    cr_assert_not_null(first, "%s", out);
+    cr_assert_not_null(second, "%s", out);
+    cr_assert_lt(first, second);
 }

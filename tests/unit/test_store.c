@@ -380,6 +380,26 @@ Test(store, attach_does_not_create_a_segment)
     cr_assert_eq(count_files(), 0);
 }
 
+Test(store, bounds_an_absurd_geometry_instead_of_failing)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot sl;
+    char path[256];
+    struct stat st;
+    bool ovf;
+
+    o.arena_words = 1ull << 45; /* 4096 users of a 65536-stamp window... */
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(s));
+    seg_path(path, sizeof path);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_leq((uint64_t)st.st_size, 3 * (RL_STORE_ARENA_MAX * 8));
+    cr_assert_eq(rl_store_slot(s, 5, "a|b", 65539, 1, &sl, &ovf), 0);
+    cr_assert_not(ovf);
+    rl_store_close(s);
+}
+
 Test(store, process_mode_keeps_budgets_in_this_process_only)
 {
     struct rl_store_opts o = opts(HASH_A);
