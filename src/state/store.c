@@ -91,7 +91,7 @@ static void geometry_from(const struct rl_store_opts *o, struct geometry *g)
                            RL_STORE_ARENA_MAX);
     g->noverflow = o->noverflow ? (uint32_t)clamp(o->noverflow,
                                                   RL_STORE_SLOTS_MAX)
-                                : 64;
+                                : 64 + g->nslots / 64;
     g->overflow_words = clamp(o->overflow_words ? o->overflow_words
                                                 : g->arena_words / 4 + 4096,
                               RL_STORE_ARENA_MAX);

@@ -44,7 +44,8 @@ struct rl_store_opts {
     uint64_t arena_words; /* state words for table slots; 0: 16 a slot */
     /* Overflow slots live apart from the table, with their own arena, so
      * they always exist however full the table is: one per rule is
-     * enough. 0: 64 slots; 0 words: a quarter of arena_words + 4096. */
+     * enough. 0: 64 + nslots / 64 slots; 0 words: a quarter of arena_words
+     * + 4096. */
     uint32_t noverflow;
     uint64_t overflow_words;
 };
