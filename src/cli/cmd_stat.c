@@ -70,8 +70,8 @@ static bool available(const struct rl_rule *rule,
     return true;
 }
 
-static void row(struct view *v, const char *user, const char *rule_name,
-                int k, const char *algo, const uint64_t *c, bool has_avail,
+static void row(struct view *v, const char *user, const char *rule_name, int k,
+                const char *algo, const uint64_t *c, bool has_avail,
                 uint64_t avail)
 {
     FILE *f = v->out;
@@ -253,15 +253,13 @@ int rl_cmd_stat(int argc, char **argv)
     signal(SIGTERM, on_signal);
     do {
         if (!s) {
-            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why,
-                                sizeof why);
+            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why, sizeof why);
             if (r == -ENOENT && !watch) {
                 /* Nothing has been counted yet: an empty table. */
                 if (v.json)
                     fputs("[]\n", stdout);
                 else
-                    fprintf(stderr, "rlshim: %s: nothing counted yet\n",
-                            why);
+                    fprintf(stderr, "rlshim: %s: nothing counted yet\n", why);
                 goto out;
             }
             if (r < 0 && r != -ENOENT) {

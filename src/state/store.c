@@ -84,17 +84,16 @@ static uint64_t clamp(uint64_t v, uint64_t max)
 
 static void geometry_from(const struct rl_store_opts *o, struct geometry *g)
 {
-    g->nslots = o->nslots ? (uint32_t)clamp(o->nslots, RL_STORE_SLOTS_MAX)
-                          : 4096;
-    g->arena_words = clamp(o->arena_words ? o->arena_words
-                                          : 16ull * g->nslots,
+    g->nslots =
+        o->nslots ? (uint32_t)clamp(o->nslots, RL_STORE_SLOTS_MAX) : 4096;
+    g->arena_words = clamp(o->arena_words ? o->arena_words : 16ull * g->nslots,
                            RL_STORE_ARENA_MAX);
-    g->noverflow = o->noverflow ? (uint32_t)clamp(o->noverflow,
-                                                  RL_STORE_SLOTS_MAX)
-                                : 64 + g->nslots / 64;
-    g->overflow_words = clamp(o->overflow_words ? o->overflow_words
-                                                : g->arena_words / 4 + 4096,
-                              RL_STORE_ARENA_MAX);
+    g->noverflow = o->noverflow
+                       ? (uint32_t)clamp(o->noverflow, RL_STORE_SLOTS_MAX)
+                       : 64 + g->nslots / 64;
+    g->overflow_words =
+        clamp(o->overflow_words ? o->overflow_words : g->arena_words / 4 + 4096,
+              RL_STORE_ARENA_MAX);
 }
 
 /* Point `s` at a mapping whose header has been validated or just built. */
@@ -154,11 +153,11 @@ static bool header_ok(struct rl_seg_header *h, uint64_t size)
                        h->overflow_words) == size;
 }
 
-static int map_anon(struct rl_store *s, const struct geometry *g,
-                    uint64_t hash, uint32_t uid)
+static int map_anon(struct rl_store *s, const struct geometry *g, uint64_t hash,
+                    uint32_t uid)
 {
-    uint64_t size = rl_seg_size(g->nslots, g->noverflow, g->arena_words,
-                                g->overflow_words);
+    uint64_t size =
+        rl_seg_size(g->nslots, g->noverflow, g->arena_words, g->overflow_words);
     void *map;
 
     if (size == 0 || size > SIZE_MAX)
@@ -183,8 +182,8 @@ static int build_file(const char *dir, uint32_t uid, const struct geometry *g,
                       uint64_t *size)
 {
     static rl_atomic_u64 seq;
-    uint64_t sz = rl_seg_size(g->nslots, g->noverflow, g->arena_words,
-                              g->overflow_words);
+    uint64_t sz =
+        rl_seg_size(g->nslots, g->noverflow, g->arena_words, g->overflow_words);
     int fd = -1;
     int r;
 
@@ -196,8 +195,8 @@ static int build_file(const char *dir, uint32_t uid, const struct geometry *g,
                          (unsigned long long)rl_add_relaxed_u64(&seq, 1));
         if (n < 0 || (size_t)n >= tmplen)
             return -ENAMETOOLONG;
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
+        fd =
+            open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST)
             return -errno;
     }
@@ -237,8 +236,8 @@ static const char *foreign(const struct stat *st, uid_t uid)
 
 /* Open `path` without following a link or blocking on a FIFO, and say why
  * it is refused when it is. Returns the fd, or -errno. */
-static int open_checked(const char *path, uid_t uid, struct stat *st,
-                        char *why, size_t whylen)
+static int open_checked(const char *path, uid_t uid, struct stat *st, char *why,
+                        size_t whylen)
 {
     const char *bad;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -280,8 +279,8 @@ static int map_valid(int fd, const struct stat *st, struct rl_store *s,
     *hdr_map = NULL;
     if (size < RL_SEG_HEADER_SIZE)
         return 0;
-    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-             fd, 0);
+    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
     if (h == MAP_FAILED)
         return -errno;
     if (!header_ok(h, size) || size > SIZE_MAX) {
@@ -408,8 +407,8 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
             r = 0;
         }
         if (r == 0)
-            r = replace(dir, path, fd, &st, old_map, g, o->config_hash,
-                        o->uid, s);
+            r = replace(dir, path, fd, &st, old_map, g, o->config_hash, o->uid,
+                        s);
         if (old_map)
             munmap(old_map, old_len);
         close(fd);
@@ -572,8 +571,8 @@ static uint64_t publish(struct rl_store *s, uint32_t index, uint32_t nwords)
          * meta CAS below publishes the offset. */
         uint64_t off = rl_add_relaxed_u64(used, nwords);
         if (off <= cap - nwords)
-            meta = RL_META_READY |
-                   ((uint64_t)nwords << RL_META_NWORDS_SHIFT) | off;
+            meta = RL_META_READY | ((uint64_t)nwords << RL_META_NWORDS_SHIFT) |
+                   off;
     }
     /* Release: the label written before is visible to whoever acquires
      * meta (wait_meta, rl_store_each). */

@@ -99,8 +99,7 @@ bool rl_store_is_stale(const struct rl_store *s);
 static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
                                   enum rl_stat stat, uint64_t n)
 {
-    rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat],
-                       n);
+    rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
 }
 
 /* What the segment was made for, for `rlshim stat`. */

@@ -2,11 +2,11 @@
  * filled the way the gate fills it (budget.c's layout and labels). */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,10 +99,10 @@ static void spend(const char *section, int kind, unsigned n)
             rule = &cfg->rules[i];
     cr_assert_not_null(rule);
     rl_budget_layout(rule, &l);
-    tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label,
-                          sizeof label);
+    tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label, sizeof label);
     cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
-                               rl_budget_overflow_tag(rule), &sl, &ovf), 0);
+                               rl_budget_overflow_tag(rule), &sl, &ovf),
+                 0);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *lim = &rule->limits[kind][0];
         struct rl_verdict v = rl_algorithm_get(lim->algo)->take(
@@ -140,7 +140,7 @@ static void stat_json(char *out, size_t len)
     cr_assert_eq(run(args, out, len), 0, "%s", out);
 }
 
-#define ALICE_CONNECT                                                         \
+#define ALICE_CONNECT                                                          \
     "{\"user\": \"alice\", \"rule\": \"user:alice\", \"limit\": \"connect\", " \
     "\"algorithm\": \"token_bucket\", "
 
@@ -154,8 +154,8 @@ Test(stat, prints_one_json_element_per_user_and_limit)
     spend("user:scraper", RL_KIND_CONNECT, 1);
     stat_json(out, sizeof out);
     cr_assert_not_null(strstr(out, ALICE_CONNECT
-                               "\"allowed\": 5, \"denied\": 1, \"delayed\": 0, "
-                               "\"delayed_ns\": 0, \"available\": 0}"),
+                              "\"allowed\": 5, \"denied\": 1, \"delayed\": 0, "
+                              "\"delayed_ns\": 0, \"available\": 0}"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "\"user\": \"alice\", \"rule\": "
                                    "\"user:alice\", \"limit\": \"send\", "
@@ -206,8 +206,12 @@ Test(stat, prints_a_table_for_people)
 Test(stat, hides_budgets_read_under_another_config)
 {
     struct rl_store_opts o = {
-        .shared = true, .dir = dir, .uid = (uint32_t)getuid(),
-        .config_hash = 1, .nslots = 32, .arena_words = 1024,
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = 1,
+        .nslots = 32,
+        .arena_words = 1024,
     };
     char out[8192];
 
@@ -240,8 +244,8 @@ Test(stat, reset_of_one_user_gives_only_that_user_a_full_budget)
     cr_assert_not_null(strstr(out, "reset 1 budget"), "%s", out);
     stat_json(out, sizeof out);
     cr_assert_not_null(strstr(out, ALICE_CONNECT
-                               "\"allowed\": 0, \"denied\": 0, \"delayed\": 0, "
-                               "\"delayed_ns\": 0, \"available\": 5}"),
+                              "\"allowed\": 0, \"denied\": 0, \"delayed\": 0, "
+                              "\"delayed_ns\": 0, \"available\": 5}"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "\"allowed\": 2, \"denied\": 0, "
                                    "\"delayed\": 0, \"delayed_ns\": 0, "

@@ -232,8 +232,8 @@ Test(store, finds_the_slot_it_claimed_and_its_words_again)
     cr_assert_eq(a.words, b.words);
     cr_assert_eq(rl_load_relaxed_u64(&b.words[2]), 99);
     cr_assert_eq(rl_store_slot(s, 0, "x", 1, 1, &b, &ovf), -EINVAL);
-    cr_assert_eq(rl_store_slot(s, 42, "default|alice", 4, 1, &b, &ovf),
-                 -EINVAL, "a slot made with fewer words is not handed out");
+    cr_assert_eq(rl_store_slot(s, 42, "default|alice", 4, 1, &b, &ovf), -EINVAL,
+                 "a slot made with fewer words is not handed out");
     rl_store_close(s);
 }
 
@@ -244,8 +244,8 @@ Test(store, hands_out_zeroed_words_that_never_overlap)
     bool ovf;
 
     for (unsigned i = 0; i < 20; i++) {
-        cr_assert_eq(rl_store_slot(s, 1000 + i * 256, "r|u", 7, 1, &sl[i],
-                                   &ovf), 0);
+        cr_assert_eq(
+            rl_store_slot(s, 1000 + i * 256, "r|u", 7, 1, &sl[i], &ovf), 0);
         for (unsigned w = 0; w < 7; w++) {
             cr_assert_eq(rl_load_relaxed_u64(&sl[i].words[w]), 0);
             rl_store_relaxed_u64(&sl[i].words[w], i + 1);
@@ -331,16 +331,17 @@ Test(store, lists_claimed_slots_with_labels_for_the_cli)
     rl_store_count(&sl, 1, RL_STAT_DENIED, 3);
     cr_assert_eq(rl_store_slot(s, 6, "default|1000", 1, 9, &sl, &ovf), 0);
     cr_assert(ovf);
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), why,
-                                 sizeof why), 0, "%s", why);
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), why, sizeof why), 0,
+        "%s", why);
     cr_assert_eq(rl_store_each(cli, collect, seen), 0);
     cr_assert_str_eq(seen, "user:bob|bob;default|*(o);");
     rl_store_close(cli);
     rl_store_close(s);
 }
 
-static int grab_counters(const struct rl_slot_info *info,
-                         struct rl_slot *slot, void *arg)
+static int grab_counters(const struct rl_slot_info *info, struct rl_slot *slot,
+                         void *arg)
 {
     (void)slot;
     memcpy(arg, info->counters, sizeof info->counters);
@@ -374,8 +375,9 @@ Test(store, attach_does_not_create_a_segment)
     struct rl_store *cli;
     char why[256];
 
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), why,
-                                 sizeof why), -ENOENT);
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), why, sizeof why),
+        -ENOENT);
     cr_assert_neq(why[0], '\0');
     cr_assert_eq(count_files(), 0);
 }
@@ -479,9 +481,10 @@ Test(store, replaces_a_segment_of_random_bytes)
     srand(7);
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)rand();
-    make_file(junk, rl_seg_size(256, 4, 4096, 64) < sizeof junk
-                        ? rl_seg_size(256, 4, 4096, 64)
-                        : sizeof junk,
+    make_file(junk,
+              rl_seg_size(256, 4, 4096, 64) < sizeof junk
+                  ? rl_seg_size(256, 4, 4096, 64)
+                  : sizeof junk,
               0600);
     expect_replaced();
 }
@@ -751,7 +754,8 @@ static void *race_thread(void *arg)
 
         pthread_barrier_wait(&r->page->barrier);
         if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
-                          r->nwords, 1, &slot, &ovf) < 0 || ovf) {
+                          r->nwords, 1, &slot, &ovf) < 0 ||
+            ovf) {
             atomic_fetch_add(&r->page->errors, 1);
             continue;
         }
@@ -768,8 +772,8 @@ static void *race_thread(void *arg)
 }
 
 /* In a forked child: open the store as a new process would, race. */
-static void race_child(struct race_page *page, unsigned nthreads,
-                       unsigned reps, uint64_t limit, const char *algo)
+static void race_child(struct race_page *page, unsigned nthreads, unsigned reps,
+                       uint64_t limit, const char *algo)
 {
     struct rl_store_opts o = opts(page->config_hash);
     struct racer r = {.page = page, .reps = reps, .limit = limit};
@@ -948,10 +952,11 @@ static uint64_t take_after_killed_holder(void)
     pid_t pid;
 
     ops.yield = rl_ownerlock_ops.yield;
-    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, 5,
-                                  3600000000000ull, 0), 0);
-    cr_assert_eq(rl_store_slot(s, 77, "w|u", win->state_words(&lim), 1, &sl,
-                               &ovf), 0);
+    cr_assert_eq(
+        rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, 5, 3600000000000ull, 0),
+        0);
+    cr_assert_eq(
+        rl_store_slot(s, 77, "w|u", win->state_words(&lim), 1, &sl, &ovf), 0);
     park_page = new_page(1, 1, &fd);
     pid = fork();
     cr_assert_geq(pid, 0);
@@ -985,8 +990,7 @@ static uint64_t take_after_killed_holder(void)
     return got;
 }
 
-Test(store_race, a_holder_killed_in_the_window_lock_wedges_no_one,
-     .timeout = 5)
+Test(store_race, a_holder_killed_in_the_window_lock_wedges_no_one, .timeout = 5)
 {
     uint64_t got = take_after_killed_holder();
 
