@@ -305,6 +305,41 @@ Test(store, sends_new_users_to_the_overflow_slot_when_the_arena_is_full)
     rl_store_close(s);
 }
 
+Test(store, takes_over_a_slot_whose_claimer_died_before_publishing_it)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    uint64_t size = rl_seg_size(256, 4, 4096, 64), t0, t1;
+    struct rl_seg_slot *slots;
+    struct rl_slot a, b;
+    unsigned char *map;
+    char path[256];
+    bool ovf;
+    int fd;
+
+    /* As a claimer killed between its tag CAS and its meta CAS leaves it:
+     * the tag set, the meta still 0 (in every slot, wherever it hashes). */
+    seg_path(path, sizeof path);
+    fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    close(fd);
+    slots = (struct rl_seg_slot *)(map + RL_SEG_HEADER_SIZE);
+    for (unsigned i = 0; i < 256; i++)
+        rl_store_relaxed_u64(&slots[i].tag, 4242);
+    t0 = rl_clock_now_ns();
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &a, &ovf), 0);
+    t1 = rl_clock_now_ns();
+    cr_assert_not(ovf);
+    cr_assert_eq(a.nwords, 2);
+    cr_assert_geq(t1 - t0, RL_STORE_CLAIM_WAIT_NS, "it waited first");
+    cr_assert_lt(t1 - t0, 1000000000ull);
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &b, &ovf), 0);
+    cr_assert_eq(a.words, b.words, "and later callers get the same words");
+    munmap(map, size);
+    rl_store_close(s);
+}
+
 static int collect(const struct rl_slot_info *info, struct rl_slot *slot,
                    void *arg)
 {
