@@ -11,7 +11,15 @@
  * 0600, created race-free, validated before it is trusted (magic, layout
  * version, size, config hash), replaced when it is ours but wrong, refused
  * when it is foreign. Process mode: the same layout in this process's
- * anonymous memory. The store keeps no file descriptor open. */
+ * anonymous memory (shared with forked children, gone at exec). The store
+ * keeps no file descriptor open.
+ *
+ * Known limits: processes of one uid running with two different configs
+ * replace each other's segment in turn (each judges the other's wrong), so
+ * their budgets restart at every swap; a segment deleted by hand is not
+ * noticed by processes already attached to it (they keep the orphan, new
+ * processes make a new one); a process killed while building a segment
+ * leaves its temporary file (".rlshim-UID.PID.N.tmp") behind. */
 #ifndef RL_STATE_STORE_H
 #define RL_STATE_STORE_H
 
