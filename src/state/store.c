@@ -11,16 +11,21 @@
  * do not both rename over it, which would strand the first one's users on
  * an orphan. The replacer sets `stale` in the old file before the rename.
  *
- * Nothing here keeps a file descriptor: each fd is closed once mapped. */
+ * Nothing here keeps a file descriptor: each fd is closed once mapped. A
+ * process killed while building leaves its temporary file; the next
+ * process to make a segment sweeps such files away (sweep_temps). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "state/layout.h"
@@ -348,6 +353,40 @@ out:
     return r;
 }
 
+/* Remove temporary files that a process killed while building a segment
+ * left in `dir`: ours (owner and name), regular, older than a minute, and
+ * of a pid that no longer exists. Runs only when a segment is being made,
+ * which is rare. */
+static void sweep_temps(const char *dir, uint32_t uid)
+{
+    char prefix[32];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    time_t now = time(NULL);
+    int n = snprintf(prefix, sizeof prefix, ".rlshim-%u.", uid);
+
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        struct stat st;
+        char *end;
+        long pid;
+
+        if (strncmp(e->d_name, prefix, (size_t)n) != 0)
+            continue;
+        errno = 0;
+        pid = strtol(e->d_name + n, &end, 10);
+        if (errno || end == e->d_name + n || *end != '.' || pid <= 0)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != uid || st.st_mtime > now - 60)
+            continue;
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
                        const struct geometry *g, char *why, size_t whylen)
 {
@@ -370,6 +409,7 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
         int fd = open_checked(path, o->uid, &st, why, whylen);
 
         if (fd == -ENOENT) {
+            sweep_temps(dir, o->uid);
             r = build_file(dir, o->uid, g, o->config_hash, tmp, sizeof tmp,
                            &map, &size);
             if (r < 0) {

@@ -18,8 +18,7 @@
  * replace each other's segment in turn (each judges the other's wrong), so
  * their budgets restart at every swap; a segment deleted by hand is not
  * noticed by processes already attached to it (they keep the orphan, new
- * processes make a new one); a process killed while building a segment
- * leaves its temporary file (".rlshim-UID.PID.N.tmp") behind. */
+ * processes make a new one). */
 #ifndef RL_STATE_STORE_H
 #define RL_STATE_STORE_H
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,6 +140,14 @@ static void read_file(const char *path, unsigned char *buf, size_t len,
     close(fd);
 }
 
+static void make_path(const char *path, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    close(fd);
+}
+
 static void write_at(const char *path, off_t off, const void *p, size_t n)
 {
     int fd = open(path, O_WRONLY);
@@ -199,6 +208,35 @@ Test(store, creates_one_file_of_mode_0600_owned_by_the_caller)
     cr_assert_eq(st.st_uid, getuid());
     cr_assert_eq(count_files(), 1, "no temporary file is left behind");
     cr_assert_eq(rl_store_config_hash(s), HASH_A);
+    rl_store_close(s);
+}
+
+Test(store, sweeps_temporary_files_of_dead_builders_when_making_one)
+{
+    struct timeval old[2] = {{.tv_sec = 1000}, {.tv_sec = 1000}};
+    char dead[256], young[256], alive[256];
+    struct rl_store *s;
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(pid, &status, 0), pid); /* a pid now unused */
+    snprintf(dead, sizeof dead, "%s/.rlshim-%u.%d.1.tmp", dir, getuid(),
+             (int)pid);
+    snprintf(young, sizeof young, "%s/.rlshim-%u.%d.2.tmp", dir, getuid(),
+             (int)pid);
+    snprintf(alive, sizeof alive, "%s/.rlshim-%u.%d.3.tmp", dir, getuid(),
+             (int)getpid());
+    make_path(dead, 0600);
+    make_path(young, 0600);
+    make_path(alive, 0600);
+    cr_assert_eq(utimes(dead, old), 0);
+    cr_assert_eq(utimes(alive, old), 0);
+    s = open_ok(HASH_A, true);
+    cr_assert_neq(access(dead, F_OK), 0, "a dead builder's file is gone");
+    cr_assert_eq(access(young, F_OK), 0, "a recent one may still be used");
+    cr_assert_eq(access(alive, F_OK), 0, "a live builder's is kept");
     rl_store_close(s);
 }
 
