@@ -992,21 +992,46 @@ Test(store_race, twenty_processes_replace_a_corrupt_segment_once)
 
 /* ---- a holder killed inside the sliding window's lock ------------------ */
 
-static struct race_page *park_page;
+#define WAITERS 3
+
+/* Shared by the test, the holder and the waiters (anonymous, forked). */
+struct kill_page {
+    _Atomic uint64_t parked;
+    _Atomic uint64_t killed_at;
+    _Atomic uint64_t decided_at[WAITERS];
+    _Atomic uint64_t granted;
+};
+
+static struct kill_page *kpage;
 
 /* The limiter's test hook: called with the window lock held, between two
  * stores to the ring. Tell the test, then wait to be killed. */
 static void park(rl_word *st)
 {
     (void)st;
-    atomic_store(&park_page->attempts, 1);
+    atomic_store(&kpage->parked, 1);
     for (;;)
         pause();
 }
 
-/* A window of 5/h whose lock holder was parked by `park` after its first
- * ring store and then killed; returns what 11 takes after it admitted,
- * checking that the first decided within a second. */
+static void window_slot(struct rl_store **s, struct rl_limit *lim,
+                        struct rl_slot *sl)
+{
+    const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
+    bool ovf;
+
+    *s = open_ok(HASH_A, true);
+    cr_assert_eq(
+        rl_limit_prepare(lim, RL_ALGO_SLIDING_WINDOW, 5, 3600000000000ull, 0),
+        0);
+    cr_assert_eq(
+        rl_store_slot(*s, 77, "w|u", win->state_words(lim), 1, sl, &ovf), 0);
+}
+
+/* A window of 5/h whose lock holder is parked by `park` after its first
+ * ring store, with WAITERS other processes queued on the lock, then
+ * killed. Checks that every waiter decided within a second of the kill;
+ * returns what the waiters and then 10 more takes admitted. */
 static uint64_t take_after_killed_holder(void)
 {
     static const struct rl_lock_ops parking = {
@@ -1016,50 +1041,71 @@ static uint64_t take_after_killed_holder(void)
     };
     struct rl_lock_ops ops = parking;
     const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
-    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_store *s;
     struct rl_limit lim;
     struct rl_slot sl;
-    uint64_t t0, t1, got = 0;
-    bool ovf;
-    int fd, status;
-    pid_t pid;
+    uint64_t got;
+    pid_t holder, waiters[WAITERS];
+    int status;
 
+    kpage = mmap(NULL, sizeof *kpage, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(kpage, MAP_FAILED);
+    window_slot(&s, &lim, &sl);
     ops.yield = rl_ownerlock_ops.yield;
-    cr_assert_eq(
-        rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, 5, 3600000000000ull, 0),
-        0);
-    cr_assert_eq(
-        rl_store_slot(s, 77, "w|u", win->state_words(&lim), 1, &sl, &ovf), 0);
-    park_page = new_page(1, 1, &fd);
-    pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        struct rl_store *cs = open_ok(HASH_A, true);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        struct rl_store *cs;
         struct rl_slot csl;
 
+        window_slot(&cs, &lim, &csl);
         rl_window_set_lock_ops(&ops);
-        if (rl_store_slot(cs, 77, "w|u", win->state_words(&lim), 1, &csl,
-                          &ovf) < 0)
-            _exit(2);
         win->take(csl.words, &lim, rl_clock_now_ns(), 1, 1, 0);
         _exit(3); /* not reached: parked inside */
     }
-    while (atomic_load(&park_page->attempts) == 0)
+    while (atomic_load(&kpage->parked) == 0)
         usleep(1000);
     cr_assert_neq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is held");
-    cr_assert_eq(kill(pid, SIGKILL), 0);
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFSIGNALED(status));
+    for (int i = 0; i < WAITERS; i++) {
+        waiters[i] = fork();
+        cr_assert_geq(waiters[i], 0);
+        if (waiters[i] == 0) {
+            struct rl_store *ws;
+            struct rl_slot wsl;
+            uint64_t g;
 
-    t0 = rl_clock_now_ns();
-    got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
-    t1 = rl_clock_now_ns();
-    cr_assert_lt(t1 - t0, 1000000000ull, "decided in %llu ns",
-                 (unsigned long long)(t1 - t0));
+            window_slot(&ws, &lim, &wsl);
+            g = win->take(wsl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+            atomic_store(&kpage->decided_at[i], rl_clock_now_ns());
+            atomic_fetch_add(&kpage->granted, g);
+            _exit(0);
+        }
+    }
+    usleep(200000); /* the waiters are queued on the lock by now */
+    for (int i = 0; i < WAITERS; i++)
+        cr_assert_eq(atomic_load(&kpage->decided_at[i]), 0,
+                     "nobody passes a live holder");
+    atomic_store(&kpage->killed_at, rl_clock_now_ns());
+    cr_assert_eq(kill(holder, SIGKILL), 0);
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFSIGNALED(status));
+    for (int i = 0; i < WAITERS; i++) {
+        uint64_t dt;
+
+        cr_assert_eq(waitpid(waiters[i], &status, 0), waiters[i]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        dt =
+            atomic_load(&kpage->decided_at[i]) - atomic_load(&kpage->killed_at);
+        cr_assert_lt(dt, 1000000000ull, "waiter %d decided %llu ns after", i,
+                     (unsigned long long)dt);
+    }
+    got = atomic_load(&kpage->granted);
     for (int i = 0; i < 10; i++)
         got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
     cr_assert_eq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is free");
     rl_store_close(s);
+    munmap(kpage, sizeof *kpage);
     return got;
 }
 
