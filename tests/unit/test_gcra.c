@@ -168,6 +168,15 @@ Test(gcra, tells_the_wait_to_the_nanosecond)
     }
 }
 
+/* The tick count is floor(now * N * S / period) exactly, even where the
+ * rounded-up reciprocal it starts from lands one tick high: at 999999999/s
+ * (S = 1) that happens at now = 26000000001, a nanosecond before the
+ * token is due. */
+Test(gcra, counts_ticks_exactly_where_the_reciprocal_rounds_high)
+{
+    check_wait_is_exact(999999999, SEC, 1, 26000000001ull - 1, 1);
+}
+
 Test(gcra, serves_reservations_in_order)
 {
     struct rl_limit lim = bucket(5, SEC, 0);
@@ -459,4 +468,47 @@ Test(gcra, admits_exactly_five_of_a_hundred_threads_two_hundred_times)
     }
     for (i = 0; i < 100; i++)
         pthread_join(th[i], NULL);
+}
+
+/* Four threads on one bucket, each reading a shared fake clock and taking:
+ * lost updates would admit more than burst + rate * T. */
+struct race {
+    struct rl_limit lim;
+    rl_word st;
+    _Atomic uint64_t clock;
+    _Atomic uint64_t admitted;
+};
+
+static void *racer(void *arg)
+{
+    struct race *r = arg;
+    uint64_t got = 0, now;
+    unsigned i;
+
+    for (i = 0; i < 100000; i++) {
+        now = atomic_fetch_add(&r->clock, 1000);
+        got += take(&r->st, &r->lim, now, 1, 1);
+    }
+    atomic_fetch_add(&r->admitted, got);
+    return NULL;
+}
+
+Test(gcra, admits_exactly_burst_plus_rate_under_contention)
+{
+    static struct race r;
+    pthread_t th[4];
+    uint64_t admitted, span;
+    unsigned i;
+
+    r.lim = bucket(100000, SEC, 10); /* one per 10 us; calls every 1 us */
+    atomic_store(&r.clock, SEC);
+    for (i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, racer, &r), 0);
+    for (i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    admitted = atomic_load(&r.admitted);
+    span = atomic_load(&r.clock) - SEC;
+    cr_assert_leq(admitted, 10 + span / 10000, "admitted %lu over %lu ns",
+                  admitted, span);
+    cr_assert_geq(admitted, span / 10000 * 9 / 10);
 }
