@@ -335,3 +335,30 @@ Test(stat, watch_redraws_every_second_and_follows_new_counts)
     cr_assert_not_null(second, "%s", out);
     cr_assert_lt(first, second);
 }
+
+Test(stat, names_a_bad_option_and_exits_2)
+{
+    char out[1024];
+
+    cr_assert_eq(run("stat --bogus", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "rlshim stat: unknown option '--bogus'"),
+                       "%s", out);
+    cr_assert_eq(run("reset -c", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "needs a value"), "%s", out);
+    cr_assert_eq(run("reset a b", out, sizeof out), 2);
+}
+
+Test(stat, says_counters_are_per_process_under_state_process)
+{
+    char out[1024], args[512], path[256];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/proc.ini", dir);
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("[rlshim]\nstate = process\n[default]\nconnect = 1/s\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "stat -c %s", path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "state = process"), "%s", out);
+}
