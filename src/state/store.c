@@ -484,7 +484,13 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
             return 0;
         }
         memset(s, 0, sizeof *s);
-        /* Refused or impossible: budgets in this process (why says so). */
+        /* Refused or impossible: budgets in this process, and why says
+         * so in the same line. */
+        if (why && whylen) {
+            size_t n = strlen(why);
+            snprintf(why + n, whylen - n, "%s",
+                     "; budgets are kept in this process only");
+        }
     }
     r = map_anon(s, &g, o->config_hash, o->uid);
     if (r < 0) {

@@ -690,6 +690,7 @@ static void expect_refused(const char *path, const char *content,
     cr_assert_not(rl_store_is_shared(s), "a foreign file is never trusted");
     cr_assert_not_null(strstr(why, reason), "why: %s", why);
     cr_assert_null(strchr(why, '\n'), "one line");
+    cr_assert_not_null(strstr(why, "kept in this process"), "why: %s", why);
     cr_assert_eq(take_all(s, 3, 5, 9), 5, "it still throttles, locally");
     rl_store_close(s);
     cr_assert_eq(lstat(path, &st1), 0);
