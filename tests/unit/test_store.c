@@ -1127,3 +1127,111 @@ Test(store_race, the_window_budget_stays_exact_after_a_holder_is_killed,
 
     cr_assert_eq(got, 4, "got %llu", (unsigned long long)got);
 }
+
+/* ---- many claimers filling the table at once ---------------------------- */
+
+#define FILL_PROCS 6
+#define FILL_THREADS 4
+#define FILL_TAGS 300 /* more than the 256 slots of opts() */
+
+struct fill_page {
+    pthread_barrier_t start;
+    _Atomic uint64_t index[FILL_PROCS * FILL_THREADS][FILL_TAGS];
+    _Atomic uint64_t errors;
+};
+
+struct filler {
+    struct fill_page *page;
+    struct rl_store *store;
+    unsigned id;
+};
+
+static void *fill_thread(void *arg)
+{
+    struct filler *f = arg;
+
+    pthread_barrier_wait(&f->page->start);
+    for (unsigned k = 0; k < FILL_TAGS; k++) {
+        /* Each thread walks the tags from another place. */
+        unsigned t = (k + f->id * 37) % FILL_TAGS;
+        struct rl_slot sl;
+        bool ovf;
+
+        if (rl_store_slot(f->store, 1000 + t, "fill|t", 3, 9, &sl, &ovf) < 0) {
+            atomic_fetch_add(&f->page->errors, 1);
+            continue;
+        }
+        /* The first word of each slot's words is its own: mark it. */
+        rl_add_relaxed_u64(&sl.words[0], 1);
+        atomic_store(&f->page->index[f->id][t],
+                     sl.index + (ovf ? 1u << 20 : 0));
+    }
+    return NULL;
+}
+
+Test(store_race, concurrent_claimers_agree_on_every_slot_and_overflow_alike)
+{
+    pthread_barrierattr_t a;
+    struct fill_page *page;
+    pid_t pids[FILL_PROCS];
+    unsigned in_table = 0, overflowed = 0;
+    uint64_t ovf_index = UINT64_MAX;
+    bool used[256] = {false};
+
+    page = mmap(NULL, sizeof *page, PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(page, MAP_FAILED);
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    cr_assert_eq(
+        pthread_barrier_init(&page->start, &a, FILL_PROCS * FILL_THREADS), 0);
+    for (unsigned p = 0; p < FILL_PROCS; p++) {
+        pids[p] = fork();
+        cr_assert_geq(pids[p], 0);
+        if (pids[p] == 0) {
+            struct rl_store_opts o = opts(HASH_A);
+            struct filler f[FILL_THREADS];
+            pthread_t th[FILL_THREADS];
+            struct rl_store *s;
+
+            if (rl_store_open(&s, &o, NULL, 0) < 0)
+                _exit(2);
+            for (unsigned i = 0; i < FILL_THREADS; i++) {
+                f[i] = (struct filler){page, s, p * FILL_THREADS + i};
+                pthread_create(&th[i], NULL, fill_thread, &f[i]);
+            }
+            for (unsigned i = 0; i < FILL_THREADS; i++)
+                pthread_join(th[i], NULL);
+            _exit(0);
+        }
+    }
+    for (unsigned p = 0; p < FILL_PROCS; p++) {
+        int status;
+
+        cr_assert_eq(waitpid(pids[p], &status, 0), pids[p]);
+        cr_assert_eq(status, 0);
+    }
+    cr_assert_eq(atomic_load(&page->errors), 0);
+    for (unsigned t = 0; t < FILL_TAGS; t++) {
+        uint64_t idx = atomic_load(&page->index[0][t]);
+
+        for (unsigned c = 1; c < FILL_PROCS * FILL_THREADS; c++)
+            cr_assert_eq(atomic_load(&page->index[c][t]), idx,
+                         "tag %u: claimer %u disagrees", t, c);
+        if (idx >= 1u << 20) {
+            overflowed++;
+            if (ovf_index == UINT64_MAX)
+                ovf_index = idx;
+            cr_assert_eq(idx, ovf_index, "one overflow slot for the rule");
+        } else {
+            cr_assert_lt(idx, 256);
+            cr_assert_not(used[idx], "slot %llu handed out twice",
+                          (unsigned long long)idx);
+            used[idx] = true;
+            in_table++;
+        }
+    }
+    cr_assert_eq(in_table, 256, "the table fills up completely");
+    cr_assert_eq(overflowed, FILL_TAGS - 256);
+    munmap(page, sizeof *page);
+}
