@@ -13,7 +13,7 @@
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
-SYSCONFDIR ?= $(PREFIX)/etc
+SYSCONFDIR ?= /etc
 MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 
@@ -51,11 +51,7 @@ ENSURE     := sh .ci/ensure-deps
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
 
-# config.c calls rl_limit_prepare once src/limit/ has its sources (the
-# limiter may land in a branch after the config does).
-HAVE_LIMIT := $(if $(wildcard src/limit/*.c),-DRL_HAVE_LIMIT_PREPARE)
-
-RL_CFLAGS := $(HAVE_LIMIT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
+RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
              -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"' \
              -DRL_LIBDIR='"$(LIBDIR)"'
@@ -195,16 +191,16 @@ demo: all
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
-	    $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	    $(DESTDIR)$(PREFIX)/etc $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/rlshim
 	install -m 0755 $(SHIM_SO) $(DESTDIR)$(LIBDIR)/librlshim.so
-	install -m 0644 conf/rlshim.ini $(DESTDIR)$(SYSCONFDIR)/rlshim.ini.example
+	install -m 0644 conf/rlshim.ini $(DESTDIR)$(PREFIX)/etc/rlshim.ini.example
 	install -m 0644 src/man/rlshim.1 $(DESTDIR)$(MANDIR)/man1/rlshim.1
 	install -m 0644 src/man/rlshim.ini.5 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rlshim $(DESTDIR)$(LIBDIR)/librlshim.so \
-	    $(DESTDIR)$(SYSCONFDIR)/rlshim.ini.example \
+	    $(DESTDIR)$(PREFIX)/etc/rlshim.ini.example \
 	    $(DESTDIR)$(MANDIR)/man1/rlshim.1 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
 
 clean:

@@ -1064,27 +1064,6 @@ static int handler(void *user, const char *section, const char *name,
 
 /* ---- settling -----------------------------------------------------------*/
 
-/* rl_limit_prepare is the limiter's (src/limit/); until that module is in
- * the build this fills the fields config owns and checks what it would. */
-static int prepare(struct rl_limit *lim, uint32_t algo, uint64_t count,
-                   uint64_t period_ns, uint64_t burst)
-{
-#ifdef RL_HAVE_LIMIT_PREPARE
-    return rl_limit_prepare(lim, algo, count, period_ns, burst);
-#else
-    if (count == 0 || period_ns == 0)
-        return -EINVAL;
-    if (algo == RL_ALGO_SLIDING_WINDOW && count > RL_WINDOW_MAX_COUNT)
-        return -EINVAL;
-    memset(lim, 0, sizeof *lim);
-    lim->algo = algo;
-    lim->count = count;
-    lim->period_ns = period_ns;
-    lim->burst = burst ? burst : count;
-    return 0;
-#endif
-}
-
 static int rate_key(int kind)
 {
     static const int k[RL_KIND_COUNT] = {K_CONNECT, K_SEND, K_SEND_BYTES};
@@ -1153,8 +1132,9 @@ static void settle_rule(struct pstate *ps, struct sect *s)
                     r->section, RL_WINDOW_MAX_COUNT);
                 break;
             }
-            rc = prepare(&r->limits[k][i], r->algo, rk->rates[i].count,
-                         rk->rates[i].period_ns, burst);
+            rc = rl_limit_prepare(&r->limits[k][i], r->algo,
+                                  rk->rates[i].count, rk->rates[i].period_ns,
+                                  burst);
             if (rc < 0) {
                 err(ps, rk->rate_line,
                     "rate for '%s' in [%s] cannot be held exactly (%s)",
