@@ -40,7 +40,7 @@ for _ in range(100):
     if os.path.exists(portfile) and open(portfile).read().strip():
         break
     time.sleep(0.05)
-port = open(portfile).read().strip()
+port, abort_port = open(portfile).read().split()
 
 variants = {"bare": ([], {})}
 variants["rlshim"] = ([], {"LD_PRELOAD": shim, "RLSHIM_CONFIG": ini,
@@ -52,7 +52,7 @@ workloads = [
     ("send 64 B, 1 thread", ["send", port, "1", "200000"], ["trickle"]),
     ("send 64 B, 2 threads", ["send", port, "2", "100000"], ["trickle"]),
     ("write 64 B to /dev/null", ["write", "1000000"], []),
-    ("connect+close (linger 0)", ["connect", port, "3000"], []),
+    ("connect+close (linger 0)", ["connect", abort_port, "5000"], []),
 ]
 
 

@@ -1,7 +1,9 @@
 /* bench_net — the workloads of tests/bench/run.sh, timed from inside.
  *
- *   bench_net sink PORTFILE            accept on 127.0.0.1, drain every
- *                                      connection; writes the port to PORTFILE
+ *   bench_net sink PORTFILE            listen on two ports of 127.0.0.1 and
+ *                                      write "DRAIN ABORT" to PORTFILE: the
+ *                                      first drains every connection, the
+ *                                      second closes each one at once
  *   bench_net send PORT THREADS COUNT  COUNT 64-byte send()s per thread,
  *                                      one connection per thread
  *   bench_net write COUNT              COUNT 64-byte write()s to /dev/null
@@ -72,28 +74,58 @@ static void *drain(void *arg)
     return NULL;
 }
 
-static _Noreturn void sink(const char *portfile)
+static int listen_any(void)
 {
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sin = {.sin_family = AF_INET};
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sin;
     if (bind(ls, (struct sockaddr *)&sin, sizeof sin) != 0 ||
-        listen(ls, 1024) != 0 ||
-        getsockname(ls, (struct sockaddr *)&sin, &len) != 0)
+        listen(ls, 4096) != 0)
         die("sink");
+    return ls;
+}
+
+static int port_of(int ls)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof sin;
+    if (getsockname(ls, (struct sockaddr *)&sin, &len) != 0)
+        die("getsockname");
+    return ntohs(sin.sin_port);
+}
+
+/* The connect workload closes each connection at once: accepting and
+ * closing inline keeps the accept queue short. A thread per connection
+ * fell behind, the queue overflowed and dropped SYNs cost 1 s each. */
+static void *accept_and_close(void *arg)
+{
+    int ls = (int)(intptr_t)arg;
+    for (;;) {
+        int c = accept(ls, NULL, NULL);
+        if (c >= 0)
+            close(c);
+    }
+    return NULL;
+}
+
+static _Noreturn void sink(const char *portfile)
+{
+    int drain_ls = listen_any(), abort_ls = listen_any();
+    pthread_t t;
+    if (pthread_create(&t, NULL, accept_and_close,
+                       (void *)(intptr_t)abort_ls) != 0)
+        die("pthread_create");
     FILE *f = fopen(portfile, "w");
     if (!f)
         die(portfile);
-    fprintf(f, "%d\n", ntohs(sin.sin_port));
+    fprintf(f, "%d %d\n", port_of(drain_ls), port_of(abort_ls));
     fclose(f);
     for (;;) {
-        int c = accept(ls, NULL, NULL);
+        int c = accept(drain_ls, NULL, NULL);
         if (c < 0)
             continue;
-        pthread_t t;
         if (pthread_create(&t, NULL, drain, (void *)(intptr_t)c) == 0)
             pthread_detach(t);
         else
