@@ -129,10 +129,12 @@ $(INTEG_BIN): $(INTEG_OBJS) $(CORE_LIB)
 	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
 	    -lcriterion
 
-$(B)/tests/helpers/%: tests/integration/helpers/%.c | $(B)/.test-deps
+# Helpers may use the core library (the store's racers open segments).
+$(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
+    $(B)/.test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
-	    $(ALL_LDFLAGS) -ldl
+	    $(CORE_LIB) $(ALL_LDFLAGS) -ldl
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
@@ -146,7 +148,10 @@ CRITERION_FLAGS ?= --jobs 2
 
 test: all $(B)/.test-deps unit integration lint
 
-unit: $(UNIT_BIN)
+# Unit tests of the store exec a second program of their own.
+UNIT_HELPERS := $(filter $(B)/tests/helpers/store_%,$(HELPERS))
+
+unit: $(UNIT_BIN) $(UNIT_HELPERS)
 	$(TEST_ENV) $(UNIT_BIN) $(CRITERION_FLAGS)
 
 integration: all $(INTEG_BIN) $(HELPERS)

@@ -40,8 +40,13 @@ struct rl_store_opts {
     const char *dir;      /* NULL: $RLSHIM_STATE_DIR, else /dev/shm */
     uint32_t uid;         /* whose segment */
     uint64_t config_hash; /* a segment made for another config is replaced */
-    uint32_t nslots;      /* max_users (per rule and user) + overflow */
-    uint64_t arena_words; /* state words available to all slots */
+    uint32_t nslots;      /* table slots, one per (rule, user); 0: 4096 */
+    uint64_t arena_words; /* state words for table slots; 0: 16 a slot */
+    /* Overflow slots live apart from the table, with their own arena, so
+     * they always exist however full the table is: one per rule is
+     * enough. 0: 64 slots; 0 words: a quarter of arena_words + 4096. */
+    uint32_t noverflow;
+    uint64_t overflow_words;
 };
 
 struct rl_store;
@@ -66,8 +71,12 @@ bool rl_store_is_shared(const struct rl_store *s);
 /* Find the slot for `tag` (non-zero), claiming it on first use with
  * `label` and `nwords` zeroed state words. When the table or the arena is
  * full, returns the shared overflow slot for `overflow_tag` instead and
- * sets *overflowed. Returns 0 or -errno. Safe from many threads and
- * processes at once. */
+ * sets *overflowed (saying so once is the caller's job). The overflow
+ * slot's label is `label` up to and including its last '|', then "*".
+ * Returns 0, -EINVAL (a zero tag, or a slot made with fewer words than
+ * asked: another config), or -ENOSPC when even the overflow area is full.
+ * Safe from many threads and processes at once; never blocks for long: a
+ * claimer that died half-way is taken over after RL_STORE_CLAIM_WAIT_NS. */
 int rl_store_slot(struct rl_store *s, uint64_t tag, const char *label,
                   uint32_t nwords, uint64_t overflow_tag, struct rl_slot *out,
                   bool *overflowed);
@@ -77,6 +86,23 @@ int rl_store_slot(struct rl_store *s, uint64_t tag, const char *label,
  * re-opens and re-claims its slots. */
 bool rl_store_is_stale(const struct rl_store *s);
 
+#define RL_STORE_CLAIM_WAIT_NS 20000000ull /* 20 ms */
+
+/* Add `n` to one counter of a slot (relaxed: statistics only). */
+static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
+                                  enum rl_stat stat, uint64_t n)
+{
+    rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat],
+                       n);
+}
+
+/* What the segment was made for, for `rlshim stat`. */
+uint64_t rl_store_config_hash(const struct rl_store *s);
+
+/* The segment's file name for `uid` in `dir` (NULL: as rl_store_open).
+ * Returns 0 or -ENAMETOOLONG. */
+int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid);
+
 /* Read API for `rlshim stat`/`reset`: never disturbs running processes. */
 struct rl_slot_info {
     uint32_t index;
@@ -84,6 +110,7 @@ struct rl_slot_info {
     char label[RL_STORE_LABEL_MAX];
     uint64_t counters[RL_STORE_COUNTERS];
     uint32_t nwords;
+    bool overflow; /* one of the overflow slots */
 };
 
 /* Calls fn for every claimed slot; stops when fn returns non-zero. */
@@ -92,11 +119,20 @@ int rl_store_each(struct rl_store *s,
                             struct rl_slot *slot, void *arg),
                   void *arg);
 
-/* Zero a slot's state words and counters (a full budget again). */
+/* Zero a slot's state words and counters (a full budget again): one
+ * relaxed store per word, so processes keep running; a word being updated
+ * by a CAS at that moment keeps the value of whichever lands last. */
 void rl_store_reset_slot(struct rl_store *s, uint32_t index);
 
+/* Zero only counters, or only state words [first, first + n) of a slot. */
+void rl_store_reset_counters(struct rl_store *s, uint32_t index);
+void rl_store_reset_words(struct rl_store *s, uint32_t index, uint32_t first,
+                          uint32_t n);
+
 /* Open an existing segment read-write without creating or replacing it
- * (for the CLI). -ENOENT when there is none. */
+ * (for the CLI), whatever config it was made for. -ENOENT when there is
+ * none, -EPERM when it is foreign, -EINVAL when it is not a valid
+ * segment; `why` says which. */
 int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
                     char *why, size_t whylen);
 

@@ -1,0 +1,123 @@
+/* layout.h — the bytes of a state segment, shared by every process of a uid
+ * and by every build that carries the same RL_LAYOUT_VERSION.
+ *
+ * Fixed-width only: uint32_t, uint64_t, 64-bit atomic words and chars; no
+ * pointers, no long, no pthread types. Any change to a field, its size or
+ * its offset bumps RL_LAYOUT_VERSION; the _Static_asserts below and the unit
+ * test `layout` pin them, so a change cannot go unnoticed.
+ *
+ * A segment is, in order:
+ *   struct rl_seg_header                 (RL_SEG_HEADER_SIZE bytes)
+ *   struct rl_seg_slot[nslots]           the table, open addressing
+ *   struct rl_seg_slot[noverflow]        overflow slots, reserved up front
+ *   uint64 arena[arena_words]            state words of table slots
+ *   uint64 overflow_arena[overflow_words] state words of overflow slots
+ * Everything is zero when the file is made (ftruncate of a new file), and
+ * zero is what every state word and counter starts at. */
+#ifndef RL_STATE_LAYOUT_H
+#define RL_STATE_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state/store.h"
+#include "util/atomics.h"
+
+#define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
+#define RL_LAYOUT_VERSION 1u
+#define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
+
+/* Written once by the process that builds the segment, before the segment
+ * is published (link/rename into place, after the release store of
+ * `ready`); read-only after that, except:
+ *   ready      release store by the creator in build_segment; readers load
+ *              it with acquire (validate) before trusting any other field;
+ *   stale      set to 1 (release) by a process that replaces this segment;
+ *              attached processes poll it with one relaxed load
+ *              (rl_store_is_stale) and re-open;
+ *   arena_used, overflow_used
+ *              bump allocators, atomic fetch-add by any claimer. */
+struct rl_seg_header {
+    uint64_t magic;          /* RL_LAYOUT_MAGIC */
+    uint32_t version;        /* RL_LAYOUT_VERSION */
+    uint32_t header_size;    /* sizeof(struct rl_seg_header) */
+    uint64_t total_size;     /* bytes of the whole file */
+    uint64_t config_hash;    /* the config this segment was made for */
+    uint32_t nslots;         /* table slots */
+    uint32_t noverflow;      /* overflow slots after the table */
+    uint32_t slot_size;      /* sizeof(struct rl_seg_slot) */
+    uint32_t uid;            /* the owner, for `rlshim stat` */
+    uint64_t arena_words;    /* words in the table arena */
+    uint64_t overflow_words; /* words in the overflow arena */
+    rl_atomic_u64 ready;     /* RL_SEG_READY once built */
+    rl_atomic_u64 stale;     /* non-zero: replaced, re-open */
+    rl_atomic_u64 arena_used;
+    rl_atomic_u64 overflow_used;
+    uint64_t reserved[6];    /* zero; room for later fields */
+};
+
+#define RL_SEG_HEADER_SIZE 144u
+
+/* A slot's meta word packs where its state words are. It starts at 0 (not
+ * published) and is set once, by CAS from 0, with release: the claimer
+ * publishes it after writing the label; a process that waited too long for
+ * a claimer (which may have died) publishes its own. Readers load it with
+ * acquire (pairs with that CAS in claim/publish in store.c). */
+#define RL_META_READY (1ull << 63)   /* published */
+#define RL_META_FULL (1ull << 62)    /* no words could be had: overflow */
+#define RL_META_NWORDS_SHIFT 40      /* bits 40..61: nwords (< 2^22) */
+#define RL_META_NWORDS_MAX ((1ull << 22) - 1)
+#define RL_META_OFF_MASK ((1ull << 40) - 1) /* bits 0..39: arena offset */
+
+/* One per (rule, user). Lives in the shared segment.
+ * tag is claimed once with CAS 0 -> tag and never changes after; label is
+ * written by the claimer before it publishes meta; counters are
+ * statistics, relaxed adds, read by `rlshim stat` without synchronisation
+ * and zeroed by `rlshim reset`. The state words themselves live in the
+ * arena and belong to the limiter algorithms. */
+struct rl_seg_slot {
+    rl_atomic_u64 tag;
+    rl_atomic_u64 meta;
+    char label[RL_STORE_LABEL_MAX];
+    rl_atomic_u64 counters[RL_STORE_COUNTERS];
+};
+
+#define RL_SEG_SLOT_SIZE 176u
+
+_Static_assert(sizeof(struct rl_seg_header) == RL_SEG_HEADER_SIZE,
+               "header size is part of the layout version");
+_Static_assert(offsetof(struct rl_seg_header, magic) == 0, "magic first");
+_Static_assert(offsetof(struct rl_seg_header, version) == 8, "version");
+_Static_assert(offsetof(struct rl_seg_header, total_size) == 16, "size");
+_Static_assert(offsetof(struct rl_seg_header, config_hash) == 24, "hash");
+_Static_assert(offsetof(struct rl_seg_header, nslots) == 32, "nslots");
+_Static_assert(offsetof(struct rl_seg_header, arena_words) == 48, "arena");
+_Static_assert(offsetof(struct rl_seg_header, ready) == 64, "ready");
+_Static_assert(offsetof(struct rl_seg_header, stale) == 72, "stale");
+_Static_assert(offsetof(struct rl_seg_header, arena_used) == 80, "used");
+_Static_assert(offsetof(struct rl_seg_header, reserved) == 96, "reserved");
+_Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
+               "slot size is part of the layout version");
+_Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");
+_Static_assert(offsetof(struct rl_seg_slot, meta) == 8, "meta");
+_Static_assert(offsetof(struct rl_seg_slot, label) == 16, "label");
+_Static_assert(offsetof(struct rl_seg_slot, counters) == 80, "counters");
+_Static_assert(RL_SEG_HEADER_SIZE % 8 == 0 && RL_SEG_SLOT_SIZE % 8 == 0,
+               "every word stays 8-byte aligned");
+
+/* The byte size of a segment of this geometry; 0 when it overflows or is
+ * out of the bounds the meta word can address. */
+static inline uint64_t rl_seg_size(uint64_t nslots, uint64_t noverflow,
+                                   uint64_t arena_words,
+                                   uint64_t overflow_words)
+{
+    const uint64_t lim = 1ull << 40;
+    if (nslots == 0 || noverflow == 0 || nslots > UINT32_MAX ||
+        noverflow > UINT32_MAX || arena_words >= lim ||
+        overflow_words >= lim)
+        return 0;
+    return RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE +
+           (arena_words + overflow_words) * 8;
+}
+
+#endif

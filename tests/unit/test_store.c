@@ -1,0 +1,816 @@
+/* test_store.c — the state segment: layout, creation, validation, slots,
+ * and budgets shared by real processes and threads.
+ *
+ * Each test makes its own state directory under /dev/shm and removes it.
+ * The limiter here is a CAS counter (take_one): the store only hands out
+ * words, and any lock-free algorithm on them must see one budget. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "state/layout.h"
+#include "state/store.h"
+
+#define HASH_A 0x1111222233334444ull
+#define HASH_B 0x5555666677778888ull
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    strcpy(dir, "/dev/shm/rlstore-test.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) < 0)
+            rmdir(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+TestSuite(store, .init = make_dir, .fini = remove_dir, .timeout = 30);
+TestSuite(store_race, .init = make_dir, .fini = remove_dir, .timeout = 60);
+
+static struct rl_store_opts opts(uint64_t hash)
+{
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = hash,
+        .nslots = 256,
+        .arena_words = 4096,
+        .noverflow = 4,
+        .overflow_words = 64,
+    };
+    return o;
+}
+
+static struct rl_store *open_ok(uint64_t hash, bool want_shared)
+{
+    struct rl_store_opts o = opts(hash);
+    struct rl_store *s;
+    char why[256];
+
+    cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
+    cr_assert_eq(rl_store_is_shared(s), want_shared, "why: %s", why);
+    return s;
+}
+
+static void seg_path(char *buf, size_t len)
+{
+    cr_assert_eq(rl_store_path(buf, len, dir, (uint32_t)getuid()), 0);
+}
+
+/* One unit from a counter limited to `limit`. */
+static bool take_one(rl_atomic_u64 *w, uint64_t limit)
+{
+    uint64_t v = rl_load_relaxed_u64(w);
+
+    while (v < limit)
+        if (rl_cas_acq_rel_u64(w, &v, v + 1))
+            return true;
+    return false;
+}
+
+static unsigned take_all(struct rl_store *s, uint64_t tag, uint64_t limit,
+                         unsigned tries)
+{
+    struct rl_slot sl;
+    bool ovf;
+    unsigned n = 0;
+
+    cr_assert_eq(rl_store_slot(s, tag, "sec|user", 1, 1, &sl, &ovf), 0);
+    for (unsigned i = 0; i < tries; i++)
+        n += take_one(&sl.words[0], limit);
+    return n;
+}
+
+static unsigned count_files(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    unsigned n = 0;
+
+    cr_assert_not_null(d);
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void read_file(const char *path, unsigned char *buf, size_t len,
+                      size_t *got)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW);
+    ssize_t n;
+
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    n = read(fd, buf, len);
+    cr_assert_geq(n, 0);
+    *got = (size_t)n;
+    close(fd);
+}
+
+static void write_at(const char *path, off_t off, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY);
+
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, p, n, off), (ssize_t)n);
+    close(fd);
+}
+
+/* ---- layout ------------------------------------------------------------ */
+
+Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
+{
+    cr_assert_eq(sizeof(struct rl_seg_header), 144);
+    cr_assert_eq(offsetof(struct rl_seg_header, magic), 0);
+    cr_assert_eq(offsetof(struct rl_seg_header, version), 8);
+    cr_assert_eq(offsetof(struct rl_seg_header, header_size), 12);
+    cr_assert_eq(offsetof(struct rl_seg_header, total_size), 16);
+    cr_assert_eq(offsetof(struct rl_seg_header, config_hash), 24);
+    cr_assert_eq(offsetof(struct rl_seg_header, nslots), 32);
+    cr_assert_eq(offsetof(struct rl_seg_header, noverflow), 36);
+    cr_assert_eq(offsetof(struct rl_seg_header, slot_size), 40);
+    cr_assert_eq(offsetof(struct rl_seg_header, uid), 44);
+    cr_assert_eq(offsetof(struct rl_seg_header, arena_words), 48);
+    cr_assert_eq(offsetof(struct rl_seg_header, overflow_words), 56);
+    cr_assert_eq(offsetof(struct rl_seg_header, ready), 64);
+    cr_assert_eq(offsetof(struct rl_seg_header, stale), 72);
+    cr_assert_eq(offsetof(struct rl_seg_header, arena_used), 80);
+    cr_assert_eq(offsetof(struct rl_seg_header, overflow_used), 88);
+    cr_assert_eq(sizeof(struct rl_seg_slot), 176);
+    cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
+    cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
+    cr_assert_eq(offsetof(struct rl_seg_slot, label), 16);
+    cr_assert_eq(offsetof(struct rl_seg_slot, counters), 80);
+    cr_assert_eq(RL_STORE_COUNTERS, 12);
+}
+
+Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
+{
+    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 144 + 3 * 176 + 15 * 8);
+    cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
+    cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
+    cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
+}
+
+/* ---- creation and slots ------------------------------------------------ */
+
+Test(store, creates_one_file_of_mode_0600_owned_by_the_caller)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    char path[256];
+    struct stat st;
+
+    seg_path(path, sizeof path);
+    cr_assert_eq(lstat(path, &st), 0);
+    cr_assert(S_ISREG(st.st_mode));
+    cr_assert_eq(st.st_mode & 07777, 0600);
+    cr_assert_eq(st.st_uid, getuid());
+    cr_assert_eq(count_files(), 1, "no temporary file is left behind");
+    cr_assert_eq(rl_store_config_hash(s), HASH_A);
+    rl_store_close(s);
+}
+
+Test(store, names_the_segment_after_the_uid_in_the_state_dir)
+{
+    char p[256];
+
+    cr_assert_eq(rl_store_path(p, sizeof p, "/x", 1000), 0);
+    cr_assert_str_eq(p, "/x/rlshim-1000");
+    setenv("RLSHIM_STATE_DIR", "/y", 1);
+    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7), 0);
+    cr_assert_str_eq(p, "/y/rlshim-7");
+    unsetenv("RLSHIM_STATE_DIR");
+    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7), 0);
+    cr_assert_str_eq(p, "/dev/shm/rlshim-7");
+    cr_assert_eq(rl_store_path(p, 8, "/x", 1000), -ENAMETOOLONG);
+}
+
+Test(store, finds_the_slot_it_claimed_and_its_words_again)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_slot a, b;
+    bool ovf = true;
+
+    cr_assert_eq(rl_store_slot(s, 42, "default|alice", 3, 1, &a, &ovf), 0);
+    cr_assert_not(ovf);
+    cr_assert_eq(a.nwords, 3);
+    rl_store_relaxed_u64(&a.words[2], 99);
+    cr_assert_eq(rl_store_slot(s, 42, "default|alice", 3, 1, &b, &ovf), 0);
+    cr_assert_eq(a.index, b.index);
+    cr_assert_eq(a.words, b.words);
+    cr_assert_eq(rl_load_relaxed_u64(&b.words[2]), 99);
+    cr_assert_eq(rl_store_slot(s, 0, "x", 1, 1, &b, &ovf), -EINVAL);
+    cr_assert_eq(rl_store_slot(s, 42, "default|alice", 4, 1, &b, &ovf),
+                 -EINVAL, "a slot made with fewer words is not handed out");
+    rl_store_close(s);
+}
+
+Test(store, hands_out_zeroed_words_that_never_overlap)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_slot sl[20];
+    bool ovf;
+
+    for (unsigned i = 0; i < 20; i++) {
+        cr_assert_eq(rl_store_slot(s, 1000 + i * 256, "r|u", 7, 1, &sl[i],
+                                   &ovf), 0);
+        for (unsigned w = 0; w < 7; w++) {
+            cr_assert_eq(rl_load_relaxed_u64(&sl[i].words[w]), 0);
+            rl_store_relaxed_u64(&sl[i].words[w], i + 1);
+        }
+    }
+    for (unsigned i = 0; i < 20; i++)
+        for (unsigned w = 0; w < 7; w++)
+            cr_assert_eq(rl_load_relaxed_u64(&sl[i].words[w]), i + 1);
+    rl_store_close(s);
+}
+
+Test(store, sends_new_users_to_one_overflow_slot_per_rule_when_full)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot sl, o1, o2, o3;
+    bool ovf;
+
+    o.nslots = 4;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    for (uint64_t t = 1; t <= 4; t++) {
+        cr_assert_eq(rl_store_slot(s, t, "r|u", 1, 77, &sl, &ovf), 0);
+        cr_assert_not(ovf);
+    }
+    cr_assert_eq(rl_store_slot(s, 5, "r|five", 1, 77, &o1, &ovf), 0);
+    cr_assert(ovf);
+    cr_assert_eq(rl_store_slot(s, 6, "r|six", 1, 77, &o2, &ovf), 0);
+    cr_assert(ovf);
+    cr_assert_eq(o1.index, o2.index);
+    cr_assert_eq(o1.words, o2.words);
+    cr_assert_eq(rl_store_slot(s, 7, "q|seven", 1, 78, &o3, &ovf), 0);
+    cr_assert(ovf);
+    cr_assert_neq(o3.index, o1.index, "each rule has its own");
+    /* A user already in the table keeps its slot. */
+    cr_assert_eq(rl_store_slot(s, 3, "r|u", 1, 77, &sl, &ovf), 0);
+    cr_assert_not(ovf);
+    rl_store_close(s);
+}
+
+Test(store, sends_new_users_to_the_overflow_slot_when_the_arena_is_full)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot a, b;
+    bool ovf;
+
+    o.arena_words = 10;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert_eq(rl_store_slot(s, 1, "r|a", 8, 9, &a, &ovf), 0);
+    cr_assert_not(ovf);
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &b, &ovf), 0);
+    cr_assert(ovf);
+    /* Later callers of the same user are sent there too. */
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &a, &ovf), 0);
+    cr_assert(ovf);
+    cr_assert_eq(a.index, b.index);
+    rl_store_close(s);
+}
+
+static int collect(const struct rl_slot_info *info, struct rl_slot *slot,
+                   void *arg)
+{
+    char *out = arg;
+
+    (void)slot;
+    strcat(out, info->label);
+    strcat(out, info->overflow ? "(o);" : ";");
+    return 0;
+}
+
+Test(store, lists_claimed_slots_with_labels_for_the_cli)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s, *cli;
+    struct rl_slot sl;
+    char seen[1024] = "";
+    char why[256];
+    bool ovf;
+
+    o.nslots = 1;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert_eq(rl_store_slot(s, 5, "user:bob|bob", 1, 9, &sl, &ovf), 0);
+    rl_store_count(&sl, 1, RL_STAT_DENIED, 3);
+    cr_assert_eq(rl_store_slot(s, 6, "default|1000", 1, 9, &sl, &ovf), 0);
+    cr_assert(ovf);
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), why,
+                                 sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_store_each(cli, collect, seen), 0);
+    cr_assert_str_eq(seen, "user:bob|bob;default|*(o);");
+    rl_store_close(cli);
+    rl_store_close(s);
+}
+
+static int grab_counters(const struct rl_slot_info *info,
+                         struct rl_slot *slot, void *arg)
+{
+    (void)slot;
+    memcpy(arg, info->counters, sizeof info->counters);
+    return 1;
+}
+
+Test(store, reset_gives_back_a_full_budget_and_zero_counters)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_store *cli;
+    struct rl_slot sl;
+    uint64_t c[RL_STORE_COUNTERS];
+    bool ovf;
+
+    cr_assert_eq(take_all(s, 5, 3, 10), 3);
+    cr_assert_eq(rl_store_slot(s, 5, "sec|user", 1, 1, &sl, &ovf), 0);
+    rl_store_count(&sl, 2, RL_STAT_ALLOWED, 3);
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), NULL, 0), 0);
+    cr_assert_eq(rl_store_each(cli, grab_counters, c), 1);
+    cr_assert_eq(c[2 * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED], 3);
+    rl_store_reset_slot(cli, sl.index);
+    cr_assert_eq(rl_store_each(cli, grab_counters, c), 1);
+    cr_assert_eq(c[2 * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED], 0);
+    cr_assert_eq(take_all(s, 5, 3, 10), 3, "the running process sees it");
+    rl_store_close(cli);
+    rl_store_close(s);
+}
+
+Test(store, attach_does_not_create_a_segment)
+{
+    struct rl_store *cli;
+    char why[256];
+
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), why,
+                                 sizeof why), -ENOENT);
+    cr_assert_neq(why[0], '\0');
+    cr_assert_eq(count_files(), 0);
+}
+
+Test(store, process_mode_keeps_budgets_in_this_process_only)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+
+    o.shared = false;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert_not(rl_store_is_shared(s));
+    cr_assert_eq(count_files(), 0);
+    cr_assert_eq(take_all(s, 9, 5, 8), 5);
+    cr_assert_not(rl_store_is_stale(s));
+    rl_store_close(s);
+}
+
+Test(store, process_mode_budget_is_shared_with_a_forked_child)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    int status;
+    pid_t pid;
+
+    o.shared = false;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert_eq(take_all(s, 9, 5, 2), 2);
+    pid = fork();
+    if (pid == 0)
+        _exit(take_all(s, 9, 5, 8) == 3 ? 0 : 1);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert_eq(status, 0);
+    cr_assert_eq(take_all(s, 9, 5, 8), 0, "the child spent the rest");
+    rl_store_close(s);
+}
+
+/* ---- corrupt, stale and foreign segments ------------------------------- */
+
+/* The next process replaces a bad segment of ours, and throttles right. */
+static void expect_replaced(void)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    char path[256];
+    struct stat st;
+
+    seg_path(path, sizeof path);
+    cr_assert_eq(lstat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0600);
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    cr_assert_eq(count_files(), 1);
+    rl_store_close(s);
+    s = open_ok(HASH_A, true);
+    cr_assert_eq(take_all(s, 3, 5, 9), 0, "the new segment is kept");
+    rl_store_close(s);
+}
+
+static void make_file(const void *p, size_t n, mode_t mode)
+{
+    char path[256];
+    int fd;
+
+    seg_path(path, sizeof path);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(fchmod(fd, mode), 0);
+    cr_assert_eq(write(fd, p, n), (ssize_t)n);
+    close(fd);
+}
+
+Test(store, replaces_a_segment_of_random_bytes)
+{
+    static unsigned char junk[1 << 16];
+    struct rl_store *s;
+
+    /* The right size, so only the header can tell. */
+    s = open_ok(HASH_A, true);
+    rl_store_close(s);
+    remove_dir();
+    make_dir();
+    srand(7);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)rand();
+    make_file(junk, rl_seg_size(256, 4, 4096, 64) < sizeof junk
+                        ? rl_seg_size(256, 4, 4096, 64)
+                        : sizeof junk,
+              0600);
+    expect_replaced();
+}
+
+Test(store, replaces_a_segment_truncated_to_10_bytes)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    char path[256];
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    seg_path(path, sizeof path);
+    cr_assert_eq(truncate(path, 10), 0);
+    expect_replaced();
+}
+
+Test(store, replaces_a_segment_of_another_layout_version)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    uint32_t v = RL_LAYOUT_VERSION + 1;
+    char path[256];
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, version), &v, sizeof v);
+    expect_replaced();
+}
+
+Test(store, replaces_a_segment_whose_ready_word_was_never_published)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    uint64_t zero = 0;
+    char path[256];
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, ready), &zero, 8);
+    expect_replaced();
+}
+
+Test(store, replaces_a_segment_made_for_another_config)
+{
+    struct rl_store *s = open_ok(HASH_B, true);
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    expect_replaced();
+}
+
+Test(store, a_process_attached_before_moves_to_the_new_segment)
+{
+    struct rl_store *old = open_ok(HASH_A, true);
+    struct rl_store *now, *again;
+    uint32_t v = 99;
+    char path[256];
+
+    cr_assert_eq(take_all(old, 3, 5, 2), 2);
+    cr_assert_not(rl_store_is_stale(old));
+    /* Someone corrupts the file; the next process replaces it. */
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, version), &v, sizeof v);
+    now = open_ok(HASH_A, true);
+    cr_assert(rl_store_is_stale(old));
+    cr_assert_not(rl_store_is_stale(now));
+    /* The old process re-opens and shares the new budget. */
+    again = open_ok(HASH_A, true);
+    rl_store_close(old);
+    cr_assert_eq(take_all(now, 3, 5, 4), 4);
+    cr_assert_eq(take_all(again, 3, 5, 4), 1);
+    rl_store_close(now);
+    rl_store_close(again);
+}
+
+Test(store, a_process_of_another_config_marks_the_old_segment_stale)
+{
+    struct rl_store *old = open_ok(HASH_A, true);
+    struct rl_store *now = open_ok(HASH_B, true);
+
+    cr_assert(rl_store_is_stale(old));
+    cr_assert_not(rl_store_is_stale(now));
+    rl_store_close(old);
+    rl_store_close(now);
+}
+
+/* A refused file: process-local budgets, one reason, the file untouched. */
+static void expect_refused(const char *path, const char *content,
+                           const char *reason)
+{
+    static unsigned char before[1 << 16], after[1 << 16];
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct stat st0, st1;
+    size_t n0 = 0, n1 = 0;
+    char why[256];
+
+    cr_assert_eq(lstat(path, &st0), 0);
+    if (content)
+        read_file(content, before, sizeof before, &n0);
+    cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
+    cr_assert_not(rl_store_is_shared(s), "a foreign file is never trusted");
+    cr_assert_not_null(strstr(why, reason), "why: %s", why);
+    cr_assert_null(strchr(why, '\n'), "one line");
+    cr_assert_eq(take_all(s, 3, 5, 9), 5, "it still throttles, locally");
+    rl_store_close(s);
+    cr_assert_eq(lstat(path, &st1), 0);
+    cr_assert_eq(st1.st_ino, st0.st_ino, "not replaced");
+    cr_assert_eq(st1.st_mode, st0.st_mode);
+    cr_assert_eq(st1.st_uid, st0.st_uid);
+    if (content) {
+        read_file(content, after, sizeof after, &n1);
+        cr_assert_eq(n0, n1);
+        cr_assert_eq(memcmp(before, after, n0), 0, "never written");
+    }
+    cr_assert_lt(rl_store_attach(&s, dir, (uint32_t)getuid(), NULL, 0), 0);
+}
+
+/* A valid segment of ours at `path`, for the foreign cases to start from. */
+static void make_segment(void)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+
+    rl_store_close(s);
+}
+
+Test(store, refuses_a_segment_owned_by_another_uid)
+{
+    char path[256];
+
+    if (getuid() != 0)
+        cr_skip_test("needs root to give a file to uid 65534");
+    make_segment();
+    seg_path(path, sizeof path);
+    cr_assert_eq(chown(path, 65534, 65534), 0);
+    expect_refused(path, path, "owned by another user");
+}
+
+Test(store, refuses_a_segment_made_by_another_uid_through_setpriv)
+{
+    char path[256], cmd[600];
+
+    if (getuid() != 0 || system("command -v setpriv >/dev/null") != 0)
+        cr_skip_test("needs root and setpriv");
+    cr_assert_eq(chmod(dir, 01777), 0);
+    seg_path(path, sizeof path);
+    snprintf(cmd, sizeof cmd,
+             "setpriv --reuid 65534 --regid 65534 --clear-groups "
+             "sh -c 'umask 077; head -c 4096 /dev/zero > %s'",
+             path);
+    cr_assert_eq(system(cmd), 0);
+    expect_refused(path, path, "owned by another user");
+}
+
+Test(store, refuses_a_symbolic_link_at_the_segment_path)
+{
+    char path[256], target[256];
+
+    make_segment();
+    seg_path(path, sizeof path);
+    snprintf(target, sizeof target, "%s/target", dir);
+    cr_assert_eq(rename(path, target), 0);
+    cr_assert_eq(symlink(target, path), 0);
+    expect_refused(path, target, "symbolic link");
+}
+
+Test(store, refuses_a_segment_of_mode_0666)
+{
+    char path[256];
+
+    make_segment();
+    seg_path(path, sizeof path);
+    cr_assert_eq(chmod(path, 0666), 0);
+    expect_refused(path, path, "mode");
+}
+
+Test(store, refuses_a_directory_or_a_fifo_at_the_segment_path)
+{
+    char path[256];
+
+    seg_path(path, sizeof path);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    expect_refused(path, NULL, "not a regular file");
+    cr_assert_eq(unlink(path), 0);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    expect_refused(path, NULL, "Is a directory");
+}
+
+/* ---- many processes and threads ---------------------------------------- */
+
+#define RACE_MAX_REPS 128
+
+/* Shared with tests/integration/helpers/store_racer.c (same definition). */
+struct race_page {
+    pthread_barrier_t start;   /* every process, before it opens */
+    pthread_barrier_t barrier; /* every thread, before each rep */
+    uint64_t tag0;
+    uint64_t config_hash;
+    _Atomic uint64_t admitted[RACE_MAX_REPS];
+    _Atomic uint64_t errors;
+};
+
+struct racer {
+    struct rl_store *store;
+    struct race_page *page;
+    unsigned reps;
+    uint64_t limit;
+};
+
+static void *race_thread(void *arg)
+{
+    struct racer *r = arg;
+
+    for (unsigned rep = 0; rep < r->reps; rep++) {
+        struct rl_slot slot;
+        bool ovf;
+
+        pthread_barrier_wait(&r->page->barrier);
+        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer", 1, 1,
+                          &slot, &ovf) < 0 || ovf) {
+            atomic_fetch_add(&r->page->errors, 1);
+            continue;
+        }
+        if (take_one(&slot.words[0], r->limit))
+            atomic_fetch_add(&r->page->admitted[rep], 1);
+    }
+    return NULL;
+}
+
+/* In a forked child: open the store as a new process would, race. */
+static void race_child(struct race_page *page, unsigned nthreads,
+                       unsigned reps, uint64_t limit)
+{
+    struct rl_store_opts o = opts(page->config_hash);
+    struct racer r = {.page = page, .reps = reps, .limit = limit};
+    pthread_t th[64];
+    char why[256];
+
+    pthread_barrier_wait(&page->start);
+    if (rl_store_open(&r.store, &o, why, sizeof why) < 0)
+        _exit(2);
+    if (!rl_store_is_shared(r.store))
+        atomic_fetch_add(&page->errors, 1);
+    for (unsigned i = 0; i < nthreads; i++)
+        if (pthread_create(&th[i], NULL, race_thread, &r) != 0)
+            _exit(3);
+    for (unsigned i = 0; i < nthreads; i++)
+        pthread_join(th[i], NULL);
+    rl_store_close(r.store);
+    _exit(0);
+}
+
+static struct race_page *new_page(unsigned nproc, unsigned parties, int *fd)
+{
+    pthread_barrierattr_t a;
+    struct race_page *p;
+
+    *fd = memfd_create("race", 0); /* inherited across exec */
+    cr_assert_geq(*fd, 0);
+    cr_assert_eq(ftruncate(*fd, sizeof *p), 0);
+    p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    cr_assert_eq(pthread_barrier_init(&p->start, &a, nproc), 0);
+    cr_assert_eq(pthread_barrier_init(&p->barrier, &a, parties), 0);
+    p->tag0 = 1000;
+    p->config_hash = HASH_A;
+    return p;
+}
+
+/* nforked processes of this program and nexec of store_racer, each with
+ * nthreads threads, race `reps` times for a budget of `limit`. */
+static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
+                 unsigned reps, uint64_t limit)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+    struct race_page *page;
+    pid_t pids[32];
+    unsigned n = 0;
+    char prog[512], sfd[16], sth[16], sreps[16], slim[16], sidx[16];
+    int fd;
+
+    page = new_page(nforked + nexec, (nforked + nexec) * nthreads, &fd);
+    snprintf(prog, sizeof prog, "%s/tests/helpers/store_racer",
+             build ? build : "build");
+    if (nexec && access(prog, X_OK) != 0)
+        cr_assert_fail("%s is not built (make unit builds it)", prog);
+    for (unsigned i = 0; i < nforked + nexec; i++) {
+        pid_t pid = fork();
+
+        cr_assert_geq(pid, 0);
+        if (pid == 0 && i < nforked)
+            race_child(page, nthreads, reps, limit);
+        if (pid == 0) {
+            snprintf(sfd, sizeof sfd, "%d", fd);
+            snprintf(sth, sizeof sth, "%u", nthreads);
+            snprintf(sreps, sizeof sreps, "%u", reps);
+            snprintf(slim, sizeof slim, "%llu", (unsigned long long)limit);
+            snprintf(sidx, sizeof sidx, "%u", i);
+            execl(prog, prog, dir, sfd, sth, sreps, slim, sidx, (char *)0);
+            _exit(127);
+        }
+        pids[n++] = pid;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        int status;
+
+        cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "racer %u: status %#x", i, status);
+    }
+    cr_assert_eq(atomic_load(&page->errors), 0);
+    for (unsigned rep = 0; rep < reps; rep++)
+        cr_assert_eq(atomic_load(&page->admitted[rep]), limit,
+                     "rep %u admitted %llu, not %llu", rep,
+                     (unsigned long long)page->admitted[rep],
+                     (unsigned long long)limit);
+    cr_assert_eq(count_files(), 1, "one segment, nothing else");
+    munmap(page, sizeof *page);
+    close(fd);
+}
+
+Test(store_race, eight_processes_of_25_threads_admit_exactly_5, .timeout = 60)
+{
+    race(8, 0, 25, 100, 5);
+}
+
+Test(store_race, two_programs_of_one_uid_share_one_budget, .timeout = 60)
+{
+    race(4, 4, 25, 100, 5);
+}
+
+Test(store_race, twenty_processes_starting_at_once_make_one_segment)
+{
+    /* One thread each, one rep: all 20 open the store at the same moment
+     * (the barrier is before the first slot, and no segment exists). */
+    for (int round = 0; round < 10; round++) {
+        race(20, 0, 1, 1, 5);
+        remove_dir();
+        make_dir();
+    }
+}
+
+Test(store_race, twenty_processes_replace_a_corrupt_segment_once)
+{
+    static const char junk[4096] = "not a segment";
+
+    for (int round = 0; round < 10; round++) {
+        make_file(junk, sizeof junk, 0600);
+        race(20, 0, 1, 1, 5);
+        remove_dir();
+        make_dir();
+    }
+}
