@@ -31,6 +31,20 @@ enum rl_algo_id {
  * config is refused. */
 #define RL_WINDOW_MAX_COUNT 65536u
 
+/* A window's state: [lock owner, head, last stamp] then the ring of N
+ * stamps. */
+#define RL_WINDOW_STATE_WORDS 3u
+
+/* What rl_limit_prepare returns; limit/ cannot include <errno.h>, so these
+ * are spelled out: they equal -EINVAL and -ERANGE on Linux (a test checks). */
+#define RL_LIMIT_EINVAL (-22)
+#define RL_LIMIT_ERANGE (-34)
+
+/* The token bucket's fastest rate: 16 units per nanosecond (16 GB/s). At
+ * that rate its clock of ticks lasts 2^58 ns (9 years) of CLOCK_MONOTONIC;
+ * at 1 unit/ns or slower, 2^62 ns (146 years). */
+#define RL_GCRA_MAX_UNITS_PER_NS 16u
+
 /* The immutable description of one limit ("5/s, burst 5"), prepared once
  * from the config by rl_limit_prepare and then only read. Fixed-width only:
  * the config hash covers it. */
@@ -50,6 +64,8 @@ struct rl_verdict {
     uint64_t wait_ns; /* granted: ns the caller must sleep before it may go
                          (a reservation; 0 = go now). denied: ns until
                          `min` units could be granted (UINT64_MAX: never) */
+    uint64_t stamp;   /* algorithm-private: what refund() needs to find
+                         this grant (the window's stamp); 0 otherwise */
 };
 
 struct rl_algorithm {
@@ -62,10 +78,13 @@ struct rl_algorithm {
     /* Take between `min` and `want` units at time `now` (1 <= min <= want).
      * Grants as many as are available now, up to want, if at least min are.
      * Otherwise, if the caller is willing to wait up to max_wait_ns (> 0),
-     * reserves exactly `want` units when they will be available within
-     * max_wait_ns, and returns how long to sleep: reservations are served
-     * in the order they were taken. Otherwise denies and changes nothing.
-     * Never moves state backwards, whatever `now` a caller passes. */
+     * reserves `want` units (at most the capacity: the burst, or the
+     * window's N, since no more can ever be available at once) when they
+     * will be available within max_wait_ns, and returns how long to sleep:
+     * reservations are served in the order they were taken. Otherwise
+     * denies and changes nothing. A `min` above the capacity is denied
+     * with wait UINT64_MAX. Never moves state backwards, whatever `now` a
+     * caller passes. */
     struct rl_verdict (*take)(rl_word *st, const struct rl_limit *lim,
                               uint64_t now, uint64_t want, uint64_t min,
                               uint64_t max_wait_ns);
@@ -84,13 +103,43 @@ struct rl_algorithm {
 extern const struct rl_algorithm rl_token_bucket;
 extern const struct rl_algorithm rl_sliding_window;
 
+/* The sliding window's lock is one word of its state: 0 when free, else
+ * the owner's id, taken by CAS. A waiter spins, then yields, and now and
+ * then asks whether the owner still exists; when it does not (the process
+ * was killed inside the few stores of an update), the waiter takes the
+ * lock over by CAS. The ring stays usable because every store to it is one
+ * word. What needs the OS (who am I, is that thread alive, yield) sits
+ * behind these ops, so that limit/ stays free of system headers. */
+struct rl_lock_ops {
+    /* Non-zero id of the calling thread, unique on the host while the
+     * thread lives ((pid << 32) | tid). */
+    uint64_t (*self)(void);
+    /* false only when the thread `owner` certainly no longer exists. */
+    bool (*alive)(uint64_t owner);
+    /* Let the owner run (sched_yield). */
+    void (*yield)(void);
+    /* Tests only (NULL otherwise): called with the lock held, between
+     * stores of the ring, so a test can park or kill the holder there. */
+    void (*in_critical)(rl_word *st);
+};
+
+/* The default ops, with system calls (src/util/ownerlock.c). */
+extern const struct rl_lock_ops rl_ownerlock_ops;
+
+/* Set the ops every sliding window of this process uses from now on; NULL
+ * restores rl_ownerlock_ops, the default that needs no call. Thread-safe
+ * (one atomic pointer), meant for tests. */
+void rl_window_set_lock_ops(const struct rl_lock_ops *ops);
+
 /* The algorithm for an id; NULL for an unknown id. */
 const struct rl_algorithm *rl_algorithm_get(uint32_t algo);
 
 /* Fill `lim` for `count` units per `period_ns` with capacity `burst`
- * (0 = count). Returns 0, or -EINVAL for a zero count or period, a window
- * count over RL_WINDOW_MAX_COUNT, or a rate the arithmetic cannot hold
- * exactly (-ERANGE). */
+ * (0 = count). Returns 0, or RL_LIMIT_EINVAL for an unknown algorithm, a
+ * zero count or period, a window count over RL_WINDOW_MAX_COUNT or a
+ * window burst other than 0 or count, or RL_LIMIT_ERANGE for a rate the
+ * arithmetic cannot hold exactly (token bucket: more than
+ * RL_GCRA_MAX_UNITS_PER_NS, or a burst over 2^60). */
 int rl_limit_prepare(struct rl_limit *lim, uint32_t algo, uint64_t count,
                      uint64_t period_ns, uint64_t burst);
 
