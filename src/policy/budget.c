@@ -1,0 +1,61 @@
+/* budget.c — a (rule, user) pair as one store slot (budget.h).
+ *
+ * The tag hashes the whole "SECTION|USER" even when the printed label has
+ * to be cut to fit the slot, so two long names never share a budget by
+ * accident of truncation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/budget.h"
+#include "util/hash.h"
+
+void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)
+{
+    uint32_t off = 0;
+
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
+            const struct rl_limit *lim = &rule->limits[k][i];
+            const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+
+            out->offset[k][i] = off;
+            /* An unknown algorithm cannot pass rl_config_load; give it no
+             * words rather than guess. */
+            if (a)
+                off += a->state_words(lim);
+        }
+    }
+    out->nwords = off;
+}
+
+const char *rl_budget_user(const struct rl_rule *rule, const char *caller)
+{
+    if (!rule->is_default && rule->user)
+        return rule->user;
+    return caller;
+}
+
+static uint64_t tag_of(const char *section, const char *user)
+{
+    uint64_t h = RL_HASH_INIT;
+
+    h = rl_hash_bytes(h, section, strlen(section));
+    h = rl_hash_bytes(h, "|", 1);
+    h = rl_hash_bytes(h, user, strlen(user));
+    return h ? h : 1; /* 0 marks a free slot */
+}
+
+uint64_t rl_budget_label(const struct rl_rule *rule, const char *user,
+                         char *buf, size_t len)
+{
+    if (len)
+        snprintf(buf, len, "%s|%s", rule->section, user);
+    return tag_of(rule->section, user);
+}
+
+uint64_t rl_budget_overflow_tag(const struct rl_rule *rule)
+{
+    /* The store labels overflow slots "SECTION|*" (store.h). */
+    return tag_of(rule->section, "*");
+}
