@@ -22,6 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Every helper is static and may go unused in one test file. */
+#define H_FN static __attribute__((unused))
+
 struct server {
     pid_t pid;
     int port;
@@ -40,21 +43,21 @@ static char h_dir[128];    /* per-test temp dir: config, state, logs */
 static char h_config[256];
 static char h_state[256];
 
-static double h_now(void)
+H_FN double h_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static const char *h_env(const char *name)
+H_FN const char *h_env(const char *name)
 {
     const char *v = getenv(name);
     cr_assert_not_null(v, "%s is not set (run through make test)", name);
     return v;
 }
 
-static void h_setup(void)
+H_FN void h_setup(void)
 {
     snprintf(h_dir, sizeof h_dir, "/tmp/rlshim-it-XXXXXX");
     cr_assert_not_null(mkdtemp(h_dir));
@@ -63,7 +66,7 @@ static void h_setup(void)
     cr_assert_eq(mkdir(h_state, 0700), 0);
 }
 
-static void h_teardown(void)
+H_FN void h_teardown(void)
 {
     char cmd[300];
     if (h_dir[0] != '\0') {
@@ -88,12 +91,13 @@ __attribute__((format(printf, 1, 2))) static void h_config_write(
 
 /* Start tests/integration/servers/NAME with a log file in the temp dir;
  * waits for its "PORT n" line. */
-static void h_server_start(struct server *s, const char *name)
+H_FN void h_server_start(struct server *s, const char *name)
 {
     char script[512];
     snprintf(script, sizeof script, "%s/tests/integration/servers/%s",
              h_env("RLSHIM_SRC"), name);
-    snprintf(s->log, sizeof s->log, "%s/%s.log", h_dir, name);
+    static int nth;
+    snprintf(s->log, sizeof s->log, "%s/%s.%d.log", h_dir, name, nth++);
     int p[2];
     cr_assert_eq(pipe(p), 0);
     s->pid = fork();
@@ -121,7 +125,7 @@ static void h_server_start(struct server *s, const char *name)
                  "server %s did not start: '%s'", name, buf);
 }
 
-static void h_server_stop(struct server *s)
+H_FN void h_server_stop(struct server *s)
 {
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
@@ -131,7 +135,7 @@ static void h_server_stop(struct server *s)
 }
 
 /* Lines of the server's log that start with `prefix`. */
-static int h_server_count(const struct server *s, const char *prefix)
+H_FN int h_server_count(const struct server *s, const char *prefix)
 {
     FILE *f = fopen(s->log, "r");
     if (f == NULL)
@@ -146,7 +150,7 @@ static int h_server_count(const struct server *s, const char *prefix)
 }
 
 /* The i-th log line starting with prefix (0-based), or "" . */
-static const char *h_server_line(const struct server *s, const char *prefix,
+H_FN const char *h_server_line(const struct server *s, const char *prefix,
                                  int i, char *buf, size_t len)
 {
     FILE *f = fopen(s->log, "r");
@@ -165,7 +169,7 @@ static const char *h_server_line(const struct server *s, const char *prefix,
 }
 
 /* Wait until the server logged `want` lines with prefix, up to `secs`. */
-static int h_server_wait(const struct server *s, const char *prefix,
+H_FN int h_server_wait(const struct server *s, const char *prefix,
                          int want, double secs)
 {
     double end = h_now() + secs;
@@ -179,7 +183,7 @@ static int h_server_wait(const struct server *s, const char *prefix,
  * RLSHIM_STRICT=1 (a config the shim rejects fails the test, never runs
  * unthrottled). `preload` false runs it bare. Kills it after `timeout`
  * seconds (status -1). */
-static void h_run(struct run *r, bool preload, double timeout,
+H_FN void h_run(struct run *r, bool preload, double timeout,
                   char *const argv[])
 {
     int p[2];
@@ -193,6 +197,11 @@ static void h_run(struct run *r, bool preload, double timeout,
         close(p[1]);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, 0);
+        char errlog[300];
+        snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+        int e = open(errlog, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (e >= 0)
+            dup2(e, 2);
         if (preload) {
             char so[512];
             snprintf(so, sizeof so, "%s/librlshim.so", h_env("RLSHIM_BUILD"));
@@ -239,14 +248,14 @@ static void h_run(struct run *r, bool preload, double timeout,
 }
 
 /* The helper program NAME built beside the shim. */
-static const char *h_helper(const char *name, char *buf, size_t len)
+H_FN const char *h_helper(const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/tests/helpers/%s", h_env("RLSHIM_BUILD"), name);
     return buf;
 }
 
 /* "key=value" from a run's output, as a long; `missing` when absent. */
-static long h_out_long(const struct run *r, const char *key, long missing)
+H_FN long h_out_long(const struct run *r, const char *key, long missing)
 {
     size_t kl = strlen(key);
     const char *p = r->out;
@@ -260,7 +269,50 @@ static long h_out_long(const struct run *r, const char *key, long missing)
     return missing;
 }
 
-static bool h_have(const char *cmd)
+/* The sha256 of a file, in hex, through sha256sum. */
+H_FN void h_sha256_file(const char *path, char out[65])
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    cr_assert_eq(fscanf(p, "%64s", out), 1);
+    pclose(p);
+}
+
+/* Write `n` bytes of `c` to dir/name and return the path in buf. */
+H_FN const char *h_file_fill(const char *name, const char *data, size_t n,
+                             char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", h_dir, name);
+    FILE *f = fopen(buf, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+    return buf;
+}
+
+/* Field `k` (0-based, space-separated) of a server log line. */
+H_FN const char *h_field(const char *line, int k, char *buf, size_t len)
+{
+    const char *p = line;
+    for (int i = 0; i < k && p != NULL; i++) {
+        p = strchr(p, ' ');
+        if (p != NULL)
+            p++;
+    }
+    buf[0] = '\0';
+    if (p != NULL) {
+        size_t n = strcspn(p, " \n");
+        if (n >= len)
+            n = len - 1;
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+    }
+    return buf;
+}
+
+H_FN bool h_have(const char *cmd)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "command -v %s >/dev/null 2>&1", cmd);
