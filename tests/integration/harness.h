@@ -68,6 +68,14 @@ H_FN void h_setup(void)
 
 H_FN void h_teardown(void)
 {
+    /* A failed test shows what its programs said on stderr. */
+    if (getenv("RLSHIM_TEST_VERBOSE") != NULL) {
+        char cat[300];
+        snprintf(cat, sizeof cat, "cat '%s/stderr.log' >&2 2>/dev/null",
+                 h_dir);
+        if (system(cat) != 0)
+            fprintf(stderr, "(no stderr.log)\n");
+    }
     char cmd[300];
     if (h_dir[0] != '\0') {
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", h_dir);
