@@ -51,7 +51,11 @@ ENSURE     := sh .ci/ensure-deps
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
 
-RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
+# config.c calls rl_limit_prepare once src/limit/ has its sources (the
+# limiter may land in a branch after the config does).
+HAVE_LIMIT := $(if $(wildcard src/limit/*.c),-DRL_HAVE_LIMIT_PREPARE)
+
+RL_CFLAGS := $(HAVE_LIMIT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
              -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"'
 ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SAN_FLAGS) $(CFLAGS)

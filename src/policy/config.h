@@ -25,6 +25,24 @@ enum rl_kind {
 /* Rates per kind, comma-separated in the file ("5/s, 100/min"). */
 #define RL_MAX_RATES 4
 
+/* The longest line accepted, in bytes, without its line ending. Longer
+ * lines are an error (never a silently truncated value). */
+#define RL_CONFIG_LINE_MAX 200
+
+/* A config file larger than this is refused. */
+#define RL_CONFIG_FILE_MAX (1u << 20)
+
+/* max_users: the default and the largest accepted. */
+#define RL_CONFIG_MAX_USERS_DEFAULT 4096u
+#define RL_CONFIG_MAX_USERS_MAX 1048576u
+
+/* A user name in [user:NAME] is at most this long (identity.h's buffers). */
+#define RL_CONFIG_USER_MAX 63
+
+/* The exit status of a process that RLSHIM_STRICT=1 stops at start-up for
+ * a broken config (EX_CONFIG). */
+#define RL_EXIT_CONFIG 78
+
 enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
@@ -39,7 +57,7 @@ enum rl_log_target {
 /* One entry of a rule's `to` list: an address prefix and a port. */
 struct rl_dest {
     uint8_t family;   /* AF_INET or AF_INET6 (IPv4-mapped IPv6 is stored
-                         as AF_INET) */
+                         as AF_INET); AF_UNSPEC for "*:PORT", any address */
     uint8_t prefix;   /* prefix length in bits */
     uint16_t port;    /* host order; 0 = any port */
     uint8_t addr[16]; /* network order; AF_INET uses the first 4 bytes */
@@ -79,13 +97,22 @@ struct rl_config {
     uint64_t hash;    /* stable hash of the parsed table (not of the text) */
 };
 
-/* Error messages, each "file:line: what is wrong". */
+/* Error messages, each "file:line: what is wrong" (no newline). Start it
+ * zeroed; rl_diag_free empties it. */
 struct rl_diag {
     char **msgs;
     size_t n;
 };
 
 void rl_diag_free(struct rl_diag *d);
+
+/* The one stderr line a host program gets for a broken config (SPEC §4),
+ * newline included: "rlshim: FIRST ERROR (and N more: run 'rlshim check');
+ * nothing is throttled" or, when `strict` (RLSHIM_STRICT=1), "...; exiting
+ * with status 78 (RLSHIM_STRICT=1)". Truncated to fit `len`; returns the
+ * length written (without the NUL). */
+size_t rl_config_error_line(const struct rl_diag *d, bool strict, char *buf,
+                            size_t len);
 
 /* Parse `path`. Returns 0 and *out, or -EINVAL with every problem in
  * `diag` (or another -errno when the file cannot be read, also with a
@@ -98,6 +125,17 @@ int rl_config_load_string(const char *text, const char *name,
                           struct rl_config **out, struct rl_diag *diag);
 
 void rl_config_free(struct rl_config *cfg);
+
+/* The file the shim reads: $RLSHIM_CONFIG (secure_getenv; empty counts as
+ * unset) else RL_SYSCONFDIR "/rlshim.ini". */
+const char *rl_config_path_from_env(void);
+
+/* What the shim calls at load: parse rl_config_path_from_env(). Returns 0
+ * with *out NULL when there is no config at all (RLSHIM_CONFIG unset and
+ * the sysconfdir file missing: nothing is throttled), 0 with *out set, or
+ * -errno with every problem in `diag` (RLSHIM_CONFIG naming a file that
+ * cannot be read is an error). */
+int rl_config_load_env(struct rl_config **out, struct rl_diag *diag);
 
 /* The rule for a caller (SPEC §3): the first of [user:KEY], [user:UID],
  * [user:LOGIN], [default]. key and login may be NULL. NULL when none
@@ -115,5 +153,14 @@ bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
 
 /* Names for messages and for `rlshim check`/`stat`. */
 const char *rl_kind_name(int kind); /* "connect", "send", "send_bytes" */
+const char *rl_errno_name(int err); /* "EAGAIN", ...; "?" for others */
+
+/* A limit as the file would spell it ("5/s", "1MiB/s", "250/100ms" never:
+ * the period is always one unit). Returns what snprintf returns. */
+int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
+                          size_t len);
+
+/* A `to` entry as the file would spell it ("10.0.0.0/8", "[::1]:443"). */
+int rl_config_format_dest(const struct rl_dest *d, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,216 @@
+/* cmd_check.c — `rlshim check [-c FILE]`: validate the config and print the
+ * table it means, one line per rule and limit; or every error and exit 1. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "policy/config.h"
+#include "util/parse.h"
+
+#ifndef RL_VERSION
+#define RL_VERSION "unknown"
+#endif
+
+static const char usage[] =
+    "usage: rlshim check [-c FILE]\n"
+    "\n"
+    "Validate the config and print the quota table it describes, one line\n"
+    "per rule and limit. Exit 0 when valid, 1 with every error otherwise.\n"
+    "\n"
+    "  -c, --config FILE  the config (default: $RLSHIM_CONFIG, else\n"
+    "                     " RL_SYSCONFDIR "/rlshim.ini)\n"
+    "  -h, --help         this text\n"
+    "  -V, --version      the version\n";
+
+/* "500ms", "10s", "2min": the largest unit that divides exactly. */
+static void format_duration(uint64_t ns, char *buf, size_t len)
+{
+    static const struct {
+        const char *name;
+        uint64_t ns;
+    } u[] = {{"h", RL_NS_PER_H},   {"min", RL_NS_PER_MIN},
+             {"s", RL_NS_PER_S},   {"ms", RL_NS_PER_MS},
+             {"us", RL_NS_PER_US}, {"ns", 1}};
+
+    if (ns == 0) {
+        snprintf(buf, len, "0");
+        return;
+    }
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+        if (ns % u[i].ns == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(ns / u[i].ns),
+                     u[i].name);
+            return;
+        }
+    }
+}
+
+static void format_size(uint64_t b, char *buf, size_t len)
+{
+    static const struct {
+        const char *name;
+        uint64_t mul;
+    } u[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
+             {"GB", 1000000000ull}, {"MB", 1000000ull}, {"KB", 1000ull}};
+
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+        if (b >= u[i].mul && b % u[i].mul == 0) {
+            snprintf(buf, len, "%llu%s", (unsigned long long)(b / u[i].mul),
+                     u[i].name);
+            return;
+        }
+    }
+    snprintf(buf, len, "%lluB", (unsigned long long)b);
+}
+
+static const char *log_name(const struct rl_config *cfg)
+{
+    static const char *const names[] = {"off", "stderr", "syslog"};
+    if (cfg->log_target == RL_LOG_FILE)
+        return cfg->log_path;
+    return names[cfg->log_target];
+}
+
+static void print_row(const struct rl_rule *r, const char *kind,
+                      const char *algo, const char *rate, const char *burst,
+                      const char *to)
+{
+    char deny[64], delay[32];
+
+    if (r->on_deny == RL_DENY_DELAY) {
+        format_duration(r->max_delay_ns, delay, sizeof delay);
+        snprintf(deny, sizeof deny, "delay<=%s,%s%s", delay,
+                 rl_errno_name(r->deny_errno), r->dry_run ? ",dry_run" : "");
+    } else {
+        snprintf(deny, sizeof deny, "fail,%s%s", rl_errno_name(r->deny_errno),
+                 r->dry_run ? ",dry_run" : "");
+    }
+    printf("%-16s %-10s %-14s %-10s %-7s %-26s %s\n", r->section, kind, algo,
+           rate, burst, deny, to);
+}
+
+static void print_table(const struct rl_config *cfg, const char *path)
+{
+    char md[32];
+
+    format_duration(cfg->max_delay_ns, md, sizeof md);
+    printf("%s: valid; %zu rule%s; key=%s state=%s unknown=%s log=%s "
+           "report=%s max_users=%u hash=%016llx\n",
+           path, cfg->nrules, cfg->nrules == 1 ? "" : "s",
+           cfg->key_mode == RL_KEY_EXE ? "exe" : "env",
+           cfg->state_mode == RL_STATE_PROCESS ? "process" : "shared",
+           cfg->unknown == RL_UNKNOWN_DENY ? "deny" : "allow", log_name(cfg),
+           cfg->report ? "yes" : "no", cfg->max_users,
+           (unsigned long long)cfg->hash);
+    printf("%-16s %-10s %-14s %-10s %-7s %-26s %s\n", "USER", "LIMIT",
+           "ALGORITHM", "RATE", "BURST", "ON_DENY", "TO");
+
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        const char *algo = r->algo == RL_ALGO_SLIDING_WINDOW
+                               ? "sliding_window"
+                               : "token_bucket";
+        char to[1024] = "all";
+        unsigned rows = 0;
+
+        for (size_t j = 0; j < r->nto; j++) {
+            char one[64];
+            rl_config_format_dest(&r->to[j], one, sizeof one);
+            if (j == 0)
+                to[0] = '\0';
+            else
+                strncat(to, ",", sizeof to - strlen(to) - 1);
+            strncat(to, one, sizeof to - strlen(to) - 1);
+        }
+        for (int k = 0; k < RL_KIND_COUNT; k++) {
+            for (unsigned n = 0; n < r->nlimits[k]; n++) {
+                const struct rl_limit *l = &r->limits[k][n];
+                char rate[48], burst[32];
+                rl_config_format_rate(k, l, rate, sizeof rate);
+                if (r->algo == RL_ALGO_SLIDING_WINDOW)
+                    snprintf(burst, sizeof burst, "-");
+                else if (k == RL_KIND_SEND_BYTES)
+                    format_size(l->burst, burst, sizeof burst);
+                else
+                    snprintf(burst, sizeof burst, "%llu",
+                             (unsigned long long)l->burst);
+                print_row(r, rl_kind_name(k), algo, rate, burst, to);
+                rows++;
+            }
+        }
+        if (rows == 0)
+            print_row(r, "-", "-", "unlimited", "-", to);
+    }
+    if (cfg->nrules == 0 || !cfg->rules[cfg->nrules - 1].is_default) {
+        bool has_default = false;
+        for (size_t i = 0; i < cfg->nrules; i++)
+            has_default |= cfg->rules[i].is_default;
+        if (!has_default)
+            printf("(anyone else: %s)\n", cfg->unknown == RL_UNKNOWN_DENY
+                                              ? "every call denied"
+                                              : "not throttled");
+    }
+}
+
+int rl_cmd_check(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *copt = NULL, *path, *env;
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            copt = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case 'V':
+            printf("rlshim %s\n", RL_VERSION);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "rlshim check: unexpected argument '%s'\n%s",
+                argv[optind], usage);
+        return 2;
+    }
+
+    path = rl_cli_config_path(copt);
+    env = getenv("RLSHIM_CONFIG");
+    if (copt == NULL && (env == NULL || *env == '\0') &&
+        access(path, F_OK) != 0 && errno == ENOENT) {
+        printf("%s: no such file: nothing is throttled\n", path);
+        return 0;
+    }
+    rc = rl_config_load(path, &cfg, &d);
+    if (rc < 0) {
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "%s\n", d.msgs[i]);
+        if (rc == -EINVAL)
+            fprintf(stderr, "rlshim check: %zu error%s in %s\n", d.n,
+                    d.n == 1 ? "" : "s", path);
+        else if (d.n == 0)
+            fprintf(stderr, "rlshim check: %s: %s\n", path, strerror(-rc));
+        rl_diag_free(&d);
+        return 1;
+    }
+    print_table(cfg, path);
+    rl_config_free(cfg);
+    return 0;
+}

@@ -1,0 +1,460 @@
+/* test_cli.c — `rlshim` as a user runs it: build/rlshim in a subprocess.
+ *
+ * `rlshim run` tests copy the binary into a temporary tree with a stand-in
+ * librlshim.so (a copy of libdl.so.2, harmless to preload) so that the
+ * build-tree and install layouts are both exercised without the real shim.
+ * The runner itself is never preloaded. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <linux/capability.h>
+#include <unistd.h>
+
+#define STANDIN_LIB "/lib/x86_64-linux-gnu/libdl.so.2"
+
+struct result {
+    int status; /* exit status, or 128 + signal */
+    char out[16384];
+    char err[16384];
+};
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("RLSHIM_BUILD");
+    return b != NULL ? b : "build";
+}
+
+static const char *src_dir(void)
+{
+    const char *s = getenv("RLSHIM_SRC");
+    return s != NULL ? s : ".";
+}
+
+static void slurp(int fd, char *buf, size_t len)
+{
+    ssize_t n = pread(fd, buf, len - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+/* Run argv with exactly envp, in cwd (NULL: here). */
+static void run(struct result *r, char *const argv[], char *const envp[],
+                const char *cwd)
+{
+    char o[] = "/tmp/rlshim-out-XXXXXX", e[] = "/tmp/rlshim-err-XXXXXX";
+    int fo = mkstemp(o), fe = mkstemp(e), st;
+    pid_t pid;
+
+    cr_assert(fo >= 0 && fe >= 0);
+    unlink(o);
+    unlink(e);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        if (cwd != NULL && chdir(cwd) != 0)
+            _exit(120);
+        execve(argv[0], argv, envp);
+        _exit(121);
+    }
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    slurp(fo, r->out, sizeof r->out);
+    slurp(fe, r->err, sizeof r->err);
+}
+
+static char *rlshim_path(void)
+{
+    static char p[1024];
+    snprintf(p, sizeof p, "%s/rlshim", build_dir());
+    return p;
+}
+
+static char *fixture(const char *name)
+{
+    static char p[4][1024];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof p[i], "%s/tests/fixtures/%s", src_dir(), name);
+    return p[i];
+}
+
+static char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+
+static unsigned count_lines(const char *s)
+{
+    unsigned n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+    char buf[65536];
+    int in = open(from, O_RDONLY), out;
+    ssize_t n;
+
+    cr_assert(in >= 0, "%s", from);
+    out = open(to, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    cr_assert(out >= 0, "%s", to);
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n);
+    close(in);
+    close(out);
+    chmod(to, mode);
+}
+
+/* A tree with bin/rlshim and lib/librlshim.so (install layout), or both
+ * side by side (build layout). */
+static void make_tree(char *dir, size_t len, bool install)
+{
+    char p[1100];
+    snprintf(dir, len, "/tmp/rlshim-cli-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    if (install) {
+        snprintf(p, sizeof p, "%s/bin", dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/lib", dir);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/bin/rlshim", dir);
+        copy_file(rlshim_path(), p, 0755);
+        snprintf(p, sizeof p, "%s/lib/librlshim.so", dir);
+        copy_file(STANDIN_LIB, p, 0644);
+    } else {
+        snprintf(p, sizeof p, "%s/rlshim", dir);
+        copy_file(rlshim_path(), p, 0755);
+        snprintf(p, sizeof p, "%s/librlshim.so", dir);
+        copy_file(STANDIN_LIB, p, 0644);
+    }
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* ---- every command ------------------------------------------------------*/
+
+Test(cli, prints_its_version_from_every_command)
+{
+    struct result r;
+    const char *cmds[] = {NULL, "check", "run"};
+    for (size_t i = 0; i < 3; i++) {
+        char *argv[] = {rlshim_path(), (char *)cmds[i], "--version", NULL};
+        if (cmds[i] == NULL) {
+            argv[1] = "--version";
+            argv[2] = NULL;
+        }
+        run(&r, argv, base_env, NULL);
+        cr_expect_eq(r.status, 0);
+        cr_expect_str_eq(r.out, "rlshim " RL_VERSION "\n");
+    }
+}
+
+Test(cli, prints_help_to_stdout_and_exits_0)
+{
+    struct result r;
+    char *a1[] = {rlshim_path(), "--help", NULL};
+    char *a2[] = {rlshim_path(), "check", "--help", NULL};
+    char *a3[] = {rlshim_path(), "run", "-h", NULL};
+
+    run(&r, a1, base_env, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "usage: rlshim COMMAND"));
+    run(&r, a2, base_env, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "usage: rlshim check"));
+    run(&r, a3, base_env, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "usage: rlshim run"));
+    cr_expect_str_eq(r.err, "");
+}
+
+Test(cli, calls_an_unknown_command_a_usage_error)
+{
+    struct result r;
+    char *a1[] = {rlshim_path(), "frobnicate", NULL};
+    char *a2[] = {rlshim_path(), NULL};
+    run(&r, a1, base_env, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "unknown command 'frobnicate'"));
+    cr_expect_str_eq(r.out, "");
+    run(&r, a2, base_env, NULL);
+    cr_expect_eq(r.status, 2);
+}
+
+/* ---- check --------------------------------------------------------------*/
+
+Test(check, prints_one_line_per_rule_and_limit)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "-c",
+                    fixture("good/spec_example.ini"), NULL};
+    run(&r, argv, base_env, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(count_lines(r.out), 2 + 5, "%s", r.out);
+    cr_expect(strstr(r.out, "\nuser:1000        send_bytes token_bucket   "
+                            "1MiB/s     1MiB    delay<=500ms,EAGAIN        "
+                            "127.0.0.1:8080,10.0.0.0/8,[::1]:443\n"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "\nuser:scraper     connect    sliding_window "
+                            "2/s        -       fail,EAGAIN                "
+                            "all\n"),
+              "%s", r.out);
+    cr_expect_str_eq(r.err, "");
+}
+
+Test(check, reports_every_error_and_exits_1)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "-c",
+                    fixture("bad/many_errors.ini"), NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect_eq(count_lines(r.err), 4 + 1, "%s", r.err);
+    cr_expect(strstr(r.err, "many_errors.ini:12: bad destination"));
+    cr_expect(strstr(r.err, "rlshim check: 4 errors in "));
+    cr_expect_str_eq(r.out, "");
+}
+
+Test(check, reads_rlshim_config_from_the_environment)
+{
+    struct result r;
+    char env1[1200];
+    snprintf(env1, sizeof env1, "RLSHIM_CONFIG=%s",
+             fixture("bad/zero_rate.ini"));
+    char *envp[] = {env1, NULL};
+    char *argv[] = {rlshim_path(), "check", NULL};
+    run(&r, argv, envp, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "zero_rate.ini:3: zero rate"), "%s", r.err);
+}
+
+Test(check, fails_for_a_missing_file_that_was_named)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "-c", "/nonexistent.ini", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect_str_eq(r.err, "/nonexistent.ini: cannot read: No such file or "
+                            "directory\n");
+}
+
+Test(check, passes_the_example_host_config)
+{
+    struct result r;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/conf/rlshim.ini", src_dir());
+    char *argv[] = {rlshim_path(), "check", "-c", p, NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+}
+
+/* ---- run ----------------------------------------------------------------*/
+
+Test(run, prepends_the_shim_and_sets_config_and_key)
+{
+    struct result r;
+    char dir[64], bin[128], want[256], env1[1200];
+    make_tree(dir, sizeof dir, true);
+    snprintf(bin, sizeof bin, "%s/bin/rlshim", dir);
+    snprintf(env1, sizeof env1, "LD_PRELOAD=%s", STANDIN_LIB);
+    char *envp[] = {"PATH=/usr/bin:/bin", env1, "RLSHIM_KEY=old", NULL};
+    char *argv[] = {bin,   "run", "-c", fixture("good/spec_example.ini"),
+                    "-k",  "bob", "--", "env", NULL};
+
+    run(&r, argv, envp, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "\nLD_PRELOAD=%s/lib/librlshim.so %s\n", dir,
+             STANDIN_LIB);
+    cr_expect(strstr(r.out, want) || strncmp(r.out, want + 1,
+                                             strlen(want + 1)) == 0,
+              "want %s in:\n%s", want, r.out);
+    snprintf(want, sizeof want, "RLSHIM_CONFIG=%s\n",
+             fixture("good/spec_example.ini"));
+    cr_expect(strstr(r.out, want), "%s", r.out);
+    cr_expect(strstr(r.out, "RLSHIM_KEY=bob\n"), "%s", r.out);
+    cr_expect_str_eq(r.err, "");
+    remove_tree(dir);
+}
+
+Test(run, finds_the_shim_beside_a_build_tree_binary)
+{
+    struct result r;
+    char dir[64], bin[128], want[256];
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+                    "printenv", "LD_PRELOAD", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "%s/librlshim.so\n", dir);
+    cr_expect_str_eq(r.out, want);
+    remove_tree(dir);
+}
+
+Test(run, passes_on_the_program_exit_status)
+{
+    struct result r;
+    char dir[64], bin[128];
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"), "sh",
+                    "-c", "exit 7", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 7, "%s", r.err);
+    remove_tree(dir);
+}
+
+Test(run, exits_127_when_the_program_is_not_found)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "run", "-c",
+                    fixture("good/spec_example.ini"), "no-such-program-x",
+                    NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "rlshim: no-such-program-x: command not found\n");
+}
+
+Test(run, never_searches_the_current_directory_unless_path_says_so)
+{
+    struct result r;
+    char dir[64], tool[128];
+    make_tree(dir, sizeof dir, false);
+    snprintf(tool, sizeof tool, "%s/mytool", dir);
+    copy_file("/bin/true", tool, 0755);
+    char bin[128];
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+                    "mytool", NULL};
+    run(&r, argv, base_env, dir);
+    cr_expect_eq(r.status, 127, "%s", r.err);
+
+    char *envp[] = {"PATH=/usr/bin:/bin:", NULL}; /* empty entry: "." */
+    run(&r, argv, envp, dir);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    remove_tree(dir);
+}
+
+Test(run, refuses_to_start_with_a_broken_config)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "run", "-c", fixture("bad/zero_rate.ini"),
+                    "true", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "zero_rate.ini:3: zero rate in '0/s'"), "%s",
+              r.err);
+}
+
+Test(run, calls_a_missing_program_a_usage_error)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "run", "-c",
+                    fixture("good/spec_example.ini"), NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 2);
+}
+
+static void expect_one_warning(const char *prog, const char *reason)
+{
+    struct result r;
+    char dir[64], bin[128], want[512];
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+                    (char *)prog, "--version", NULL};
+    run(&r, argv, base_env, NULL);
+    snprintf(want, sizeof want,
+             "rlshim: warning: the shim cannot see the calls of %s (%s); "
+             "running it unthrottled\n",
+             prog, reason);
+    cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+    cr_expect(strncmp(r.err, want, strlen(want)) == 0, "want %s got %s", want,
+              r.err);
+    cr_expect_neq(r.status, 127);
+    remove_tree(dir);
+}
+
+Test(run, warns_once_and_runs_a_statically_linked_program)
+{
+    /* Debian's ldconfig is static-pie. */
+    if (access("/sbin/ldconfig", X_OK) != 0)
+        cr_skip_test("no /sbin/ldconfig");
+    expect_one_warning("/sbin/ldconfig", "statically linked");
+}
+
+Test(run, warns_about_setuid_and_setgid_programs)
+{
+    char p[] = "/tmp/rlshim-suid-XXXXXX";
+    int fd = mkstemp(p);
+    cr_assert(fd >= 0);
+    close(fd);
+    copy_file("/bin/true", p, 06755);
+    expect_one_warning(p, "setuid, setgid");
+    unlink(p);
+}
+
+Test(run, warns_about_a_go_program)
+{
+    char p[] = "/tmp/rlshim-go-XXXXXX", cmd[256];
+    int fd = mkstemp(p);
+    cr_assert(fd >= 0);
+    close(fd);
+    /* A dynamically linked ELF that carries Go's build-id note. */
+    snprintf(cmd, sizeof cmd,
+             "objcopy --add-section .note.go.buildid=/dev/null /bin/true %s "
+             "2>/dev/null && chmod 755 %s",
+             p, p);
+    if (system(cmd) != 0) {
+        unlink(p);
+        cr_skip_test("objcopy is not available");
+    }
+    expect_one_warning(p, "a Go program (raw system calls)");
+    unlink(p);
+}
+
+Test(run, warns_about_a_program_with_file_capabilities)
+{
+    char p[] = "/tmp/rlshim-cap-XXXXXX";
+    struct vfs_cap_data cap = {0};
+    int fd = mkstemp(p);
+    cr_assert(fd >= 0);
+    close(fd);
+    copy_file("/bin/true", p, 0755);
+    /* What `setcap cap_net_raw+ep` writes. */
+    cap.magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE;
+    cap.data[0].permitted = 1u << CAP_NET_RAW;
+    if (setxattr(p, "security.capability", &cap, XATTR_CAPS_SZ_2, 0) != 0) {
+        unlink(p);
+        cr_skip_test("cannot set file capabilities here: %s",
+                     strerror(errno));
+    }
+    expect_one_warning(p, "file capabilities");
+    unlink(p);
+}
+
+Test(run, does_not_warn_about_an_ordinary_program)
+{
+    struct result r;
+    char dir[64], bin[128];
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+                    "true", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.err, "");
+    remove_tree(dir);
+}
