@@ -155,7 +155,7 @@ test: all $(B)/.test-deps unit integration lint
 # Unit tests of the store exec a second program of their own.
 UNIT_HELPERS := $(filter $(B)/tests/helpers/store_%,$(HELPERS))
 
-unit: $(UNIT_BIN) $(UNIT_HELPERS)
+unit: $(UNIT_BIN) $(UNIT_HELPERS) $(CLI_BIN)
 	$(TEST_ENV) $(UNIT_BIN) $(CRITERION_FLAGS)
 
 integration: all $(INTEG_BIN) $(HELPERS)

@@ -59,3 +59,27 @@ uint64_t rl_budget_overflow_tag(const struct rl_rule *rule)
     /* The store labels overflow slots "SECTION|*" (store.h). */
     return tag_of(rule->section, "*");
 }
+
+const struct rl_rule *rl_budget_parse_label(const struct rl_config *cfg,
+                                            const char *label,
+                                            const char **user)
+{
+    const struct rl_rule *best = NULL;
+    size_t best_len = 0;
+    const char *bar = strrchr(label, '|');
+
+    *user = bar ? bar + 1 : label;
+    for (size_t i = 0; cfg && i < cfg->nrules; i++) {
+        const char *sec = cfg->rules[i].section;
+        size_t n = strlen(sec);
+
+        if (strncmp(label, sec, n) == 0 && label[n] == '|' &&
+            (!best || n > best_len)) {
+            best = &cfg->rules[i];
+            best_len = n;
+        }
+    }
+    if (best)
+        *user = label + best_len + 1;
+    return best;
+}

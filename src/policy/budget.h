@@ -33,4 +33,13 @@ uint64_t rl_budget_label(const struct rl_rule *rule, const char *user,
 /* The tag of the slot that users of `rule` share when the table is full. */
 uint64_t rl_budget_overflow_tag(const struct rl_rule *rule);
 
+/* The other way, for `rlshim stat`/`reset`: the rule of `cfg` whose
+ * section starts `label` ("SECTION|USER"; the longest such section), and in
+ * *user the part after it ("*" for an overflow slot). NULL when no rule
+ * matches (a label made under another config); *user is then the part
+ * after the last '|', or the whole label. */
+const struct rl_rule *rl_budget_parse_label(const struct rl_config *cfg,
+                                            const char *label,
+                                            const char **user);
+
 #endif

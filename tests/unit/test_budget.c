@@ -5,30 +5,6 @@
 #include "policy/budget.h"
 #include "util/hash.h"
 
-/* Until the limiter's sources are in this tree, a stand-in with the word
- * counts limit.h documents (token bucket 1; window 3 + N). Weak: the real
- * rl_algorithm_get wins when it is linked. */
-static uint32_t one_word(const struct rl_limit *lim)
-{
-    (void)lim;
-    return 1;
-}
-
-static uint32_t ring_words(const struct rl_limit *lim)
-{
-    return 3 + (uint32_t)lim->count;
-}
-
-static const struct rl_algorithm fake_tb = {.state_words = one_word};
-static const struct rl_algorithm fake_win = {.state_words = ring_words};
-
-__attribute__((weak)) const struct rl_algorithm *rl_algorithm_get(uint32_t a)
-{
-    return a == RL_ALGO_TOKEN_BUCKET    ? &fake_tb
-           : a == RL_ALGO_SLIDING_WINDOW ? &fake_win
-                                         : NULL;
-}
-
 static struct rl_rule named(void)
 {
     struct rl_rule r;
@@ -53,9 +29,10 @@ Test(budget, lays_out_limits_kind_by_kind_and_rate_by_rate)
     r.limits[RL_KIND_SEND_BYTES][0].algo = RL_ALGO_TOKEN_BUCKET;
     rl_budget_layout(&r, &l);
     cr_assert_eq(l.offset[RL_KIND_CONNECT][0], 0);
-    cr_assert_eq(l.offset[RL_KIND_CONNECT][1], 8);
-    cr_assert_eq(l.offset[RL_KIND_SEND_BYTES][0], 8 + 103);
-    cr_assert_eq(l.nwords, 8 + 103 + 1);
+    cr_assert_eq(l.offset[RL_KIND_CONNECT][1], RL_WINDOW_STATE_WORDS + 5);
+    cr_assert_eq(l.offset[RL_KIND_SEND_BYTES][0],
+                 2 * RL_WINDOW_STATE_WORDS + 105);
+    cr_assert_eq(l.nwords, 2 * RL_WINDOW_STATE_WORDS + 105 + 1);
 }
 
 Test(budget, a_rule_without_limits_needs_no_words)
@@ -121,4 +98,31 @@ Test(budget, each_rule_has_its_own_overflow_tag_matching_its_label)
     cr_assert_eq(rl_budget_overflow_tag(&r),
                  rl_hash_bytes(RL_HASH_INIT, lbl, strlen(lbl)));
     cr_assert_neq(rl_budget_overflow_tag(&r), rl_budget_overflow_tag(&q));
+}
+
+Test(budget, finds_the_rule_and_user_back_from_a_label)
+{
+    struct rl_rule rules[3];
+    struct rl_config cfg;
+    const char *user;
+
+    memset(&cfg, 0, sizeof cfg);
+    rules[0] = named();
+    rules[1] = named();
+    rules[1].section = "user:a|b"; /* a '|' in a name is allowed */
+    rules[2] = named();
+    rules[2].section = "default";
+    cfg.rules = rules;
+    cfg.nrules = 3;
+    cr_assert_eq(rl_budget_parse_label(&cfg, "default|1000", &user),
+                 &rules[2]);
+    cr_assert_str_eq(user, "1000");
+    cr_assert_eq(rl_budget_parse_label(&cfg, "user:a|b|x|y", &user),
+                 &rules[1]);
+    cr_assert_str_eq(user, "x|y");
+    cr_assert_eq(rl_budget_parse_label(&cfg, "user:scraper|*", &user),
+                 &rules[0]);
+    cr_assert_str_eq(user, "*");
+    cr_assert_null(rl_budget_parse_label(&cfg, "user:gone|gone", &user));
+    cr_assert_str_eq(user, "gone");
 }

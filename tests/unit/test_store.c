@@ -18,8 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "limit/limit.h"
 #include "state/layout.h"
 #include "state/store.h"
+#include "util/clock.h"
+#include "util/ownerlock.h"
 
 #define HASH_A 0x1111222233334444ull
 #define HASH_B 0x5555666677778888ull
@@ -659,6 +662,7 @@ struct race_page {
     uint64_t config_hash;
     _Atomic uint64_t admitted[RACE_MAX_REPS];
     _Atomic uint64_t errors;
+    _Atomic uint64_t attempts;
 };
 
 struct racer {
@@ -666,7 +670,27 @@ struct racer {
     struct race_page *page;
     unsigned reps;
     uint64_t limit;
+    const struct rl_algorithm *algo; /* NULL: the CAS counter */
+    struct rl_limit lim;
+    uint32_t nwords;
 };
+
+/* `limit` per hour: nothing refills while the threads race. */
+static void racer_algo(struct racer *r, const char *algo)
+{
+    uint32_t id;
+
+    r->algo = NULL;
+    r->nwords = 1;
+    if (strcmp(algo, "counter") == 0)
+        return;
+    id = strcmp(algo, "token_bucket") == 0 ? RL_ALGO_TOKEN_BUCKET
+                                           : RL_ALGO_SLIDING_WINDOW;
+    r->algo = rl_algorithm_get(id);
+    cr_assert_eq(rl_limit_prepare(&r->lim, id, r->limit, 3600000000000ull, 0),
+                 0);
+    r->nwords = r->algo->state_words(&r->lim);
+}
 
 static void *race_thread(void *arg)
 {
@@ -675,14 +699,21 @@ static void *race_thread(void *arg)
     for (unsigned rep = 0; rep < r->reps; rep++) {
         struct rl_slot slot;
         bool ovf;
+        bool ok;
 
         pthread_barrier_wait(&r->page->barrier);
-        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer", 1, 1,
-                          &slot, &ovf) < 0 || ovf) {
+        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
+                          r->nwords, 1, &slot, &ovf) < 0 || ovf) {
             atomic_fetch_add(&r->page->errors, 1);
             continue;
         }
-        if (take_one(&slot.words[0], r->limit))
+        atomic_fetch_add(&r->page->attempts, 1);
+        if (r->algo)
+            ok = r->algo->take(slot.words, &r->lim, rl_clock_now_ns(), 1, 1, 0)
+                     .granted == 1;
+        else
+            ok = take_one(&slot.words[0], r->limit);
+        if (ok)
             atomic_fetch_add(&r->page->admitted[rep], 1);
     }
     return NULL;
@@ -690,10 +721,12 @@ static void *race_thread(void *arg)
 
 /* In a forked child: open the store as a new process would, race. */
 static void race_child(struct race_page *page, unsigned nthreads,
-                       unsigned reps, uint64_t limit)
+                       unsigned reps, uint64_t limit, const char *algo)
 {
     struct rl_store_opts o = opts(page->config_hash);
     struct racer r = {.page = page, .reps = reps, .limit = limit};
+
+    racer_algo(&r, algo);
     pthread_t th[64];
     char why[256];
 
@@ -733,13 +766,13 @@ static struct race_page *new_page(unsigned nproc, unsigned parties, int *fd)
 /* nforked processes of this program and nexec of store_racer, each with
  * nthreads threads, race `reps` times for a budget of `limit`. */
 static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
-                 unsigned reps, uint64_t limit)
+                 unsigned reps, uint64_t limit, const char *algo)
 {
     const char *build = getenv("RLSHIM_BUILD");
     struct race_page *page;
     pid_t pids[32];
     unsigned n = 0;
-    char prog[512], sfd[16], sth[16], sreps[16], slim[16], sidx[16];
+    char prog[512], sfd[16], sth[16], sreps[16], slim[16];
     int fd;
 
     page = new_page(nforked + nexec, (nforked + nexec) * nthreads, &fd);
@@ -752,14 +785,13 @@ static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
 
         cr_assert_geq(pid, 0);
         if (pid == 0 && i < nforked)
-            race_child(page, nthreads, reps, limit);
+            race_child(page, nthreads, reps, limit, algo);
         if (pid == 0) {
             snprintf(sfd, sizeof sfd, "%d", fd);
             snprintf(sth, sizeof sth, "%u", nthreads);
             snprintf(sreps, sizeof sreps, "%u", reps);
             snprintf(slim, sizeof slim, "%llu", (unsigned long long)limit);
-            snprintf(sidx, sizeof sidx, "%u", i);
-            execl(prog, prog, dir, sfd, sth, sreps, slim, sidx, (char *)0);
+            execl(prog, prog, dir, sfd, sth, sreps, slim, algo, (char *)0);
             _exit(127);
         }
         pids[n++] = pid;
@@ -772,6 +804,9 @@ static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
                   "racer %u: status %#x", i, status);
     }
     cr_assert_eq(atomic_load(&page->errors), 0);
+    cr_assert_eq(atomic_load(&page->attempts),
+                 (uint64_t)(nforked + nexec) * nthreads * reps,
+                 "every thread took part in every rep");
     for (unsigned rep = 0; rep < reps; rep++)
         cr_assert_eq(atomic_load(&page->admitted[rep]), limit,
                      "rep %u admitted %llu, not %llu", rep,
@@ -782,14 +817,29 @@ static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
     close(fd);
 }
 
-Test(store_race, eight_processes_of_25_threads_admit_exactly_5, .timeout = 60)
+Test(store_race, eight_processes_of_25_threads_admit_exactly_5_by_cas)
 {
-    race(8, 0, 25, 100, 5);
+    race(8, 0, 25, 100, 5, "counter");
 }
 
-Test(store_race, two_programs_of_one_uid_share_one_budget, .timeout = 60)
+Test(store_race, eight_processes_of_25_threads_admit_exactly_5_token_bucket)
 {
-    race(4, 4, 25, 100, 5);
+    race(8, 0, 25, 100, 5, "token_bucket");
+}
+
+Test(store_race, eight_processes_of_25_threads_admit_exactly_5_window)
+{
+    race(8, 0, 25, 100, 5, "sliding_window");
+}
+
+Test(store_race, two_programs_of_one_uid_share_one_token_bucket)
+{
+    race(4, 4, 25, 100, 5, "token_bucket");
+}
+
+Test(store_race, two_programs_of_one_uid_share_one_window)
+{
+    race(4, 4, 25, 100, 5, "sliding_window");
 }
 
 Test(store_race, twenty_processes_starting_at_once_make_one_segment)
@@ -797,7 +847,7 @@ Test(store_race, twenty_processes_starting_at_once_make_one_segment)
     /* One thread each, one rep: all 20 open the store at the same moment
      * (the barrier is before the first slot, and no segment exists). */
     for (int round = 0; round < 10; round++) {
-        race(20, 0, 1, 1, 5);
+        race(20, 0, 1, 1, 5, "token_bucket");
         remove_dir();
         make_dir();
     }
@@ -809,8 +859,103 @@ Test(store_race, twenty_processes_replace_a_corrupt_segment_once)
 
     for (int round = 0; round < 10; round++) {
         make_file(junk, sizeof junk, 0600);
-        race(20, 0, 1, 1, 5);
+        race(20, 0, 1, 1, 5, "token_bucket");
         remove_dir();
         make_dir();
     }
+}
+
+/* ---- a holder killed inside the sliding window's lock ------------------ */
+
+static struct race_page *park_page;
+
+/* The limiter's test hook: called with the window lock held, between two
+ * stores to the ring. Tell the test, then wait to be killed. */
+static void park(rl_word *st)
+{
+    (void)st;
+    atomic_store(&park_page->attempts, 1);
+    for (;;)
+        pause();
+}
+
+/* A window of 5/h whose lock holder was parked by `park` after its first
+ * ring store and then killed; returns what 11 takes after it admitted,
+ * checking that the first decided within a second. */
+static uint64_t take_after_killed_holder(void)
+{
+    static const struct rl_lock_ops parking = {
+        .self = rl_ownerlock_self,
+        .alive = rl_ownerlock_alive,
+        .in_critical = park,
+    };
+    struct rl_lock_ops ops = parking;
+    const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_limit lim;
+    struct rl_slot sl;
+    uint64_t t0, t1, got = 0;
+    bool ovf;
+    int fd, status;
+    pid_t pid;
+
+    ops.yield = rl_ownerlock_ops.yield;
+    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, 5,
+                                  3600000000000ull, 0), 0);
+    cr_assert_eq(rl_store_slot(s, 77, "w|u", win->state_words(&lim), 1, &sl,
+                               &ovf), 0);
+    park_page = new_page(1, 1, &fd);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rl_store *cs = open_ok(HASH_A, true);
+        struct rl_slot csl;
+
+        rl_window_set_lock_ops(&ops);
+        if (rl_store_slot(cs, 77, "w|u", win->state_words(&lim), 1, &csl,
+                          &ovf) < 0)
+            _exit(2);
+        win->take(csl.words, &lim, rl_clock_now_ns(), 1, 1, 0);
+        _exit(3); /* not reached: parked inside */
+    }
+    while (atomic_load(&park_page->attempts) == 0)
+        usleep(1000);
+    cr_assert_neq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is held");
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status));
+
+    t0 = rl_clock_now_ns();
+    got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    t1 = rl_clock_now_ns();
+    cr_assert_lt(t1 - t0, 1000000000ull, "decided in %llu ns",
+                 (unsigned long long)(t1 - t0));
+    for (int i = 0; i < 10; i++)
+        got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    cr_assert_eq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is free");
+    rl_store_close(s);
+    return got;
+}
+
+Test(store_race, a_holder_killed_in_the_window_lock_wedges_no_one,
+     .timeout = 5)
+{
+    uint64_t got = take_after_killed_holder();
+
+    /* The dead holder's unit may count as spent, never as free twice. */
+    cr_assert_leq(got, 5, "got %llu", (unsigned long long)got);
+}
+
+/* Disabled: fails today with "got 0". The window (src/limit/window.c)
+ * writes a grant's stamps over the oldest ring entries before it moves
+ * the head, so a holder killed between the two leaves a fresh stamp at the
+ * head: the ring is no longer in time order and the window denies every
+ * call for a whole period. Enable once the limiter repairs this. */
+Test(store_race, the_window_budget_stays_exact_after_a_holder_is_killed,
+     .disabled = true)
+{
+    uint64_t got = take_after_killed_holder();
+
+    cr_assert_geq(got, 4, "got %llu", (unsigned long long)got);
+    cr_assert_leq(got, 5, "got %llu", (unsigned long long)got);
 }

@@ -1,16 +1,16 @@
 /* store_racer — a second program for the store's multi-process tests.
  *
- *   store_racer DIR MEMFD NTHREADS REPS LIMIT SLOT
+ *   store_racer DIR MEMFD NTHREADS REPS LIMIT ALGO
  *
  * Opens the uid's segment in DIR as a separate program would, maps the
  * test's shared page from the inherited descriptor MEMFD (struct
  * race_page, defined identically in tests/unit/test_store.c), and runs
  * NTHREADS threads that, REPS times, wait at the page's process-shared
  * barrier and then take one unit of the rep's budget (tag page->tag0 +
- * rep) with a CAS counter limited to LIMIT. Admissions are added to
+ * rep) from a limit of LIMIT per hour with ALGO (counter: a bare CAS
+ * counter; token_bucket; sliding_window). Admissions are added to
  * page->admitted[rep]. All processes wait at page->start before they
- * open the store. SLOT is unused beyond a sanity check: this
- * program's index among the racers. Exit status 0, or 1 on any error. */
+ * open the store. Exit status 0, or 1 on any error. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,7 +20,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "limit/limit.h"
 #include "state/store.h"
+#include "util/clock.h"
 
 #define RACE_MAX_REPS 128
 
@@ -31,6 +33,7 @@ struct race_page {
     uint64_t config_hash;
     _Atomic uint64_t admitted[RACE_MAX_REPS];
     _Atomic uint64_t errors;
+    _Atomic uint64_t attempts;
 };
 
 struct racer {
@@ -38,6 +41,9 @@ struct racer {
     struct race_page *page;
     unsigned reps;
     uint64_t limit;
+    const struct rl_algorithm *algo; /* NULL: the CAS counter */
+    struct rl_limit lim;
+    uint32_t nwords;
 };
 
 static unsigned long parse(const char *s)
@@ -72,14 +78,21 @@ static void *run(void *arg)
     for (unsigned rep = 0; rep < r->reps; rep++) {
         struct rl_slot slot;
         bool ovf;
+        bool ok;
 
         pthread_barrier_wait(&r->page->barrier);
-        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer", 1, 1,
-                          &slot, &ovf) < 0 || ovf) {
+        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
+                          r->nwords, 1, &slot, &ovf) < 0 || ovf) {
             atomic_fetch_add(&r->page->errors, 1);
             continue;
         }
-        if (take(&slot.words[0], r->limit))
+        atomic_fetch_add(&r->page->attempts, 1);
+        if (r->algo)
+            ok = r->algo->take(slot.words, &r->lim, rl_clock_now_ns(), 1, 1, 0)
+                     .granted == 1;
+        else
+            ok = take(&slot.words[0], r->limit);
+        if (ok)
             atomic_fetch_add(&r->page->admitted[rep], 1);
     }
     return NULL;
@@ -96,13 +109,24 @@ int main(int argc, char **argv)
 
     if (argc != 7) {
         fprintf(stderr, "usage: store_racer DIR MEMFD NTHREADS REPS LIMIT "
-                        "SLOT\n");
+                        "ALGO\n");
         return 1;
     }
     fd = (int)parse(argv[2]);
     nthreads = parse(argv[3]);
     r.reps = (unsigned)parse(argv[4]);
     r.limit = parse(argv[5]);
+    r.algo = NULL;
+    r.nwords = 1;
+    if (strcmp(argv[6], "counter") != 0) {
+        uint32_t id = strcmp(argv[6], "token_bucket") == 0
+                          ? RL_ALGO_TOKEN_BUCKET
+                          : RL_ALGO_SLIDING_WINDOW;
+        r.algo = rl_algorithm_get(id);
+        if (rl_limit_prepare(&r.lim, id, r.limit, 3600000000000ull, 0) != 0)
+            return 1;
+        r.nwords = r.algo->state_words(&r.lim);
+    }
     if (nthreads == 0 || nthreads > 64 || r.reps > RACE_MAX_REPS)
         return 1;
     r.page = mmap(NULL, sizeof *r.page, PROT_READ | PROT_WRITE, MAP_SHARED,

@@ -1,0 +1,296 @@
+/* cmd_stat.c — `rlshim stat [-c FILE] [--json] [--watch]`: the live
+ * counters and budgets of the caller's uid, read from its segment.
+ *
+ * Reading never disturbs running processes: counters are read with
+ * relaxed loads, and `available` asks each algorithm's available(), which
+ * reads state words without changing them. Budgets are shown only when the
+ * config given here is the one the segment was made for (same hash):
+ * otherwise the words would be read with the wrong layout. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cmd_state.h"
+#include "cli/commands.h"
+#include "policy/budget.h"
+#include "policy/config.h"
+#include "state/store.h"
+#include "util/clock.h"
+
+struct view {
+    const struct rl_config *cfg; /* NULL: counters only */
+    bool layout_ok;              /* cfg is the segment's config */
+    bool json;
+    uint64_t now;
+    unsigned rows;
+    FILE *out;
+};
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* What could be spent now: the least of the kind's rates. */
+static bool available(const struct rl_rule *rule,
+                      const struct rl_budget_layout *l, int k,
+                      struct rl_slot *slot, uint64_t now, uint64_t *out)
+{
+    uint64_t least = UINT64_MAX;
+
+    if (!slot->words || l->nwords > slot->nwords || rule->nlimits[k] == 0)
+        return false;
+    for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
+        const struct rl_limit *lim = &rule->limits[k][i];
+        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+        uint64_t v;
+
+        if (!a)
+            return false;
+        v = a->available(slot->words + l->offset[k][i], lim, now);
+        if (v < least)
+            least = v;
+    }
+    *out = least;
+    return true;
+}
+
+static void row(struct view *v, const char *user, const char *rule_name,
+                int k, const char *algo, const uint64_t *c, bool has_avail,
+                uint64_t avail)
+{
+    FILE *f = v->out;
+
+    if (v->json) {
+        fputs(v->rows ? ",\n  {" : "\n  {", f);
+        fputs("\"user\": ", f);
+        json_str(f, user);
+        fputs(", \"rule\": ", f);
+        json_str(f, rule_name);
+        fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ", rl_kind_name(k));
+        if (algo)
+            json_str(f, algo);
+        else
+            fputs("null", f);
+        fprintf(f,
+                ", \"allowed\": %llu, \"denied\": %llu, \"delayed\": %llu, "
+                "\"delayed_ns\": %llu, \"available\": ",
+                (unsigned long long)c[RL_STAT_ALLOWED],
+                (unsigned long long)c[RL_STAT_DENIED],
+                (unsigned long long)c[RL_STAT_DELAYED],
+                (unsigned long long)c[RL_STAT_DELAYED_NS]);
+        if (has_avail)
+            fprintf(f, "%llu}", (unsigned long long)avail);
+        else
+            fputs("null}", f);
+    } else {
+        char av[32] = "-";
+
+        if (has_avail)
+            snprintf(av, sizeof av, "%llu", (unsigned long long)avail);
+        fprintf(f, "%-16s %-18s %-10s %-14s %10llu %10llu %10llu %12.3f %10s\n",
+                user, rule_name, rl_kind_name(k), algo ? algo : "-",
+                (unsigned long long)c[RL_STAT_ALLOWED],
+                (unsigned long long)c[RL_STAT_DENIED],
+                (unsigned long long)c[RL_STAT_DELAYED],
+                (double)c[RL_STAT_DELAYED_NS] / 1e6, av);
+    }
+    v->rows++;
+}
+
+static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
+                     void *arg)
+{
+    struct view *v = arg;
+    const char *user;
+    const struct rl_rule *rule =
+        v->cfg ? rl_budget_parse_label(v->cfg, info->label, &user) : NULL;
+    struct rl_budget_layout l;
+    char section[RL_STORE_LABEL_MAX];
+
+    if (!rule) {
+        const char *bar = strrchr(info->label, '|');
+        size_t n = bar ? (size_t)(bar - info->label) : 0;
+
+        memcpy(section, info->label, n);
+        section[n] = '\0';
+        user = bar ? bar + 1 : info->label;
+    } else {
+        snprintf(section, sizeof section, "%s", rule->section);
+        rl_budget_layout(rule, &l);
+    }
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        const uint64_t *c = &info->counters[k * RL_STORE_STATS_PER_KIND];
+        bool used = c[0] || c[1] || c[2] || c[3];
+        const struct rl_algorithm *a = NULL;
+        uint64_t avail = 0;
+        bool has = false;
+
+        if (rule && rule->nlimits[k]) {
+            a = rl_algorithm_get(rule->limits[k][0].algo);
+            if (v->layout_ok)
+                has = available(rule, &l, k, slot, v->now, &avail);
+        } else if (!used) {
+            continue; /* not limited and never counted */
+        }
+        row(v, user, section, k, a ? a->name : NULL, c, has, avail);
+    }
+    return 0;
+}
+
+static int show(struct rl_store *s, struct view *v)
+{
+    v->rows = 0;
+    v->now = rl_clock_now_ns();
+    v->layout_ok = v->cfg && rl_store_config_hash(s) == v->cfg->hash;
+    if (v->json) {
+        fputc('[', v->out);
+    } else {
+        fprintf(v->out, "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s\n",
+                "USER", "RULE", "LIMIT", "ALGORITHM", "ALLOWED", "DENIED",
+                "DELAYED", "DELAYED_MS", "AVAILABLE");
+    }
+    rl_store_each(s, show_slot, v);
+    if (v->json)
+        fputs(v->rows ? "\n]\n" : "]\n", v->out);
+    fflush(v->out);
+    return 0;
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: rlshim stat [-c FILE] [--json] [--watch]\n", f);
+}
+
+int rl_cli_load_optional(const char *opt, struct rl_config **cfg)
+{
+    struct rl_diag d = {0};
+    const char *path = rl_cli_config_path(opt);
+    int r;
+
+    *cfg = NULL;
+    if (!opt && !secure_getenv("RLSHIM_CONFIG") && access(path, F_OK) != 0)
+        return 0;
+    r = rl_config_load(path, cfg, &d);
+    if (r < 0) {
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "rlshim: %s\n", d.msgs[i]);
+        if (d.n == 0)
+            fprintf(stderr, "rlshim: %s: %s\n", path, strerror(-r));
+    }
+    rl_diag_free(&d);
+    return r;
+}
+
+int rl_cmd_stat(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"watch", no_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct view v = {.out = stdout};
+    struct rl_config *cfg = NULL;
+    struct rl_store *s = NULL;
+    const char *copt = NULL;
+    bool watch = false;
+    char why[512];
+    int c, r, status = 0;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:jwh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            copt = optarg;
+            break;
+        case 'j':
+            v.json = true;
+            break;
+        case 'w':
+            watch = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (rl_cli_load_optional(copt, &cfg) < 0)
+        return 1;
+    v.cfg = cfg;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    do {
+        if (!s) {
+            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why,
+                                sizeof why);
+            if (r == -ENOENT && !watch) {
+                /* Nothing has been counted yet: an empty table. */
+                if (v.json)
+                    fputs("[]\n", stdout);
+                else
+                    fprintf(stderr, "rlshim: %s: nothing counted yet\n",
+                            why);
+                goto out;
+            }
+            if (r < 0 && r != -ENOENT) {
+                fprintf(stderr, "rlshim: %s\n", why);
+                status = 1;
+                goto out;
+            }
+        }
+        if (watch && !v.json)
+            fputs("\033[H\033[2J", stdout);
+        if (s) {
+            if (v.cfg && rl_store_config_hash(s) != v.cfg->hash && !watch)
+                fprintf(stderr, "rlshim: the state was made for another "
+                                "config: budgets are not shown\n");
+            show(s, &v);
+            /* Replaced meanwhile: follow the new segment. */
+            if (rl_store_is_stale(s)) {
+                rl_store_close(s);
+                s = NULL;
+            }
+        } else if (v.json) {
+            fputs("[]\n", stdout);
+        }
+        if (watch)
+            sleep(1);
+    } while (watch && !stop);
+out:
+    rl_store_close(s);
+    if (cfg)
+        rl_config_free(cfg);
+    return status;
+}

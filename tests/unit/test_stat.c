@@ -1,0 +1,287 @@
+/* test_stat.c — `rlshim stat` and `rlshim reset` on a real segment,
+ * filled the way the gate fills it (budget.c's layout and labels). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "limit/limit.h"
+#include "policy/budget.h"
+#include "policy/config.h"
+#include "state/store.h"
+#include "util/clock.h"
+
+static char dir[64];
+static char cfg_path[128];
+static struct rl_config *cfg;
+static struct rl_store *store;
+
+static const char cfg_text[] = "[rlshim]\n"
+                               "max_users = 16\n"
+                               "[user:alice]\n"
+                               "connect = 5/h\n"
+                               "send = 10/h\n"
+                               "[user:scraper]\n"
+                               "algorithm = sliding_window\n"
+                               "connect = 2/h\n";
+
+static void setup(void)
+{
+    struct rl_diag d = {0};
+    FILE *f;
+
+    strcpy(dir, "/dev/shm/rlstat-test.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cfg_path, sizeof cfg_path, "%s/cfg.ini", dir);
+    f = fopen(cfg_path, "w");
+    cr_assert_not_null(f);
+    fputs(cfg_text, f);
+    fclose(f);
+    cr_assert_eq(rl_config_load(cfg_path, &cfg, &d), 0);
+    setenv("RLSHIM_STATE_DIR", dir, 1);
+    unsetenv("RLSHIM_CONFIG");
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+
+    if (store)
+        rl_store_close(store);
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+TestSuite(stat, .init = setup, .fini = teardown, .timeout = 20);
+
+static void open_store(void)
+{
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = cfg->hash,
+        .nslots = 32,
+        .arena_words = 1024,
+    };
+
+    cr_assert_eq(rl_store_open(&store, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(store));
+}
+
+/* Spend `n` units of the first limit of `kind` for the rule's user, and
+ * count what was allowed and denied as the gate would. */
+static void spend(const char *section, int kind, unsigned n)
+{
+    const struct rl_rule *rule = NULL;
+    struct rl_budget_layout l;
+    struct rl_slot sl;
+    char label[RL_STORE_LABEL_MAX];
+    uint64_t tag;
+    bool ovf;
+
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (!strcmp(cfg->rules[i].section, section))
+            rule = &cfg->rules[i];
+    cr_assert_not_null(rule);
+    rl_budget_layout(rule, &l);
+    tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label,
+                          sizeof label);
+    cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
+                               rl_budget_overflow_tag(rule), &sl, &ovf), 0);
+    for (unsigned i = 0; i < n; i++) {
+        const struct rl_limit *lim = &rule->limits[kind][0];
+        struct rl_verdict v = rl_algorithm_get(lim->algo)->take(
+            sl.words + l.offset[kind][0], lim, rl_clock_now_ns(), 1, 1, 0);
+
+        rl_store_count(&sl, (unsigned)kind,
+                       v.granted ? RL_STAT_ALLOWED : RL_STAT_DENIED, 1);
+    }
+}
+
+/* Run the CLI with the test's state dir; returns its exit status. */
+static int run(const char *args, char *out, size_t len)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+    char cmd[1024];
+    size_t n = 0;
+    FILE *p;
+    int st;
+
+    snprintf(cmd, sizeof cmd, "%s/rlshim %s 2>&1", build ? build : "build",
+             args);
+    p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void stat_json(char *out, size_t len)
+{
+    char args[256];
+
+    snprintf(args, sizeof args, "stat --json -c %s", cfg_path);
+    cr_assert_eq(run(args, out, len), 0, "%s", out);
+}
+
+#define ALICE_CONNECT                                                         \
+    "{\"user\": \"alice\", \"rule\": \"user:alice\", \"limit\": \"connect\", " \
+    "\"algorithm\": \"token_bucket\", "
+
+Test(stat, prints_one_json_element_per_user_and_limit)
+{
+    char out[8192], cmd[512];
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 6);
+    spend("user:alice", RL_KIND_SEND, 2);
+    spend("user:scraper", RL_KIND_CONNECT, 1);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, ALICE_CONNECT
+                               "\"allowed\": 5, \"denied\": 1, \"delayed\": 0, "
+                               "\"delayed_ns\": 0, \"available\": 0}"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "\"user\": \"alice\", \"rule\": "
+                                   "\"user:alice\", \"limit\": \"send\", "
+                                   "\"algorithm\": \"token_bucket\", "
+                                   "\"allowed\": 2, \"denied\": 0, "
+                                   "\"delayed\": 0, \"delayed_ns\": 0, "
+                                   "\"available\": 8}"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "\"user\": \"scraper\", \"rule\": "
+                                   "\"user:scraper\", \"limit\": \"connect\", "
+                                   "\"algorithm\": \"sliding_window\", "
+                                   "\"allowed\": 1, \"denied\": 0, "
+                                   "\"delayed\": 0, \"delayed_ns\": 0, "
+                                   "\"available\": 1}"),
+                       "%s", out);
+    cr_assert_null(strstr(out, "send_bytes"), "unlimited, never counted");
+    /* One JSON array, as a JSON parser reads it. */
+    snprintf(cmd, sizeof cmd,
+             "%s/rlshim stat --json -c %s | python3 -c 'import json,sys; "
+             "d=json.load(sys.stdin); assert isinstance(d, list) and "
+             "len(d) == 3, d'",
+             getenv("RLSHIM_BUILD") ? getenv("RLSHIM_BUILD") : "build",
+             cfg_path);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(stat, prints_an_empty_array_when_nothing_was_counted_yet)
+{
+    char out[1024];
+
+    stat_json(out, sizeof out);
+    cr_assert_str_eq(out, "[]\n");
+}
+
+Test(stat, prints_a_table_for_people)
+{
+    char out[8192], args[256];
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    snprintf(args, sizeof args, "stat -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "USER"));
+    cr_assert_not_null(strstr(out, "alice"));
+    cr_assert_not_null(strstr(out, "token_bucket"));
+}
+
+Test(stat, hides_budgets_read_under_another_config)
+{
+    struct rl_store_opts o = {
+        .shared = true, .dir = dir, .uid = (uint32_t)getuid(),
+        .config_hash = 1, .nslots = 32, .arena_words = 1024,
+    };
+    char out[8192];
+
+    cr_assert_eq(rl_store_open(&store, &o, NULL, 0), 0);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, "another config"), "%s", out);
+}
+
+Test(stat, refuses_a_foreign_state_file_with_one_line)
+{
+    char out[1024], path[256], args[256];
+
+    open_store();
+    snprintf(path, sizeof path, "%s/rlshim-%u", dir, (unsigned)getuid());
+    cr_assert_eq(chmod(path, 0666), 0);
+    snprintf(args, sizeof args, "stat --json -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+    cr_assert_not_null(strstr(out, "refused"), "%s", out);
+}
+
+Test(stat, reset_of_one_user_gives_only_that_user_a_full_budget)
+{
+    char out[8192], args[256];
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 6);
+    spend("user:scraper", RL_KIND_CONNECT, 2);
+    snprintf(args, sizeof args, "reset -c %s alice", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "reset 1 budget"), "%s", out);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, ALICE_CONNECT
+                               "\"allowed\": 0, \"denied\": 0, \"delayed\": 0, "
+                               "\"delayed_ns\": 0, \"available\": 5}"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "\"allowed\": 2, \"denied\": 0, "
+                                   "\"delayed\": 0, \"delayed_ns\": 0, "
+                                   "\"available\": 0}"),
+                       "scraper untouched: %s", out);
+    /* The running process sees the full budget at once. */
+    spend("user:alice", RL_KIND_CONNECT, 6);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, ALICE_CONNECT "\"allowed\": 5"), "%s", out);
+}
+
+Test(stat, reset_of_all_clears_windows_too)
+{
+    char out[8192], args[256];
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 2);
+    spend("user:scraper", RL_KIND_CONNECT, 3);
+    snprintf(args, sizeof args, "reset -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "reset 2 budgets"), "%s", out);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, "\"algorithm\": \"sliding_window\", "
+                                   "\"allowed\": 0, \"denied\": 0, "
+                                   "\"delayed\": 0, \"delayed_ns\": 0, "
+                                   "\"available\": 2}"),
+                       "%s", out);
+    spend("user:scraper", RL_KIND_CONNECT, 3);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, "\"algorithm\": \"sliding_window\", "
+                                   "\"allowed\": 2, \"denied\": 1"),
+                       "%s", out);
+}
+
+Test(stat, reset_of_an_unknown_user_says_so)
+{
+    char out[1024], args[256];
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    snprintf(args, sizeof args, "reset -c %s bob", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 1);
+    cr_assert_not_null(strstr(out, "no budget for user 'bob'"), "%s", out);
+}
