@@ -10,9 +10,10 @@
  * guard is per thread (a fork from inside a hook cannot happen: the shim
  * calls no fork). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,9 +26,6 @@
 
 bool rl_shim_ready;
 __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
-
-/* EX_CONFIG from sysexits.h: RLSHIM_STRICT=1 and a broken config. */
-#define EXIT_CONFIG 78
 
 void rl_shim_sleep_until(uint64_t deadline_ns)
 {
@@ -50,40 +48,35 @@ static bool strict(void)
     return s != NULL && strcmp(s, "1") == 0;
 }
 
-/* A config problem: one line, then pass everything (or exit if strict). */
-static void broken(const char *msg)
+/* A problem at load: one stderr line, then pass everything through (or,
+ * with RLSHIM_STRICT=1, exit: a test must never run unthrottled by
+ * accident). */
+static void broken(const char *line)
 {
-    rl_log_stderr("%s", msg);
+    syscall(SYS_write, 2, line, strlen(line));
     if (strict())
-        _exit(EXIT_CONFIG);
+        _exit(RL_EXIT_CONFIG);
 }
 
 static void load(void)
 {
-    const char *path = secure_getenv("RLSHIM_CONFIG");
-    if (path == NULL || path[0] == '\0') {
-        path = RL_SYSCONFDIR "/rlshim.ini";
-        struct stat sb;
-        /* No file at all: nothing is throttled, silently (SPEC §4). */
-        if (stat(path, &sb) != 0 && errno == ENOENT)
-            return;
-    }
     struct rl_config *cfg = NULL;
     struct rl_diag diag = {0};
-    int r = rl_config_load(path, &cfg, &diag);
+    char line[512];
+    int r = rl_config_load_env(&cfg, &diag);
     if (r < 0) {
-        char line[512];
-        if (diag.n > 0)
-            snprintf(line, sizeof line, "%s", diag.msgs[0]);
-        else
-            snprintf(line, sizeof line, "%s: %s", path, strerror(-r));
+        rl_config_error_line(&diag, strict(), line, sizeof line);
         rl_diag_free(&diag);
         broken(line);
         return;
     }
     rl_diag_free(&diag);
+    if (cfg == NULL)
+        return; /* no config at all: nothing is throttled, silently */
     if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
-        broken("log path too long");
+        snprintf(line, sizeof line, "rlshim: %s: log path too long; "
+                 "nothing is throttled\n", cfg->path);
+        broken(line);
         rl_config_free(cfg);
         return;
     }
@@ -94,8 +87,8 @@ static void load(void)
     if (why[0] != '\0')
         rl_log_stderr("%s", why);
     if (r < 0) {
-        char line[128];
-        snprintf(line, sizeof line, "cannot set up budgets: %s",
+        snprintf(line, sizeof line,
+                 "rlshim: cannot set up budgets: %s; nothing is throttled\n",
                  strerror(-r));
         broken(line);
         return;
