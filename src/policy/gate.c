@@ -261,8 +261,9 @@ static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
     count(b, kind, RL_STAT_DENIED, units);
     bool dry = rule != NULL ? rule->dry_run : cfg->dry_run;
     char detail[64];
-    snprintf(detail, sizeof detail, ": %s %llu %s", rl_kind_name(kind),
-             (unsigned long long)units, dry ? "over quota (dry run)" : "over quota");
+    snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+             rl_kind_name(kind), (unsigned long long)units,
+             dry ? " (dry run)" : "");
     log_event(t->now, dry ? "would deny" : "denied", call, fd, sa, salen,
               detail);
     if (dry)

@@ -93,6 +93,23 @@ Test(client, sends_exactly_the_byte_budget_with_a_short_write)
     cr_expect_eq(conn_bytes(&sink, 0, NULL), 10000);
 }
 
+Test(client, gives_back_what_the_kernel_did_not_take)
+{
+    /* A sink that leaves the data unread for a while. */
+    h_server_stop(&sink);
+    setenv("SINK_PAUSE", "0.5", 1);
+    h_server_start(&sink, "sink.py");
+    unsetenv("SINK_PAUSE");
+    h_config_write("[default]\nsend_bytes = 200000/h\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    client("shortfill", "300000", NULL);
+    cr_expect_gt(out("shorts"), 0, "the kernel never wrote short: vacuous");
+    /* The bucket refills 55.6 B/s meanwhile. */
+    long sent = out("sent"), refill = out("elapsed_ms") * 56 / 1000 + 1;
+    cr_expect(sent >= 200000 && sent <= 200000 + refill, "sent %ld", sent);
+    cr_expect_eq(conn_bytes(&sink, 0, NULL), sent);
+}
+
 Test(client, charges_udp_sendto_to_a_covered_address_only)
 {
     h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n", sink.port);

@@ -16,6 +16,8 @@
  *   client untouched PORT OUT     file, pipe, AF_UNIX, outside `to`
  *   client reuse PORT             fd reuse after each close path
  *   client bigfd PORT             a marked socket at fd 1,000,000
+ *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
+ *                                 small send buffer, up to TOTAL bytes
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -459,6 +461,44 @@ static int bigfd(const char *dir)
     return 0;
 }
 
+/* The kernel takes part of most sends here (a small send buffer, a
+ * non-blocking socket): what it did not take must go back to the budget,
+ * so exactly the budget gets through in the end. */
+static int shortfill(long total)
+{
+    int fd = tcp_connected(port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    static char buf[10000];
+    memset(buf, 'z', sizeof buf);
+    long sent = 0;
+    int shorts = 0, idle = 0;
+    double t0 = now(), end = t0 + 4;
+    while (sent < total && now() < end && idle < 50) {
+        size_t want = total - sent < (long)sizeof buf ? (size_t)(total - sent)
+                                                      : sizeof buf;
+        ssize_t r = send(fd, buf, want, MSG_NOSIGNAL);
+        if (r > 0) {
+            sent += r;
+            shorts += (size_t)r < want;
+            idle = 0;
+            continue;
+        }
+        if (r < 0 && errno != EAGAIN)
+            break;
+        /* Kernel full (poll waits) or budget spent (poll returns at
+         * once: give up after 50 of those in a row). */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 100);
+        idle++;
+    }
+    close(fd);
+    printf("sent=%ld\nshorts=%d\nelapsed_ms=%ld\n", sent, shorts,
+           (long)((now() - t0) * 1e3));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -492,6 +532,8 @@ int main(int argc, char **argv)
         return untouched(parse_int(argv[3]), argv[4]);
     if (strcmp(mode, "reuse") == 0 && argc == 4)
         return reuse(argv[3]);
+    if (strcmp(mode, "shortfill") == 0 && argc == 4)
+        return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)
         return bigfd(argv[3]);
     fprintf(stderr, "unknown mode or arguments: %s\n", mode);

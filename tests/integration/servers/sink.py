@@ -2,12 +2,16 @@
 """A byte sink on 127.0.0.1: TCP and UDP on the same random port.
 
 Usage: sink.py LOGFILE
+With SINK_PAUSE=SECONDS in the environment, each TCP connection is left
+unread for that long first (with a small receive buffer), so the sender's
+kernel buffers fill and its sends come back short.
 Prints "PORT <n>" on stdout once listening. Appends one line per TCP
 connection when it closes, and one per datagram, flushed at once:
     CONN <monotonic first> <monotonic last> <bytes> <sha256>
     DGRAM <monotonic> <bytes> <sha256>
 """
 import hashlib
+import os
 import socket
 import sys
 import threading
@@ -22,7 +26,12 @@ def log(fh, line):
         fh.flush()
 
 
+PAUSE = float(os.environ.get("SINK_PAUSE", "0"))
+
+
 def serve_conn(fh, conn):
+    if PAUSE > 0:
+        time.sleep(PAUSE)
     h = hashlib.sha256()
     n = 0
     first = last = time.monotonic()
@@ -55,6 +64,8 @@ def main():
     while True:
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if PAUSE > 0:
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         t.bind(("127.0.0.1", 0))
         port = t.getsockname()[1]
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
