@@ -49,7 +49,9 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     }
     if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
         return RL_HOOK_PASS;
-    uint32_t type = rl_hook_sock_type(fd, m);
+    /* Ask the kernel at every connect (not the mark): a number whose
+     * close the shim never saw must not pass for the socket it was. */
+    uint32_t type = rl_hook_sock_type(fd, 0);
     bool covered = rl_gate_covers(sa, len);
     if (type == RL_FD_DGRAM) {
         rl_fdtab_set(fd, RL_FD_DGRAM | (covered ? RL_FD_MATCHED : 0));

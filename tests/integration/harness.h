@@ -39,6 +39,10 @@ struct run {
     char out[65536]; /* its stdout */
 };
 
+/* Set by a test before h_run: run without RLSHIM_STRICT=1, or without
+ * RLSHIM_CONFIG (the sysconfdir file, normally absent, is then used). */
+static bool h_no_strict, h_no_config;
+
 static char h_dir[128];    /* per-test temp dir: config, state, logs */
 static char h_config[256];
 static char h_state[256];
@@ -214,9 +218,15 @@ H_FN void h_run(struct run *r, bool preload, double timeout,
             char so[512];
             snprintf(so, sizeof so, "%s/librlshim.so", h_env("RLSHIM_BUILD"));
             setenv("LD_PRELOAD", so, 1);
-            setenv("RLSHIM_CONFIG", h_config, 1);
+            if (h_no_config)
+                unsetenv("RLSHIM_CONFIG");
+            else
+                setenv("RLSHIM_CONFIG", h_config, 1);
             setenv("RLSHIM_STATE_DIR", h_state, 1);
-            setenv("RLSHIM_STRICT", "1", 1);
+            if (h_no_strict)
+                unsetenv("RLSHIM_STRICT");
+            else
+                setenv("RLSHIM_STRICT", "1", 1);
         }
         execvp(argv[0], argv);
         _exit(127);
@@ -275,6 +285,21 @@ H_FN long h_out_long(const struct run *r, const char *key, long missing)
             p++;
     }
     return missing;
+}
+
+/* Lines of a file that contain `needle` (all lines for ""). */
+H_FN int h_file_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, needle) != NULL)
+            n++;
+    fclose(f);
+    return n;
 }
 
 /* The sha256 of a file, in hex, through sha256sum. */
