@@ -127,7 +127,7 @@ static struct rl_verdict gcra_take(rl_word *st, const struct rl_limit *lim,
     const unsigned shift = (unsigned)lim->derived[D_SHIFT];
     const uint64_t bs = lim->derived[D_BS];
     struct rl_verdict v = {0, 0, 0};
-    uint64_t t, tat, base, avail, grant, next, wait;
+    uint64_t t, tat, base, avail, grant, next, wait, reserved;
 
     if (min == 0)
         min = 1;
@@ -149,22 +149,19 @@ static struct rl_verdict gcra_take(rl_word *st, const struct rl_limit *lim,
             next = base + (grant << shift);
             wait = 0;
         } else {
-            /* Not enough now: the ticks at which `min` would be free. */
+            /* Not enough now: when `min` would be free. */
             wait = wait_until(lim, now, base + (min << shift) - bs);
-            if (max_wait_ns == 0)
-                goto deny;
             /* Reserve `want`: the caller goes when they would have been
              * free, and the TAT moves past them so the next one queues
              * behind. Capped far below overflow (base <= 2^62 + 2^61). */
+            if (max_wait_ns == 0 || base > TICKS_MAX + (TICKS_MAX >> 1))
+                goto deny;
             grant = want;
             next = base + (grant << shift);
-            if (base > TICKS_MAX + (TICKS_MAX >> 1))
+            reserved = wait_until(lim, now, next - bs);
+            if (reserved > max_wait_ns)
                 goto deny;
-            wait = wait_until(lim, now, next - bs);
-            if (wait > max_wait_ns) {
-                wait = wait_until(lim, now, base + (min << shift) - bs);
-                goto deny;
-            }
+            wait = reserved;
         }
         if (atomic_compare_exchange_weak_explicit(st, &tat, next,
                                                   memory_order_acq_rel,
@@ -194,6 +191,8 @@ static void gcra_refund(rl_word *st, const struct rl_limit *lim,
     if (units == 0)
         return;
     back = units << lim->derived[D_SHIFT];
+    /* Acquire and the acq_rel CAS pair with the CAS of take() and refund()
+     * in other callers, as in take(). */
     tat = atomic_load_explicit(st, memory_order_acquire);
     do {
         next = tat > back ? tat - back : 0;

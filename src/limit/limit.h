@@ -31,9 +31,9 @@ enum rl_algo_id {
  * config is refused. */
 #define RL_WINDOW_MAX_COUNT 65536u
 
-/* A window's state: [lock owner, head, last stamp] then the ring of N
- * stamps. */
-#define RL_WINDOW_STATE_WORDS 3u
+/* A window's state: [lock owner, head, job, job stamp] then the ring of N
+ * stamps (window.c). */
+#define RL_WINDOW_STATE_WORDS 4u
 
 /* What rl_limit_prepare returns; limit/ cannot include <errno.h>, so these
  * are spelled out: they equal -EINVAL and -ERANGE on Linux (a test checks). */
@@ -157,7 +157,7 @@ struct rl_verdict rl_multi_take(rl_word *const *states,
 
 /* Return `units` of a grant made by rl_multi_take to every limit. */
 void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
-                     unsigned n, uint64_t now, const struct rl_verdict *verdicts,
-                     uint64_t units);
+                     unsigned n, uint64_t now,
+                     const struct rl_verdict *verdicts, uint64_t units);
 
 #endif

@@ -63,8 +63,8 @@ struct rl_verdict rl_multi_take(rl_word *const *states,
 }
 
 void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
-                     unsigned n, uint64_t now, const struct rl_verdict *verdicts,
-                     uint64_t units)
+                     unsigned n, uint64_t now,
+                     const struct rl_verdict *verdicts, uint64_t units)
 {
     const struct rl_algorithm *alg;
     unsigned i;

@@ -1,25 +1,43 @@
 /* window.c — the exact sliding window: at most N units in any W.
  *
  * State (RL_WINDOW_STATE_WORDS + N words, all zero at first):
- *   [W_LOCK]  0, or the id of the thread inside (struct rl_lock_ops);
- *   [W_HEAD]  index in the ring of the oldest stamp, 0..N-1;
- *   [W_LAST]  the newest stamp written (0: none);
- *   ring[N]   one stamp per unit admitted: the ns at which it went (or, for
- *             a reservation, will go); 0 = unused.
- * Every word is written only by the lock's holder, one store at a time, so
- * a holder killed half-way leaves a ring that is still made of whole
- * stamps; readers outside the lock (none today) would see whole words.
+ *   [W_LOCK]   0, or the id of the thread inside (struct rl_lock_ops);
+ *   [W_HEAD]   index in the ring of the oldest stamp, 0..N-1;
+ *   [W_JOB]    0, or the update in progress (see below);
+ *   [W_JSTAMP] the stamp that update writes;
+ *   ring[N]    one stamp per unit admitted: the ns at which it went (or,
+ *              for a reservation, will go); 0 = unused.
+ * Only the lock's holder writes any of them. The ring is kept in time
+ * order from the head (stamps are written as max(now, newest), refunds
+ * rewind the head), which lets a cost of k be decided by one stamp, the
+ * k-th oldest; the newest stamp is the one just before the head.
  *
  * A unit may go at `now` when the stamp it replaces is at least W old: then
  * the N units before it all lie before now - W + 1, so no window [t, t + W)
  * holds N + 1. Units W apart exactly are both allowed (the window is
- * half-open). The ring is kept in time order from the head (stamps are
- * written as max(now, last), refunds rewind the head), which lets a cost of
- * k be decided by looking at one stamp, the k-th oldest. */
+ * half-open).
+ *
+ * A holder may be killed half-way through an update of several words. So
+ * an update first writes what it is about to do into W_JSTAMP and W_JOB
+ * (which ring slots, which head), then the slots, then the head, then
+ * clears W_JOB; all with release stores, in that order. Whoever takes the
+ * lock over from a dead holder finds W_JOB set and finishes the update
+ * (redoing it is harmless: it writes the same values), so the ring is
+ * never left half-written or out of order. A take finished this way counts
+ * units its caller never used: conservative, never over-admitting. */
 #include "limit/internal.h"
 
-enum { W_LOCK = 0, W_HEAD = 1, W_LAST = 2 };
+enum { W_LOCK = 0, W_HEAD = 1, W_JOB = 2, W_JSTAMP = 3 };
 enum { D_N = 0, D_W = 1 };
+
+/* W_JOB: JOB_VALID | kind | count << 32 | head before the update. */
+#define JOB_VALID (UINT64_C(1) << 63)
+#define JOB_REFUND (UINT64_C(1) << 62)
+#define JOB_COUNT(j) (((j) >> 32) & 0x3FFFFu)
+#define JOB_HEAD(j) ((j) & 0xFFFFFFFFu)
+
+_Static_assert(RL_WINDOW_STATE_WORDS == 4, "lock, head, job, job stamp");
+_Static_assert(RL_WINDOW_MAX_COUNT < 0x3FFFFu, "a count fits in a job");
 
 /* The ops in use: the default needs no set-up (a static initialiser);
  * tests swap them with rl_window_set_lock_ops. Read once per call. */
@@ -52,13 +70,84 @@ static void cpu_relax(void)
 #endif
 }
 
-/* Spins a little, then yields; every 64 yields asks whether the owner is
- * still alive and takes the lock over from a dead one. Returns our id, or
- * 0 when this thread already holds the lock (a signal handler re-entering
- * a take it interrupted): the caller must not touch the ring then. */
-static uint64_t lock(rl_word *st, const struct rl_lock_ops *ops)
+static uint64_t get(rl_word *w)
 {
-    uint64_t self = ops->self(), cur;
+    return atomic_load_explicit(w, memory_order_relaxed);
+}
+
+/* Stores inside the lock are release stores so that they become visible
+ * in program order: a holder killed between two of them leaves a prefix
+ * of its update, which the job word describes. */
+static void put(rl_word *w, uint64_t v)
+{
+    atomic_store_explicit(w, v, memory_order_release);
+}
+
+/* Ring index `k` places after index `i` (k <= n), or before it. */
+static uint64_t fwd(uint64_t i, uint64_t k, uint64_t n)
+{
+    return i + k >= n ? i + k - n : i + k;
+}
+
+static uint64_t back(uint64_t i, uint64_t k, uint64_t n)
+{
+    return i >= k ? i - k : i + n - k;
+}
+
+/* The ring index of the k-th oldest stamp (k >= 1). */
+static uint64_t at(uint64_t head, uint64_t k, uint64_t n)
+{
+    return fwd(head, k - 1, n);
+}
+
+static uint64_t head_of(rl_word *st, uint64_t n)
+{
+    uint64_t head = get(&st[W_HEAD]);
+
+    return head < n ? head : 0; /* a corrupt word: not ours to trust */
+}
+
+/* Write `count` slots from ring index `from` (a take: the stamp; a refund:
+ * 0, going backwards from the slot before `from`) and move the head. Used
+ * by the holder, and by whoever finishes a dead holder's job. */
+static void apply(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
+                  const struct rl_lock_ops *ops)
+{
+    rl_word *ring = st + RL_WINDOW_STATE_WORDS;
+    uint64_t from = JOB_HEAD(job), count = JOB_COUNT(job), i;
+
+    if (from >= n || count > n)
+        count = 0;
+    for (i = 0; i < count; i++) {
+        if (job & JOB_REFUND)
+            put(&ring[back(from, i + 1, n)], 0);
+        else
+            put(&ring[fwd(from, i, n)], stamp);
+        if (i == 0 && ops && ops->in_critical)
+            ops->in_critical(st);
+    }
+    if (count)
+        put(&st[W_HEAD], job & JOB_REFUND ? back(from, count, n)
+                                          : fwd(from, count, n));
+    put(&st[W_JOB], 0);
+}
+
+static void run_job(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
+                    const struct rl_lock_ops *ops)
+{
+    put(&st[W_JSTAMP], stamp);
+    put(&st[W_JOB], job);
+    apply(st, n, job, stamp, ops);
+}
+
+/* Spins a little, then yields; every 64 yields asks whether the owner is
+ * still alive and takes the lock over from a dead one, finishing its job.
+ * Returns our id, or 0 when this thread already holds the lock (a signal
+ * handler re-entering a take it interrupted): the caller must not touch
+ * the ring then. */
+static uint64_t lock(rl_word *st, uint64_t n, const struct rl_lock_ops *ops)
+{
+    uint64_t self = ops->self(), cur, job;
     unsigned tries = 0;
 
     for (;;) {
@@ -68,7 +157,7 @@ static uint64_t lock(rl_word *st, const struct rl_lock_ops *ops)
         if (atomic_compare_exchange_weak_explicit(&st[W_LOCK], &cur, self,
                                                   memory_order_acquire,
                                                   memory_order_relaxed))
-            return self;
+            break;
         if (cur == self)
             return 0;
         if (cur == 0)
@@ -82,8 +171,14 @@ static uint64_t lock(rl_word *st, const struct rl_lock_ops *ops)
             atomic_compare_exchange_strong_explicit(
                 &st[W_LOCK], &cur, self, memory_order_acquire,
                 memory_order_relaxed))
-            return self;
+            break;
     }
+    /* Acquire pairs with the release stores of the job's writer. Set only
+     * when a holder died inside an update (or the state is corrupt). */
+    job = atomic_load_explicit(&st[W_JOB], memory_order_acquire);
+    if (job)
+        apply(st, n, job, get(&st[W_JSTAMP]), 0);
+    return self;
 }
 
 static void unlock(rl_word *st, uint64_t self)
@@ -95,24 +190,6 @@ static void unlock(rl_word *st, uint64_t self)
     atomic_compare_exchange_strong_explicit(&st[W_LOCK], &cur, 0,
                                             memory_order_release,
                                             memory_order_relaxed);
-}
-
-static uint64_t get(rl_word *w)
-{
-    return atomic_load_explicit(w, memory_order_relaxed);
-}
-
-static void put(rl_word *w, uint64_t v)
-{
-    atomic_store_explicit(w, v, memory_order_relaxed);
-}
-
-/* The ring index of the k-th oldest stamp (k >= 1). */
-static uint64_t at(uint64_t head, uint64_t k, uint64_t n)
-{
-    uint64_t i = head + k - 1;
-
-    return i >= n ? i - n : i;
 }
 
 /* A stamp that no longer counts at `now`: stamp + W <= now, saturating so
@@ -142,16 +219,21 @@ static uint64_t expired_count(rl_word *ring, uint64_t head, uint64_t n,
     return lo;
 }
 
+static const struct rl_lock_ops *ops_now(void)
+{
+    /* Acquire pairs with the release in rl_window_set_lock_ops. */
+    return atomic_load_explicit(&lock_ops, memory_order_acquire);
+}
+
 static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
                                      uint64_t now, uint64_t want,
                                      uint64_t min, uint64_t max_wait_ns)
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
-    const struct rl_lock_ops *ops =
-        atomic_load_explicit(&lock_ops, memory_order_acquire);
+    const struct rl_lock_ops *ops = ops_now();
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
     struct rl_verdict v = {0, 0, 0};
-    uint64_t self, head, last, grant, stamp, wait, oldest, i;
+    uint64_t self, head, newest, grant, stamp, wait, oldest;
 
     if (min == 0)
         min = 1;
@@ -161,26 +243,24 @@ static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
         v.wait_ns = UINT64_MAX;
         return v;
     }
-    self = lock(st, ops);
+    self = lock(st, n, ops);
     if (self == 0)
         return v;
-    head = get(&st[W_HEAD]);
-    last = get(&st[W_LAST]);
-    if (head >= n) /* not ours to trust: a corrupt word */
-        head = 0;
-    if (expired(get(&ring[at(head, min, n)]), now, w)) {
+    head = head_of(st, n);
+    newest = get(&ring[back(head, 1, n)]);
+    oldest = get(&ring[at(head, min, n)]);
+    if (expired(oldest, now, w)) {
         grant = expired_count(ring, head, n, w, now, min, want);
-        stamp = now > last ? now : last;
+        stamp = now > newest ? now : newest;
         wait = 0;
     } else {
         /* The min-th oldest stamp frees min units when it expires. */
-        oldest = get(&ring[at(head, min, n)]);
         wait = oldest + w - now;
         if (max_wait_ns == 0)
             goto deny;
-        /* Reserve `want`: the slot holds the time the caller will go. */
+        /* Reserve `want`: the slots hold the time the caller will go. */
         oldest = get(&ring[at(head, want, n)]);
-        stamp = oldest + w > last ? oldest + w : last;
+        stamp = oldest + w > newest ? oldest + w : newest;
         if (stamp - now > max_wait_ns)
             goto deny;
         grant = want;
@@ -188,13 +268,7 @@ static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
     }
     if (stamp == 0) /* 0 means unused: a stamp at time 0 is kept as 1 */
         stamp = 1;
-    for (i = 0; i < grant; i++) {
-        put(&ring[at(head, i + 1, n)], stamp);
-        if (i == 0 && ops->in_critical)
-            ops->in_critical(st);
-    }
-    put(&st[W_HEAD], at(head, grant + 1, n));
-    put(&st[W_LAST], stamp);
+    run_job(st, n, JOB_VALID | grant << 32 | head, stamp, ops);
     unlock(st, self);
     v.granted = grant;
     v.wait_ns = wait;
@@ -209,42 +283,36 @@ deny:
 /* Give back units by rewinding the head over the newest stamps, if they
  * still hold our stamp: the freed slots become the oldest (0 = unused), so
  * the ring stays in time order. Stamps written since by others are newer
- * and stop the rewind: then less, or nothing, is given back. Overwriting
+ * and stop the rewind: then less, or nothing, is given back. (Overwriting
  * our stamps in the middle with 0 instead would break the order, and a
- * cost of k, decided by the k-th oldest stamp alone, could over-admit. */
+ * cost of k, decided by the k-th oldest stamp alone, could over-admit.)
+ * Equal stamps of another grant are indistinguishable from ours, and
+ * rewinding over them leaves the very same ring. */
 static void window_refund(rl_word *st, const struct rl_limit *lim,
                           uint64_t now, const struct rl_verdict *verdict,
                           uint64_t units)
 {
     const uint64_t n = lim->derived[D_N];
-    const struct rl_lock_ops *ops =
-        atomic_load_explicit(&lock_ops, memory_order_acquire);
+    const struct rl_lock_ops *ops = ops_now();
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
-    uint64_t self, head, k, i;
+    uint64_t self, head, k;
 
     (void)now;
     if (units > verdict->granted)
         units = verdict->granted;
+    if (units > n)
+        units = n;
     if (units == 0 || verdict->stamp == 0)
         return;
-    self = lock(st, ops);
+    self = lock(st, n, ops);
     if (self == 0)
         return;
-    head = get(&st[W_HEAD]);
-    if (head >= n)
-        head = 0;
-    /* The newest stamp is the one just before the head. */
-    for (k = 0; k < units; k++) {
-        i = head >= k + 1 ? head - k - 1 : head + n - k - 1;
-        if (get(&ring[i]) != verdict->stamp)
+    head = head_of(st, n);
+    for (k = 0; k < units; k++)
+        if (get(&ring[back(head, k + 1, n)]) != verdict->stamp)
             break;
-        put(&ring[i], 0);
-    }
-    if (k > 0) {
-        head = head >= k ? head - k : head + n - k;
-        put(&st[W_HEAD], head);
-        put(&st[W_LAST], get(&ring[head == 0 ? n - 1 : head - 1]));
-    }
+    if (k > 0)
+        run_job(st, n, JOB_VALID | JOB_REFUND | k << 32 | head, 0, ops);
     unlock(st, self);
 }
 
@@ -252,17 +320,13 @@ static uint64_t window_available(rl_word *st, const struct rl_limit *lim,
                                  uint64_t now)
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
-    const struct rl_lock_ops *ops =
-        atomic_load_explicit(&lock_ops, memory_order_acquire);
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
     uint64_t self, head, k = 0;
 
-    self = lock(st, ops);
+    self = lock(st, n, ops_now());
     if (self == 0)
         return 0;
-    head = get(&st[W_HEAD]);
-    if (head >= n)
-        head = 0;
+    head = head_of(st, n);
     if (expired(get(&ring[head]), now, w))
         k = expired_count(ring, head, n, w, now, 1, n);
     unlock(st, self);

@@ -168,6 +168,15 @@ Test(gcra, tells_the_wait_to_the_nanosecond)
     }
 }
 
+/* The tick count is floor(now * N * S / period) exactly, even where the
+ * rounded-up reciprocal it starts from lands one tick high: at 999999999/s
+ * (S = 1) that happens at now = 26000000001, a nanosecond before the
+ * token is due. */
+Test(gcra, counts_ticks_exactly_where_the_reciprocal_rounds_high)
+{
+    check_wait_is_exact(999999999, SEC, 1, 26000000001ull - 1, 1);
+}
+
 Test(gcra, serves_reservations_in_order)
 {
     struct rl_limit lim = bucket(5, SEC, 0);
@@ -247,21 +256,19 @@ Test(gcra, refund_gives_back_what_was_taken_and_no_more)
 /* Under saturation (take all there is, at irregular steps) over an hour,
  * the count admitted stays within one of an ideal bucket kept beside it in
  * exact rational arithmetic (level in units * period), at every step. When
- * the steps are short enough that the bucket never fills up (burst >= 2),
- * that is also within one of burst + rate * t. */
+ * the steps are too short for the bucket ever to fill up, that is also
+ * within one of burst + rate * t. */
 static void check_hour(uint64_t count, uint64_t period, uint64_t burst)
 {
     struct rl_limit lim = bucket(count, period, burst);
     const uint64_t b = burst ? burst : count;
     rl_word st = 0;
     uint64_t t0 = 12345 * SEC + 678, t = t0, prev = t0, got = 0, model = 0;
-    uint64_t x = 88172645463325252ull, step_max = HOUR / 20000, g;
+    uint64_t x = 88172645463325252ull, step_max = HOUR / 40000, g;
     u128 level = (u128)b * period, full = level, ideal;
-    bool never_full = b >= 2;
+    /* Steps below (burst - 1) / rate never let the bucket fill up. */
+    bool never_full = (u128)(b - 1) * period / count >= step_max;
     unsigned steps = 0;
-
-    if (never_full && (u128)(b - 1) * period / count < step_max)
-        step_max = (uint64_t)((u128)(b - 1) * period / count);
     while (t - t0 <= HOUR) {
         level += (u128)count * (t - prev);
         if (level > full)
@@ -300,10 +307,11 @@ Test(gcra, stays_within_one_of_ideal_over_a_simulated_hour)
     check_hour(1000, SEC, 0);
     check_hour(7000, SEC, 0);
     check_hour(7, MS, 0);
+    check_hour(7, MS, 1000);
     check_hour(1000000, SEC, 0);
     check_hour(1, HOUR, 0);
     check_hour(1, HOUR, 2);
-    check_hour(10ull << 30, SEC, 1ull << 20); /* 10 GiB/s of bytes */
+    check_hour(10ull << 30, SEC, 1ull << 30); /* 10 GiB/s of bytes */
 }
 
 Test(gcra, refuses_what_it_cannot_count_exactly)
@@ -459,4 +467,47 @@ Test(gcra, admits_exactly_five_of_a_hundred_threads_two_hundred_times)
     }
     for (i = 0; i < 100; i++)
         pthread_join(th[i], NULL);
+}
+
+/* Four threads on one bucket, each reading a shared fake clock and taking:
+ * lost updates would admit more than burst + rate * T. */
+struct race {
+    struct rl_limit lim;
+    rl_word st;
+    _Atomic uint64_t clock;
+    _Atomic uint64_t admitted;
+};
+
+static void *racer(void *arg)
+{
+    struct race *r = arg;
+    uint64_t got = 0, now;
+    unsigned i;
+
+    for (i = 0; i < 100000; i++) {
+        now = atomic_fetch_add(&r->clock, 1000);
+        got += take(&r->st, &r->lim, now, 1, 1);
+    }
+    atomic_fetch_add(&r->admitted, got);
+    return NULL;
+}
+
+Test(gcra, admits_exactly_burst_plus_rate_under_contention)
+{
+    static struct race r;
+    pthread_t th[4];
+    uint64_t admitted, span;
+    unsigned i;
+
+    r.lim = bucket(100000, SEC, 10); /* one per 10 us; calls every 1 us */
+    atomic_store(&r.clock, SEC);
+    for (i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, racer, &r), 0);
+    for (i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    admitted = atomic_load(&r.admitted);
+    span = atomic_load(&r.clock) - SEC;
+    cr_assert_leq(admitted, 10 + span / 10000, "admitted %lu over %lu ns",
+                  admitted, span);
+    cr_assert_geq(admitted, span / 10000 * 9 / 10);
 }
