@@ -57,7 +57,8 @@ HAVE_LIMIT := $(if $(wildcard src/limit/*.c),-DRL_HAVE_LIMIT_PREPARE)
 
 RL_CFLAGS := $(HAVE_LIMIT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
-             -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"'
+             -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"' \
+             -DRL_LIBDIR='"$(LIBDIR)"'
 ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 

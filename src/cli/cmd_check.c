@@ -32,9 +32,8 @@ static void format_duration(uint64_t ns, char *buf, size_t len)
     static const struct {
         const char *name;
         uint64_t ns;
-    } u[] = {{"h", RL_NS_PER_H},   {"min", RL_NS_PER_MIN},
-             {"s", RL_NS_PER_S},   {"ms", RL_NS_PER_MS},
-             {"us", RL_NS_PER_US}, {"ns", 1}};
+    } u[] = {{"h", RL_NS_PER_H},   {"min", RL_NS_PER_MIN}, {"s", RL_NS_PER_S},
+             {"ms", RL_NS_PER_MS}, {"us", RL_NS_PER_US},   {"ns", 1}};
 
     if (ns == 0) {
         snprintf(buf, len, "0");
@@ -54,8 +53,8 @@ static void format_size(uint64_t b, char *buf, size_t len)
     static const struct {
         const char *name;
         uint64_t mul;
-    } u[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
-             {"GB", 1000000000ull}, {"MB", 1000000ull}, {"KB", 1000ull}};
+    } u[] = {{"GiB", 1ull << 30},   {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
+             {"GB", 1000000000ull}, {"MB", 1000000ull},  {"KB", 1000ull}};
 
     for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
         if (b >= u[i].mul && b % u[i].mul == 0) {
@@ -98,10 +97,13 @@ static void print_table(const struct rl_config *cfg, const char *path)
     char md[32];
 
     format_duration(cfg->max_delay_ns, md, sizeof md);
-    printf("%s: valid; %zu rule%s; key=%s state=%s unknown=%s log=%s "
-           "report=%s max_users=%u hash=%016llx\n",
+    printf("%s: valid; %zu rule%s; key=%s on_deny=%s max_delay=%s errno=%s "
+           "dry_run=%s state=%s unknown=%s log=%s report=%s max_users=%u "
+           "hash=%016llx\n",
            path, cfg->nrules, cfg->nrules == 1 ? "" : "s",
            cfg->key_mode == RL_KEY_EXE ? "exe" : "env",
+           cfg->on_deny == RL_DENY_DELAY ? "delay" : "fail", md,
+           rl_errno_name(cfg->deny_errno), cfg->dry_run ? "yes" : "no",
            cfg->state_mode == RL_STATE_PROCESS ? "process" : "shared",
            cfg->unknown == RL_UNKNOWN_DENY ? "deny" : "allow", log_name(cfg),
            cfg->report ? "yes" : "no", cfg->max_users,
@@ -111,9 +113,8 @@ static void print_table(const struct rl_config *cfg, const char *path)
 
     for (size_t i = 0; i < cfg->nrules; i++) {
         const struct rl_rule *r = &cfg->rules[i];
-        const char *algo = r->algo == RL_ALGO_SLIDING_WINDOW
-                               ? "sliding_window"
-                               : "token_bucket";
+        const char *algo = r->algo == RL_ALGO_SLIDING_WINDOW ? "sliding_window"
+                                                             : "token_bucket";
         char to[1024] = "all";
         unsigned rows = 0;
 

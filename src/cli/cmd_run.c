@@ -45,7 +45,13 @@ static const char usage[] =
 
 /* ---- finding things -----------------------------------------------------*/
 
-/* librlshim.so beside the binary (build tree) or in ../lib (install). */
+#ifndef RL_LIBDIR
+#define RL_LIBDIR "/usr/local/lib"
+#endif
+
+/* librlshim.so beside the binary (build tree), in ../lib (install), or
+ * in the LIBDIR the build was configured with (an install whose bin and
+ * lib are not siblings). */
 static int find_library(char *out, size_t len)
 {
     char self[PATH_MAX], cand[PATH_MAX + 32];
@@ -60,9 +66,12 @@ static int find_library(char *out, size_t len)
     if (slash == NULL)
         return -ENOENT;
     *slash = '\0';
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+    for (size_t i = 0; i <= sizeof rel / sizeof rel[0]; i++) {
         char real[PATH_MAX];
-        snprintf(cand, sizeof cand, "%s/%s", self, rel[i]);
+        if (i < sizeof rel / sizeof rel[0])
+            snprintf(cand, sizeof cand, "%s/%s", self, rel[i]);
+        else
+            snprintf(cand, sizeof cand, "%s/librlshim.so", RL_LIBDIR);
         if (realpath(cand, real) != NULL && access(real, R_OK) == 0) {
             if (strlen(real) >= len)
                 return -ENAMETOOLONG;
@@ -385,9 +394,9 @@ int rl_cmd_run(int argc, char **argv)
     rc = find_library(lib, sizeof lib);
     if (rc < 0) {
         fprintf(stderr,
-                "rlshim run: librlshim.so is neither in %s nor in "
-                "%s/../lib\n",
-                lib, lib);
+                "rlshim run: librlshim.so is not in %s, %s/../lib or "
+                "%s\n",
+                lib, lib, RL_LIBDIR);
         return 1;
     }
     if (prepend_preload(lib) < 0) {

@@ -396,8 +396,8 @@ static void start_section(struct pstate *ps, const char *name, size_t n)
                 if (distance(head, "user") <= 2 &&
                     good_user(colon + 1, strlen(colon + 1))) {
                     err(ps, ps->lineno,
-                        "unknown section [%s] (did you mean [user:%s]?)",
-                        sec, colon + 1);
+                        "unknown section [%s] (did you mean [user:%s]?)", sec,
+                        colon + 1);
                     return;
                 }
             }
@@ -410,8 +410,8 @@ static void start_section(struct pstate *ps, const char *name, size_t n)
             else if (strcmp(sec, "user") == 0)
                 best = "user:NAME";
             if (best != NULL) {
-                err(ps, ps->lineno,
-                    "unknown section [%s] (did you mean [%s]?)", sec, best);
+                err(ps, ps->lineno, "unknown section [%s] (did you mean [%s]?)",
+                    sec, best);
                 return;
             }
         }
@@ -554,7 +554,10 @@ static int word(struct pstate *ps, const char *key, const char *v,
     }
     for (int i = 0; i < n; i++) {
         strncat(list, words[i], sizeof list - strlen(list) - 1);
-        strncat(list, i + 2 < n ? ", " : i + 1 < n ? " or " : "",
+        strncat(list,
+                i + 2 < n   ? ", "
+                : i + 1 < n ? " or "
+                            : "",
                 sizeof list - strlen(list) - 1);
     }
     err(ps, ps->lineno, "bad value '%s' for '%s' in [%s] (use %s)", v, key,
@@ -595,9 +598,26 @@ static bool get_duration(struct pstate *ps, const char *key, const char *v,
         err(ps, ps->lineno, "negative value '%s' for '%s' in [%s]", v, key,
             sect_name(ps));
     else
-        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v,
-            key, sect_name(ps));
+        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v, key,
+            sect_name(ps));
     return false;
+}
+
+/* Does a comma-separated list have an empty element ("a,,b", "a,")? */
+static bool empty_element(const char *v)
+{
+    bool empty = true; /* the element being read, so far */
+
+    for (; *v; v++) {
+        if (*v == ',') {
+            if (empty)
+                return true;
+            empty = true;
+        } else if (!is_space(*v)) {
+            empty = false;
+        }
+    }
+    return empty;
 }
 
 static void set_rates(struct pstate *ps, int key, int kind, const char *v)
@@ -605,13 +625,16 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
     struct raw_kind *rk = &ps->sects[ps->cur].raw[kind];
     bool sizes = kind == RL_KIND_SEND_BYTES;
     unsigned bad;
-    int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES,
-                                &rk->nrates, &bad);
+    int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES, &rk->nrates,
+                                &bad);
     const char *k = keys[key].name;
 
     if (rc == -E2BIG) {
-        err(ps, ps->lineno, "more than %d rates for '%s' in [%s]",
-            RL_MAX_RATES, k, sect_name(ps));
+        err(ps, ps->lineno, "more than %d rates for '%s' in [%s]", RL_MAX_RATES,
+            k, sect_name(ps));
+    } else if (rc == -EINVAL && empty_element(v)) {
+        err(ps, ps->lineno, "empty rate in the list '%s' for '%s' in [%s]", v,
+            k, sect_name(ps));
     } else if (rc == -EDOM) {
         err(ps, ps->lineno,
             "bad unit in '%s' for '%s' in [%s] (use %sN/ms, N/s, N/min or "
@@ -623,13 +646,13 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
         err(ps, ps->lineno, "negative rate '%s' for '%s' in [%s]", v, k,
             sect_name(ps));
     } else if (rc < 0) {
-        err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]", why_number(rc), v,
-            k, sect_name(ps));
+        err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]", why_number(rc), v, k,
+            sect_name(ps));
     } else {
         for (unsigned i = 0; i < rk->nrates; i++) {
             if (rk->rates[i].count == 0) {
-                err(ps, ps->lineno, "zero rate in '%s' for '%s' in [%s]", v,
-                    k, sect_name(ps));
+                err(ps, ps->lineno, "zero rate in '%s' for '%s' in [%s]", v, k,
+                    sect_name(ps));
                 rk->nrates = 0;
                 return;
             }
@@ -675,8 +698,8 @@ static void set_bursts(struct pstate *ps, int key, int kind, const char *v)
         }
         if (rc < 0) {
             if (one[0] == '-')
-                err(ps, ps->lineno, "negative burst '%s' for '%s' in [%s]",
-                    v, k, sect_name(ps));
+                err(ps, ps->lineno, "negative burst '%s' for '%s' in [%s]", v,
+                    k, sect_name(ps));
             else
                 err(ps, ps->lineno, "%s in '%s' for '%s' in [%s]",
                     why_number(rc), v, k, sect_name(ps));
@@ -840,8 +863,8 @@ static void set_to(struct pstate *ps, const char *v)
         one[b - a] = '\0';
         why = one[0] ? parse_dest(one, &d) : "empty entry";
         if (why != NULL) {
-            err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s",
-                one, sect_name(ps), why);
+            err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
+                sect_name(ps), why);
             free(list);
             return;
         }
@@ -870,8 +893,7 @@ static int handler(void *user, const char *section, const char *name,
     static const char *const key_words[] = {"env", "exe"};
     static const char *const state_words[] = {"shared", "process"};
     static const char *const unknown_words[] = {"allow", "deny"};
-    static const char *const algo_words[] = {"token_bucket",
-                                             "sliding_window"};
+    static const char *const algo_words[] = {"token_bucket", "sliding_window"};
     struct pstate *ps = user;
     struct rl_config *cfg = ps->cfg;
     struct sect *s;
@@ -899,9 +921,8 @@ static int handler(void *user, const char *section, const char *name,
     if (key < 0) {
         const char *best = suggest_key(name, where);
         if (best != NULL)
-            err(ps, ps->lineno,
-                "unknown key '%s' in [%s] (did you mean '%s'?)", name,
-                sect_name(ps), best);
+            err(ps, ps->lineno, "unknown key '%s' in [%s] (did you mean '%s'?)",
+                name, sect_name(ps), best);
         else
             err(ps, ps->lineno, "unknown key '%s' in [%s]", name,
                 sect_name(ps));
@@ -1110,13 +1131,12 @@ static void settle_rule(struct pstate *ps, struct sect *s)
             bad = true;
         } else if (rk->nbursts > 0 && rk->nrates == 0 &&
                    !s->key_line[rate_key(k)]) {
-            err(ps, rk->burst_line, "'%s' without '%s' in [%s]",
-                burst_key(k), kind_names[k], r->section);
+            err(ps, rk->burst_line, "'%s' without '%s' in [%s]", burst_key(k),
+                kind_names[k], r->section);
             bad = true;
         } else if (rk->nbursts > rk->nrates && rk->nrates > 0) {
-            err(ps, rk->burst_line,
-                "%u bursts for %u rates in '%s' of [%s]", rk->nbursts,
-                rk->nrates, burst_key(k), r->section);
+            err(ps, rk->burst_line, "%u bursts for %u rates in '%s' of [%s]",
+                rk->nbursts, rk->nrates, burst_key(k), r->section);
             bad = true;
         }
         if (bad)
@@ -1155,23 +1175,16 @@ static uint64_t hash_limit(uint64_t h, const struct rl_limit *l)
     return rl_hash_u64(h, l->burst);
 }
 
-/* What the table means, never how it was written: comments, blanks and
- * the order of keys within a section do not change it. */
+/* What shapes the shared budgets, never how it was written: the rules in
+ * order, their algorithms and limits, and the table size. Comments, blanks
+ * and key order do not change it, and neither do settings that only say
+ * what a denied call gets or who is logged (on_deny, errno, dry_run, to,
+ * log, report...): editing those keeps every user's budget. */
 static uint64_t hash_config(const struct rl_config *c)
 {
     uint64_t h = RL_HASH_INIT;
 
-    h = rl_hash_u64(h, 1); /* version of this hash's recipe */
-    h = rl_hash_u64(h, (uint64_t)c->key_mode);
-    h = rl_hash_u64(h, (uint64_t)c->on_deny);
-    h = rl_hash_u64(h, c->max_delay_ns);
-    h = rl_hash_u64(h, (uint64_t)c->deny_errno);
-    h = rl_hash_u64(h, (uint64_t)c->state_mode);
-    h = rl_hash_u64(h, (uint64_t)c->unknown);
-    h = rl_hash_u64(h, (uint64_t)c->log_target);
-    h = rl_hash_str(h, c->log_path ? c->log_path : "");
-    h = rl_hash_u64(h, c->dry_run);
-    h = rl_hash_u64(h, c->report);
+    h = rl_hash_u64(h, 2); /* version of this hash's recipe */
     h = rl_hash_u64(h, c->max_users);
     h = rl_hash_u64(h, c->nrules);
     for (size_t i = 0; i < c->nrules; i++) {
@@ -1183,18 +1196,6 @@ static uint64_t hash_config(const struct rl_config *c)
             for (unsigned j = 0; j < r->nlimits[k]; j++)
                 h = hash_limit(h, &r->limits[k][j]);
         }
-        h = rl_hash_u64(h, r->nto);
-        for (size_t j = 0; j < r->nto; j++) {
-            const struct rl_dest *d = &r->to[j];
-            h = rl_hash_u64(h, d->family);
-            h = rl_hash_u64(h, d->prefix);
-            h = rl_hash_u64(h, d->port);
-            h = rl_hash_bytes(h, d->addr, sizeof d->addr);
-        }
-        h = rl_hash_u64(h, (uint64_t)r->on_deny);
-        h = rl_hash_u64(h, r->max_delay_ns);
-        h = rl_hash_u64(h, (uint64_t)r->deny_errno);
-        h = rl_hash_u64(h, r->dry_run);
     }
     return h;
 }
@@ -1260,7 +1261,9 @@ int rl_config_load_string(const char *text, const char *name,
     ini_initial_alloc = RL_CONFIG_LINE_MAX + 2;
 
     rc = ini_parse_stream(reader, &ps, handler, &ps);
-    if (rc != 0 && diag->n == nerr0) {
+    if (rc == -2)
+        ps.nomem = true; /* inih could not allocate its line buffer */
+    else if (rc != 0 && diag->n == nerr0) {
         /* inih saw something our reader did not: still an error. */
         err(&ps, rc > 0 ? (unsigned)rc : ps.lineno, "syntax error");
     }
@@ -1290,7 +1293,10 @@ static int read_file(const char *path, char **text, size_t *len)
     size_t n = 0, cap = 0;
     int fd, rc = 0;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO named as the config must not hang the host
+     * program at start-up; it is refused below like anything that is not
+     * a regular file. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     if (fstat(fd, &st) < 0) {
@@ -1299,6 +1305,10 @@ static int read_file(const char *path, char **text, size_t *len)
     }
     if (S_ISDIR(st.st_mode)) {
         rc = -EISDIR;
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = -EINVAL;
         goto out;
     }
     for (;;) {
@@ -1361,6 +1371,10 @@ int rl_config_load(const char *path, struct rl_config **out,
     rc = read_file(path, &text, &len);
     if (rc == -EFBIG) {
         diag_add(diag, "%s: larger than %u bytes", path, RL_CONFIG_FILE_MAX);
+        return rc;
+    }
+    if (rc == -EINVAL) {
+        diag_add(diag, "%s: cannot read: not a regular file", path);
         return rc;
     }
     if (rc < 0) {
@@ -1442,8 +1456,7 @@ static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned prefix)
     return (a[full] & mask) == (b[full] & mask);
 }
 
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
-                    unsigned salen)
+bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen)
 {
     sa_family_t fam;
     uint8_t addr[16];
@@ -1515,8 +1528,8 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
     static const struct {
         const char *name;
         uint64_t mul;
-    } sz[] = {{"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
-              {"GB", 1000000000ull}, {"MB", 1000000ull}, {"KB", 1000ull}};
+    } sz[] = {{"GiB", 1ull << 30},   {"MiB", 1ull << 20}, {"KiB", 1ull << 10},
+              {"GB", 1000000000ull}, {"MB", 1000000ull},  {"KB", 1000ull}};
     const char *unit = NULL;
     uint64_t count = lim->count;
     const char *szu = "";

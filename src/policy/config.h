@@ -4,7 +4,11 @@
  * that is never changed after: the shim reads it from every thread without
  * a lock. Every error names file:line and what is wrong; all errors of a
  * file are reported, not only the first. Nothing here touches the network,
- * the shared state or the clock. */
+ * the shared state or the clock.
+ *
+ * Loading sets inih's options, which are process globals in Debian's inih
+ * 55: do not load from two threads at once (the shim loads once, at start;
+ * the CLI has one thread). */
 #ifndef RL_POLICY_CONFIG_H
 #define RL_POLICY_CONFIG_H
 
@@ -94,7 +98,9 @@ struct rl_config {
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;
-    uint64_t hash;    /* stable hash of the parsed table (not of the text) */
+    uint64_t hash;    /* stable hash of what shapes the budgets: rules,
+                         algorithms, limits, max_users (not of the text,
+                         nor of on_deny/errno/to/log...: see config.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "policy/config.h"
@@ -19,14 +20,27 @@ static void copy(char *dst, const char *src)
     dst[n] = '\0';
 }
 
-/* The program's name: the file the kernel executed (argv[0] can say
- * anything), else what glibc took from argv[0]. */
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash != NULL ? slash + 1 : path;
+}
+
+/* The program's name: the base name of the file given to execve
+ * (AT_EXECFN: "python3" when started as python3, not the "python3.11" a
+ * symlink leads to, and not whatever argv[0] claims); else the file the
+ * kernel runs; else what glibc took from argv[0]. */
 static void program_name(char *out)
 {
+    const char *execfn = (const char *)getauxval(AT_EXECFN);
     char path[4096];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-    const char *base;
+    ssize_t n;
 
+    if (execfn != NULL && *base_name(execfn) != '\0') {
+        copy(out, base_name(execfn));
+        return;
+    }
+    n = readlink("/proc/self/exe", path, sizeof path - 1);
     if (n > 0) {
         path[n] = '\0';
         /* An executable replaced since exec reads "NAME (deleted)". */
@@ -34,10 +48,8 @@ static void program_name(char *out)
         size_t dl = sizeof deleted - 1;
         if ((size_t)n > dl && strcmp(path + n - dl, deleted) == 0)
             path[n - dl] = '\0';
-        base = strrchr(path, '/');
-        base = base != NULL ? base + 1 : path;
-        if (*base != '\0') {
-            copy(out, base);
+        if (*base_name(path) != '\0') {
+            copy(out, base_name(path));
             return;
         }
     }

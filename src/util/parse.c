@@ -20,8 +20,8 @@ static const struct unit periods[] = {
 };
 
 static const struct unit durations[] = {
-    {"ns", 1},           {"us", RL_NS_PER_US}, {"ms", RL_NS_PER_MS},
-    {"s", RL_NS_PER_S},  {"min", RL_NS_PER_MIN}, {"h", RL_NS_PER_H},
+    {"ns", 1},          {"us", RL_NS_PER_US},   {"ms", RL_NS_PER_MS},
+    {"s", RL_NS_PER_S}, {"min", RL_NS_PER_MIN}, {"h", RL_NS_PER_H},
 };
 
 static const struct unit sizes[] = {
@@ -85,8 +85,8 @@ static uint64_t find_unit(const struct unit *u, size_t nu, const char *s,
 }
 
 /* Leading digits, then a unit from the table; value = number * unit. */
-static int number_unit(const char *s, size_t n, const struct unit *u,
-                       size_t nu, uint64_t *out)
+static int number_unit(const char *s, size_t n, const struct unit *u, size_t nu,
+                       uint64_t *out)
 {
     size_t d = 0;
     uint64_t v, mul;

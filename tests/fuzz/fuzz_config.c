@@ -43,8 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 rl_config_format_dest(&r->to[j], buf, sizeof buf);
             for (int k = 0; k < RL_KIND_COUNT; k++)
                 for (unsigned n = 0; n < r->nlimits[k]; n++)
-                    rl_config_format_rate(k, &r->limits[k][n], buf,
-                                          sizeof buf);
+                    rl_config_format_rate(k, &r->limits[k][n], buf, sizeof buf);
         }
         (void)rl_config_find_rule(cfg, "alice", 1000, "bob");
         rl_config_free(cfg);

@@ -5,15 +5,16 @@
  * build-tree and install layouts are both exercised without the real shim.
  * The runner itself is never preloaded. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
-#include <linux/capability.h>
 #include <unistd.h>
 
 #define STANDIN_LIB "/lib/x86_64-linux-gnu/libdl.so.2"
@@ -203,6 +204,11 @@ Test(check, prints_one_line_per_rule_and_limit)
     run(&r, argv, base_env, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(count_lines(r.out), 2 + 5, "%s", r.out);
+    cr_expect(strstr(r.out, "spec_example.ini: valid; 3 rules; key=env "
+                            "on_deny=fail max_delay=10s errno=EAGAIN "
+                            "dry_run=no state=shared unknown=allow log=off "
+                            "report=no max_users=4096 hash="),
+              "%s", r.out);
     cr_expect(strstr(r.out, "\nuser:1000        send_bytes token_bucket   "
                             "1MiB/s     1MiB    delay<=500ms,EAGAIN        "
                             "127.0.0.1:8080,10.0.0.0/8,[::1]:443\n"),
@@ -260,6 +266,79 @@ Test(check, passes_the_example_host_config)
     cr_expect_eq(r.status, 0, "%s", r.err);
 }
 
+Test(check, says_nothing_is_throttled_when_there_is_no_config_at_all)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", NULL};
+    if (access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0)
+        cr_skip_test("%s exists on this host", RL_SYSCONFDIR "/rlshim.ini");
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, RL_SYSCONFDIR "/rlshim.ini: no such file: "
+                                          "nothing is throttled\n");
+}
+
+Test(check, calls_an_extra_argument_a_usage_error)
+{
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "extra", NULL};
+    run(&r, argv, base_env, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "unexpected argument 'extra'"), "%s", r.err);
+}
+
+Test(check, finds_every_key_explained_in_the_example_host_config)
+{
+    static const char *const keys[] = {
+        "key",
+        "on_deny",
+        "max_delay",
+        "errno",
+        "state",
+        "unknown",
+        "log",
+        "dry_run",
+        "report",
+        "max_users",
+        "algorithm",
+        "connect",
+        "connect_burst",
+        "send",
+        "send_burst",
+        "send_bytes",
+        "send_bytes_burst",
+        "to",
+    };
+    char p[1024], text[16384], pat[64];
+    FILE *f;
+    size_t n;
+
+    snprintf(p, sizeof p, "%s/conf/rlshim.ini", src_dir());
+    f = fopen(p, "r");
+    cr_assert_not_null(f);
+    n = fread(text + 1, 1, sizeof text - 2, f);
+    fclose(f);
+    text[0] = '\n';
+    text[n + 1] = '\0';
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        /* "\nKEY " or "\nKEY=" : the key set on a line of its own, and a
+         * comment line just above it. */
+        snprintf(pat, sizeof pat, "\n%s ", keys[i]);
+        const char *at = strstr(text, pat);
+        if (at == NULL) {
+            snprintf(pat, sizeof pat, "\n%s=", keys[i]);
+            at = strstr(text, pat);
+        }
+        cr_expect_not_null(at, "conf/rlshim.ini does not set '%s'", keys[i]);
+        if (at != NULL) {
+            const char *prev = at - 1;
+            while (prev > text && *prev != '\n')
+                prev--;
+            cr_expect(prev[1] == ';', "'%s' has no comment above it", keys[i]);
+        }
+    }
+}
+
 /* ---- run ----------------------------------------------------------------*/
 
 Test(run, prepends_the_shim_and_sets_config_and_key)
@@ -269,16 +348,20 @@ Test(run, prepends_the_shim_and_sets_config_and_key)
     make_tree(dir, sizeof dir, true);
     snprintf(bin, sizeof bin, "%s/bin/rlshim", dir);
     snprintf(env1, sizeof env1, "LD_PRELOAD=%s", STANDIN_LIB);
-    char *envp[] = {"PATH=/usr/bin:/bin", env1, "RLSHIM_KEY=old", NULL};
-    char *argv[] = {bin,   "run", "-c", fixture("good/spec_example.ini"),
-                    "-k",  "bob", "--", "env", NULL};
+    /* rlshim itself starts with that LD_PRELOAD: an ASan build of it must
+     * be told that this is on purpose. */
+    char *envp[] = {"PATH=/usr/bin:/bin", env1, "RLSHIM_KEY=old",
+                    "ASAN_OPTIONS=verify_asan_link_order=0", NULL};
+    char *argv[] = {bin,  "run", "-c", fixture("good/spec_example.ini"),
+                    "-k", "bob", "--", "env",
+                    NULL};
 
     run(&r, argv, envp, NULL);
     cr_expect_eq(r.status, 0, "%s", r.err);
     snprintf(want, sizeof want, "\nLD_PRELOAD=%s/lib/librlshim.so %s\n", dir,
              STANDIN_LIB);
-    cr_expect(strstr(r.out, want) || strncmp(r.out, want + 1,
-                                             strlen(want + 1)) == 0,
+    cr_expect(strstr(r.out, want) ||
+                  strncmp(r.out, want + 1, strlen(want + 1)) == 0,
               "want %s in:\n%s", want, r.out);
     snprintf(want, sizeof want, "RLSHIM_CONFIG=%s\n",
              fixture("good/spec_example.ini"));
@@ -294,8 +377,9 @@ Test(run, finds_the_shim_beside_a_build_tree_binary)
     char dir[64], bin[128], want[256];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
-                    "printenv", "LD_PRELOAD", NULL};
+    char *argv[] = {
+        bin,        "run",        "-c", fixture("good/spec_example.ini"),
+        "printenv", "LD_PRELOAD", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 0, "%s", r.err);
     snprintf(want, sizeof want, "%s/librlshim.so\n", dir);
@@ -309,8 +393,8 @@ Test(run, passes_on_the_program_exit_status)
     char dir[64], bin[128];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"), "sh",
-                    "-c", "exit 7", NULL};
+    char *argv[] = {bin,  "run", "-c",     fixture("good/spec_example.ini"),
+                    "sh", "-c",  "exit 7", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 7, "%s", r.err);
     remove_tree(dir);
@@ -319,9 +403,9 @@ Test(run, passes_on_the_program_exit_status)
 Test(run, exits_127_when_the_program_is_not_found)
 {
     struct result r;
-    char *argv[] = {rlshim_path(), "run", "-c",
-                    fixture("good/spec_example.ini"), "no-such-program-x",
-                    NULL};
+    char *argv[] = {
+        rlshim_path(),       "run", "-c", fixture("good/spec_example.ini"),
+        "no-such-program-x", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "rlshim: no-such-program-x: command not found\n");
@@ -336,7 +420,7 @@ Test(run, never_searches_the_current_directory_unless_path_says_so)
     copy_file("/bin/true", tool, 0755);
     char bin[128];
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+    char *argv[] = {bin,      "run", "-c", fixture("good/spec_example.ini"),
                     "mytool", NULL};
     run(&r, argv, base_env, dir);
     cr_expect_eq(r.status, 127, "%s", r.err);
@@ -351,7 +435,7 @@ Test(run, refuses_to_start_with_a_broken_config)
 {
     struct result r;
     char *argv[] = {rlshim_path(), "run", "-c", fixture("bad/zero_rate.ini"),
-                    "true", NULL};
+                    "true",        NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.err, "zero_rate.ini:3: zero rate in '0/s'"), "%s",
@@ -373,8 +457,9 @@ static void expect_one_warning(const char *prog, const char *reason)
     char dir[64], bin[128], want[512];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
-                    (char *)prog, "--version", NULL};
+    char *argv[] = {
+        bin,          "run",       "-c", fixture("good/spec_example.ini"),
+        (char *)prog, "--version", NULL};
     run(&r, argv, base_env, NULL);
     snprintf(want, sizeof want,
              "rlshim: warning: the shim cannot see the calls of %s (%s); "
@@ -438,8 +523,7 @@ Test(run, warns_about_a_program_with_file_capabilities)
     cap.data[0].permitted = 1u << CAP_NET_RAW;
     if (setxattr(p, "security.capability", &cap, XATTR_CAPS_SZ_2, 0) != 0) {
         unlink(p);
-        cr_skip_test("cannot set file capabilities here: %s",
-                     strerror(errno));
+        cr_skip_test("cannot set file capabilities here: %s", strerror(errno));
     }
     expect_one_warning(p, "file capabilities");
     unlink(p);
@@ -451,10 +535,143 @@ Test(run, does_not_warn_about_an_ordinary_program)
     char dir[64], bin[128];
     make_tree(dir, sizeof dir, false);
     snprintf(bin, sizeof bin, "%s/rlshim", dir);
-    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"),
+    char *argv[] = {bin,    "run", "-c", fixture("good/spec_example.ini"),
                     "true", NULL};
     run(&r, argv, base_env, NULL);
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.err, "");
     remove_tree(dir);
+}
+
+/* ---- with the real shim -------------------------------------------------*/
+
+/* Five connects to a listener of its own: how many went, how many got
+ * EAGAIN. */
+static char counting_client[] =
+    "import socket, errno\n"
+    "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(16)\n"
+    "ok = denied = 0\n"
+    "for i in range(5):\n"
+    "    c = socket.socket()\n"
+    "    try:\n"
+    "        c.connect(srv.getsockname()); ok += 1\n"
+    "    except OSError as e:\n"
+    "        if e.errno != errno.EAGAIN: raise\n"
+    "        denied += 1\n"
+    "    c.close()\n"
+    "print(ok, denied)\n";
+
+Test(run, throttles_a_real_program_exactly_as_ld_preload_does)
+{
+    char so[1100], dir[64], bin[128], lib[128], ini[128], env1[1200], env2[256];
+    const char *san = getenv("RLSHIM_SANITIZER");
+    struct result viarun, viapreload;
+    FILE *f;
+
+    snprintf(so, sizeof so, "%s/librlshim.so", build_dir());
+    if (access(so, R_OK) != 0)
+        cr_skip_test("no %s in this build", so);
+    if (san != NULL && strcmp(san, "address") == 0)
+        cr_skip_test("an ASan shim needs libasan preloaded first");
+    if (access("/usr/bin/python3", X_OK) != 0)
+        cr_skip_test("no python3");
+
+    make_tree(dir, sizeof dir, false);
+    snprintf(bin, sizeof bin, "%s/rlshim", dir);
+    snprintf(lib, sizeof lib, "%s/librlshim.so", dir);
+    copy_file(so, lib, 0755); /* the real shim, not the stand-in */
+    snprintf(ini, sizeof ini, "%s/t.ini", dir);
+    f = fopen(ini, "w");
+    cr_assert_not_null(f);
+    /* 2 per hour: two connects go, three are denied, whatever the clock. */
+    fputs("[rlshim]\nstate = process\n[default]\nconnect = 2/h\n", f);
+    fclose(f);
+
+    char *argv1[] = {bin,  "run",           "-c", ini, "python3",
+                     "-c", counting_client, NULL};
+    run(&viarun, argv1, base_env, NULL);
+    cr_expect_eq(viarun.status, 0, "%s", viarun.err);
+    cr_expect_str_eq(viarun.out, "2 3\n", "%s", viarun.err);
+
+    snprintf(env1, sizeof env1, "LD_PRELOAD=%s/librlshim.so", dir);
+    snprintf(env2, sizeof env2, "RLSHIM_CONFIG=%s", ini);
+    char *envp[] = {"PATH=/usr/bin:/bin", env1, env2, NULL};
+    char *argv2[] = {"/usr/bin/python3", "-c", counting_client, NULL};
+    run(&viapreload, argv2, envp, NULL);
+    cr_expect_eq(viapreload.status, 0, "%s", viapreload.err);
+    cr_expect_str_eq(viapreload.out, viarun.out);
+    remove_tree(dir);
+}
+
+/* The first "; expect:" of a bad fixture, as the host program's line
+ * starts: "rlshim: PATH:LINE: MESSAGE". */
+static int first_expect(const char *path, char *out, size_t len)
+{
+    char line[512];
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    cr_assert_not_null(f, "%s", path);
+    while (fgets(line, sizeof line, f) != NULL &&
+           strncmp(line, "; expect: ", 10) == 0) {
+        line[strcspn(line, "\n")] = '\0';
+        if (n++ == 0)
+            snprintf(out, len, "rlshim: %s:%s", path, line + 10);
+    }
+    fclose(f);
+    return n;
+}
+
+Test(run, a_broken_config_leaves_the_program_running_with_one_line)
+{
+    char so[1100], dir[1100], path[2200], want[4096], env1[1200], env2[2300];
+    const char *san = getenv("RLSHIM_SANITIZER");
+    struct dirent *e;
+    struct result r;
+    int checked = 0;
+    DIR *dp;
+
+    snprintf(so, sizeof so, "%s/librlshim.so", build_dir());
+    if (access(so, R_OK) != 0)
+        cr_skip_test("no %s in this build", so);
+    if (san != NULL && strcmp(san, "address") == 0)
+        cr_skip_test("an ASan shim needs libasan preloaded first");
+    snprintf(env1, sizeof env1, "LD_PRELOAD=%s", so);
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/bad", src_dir());
+    dp = opendir(dir);
+    cr_assert_not_null(dp);
+    while ((e = readdir(dp)) != NULL) {
+        if (strstr(e->d_name, ".ini") == NULL)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int n = first_expect(path, want, sizeof want);
+        snprintf(env2, sizeof env2, "RLSHIM_CONFIG=%s", path);
+        char *envp[] = {"PATH=/usr/bin:/bin", env1, env2, NULL};
+        char *strict_envp[] = {"PATH=/usr/bin:/bin", env1, env2,
+                               "RLSHIM_STRICT=1", NULL};
+        char *argv[] = {"/bin/echo", "ran", NULL};
+        size_t wl = strlen(want);
+
+        run(&r, argv, envp, NULL);
+        cr_expect_eq(r.status, 0, "%s", e->d_name);
+        cr_expect_str_eq(r.out, "ran\n", "%s", e->d_name);
+        cr_expect_eq(count_lines(r.err), 1, "%s: %s", e->d_name, r.err);
+        cr_expect(strncmp(r.err, want, wl) == 0, "%s:\n want %s\n got  %s",
+                  e->d_name, want, r.err);
+        cr_expect(strstr(r.err, n > 1 ? " more: run 'rlshim check'); "
+                                        "nothing is throttled\n"
+                                      : "; nothing is throttled\n"),
+                  "%s", r.err);
+
+        run(&r, argv, strict_envp, NULL);
+        cr_expect_eq(r.status, 78, "%s", e->d_name);
+        cr_expect_str_eq(r.out, "", "%s", e->d_name);
+        cr_expect_eq(count_lines(r.err), 1, "%s: %s", e->d_name, r.err);
+        cr_expect(strncmp(r.err, want, wl) == 0, "%s", e->d_name);
+        cr_expect(strstr(r.err, "; exiting with status 78 "
+                                "(RLSHIM_STRICT=1)\n"),
+                  "%s", r.err);
+        checked++;
+    }
+    closedir(dp);
+    cr_expect_geq(checked, 30);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "policy/config.h"
@@ -80,8 +81,8 @@ static int check_bad_file(const char *dir, const char *file)
         const char *w = i < nwant ? want[i] : "(nothing)";
         const char *g = i < d.n ? d.msgs[i] : "(nothing)";
         if (strcmp(w, g) != 0) {
-            cr_expect_fail("%s: error %zu\n  want: %s\n  got:  %s", file, i,
-                           w, g);
+            cr_expect_fail("%s: error %zu\n  want: %s\n  got:  %s", file, i, w,
+                           g);
             failed = 1;
         }
     }
@@ -251,8 +252,7 @@ Test(config, accepts_a_line_of_exactly_200_bytes)
     struct rl_config *cfg = load_ok(text);
     rl_config_free(cfg);
 
-    snprintf(text, sizeof text, "[default]\nconnect = 5/s%*s\n", 201 - 13,
-             ";");
+    snprintf(text, sizeof text, "[default]\nconnect = 5/s%*s\n", 201 - 13, ";");
     struct rl_diag d = load_bad(text);
     cr_expect_str_eq(d.msgs[0], "t.ini:2: line longer than 200 bytes");
     rl_diag_free(&d);
@@ -278,9 +278,8 @@ Test(config, counts_lines_with_crlf_endings_and_a_bom)
                                 "connect = 5/s\r\n"
                                 "\r\n"
                                 "sned = 5/s\r\n");
-    cr_expect_str_eq(d.msgs[0],
-                     "t.ini:4: unknown key 'sned' in [default] "
-                     "(did you mean 'send'?)");
+    cr_expect_str_eq(d.msgs[0], "t.ini:4: unknown key 'sned' in [default] "
+                                "(did you mean 'send'?)");
     rl_diag_free(&d);
 }
 
@@ -289,9 +288,8 @@ Test(config, reports_keys_of_a_wrong_section_only_once)
     struct rl_diag d = load_bad("[nonsense]\nfoo = 1\nbar = 2\n"
                                 "[default]\nconect = 1/s\n");
     cr_expect_eq(d.n, 2);
-    cr_expect_str_eq(d.msgs[1],
-                     "t.ini:5: unknown key 'conect' in [default] "
-                     "(did you mean 'connect'?)");
+    cr_expect_str_eq(d.msgs[1], "t.ini:5: unknown key 'conect' in [default] "
+                                "(did you mean 'connect'?)");
     rl_diag_free(&d);
 }
 
@@ -315,6 +313,23 @@ Test(config, hashes_the_meaning_not_the_text)
     struct rl_config *e = load_ok("[default]\nconnect = 5000/ms\n"
                                   "send = 1/s\n");
     cr_expect_eq(a->hash, b->hash);
+    struct rl_config *f = load_ok("[rlshim]\nlog = stderr\n[default]\n"
+                                  "connect = 5/s\nsend = 1/s\n"
+                                  "on_deny = delay\nerrno = ETIMEDOUT\n"
+                                  "to = 10.0.0.0/8\n");
+    cr_expect_eq(a->hash, f->hash, "what a denial gets keeps budgets");
+    struct rl_config *g = load_ok("[rlshim]\nmax_users = 5\n[default]\n"
+                                  "connect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, g->hash, "the table size shapes the segment");
+    struct rl_config *w = load_ok("[default]\nalgorithm = sliding_window\n"
+                                  "connect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, w->hash);
+    struct rl_config *u = load_ok("[user:x]\nconnect = 5/s\nsend = 1/s\n");
+    cr_expect_neq(a->hash, u->hash);
+    rl_config_free(f);
+    rl_config_free(g);
+    rl_config_free(w);
+    rl_config_free(u);
     cr_expect_neq(a->hash, c->hash);
     cr_expect_neq(a->hash, e->hash);
     cr_expect_neq(a->hash, 0);
@@ -329,7 +344,7 @@ Test(config, hash_is_the_same_in_every_build)
     /* Pinned: a change of recipe must be deliberate (old segments would
      * be replaced on upgrade). */
     struct rl_config *a = load_ok("[default]\nconnect = 5/s\n");
-    cr_expect_eq(a->hash, 0xd185d9d0e770da71ull, "hash %016llx",
+    cr_expect_eq(a->hash, 0xdcf4f0c0ce5e5aa8ull, "hash %016llx",
                  (unsigned long long)a->hash);
     rl_config_free(a);
 }
@@ -338,8 +353,7 @@ Test(config, reports_a_missing_file_with_its_path)
 {
     struct rl_diag d = {0};
     struct rl_config *cfg;
-    cr_expect_eq(rl_config_load("/nonexistent/rlshim.ini", &cfg, &d),
-                 -ENOENT);
+    cr_expect_eq(rl_config_load("/nonexistent/rlshim.ini", &cfg, &d), -ENOENT);
     cr_assert_eq(d.n, 1);
     cr_expect_str_eq(d.msgs[0], "/nonexistent/rlshim.ini: cannot read: "
                                 "No such file or directory");
@@ -462,9 +476,10 @@ Test(dest, matches_ipv4_mapped_ipv6_as_ipv4)
 
 Test(dest, matches_ipv6_in_every_spelling)
 {
-    struct rl_config *cfg = load_ok("[default]\nconnect = 1/s\n"
-                                    "to = [::1]:443, fd00::/8, [2001:db8::]/32:53,"
-                                    " [2001:db9::/32]\n");
+    struct rl_config *cfg =
+        load_ok("[default]\nconnect = 1/s\n"
+                "to = [::1]:443, fd00::/8, [2001:db8::]/32:53,"
+                " [2001:db9::/32]\n");
     const struct rl_rule *r = &cfg->rules[0];
     cr_expect(covers(r, "::1", 443));
     cr_expect_not(covers(r, "::1", 80));
@@ -538,4 +553,38 @@ Test(config, prints_rates_as_the_file_would_spell_them)
                           sizeof buf);
     cr_expect_str_eq(buf, "10B/min");
     rl_config_free(cfg);
+}
+
+Test(config, refuses_a_fifo_without_waiting_for_a_writer)
+{
+    char dir[] = "/tmp/rlshim-fifo-XXXXXX", path[64];
+    struct rl_diag d = {0};
+    struct rl_config *cfg;
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rlshim.ini", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_expect_eq(rl_config_load(path, &cfg, &d), -EINVAL);
+    cr_assert_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], ": cannot read: not a regular file"));
+    rl_diag_free(&d);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(config, refuses_a_file_over_the_size_cap)
+{
+    char path[] = "/tmp/rlshim-big-XXXXXX";
+    struct rl_diag d = {0};
+    struct rl_config *cfg;
+    int fd = mkstemp(path);
+
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, RL_CONFIG_FILE_MAX + 1), 0);
+    close(fd);
+    cr_expect_eq(rl_config_load(path, &cfg, &d), -EFBIG);
+    cr_assert_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], ": larger than 1048576 bytes"));
+    rl_diag_free(&d);
+    unlink(path);
 }

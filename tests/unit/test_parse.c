@@ -21,8 +21,8 @@ Test(parse_u64, reads_plain_decimal_numbers)
 Test(parse_u64, rejects_empty_signs_blanks_hex_and_junk)
 {
     uint64_t v = 42;
-    const char *bad[] = {"", "-1", "+1", " 1", "1 ", "0x10", "1a", "1.0",
-                         "1,000", "\t"};
+    const char *bad[] = {"",     "-1", "+1",  " 1",    "1 ",
+                         "0x10", "1a", "1.0", "1,000", "\t"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_expect_eq(rl_parse_u64(bad[i], &v), -EINVAL, "'%s'", bad[i]);
     cr_expect_eq(v, 42, "a failed parse leaves the output alone");
@@ -161,17 +161,15 @@ Test(parse_rate, rejects_bad_shapes_numbers_and_units)
     cr_expect_eq(rl_parse_rate("-5/s", false, &r), -EINVAL);
     cr_expect_eq(rl_parse_rate("x/s", false, &r), -EINVAL);
     cr_expect_eq(rl_parse_rate("", false, &r), -EINVAL);
-    cr_expect_eq(rl_parse_rate("99999999999999999999/s", false, &r),
-                 -ERANGE);
+    cr_expect_eq(rl_parse_rate("99999999999999999999/s", false, &r), -ERANGE);
 }
 
 Test(parse_rate_list, reads_comma_separated_rates_with_blanks)
 {
     struct rl_rate r[4];
     unsigned n = 0, bad;
-    cr_assert_eq(rl_parse_rate_list("5/s, 100/min ,1000/h", false, r, 4, &n,
-                                    &bad),
-                 0);
+    cr_assert_eq(
+        rl_parse_rate_list("5/s, 100/min ,1000/h", false, r, 4, &n, &bad), 0);
     cr_assert_eq(n, 3);
     cr_expect_eq(r[0].count, 5);
     cr_expect_eq(r[1].period_ns, RL_NS_PER_MIN);
