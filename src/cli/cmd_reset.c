@@ -85,7 +85,8 @@ int rl_cmd_reset(int argc, char **argv)
     int c, e, status = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+    opterr = 0; /* our own message, named after the command */
+    while ((c = getopt_long(argc, argv, ":c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             copt = optarg;
@@ -93,7 +94,14 @@ int rl_cmd_reset(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr, "rlshim reset: option '%s' needs a value\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            return 2;
         default:
+            fprintf(stderr, "rlshim reset: unknown option '%s'\n",
+                    argv[optind - 1]);
             usage(stderr);
             return 2;
         }

@@ -70,8 +70,8 @@ static bool available(const struct rl_rule *rule,
     return true;
 }
 
-static void row(struct view *v, const char *user, const char *rule_name,
-                int k, const char *algo, const uint64_t *c, bool has_avail,
+static void row(struct view *v, const char *user, const char *rule_name, int k,
+                const char *algo, const uint64_t *c, bool has_avail,
                 uint64_t avail)
 {
     FILE *f = v->out;
@@ -223,7 +223,8 @@ int rl_cmd_stat(int argc, char **argv)
     int c, r, status = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:jwh", longopts, NULL)) != -1) {
+    opterr = 0; /* our own message, named after the command */
+    while ((c = getopt_long(argc, argv, ":c:jwh", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             copt = optarg;
@@ -237,7 +238,14 @@ int rl_cmd_stat(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            fprintf(stderr, "rlshim stat: option '%s' needs a value\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            return 2;
         default:
+            fprintf(stderr, "rlshim stat: unknown option '%s'\n",
+                    argv[optind - 1]);
             usage(stderr);
             return 2;
         }
@@ -249,19 +257,22 @@ int rl_cmd_stat(int argc, char **argv)
     if (rl_cli_load_optional(copt, &cfg) < 0)
         return 1;
     v.cfg = cfg;
+    if (cfg && cfg->state_mode == RL_STATE_PROCESS)
+        fprintf(stderr,
+                "rlshim: %s has state = process: each process keeps "
+                "its own counters, none are shown here\n",
+                cfg->path ? cfg->path : "the config");
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     do {
         if (!s) {
-            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why,
-                                sizeof why);
+            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why, sizeof why);
             if (r == -ENOENT && !watch) {
                 /* Nothing has been counted yet: an empty table. */
                 if (v.json)
                     fputs("[]\n", stdout);
                 else
-                    fprintf(stderr, "rlshim: %s: nothing counted yet\n",
-                            why);
+                    fprintf(stderr, "rlshim: %s: nothing counted yet\n", why);
                 goto out;
             }
             if (r < 0 && r != -ENOENT) {

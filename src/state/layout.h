@@ -53,7 +53,7 @@ struct rl_seg_header {
     rl_atomic_u64 stale;     /* non-zero: replaced, re-open */
     rl_atomic_u64 arena_used;
     rl_atomic_u64 overflow_used;
-    uint64_t reserved[6];    /* zero; room for later fields */
+    uint64_t reserved[6]; /* zero; room for later fields */
 };
 
 #define RL_SEG_HEADER_SIZE 144u
@@ -63,9 +63,9 @@ struct rl_seg_header {
  * publishes it after writing the label; a process that waited too long for
  * a claimer (which may have died) publishes its own. Readers load it with
  * acquire (pairs with that CAS in claim/publish in store.c). */
-#define RL_META_READY (1ull << 63)   /* published */
-#define RL_META_FULL (1ull << 62)    /* no words could be had: overflow */
-#define RL_META_NWORDS_SHIFT 40      /* bits 40..61: nwords (< 2^22) */
+#define RL_META_READY (1ull << 63) /* published */
+#define RL_META_FULL (1ull << 62)  /* no words could be had: overflow */
+#define RL_META_NWORDS_SHIFT 40    /* bits 40..61: nwords (< 2^22) */
 #define RL_META_NWORDS_MAX ((1ull << 22) - 1)
 #define RL_META_OFF_MASK ((1ull << 40) - 1) /* bits 0..39: arena offset */
 
@@ -113,8 +113,7 @@ static inline uint64_t rl_seg_size(uint64_t nslots, uint64_t noverflow,
 {
     const uint64_t lim = 1ull << 40;
     if (nslots == 0 || noverflow == 0 || nslots > UINT32_MAX ||
-        noverflow > UINT32_MAX || arena_words >= lim ||
-        overflow_words >= lim)
+        noverflow > UINT32_MAX || arena_words >= lim || overflow_words >= lim)
         return 0;
     return RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE +
            (arena_words + overflow_words) * 8;

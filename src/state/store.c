@@ -11,16 +11,21 @@
  * do not both rename over it, which would strand the first one's users on
  * an orphan. The replacer sets `stale` in the old file before the rename.
  *
- * Nothing here keeps a file descriptor: each fd is closed once mapped. */
+ * Nothing here keeps a file descriptor: each fd is closed once mapped. A
+ * process killed while building leaves its temporary file; the next
+ * process to make a segment sweeps such files away (sweep_temps). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "state/layout.h"
@@ -77,13 +82,23 @@ int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid)
     return 0;
 }
 
+static uint64_t clamp(uint64_t v, uint64_t max)
+{
+    return v < max ? v : max;
+}
+
 static void geometry_from(const struct rl_store_opts *o, struct geometry *g)
 {
-    g->nslots = o->nslots ? o->nslots : 4096;
-    g->arena_words = o->arena_words ? o->arena_words : 16ull * g->nslots;
-    g->noverflow = o->noverflow ? o->noverflow : 64;
-    g->overflow_words = o->overflow_words ? o->overflow_words
-                                          : g->arena_words / 4 + 4096;
+    g->nslots =
+        o->nslots ? (uint32_t)clamp(o->nslots, RL_STORE_SLOTS_MAX) : 4096;
+    g->arena_words = clamp(o->arena_words ? o->arena_words : 16ull * g->nslots,
+                           RL_STORE_ARENA_MAX);
+    g->noverflow = o->noverflow
+                       ? (uint32_t)clamp(o->noverflow, RL_STORE_SLOTS_MAX)
+                       : 64 + g->nslots / 64;
+    g->overflow_words =
+        clamp(o->overflow_words ? o->overflow_words : g->arena_words / 4 + 4096,
+              RL_STORE_ARENA_MAX);
 }
 
 /* Point `s` at a mapping whose header has been validated or just built. */
@@ -143,11 +158,11 @@ static bool header_ok(struct rl_seg_header *h, uint64_t size)
                        h->overflow_words) == size;
 }
 
-static int map_anon(struct rl_store *s, const struct geometry *g,
-                    uint64_t hash, uint32_t uid)
+static int map_anon(struct rl_store *s, const struct geometry *g, uint64_t hash,
+                    uint32_t uid)
 {
-    uint64_t size = rl_seg_size(g->nslots, g->noverflow, g->arena_words,
-                                g->overflow_words);
+    uint64_t size =
+        rl_seg_size(g->nslots, g->noverflow, g->arena_words, g->overflow_words);
     void *map;
 
     if (size == 0 || size > SIZE_MAX)
@@ -172,8 +187,8 @@ static int build_file(const char *dir, uint32_t uid, const struct geometry *g,
                       uint64_t *size)
 {
     static rl_atomic_u64 seq;
-    uint64_t sz = rl_seg_size(g->nslots, g->noverflow, g->arena_words,
-                              g->overflow_words);
+    uint64_t sz =
+        rl_seg_size(g->nslots, g->noverflow, g->arena_words, g->overflow_words);
     int fd = -1;
     int r;
 
@@ -185,8 +200,8 @@ static int build_file(const char *dir, uint32_t uid, const struct geometry *g,
                          (unsigned long long)rl_add_relaxed_u64(&seq, 1));
         if (n < 0 || (size_t)n >= tmplen)
             return -ENAMETOOLONG;
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
+        fd =
+            open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST)
             return -errno;
     }
@@ -226,8 +241,8 @@ static const char *foreign(const struct stat *st, uid_t uid)
 
 /* Open `path` without following a link or blocking on a FIFO, and say why
  * it is refused when it is. Returns the fd, or -errno. */
-static int open_checked(const char *path, uid_t uid, struct stat *st,
-                        char *why, size_t whylen)
+static int open_checked(const char *path, uid_t uid, struct stat *st, char *why,
+                        size_t whylen)
 {
     const char *bad;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -269,8 +284,8 @@ static int map_valid(int fd, const struct stat *st, struct rl_store *s,
     *hdr_map = NULL;
     if (size < RL_SEG_HEADER_SIZE)
         return 0;
-    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-             fd, 0);
+    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
     if (h == MAP_FAILED)
         return -errno;
     if (!header_ok(h, size) || size > SIZE_MAX) {
@@ -338,6 +353,40 @@ out:
     return r;
 }
 
+/* Remove temporary files that a process killed while building a segment
+ * left in `dir`: ours (owner and name), regular, older than a minute, and
+ * of a pid that no longer exists. Runs only when a segment is being made,
+ * which is rare. */
+static void sweep_temps(const char *dir, uint32_t uid)
+{
+    char prefix[32];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    time_t now = time(NULL);
+    int n = snprintf(prefix, sizeof prefix, ".rlshim-%u.", uid);
+
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        struct stat st;
+        char *end;
+        long pid;
+
+        if (strncmp(e->d_name, prefix, (size_t)n) != 0)
+            continue;
+        errno = 0;
+        pid = strtol(e->d_name + n, &end, 10);
+        if (errno || end == e->d_name + n || *end != '.' || pid <= 0)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != uid || st.st_mtime > now - 60)
+            continue;
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
                        const struct geometry *g, char *why, size_t whylen)
 {
@@ -360,6 +409,7 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
         int fd = open_checked(path, o->uid, &st, why, whylen);
 
         if (fd == -ENOENT) {
+            sweep_temps(dir, o->uid);
             r = build_file(dir, o->uid, g, o->config_hash, tmp, sizeof tmp,
                            &map, &size);
             if (r < 0) {
@@ -397,8 +447,8 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
             r = 0;
         }
         if (r == 0)
-            r = replace(dir, path, fd, &st, old_map, g, o->config_hash,
-                        o->uid, s);
+            r = replace(dir, path, fd, &st, old_map, g, o->config_hash, o->uid,
+                        s);
         if (old_map)
             munmap(old_map, old_len);
         close(fd);
@@ -434,7 +484,13 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
             return 0;
         }
         memset(s, 0, sizeof *s);
-        /* Refused or impossible: budgets in this process (why says so). */
+        /* Refused or impossible: budgets in this process, and why says
+         * so in the same line. */
+        if (why && whylen) {
+            size_t n = strlen(why);
+            snprintf(why + n, whylen - n, "%s",
+                     "; budgets are kept in this process only");
+        }
     }
     r = map_anon(s, &g, o->config_hash, o->uid);
     if (r < 0) {
@@ -561,8 +617,8 @@ static uint64_t publish(struct rl_store *s, uint32_t index, uint32_t nwords)
          * meta CAS below publishes the offset. */
         uint64_t off = rl_add_relaxed_u64(used, nwords);
         if (off <= cap - nwords)
-            meta = RL_META_READY |
-                   ((uint64_t)nwords << RL_META_NWORDS_SHIFT) | off;
+            meta = RL_META_READY | ((uint64_t)nwords << RL_META_NWORDS_SHIFT) |
+                   off;
     }
     /* Release: the label written before is visible to whoever acquires
      * meta (wait_meta, rl_store_each). */

@@ -11,7 +11,14 @@
  * 0600, created race-free, validated before it is trusted (magic, layout
  * version, size, config hash), replaced when it is ours but wrong, refused
  * when it is foreign. Process mode: the same layout in this process's
- * anonymous memory. The store keeps no file descriptor open. */
+ * anonymous memory (shared with forked children, gone at exec). The store
+ * keeps no file descriptor open.
+ *
+ * Known limits: processes of one uid running with two different configs
+ * replace each other's segment in turn (each judges the other's wrong), so
+ * their budgets restart at every swap; a segment deleted by hand is not
+ * noticed by processes already attached to it (they keep the orphan, new
+ * processes make a new one). */
 #ifndef RL_STATE_STORE_H
 #define RL_STATE_STORE_H
 
@@ -44,10 +51,17 @@ struct rl_store_opts {
     uint64_t arena_words; /* state words for table slots; 0: 16 a slot */
     /* Overflow slots live apart from the table, with their own arena, so
      * they always exist however full the table is: one per rule is
-     * enough. 0: 64 slots; 0 words: a quarter of arena_words + 4096. */
+     * enough. 0: 64 + nslots / 64 slots; 0 words: a quarter of arena_words
+     * + 4096. */
     uint32_t noverflow;
     uint64_t overflow_words;
 };
+
+/* Bounds on what opts may ask for; beyond them users overflow. A segment
+ * is sparse (tmpfs allocates only the pages touched), so these bound the
+ * address space taken, not the memory. */
+#define RL_STORE_SLOTS_MAX (1u << 22)
+#define RL_STORE_ARENA_MAX (1ull << 27) /* words: 1 GiB */
 
 struct rl_store;
 
@@ -92,8 +106,7 @@ bool rl_store_is_stale(const struct rl_store *s);
 static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
                                   enum rl_stat stat, uint64_t n)
 {
-    rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat],
-                       n);
+    rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
 }
 
 /* What the segment was made for, for `rlshim stat`. */

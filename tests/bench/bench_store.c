@@ -84,8 +84,8 @@ static double round_bare(rl_word *w)
     uint64_t t0 = rl_clock_now_ns(), got = 0;
 
     for (int i = 0; i < PER_ROUND; i++)
-        got += rl_token_bucket.take(w, &lim, rl_clock_now_ns(), 1, 1, 0)
-                   .granted;
+        got +=
+            rl_token_bucket.take(w, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
     sink += got;
     return (double)(rl_clock_now_ns() - t0) / PER_ROUND;
 }

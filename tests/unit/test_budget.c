@@ -114,11 +114,9 @@ Test(budget, finds_the_rule_and_user_back_from_a_label)
     rules[2].section = "default";
     cfg.rules = rules;
     cfg.nrules = 3;
-    cr_assert_eq(rl_budget_parse_label(&cfg, "default|1000", &user),
-                 &rules[2]);
+    cr_assert_eq(rl_budget_parse_label(&cfg, "default|1000", &user), &rules[2]);
     cr_assert_str_eq(user, "1000");
-    cr_assert_eq(rl_budget_parse_label(&cfg, "user:a|b|x|y", &user),
-                 &rules[1]);
+    cr_assert_eq(rl_budget_parse_label(&cfg, "user:a|b|x|y", &user), &rules[1]);
     cr_assert_str_eq(user, "x|y");
     cr_assert_eq(rl_budget_parse_label(&cfg, "user:scraper|*", &user),
                  &rules[0]);

@@ -2,6 +2,7 @@
  * filled the way the gate fills it (budget.c's layout and labels). */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,10 +99,10 @@ static void spend(const char *section, int kind, unsigned n)
             rule = &cfg->rules[i];
     cr_assert_not_null(rule);
     rl_budget_layout(rule, &l);
-    tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label,
-                          sizeof label);
+    tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label, sizeof label);
     cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
-                               rl_budget_overflow_tag(rule), &sl, &ovf), 0);
+                               rl_budget_overflow_tag(rule), &sl, &ovf),
+                 0);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *lim = &rule->limits[kind][0];
         struct rl_verdict v = rl_algorithm_get(lim->algo)->take(
@@ -139,7 +140,7 @@ static void stat_json(char *out, size_t len)
     cr_assert_eq(run(args, out, len), 0, "%s", out);
 }
 
-#define ALICE_CONNECT                                                         \
+#define ALICE_CONNECT                                                          \
     "{\"user\": \"alice\", \"rule\": \"user:alice\", \"limit\": \"connect\", " \
     "\"algorithm\": \"token_bucket\", "
 
@@ -153,8 +154,8 @@ Test(stat, prints_one_json_element_per_user_and_limit)
     spend("user:scraper", RL_KIND_CONNECT, 1);
     stat_json(out, sizeof out);
     cr_assert_not_null(strstr(out, ALICE_CONNECT
-                               "\"allowed\": 5, \"denied\": 1, \"delayed\": 0, "
-                               "\"delayed_ns\": 0, \"available\": 0}"),
+                              "\"allowed\": 5, \"denied\": 1, \"delayed\": 0, "
+                              "\"delayed_ns\": 0, \"available\": 0}"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "\"user\": \"alice\", \"rule\": "
                                    "\"user:alice\", \"limit\": \"send\", "
@@ -205,8 +206,12 @@ Test(stat, prints_a_table_for_people)
 Test(stat, hides_budgets_read_under_another_config)
 {
     struct rl_store_opts o = {
-        .shared = true, .dir = dir, .uid = (uint32_t)getuid(),
-        .config_hash = 1, .nslots = 32, .arena_words = 1024,
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = 1,
+        .nslots = 32,
+        .arena_words = 1024,
     };
     char out[8192];
 
@@ -239,8 +244,8 @@ Test(stat, reset_of_one_user_gives_only_that_user_a_full_budget)
     cr_assert_not_null(strstr(out, "reset 1 budget"), "%s", out);
     stat_json(out, sizeof out);
     cr_assert_not_null(strstr(out, ALICE_CONNECT
-                               "\"allowed\": 0, \"denied\": 0, \"delayed\": 0, "
-                               "\"delayed_ns\": 0, \"available\": 5}"),
+                              "\"allowed\": 0, \"denied\": 0, \"delayed\": 0, "
+                              "\"delayed_ns\": 0, \"available\": 5}"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "\"allowed\": 2, \"denied\": 0, "
                                    "\"delayed\": 0, \"delayed_ns\": 0, "
@@ -284,4 +289,76 @@ Test(stat, reset_of_an_unknown_user_says_so)
     snprintf(args, sizeof args, "reset -c %s bob", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 1);
     cr_assert_not_null(strstr(out, "no budget for user 'bob'"), "%s", out);
+}
+
+Test(stat, watch_redraws_every_second_and_follows_new_counts)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+    char out[16384], prog[512];
+    const char *first, *second;
+    size_t n = 0;
+    ssize_t got;
+    int fds[2], status;
+    pid_t pid;
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    snprintf(prog, sizeof prog, "%s/rlshim", build ? build : "build");
+    cr_assert_eq(pipe(fds), 0);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(prog, prog, "stat", "--json", "--watch", "-c", cfg_path,
+              (char *)0);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* The first frame comes at once; spend while it sleeps. */
+    got = read(fds[0], out, sizeof out - 1);
+    cr_assert_gt(got, 0);
+    n = (size_t)got;
+    spend("user:alice", RL_KIND_CONNECT, 1);
+    usleep(1500000);
+    kill(pid, SIGINT);
+    while (n < sizeof out - 1 &&
+           (got = read(fds[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)got;
+    out[n] = '\0';
+    close(fds[0]);
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%#x", status);
+    first = strstr(out, ALICE_CONNECT "\"allowed\": 1,");
+    second = strstr(out, ALICE_CONNECT "\"allowed\": 2,");
+    cr_assert_not_null(first, "%s", out);
+    cr_assert_not_null(second, "%s", out);
+    cr_assert_lt(first, second);
+}
+
+Test(stat, names_a_bad_option_and_exits_2)
+{
+    char out[1024];
+
+    cr_assert_eq(run("stat --bogus", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "rlshim stat: unknown option '--bogus'"),
+                       "%s", out);
+    cr_assert_eq(run("reset -c", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "needs a value"), "%s", out);
+    cr_assert_eq(run("reset a b", out, sizeof out), 2);
+}
+
+Test(stat, says_counters_are_per_process_under_state_process)
+{
+    char out[1024], args[512], path[256];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/proc.ini", dir);
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("[rlshim]\nstate = process\n[default]\nconnect = 1/s\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "stat -c %s", path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "state = process"), "%s", out);
 }

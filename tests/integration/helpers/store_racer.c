@@ -82,7 +82,8 @@ static void *run(void *arg)
 
         pthread_barrier_wait(&r->page->barrier);
         if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
-                          r->nwords, 1, &slot, &ovf) < 0 || ovf) {
+                          r->nwords, 1, &slot, &ovf) < 0 ||
+            ovf) {
             atomic_fetch_add(&r->page->errors, 1);
             continue;
         }
@@ -129,8 +130,8 @@ int main(int argc, char **argv)
     }
     if (nthreads == 0 || nthreads > 64 || r.reps > RACE_MAX_REPS)
         return 1;
-    r.page = mmap(NULL, sizeof *r.page, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  fd, 0);
+    r.page =
+        mmap(NULL, sizeof *r.page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (r.page == MAP_FAILED)
         return 1;
     pthread_barrier_wait(&r.page->start);
