@@ -16,6 +16,8 @@
  *   client untouched PORT OUT     file, pipe, AF_UNIX, outside `to`
  *   client reuse PORT             fd reuse after each close path
  *   client bigfd PORT             a marked socket at fd 1,000,000
+ *   client closerange PORT        close_range(3, ~0U) then connect+send
+ *   client fork PORT              parent and child share one send budget
  *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
  *                                 small send buffer, up to TOTAL bytes
  */
@@ -34,6 +36,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -461,6 +464,41 @@ static int bigfd(const char *dir)
     return 0;
 }
 
+/* Programs close every fd they did not open; the shim must have none
+ * open that a new socket could be confused with. Run with a delaying
+ * budget and a log, so the shim logs before and after the close_range. */
+static int closerange(void)
+{
+    int s = tcp_connected(port);
+    ssize_t a = send(s, "x", 1, MSG_NOSIGNAL);
+    ssize_t b = send(s, "y", 1, MSG_NOSIGNAL); /* delayed: logged */
+    close_range(3, ~0u, 0);
+    int fd = tcp_connected(port);
+    ssize_t c = send(fd, "APPDATA", 7, MSG_NOSIGNAL);
+    ssize_t d = send(fd, "MORE", 4, MSG_NOSIGNAL);
+    close(fd);
+    printf("fd=%d\nsent=%zd\n", fd, a + b + c + d);
+    return 0;
+}
+
+/* After fork the child's sends and the parent's come out of one budget
+ * (send = 3/h): the child sends twice, then the parent twice. */
+static int forked(void)
+{
+    int fd = tcp_connected(port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = (send(fd, "c", 1, 0) == 1) + (send(fd, "c", 1, 0) == 1);
+        _exit(ok);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int ok = (send(fd, "p", 1, 0) == 1) + (send(fd, "p", 1, 0) == 1);
+    close(fd);
+    printf("child_ok=%d\nparent_ok=%d\n", WEXITSTATUS(st), ok);
+    return 0;
+}
+
 /* The kernel takes part of most sends here (a small send buffer, a
  * non-blocking socket): what it did not take must go back to the budget,
  * so exactly the budget gets through in the end. */
@@ -532,6 +570,10 @@ int main(int argc, char **argv)
         return untouched(parse_int(argv[3]), argv[4]);
     if (strcmp(mode, "reuse") == 0 && argc == 4)
         return reuse(argv[3]);
+    if (strcmp(mode, "closerange") == 0)
+        return closerange();
+    if (strcmp(mode, "fork") == 0)
+        return forked();
     if (strcmp(mode, "shortfill") == 0 && argc == 4)
         return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)
