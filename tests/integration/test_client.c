@@ -125,6 +125,24 @@ Test(client, charges_udp_sendto_to_a_covered_address_only)
     cr_expect_eq(h_server_count(&sink, "DGRAM"), 3);
 }
 
+Test(client, charges_named_sendmsg_and_sendmmsg_by_their_destinations)
+{
+    h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n", sink.port);
+    char port2[16];
+    snprintf(port2, sizeof port2, "%d", other.port);
+    client("udpmsg", port2, NULL);
+    cr_expect_eq(out("sendmsg1"), 1);
+    /* 2 units left: matching, other (free), matching; the 4th is cut. */
+    cr_expect_eq(out("sendmmsg"), 3);
+    cr_expect_eq(out("sendmsg2"), -1);
+    cr_expect_eq(out("sendmsg2_errno"), EAGAIN);
+    cr_expect_eq(out("sendmsg_other"), 1);
+    cr_expect_eq(h_server_wait(&sink, "DGRAM", 3, 2), 3);
+    cr_expect_eq(h_server_wait(&other, "DGRAM", 2, 2), 2);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&sink, "DGRAM"), 3);
+}
+
 Test(client, charges_a_connected_udp_socket_per_datagram_not_per_connect)
 {
     h_config_write("[default]\nconnect = 1/h\nsend = 1/h\n"

@@ -6,6 +6,7 @@
  *   client connects PORT N        N non-blocking connects, each closed
  *   client sends PORT N SIZE      one connection, N sends of SIZE bytes
  *   client udp PORT OTHER N       N sendto to PORT and N to OTHER
+ *   client udpmsg PORT OTHER      unconnected sendmsg/sendmmsg with names
  *   client udpconnect PORT        UDP connect + 2 sends, then a TCP connect
  *   client writev PORT            two writev of 1500 bytes in 3 pieces
  *   client sendmmsg PORT          two sendmmsg of 5 datagrams of 100 B
@@ -174,6 +175,42 @@ static int udp(int other, int n)
     }
     printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n",
            mok, mden, ook, oden);
+    return 0;
+}
+
+/* One datagram through sendmsg to `p`; returns what sendmsg returned. */
+static ssize_t msg_to(int fd, int p)
+{
+    struct sockaddr_in a = addr4(p);
+    struct iovec iov = {"m", 1};
+    struct msghdr h = {.msg_name = &a, .msg_namelen = sizeof a,
+                       .msg_iov = &iov, .msg_iovlen = 1};
+    return sendmsg(fd, &h, 0);
+}
+
+static int udpmsg(int other)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ssize_t m1 = msg_to(fd, port);
+    struct sockaddr_in a = addr4(port), b = addr4(other);
+    struct iovec iov = {"n", 1};
+    struct mmsghdr v[4];
+    memset(v, 0, sizeof v);
+    for (int i = 0; i < 4; i++) {
+        /* matching, other, matching, matching */
+        v[i].msg_hdr.msg_name = i == 1 ? &b : &a;
+        v[i].msg_hdr.msg_namelen = sizeof a;
+        v[i].msg_hdr.msg_iov = &iov;
+        v[i].msg_hdr.msg_iovlen = 1;
+    }
+    int mm = sendmmsg(fd, v, 4, 0);
+    ssize_t m2 = msg_to(fd, port);
+    int e2 = errno;
+    ssize_t m3 = msg_to(fd, other);
+    close(fd);
+    printf("sendmsg1=%zd\nsendmmsg=%d\nsendmsg2=%zd\nsendmsg2_errno=%d\n"
+           "sendmsg_other=%zd\n",
+           m1, mm, m2, m2 < 0 ? e2 : 0, m3);
     return 0;
 }
 
@@ -552,6 +589,8 @@ int main(int argc, char **argv)
         return sends(parse_int(argv[3]), parse_int(argv[4]));
     if (strcmp(mode, "udp") == 0 && argc == 5)
         return udp(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "udpmsg") == 0 && argc == 4)
+        return udpmsg(parse_int(argv[3]));
     if (strcmp(mode, "udpconnect") == 0)
         return udpconnect();
     if (strcmp(mode, "writev") == 0)
