@@ -345,6 +345,16 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
+    if (bytes_min < bytes && rule->on_deny == RL_DENY_DELAY) {
+        /* A stream send in delay mode: grant part of it only when a
+         * sizeable part is free (1/16 of the burst), else reserve it all
+         * and sleep. With a minimum of 1 byte, a client that comes back
+         * a few microseconds later would get a few bytes per call: a busy
+         * loop of tiny writes instead of a sleep. */
+        uint64_t chunk = max_bytes / 16 > 0 ? max_bytes / 16 : 1;
+        if (chunk > bytes_min)
+            bytes_min = chunk < bytes ? chunk : bytes;
+    }
     if (!take(b, t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
         untake(b, t, RL_KIND_SEND, gc);
         t->took[RL_KIND_SEND] = false;

@@ -62,7 +62,10 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
  * datagram its whole size). `sa` is the explicit destination, or NULL for
  * the fd's peer (used only in log lines). On GO, t->calls and t->bytes say
- * what was granted; the caller trims its call to that. */
+ * what was granted; the caller trims its call to that. In delay mode a
+ * part is granted only when 1/16 of the byte burst is free at least (else
+ * the whole is reserved and slept for), so that a client coming straight
+ * back gets a sleep, not a few bytes per call. */
 int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);

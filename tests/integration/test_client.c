@@ -110,6 +110,19 @@ Test(client, gives_back_what_the_kernel_did_not_take)
     cr_expect_eq(conn_bytes(&sink, 0, NULL), sent);
 }
 
+Test(client, sleeps_instead_of_granting_crumbs_to_a_client_that_returns_fast)
+{
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[default]\nsend_bytes = 400KiB/s\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    client("sendall", "1048576", NULL);
+    cr_expect_eq(out("sent"), 1048576);
+    /* 16 calls of 64 KiB; a few more for grants cut at 1/16 burst. */
+    cr_expect_leq(out("calls"), 64, "%ld send calls", out("calls"));
+    cr_expect_lt(r.cpu, 0.2 * r.wall, "cpu %.2f s of %.2f s", r.cpu, r.wall);
+    cr_expect_eq(conn_bytes(&sink, 0, NULL), 1048576);
+}
+
 Test(client, charges_udp_sendto_to_a_covered_address_only)
 {
     h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n", sink.port);

@@ -19,6 +19,8 @@
  *   client bigfd PORT             a marked socket at fd 1,000,000
  *   client closerange PORT        close_range(3, ~0U) then connect+send
  *   client fork PORT              parent and child share one send budget
+ *   client sendall PORT TOTAL     blocking sends of 64 KiB until TOTAL,
+ *                                 20 us of work between calls
  *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
  *                                 small send buffer, up to TOTAL bytes
  */
@@ -536,6 +538,31 @@ static int forked(void)
     return 0;
 }
 
+/* A sendall loop of a client that does a little work between calls (as a
+ * slow or traced client would): counts the calls it needed. */
+static int sendall(long total)
+{
+    int fd = tcp_connected(port);
+    static char buf[65536];
+    memset(buf, 's', sizeof buf);
+    long sent = 0, calls = 0;
+    while (sent < total) {
+        size_t want = total - sent < (long)sizeof buf ? (size_t)(total - sent)
+                                                      : sizeof buf;
+        ssize_t r = send(fd, buf, want, MSG_NOSIGNAL);
+        calls++;
+        if (r < 0)
+            break;
+        sent += r;
+        double until = now() + 20e-6;
+        while (now() < until)
+            ;
+    }
+    close(fd);
+    printf("sent=%ld\ncalls=%ld\n", sent, calls);
+    return 0;
+}
+
 /* The kernel takes part of most sends here (a small send buffer, a
  * non-blocking socket): what it did not take must go back to the budget,
  * so exactly the budget gets through in the end. */
@@ -613,6 +640,8 @@ int main(int argc, char **argv)
         return closerange();
     if (strcmp(mode, "fork") == 0)
         return forked();
+    if (strcmp(mode, "sendall") == 0 && argc == 4)
+        return sendall(parse_int(argv[3]));
     if (strcmp(mode, "shortfill") == 0 && argc == 4)
         return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)
