@@ -146,6 +146,15 @@ bool rl_gate_covers(const void *sa, unsigned salen)
     return fam == AF_INET || fam == AF_INET6;
 }
 
+/* How many times a process follows a replaced segment. Two processes
+ * with different configs (an old one still running after an edit) would
+ * otherwise replace each other's segment at every decision, resetting
+ * both budgets each time; after this many, the process keeps the budgets
+ * of the segment it has (no longer shared with newcomers). */
+#define MAX_REOPENS 4
+
+static rl_atomic_u64 reopens;
+
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
@@ -154,10 +163,12 @@ static struct budget *budget(void)
 {
     /* Pairs with the release stores in rl_gate_init and below. */
     struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
-    if (b == NULL || !rl_store_is_stale(b->store))
+    if (b == NULL || !rl_store_is_stale(b->store) ||
+        rl_load_relaxed_u64(&reopens) >= MAX_REOPENS)
         return b;
     if (atomic_flag_test_and_set_explicit(&reopening, memory_order_acquire))
         return b;
+    rl_add_relaxed_u64(&reopens, 1);
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
     if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {

@@ -219,3 +219,35 @@ Test(gate, caps_a_stream_send_at_the_smallest_byte_burst)
               "send_bytes_burst = 800\n");
     cr_expect_leq(rl_gate_max_bytes(), 800);
 }
+
+/* What another process with another config does: replace the segment. */
+static void replace_segment(void)
+{
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = 12345,
+        .nslots = 8,
+        .arena_words = 64,
+    };
+    struct rl_store *s = NULL;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    rl_store_close(s);
+}
+
+Test(gate, follows_a_replaced_segment_but_stops_ping_ponging)
+{
+    gate_with("[user:tester]\nconnect = 1/s\n");
+    cr_expect_eq(conn(T0), RL_GATE_GO);
+    cr_expect_eq(conn(T0), RL_GATE_FAIL);
+    /* Each replacement is followed: a fresh segment, a full budget. */
+    for (int i = 0; i < 4; i++) {
+        replace_segment();
+        cr_expect_eq(conn(T0), RL_GATE_GO, "re-open %d", i);
+        cr_expect_eq(conn(T0), RL_GATE_FAIL);
+    }
+    /* Then the process keeps what it has. */
+    replace_segment();
+    cr_expect_eq(conn(T0), RL_GATE_FAIL);
+}
