@@ -90,8 +90,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
             max_bytes = cap;
     }
     rl_budget_layout(rule, &layout);
-    slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), label,
-                               sizeof label);
+    slot_tag =
+        rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
     overflow_tag = rl_budget_overflow_tag(rule);
     store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
@@ -223,9 +223,8 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-static void log_event(uint64_t now, const char *what, const char *call,
-                      int fd, const void *sa, unsigned salen,
-                      const char *detail)
+static void log_event(uint64_t now, const char *what, const char *call, int fd,
+                      const void *sa, unsigned salen, const char *detail)
 {
     if (!rl_log_enabled())
         return;
@@ -249,9 +248,9 @@ static bool take(struct budget *b, struct rl_gate_ticket *t, int kind,
         *granted = want;
         return true;
     }
-    struct rl_verdict v = rl_multi_take(b->states[kind], rule->limits[kind],
-                                        n, t->now, want, min, max_wait(),
-                                        t->v[kind]);
+    struct rl_verdict v =
+        rl_multi_take(b->states[kind], rule->limits[kind], n, t->now, want, min,
+                      max_wait(), t->v[kind]);
     if (v.granted == 0)
         return false;
     t->took[kind] = true;
@@ -266,8 +265,8 @@ static void untake(struct budget *b, struct rl_gate_ticket *t, int kind,
 {
     if (!t->took[kind] || units == 0 || b == NULL)
         return;
-    rl_multi_refund(b->states[kind], rule->limits[kind],
-                    rule->nlimits[kind], t->now, t->v[kind], units);
+    rl_multi_refund(b->states[kind], rule->limits[kind], rule->nlimits[kind],
+                    t->now, t->v[kind], units);
 }
 
 static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
@@ -313,16 +312,14 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
         t->wait_ns = 0;
 }
 
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
-                       const char *call, int fd, const void *sa,
-                       unsigned salen)
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                       int fd, const void *sa, unsigned salen)
 {
     memset(t, 0, sizeof *t);
     t->now = now;
     t->calls = 1;
     if (rule == NULL)
-        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa,
-                               salen)
+        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa, salen)
                         : RL_GATE_GO;
     struct budget *b = budget();
     uint64_t g;
@@ -347,9 +344,9 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     t->calls = calls;
     t->bytes = bytes;
     if (rule == NULL)
-        return deny_all ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa,
-                               salen)
-                        : RL_GATE_GO;
+        return deny_all
+                   ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa, salen)
+                   : RL_GATE_GO;
     struct budget *b = budget();
     uint64_t gc, gb;
     if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
@@ -395,8 +392,7 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
     if (b != NULL) {
         /* Lower `allowed` by what was not spent after all. */
         rl_add_relaxed_u64(
-            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND +
-                              RL_STAT_ALLOWED],
+            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED],
             (uint64_t)0 - units);
     }
 }

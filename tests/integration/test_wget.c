@@ -33,8 +33,9 @@ Test(wget, is_throttled_again_after_its_timeout_escapes_a_delayed_connect)
     h_run(&r, true, 10, curl);
     cr_assert_eq(r.status, 0);
     cr_assert_eq(h_server_wait(&srv, "", 1, 2), 1);
-    char *wget[] = {"wget", "-q", "-O", "/dev/null", "-T", "1", "-t", "2",
-                    "--waitretry=0", url, NULL};
+    char *wget[] = {"wget", "-q", "-O", "/dev/null",     "-T",
+                    "1",    "-t", "2",  "--waitretry=0", url,
+                    NULL};
     h_run(&r, true, 15, wget);
     cr_expect_eq(r.status, 4, "wget: status %d", r.status); /* network */
     cr_expect_lt(r.wall, 5.0, "wget took %.2f s", r.wall);

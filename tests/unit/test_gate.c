@@ -169,9 +169,9 @@ Test(gate, takes_back_what_the_kernel_did_not_send)
 Test(gate, counts_one_send_per_message_and_grants_a_prefix)
 {
     gate_with("[user:tester]\nsend = 3/s\n");
-    cr_expect_eq(rl_gate_send_at(&t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500,
-                                 100),
-                 RL_GATE_GO);
+    cr_expect_eq(
+        rl_gate_send_at(&t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500, 100),
+        RL_GATE_GO);
     cr_expect_eq(t.calls, 3);
     cr_expect_eq(send_(T0, 10, 10), RL_GATE_FAIL);
 }
@@ -191,8 +191,7 @@ Test(gate, covers_only_the_to_list_and_ipv4_mapped_as_ipv4)
     struct sockaddr_in a = v4("127.0.0.1", 80), b = v4("127.0.0.1", 81);
     cr_expect(rl_gate_covers(&a, sizeof a));
     cr_expect_not(rl_gate_covers(&b, sizeof b));
-    struct sockaddr_in6 m = {.sin6_family = AF_INET6,
-                             .sin6_port = htons(80)};
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = htons(80)};
     inet_pton(AF_INET6, "::ffff:127.0.0.1", &m.sin6_addr);
     cr_expect(rl_gate_covers(&m, sizeof m));
 }

@@ -150,8 +150,8 @@ static int sends(int n, int size)
     }
     double dt = now() - t0;
     close(fd);
-    printf("sent=%ld\ncalls_ok=%d\ndenied=%d\nother=%d\nelapsed_ms=%ld\n",
-           sent, calls_ok, denied, other, (long)(dt * 1e3));
+    printf("sent=%ld\ncalls_ok=%d\ndenied=%d\nother=%d\nelapsed_ms=%ld\n", sent,
+           calls_ok, denied, other, (long)(dt * 1e3));
     return 0;
 }
 
@@ -175,8 +175,8 @@ static int udp(int other, int n)
         else
             oden++;
     }
-    printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n",
-           mok, mden, ook, oden);
+    printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n", mok,
+           mden, ook, oden);
     return 0;
 }
 
@@ -185,8 +185,10 @@ static ssize_t msg_to(int fd, int p)
 {
     struct sockaddr_in a = addr4(p);
     struct iovec iov = {"m", 1};
-    struct msghdr h = {.msg_name = &a, .msg_namelen = sizeof a,
-                       .msg_iov = &iov, .msg_iovlen = 1};
+    struct msghdr h = {.msg_name = &a,
+                       .msg_namelen = sizeof a,
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1};
     return sendmsg(fd, &h, 0);
 }
 
@@ -246,8 +248,7 @@ static int do_writev(void)
     ssize_t r2 = writev(fd, iov, 3);
     int e2 = errno;
     close(fd);
-    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -270,8 +271,7 @@ static int do_sendmmsg(void)
     int r2 = sendmmsg(fd, m, 5, 0);
     int e2 = errno;
     close(fd);
-    printf("first=%d\nsecond=%d\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%d\nsecond=%d\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -285,8 +285,7 @@ static int do_sendfile(const char *path)
     int e2 = errno;
     close(in);
     close(fd);
-    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -354,8 +353,8 @@ static long write_n(int fd, long n)
     static char buf[65536];
     long done = 0;
     while (done < n) {
-        size_t k = n - done < (long)sizeof buf ? (size_t)(n - done)
-                                                : sizeof buf;
+        size_t k =
+            n - done < (long)sizeof buf ? (size_t)(n - done) : sizeof buf;
         ssize_t r = write(fd, buf, k);
         if (r <= 0)
             break;
