@@ -144,7 +144,8 @@ $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 # Tests see the build through the environment, never through LD_PRELOAD of
 # the runner itself: helpers are spawned with the shim in *their* env.
 TEST_ENV = RLSHIM_BUILD=$(abspath $(B)) RLSHIM_SRC=$(abspath .) \
-           RLSHIM_SANITIZER=$(SANITIZER)
+           RLSHIM_SANITIZER=$(SANITIZER) \
+           LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp)
 CRITERION_FLAGS ?= --jobs 2
 
 test: all $(B)/.test-deps unit integration lint

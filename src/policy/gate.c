@@ -27,6 +27,9 @@ struct budget {
     struct rl_store *store;
     struct rl_slot slot;
     rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+    /* The budget this one replaced: never freed, since another thread may
+     * still be deciding in it, and kept reachable from here. */
+    struct budget *replaced;
 };
 
 static const struct rl_config *cfg;
@@ -182,6 +185,7 @@ static struct budget *budget(void)
     struct rl_store *st = NULL;
     if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {
         if (claim(st, nb) == 0) {
+            nb->replaced = b;
             atomic_store_explicit(&cur, nb, memory_order_release);
             b = nb;
             nb = NULL;
