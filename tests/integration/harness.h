@@ -199,6 +199,15 @@ H_FN int h_server_wait(const struct server *s, const char *prefix, int want,
  * seconds (status -1). */
 H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
 {
+    /* A libasan preloaded into curl or wget hangs them in glibc's setlocale
+     * lock, with or without the shim; their runs are in `make ubsan`. */
+    const char *sanitizer = getenv("RLSHIM_SANITIZER");
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
+                                             : argv[0];
+    if (preload && sanitizer != NULL && strcmp(sanitizer, "address") == 0 &&
+        (strcmp(prog, "curl") == 0 || strcmp(prog, "wget") == 0))
+        cr_skip_test("%s hangs under a preloaded libasan; see make ubsan",
+                     prog);
     int p[2];
     cr_assert_eq(pipe(p), 0);
     double t0 = h_now();

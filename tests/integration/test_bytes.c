@@ -56,7 +56,11 @@ static void check(const char *who, const char *prefix, int sha_field,
 {
     cr_assert_eq(r.status, 0, "%s: status %d\n%s", who, r.status, r.out);
     double ideal = (PAYLOAD + overhead - BURST) / RATE;
-    cr_expect(r.wall > ideal * 0.9 && r.wall < ideal * 1.1,
+    /* A sanitizer runtime preloaded into the client slows its start-up
+     * (python with libasan: about half a second), not its sending. */
+    const char *san = getenv("RLSHIM_SANITIZER");
+    double slack = san != NULL && *san != '\0' ? 0.6 : 0.0;
+    cr_expect(r.wall > ideal * 0.9 && r.wall < ideal * 1.1 + slack,
               "%s: %.2f s, ideal %.2f s", who, r.wall, ideal);
     cr_expect_lt(r.cpu, 0.2 * r.wall, "%s: cpu %.2f s of %.2f s", who, r.cpu,
                  r.wall);
