@@ -145,7 +145,8 @@ $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 # the runner itself: helpers are spawned with the shim in *their* env.
 TEST_ENV = RLSHIM_BUILD=$(abspath $(B)) RLSHIM_SRC=$(abspath .) \
            RLSHIM_SANITIZER=$(SANITIZER) \
-           LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp)
+           LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+           TSAN_OPTIONS=die_after_fork=0
 CRITERION_FLAGS ?= --jobs 2
 
 test: all $(B)/.test-deps unit integration lint
