@@ -19,9 +19,11 @@ LOG = None
 LOCK = threading.Lock()
 
 
-def record(method, body):
-    line = "%.6f %s %d %s\n" % (time.monotonic(), method, len(body),
-                                hashlib.sha256(body).hexdigest())
+def record(method, body, start):
+    """One line per request: end time, method, body bytes, sha256 of the
+    body, and the time its headers had arrived (the body's start)."""
+    line = "%.6f %s %d %s %.6f\n" % (time.monotonic(), method, len(body),
+                                     hashlib.sha256(body).hexdigest(), start)
     with LOCK:
         LOG.write(line)
         LOG.flush()
@@ -42,7 +44,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        record("GET", b"")
+        record("GET", b"", time.monotonic())
         self.reply()
 
     def read_body(self):
@@ -60,11 +62,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(n)
 
     def do_POST(self):
+        start = time.monotonic()
         if self.headers.get("Expect", "").lower() == "100-continue":
             self.send_response_only(100)
             self.end_headers()
         body = self.read_body()
-        record("POST", body)
+        record("POST", body, start)
         self.reply()
 
     do_PUT = do_POST
