@@ -25,6 +25,8 @@
 #include "util/clock.h"
 #include "util/ownerlock.h"
 
+#include "../race.h"
+
 #define HASH_A 0x1111222233334444ull
 #define HASH_B 0x5555666677778888ull
 
@@ -87,17 +89,6 @@ static struct rl_store *open_ok(uint64_t hash, bool want_shared)
 static void seg_path(char *buf, size_t len)
 {
     cr_assert_eq(rl_store_path(buf, len, dir, (uint32_t)getuid()), 0);
-}
-
-/* One unit from a counter limited to `limit`. */
-static bool take_one(rl_atomic_u64 *w, uint64_t limit)
-{
-    uint64_t v = rl_load_relaxed_u64(w);
-
-    while (v < limit)
-        if (rl_cas_acq_rel_u64(w, &v, v + 1))
-            return true;
-    return false;
 }
 
 static unsigned take_all(struct rl_store *s, uint64_t tag, uint64_t limit,
@@ -777,29 +768,6 @@ Test(store, refuses_a_directory_or_a_fifo_at_the_segment_path)
 
 /* ---- many processes and threads ---------------------------------------- */
 
-#define RACE_MAX_REPS 128
-
-/* Shared with tests/integration/helpers/store_racer.c (same definition). */
-struct race_page {
-    pthread_barrier_t start;   /* every process, before it opens */
-    pthread_barrier_t barrier; /* every thread, before each rep */
-    uint64_t tag0;
-    uint64_t config_hash;
-    _Atomic uint64_t admitted[RACE_MAX_REPS];
-    _Atomic uint64_t errors;
-    _Atomic uint64_t attempts;
-};
-
-struct racer {
-    struct rl_store *store;
-    struct race_page *page;
-    unsigned reps;
-    uint64_t limit;
-    const struct rl_algorithm *algo; /* NULL: the CAS counter */
-    struct rl_limit lim;
-    uint32_t nwords;
-};
-
 /* `limit` per hour: nothing refills while the threads race. */
 static void racer_algo(struct racer *r, const char *algo)
 {
@@ -815,34 +783,6 @@ static void racer_algo(struct racer *r, const char *algo)
     cr_assert_eq(rl_limit_prepare(&r->lim, id, r->limit, 3600000000000ull, 0),
                  0);
     r->nwords = r->algo->state_words(&r->lim);
-}
-
-static void *race_thread(void *arg)
-{
-    struct racer *r = arg;
-
-    for (unsigned rep = 0; rep < r->reps; rep++) {
-        struct rl_slot slot;
-        bool ovf;
-        bool ok;
-
-        pthread_barrier_wait(&r->page->barrier);
-        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
-                          r->nwords, 1, &slot, &ovf) < 0 ||
-            ovf) {
-            atomic_fetch_add(&r->page->errors, 1);
-            continue;
-        }
-        atomic_fetch_add(&r->page->attempts, 1);
-        if (r->algo)
-            ok = r->algo->take(slot.words, &r->lim, rl_clock_now_ns(), 1, 1, 0)
-                     .granted == 1;
-        else
-            ok = take_one(&slot.words[0], r->limit);
-        if (ok)
-            atomic_fetch_add(&r->page->admitted[rep], 1);
-    }
-    return NULL;
 }
 
 /* In a forked child: open the store as a new process would, race. */

@@ -4,7 +4,7 @@
  *
  * Opens the uid's segment in DIR as a separate program would, maps the
  * test's shared page from the inherited descriptor MEMFD (struct
- * race_page, defined identically in tests/unit/test_store.c), and runs
+ * race_page of tests/race.h), and runs
  * NTHREADS threads that, REPS times, wait at the page's process-shared
  * barrier and then take one unit of the rep's budget (tag page->tag0 +
  * rep) from a limit of LIMIT per hour with ALGO (counter: a bare CAS
@@ -20,31 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "limit/limit.h"
-#include "state/store.h"
-#include "util/clock.h"
-
-#define RACE_MAX_REPS 128
-
-struct race_page {
-    pthread_barrier_t start;   /* every process, before it opens */
-    pthread_barrier_t barrier; /* every thread, before each rep */
-    uint64_t tag0;
-    uint64_t config_hash;
-    _Atomic uint64_t admitted[RACE_MAX_REPS];
-    _Atomic uint64_t errors;
-    _Atomic uint64_t attempts;
-};
-
-struct racer {
-    struct rl_store *store;
-    struct race_page *page;
-    unsigned reps;
-    uint64_t limit;
-    const struct rl_algorithm *algo; /* NULL: the CAS counter */
-    struct rl_limit lim;
-    uint32_t nwords;
-};
+#include "../../race.h"
 
 static unsigned long parse(const char *s)
 {
@@ -58,45 +34,6 @@ static unsigned long parse(const char *s)
         exit(1);
     }
     return v;
-}
-
-/* One unit from a counter limited to `limit`: the smallest real limiter. */
-static bool take(rl_atomic_u64 *w, uint64_t limit)
-{
-    uint64_t v = rl_load_relaxed_u64(w);
-
-    while (v < limit)
-        if (rl_cas_acq_rel_u64(w, &v, v + 1))
-            return true;
-    return false;
-}
-
-static void *run(void *arg)
-{
-    struct racer *r = arg;
-
-    for (unsigned rep = 0; rep < r->reps; rep++) {
-        struct rl_slot slot;
-        bool ovf;
-        bool ok;
-
-        pthread_barrier_wait(&r->page->barrier);
-        if (rl_store_slot(r->store, r->page->tag0 + rep, "race|racer",
-                          r->nwords, 1, &slot, &ovf) < 0 ||
-            ovf) {
-            atomic_fetch_add(&r->page->errors, 1);
-            continue;
-        }
-        atomic_fetch_add(&r->page->attempts, 1);
-        if (r->algo)
-            ok = r->algo->take(slot.words, &r->lim, rl_clock_now_ns(), 1, 1, 0)
-                     .granted == 1;
-        else
-            ok = take(&slot.words[0], r->limit);
-        if (ok)
-            atomic_fetch_add(&r->page->admitted[rep], 1);
-    }
-    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -149,7 +86,7 @@ int main(int argc, char **argv)
         atomic_fetch_add(&r.page->errors, 1);
     }
     for (unsigned long i = 0; i < nthreads; i++)
-        if (pthread_create(&th[i], NULL, run, &r) != 0)
+        if (pthread_create(&th[i], NULL, race_thread, &r) != 0)
             return 1;
     for (unsigned long i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
