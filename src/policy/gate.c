@@ -1,0 +1,376 @@
+/* gate.c — one decision per call (see gate.h).
+ *
+ * Process-wide state, written once by rl_gate_init (at load, before any
+ * hook acts) and then only read, except `cur`, the budget in use, which is
+ * swapped when the segment goes stale (another process replaced it). */
+#include "policy/gate.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "limit/limit.h"
+#include "policy/budget.h"
+#include "state/store.h"
+#include "util/atomics.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+/* The rule's slot in one open store, with each limit's state words. */
+struct budget {
+    struct rl_store *store;
+    struct rl_slot slot;
+    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+};
+
+static const struct rl_config *cfg;
+static const struct rl_rule *rule; /* NULL: no section for this user */
+static bool deny_all;              /* no rule and unknown = deny */
+static bool active;
+static struct rl_budget_layout layout;
+static struct rl_store_opts store_opts;
+static uint64_t slot_tag, overflow_tag;
+static char label[RL_STORE_LABEL_MAX];
+static char user[RL_IDENTITY_MAX + 16];
+static uint64_t max_bytes = UINT64_MAX;
+
+static _Atomic(struct budget *) cur;
+static atomic_flag reopening = ATOMIC_FLAG_INIT;
+
+static int claim(struct rl_store *st, struct budget *b)
+{
+    bool overflowed = false;
+    int r = rl_store_slot(st, slot_tag, label, layout.nwords, overflow_tag,
+                          &b->slot, &overflowed);
+    if (r < 0)
+        return r;
+    b->store = st;
+    for (int k = 0; k < RL_KIND_COUNT; k++)
+        for (unsigned i = 0; i < rule->nlimits[k]; i++)
+            b->states[k][i] = b->slot.words + layout.offset[k][i];
+    return 0;
+}
+
+static uint64_t arena_words(void)
+{
+    uint64_t words = 0;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        struct rl_budget_layout l;
+        rl_budget_layout(&cfg->rules[i], &l);
+        uint64_t users = cfg->rules[i].is_default ? cfg->max_users : 1;
+        words += (uint64_t)l.nwords * (users + 1); /* + overflow slot */
+    }
+    return words;
+}
+
+int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
+                 char *why, size_t whylen)
+{
+    cfg = c;
+    rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
+                               id->has_login ? id->login : NULL);
+    char caller[RL_IDENTITY_MAX + 16];
+    const char *who = rl_identity_user(id, caller, sizeof caller);
+    snprintf(user, sizeof user, "%s", who);
+    if (rule == NULL) {
+        deny_all = c->unknown == RL_UNKNOWN_DENY;
+        active = deny_all;
+        return 0;
+    }
+    for (unsigned i = 0; i < rule->nlimits[RL_KIND_SEND_BYTES]; i++) {
+        const struct rl_limit *l = &rule->limits[RL_KIND_SEND_BYTES][i];
+        uint64_t cap = l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
+        if (cap < max_bytes)
+            max_bytes = cap;
+    }
+    rl_budget_layout(rule, &layout);
+    slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), label,
+                               sizeof label);
+    overflow_tag = rl_budget_overflow_tag(rule);
+    store_opts = (struct rl_store_opts){
+        .shared = c->state_mode == RL_STATE_SHARED,
+        .dir = NULL,
+        .uid = (uint32_t)getuid(),
+        .config_hash = c->hash,
+        .nslots = c->max_users + (uint32_t)c->nrules,
+        .arena_words = arena_words(),
+    };
+    struct budget *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return -ENOMEM;
+    struct rl_store *st = NULL;
+    int r = rl_store_open(&st, &store_opts, why, whylen);
+    if (r < 0)
+        goto fail;
+    r = claim(st, b);
+    if (r < 0) {
+        rl_store_close(st);
+        goto fail;
+    }
+    atomic_store_explicit(&cur, b, memory_order_release);
+    active = true;
+    return 0;
+fail:
+    free(b);
+    return r;
+}
+
+bool rl_gate_active(void)
+{
+    return active;
+}
+
+uint64_t rl_gate_max_bytes(void)
+{
+    return max_bytes;
+}
+
+bool rl_gate_covers(const void *sa, unsigned salen)
+{
+    if (rule != NULL)
+        return rl_rule_covers(rule, sa, salen);
+    if (!deny_all || sa == NULL || salen < sizeof(sa_family_t))
+        return false;
+    sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
+    return fam == AF_INET || fam == AF_INET6;
+}
+
+/* The budget to charge: the current one, re-opened and re-claimed when
+ * another process has replaced the segment. One thread re-opens; the
+ * others keep using the old mapping meanwhile (it stays mapped: a thread
+ * may still be inside it, so the old one is never unmapped). */
+static struct budget *budget(void)
+{
+    /* Pairs with the release stores in rl_gate_init and below. */
+    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    if (b == NULL || !rl_store_is_stale(b->store))
+        return b;
+    if (atomic_flag_test_and_set_explicit(&reopening, memory_order_acquire))
+        return b;
+    struct budget *nb = calloc(1, sizeof *nb);
+    struct rl_store *st = NULL;
+    if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {
+        if (claim(st, nb) == 0) {
+            atomic_store_explicit(&cur, nb, memory_order_release);
+            b = nb;
+            nb = NULL;
+        } else {
+            rl_store_close(st);
+        }
+    }
+    free(nb);
+    atomic_flag_clear_explicit(&reopening, memory_order_release);
+    return b;
+}
+
+static void count(struct budget *b, int kind, int stat, uint64_t n)
+{
+    if (b != NULL && n > 0)
+        rl_add_relaxed_u64(
+            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
+}
+
+static void describe(char *buf, size_t len, int fd, const void *sa,
+                     unsigned salen)
+{
+    struct sockaddr_storage ss;
+    if (sa == NULL) {
+        socklen_t sl = sizeof ss;
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
+            snprintf(buf, len, "fd %d", fd);
+            return;
+        }
+        sa = &ss;
+        salen = sl;
+    }
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
+    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        snprintf(buf, len, "fd %d to %s:%u", fd, host, port);
+    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        snprintf(buf, len, "fd %d to [%s]:%u", fd, host, port);
+    } else {
+        snprintf(buf, len, "fd %d", fd);
+    }
+}
+
+static void log_event(uint64_t now, const char *what, const char *call,
+                      int fd, const void *sa, unsigned salen,
+                      const char *detail)
+{
+    if (!rl_log_enabled())
+        return;
+    char dest[96];
+    describe(dest, sizeof dest, fd, sa, salen);
+    rl_log_event(now, "%s %s %s%s (user %s, rule [%s])", what, call, dest,
+                 detail, user, rule != NULL ? rule->section : "none");
+}
+
+static uint64_t max_wait(void)
+{
+    return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
+}
+
+/* Take `want` (at least `min`) units of `kind`; true when granted. */
+static bool take(struct budget *b, struct rl_gate_ticket *t, int kind,
+                 uint64_t want, uint64_t min, uint64_t *granted)
+{
+    unsigned n = rule->nlimits[kind];
+    if (n == 0 || want == 0 || b == NULL) {
+        *granted = want;
+        return true;
+    }
+    struct rl_verdict v = rl_multi_take(b->states[kind], rule->limits[kind],
+                                        n, t->now, want, min, max_wait(),
+                                        t->v[kind]);
+    if (v.granted == 0)
+        return false;
+    t->took[kind] = true;
+    if (v.wait_ns > t->wait_ns)
+        t->wait_ns = v.wait_ns;
+    *granted = v.granted;
+    return true;
+}
+
+static void untake(struct budget *b, struct rl_gate_ticket *t, int kind,
+                   uint64_t units)
+{
+    if (!t->took[kind] || units == 0 || b == NULL)
+        return;
+    rl_multi_refund(b->states[kind], rule->limits[kind],
+                    rule->nlimits[kind], t->now, t->v[kind], units);
+}
+
+static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
+                uint64_t units, const char *call, int fd, const void *sa,
+                unsigned salen)
+{
+    count(b, kind, RL_STAT_DENIED, units);
+    bool dry = rule != NULL ? rule->dry_run : cfg->dry_run;
+    char detail[64];
+    snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+             rl_kind_name(kind), (unsigned long long)units,
+             dry ? " (dry run)" : "");
+    log_event(t->now, dry ? "would deny" : "denied", call, fd, sa, salen,
+              detail);
+    if (dry)
+        return RL_GATE_GO;
+    t->err = rule != NULL ? rule->deny_errno : cfg->deny_errno;
+    return RL_GATE_FAIL;
+}
+
+static void granted(struct budget *b, struct rl_gate_ticket *t,
+                    const char *call, int fd, const void *sa, unsigned salen)
+{
+    uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (!t->took[k])
+            continue;
+        count(b, k, RL_STAT_ALLOWED, units[k]);
+        if (t->wait_ns > 0) {
+            count(b, k, RL_STAT_DELAYED, units[k]);
+            count(b, k, RL_STAT_DELAYED_NS, t->wait_ns);
+        }
+    }
+    if (t->wait_ns == 0)
+        return;
+    char detail[64];
+    snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
+             (unsigned long long)(t->wait_ns / 1000000),
+             (unsigned long long)(t->wait_ns / 1000 % 1000),
+             rule->dry_run ? " (dry run: not slept)" : "");
+    log_event(t->now, "delayed", call, fd, sa, salen, detail);
+    if (rule->dry_run)
+        t->wait_ns = 0;
+}
+
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
+                       const char *call, int fd, const void *sa,
+                       unsigned salen)
+{
+    memset(t, 0, sizeof *t);
+    t->now = now;
+    t->calls = 1;
+    if (rule == NULL)
+        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa,
+                               salen)
+                        : RL_GATE_GO;
+    struct budget *b = budget();
+    uint64_t g;
+    if (!take(b, t, RL_KIND_CONNECT, 1, 1, &g))
+        return deny(b, t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
+    granted(b, t, call, fd, sa, salen);
+    return RL_GATE_GO;
+}
+
+int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
+                    const void *sa, unsigned salen)
+{
+    return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
+}
+
+int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                    int fd, const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    memset(t, 0, sizeof *t);
+    t->now = now;
+    t->calls = calls;
+    t->bytes = bytes;
+    if (rule == NULL)
+        return deny_all ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa,
+                               salen)
+                        : RL_GATE_GO;
+    struct budget *b = budget();
+    uint64_t gc, gb;
+    if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
+        return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
+    if (bytes_min == 0 && bytes > 0)
+        bytes_min = 1;
+    if (!take(b, t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
+        untake(b, t, RL_KIND_SEND, gc);
+        t->took[RL_KIND_SEND] = false;
+        return deny(b, t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    }
+    t->calls = gc;
+    t->bytes = gb;
+    granted(b, t, call, fd, sa, salen);
+    return RL_GATE_GO;
+}
+
+int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
+                 const void *sa, unsigned salen, uint64_t calls,
+                 uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
+                           calls_min, bytes, bytes_min);
+}
+
+void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    if (rule == NULL || kind < 0 || kind >= RL_KIND_COUNT || units == 0 ||
+        !t->took[kind])
+        return;
+    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    untake(b, t, kind, units);
+    if (b != NULL) {
+        /* Lower `allowed` by what was not spent after all. */
+        rl_add_relaxed_u64(
+            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND +
+                              RL_STAT_ALLOWED],
+            (uint64_t)0 - units);
+    }
+}

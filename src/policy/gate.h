@@ -1,0 +1,81 @@
+/* gate.h — one decision per call: is this call charged, and may it go?
+ *
+ * The gate holds the process's rule (found once from its identity), the
+ * budget slot in the state store, and the log settings. The shim asks it;
+ * it never sleeps and never touches an fd of the program: it returns how
+ * long to sleep and the hook does that with nothing held. Counters in the
+ * slot are updated here (relaxed adds: statistics only).
+ *
+ * Each decision reads the clock once; the *_at forms take `now` instead,
+ * for tests that step time by hand. Not async-signal-safe beyond what the
+ * limiter is: the shim's re-entry guard keeps a handler from re-entering. */
+#ifndef RL_POLICY_GATE_H
+#define RL_POLICY_GATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/config.h"
+#include "policy/identity.h"
+
+enum rl_gate_act {
+    RL_GATE_GO = 0,   /* call the real function, after sleeping wait_ns */
+    RL_GATE_FAIL = 1, /* return -1 with errno = err, do nothing */
+};
+
+/* What one decision granted, kept by the hook until the real call has
+ * returned, so that what the kernel did not take can be given back. */
+struct rl_gate_ticket {
+    uint64_t now;      /* the clock reading of the decision */
+    uint64_t wait_ns;  /* sleep until now + wait_ns before the call */
+    uint64_t calls;    /* `send` units granted (connect: 1) */
+    uint64_t bytes;    /* `send_bytes` units granted */
+    int err;           /* RL_GATE_FAIL: the errno to set */
+    bool took[RL_KIND_COUNT];
+    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+};
+
+/* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
+ * it must outlive the process's use of the gate), open the state store
+ * and claim the slot. On a store problem, one line goes into `why` and the
+ * gate keeps budgets in process memory. Returns 0 or -errno. */
+int rl_gate_init(const struct rl_config *cfg, const struct rl_identity *id,
+                 char *why, size_t whylen);
+
+/* Is anything enforced for this process (a rule, or unknown = deny)? */
+bool rl_gate_active(void);
+
+/* Does the process's rule cover this destination (AF_INET/AF_INET6 only,
+ * IPv4-mapped IPv6 as IPv4)? */
+bool rl_gate_covers(const void *sa, unsigned salen);
+
+/* A new stream connection attempt to `sa` (covered). `call` and `fd` name
+ * the call in a log line. */
+int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
+                    const void *sa, unsigned salen);
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
+                       const char *call, int fd, const void *sa,
+                       unsigned salen);
+
+/* A send of `calls` units (calls_min of them at least: sendmmsg may send a
+ * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
+ * datagram its whole size). `sa` is the explicit destination, or NULL for
+ * the fd's peer (used only in log lines). On GO, t->calls and t->bytes say
+ * what was granted; the caller trims its call to that. */
+int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
+                 const void *sa, unsigned salen, uint64_t calls,
+                 uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                    int fd, const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+
+/* Give back `units` of `kind` granted by the ticket (the kernel took less,
+ * or the call failed). Also lowers the allowed counter. */
+void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units);
+
+/* The largest stream send that can ever be granted at once (the smallest
+ * send_bytes burst), UINT64_MAX when bytes are not limited. */
+uint64_t rl_gate_max_bytes(void);
+
+#endif

@@ -1,0 +1,111 @@
+/* fdtab.c — the lock-free per-fd mark table (see fdtab.h). */
+#include "shim/fdtab.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/mman.h>
+
+#define PAGE_SIZE_FDS (1u << RL_FDTAB_PAGE_BITS)
+#define PAGE_MASK_FDS (PAGE_SIZE_FDS - 1u)
+#define NPAGES (RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS)
+
+/* The directory: a page pointer per PAGE_SIZE_FDS fds. A slot goes from
+ * NULL to a page once (CAS by whichever thread marks first; the loser
+ * unmaps its page) and never changes again. Readers load it with acquire,
+ * pairing with the release of that CAS, so they see a zeroed page. 512 KiB
+ * of bss, touched only where fds are marked. */
+static _Atomic(_Atomic uint32_t *) dir[NPAGES];
+
+static _Atomic uint32_t *page_of(unsigned fd)
+{
+    /* Pairs with the release CAS in page_make. */
+    return atomic_load_explicit(&dir[fd >> RL_FDTAB_PAGE_BITS],
+                                memory_order_acquire);
+}
+
+static _Atomic uint32_t *page_make(unsigned fd)
+{
+    _Atomic uint32_t *p = page_of(fd);
+    if (p != NULL)
+        return p;
+    void *m = mmap(NULL, PAGE_SIZE_FDS * sizeof(uint32_t),
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    if (m == MAP_FAILED)
+        return NULL;
+    _Atomic uint32_t *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(
+            &dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
+            memory_order_acq_rel, memory_order_acquire))
+        return m;
+    munmap(m, PAGE_SIZE_FDS * sizeof(uint32_t));
+    return expected;
+}
+
+uint32_t rl_fdtab_get(int fd)
+{
+    if ((unsigned)fd >= RL_FDTAB_MAX)
+        return 0;
+    _Atomic uint32_t *p = page_of((unsigned)fd);
+    if (p == NULL)
+        return 0;
+    return atomic_load_explicit(&p[(unsigned)fd & PAGE_MASK_FDS],
+                                memory_order_relaxed);
+}
+
+int rl_fdtab_set(int fd, uint32_t mark)
+{
+    if ((unsigned)fd >= RL_FDTAB_MAX)
+        return -EBADF;
+    if (mark == 0) {
+        rl_fdtab_clear(fd);
+        return 0;
+    }
+    _Atomic uint32_t *p = page_make((unsigned)fd);
+    if (p == NULL)
+        return -ENOMEM;
+    atomic_store_explicit(&p[(unsigned)fd & PAGE_MASK_FDS], mark,
+                          memory_order_relaxed);
+    return 0;
+}
+
+void rl_fdtab_clear(int fd)
+{
+    if ((unsigned)fd >= RL_FDTAB_MAX)
+        return;
+    _Atomic uint32_t *p = page_of((unsigned)fd);
+    if (p != NULL)
+        atomic_store_explicit(&p[(unsigned)fd & PAGE_MASK_FDS], 0,
+                              memory_order_relaxed);
+}
+
+void rl_fdtab_clear_range(unsigned first, unsigned last)
+{
+    if (first >= RL_FDTAB_MAX || first > last)
+        return;
+    if (last >= RL_FDTAB_MAX)
+        last = RL_FDTAB_MAX - 1;
+    unsigned fd = first;
+    for (;;) {
+        unsigned page_end = fd | PAGE_MASK_FDS;
+        unsigned end = page_end < last ? page_end : last;
+        _Atomic uint32_t *p = page_of(fd);
+        if (p != NULL)
+            for (unsigned i = fd; i <= end; i++)
+                atomic_store_explicit(&p[i & PAGE_MASK_FDS], 0,
+                                      memory_order_relaxed);
+        if (end == last)
+            break;
+        fd = end + 1;
+    }
+}
+
+void rl_fdtab_copy(int from, int to)
+{
+    uint32_t m = rl_fdtab_get(from);
+    if (m != 0)
+        rl_fdtab_set(to, m);
+    else
+        rl_fdtab_clear(to);
+}

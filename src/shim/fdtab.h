@@ -1,0 +1,42 @@
+/* fdtab.h — which fds carry a throttled destination, and how.
+ *
+ * One 32-bit mark per fd number, in a two-level table that grows lazily
+ * (pages mapped on first mark, published with CAS, never freed) up to
+ * RL_FDTAB_MAX fds. Reading a mark is lock-free and costs one or two
+ * loads, so a `write` on an unmarked fd (a file, a pipe) pays nothing else.
+ * Any thread may set or clear any mark: each mark is one atomic word, and
+ * the fd's own life cycle (connect before send, close after) orders them.
+ * Uses mmap for pages, never malloc, so it is safe before init and in a
+ * hook called from anywhere. */
+#ifndef RL_SHIM_FDTAB_H
+#define RL_SHIM_FDTAB_H
+
+#include <stdint.h>
+
+/* Bits of a mark. 0 = nothing known: pass everything through. */
+#define RL_FD_MATCHED 0x1u /* sends without an address are charged */
+#define RL_FD_STREAM  0x2u /* SOCK_STREAM (type known) */
+#define RL_FD_DGRAM   0x4u /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
+#define RL_FD_CHARGED 0x8u /* a connect attempt was charged already */
+
+#define RL_FDTAB_PAGE_BITS 14
+#define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
+
+/* The mark of `fd`, 0 when none (or fd out of range). */
+uint32_t rl_fdtab_get(int fd);
+
+/* Replace the mark of `fd`. Returns 0, -EBADF for an fd out of range, or
+ * -ENOMEM when a page cannot be mapped (the fd then stays unmarked). */
+int rl_fdtab_set(int fd, uint32_t mark);
+
+/* Forget `fd` (cheap when it has no page). */
+void rl_fdtab_clear(int fd);
+
+/* Forget every fd in [first, last] (inclusive; last may be ~0U). Only
+ * pages that exist are visited. */
+void rl_fdtab_clear_range(unsigned first, unsigned last);
+
+/* dup: `to` gets `from`'s mark (or none). */
+void rl_fdtab_copy(int from, int to);
+
+#endif

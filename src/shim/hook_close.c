@@ -1,0 +1,116 @@
+/* hook_close.c — bookkeeping: every way an fd number is freed or copied.
+ *
+ * fd numbers are reused at once (the next socket() gets the lowest free
+ * one), so a mark must be forgotten before the number can come back:
+ * close paths clear the mark *before* the real call (after it, another
+ * thread's new socket could already own the number and its new mark).
+ * Copies (dup, F_DUPFD) carry the mark after the real call succeeds. None
+ * of these consult the config: they work before init and never block. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <linux/close_range.h>
+
+#include "shim/fdtab.h"
+#include "shim/hooks.h"
+#include "shim/real.h"
+
+RL_EXPORT int close(int fd)
+{
+    rl_fdtab_clear(fd);
+    return REAL(close)(fd);
+}
+
+RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    /* CLOSE_RANGE_CLOEXEC closes nothing now (only at exec, where a new
+     * image starts with an empty table): the marks stay. Invalid ranges
+     * close nothing either. */
+    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+        rl_fdtab_clear_range(first, last);
+    return REAL(close_range)(first, last, flags);
+}
+
+RL_EXPORT void closefrom(int lowfd)
+{
+    if (lowfd >= 0)
+        rl_fdtab_clear_range((unsigned)lowfd, ~0u);
+    REAL(closefrom)(lowfd);
+}
+
+RL_EXPORT int dup(int fd)
+{
+    int r = REAL(dup)(fd);
+    if (r >= 0) {
+        int saved = errno;
+        rl_fdtab_copy(fd, r);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT int dup2(int from, int to)
+{
+    int r = REAL(dup2)(from, to);
+    if (r >= 0 && from != to) {
+        int saved = errno;
+        rl_fdtab_copy(from, to);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT int dup3(int from, int to, int flags)
+{
+    int r = REAL(dup3)(from, to, flags);
+    if (r >= 0) {
+        int saved = errno;
+        rl_fdtab_copy(from, to);
+        errno = saved;
+    }
+    return r;
+}
+
+/* fcntl is variadic and its third argument is an int, a long or a
+ * pointer depending on cmd. Like glibc, read it as a pointer-sized value
+ * whatever cmd is (an int and a pointer travel in the same register on
+ * x86-64 and aarch64) and hand it on unchanged. */
+static int after_fcntl(int fd, int cmd, int r)
+{
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+        int saved = errno;
+        rl_fdtab_copy(fd, r);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return after_fcntl(fd, cmd, REAL(fcntl)(fd, cmd, arg));
+}
+
+RL_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return after_fcntl(fd, cmd, REAL(fcntl64)(fd, cmd, arg));
+}
+
+RL_EXPORT int fclose(FILE *fp)
+{
+    if (fp != NULL) {
+        int fd = fileno(fp);
+        if (fd >= 0)
+            rl_fdtab_clear(fd);
+    }
+    return REAL(fclose)(fp);
+}

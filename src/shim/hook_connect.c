@@ -1,0 +1,108 @@
+/* hook_connect.c — connect, and the connect decision MSG_FASTOPEN shares.
+ *
+ * Stream connects to a covered AF_INET/AF_INET6 destination are charged
+ * once per attempt: the fd is marked CHARGED before the real call, so the
+ * progress reports (EINPROGRESS, EALREADY, EISCONN) and hiredis's
+ * confirming second connect pass uncharged; an attempt that fails outright
+ * clears the mark, so a retry on the same socket is a new attempt. A
+ * denied connect touches nothing. A datagram connect is not charged: it
+ * marks the fd so its datagrams are. */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "policy/gate.h"
+#include "shim/fdtab.h"
+#include "shim/hooks.h"
+#include "shim/real.h"
+#include "shim/shim.h"
+
+uint32_t rl_hook_sock_type(int fd, uint32_t mark)
+{
+    uint32_t known = mark & (RL_FD_STREAM | RL_FD_DGRAM);
+    if (known != 0)
+        return known;
+    int type = 0;
+    socklen_t l = sizeof type;
+    int saved = errno;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0) {
+        errno = saved;
+        return 0;
+    }
+    if (type == SOCK_STREAM)
+        return RL_FD_STREAM;
+    if (type == SOCK_DGRAM)
+        return RL_FD_DGRAM;
+    return 0;
+}
+
+int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
+                          const char *call, struct rl_gate_ticket *t)
+{
+    if (sa == NULL || len < sizeof(sa_family_t))
+        return RL_HOOK_PASS;
+    uint32_t m = rl_fdtab_get(fd);
+    if (sa->sa_family == AF_UNSPEC) {
+        /* Dissolves a datagram association: its sends are free again. */
+        if (m & RL_FD_DGRAM)
+            rl_fdtab_set(fd, RL_FD_DGRAM);
+        return RL_HOOK_PASS;
+    }
+    if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+        return RL_HOOK_PASS;
+    /* Ask the kernel at every connect (not the mark): a number whose
+     * close the shim never saw must not pass for the socket it was. */
+    uint32_t type = rl_hook_sock_type(fd, 0);
+    bool covered = rl_gate_covers(sa, len);
+    if (type == RL_FD_DGRAM) {
+        rl_fdtab_set(fd, RL_FD_DGRAM | (covered ? RL_FD_MATCHED : 0));
+        return RL_HOOK_PASS;
+    }
+    if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
+        return RL_HOOK_PASS;
+    int act = rl_gate_connect(t, call, fd, sa, len);
+    if (act == RL_GATE_FAIL)
+        return RL_HOOK_FAIL;
+    rl_fdtab_set(fd, RL_FD_STREAM | RL_FD_MATCHED | RL_FD_CHARGED);
+    return RL_HOOK_GO;
+}
+
+void rl_hook_connect_end(int fd, int r, int err)
+{
+    if (r == 0 || err == EINPROGRESS || err == EALREADY || err == EISCONN ||
+        err == EINTR)
+        return;
+    /* Refused, unreachable, ...: this attempt is over (and was charged);
+     * a connect on the same socket again is a new attempt. */
+    rl_fdtab_set(fd, RL_FD_STREAM);
+}
+
+int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
+{
+    if (act == RL_HOOK_FAIL) {
+        errno = t->err;
+        return -1;
+    }
+    if (act == RL_HOOK_GO && t->wait_ns > 0)
+        rl_shim_sleep_until(t->now + t->wait_ns);
+    errno = saved;
+    return 0;
+}
+
+RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (!rl_shim_enter())
+        return REAL(connect)(fd, sa, len);
+    int saved = errno;
+    struct rl_gate_ticket t;
+    int act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
+    rl_shim_leave();
+    if (rl_hook_apply(act, &t, saved) < 0)
+        return -1;
+    int r = REAL(connect)(fd, sa, len);
+    if (act == RL_HOOK_GO) {
+        int err = errno;
+        rl_hook_connect_end(fd, r, err);
+        errno = err;
+    }
+    return r;
+}

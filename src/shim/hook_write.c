@@ -1,0 +1,111 @@
+/* hook_write.c — write, writev, sendfile, sendfile64 on marked sockets.
+ *
+ * These are the hottest names in any program (files, pipes, terminals),
+ * so an fd without the MATCHED mark costs one table load and goes
+ * straight to libc. */
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "shim/fdtab.h"
+#include "shim/hooks.h"
+#include "shim/real.h"
+#include "shim/shim.h"
+
+RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || !rl_shim_enter())
+        return REAL(write)(fd, buf, len);
+    int saved = errno;
+    struct rl_gate_ticket t;
+    size_t grant = len;
+    uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
+    int act = kind ? rl_hook_send_begin(fd, kind, "write", NULL, 0, len, &t,
+                                        &grant)
+                   : RL_HOOK_PASS;
+    rl_shim_leave();
+    if (rl_hook_apply(act, &t, saved) < 0)
+        return -1;
+    ssize_t r = REAL(write)(fd, buf, grant);
+    if (act == RL_HOOK_GO)
+        rl_hook_send_end(&t, r);
+    return r;
+}
+
+RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || iovcnt <= 0 ||
+        !rl_shim_enter())
+        return REAL(writev)(fd, iov, iovcnt);
+    int saved = errno;
+    struct rl_gate_ticket t;
+    size_t len = rl_hook_iov_len(iov, (size_t)iovcnt);
+    size_t grant = len;
+    uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
+    int act = kind ? rl_hook_send_begin(fd, kind, "writev", NULL, 0, len, &t,
+                                        &grant)
+                   : RL_HOOK_PASS;
+    /* A shorter grant: write a trimmed copy of the iovec's prefix. */
+    struct iovec trimmed[RL_HOOK_IOV_MAX];
+    const struct iovec *use = iov;
+    int cnt = iovcnt;
+    if (act == RL_HOOK_GO && grant < len) {
+        cnt = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, grant, trimmed,
+                                    RL_HOOK_IOV_MAX, &grant);
+        use = trimmed;
+    }
+    rl_shim_leave();
+    if (rl_hook_apply(act, &t, saved) < 0)
+        return -1;
+    ssize_t r = REAL(writev)(fd, use, cnt);
+    if (act == RL_HOOK_GO)
+        rl_hook_send_end(&t, r);
+    return r;
+}
+
+/* Both sendfile names: one decision, then the caller's real function. */
+static int sendfile_begin(int out, size_t count, const char *call,
+                          struct rl_gate_ticket *t, size_t *grant, int *saved)
+{
+    uint32_t m = rl_fdtab_get(out);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || !rl_shim_enter())
+        return RL_HOOK_PASS;
+    *saved = errno;
+    uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);
+    int act = kind ? rl_hook_send_begin(out, kind, call, NULL, 0, count, t,
+                                        grant)
+                   : RL_HOOK_PASS;
+    rl_shim_leave();
+    return act;
+}
+
+RL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+    struct rl_gate_ticket t;
+    size_t grant = count;
+    int saved = errno;
+    int act = sendfile_begin(out, count, "sendfile", &t, &grant, &saved);
+    if (rl_hook_apply(act, &t, saved) < 0)
+        return -1;
+    ssize_t r = REAL(sendfile)(out, in, off, grant);
+    if (act == RL_HOOK_GO)
+        rl_hook_send_end(&t, r);
+    return r;
+}
+
+RL_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
+{
+    struct rl_gate_ticket t;
+    size_t grant = count;
+    int saved = errno;
+    int act = sendfile_begin(out, count, "sendfile64", &t, &grant, &saved);
+    if (rl_hook_apply(act, &t, saved) < 0)
+        return -1;
+    ssize_t r = REAL(sendfile64)(out, in, off, grant);
+    if (act == RL_HOOK_GO)
+        rl_hook_send_end(&t, r);
+    return r;
+}

@@ -1,0 +1,71 @@
+/* hooks.h — what the hook files share: the connect decision (also used by
+ * MSG_FASTOPEN sends), and the begin/end halves of a charged send.
+ *
+ * A *_begin runs with the re-entry guard held and returns what the hook
+ * does next; the hook releases the guard, sleeps if told, makes the real
+ * call, and hands the result to *_end (which takes the guard again for
+ * the refund). No quota logic here: only what a call carries and what to
+ * trim. */
+#ifndef RL_SHIM_HOOKS_H
+#define RL_SHIM_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "policy/gate.h"
+
+#define RL_EXPORT __attribute__((visibility("default")))
+
+enum rl_hook_act {
+    RL_HOOK_PASS = 0, /* not charged: call the real function as is */
+    RL_HOOK_GO = 1,   /* charged: sleep until t.now + t.wait_ns, then call */
+    RL_HOOK_FAIL = 2, /* denied: errno = t.err, return -1 */
+};
+
+/* Bits RL_FD_STREAM / RL_FD_DGRAM for fd, from its mark or (once) from the
+ * kernel. 0 for anything else. */
+uint32_t rl_hook_sock_type(int fd, uint32_t mark);
+
+/* The connect decision for a stream or datagram socket (marks the fd). */
+int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
+                          const char *call, struct rl_gate_ticket *t);
+
+/* After the real connect of a charged attempt returned r (errno err). */
+void rl_hook_connect_end(int fd, int r, int err);
+
+/* Is a send on fd (mark m) to sa (NULL: its peer) charged? 0 when not,
+ * else RL_FD_STREAM or RL_FD_DGRAM. */
+uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
+                           socklen_t len);
+
+/* Decide a send of `len` bytes of that kind; on GO *grant is the length to
+ * pass to the real call (stream sends may be cut short). */
+int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
+                       const struct sockaddr *sa, socklen_t salen, size_t len,
+                       struct rl_gate_ticket *t, size_t *grant);
+
+/* After the real call returned r: give back the granted bytes (t->bytes)
+ * the kernel did not take (all of them, and the call, when r < 0).
+ * Preserves errno. */
+void rl_hook_send_end(struct rl_gate_ticket *t, ssize_t r);
+
+/* Apply the verdict before the real call: sleep if told. Returns -1 with
+ * errno set when denied, else 0 with errno restored to `saved`. */
+int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved);
+
+/* Sum of an iovec (saturating). */
+size_t rl_hook_iov_len(const struct iovec *iov, size_t n);
+
+/* Copy the prefix of `iov` that holds `want` bytes into `out` (at most
+ * `cap` entries, the last one cut short). Returns the entry count and sets
+ * *got to the bytes in it (less than want when cap was reached). */
+size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
+                        struct iovec *out, size_t cap, size_t *got);
+
+#define RL_HOOK_IOV_MAX 64
+
+#endif

@@ -1,0 +1,51 @@
+/* real.h — the libc functions behind the hooks.
+ *
+ * Resolved with dlsym(RTLD_NEXT) once (at load, or by the first hook that
+ * needs them before the constructor ran), refusing our own symbol: RTLD_NEXT
+ * keeps any preload loaded after us in the chain, which dlopen of libc
+ * would skip. A name libc does not have (or that resolves to ourselves)
+ * falls back to the raw system call, so no pointer is ever NULL. */
+#ifndef RL_SHIM_REAL_H
+#define RL_SHIM_REAL_H
+
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct rl_real {
+    int (*connect)(int, const struct sockaddr *, socklen_t);
+    ssize_t (*send)(int, const void *, size_t, int);
+    ssize_t (*sendto)(int, const void *, size_t, int,
+                      const struct sockaddr *, socklen_t);
+    ssize_t (*sendmsg)(int, const struct msghdr *, int);
+    int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+    ssize_t (*write)(int, const void *, size_t);
+    ssize_t (*writev)(int, const struct iovec *, int);
+    ssize_t (*sendfile)(int, int, off_t *, size_t);
+    ssize_t (*sendfile64)(int, int, off64_t *, size_t);
+    int (*close)(int);
+    int (*close_range)(unsigned int, unsigned int, int);
+    void (*closefrom)(int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*fclose)(FILE *);
+};
+
+/* Written once by rl_real_resolve (every writer stores the same values),
+ * then only read. */
+extern struct rl_real rl_real;
+
+/* Resolve every pointer; idempotent and cheap after the first call. */
+void rl_real_resolve(void);
+
+/* The real function `name`, resolving first when needed. */
+#define REAL(name) \
+    (__builtin_expect(rl_real.name != NULL, 1) ? rl_real.name \
+                                               : (rl_real_resolve(), \
+                                                  rl_real.name))
+
+#endif

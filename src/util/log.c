@@ -1,0 +1,175 @@
+/* log.c — see log.h. */
+#include "util/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util/atomics.h"
+
+enum { T_OFF = 0, T_STDERR = 1, T_SYSLOG = 2, T_FILE = 3 };
+
+#define LINE_MAX_BYTES 512
+
+/* Written once by rl_log_setup at load, before any hook can log; then
+ * only read. */
+static int target;
+static char path_buf[4096];
+
+/* The rate limit: (second << 32 | lines in that second), CAS by any
+ * thread; `suppressed` counts lines dropped since the last one written. */
+static rl_atomic_u64 window;
+static rl_atomic_u64 suppressed;
+
+int rl_log_setup(int t, const char *path)
+{
+    if (t == T_FILE) {
+        size_t n = path != NULL ? strlen(path) : 0;
+        if (n == 0 || n >= sizeof path_buf)
+            return -ENAMETOOLONG;
+        memcpy(path_buf, path, n + 1);
+    }
+    target = t;
+    return 0;
+}
+
+bool rl_log_enabled(void)
+{
+    return target != T_OFF;
+}
+
+/* write(2) through the system call itself: never the hooked name, and
+ * nothing buffered. Loops over short writes; gives up on errors. */
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        long w = syscall(SYS_write, fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void emit_syslog(const char *line, size_t n)
+{
+    char msg[LINE_MAX_BYTES + 64];
+    /* <13> = user.notice; the "rlshim: " prefix doubles as the tag. */
+    int m = snprintf(msg, sizeof msg, "<13>%.*s", (int)n, line);
+    if (m <= 0)
+        return;
+    if ((size_t)m >= sizeof msg)
+        m = sizeof msg - 1;
+    long fd = syscall(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, "/dev/log", sizeof "/dev/log");
+    syscall(SYS_sendto, fd, msg, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL,
+            &sun, sizeof sun);
+    syscall(SYS_close, fd);
+}
+
+static void emit(const char *line, size_t n)
+{
+    int saved = errno;
+    switch (target) {
+    case T_STDERR:
+        write_all(2, line, n);
+        break;
+    case T_FILE: {
+        long fd = syscall(SYS_openat, AT_FDCWD, path_buf,
+                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+                              O_NOCTTY,
+                          0600);
+        if (fd >= 0) {
+            write_all((int)fd, line, n);
+            syscall(SYS_close, fd);
+        }
+        break;
+    }
+    case T_SYSLOG:
+        emit_syslog(line, n);
+        break;
+    default:
+        break;
+    }
+    errno = saved;
+}
+
+/* true when a line may be written at `now`; the caller then also reports
+ * what was suppressed before. */
+static bool admit(uint64_t now)
+{
+    uint64_t sec = now / 1000000000u;
+    uint64_t cur = rl_load_relaxed_u64(&window);
+    for (;;) {
+        uint64_t wsec = cur >> 32;
+        uint64_t cnt = cur & 0xffffffffu;
+        uint64_t next;
+        if (wsec != (sec & 0xffffffffu))
+            next = ((sec & 0xffffffffu) << 32) | 1;
+        else if (cnt < RL_LOG_LINES_PER_S)
+            next = cur + 1;
+        else
+            return false;
+        if (rl_cas_acq_rel_u64(&window, &cur, next))
+            return true;
+    }
+}
+
+static size_t format(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    memcpy(buf, "rlshim: ", 8);
+    int n = vsnprintf(buf + 8, size - 9, fmt, ap);
+    size_t len = 8;
+    if (n > 0)
+        len += (size_t)n < size - 9 ? (size_t)n : size - 10;
+    buf[len++] = '\n';
+    return len;
+}
+
+void rl_log_event(uint64_t now, const char *fmt, ...)
+{
+    if (target == T_OFF)
+        return;
+    if (!admit(now)) {
+        rl_add_relaxed_u64(&suppressed, 1);
+        return;
+    }
+    char buf[LINE_MAX_BYTES];
+    uint64_t lost = rl_xchg_acq_rel_u64(&suppressed, 0);
+    if (lost > 0) {
+        int n = snprintf(buf, sizeof buf,
+                         "rlshim: %llu lines suppressed (at most %d/s)\n",
+                         (unsigned long long)lost, RL_LOG_LINES_PER_S);
+        if (n > 0 && (size_t)n < sizeof buf)
+            emit(buf, (size_t)n);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = format(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    emit(buf, len);
+}
+
+void rl_log_stderr(const char *fmt, ...)
+{
+    int saved = errno;
+    char buf[LINE_MAX_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = format(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    write_all(2, buf, len);
+    errno = saved;
+}

@@ -1,0 +1,34 @@
+/* log.h — rlshim's own messages: one line per denial or delay, and the
+ * start-up problems. Never stdout, never an fd kept open: stderr is fd 2
+ * written with one write(2) system call (not stdio, not a hooked name); a
+ * file is opened O_APPEND|O_CLOEXEC, written and closed per line; syslog
+ * goes through a datagram socket to /dev/log made and closed per line (not
+ * syslog(3), whose socket stays open and may be closed and reused by the
+ * program). Lines from rl_log_event are rate-limited per process. */
+#ifndef RL_UTIL_LOG_H
+#define RL_UTIL_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* At most this many event lines per second per process; the rest are
+ * counted and reported in one "N lines suppressed" line. */
+#define RL_LOG_LINES_PER_S 10
+
+/* Where rl_log_event writes: `target` takes the values of enum
+ * rl_log_target (0 off, 1 stderr, 2 syslog, 3 file); `path` (file) is
+ * copied. Call once at load, before any event. Returns 0 or -ENAMETOOLONG. */
+int rl_log_setup(int target, const char *path);
+
+/* Is event logging on? (Callers skip formatting work when not.) */
+bool rl_log_enabled(void);
+
+/* One event line ("rlshim: " is prepended, "\n" appended), subject to the
+ * rate limit at time `now` (CLOCK_MONOTONIC ns). */
+void rl_log_event(uint64_t now, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* One line to stderr, always (start-up problems); "\n" appended. */
+void rl_log_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

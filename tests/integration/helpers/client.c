@@ -1,0 +1,541 @@
+/* client — a C client that exercises one send path or connect case per
+ * run, against 127.0.0.1:PORT, and prints what it saw as key=value lines.
+ * It runs under the shim; the test compares its lines with what the
+ * server received.
+ *
+ *   client connects PORT N        N non-blocking connects, each closed
+ *   client sends PORT N SIZE      one connection, N sends of SIZE bytes
+ *   client udp PORT OTHER N       N sendto to PORT and N to OTHER
+ *   client udpconnect PORT        UDP connect + 2 sends, then a TCP connect
+ *   client writev PORT            two writev of 1500 bytes in 3 pieces
+ *   client sendmmsg PORT          two sendmmsg of 5 datagrams of 100 B
+ *   client sendfile PORT FILE     two sendfile of 1500 bytes of FILE
+ *   client v4mapped PORT          two AF_INET6 connects to ::ffff:127.0.0.1
+ *   client fastopen PORT          two TCP sendto(MSG_FASTOPEN)
+ *   client repeat PORT            connect repeated on one socket, then 2 more
+ *   client untouched PORT OUT     file, pipe, AF_UNIX, outside `to`
+ *   client reuse PORT             fd reuse after each close path
+ *   client bigfd PORT             a marked socket at fd 1,000,000
+ *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
+ *                                 small send buffer, up to TOTAL bytes
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static int port;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct sockaddr_in addr4(int p)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(p)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+static int parse_int(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 100000000) {
+        fprintf(stderr, "bad number '%s'\n", s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+/* A connect that waits for a non-blocking one to finish. Returns 0 or
+ * the errno. */
+static int connect_wait(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (connect(fd, sa, len) == 0)
+        return 0;
+    if (errno != EINPROGRESS)
+        return errno;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    if (poll(&p, 1, 2000) != 1)
+        return ETIMEDOUT;
+    int err = 0;
+    socklen_t l = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+    return err;
+}
+
+static int tcp_connected(int p)
+{
+    struct sockaddr_in a = addr4(p);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int e = connect_wait(fd, (struct sockaddr *)&a, sizeof a);
+    if (e != 0) {
+        printf("connect_errno=%d\n", e);
+        exit(3);
+    }
+    return fd;
+}
+
+static int connects(int n)
+{
+    int ok = 0, denied = 0, other = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a = addr4(port);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        double t0 = now();
+        int r = connect(fd, (struct sockaddr *)&a, sizeof a);
+        int e = errno;
+        double dt = now() - t0;
+        if (r == 0 || e == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, 2000);
+            ok++;
+        } else if (e == EAGAIN) {
+            denied++;
+            if (dt > worst)
+                worst = dt;
+        } else {
+            other++;
+        }
+        close(fd);
+    }
+    printf("ok=%d\ndenied=%d\nother=%d\ndeny_us=%ld\n", ok, denied, other,
+           (long)(worst * 1e6));
+    return 0;
+}
+
+static int sends(int n, int size)
+{
+    int fd = tcp_connected(port);
+    char *buf = malloc((size_t)size);
+    memset(buf, 'x', (size_t)size);
+    long sent = 0;
+    int calls_ok = 0, denied = 0, other = 0;
+    double t0 = now();
+    for (int i = 0; i < n; i++) {
+        ssize_t r = send(fd, buf, (size_t)size, MSG_NOSIGNAL);
+        if (r >= 0) {
+            sent += r;
+            calls_ok++;
+        } else if (errno == EAGAIN) {
+            denied++;
+        } else {
+            other++;
+        }
+    }
+    double dt = now() - t0;
+    close(fd);
+    printf("sent=%ld\ncalls_ok=%d\ndenied=%d\nother=%d\nelapsed_ms=%ld\n",
+           sent, calls_ok, denied, other, (long)(dt * 1e3));
+    return 0;
+}
+
+static int udp(int other, int n)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    char buf[100];
+    memset(buf, 'u', sizeof buf);
+    int mok = 0, mden = 0, ook = 0, oden = 0;
+    for (int i = 0; i < n; i++) {
+        struct sockaddr_in a = addr4(port);
+        if (sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&a, sizeof a) ==
+            (ssize_t)sizeof buf)
+            mok++;
+        else
+            mden++;
+        struct sockaddr_in b = addr4(other);
+        if (sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&b, sizeof b) ==
+            (ssize_t)sizeof buf)
+            ook++;
+        else
+            oden++;
+    }
+    printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n",
+           mok, mden, ook, oden);
+    return 0;
+}
+
+static int udpconnect(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = addr4(port);
+    int c = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int s1 = (int)send(fd, "a", 1, 0);
+    int s2 = (int)send(fd, "b", 1, 0);
+    int e2 = s2 < 0 ? errno : 0;
+    close(fd);
+    int tcp = socket(AF_INET, SOCK_STREAM, 0);
+    int t = connect_wait(tcp, (struct sockaddr *)&a, sizeof a);
+    close(tcp);
+    printf("udp_connect=%d\nsend1=%d\nsend2=%d\nsend2_errno=%d\n"
+           "tcp_connect_errno=%d\n",
+           c, s1, s2, e2, t);
+    return 0;
+}
+
+static int do_writev(void)
+{
+    int fd = tcp_connected(port);
+    static char a[500], b[500], c[500];
+    memset(a, 'a', sizeof a);
+    memset(b, 'b', sizeof b);
+    memset(c, 'c', sizeof c);
+    struct iovec iov[3] = {{a, 500}, {b, 500}, {c, 500}};
+    ssize_t r1 = writev(fd, iov, 3);
+    ssize_t r2 = writev(fd, iov, 3);
+    int e2 = errno;
+    close(fd);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
+           r2 < 0 ? e2 : 0);
+    return 0;
+}
+
+static int do_sendmmsg(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = addr4(port);
+    connect(fd, (struct sockaddr *)&a, sizeof a);
+    static char buf[5][100];
+    struct iovec iov[5];
+    struct mmsghdr m[5];
+    memset(m, 0, sizeof m);
+    for (int i = 0; i < 5; i++) {
+        memset(buf[i], '0' + i, 100);
+        iov[i] = (struct iovec){buf[i], 100};
+        m[i].msg_hdr.msg_iov = &iov[i];
+        m[i].msg_hdr.msg_iovlen = 1;
+    }
+    int r1 = sendmmsg(fd, m, 5, 0);
+    int r2 = sendmmsg(fd, m, 5, 0);
+    int e2 = errno;
+    close(fd);
+    printf("first=%d\nsecond=%d\nsecond_errno=%d\n", r1, r2,
+           r2 < 0 ? e2 : 0);
+    return 0;
+}
+
+static int do_sendfile(const char *path)
+{
+    int fd = tcp_connected(port);
+    int in = open(path, O_RDONLY);
+    off_t off = 0;
+    ssize_t r1 = sendfile(fd, in, &off, 1500);
+    ssize_t r2 = sendfile(fd, in, &off, 1500);
+    int e2 = errno;
+    close(in);
+    close(fd);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
+           r2 < 0 ? e2 : 0);
+    return 0;
+}
+
+static int v4mapped(void)
+{
+    int res[2];
+    for (int i = 0; i < 2; i++) {
+        int fd = socket(AF_INET6, SOCK_STREAM, 0);
+        struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+                                 .sin6_port = htons(port)};
+        inet_pton(AF_INET6, "::ffff:127.0.0.1", &a.sin6_addr);
+        res[i] = connect_wait(fd, (struct sockaddr *)&a, sizeof a);
+        close(fd);
+    }
+    printf("first_errno=%d\nsecond_errno=%d\n", res[0], res[1]);
+    return 0;
+}
+
+static int fastopen(void)
+{
+    ssize_t r[2];
+    int e[2];
+    for (int i = 0; i < 2; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = addr4(port);
+        r[i] = sendto(fd, "hello", 5, MSG_FASTOPEN, (struct sockaddr *)&a,
+                      sizeof a);
+        e[i] = r[i] < 0 ? errno : 0;
+        close(fd);
+    }
+    printf("first=%zd\nfirst_errno=%d\nsecond=%zd\nsecond_errno=%d\n", r[0],
+           e[0], r[1], e[1]);
+    return 0;
+}
+
+static int repeat(void)
+{
+    struct sockaddr_in a = addr4(port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int r1 = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e1 = r1 < 0 ? errno : 0;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    poll(&p, 1, 2000);
+    /* hiredis confirms with a second connect; loops see EISCONN. */
+    int r2 = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e2 = r2 < 0 ? errno : 0;
+    int r3 = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e3 = r3 < 0 ? errno : 0;
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    int eb = connect_wait(b, (struct sockaddr *)&a, sizeof a);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int ec = connect_wait(c, (struct sockaddr *)&a, sizeof a);
+    close(fd);
+    close(b);
+    close(c);
+    printf("a1_errno=%d\na2=%d\na2_errno=%d\na3_errno=%d\nb_errno=%d\n"
+           "c_errno=%d\n",
+           e1, r2, e2, e3, eb, ec);
+    return 0;
+}
+
+/* Write `n` bytes to fd in 64 KiB writes; returns the bytes written. */
+static long write_n(int fd, long n)
+{
+    static char buf[65536];
+    long done = 0;
+    while (done < n) {
+        size_t k = n - done < (long)sizeof buf ? (size_t)(n - done)
+                                                : sizeof buf;
+        ssize_t r = write(fd, buf, k);
+        if (r <= 0)
+            break;
+        done += r;
+    }
+    return done;
+}
+
+static int untouched(int outside, const char *dir)
+{
+    long mb = 1 << 20;
+    char path[512];
+    snprintf(path, sizeof path, "%s/untouched.dat", dir);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    printf("file=%ld\n", write_n(f, mb));
+    close(f);
+    int p[2];
+    pipe(p);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    printf("pipe=%ld\n", write_n(p[1], 32768));
+    close(p[0]);
+    close(p[1]);
+    int u[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, u);
+    printf("unix_send=%zd\n", send(u[0], "abcdef", 6, 0));
+    printf("unix_write=%zd\n", write(u[0], "abcdef", 6));
+    close(u[0]);
+    close(u[1]);
+    int o = tcp_connected(outside);
+    printf("outside=%ld\n", write_n(o, mb));
+    close(o);
+    /* The control: the covered destination is throttled here. */
+    int c = tcp_connected(port);
+    ssize_t c1 = write(c, "0123456789", 10);
+    ssize_t c2 = write(c, "0123456789", 10);
+    printf("covered_first=%zd\ncovered_second=%zd\n", c1, c2);
+    close(c);
+    return 0;
+}
+
+/* A marked socket at `fd`; checks the mark works (a short grant of the
+ * 1-byte budget, then EAGAIN... only for the first, which consumes the
+ * budget; later ones must at least be marked: they get EAGAIN). */
+static int marked_socket(void)
+{
+    return tcp_connected(port);
+}
+
+static void reuse_check(const char *how, int fd, const char *dir)
+{
+    /* fd was a marked socket and is now closed by `how`: the next open
+     * gets the same number, and writes to it must pass untouched. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/reuse-%s.dat", dir, how);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (f != fd) {
+        if (f >= 0 && dup2(f, fd) == fd)
+            syscall(SYS_close, f);
+        else
+            printf("%s_fd=mismatch\n", how);
+    }
+    printf("%s=%ld\n", how, write_n(fd, 100000));
+    close(fd);
+}
+
+static int reuse(const char *dir)
+{
+    int fd = marked_socket();
+    ssize_t w = write(fd, "xx", 2);
+    ssize_t w2 = write(fd, "xx", 2);
+    printf("control_first=%zd\ncontrol_second=%zd\n", w, w2);
+    close(fd);
+    reuse_check("close", fd, dir);
+
+    fd = marked_socket();
+    close_range((unsigned)fd, (unsigned)fd, 0);
+    reuse_check("close_range", fd, dir);
+
+    fd = marked_socket();
+    closefrom(fd);
+    reuse_check("closefrom", fd, dir);
+
+    fd = marked_socket();
+    FILE *fp = fdopen(fd, "w");
+    fclose(fp);
+    reuse_check("fclose", fd, dir);
+
+    /* dup2 over a marked fd: the new fd carries the file's mark (none). */
+    fd = marked_socket();
+    char path[512];
+    snprintf(path, sizeof path, "%s/reuse-dup2.dat", dir);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(f, fd);
+    printf("dup2=%ld\n", write_n(fd, 100000));
+    close(f);
+    close(fd);
+
+    /* close_range with CLOSE_RANGE_CLOEXEC closes nothing: still marked. */
+    fd = marked_socket();
+    close_range((unsigned)fd, (unsigned)fd, CLOSE_RANGE_CLOEXEC);
+    w = write(fd, "xx", 2);
+    printf("cloexec_still_marked=%d\n", w < 0 && errno == EAGAIN);
+    close(fd);
+
+    /* dup and F_DUPFD copy the mark. */
+    fd = marked_socket();
+    int d = dup(fd);
+    int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+    int e1 = write(d, "xx", 2) < 0 && errno == EAGAIN;
+    int e2 = write(d2, "xx", 2) < 0 && errno == EAGAIN;
+    printf("dup_marked=%d\nfdupfd_marked=%d\n", e1, e2);
+    close(d);
+    close(d2);
+    close(fd);
+    return 0;
+}
+
+/* fd 1,000,000 when RLIMIT_NOFILE can be raised that far (it needs
+ * CAP_SYS_RESOURCE beyond the hard limit), else the highest fd the hard
+ * limit allows. */
+static int bigfd(const char *dir)
+{
+    int target = 1000000;
+    struct rlimit rl = {1048576, 1048576};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        getrlimit(RLIMIT_NOFILE, &rl);
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        target = (int)rl.rlim_max - 1;
+    }
+    int s = marked_socket();
+    int big = dup2(s, target);
+    close(s);
+    ssize_t w1 = write(big, "xx", 2);
+    ssize_t w2 = write(big, "xx", 2);
+    printf("big=%d\nbig_first=%zd\nbig_second=%zd\n", big, w1, w2);
+    close(big);
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.dat", dir);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(f, target);
+    close(f);
+    printf("big_reused=%ld\n", write_n(target, 100000));
+    close(target);
+    return 0;
+}
+
+/* The kernel takes part of most sends here (a small send buffer, a
+ * non-blocking socket): what it did not take must go back to the budget,
+ * so exactly the budget gets through in the end. */
+static int shortfill(long total)
+{
+    int fd = tcp_connected(port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    static char buf[10000];
+    memset(buf, 'z', sizeof buf);
+    long sent = 0;
+    int shorts = 0, idle = 0;
+    double t0 = now(), end = t0 + 4;
+    while (sent < total && now() < end && idle < 50) {
+        size_t want = total - sent < (long)sizeof buf ? (size_t)(total - sent)
+                                                      : sizeof buf;
+        ssize_t r = send(fd, buf, want, MSG_NOSIGNAL);
+        if (r > 0) {
+            sent += r;
+            shorts += (size_t)r < want;
+            idle = 0;
+            continue;
+        }
+        if (r < 0 && errno != EAGAIN)
+            break;
+        /* Kernel full (poll waits) or budget spent (poll returns at
+         * once: give up after 50 of those in a row). */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, 100);
+        idle++;
+    }
+    close(fd);
+    printf("sent=%ld\nshorts=%d\nelapsed_ms=%ld\n", sent, shorts,
+           (long)((now() - t0) * 1e3));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: client MODE PORT [ARGS]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    port = parse_int(argv[2]);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strcmp(mode, "connects") == 0 && argc == 4)
+        return connects(parse_int(argv[3]));
+    if (strcmp(mode, "sends") == 0 && argc == 5)
+        return sends(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "udp") == 0 && argc == 5)
+        return udp(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "udpconnect") == 0)
+        return udpconnect();
+    if (strcmp(mode, "writev") == 0)
+        return do_writev();
+    if (strcmp(mode, "sendmmsg") == 0)
+        return do_sendmmsg();
+    if (strcmp(mode, "sendfile") == 0 && argc == 4)
+        return do_sendfile(argv[3]);
+    if (strcmp(mode, "v4mapped") == 0)
+        return v4mapped();
+    if (strcmp(mode, "fastopen") == 0)
+        return fastopen();
+    if (strcmp(mode, "repeat") == 0)
+        return repeat();
+    if (strcmp(mode, "untouched") == 0 && argc == 5)
+        return untouched(parse_int(argv[3]), argv[4]);
+    if (strcmp(mode, "reuse") == 0 && argc == 4)
+        return reuse(argv[3]);
+    if (strcmp(mode, "shortfill") == 0 && argc == 4)
+        return shortfill(parse_int(argv[3]));
+    if (strcmp(mode, "bigfd") == 0 && argc == 4)
+        return bigfd(argv[3]);
+    fprintf(stderr, "unknown mode or arguments: %s\n", mode);
+    return 2;
+}

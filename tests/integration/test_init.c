@@ -1,0 +1,108 @@
+/* Start-up and logging: a broken config, no config, RLSHIM_STRICT, and
+ * the log lines (one per denial, rate-limited, in a file the shim opens
+ * and closes per line). */
+#include "harness.h"
+
+static struct server srv;
+static struct run r;
+static char errlog[300];
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&srv, "http_count.py");
+    snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+}
+
+static void teardown(void)
+{
+    h_server_stop(&srv);
+    h_teardown();
+}
+
+TestSuite(init, .init = setup, .fini = teardown, .timeout = 30);
+
+static void curl_get(void)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    char *argv[] = {"curl", "-sS", "-o", "/dev/null", url, NULL};
+    h_run(&r, true, 10, argv);
+}
+
+Test(init, passes_everything_and_says_one_line_for_a_broken_config)
+{
+    h_config_write("[default]\nconect = 1/h\n");
+    h_no_strict = true;
+    curl_get();
+    curl_get();
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(h_server_wait(&srv, "", 2, 2), 2);
+    cr_expect_eq(h_file_lines(errlog, ""), 2, "one line per process");
+    cr_expect_eq(h_file_lines(errlog, "rlshim: "), 2);
+    cr_expect_eq(h_file_lines(errlog, ":2: unknown key 'conect'"), 2);
+}
+
+Test(init, exits_78_at_start_for_a_broken_config_when_strict)
+{
+    h_config_write("[default]\nconnect = 0/s\n");
+    curl_get();
+    cr_expect_eq(r.status, 78);
+    cr_expect_eq(h_file_lines(errlog, "rlshim: "), 1);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 0);
+}
+
+Test(init, passes_everything_silently_without_a_config)
+{
+    struct stat sb;
+    if (stat("/usr/local/etc/rlshim.ini", &sb) == 0)
+        cr_skip_test("a system config exists");
+    h_no_config = true;
+    curl_get();
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(h_file_lines(errlog, ""), 0);
+}
+
+Test(init, logs_one_line_per_denial_with_user_rule_call_and_destination)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/rlshim.log", h_dir);
+    h_config_write("[rlshim]\nlog = %s\n"
+                   "[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
+                   log, srv.port);
+    curl_get();
+    cr_expect_eq(r.status, 0);
+    curl_get();
+    curl_get();
+    cr_expect_neq(r.status, 0);
+    char want[128];
+    snprintf(want, sizeof want, "denied connect fd ");
+    cr_expect_eq(h_file_lines(log, want), 2);
+    snprintf(want, sizeof want, "to 127.0.0.1:%d", srv.port);
+    cr_expect_eq(h_file_lines(log, want), 2);
+    snprintf(want, sizeof want, "(user %u, rule [default])", getuid());
+    cr_expect_eq(h_file_lines(log, want), 2);
+    cr_expect_eq(h_file_lines(errlog, "rlshim"), 0, "logged to stderr too");
+}
+
+Test(init, rate_limits_its_own_log_lines)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/rlshim.log", h_dir);
+    h_config_write("[rlshim]\nlog = %s\n"
+                   "[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
+                   log, srv.port);
+    char bin[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("client", bin, sizeof bin), "connects",
+                    port, "200", NULL};
+    h_run(&r, true, 10, argv);
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(h_out_long(&r, "denied", 0), 199);
+    double secs = r.wall + 1;
+    int lines = h_file_lines(log, "denied connect");
+    cr_expect_geq(lines, 10);
+    cr_expect_leq(lines, 10 * (int)(secs + 1), "%d lines in %.2f s", lines,
+                  secs);
+}
