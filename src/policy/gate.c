@@ -121,6 +121,11 @@ fail:
     return r;
 }
 
+void rl_gate_atfork_child(void)
+{
+    atomic_flag_clear_explicit(&reopening, memory_order_relaxed);
+}
+
 bool rl_gate_active(void)
 {
     return active;

@@ -74,6 +74,11 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
  * or the call failed). Also lowers the allowed counter. */
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units);
 
+/* In the child after fork: drop what a thread of the parent may have been
+ * doing (re-opening a replaced segment), which no thread of the child
+ * will finish. Async-signal-safe. */
+void rl_gate_atfork_child(void);
+
 /* The largest stream send that can ever be granted at once (the smallest
  * send_bytes burst), UINT64_MAX when bytes are not limited. */
 uint64_t rl_gate_max_bytes(void);

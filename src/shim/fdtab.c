@@ -15,12 +15,12 @@
  * unmaps its page) and never changes again. Readers load it with acquire,
  * pairing with the release of that CAS, so they see a zeroed page. 512 KiB
  * of bss, touched only where fds are marked. */
-static _Atomic(_Atomic uint32_t *) dir[NPAGES];
+_Atomic(_Atomic uint32_t *) rl_fdtab_dir[NPAGES];
 
 static _Atomic uint32_t *page_of(unsigned fd)
 {
     /* Pairs with the release CAS in page_make. */
-    return atomic_load_explicit(&dir[fd >> RL_FDTAB_PAGE_BITS],
+    return atomic_load_explicit(&rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS],
                                 memory_order_acquire);
 }
 
@@ -36,22 +36,11 @@ static _Atomic uint32_t *page_make(unsigned fd)
         return NULL;
     _Atomic uint32_t *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(
-            &dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
+            &rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
             memory_order_acq_rel, memory_order_acquire))
         return m;
     munmap(m, PAGE_SIZE_FDS * sizeof(uint32_t));
     return expected;
-}
-
-uint32_t rl_fdtab_get(int fd)
-{
-    if ((unsigned)fd >= RL_FDTAB_MAX)
-        return 0;
-    _Atomic uint32_t *p = page_of((unsigned)fd);
-    if (p == NULL)
-        return 0;
-    return atomic_load_explicit(&p[(unsigned)fd & PAGE_MASK_FDS],
-                                memory_order_relaxed);
 }
 
 int rl_fdtab_set(int fd, uint32_t mark)

@@ -11,6 +11,8 @@
 #ifndef RL_SHIM_FDTAB_H
 #define RL_SHIM_FDTAB_H
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Bits of a mark. 0 = nothing known: pass everything through. */
@@ -22,8 +24,27 @@
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
 
-/* The mark of `fd`, 0 when none (or fd out of range). */
-uint32_t rl_fdtab_get(int fd);
+/* The directory: one page pointer per 2^RL_FDTAB_PAGE_BITS fds (see
+ * fdtab.c). Exposed only so that rl_fdtab_get inlines into the hooks. */
+extern _Atomic(_Atomic uint32_t *) rl_fdtab_dir[RL_FDTAB_MAX >>
+                                                RL_FDTAB_PAGE_BITS];
+
+/* The mark of `fd`, 0 when none (or fd out of range): the whole cost of a
+ * hook on an fd that is not a throttled socket. */
+static inline uint32_t rl_fdtab_get(int fd)
+{
+    if ((unsigned)fd >= RL_FDTAB_MAX)
+        return 0;
+    /* Pairs with the release CAS that publishes a page (fdtab.c). */
+    _Atomic uint32_t *p = atomic_load_explicit(
+        &rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
+        memory_order_acquire);
+    if (p == NULL)
+        return 0;
+    return atomic_load_explicit(
+        &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)],
+        memory_order_relaxed);
+}
 
 /* Replace the mark of `fd`. Returns 0, -EBADF for an fd out of range, or
  * -ENOMEM when a page cannot be mapped (the fd then stays unmarked). */

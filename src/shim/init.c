@@ -10,6 +10,7 @@
  * guard is per thread (a fork from inside a hook cannot happen: the shim
  * calls no fork). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,10 @@ __attribute__((constructor)) static void rl_shim_init(void)
     done = 1;
     int saved = errno;
     rl_real_resolve();
+    /* Nothing of the shim's is held across fork (no locks; the guard is
+     * per thread and never held across a real call), except a re-open of
+     * a replaced segment another thread may be in the middle of. */
+    pthread_atfork(NULL, NULL, rl_gate_atfork_child);
     rl_shim_busy = 1;
     load();
     rl_shim_busy = 0;

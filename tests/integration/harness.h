@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -115,6 +116,8 @@ H_FN void h_server_start(struct server *s, const char *name)
     s->pid = fork();
     cr_assert_neq(s->pid, -1);
     if (s->pid == 0) {
+        /* Dies with the test worker, even one Criterion times out. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
@@ -204,6 +207,7 @@ H_FN void h_run(struct run *r, bool preload, double timeout,
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
@@ -215,8 +219,20 @@ H_FN void h_run(struct run *r, bool preload, double timeout,
         if (e >= 0)
             dup2(e, 2);
         if (preload) {
-            char so[512];
-            snprintf(so, sizeof so, "%s/librlshim.so", h_env("RLSHIM_BUILD"));
+            /* An ASan build of the shim needs libasan first in the
+             * preload list; the programs' own leaks are not ours. */
+            char so[1024], asan[512] = "";
+            const char *san = getenv("RLSHIM_SANITIZER");
+            if (san != NULL && strcmp(san, "address") == 0) {
+                FILE *p = popen("cc -print-file-name=libasan.so", "r");
+                if (p != NULL && fgets(asan, sizeof asan, p) != NULL)
+                    asan[strcspn(asan, "\n")] = ' ';
+                if (p != NULL)
+                    pclose(p);
+                setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+            }
+            snprintf(so, sizeof so, "%s%s/librlshim.so", asan,
+                     h_env("RLSHIM_BUILD"));
             setenv("LD_PRELOAD", so, 1);
             if (h_no_config)
                 unsetenv("RLSHIM_CONFIG");

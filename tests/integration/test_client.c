@@ -125,6 +125,24 @@ Test(client, charges_udp_sendto_to_a_covered_address_only)
     cr_expect_eq(h_server_count(&sink, "DGRAM"), 3);
 }
 
+Test(client, charges_named_sendmsg_and_sendmmsg_by_their_destinations)
+{
+    h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n", sink.port);
+    char port2[16];
+    snprintf(port2, sizeof port2, "%d", other.port);
+    client("udpmsg", port2, NULL);
+    cr_expect_eq(out("sendmsg1"), 1);
+    /* 2 units left: matching, other (free), matching; the 4th is cut. */
+    cr_expect_eq(out("sendmmsg"), 3);
+    cr_expect_eq(out("sendmsg2"), -1);
+    cr_expect_eq(out("sendmsg2_errno"), EAGAIN);
+    cr_expect_eq(out("sendmsg_other"), 1);
+    cr_expect_eq(h_server_wait(&sink, "DGRAM", 3, 2), 3);
+    cr_expect_eq(h_server_wait(&other, "DGRAM", 2, 2), 2);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&sink, "DGRAM"), 3);
+}
+
 Test(client, charges_a_connected_udp_socket_per_datagram_not_per_connect)
 {
     h_config_write("[default]\nconnect = 1/h\nsend = 1/h\n"
@@ -268,4 +286,38 @@ Test(client, marks_and_forgets_a_socket_at_a_very_high_fd)
     cr_expect_eq(out("big_first"), 1);
     cr_expect_eq(out("big_second"), -1);
     cr_expect_eq(out("big_reused"), 100000);
+}
+
+Test(client, never_writes_into_an_fd_the_program_reused_after_close_range)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/rlshim.log", h_dir);
+    h_config_write("[rlshim]\nlog = %s\non_deny = delay\n"
+                   "[default]\nsend = 20/s\nsend_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   log, sink.port);
+    client("closerange", NULL, NULL);
+    cr_expect_eq(out("sent"), 13);
+    cr_expect_eq(h_file_lines(log, "delayed send"), 3);
+    char want[300], sha_want[65], sha_got[65];
+    h_sha256_file(h_file_fill("app.want", "APPDATAMORE", 11, want,
+                              sizeof want),
+                  sha_want);
+    cr_expect_eq(h_server_wait(&sink, "CONN", 2, 2), 2);
+    /* Whichever closed first: one connection carried exactly the app's
+     * data, the other "xy". */
+    long a = conn_bytes(&sink, 0, sha_got);
+    if (a != 11)
+        a = conn_bytes(&sink, 1, sha_got);
+    cr_expect_eq(a, 11);
+    cr_expect_str_eq(sha_got, sha_want);
+}
+
+Test(client, shares_one_budget_between_parent_and_forked_child)
+{
+    h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    client("fork", NULL, NULL);
+    cr_expect_eq(out("child_ok"), 2);
+    cr_expect_eq(out("parent_ok"), 1);
 }

@@ -6,6 +6,7 @@
  *   client connects PORT N        N non-blocking connects, each closed
  *   client sends PORT N SIZE      one connection, N sends of SIZE bytes
  *   client udp PORT OTHER N       N sendto to PORT and N to OTHER
+ *   client udpmsg PORT OTHER      unconnected sendmsg/sendmmsg with names
  *   client udpconnect PORT        UDP connect + 2 sends, then a TCP connect
  *   client writev PORT            two writev of 1500 bytes in 3 pieces
  *   client sendmmsg PORT          two sendmmsg of 5 datagrams of 100 B
@@ -16,6 +17,8 @@
  *   client untouched PORT OUT     file, pipe, AF_UNIX, outside `to`
  *   client reuse PORT             fd reuse after each close path
  *   client bigfd PORT             a marked socket at fd 1,000,000
+ *   client closerange PORT        close_range(3, ~0U) then connect+send
+ *   client fork PORT              parent and child share one send budget
  *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
  *                                 small send buffer, up to TOTAL bytes
  */
@@ -34,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -171,6 +175,42 @@ static int udp(int other, int n)
     }
     printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n",
            mok, mden, ook, oden);
+    return 0;
+}
+
+/* One datagram through sendmsg to `p`; returns what sendmsg returned. */
+static ssize_t msg_to(int fd, int p)
+{
+    struct sockaddr_in a = addr4(p);
+    struct iovec iov = {"m", 1};
+    struct msghdr h = {.msg_name = &a, .msg_namelen = sizeof a,
+                       .msg_iov = &iov, .msg_iovlen = 1};
+    return sendmsg(fd, &h, 0);
+}
+
+static int udpmsg(int other)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ssize_t m1 = msg_to(fd, port);
+    struct sockaddr_in a = addr4(port), b = addr4(other);
+    struct iovec iov = {"n", 1};
+    struct mmsghdr v[4];
+    memset(v, 0, sizeof v);
+    for (int i = 0; i < 4; i++) {
+        /* matching, other, matching, matching */
+        v[i].msg_hdr.msg_name = i == 1 ? &b : &a;
+        v[i].msg_hdr.msg_namelen = sizeof a;
+        v[i].msg_hdr.msg_iov = &iov;
+        v[i].msg_hdr.msg_iovlen = 1;
+    }
+    int mm = sendmmsg(fd, v, 4, 0);
+    ssize_t m2 = msg_to(fd, port);
+    int e2 = errno;
+    ssize_t m3 = msg_to(fd, other);
+    close(fd);
+    printf("sendmsg1=%zd\nsendmmsg=%d\nsendmsg2=%zd\nsendmsg2_errno=%d\n"
+           "sendmsg_other=%zd\n",
+           m1, mm, m2, m2 < 0 ? e2 : 0, m3);
     return 0;
 }
 
@@ -461,6 +501,41 @@ static int bigfd(const char *dir)
     return 0;
 }
 
+/* Programs close every fd they did not open; the shim must have none
+ * open that a new socket could be confused with. Run with a delaying
+ * budget and a log, so the shim logs before and after the close_range. */
+static int closerange(void)
+{
+    int s = tcp_connected(port);
+    ssize_t a = send(s, "x", 1, MSG_NOSIGNAL);
+    ssize_t b = send(s, "y", 1, MSG_NOSIGNAL); /* delayed: logged */
+    close_range(3, ~0u, 0);
+    int fd = tcp_connected(port);
+    ssize_t c = send(fd, "APPDATA", 7, MSG_NOSIGNAL);
+    ssize_t d = send(fd, "MORE", 4, MSG_NOSIGNAL);
+    close(fd);
+    printf("fd=%d\nsent=%zd\n", fd, a + b + c + d);
+    return 0;
+}
+
+/* After fork the child's sends and the parent's come out of one budget
+ * (send = 3/h): the child sends twice, then the parent twice. */
+static int forked(void)
+{
+    int fd = tcp_connected(port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int ok = (send(fd, "c", 1, 0) == 1) + (send(fd, "c", 1, 0) == 1);
+        _exit(ok);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int ok = (send(fd, "p", 1, 0) == 1) + (send(fd, "p", 1, 0) == 1);
+    close(fd);
+    printf("child_ok=%d\nparent_ok=%d\n", WEXITSTATUS(st), ok);
+    return 0;
+}
+
 /* The kernel takes part of most sends here (a small send buffer, a
  * non-blocking socket): what it did not take must go back to the budget,
  * so exactly the budget gets through in the end. */
@@ -514,6 +589,8 @@ int main(int argc, char **argv)
         return sends(parse_int(argv[3]), parse_int(argv[4]));
     if (strcmp(mode, "udp") == 0 && argc == 5)
         return udp(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "udpmsg") == 0 && argc == 4)
+        return udpmsg(parse_int(argv[3]));
     if (strcmp(mode, "udpconnect") == 0)
         return udpconnect();
     if (strcmp(mode, "writev") == 0)
@@ -532,6 +609,10 @@ int main(int argc, char **argv)
         return untouched(parse_int(argv[3]), argv[4]);
     if (strcmp(mode, "reuse") == 0 && argc == 4)
         return reuse(argv[3]);
+    if (strcmp(mode, "closerange") == 0)
+        return closerange();
+    if (strcmp(mode, "fork") == 0)
+        return forked();
     if (strcmp(mode, "shortfill") == 0 && argc == 4)
         return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)
