@@ -90,8 +90,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
             max_bytes = cap;
     }
     rl_budget_layout(rule, &layout);
-    slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), label,
-                               sizeof label);
+    slot_tag =
+        rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
     overflow_tag = rl_budget_overflow_tag(rule);
     store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
@@ -146,6 +146,15 @@ bool rl_gate_covers(const void *sa, unsigned salen)
     return fam == AF_INET || fam == AF_INET6;
 }
 
+/* How many times a process follows a replaced segment. Two processes
+ * with different configs (an old one still running after an edit) would
+ * otherwise replace each other's segment at every decision, resetting
+ * both budgets each time; after this many, the process keeps the budgets
+ * of the segment it has (no longer shared with newcomers). */
+#define MAX_REOPENS 4
+
+static rl_atomic_u64 reopens;
+
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
@@ -154,10 +163,12 @@ static struct budget *budget(void)
 {
     /* Pairs with the release stores in rl_gate_init and below. */
     struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
-    if (b == NULL || !rl_store_is_stale(b->store))
+    if (b == NULL || !rl_store_is_stale(b->store) ||
+        rl_load_relaxed_u64(&reopens) >= MAX_REOPENS)
         return b;
     if (atomic_flag_test_and_set_explicit(&reopening, memory_order_acquire))
         return b;
+    rl_add_relaxed_u64(&reopens, 1);
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
     if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {
@@ -212,9 +223,8 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-static void log_event(uint64_t now, const char *what, const char *call,
-                      int fd, const void *sa, unsigned salen,
-                      const char *detail)
+static void log_event(uint64_t now, const char *what, const char *call, int fd,
+                      const void *sa, unsigned salen, const char *detail)
 {
     if (!rl_log_enabled())
         return;
@@ -238,9 +248,9 @@ static bool take(struct budget *b, struct rl_gate_ticket *t, int kind,
         *granted = want;
         return true;
     }
-    struct rl_verdict v = rl_multi_take(b->states[kind], rule->limits[kind],
-                                        n, t->now, want, min, max_wait(),
-                                        t->v[kind]);
+    struct rl_verdict v =
+        rl_multi_take(b->states[kind], rule->limits[kind], n, t->now, want, min,
+                      max_wait(), t->v[kind]);
     if (v.granted == 0)
         return false;
     t->took[kind] = true;
@@ -255,8 +265,8 @@ static void untake(struct budget *b, struct rl_gate_ticket *t, int kind,
 {
     if (!t->took[kind] || units == 0 || b == NULL)
         return;
-    rl_multi_refund(b->states[kind], rule->limits[kind],
-                    rule->nlimits[kind], t->now, t->v[kind], units);
+    rl_multi_refund(b->states[kind], rule->limits[kind], rule->nlimits[kind],
+                    t->now, t->v[kind], units);
 }
 
 static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
@@ -302,16 +312,14 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
         t->wait_ns = 0;
 }
 
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
-                       const char *call, int fd, const void *sa,
-                       unsigned salen)
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                       int fd, const void *sa, unsigned salen)
 {
     memset(t, 0, sizeof *t);
     t->now = now;
     t->calls = 1;
     if (rule == NULL)
-        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa,
-                               salen)
+        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa, salen)
                         : RL_GATE_GO;
     struct budget *b = budget();
     uint64_t g;
@@ -336,15 +344,25 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     t->calls = calls;
     t->bytes = bytes;
     if (rule == NULL)
-        return deny_all ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa,
-                               salen)
-                        : RL_GATE_GO;
+        return deny_all
+                   ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa, salen)
+                   : RL_GATE_GO;
     struct budget *b = budget();
     uint64_t gc, gb;
     if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
+    if (bytes_min < bytes && rule->on_deny == RL_DENY_DELAY) {
+        /* A stream send in delay mode: grant part of it only when a
+         * sizeable part is free (1/16 of the burst), else reserve it all
+         * and sleep. With a minimum of 1 byte, a client that comes back
+         * a few microseconds later would get a few bytes per call: a busy
+         * loop of tiny writes instead of a sleep. */
+        uint64_t chunk = max_bytes / 16 > 0 ? max_bytes / 16 : 1;
+        if (chunk > bytes_min)
+            bytes_min = chunk < bytes ? chunk : bytes;
+    }
     if (!take(b, t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
         untake(b, t, RL_KIND_SEND, gc);
         t->took[RL_KIND_SEND] = false;
@@ -374,8 +392,7 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
     if (b != NULL) {
         /* Lower `allowed` by what was not spent after all. */
         rl_add_relaxed_u64(
-            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND +
-                              RL_STAT_ALLOWED],
+            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED],
             (uint64_t)0 - units);
     }
 }

@@ -27,11 +27,11 @@ enum rl_gate_act {
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
 struct rl_gate_ticket {
-    uint64_t now;      /* the clock reading of the decision */
-    uint64_t wait_ns;  /* sleep until now + wait_ns before the call */
-    uint64_t calls;    /* `send` units granted (connect: 1) */
-    uint64_t bytes;    /* `send_bytes` units granted */
-    int err;           /* RL_GATE_FAIL: the errno to set */
+    uint64_t now;     /* the clock reading of the decision */
+    uint64_t wait_ns; /* sleep until now + wait_ns before the call */
+    uint64_t calls;   /* `send` units granted (connect: 1) */
+    uint64_t bytes;   /* `send_bytes` units granted */
+    int err;          /* RL_GATE_FAIL: the errno to set */
     bool took[RL_KIND_COUNT];
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
@@ -54,15 +54,17 @@ bool rl_gate_covers(const void *sa, unsigned salen);
  * the call in a log line. */
 int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
                     const void *sa, unsigned salen);
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now,
-                       const char *call, int fd, const void *sa,
-                       unsigned salen);
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                       int fd, const void *sa, unsigned salen);
 
 /* A send of `calls` units (calls_min of them at least: sendmmsg may send a
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
  * datagram its whole size). `sa` is the explicit destination, or NULL for
  * the fd's peer (used only in log lines). On GO, t->calls and t->bytes say
- * what was granted; the caller trims its call to that. */
+ * what was granted; the caller trims its call to that. In delay mode a
+ * part is granted only when 1/16 of the byte burst is free at least (else
+ * the whole is reserved and slept for), so that a client coming straight
+ * back gets a sleep, not a few bytes per call. */
 int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);

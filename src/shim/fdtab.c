@@ -30,8 +30,7 @@ static _Atomic uint32_t *page_make(unsigned fd)
     if (p != NULL)
         return p;
     void *m = mmap(NULL, PAGE_SIZE_FDS * sizeof(uint32_t),
-                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                   0);
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     _Atomic uint32_t *expected = NULL;

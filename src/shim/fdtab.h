@@ -17,8 +17,8 @@
 
 /* Bits of a mark. 0 = nothing known: pass everything through. */
 #define RL_FD_MATCHED 0x1u /* sends without an address are charged */
-#define RL_FD_STREAM  0x2u /* SOCK_STREAM (type known) */
-#define RL_FD_DGRAM   0x4u /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
+#define RL_FD_STREAM 0x2u  /* SOCK_STREAM (type known) */
+#define RL_FD_DGRAM 0x4u   /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
 #define RL_FD_CHARGED 0x8u /* a connect attempt was charged already */
 
 #define RL_FDTAB_PAGE_BITS 14
@@ -26,8 +26,8 @@
 
 /* The directory: one page pointer per 2^RL_FDTAB_PAGE_BITS fds (see
  * fdtab.c). Exposed only so that rl_fdtab_get inlines into the hooks. */
-extern _Atomic(_Atomic uint32_t *) rl_fdtab_dir[RL_FDTAB_MAX >>
-                                                RL_FDTAB_PAGE_BITS];
+extern _Atomic(_Atomic uint32_t *)
+    rl_fdtab_dir[RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS];
 
 /* The mark of `fd`, 0 when none (or fd out of range): the whole cost of a
  * hook on an fd that is not a throttled socket. */
@@ -36,9 +36,9 @@ static inline uint32_t rl_fdtab_get(int fd)
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return 0;
     /* Pairs with the release CAS that publishes a page (fdtab.c). */
-    _Atomic uint32_t *p = atomic_load_explicit(
-        &rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
-        memory_order_acquire);
+    _Atomic uint32_t *p =
+        atomic_load_explicit(&rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
+                             memory_order_acquire);
     if (p == NULL)
         return 0;
     return atomic_load_explicit(

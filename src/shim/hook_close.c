@@ -8,10 +8,10 @@
  * of these consult the config: they work before init and never block. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
-#include <linux/close_range.h>
 
 #include "shim/fdtab.h"
 #include "shim/hooks.h"

@@ -110,9 +110,9 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     struct rl_gate_ticket t;
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act = kind ? rl_hook_send_begin(fd, kind, "send", NULL, 0, len, &t,
-                                        &grant)
-                   : RL_HOOK_PASS;
+    int act =
+        kind ? rl_hook_send_begin(fd, kind, "send", NULL, 0, len, &t, &grant)
+             : RL_HOOK_PASS;
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
@@ -198,8 +198,7 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     uint32_t m = rl_fdtab_get(fd);
     const struct sockaddr *sa = msg != NULL ? msg->msg_name : NULL;
     socklen_t salen = msg != NULL ? msg->msg_namelen : 0;
-    if ((sa == NULL && !(m & RL_FD_MATCHED)) || msg == NULL ||
-        !rl_shim_enter())
+    if ((sa == NULL && !(m & RL_FD_MATCHED)) || msg == NULL || !rl_shim_enter())
         return REAL(sendmsg)(fd, msg, flags);
     int saved = errno;
     struct rl_gate_ticket t, tc;
@@ -209,8 +208,8 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     int cact = fastopen_begin(fd, flags, sa, salen, "sendmsg", &tc);
     int act = cact;
     if (cact != RL_HOOK_FAIL)
-        act = send_after_connect(fd, cact, &tc, "sendmsg", sa, salen, len,
-                                 &t, &grant);
+        act = send_after_connect(fd, cact, &tc, "sendmsg", sa, salen, len, &t,
+                                 &grant);
     else
         t = tc;
     /* A stream grant shorter than asked: send a trimmed copy of the
@@ -222,9 +221,8 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     if (act == RL_HOOK_GO && grant < len) {
         copy = *msg;
         copy.msg_iov = iov;
-        copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen,
-                                           grant, iov, RL_HOOK_IOV_MAX,
-                                           &grant);
+        copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, grant,
+                                           iov, RL_HOOK_IOV_MAX, &grant);
         use = &copy;
     }
     rl_shim_leave();
@@ -242,8 +240,7 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 /* Give back what a ticket granted beyond (calls, bytes); the guard must
  * be held. Leaves the ticket saying what is kept. */
-static void keep_only(struct rl_gate_ticket *t, uint64_t calls,
-                      uint64_t bytes)
+static void keep_only(struct rl_gate_ticket *t, uint64_t calls, uint64_t bytes)
 {
     if (t->calls > calls)
         rl_gate_refund(t, RL_KIND_SEND, t->calls - calls);

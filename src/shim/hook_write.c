@@ -22,9 +22,9 @@ RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
     struct rl_gate_ticket t;
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act = kind ? rl_hook_send_begin(fd, kind, "write", NULL, 0, len, &t,
-                                        &grant)
-                   : RL_HOOK_PASS;
+    int act =
+        kind ? rl_hook_send_begin(fd, kind, "write", NULL, 0, len, &t, &grant)
+             : RL_HOOK_PASS;
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
@@ -45,9 +45,9 @@ RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
     size_t len = rl_hook_iov_len(iov, (size_t)iovcnt);
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act = kind ? rl_hook_send_begin(fd, kind, "writev", NULL, 0, len, &t,
-                                        &grant)
-                   : RL_HOOK_PASS;
+    int act =
+        kind ? rl_hook_send_begin(fd, kind, "writev", NULL, 0, len, &t, &grant)
+             : RL_HOOK_PASS;
     /* A shorter grant: write a trimmed copy of the iovec's prefix. */
     struct iovec trimmed[RL_HOOK_IOV_MAX];
     const struct iovec *use = iov;
@@ -75,9 +75,9 @@ static int sendfile_begin(int out, size_t count, const char *call,
         return RL_HOOK_PASS;
     *saved = errno;
     uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);
-    int act = kind ? rl_hook_send_begin(out, kind, call, NULL, 0, count, t,
-                                        grant)
-                   : RL_HOOK_PASS;
+    int act =
+        kind ? rl_hook_send_begin(out, kind, call, NULL, 0, count, t, grant)
+             : RL_HOOK_PASS;
     rl_shim_leave();
     return act;
 }

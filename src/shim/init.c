@@ -37,8 +37,7 @@ void rl_shim_sleep_until(uint64_t deadline_ns)
     int saved = errno;
     /* An absolute deadline: after EINTR the same call sleeps exactly the
      * time left. A handler that siglongjmps out leaves nothing held. */
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
-           EINTR)
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
     errno = saved;
 }
@@ -75,8 +74,10 @@ static void load(void)
     if (cfg == NULL)
         return; /* no config at all: nothing is throttled, silently */
     if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
-        snprintf(line, sizeof line, "rlshim: %s: log path too long; "
-                 "nothing is throttled\n", cfg->path);
+        snprintf(line, sizeof line,
+                 "rlshim: %s: log path too long; "
+                 "nothing is throttled\n",
+                 cfg->path);
         broken(line);
         rl_config_free(cfg);
         return;

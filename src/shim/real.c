@@ -124,8 +124,7 @@ int fcntl64(int, int, ...);
 void closefrom(int);
 int close_range(unsigned int, unsigned int, int);
 
-#define RESOLVE(name) \
-    tmp.name = next(#name, (void *)name, (void *)fb_##name)
+#define RESOLVE(name) tmp.name = next(#name, (void *)name, (void *)fb_##name)
 
 void rl_real_resolve(void)
 {

@@ -16,8 +16,8 @@
 struct rl_real {
     int (*connect)(int, const struct sockaddr *, socklen_t);
     ssize_t (*send)(int, const void *, size_t, int);
-    ssize_t (*sendto)(int, const void *, size_t, int,
-                      const struct sockaddr *, socklen_t);
+    ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *,
+                      socklen_t);
     ssize_t (*sendmsg)(int, const struct msghdr *, int);
     int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
     ssize_t (*write)(int, const void *, size_t);
@@ -43,9 +43,9 @@ extern struct rl_real rl_real;
 void rl_real_resolve(void);
 
 /* The real function `name`, resolving first when needed. */
-#define REAL(name) \
-    (__builtin_expect(rl_real.name != NULL, 1) ? rl_real.name \
-                                               : (rl_real_resolve(), \
-                                                  rl_real.name))
+#define REAL(name)                                                             \
+    (__builtin_expect(rl_real.name != NULL, 1)                                 \
+         ? rl_real.name                                                        \
+         : (rl_real_resolve(), rl_real.name))
 
 #endif

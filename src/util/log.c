@@ -74,8 +74,8 @@ static void emit_syslog(const char *line, size_t n)
         return;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     memcpy(sun.sun_path, "/dev/log", sizeof "/dev/log");
-    syscall(SYS_sendto, fd, msg, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL,
-            &sun, sizeof sun);
+    syscall(SYS_sendto, fd, msg, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL, &sun,
+            sizeof sun);
     syscall(SYS_close, fd);
 }
 
@@ -87,10 +87,9 @@ static void emit(const char *line, size_t n)
         write_all(2, line, n);
         break;
     case T_FILE: {
-        long fd = syscall(SYS_openat, AT_FDCWD, path_buf,
-                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
-                              O_NOCTTY,
-                          0600);
+        long fd =
+            syscall(SYS_openat, AT_FDCWD, path_buf,
+                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd >= 0) {
             write_all((int)fd, line, n);
             syscall(SYS_close, fd);

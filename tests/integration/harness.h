@@ -44,7 +44,7 @@ struct run {
  * RLSHIM_CONFIG (the sysconfdir file, normally absent, is then used). */
 static bool h_no_strict, h_no_config;
 
-static char h_dir[128];    /* per-test temp dir: config, state, logs */
+static char h_dir[128]; /* per-test temp dir: config, state, logs */
 static char h_config[256];
 static char h_state[256];
 
@@ -76,8 +76,7 @@ H_FN void h_teardown(void)
     /* A failed test shows what its programs said on stderr. */
     if (getenv("RLSHIM_TEST_VERBOSE") != NULL) {
         char cat[300];
-        snprintf(cat, sizeof cat, "cat '%s/stderr.log' >&2 2>/dev/null",
-                 h_dir);
+        snprintf(cat, sizeof cat, "cat '%s/stderr.log' >&2 2>/dev/null", h_dir);
         if (system(cat) != 0)
             fprintf(stderr, "(no stderr.log)\n");
     }
@@ -90,8 +89,8 @@ H_FN void h_teardown(void)
 }
 
 /* Write the config file from a format string. */
-__attribute__((format(printf, 1, 2))) static void h_config_write(
-    const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void
+h_config_write(const char *fmt, ...)
 {
     FILE *f = fopen(h_config, "w");
     cr_assert_not_null(f);
@@ -166,7 +165,7 @@ H_FN int h_server_count(const struct server *s, const char *prefix)
 
 /* The i-th log line starting with prefix (0-based), or "" . */
 H_FN const char *h_server_line(const struct server *s, const char *prefix,
-                                 int i, char *buf, size_t len)
+                               int i, char *buf, size_t len)
 {
     FILE *f = fopen(s->log, "r");
     buf[0] = '\0';
@@ -184,8 +183,8 @@ H_FN const char *h_server_line(const struct server *s, const char *prefix,
 }
 
 /* Wait until the server logged `want` lines with prefix, up to `secs`. */
-H_FN int h_server_wait(const struct server *s, const char *prefix,
-                         int want, double secs)
+H_FN int h_server_wait(const struct server *s, const char *prefix, int want,
+                       double secs)
 {
     double end = h_now() + secs;
     int n;
@@ -198,8 +197,7 @@ H_FN int h_server_wait(const struct server *s, const char *prefix,
  * RLSHIM_STRICT=1 (a config the shim rejects fails the test, never runs
  * unthrottled). `preload` false runs it bare. Kills it after `timeout`
  * seconds (status -1). */
-H_FN void h_run(struct run *r, bool preload, double timeout,
-                  char *const argv[])
+H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -262,8 +260,7 @@ H_FN void h_run(struct run *r, bool preload, double timeout,
         if (w == pid) {
             while ((k = read(p[0], r->out + n, sizeof r->out - 1 - n)) > 0)
                 n += (size_t)k;
-            r->status = WIFEXITED(st) ? WEXITSTATUS(st)
-                                      : 128 + WTERMSIG(st);
+            r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             break;
         }
         if (h_now() - t0 > timeout) {

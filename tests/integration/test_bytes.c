@@ -77,8 +77,8 @@ Test(bytes, curl_posts_a_mebibyte_at_the_rate, .init = setup_http,
 {
     char data[320];
     snprintf(data, sizeof data, "@%s", payload);
-    char *argv[] = {"curl", "-sS", "-o", "/dev/null", "-H", "Expect:",
-                    "--data-binary", data, (char *)url(), NULL};
+    char *argv[] = {"curl",    "-sS",           "-o", "/dev/null",   "-H",
+                    "Expect:", "--data-binary", data, (char *)url(), NULL};
     h_run(&r, true, 15, argv);
     check("curl", "", 3, 200);
 }
@@ -88,14 +88,14 @@ Test(bytes, wget_posts_a_mebibyte_at_the_rate, .init = setup_http,
 {
     char post[320];
     snprintf(post, sizeof post, "--post-file=%s", payload);
-    char *argv[] = {"wget", "-q", "-O", "/dev/null", "--tries=1", post,
-                    (char *)url(), NULL};
+    char *argv[] = {"wget",      "-q", "-O",          "/dev/null",
+                    "--tries=1", post, (char *)url(), NULL};
     h_run(&r, true, 15, argv);
     check("wget", "", 3, 300);
 }
 
-Test(bytes, python_http_client_posts_a_mebibyte_at_the_rate,
-     .init = setup_http, .fini = teardown)
+Test(bytes, python_http_client_posts_a_mebibyte_at_the_rate, .init = setup_http,
+     .fini = teardown)
 {
     char code[600];
     snprintf(code, sizeof code,
@@ -130,8 +130,8 @@ Test(bytes, node_posts_a_mebibyte_at_the_rate, .init = setup_http,
     check("node", "", 3, 200);
 }
 
-Test(bytes, openssl_s_client_sends_a_mebibyte_at_the_rate,
-     .init = setup_tls, .fini = teardown)
+Test(bytes, openssl_s_client_sends_a_mebibyte_at_the_rate, .init = setup_tls,
+     .fini = teardown)
 {
     char conn[64], cmd[600];
     snprintf(conn, sizeof conn, "127.0.0.1:%d", srv.port);

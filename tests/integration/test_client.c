@@ -27,7 +27,11 @@ static void client(const char *mode, const char *a1, const char *a2)
     char bin[512], port[16];
     snprintf(port, sizeof port, "%d", sink.port);
     char *argv[] = {(char *)h_helper("client", bin, sizeof bin),
-                    (char *)mode, port, (char *)a1, (char *)a2, NULL};
+                    (char *)mode,
+                    port,
+                    (char *)a1,
+                    (char *)a2,
+                    NULL};
     h_run(&r, true, 20, argv);
     cr_assert_eq(r.status, 0, "client %s: status %d\n%s", mode, r.status,
                  r.out);
@@ -54,8 +58,7 @@ static long conn_bytes(const struct server *s, int i, char sha[65])
 
 Test(client, fails_a_denied_nonblocking_connect_at_once_and_nothing_arrives)
 {
-    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
-                   sink.port);
+    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n", sink.port);
     client("connects", "3", NULL);
     cr_expect_eq(out("ok"), 1);
     cr_expect_eq(out("denied"), 2);
@@ -108,6 +111,19 @@ Test(client, gives_back_what_the_kernel_did_not_take)
     long sent = out("sent"), refill = out("elapsed_ms") * 56 / 1000 + 1;
     cr_expect(sent >= 200000 && sent <= 200000 + refill, "sent %ld", sent);
     cr_expect_eq(conn_bytes(&sink, 0, NULL), sent);
+}
+
+Test(client, sleeps_instead_of_granting_crumbs_to_a_client_that_returns_fast)
+{
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[default]\nsend_bytes = 400KiB/s\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    client("sendall", "1048576", NULL);
+    cr_expect_eq(out("sent"), 1048576);
+    /* 16 calls of 64 KiB; a few more for grants cut at 1/16 burst. */
+    cr_expect_leq(out("calls"), 64, "%ld send calls", out("calls"));
+    cr_expect_lt(r.cpu, 0.2 * r.wall, "cpu %.2f s of %.2f s", r.cpu, r.wall);
+    cr_expect_eq(conn_bytes(&sink, 0, NULL), 1048576);
 }
 
 Test(client, charges_udp_sendto_to_a_covered_address_only)
@@ -168,9 +184,9 @@ Test(client, cuts_a_writev_short_at_the_byte_budget)
     char want[1000], path[300], sha_want[65], sha_got[65];
     memset(want, 'a', 500);
     memset(want + 500, 'b', 500);
-    h_sha256_file(h_file_fill("writev.want", want, sizeof want, path,
-                              sizeof path),
-                  sha_want);
+    h_sha256_file(
+        h_file_fill("writev.want", want, sizeof want, path, sizeof path),
+        sha_want);
     cr_expect_eq(conn_bytes(&sink, 0, sha_got), 1000);
     cr_expect_str_eq(sha_got, sha_want);
 }
@@ -208,8 +224,7 @@ Test(client, counts_sendfile_bytes)
 
 Test(client, matches_an_ipv4_mapped_ipv6_connect_like_ipv4)
 {
-    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
-                   sink.port);
+    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n", sink.port);
     client("v4mapped", NULL, NULL);
     cr_expect_eq(out("first_errno"), 0);
     cr_expect_eq(out("second_errno"), EAGAIN);
@@ -217,8 +232,7 @@ Test(client, matches_an_ipv4_mapped_ipv6_connect_like_ipv4)
 
 Test(client, charges_a_fastopen_sendto_as_a_connect)
 {
-    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
-                   sink.port);
+    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n", sink.port);
     client("fastopen", NULL, NULL);
     cr_expect_neq(out("first_errno"), EAGAIN);
     cr_expect_eq(out("second"), -1);
@@ -230,8 +244,7 @@ Test(client, charges_a_fastopen_sendto_as_a_connect)
 
 Test(client, charges_a_connect_repeated_on_one_socket_once)
 {
-    h_config_write("[default]\nconnect = 2/h\nto = 127.0.0.1:%d\n",
-                   sink.port);
+    h_config_write("[default]\nconnect = 2/h\nto = 127.0.0.1:%d\n", sink.port);
     client("repeat", NULL, NULL);
     cr_expect_eq(out("a1_errno"), EINPROGRESS);
     long a2 = out("a2"), e2 = out("a2_errno");
@@ -300,8 +313,7 @@ Test(client, never_writes_into_an_fd_the_program_reused_after_close_range)
     cr_expect_eq(out("sent"), 13);
     cr_expect_eq(h_file_lines(log, "delayed send"), 3);
     char want[300], sha_want[65], sha_got[65];
-    h_sha256_file(h_file_fill("app.want", "APPDATAMORE", 11, want,
-                              sizeof want),
+    h_sha256_file(h_file_fill("app.want", "APPDATAMORE", 11, want, sizeof want),
                   sha_want);
     cr_expect_eq(h_server_wait(&sink, "CONN", 2, 2), 2);
     /* Whichever closed first: one connection carried exactly the app's
@@ -315,8 +327,7 @@ Test(client, never_writes_into_an_fd_the_program_reused_after_close_range)
 
 Test(client, shares_one_budget_between_parent_and_forked_child)
 {
-    h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n",
-                   sink.port);
+    h_config_write("[default]\nsend = 3/h\nto = 127.0.0.1:%d\n", sink.port);
     client("fork", NULL, NULL);
     cr_expect_eq(out("child_ok"), 2);
     cr_expect_eq(out("parent_ok"), 1);

@@ -22,8 +22,8 @@ static void curl_get(double timeout)
 {
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
-    char *argv[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
-                    url, NULL};
+    char *argv[] = {"curl",       "-sS", "-o", "/dev/null",
+                    "--max-time", "5",   url,  NULL};
     h_run(&r, true, timeout, argv);
 }
 
@@ -46,8 +46,7 @@ Test(curl, lets_exactly_five_of_twelve_connects_through_in_fail_mode)
         }
         cr_expect_neq(r.status, -1, "curl %d hung", i);
         cr_expect_lt(r.wall, 1.0, "denied curl %d took %.2f s", i, r.wall);
-        cr_expect_lt(r.cpu, 0.5, "denied curl %d spun: cpu %.2f s", i,
-                     r.cpu);
+        cr_expect_lt(r.cpu, 0.5, "denied curl %d spun: cpu %.2f s", i, r.cpu);
     }
     double span = h_now() - t0;
     /* A sliding window admits exactly 5 in any second: the test means

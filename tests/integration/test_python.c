@@ -65,6 +65,5 @@ Test(python, urllib_threads_get_ten_plus_ten_per_second_in_delay_mode)
         if (atof(h_server_line(&srv, "", i, line, sizeof line)) <= t0 + 3.0)
             in++;
     cr_expect(in >= 38 && in <= 42, "%d requests in 3 s (%d in all)", in, n);
-    cr_expect_lt(r.cpu, 0.3 * r.wall, "cpu %.2f s of %.2f s", r.cpu,
-                 r.wall);
+    cr_expect_lt(r.cpu, 0.3 * r.wall, "cpu %.2f s of %.2f s", r.cpu, r.wall);
 }

@@ -169,9 +169,9 @@ Test(gate, takes_back_what_the_kernel_did_not_send)
 Test(gate, counts_one_send_per_message_and_grants_a_prefix)
 {
     gate_with("[user:tester]\nsend = 3/s\n");
-    cr_expect_eq(rl_gate_send_at(&t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500,
-                                 100),
-                 RL_GATE_GO);
+    cr_expect_eq(
+        rl_gate_send_at(&t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500, 100),
+        RL_GATE_GO);
     cr_expect_eq(t.calls, 3);
     cr_expect_eq(send_(T0, 10, 10), RL_GATE_FAIL);
 }
@@ -191,8 +191,7 @@ Test(gate, covers_only_the_to_list_and_ipv4_mapped_as_ipv4)
     struct sockaddr_in a = v4("127.0.0.1", 80), b = v4("127.0.0.1", 81);
     cr_expect(rl_gate_covers(&a, sizeof a));
     cr_expect_not(rl_gate_covers(&b, sizeof b));
-    struct sockaddr_in6 m = {.sin6_family = AF_INET6,
-                             .sin6_port = htons(80)};
+    struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = htons(80)};
     inet_pton(AF_INET6, "::ffff:127.0.0.1", &m.sin6_addr);
     cr_expect(rl_gate_covers(&m, sizeof m));
 }
@@ -218,4 +217,36 @@ Test(gate, caps_a_stream_send_at_the_smallest_byte_burst)
     gate_with("[user:tester]\nsend_bytes = 1000/s, 5000/min\n"
               "send_bytes_burst = 800\n");
     cr_expect_leq(rl_gate_max_bytes(), 800);
+}
+
+/* What another process with another config does: replace the segment. */
+static void replace_segment(void)
+{
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = 12345,
+        .nslots = 8,
+        .arena_words = 64,
+    };
+    struct rl_store *s = NULL;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    rl_store_close(s);
+}
+
+Test(gate, follows_a_replaced_segment_but_stops_ping_ponging)
+{
+    gate_with("[user:tester]\nconnect = 1/s\n");
+    cr_expect_eq(conn(T0), RL_GATE_GO);
+    cr_expect_eq(conn(T0), RL_GATE_FAIL);
+    /* Each replacement is followed: a fresh segment, a full budget. */
+    for (int i = 0; i < 4; i++) {
+        replace_segment();
+        cr_expect_eq(conn(T0), RL_GATE_GO, "re-open %d", i);
+        cr_expect_eq(conn(T0), RL_GATE_FAIL);
+    }
+    /* Then the process keeps what it has. */
+    replace_segment();
+    cr_expect_eq(conn(T0), RL_GATE_FAIL);
 }

@@ -19,6 +19,8 @@
  *   client bigfd PORT             a marked socket at fd 1,000,000
  *   client closerange PORT        close_range(3, ~0U) then connect+send
  *   client fork PORT              parent and child share one send budget
+ *   client sendall PORT TOTAL     blocking sends of 64 KiB until TOTAL,
+ *                                 20 us of work between calls
  *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
  *                                 small send buffer, up to TOTAL bytes
  */
@@ -148,8 +150,8 @@ static int sends(int n, int size)
     }
     double dt = now() - t0;
     close(fd);
-    printf("sent=%ld\ncalls_ok=%d\ndenied=%d\nother=%d\nelapsed_ms=%ld\n",
-           sent, calls_ok, denied, other, (long)(dt * 1e3));
+    printf("sent=%ld\ncalls_ok=%d\ndenied=%d\nother=%d\nelapsed_ms=%ld\n", sent,
+           calls_ok, denied, other, (long)(dt * 1e3));
     return 0;
 }
 
@@ -173,8 +175,8 @@ static int udp(int other, int n)
         else
             oden++;
     }
-    printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n",
-           mok, mden, ook, oden);
+    printf("match_ok=%d\nmatch_denied=%d\nother_ok=%d\nother_denied=%d\n", mok,
+           mden, ook, oden);
     return 0;
 }
 
@@ -183,8 +185,10 @@ static ssize_t msg_to(int fd, int p)
 {
     struct sockaddr_in a = addr4(p);
     struct iovec iov = {"m", 1};
-    struct msghdr h = {.msg_name = &a, .msg_namelen = sizeof a,
-                       .msg_iov = &iov, .msg_iovlen = 1};
+    struct msghdr h = {.msg_name = &a,
+                       .msg_namelen = sizeof a,
+                       .msg_iov = &iov,
+                       .msg_iovlen = 1};
     return sendmsg(fd, &h, 0);
 }
 
@@ -244,8 +248,7 @@ static int do_writev(void)
     ssize_t r2 = writev(fd, iov, 3);
     int e2 = errno;
     close(fd);
-    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -268,8 +271,7 @@ static int do_sendmmsg(void)
     int r2 = sendmmsg(fd, m, 5, 0);
     int e2 = errno;
     close(fd);
-    printf("first=%d\nsecond=%d\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%d\nsecond=%d\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -283,8 +285,7 @@ static int do_sendfile(const char *path)
     int e2 = errno;
     close(in);
     close(fd);
-    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2,
-           r2 < 0 ? e2 : 0);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\n", r1, r2, r2 < 0 ? e2 : 0);
     return 0;
 }
 
@@ -352,8 +353,8 @@ static long write_n(int fd, long n)
     static char buf[65536];
     long done = 0;
     while (done < n) {
-        size_t k = n - done < (long)sizeof buf ? (size_t)(n - done)
-                                                : sizeof buf;
+        size_t k =
+            n - done < (long)sizeof buf ? (size_t)(n - done) : sizeof buf;
         ssize_t r = write(fd, buf, k);
         if (r <= 0)
             break;
@@ -536,6 +537,31 @@ static int forked(void)
     return 0;
 }
 
+/* A sendall loop of a client that does a little work between calls (as a
+ * slow or traced client would): counts the calls it needed. */
+static int sendall(long total)
+{
+    int fd = tcp_connected(port);
+    static char buf[65536];
+    memset(buf, 's', sizeof buf);
+    long sent = 0, calls = 0;
+    while (sent < total) {
+        size_t want = total - sent < (long)sizeof buf ? (size_t)(total - sent)
+                                                      : sizeof buf;
+        ssize_t r = send(fd, buf, want, MSG_NOSIGNAL);
+        calls++;
+        if (r < 0)
+            break;
+        sent += r;
+        double until = now() + 20e-6;
+        while (now() < until)
+            ;
+    }
+    close(fd);
+    printf("sent=%ld\ncalls=%ld\n", sent, calls);
+    return 0;
+}
+
 /* The kernel takes part of most sends here (a small send buffer, a
  * non-blocking socket): what it did not take must go back to the budget,
  * so exactly the budget gets through in the end. */
@@ -613,6 +639,8 @@ int main(int argc, char **argv)
         return closerange();
     if (strcmp(mode, "fork") == 0)
         return forked();
+    if (strcmp(mode, "sendall") == 0 && argc == 4)
+        return sendall(parse_int(argv[3]));
     if (strcmp(mode, "shortfill") == 0 && argc == 4)
         return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)

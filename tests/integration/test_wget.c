@@ -1,0 +1,46 @@
+/* wget -T leaves a sleeping connect by siglongjmp from SIGALRM: the shim
+ * must hold nothing across that sleep, so the next attempt in the same
+ * process (and thread) is throttled again, not passed through. */
+#include "harness.h"
+
+static struct server srv;
+static struct run r;
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&srv, "http_count.py");
+}
+
+static void teardown(void)
+{
+    h_server_stop(&srv);
+    h_teardown();
+}
+
+TestSuite(wget, .init = setup, .fini = teardown, .timeout = 30);
+
+Test(wget, is_throttled_again_after_its_timeout_escapes_a_delayed_connect)
+{
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "[default]\nconnect = 12/min\nconnect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    /* Spend the one token: the next connect waits 5 s, then 10 s. */
+    char *curl[] = {"curl", "-sS", "-o", "/dev/null", url, NULL};
+    h_run(&r, true, 10, curl);
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(h_server_wait(&srv, "", 1, 2), 1);
+    char *wget[] = {"wget", "-q", "-O", "/dev/null",     "-T",
+                    "1",    "-t", "2",  "--waitretry=0", url,
+                    NULL};
+    h_run(&r, true, 15, wget);
+    cr_expect_eq(r.status, 4, "wget: status %d", r.status); /* network */
+    cr_expect_lt(r.wall, 5.0, "wget took %.2f s", r.wall);
+    cr_expect_lt(r.cpu, 0.5);
+    usleep(300000);
+    cr_expect_eq(h_server_count(&srv, ""), 1,
+                 "a retry went through unthrottled");
+}
