@@ -96,9 +96,7 @@ Test(parallel, java_httpclient_sixteen_requests_share_the_byte_rate)
                  r.cpu, bare_cpu, r.wall);
 }
 
-/* Enabled with the fix for partial grants in delay mode (phase 2). */
-Test(parallel, curl_parallel_transfers_share_the_byte_rate_without_spinning,
-     .disabled = true)
+Test(parallel, curl_parallel_transfers_share_the_byte_rate_without_spinning)
 {
     /* 8 uploads of 128 KiB at once at 512 KiB/s: about 1.9 s. */
     byte_budget("512KiB/s", "64KiB");
@@ -141,8 +139,7 @@ Test(parallel, curl_parallel_transfers_share_the_byte_rate_without_spinning,
                  r.cpu, r.wall);
 }
 
-Test(parallel, one_upload_at_megabytes_per_second_sleeps_instead_of_spinning,
-     .disabled = true)
+Test(parallel, one_upload_at_megabytes_per_second_sleeps_instead_of_spinning)
 {
     /* At 4 MiB/s a byte comes every 240 ns: a partial grant of whatever
      * trickled in since the last call would turn the upload into a stream
