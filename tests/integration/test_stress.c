@@ -236,3 +236,53 @@ Test(stress, storm_in_delay_mode_passes_with_a_ubsan_shim, .timeout = 120)
     storm_config("delay", &tight);
     storm(so);
 }
+
+/* `rlshim stat --json`'s "allowed" and "available" of send_bytes. */
+static void stat_bytes(long long *allowed, long long *available)
+{
+    char bin[512], state[300];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
+    char *argv[] = {"env", state, bin, "stat", "-c", h_config, "--json",
+                    NULL};
+    h_run(&r, false, 10, argv);
+    cr_assert_eq(r.status, 0, "rlshim stat: %s", r.out);
+    const char *p = strstr(r.out, "\"send_bytes\"");
+    cr_assert_not_null(p, "%s", r.out);
+    const char *a = strstr(p, "\"allowed\": ");
+    const char *v = strstr(p, "\"available\": ");
+    cr_assert(a != NULL && v != NULL, "%s", r.out);
+    *allowed = strtoll(a + 11, NULL, 10);
+    *available = strtoll(v + 13, NULL, 10);
+}
+
+Test(stress, leases_go_back_when_threads_and_processes_exit)
+{
+    /* 10^9 B/h: deep enough to lease (256 KiB a thread), never binding in
+     * one second of storm, refilling 277,778 B/s. After the storm, what
+     * the budget lost is exactly what arrived: no thread kept a lease,
+     * none was counted as allowed. */
+    h_config_write("[default]\nsend_bytes = 1000000000/h\n"
+                   "to = 127.0.0.1:%d\n",
+                   tport);
+    char bin[512], port_t[16], port_u[16];
+    snprintf(port_t, sizeof port_t, "%d", tport);
+    snprintf(port_u, sizeof port_u, "%d", uport);
+    char *argv[] = {(char *)h_helper("storm", bin, sizeof bin), port_t,
+                    port_u, "1", "8", NULL};
+    double t0 = h_now();
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    long long tc, tb, uc, ub, open_now;
+    sink_counts(&tc, &tb, &uc, &ub, &open_now);
+    cr_assert_gt(tb, 0);
+    long long allowed, available;
+    stat_bytes(&allowed, &available);
+    double dt = h_now() - t0;
+    cr_expect_eq(allowed, tb, "allowed %lld, arrived %lld", allowed, tb);
+    cr_expect_geq(available, 1000000000 - tb, "available %lld after %lld B",
+                  available, tb);
+    cr_expect_leq(available, 1000000000 - tb + 277778 * dt + 1000,
+                  "available %lld after %lld B in %.2f s", available, tb,
+                  dt);
+}
