@@ -33,6 +33,7 @@ static const struct rl_config *cfg;
 static const struct rl_rule *rule; /* NULL: no section for this user */
 static bool deny_all;              /* no rule and unknown = deny */
 static bool active;
+static bool charges_sends;
 static struct rl_budget_layout layout;
 static struct rl_store_opts store_opts;
 static uint64_t slot_tag, overflow_tag;
@@ -81,6 +82,7 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     if (rule == NULL) {
         deny_all = c->unknown == RL_UNKNOWN_DENY;
         active = deny_all;
+        charges_sends = deny_all;
         return 0;
     }
     for (unsigned i = 0; i < rule->nlimits[RL_KIND_SEND_BYTES]; i++) {
@@ -89,6 +91,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         if (cap < max_bytes)
             max_bytes = cap;
     }
+    charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
+                    rule->nlimits[RL_KIND_SEND_BYTES] > 0;
     rl_budget_layout(rule, &layout);
     slot_tag =
         rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
@@ -124,6 +128,11 @@ fail:
 void rl_gate_atfork_child(void)
 {
     atomic_flag_clear_explicit(&reopening, memory_order_relaxed);
+}
+
+bool rl_gate_charges_sends(void)
+{
+    return charges_sends;
 }
 
 bool rl_gate_active(void)

@@ -46,6 +46,11 @@ int rl_gate_init(const struct rl_config *cfg, const struct rl_identity *id,
 /* Is anything enforced for this process (a rule, or unknown = deny)? */
 bool rl_gate_active(void);
 
+/* Are sends charged at all (a send or send_bytes limit, or unknown =
+ * deny)? When not, the shim leaves sockets unmarked for sends, so they
+ * cost nothing. */
+bool rl_gate_charges_sends(void);
+
 /* Does the process's rule cover this destination (AF_INET/AF_INET6 only,
  * IPv4-mapped IPv6 as IPv4)? */
 bool rl_gate_covers(const void *sa, unsigned salen);

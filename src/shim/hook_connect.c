@@ -53,8 +53,11 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
      * close the shim never saw must not pass for the socket it was. */
     uint32_t type = rl_hook_sock_type(fd, 0);
     bool covered = rl_gate_covers(sa, len);
+    /* MATCHED only when sends are charged at all: with a connect-only
+     * quota, sends on the socket stay as cheap as on any other fd. */
+    uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM) {
-        rl_fdtab_set(fd, RL_FD_DGRAM | (covered ? RL_FD_MATCHED : 0));
+        rl_fdtab_set(fd, RL_FD_DGRAM | matched);
         return RL_HOOK_PASS;
     }
     if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
@@ -62,7 +65,7 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     int act = rl_gate_connect(t, call, fd, sa, len);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
-    rl_fdtab_set(fd, RL_FD_STREAM | RL_FD_MATCHED | RL_FD_CHARGED);
+    rl_fdtab_set(fd, RL_FD_STREAM | matched | RL_FD_CHARGED);
     return RL_HOOK_GO;
 }
 

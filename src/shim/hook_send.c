@@ -28,7 +28,9 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
             if (m == 0)
                 /* Remember the type: the next sendto asks no kernel. */
                 rl_fdtab_set(fd, RL_FD_DGRAM);
-            return rl_gate_covers(sa, len) ? RL_FD_DGRAM : 0;
+            return rl_gate_charges_sends() && rl_gate_covers(sa, len)
+                       ? RL_FD_DGRAM
+                       : 0;
         }
         /* A stream socket ignores the address (MSG_FASTOPEN aside, which
          * the caller handled): its mark decides. */

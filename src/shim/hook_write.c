@@ -5,6 +5,7 @@
  * straight to libc. */
 #include <errno.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -66,18 +67,39 @@ RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
     return r;
 }
 
-/* Both sendfile names: one decision, then the caller's real function. */
-static int sendfile_begin(int out, size_t count, const char *call,
-                          struct rl_gate_ticket *t, size_t *grant, int *saved)
+/* What sendfile can actually carry from a regular file: no more than is
+ * left of it. Charging the whole `count` (python asks for up to 1 GiB at
+ * a time, and once more at EOF) would make a delayed caller sleep for
+ * bytes that never exist. Other inputs (pipes, sockets): count. */
+static size_t file_left(int in, int64_t off, size_t count)
+{
+    struct stat st;
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode))
+        return count;
+    if (off < 0)
+        off = lseek(in, 0, SEEK_CUR);
+    if (off < 0 || off >= st.st_size)
+        return 0;
+    uint64_t left = (uint64_t)(st.st_size - off);
+    return left < count ? (size_t)left : count;
+}
+
+/* Both sendfile names: one decision, then the caller's real function.
+ * `off` is the caller's offset, or -1 for the file position. */
+static int sendfile_begin(int out, int in, int64_t off, size_t count,
+                          const char *call, struct rl_gate_ticket *t,
+                          size_t *grant, int *saved)
 {
     uint32_t m = rl_fdtab_get(out);
     if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || !rl_shim_enter())
         return RL_HOOK_PASS;
     *saved = errno;
+    int act = RL_HOOK_PASS;
     uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);
-    int act =
-        kind ? rl_hook_send_begin(out, kind, call, NULL, 0, count, t, grant)
-             : RL_HOOK_PASS;
+    size_t len = kind ? file_left(in, off, count) : 0;
+    if (len > 0) {
+        act = rl_hook_send_begin(out, kind, call, NULL, 0, len, t, grant);
+    }
     rl_shim_leave();
     return act;
 }
@@ -87,7 +109,8 @@ RL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
     struct rl_gate_ticket t;
     size_t grant = count;
     int saved = errno;
-    int act = sendfile_begin(out, count, "sendfile", &t, &grant, &saved);
+    int act = sendfile_begin(out, in, off != NULL ? (int64_t)*off : -1, count,
+                             "sendfile", &t, &grant, &saved);
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
     ssize_t r = REAL(sendfile)(out, in, off, grant);
@@ -101,7 +124,8 @@ RL_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
     struct rl_gate_ticket t;
     size_t grant = count;
     int saved = errno;
-    int act = sendfile_begin(out, count, "sendfile64", &t, &grant, &saved);
+    int act = sendfile_begin(out, in, off != NULL ? (int64_t)*off : -1, count,
+                             "sendfile64", &t, &grant, &saved);
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
     ssize_t r = REAL(sendfile64)(out, in, off, grant);

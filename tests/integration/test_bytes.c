@@ -39,6 +39,11 @@ static void setup_tls(void)
     setup_with("sink_tls.py");
 }
 
+static void setup_sink(void)
+{
+    setup_with("sink.py");
+}
+
 static void teardown(void)
 {
     h_server_stop(&srv);
@@ -143,4 +148,19 @@ Test(bytes, openssl_s_client_sends_a_mebibyte_at_the_rate, .init = setup_tls,
     h_run(&r, true, 15, argv);
     /* TLS records add ~2 %; the handshake a few KB. */
     check("openssl s_client", "CONN", 4, PAYLOAD * 0.02 + 3000);
+}
+
+Test(bytes, python_socket_sendfile_sends_a_mebibyte_at_the_rate,
+     .init = setup_sink, .fini = teardown)
+{
+    char code[600];
+    snprintf(code, sizeof code,
+             "import socket\n"
+             "s = socket.create_connection(('127.0.0.1', %d))\n"
+             "s.sendfile(open('%s', 'rb'))\n"
+             "s.close()\n",
+             srv.port, payload);
+    char *argv[] = {"python3", "-c", code, NULL};
+    h_run(&r, true, 15, argv);
+    check("python socket.sendfile", "CONN", 4, 0);
 }

@@ -106,3 +106,36 @@ Test(init, rate_limits_its_own_log_lines)
     cr_expect_leq(lines, 10 * (int)(secs + 1), "%d lines in %.2f s", lines,
                   secs);
 }
+
+/* `connects 3` through env(1), with or without RLSHIM_KEY. */
+static void connects_as(const char *key)
+{
+    char bin[512], port[16], kv[64];
+    snprintf(port, sizeof port, "%d", srv.port);
+    snprintf(kv, sizeof kv, "RLSHIM_KEY=%s", key != NULL ? key : "");
+    char *with[] = {
+        "env",      kv,   (char *)h_helper("client", bin, sizeof bin),
+        "connects", port, "3",
+        NULL};
+    char *without[] = {
+        "env",        "-u",
+        "RLSHIM_KEY", (char *)h_helper("client", bin, sizeof bin),
+        "connects",   port,
+        "3",          NULL};
+    char **argv = key != NULL ? with : without;
+    h_run(&r, true, 10, argv);
+    cr_assert_eq(r.status, 0, "status %d", r.status);
+}
+
+Test(init, picks_the_section_of_the_key_in_the_environment)
+{
+    h_config_write("[user:alice]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    connects_as("alice");
+    cr_expect_eq(h_out_long(&r, "ok", -1), 1);
+    cr_expect_eq(h_out_long(&r, "denied", -1), 2);
+    connects_as("bob"); /* no section, no [default]: not throttled */
+    cr_expect_eq(h_out_long(&r, "ok", -1), 3);
+    connects_as(NULL);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 3);
+}

@@ -250,3 +250,15 @@ Test(gate, follows_a_replaced_segment_but_stops_ping_ponging)
     replace_segment();
     cr_expect_eq(conn(T0), RL_GATE_FAIL);
 }
+
+Test(gate, charges_no_sends_for_a_connect_only_quota)
+{
+    gate_with("[user:tester]\nconnect = 5/s\n");
+    cr_expect_not(rl_gate_charges_sends());
+}
+
+Test(gate, charges_sends_when_a_send_limit_exists)
+{
+    gate_with("[user:tester]\nconnect = 5/s\nsend_bytes = 1MiB/s\n");
+    cr_expect(rl_gate_charges_sends());
+}
