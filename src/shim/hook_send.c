@@ -109,7 +109,7 @@ static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
                                                      size_t len, int flags,
                                                      uint32_t m)
 {
-    if (!rl_shim_enter())
+    if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
         return REAL(send)(fd, buf, len, flags);
     size_t g = rl_hook_leased(m, len);
     if (g > 0) {
@@ -144,8 +144,9 @@ static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
 RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
-        return REAL(send)(fd, buf, len, flags);
+    ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
+        return real(fd, buf, len, flags);
     return send_marked(fd, buf, len, flags, m);
 }
 

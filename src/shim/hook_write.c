@@ -16,11 +16,13 @@
 
 /* The charged halves live out of line (noinline), so that the common case
  * in the exported name stays a table load, a test and a tail call into
- * libc, with no registers saved and no stack frame for a ticket. */
+ * libc, with no registers saved and no stack frame for a ticket. They
+ * also take the rare unmarked call made before the real functions were
+ * resolved (REAL resolves them). */
 static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
                                                       size_t len, uint32_t m)
 {
-    if (!rl_shim_enter())
+    if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
         return REAL(write)(fd, buf, len);
     size_t g = rl_hook_leased(m, len);
     if (g > 0) {
@@ -55,8 +57,9 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
-        return REAL(write)(fd, buf, len);
+    ssize_t (*real)(int, const void *, size_t) = rl_real.write;
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
+        return real(fd, buf, len);
     return write_marked(fd, buf, len, m);
 }
 
@@ -64,7 +67,7 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
                                                        const struct iovec *iov,
                                                        int iovcnt, uint32_t m)
 {
-    if (iovcnt <= 0 || !rl_shim_enter())
+    if (!(m & RL_FD_MATCHED) || iovcnt <= 0 || !rl_shim_enter())
         return REAL(writev)(fd, iov, iovcnt);
     int saved = errno;
     struct rl_gate_ticket t;
@@ -95,8 +98,9 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
 RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
-        return REAL(writev)(fd, iov, iovcnt);
+    ssize_t (*real)(int, const struct iovec *, int) = rl_real.writev;
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
+        return real(fd, iov, iovcnt);
     return writev_marked(fd, iov, iovcnt, m);
 }
 
