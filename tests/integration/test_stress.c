@@ -1,6 +1,6 @@
 /* The thread storm: 4 processes x 32 threads mixing connects, sends and
  * writes on throttled and untouched fds, in fail and in delay mode, with
- * the normal and with a UBSan build of the shim. Measured at the sink:
+ * the normal and with a UBSan and an ASan build of the shim. Measured at the sink:
  * no crash, no hang, nothing over the budgets, every byte the clients
  * think they sent arrived, and untouched calls never failed.
  *
@@ -133,6 +133,27 @@ static void ubsan_shim(char *so, size_t len)
     cr_assert_eq(system(cmd), 0, "could not build %s", so);
 }
 
+/* The ASan build of the shim, and the preload list it needs: libasan must
+ * come first, before anything the program loads. */
+static void asan_shim(char *pre, size_t len)
+{
+    const char *src = h_env("RLSHIM_SRC");
+    char cmd[1200], lib[512] = "";
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS "
+             "make -s SANITIZER=address build-asan/librlshim.so "
+             ">/dev/null 2>&1",
+             src);
+    cr_assert_eq(system(cmd), 0, "could not build the ASan shim");
+    FILE *p = popen("cc -print-file-name=libasan.so", "r");
+    cr_assert_not_null(p);
+    cr_assert_not_null(fgets(lib, sizeof lib, p));
+    pclose(p);
+    lib[strcspn(lib, "\n")] = '\0';
+    cr_assert_eq(lib[0], '/', "no libasan.so: '%s'", lib);
+    snprintf(pre, len, "%s %s/build-asan/librlshim.so", lib, src);
+}
+
 /* Run STORM_PROCS storms at once (so = the shim to preload, NULL for the
  * normal one) and check everything measurable. */
 static void storm(const char *so)
@@ -227,6 +248,14 @@ Test(stress, storm_in_fail_mode_passes_with_a_ubsan_shim, .timeout = 120)
     ubsan_shim(so, sizeof so);
     storm_config("fail", &tight);
     storm(so);
+}
+
+Test(stress, storm_in_delay_mode_passes_with_an_asan_shim, .timeout = 120)
+{
+    char pre[1200];
+    asan_shim(pre, sizeof pre);
+    storm_config("delay", &leased);
+    storm(pre);
 }
 
 Test(stress, storm_in_delay_mode_passes_with_a_ubsan_shim, .timeout = 120)
