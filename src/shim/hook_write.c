@@ -57,9 +57,8 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    ssize_t (*real)(int, const void *, size_t) = rl_real.write;
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
-        return real(fd, buf, len);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+        return rl_real.write(fd, buf, len); /* never NULL (real.h) */
     return write_marked(fd, buf, len, m);
 }
 
@@ -98,9 +97,8 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
 RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     uint32_t m = rl_fdtab_get(fd);
-    ssize_t (*real)(int, const struct iovec *, int) = rl_real.writev;
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
-        return real(fd, iov, iovcnt);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+        return rl_real.writev(fd, iov, iovcnt); /* never NULL (real.h) */
     return writev_marked(fd, iov, iovcnt, m);
 }
 
