@@ -9,6 +9,11 @@
  *                            two new connections (fds 3 and 4) send 32
  *                            and 16 KiB. Prints fd_after= fd2_after=
  *                            sent_a= sent_b= sent_c=
+ *   robust sighandler PORT   for one second a thread sends 64 B at a time
+ *                            on one connection while a 200 us timer's
+ *                            handler sends 1 B on another, landing inside
+ *                            the shim now and then. Prints main_bytes=
+ *                            handler_bytes= signals=
  *
  * Times are milliseconds from the start of the program. Payloads are the
  * bytes i % 251, (i * 7) % 253 and (i * 13) % 241, which the test
@@ -21,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -149,11 +156,55 @@ static int closerange(void)
     return 0;
 }
 
+static int sig_fd = -1;
+static volatile sig_atomic_t sig_bytes, sig_count;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    int e = errno;
+    sig_count++;
+    if (send(sig_fd, "s", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+        sig_bytes++;
+    errno = e;
+}
+
+static int sighandler(void)
+{
+    int fd = dial();
+    sig_fd = dial();
+    struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    char msg[64];
+    memset(msg, 'm', sizeof msg);
+    long sent = 0;
+    while (now() - t0 < 1.0) {
+        ssize_t r = send(fd, msg, sizeof msg, MSG_NOSIGNAL);
+        if (r > 0)
+            sent += r;
+        else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+            printf("send_errno=%d\n", errno);
+            return 1;
+        }
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    signal(SIGALRM, SIG_IGN);
+    close(fd);
+    close(sig_fd);
+    printf("main_bytes=%ld\nhandler_bytes=%ld\nsignals=%ld\n", sent,
+           (long)sig_bytes, (long)sig_count);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     t0 = now();
     if (argc != 3) {
-        fprintf(stderr, "usage: robust forksleep|closerange PORT\n");
+        fprintf(stderr, "usage: robust forksleep|closerange|sighandler PORT\n");
         return 2;
     }
     char *end;
@@ -165,5 +216,7 @@ int main(int argc, char **argv)
         return forksleep();
     if (strcmp(argv[1], "closerange") == 0)
         return closerange();
+    if (strcmp(argv[1], "sighandler") == 0)
+        return sighandler();
     return 2;
 }
