@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "limit/limit.h"
@@ -46,6 +48,43 @@ static uint64_t max_bytes = UINT64_MAX;
 
 static _Atomic(struct budget *) cur;
 static atomic_flag reopening = ATOMIC_FLAG_INIT;
+
+/* What this process decided, per kind and stat (RL_STAT_*), for the exit
+ * report; only counted when the report is on. Relaxed adds by any thread,
+ * read once at exit. */
+static bool report_on;
+static rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
+
+/* Leases. While a budget is far from binding, a thread takes send tokens
+ * a few at a time from the shared bucket into a lease of its own, then
+ * spends them with no clock read but the coarse one, no atomic and no
+ * lock. Leased tokens are already taken from the bucket, so nothing can
+ * be over-admitted. A lease is taken only while the bucket holds at least
+ * half its burst, so a limit that binds is decided call by call, exactly;
+ * and what a thread holds goes back when it expires (LEASE_NS, or when
+ * the lease no longer covers a call) and at thread or process exit, so
+ * other threads and processes miss at most lease_size[k] per thread for
+ * at most LEASE_NS. Only for rules whose send and send_bytes are each at
+ * most one token bucket, and not in dry-run (every call is logged).
+ * Written once by rl_gate_init. */
+#define LEASE_NS 4000000u /* coarse clock ticks every 4 ms */
+#define LEASE_CALLS 64u
+#define LEASE_BYTES (256u * 1024u)
+static bool lease_on;
+static bool lease_calls, lease_bytes; /* send, send_bytes limited */
+static uint64_t lease_size[RL_KIND_COUNT];
+
+/* A thread's lease: units of send and send_bytes taken from `from` and not
+ * spent yet. Only its own thread touches it (and the thread's exit). */
+struct lease {
+    struct budget *from;
+    uint64_t left[RL_KIND_COUNT];
+    uint64_t until; /* coarse ns */
+};
+static __thread struct lease lease
+    __attribute__((tls_model("initial-exec")));
+static pthread_key_t lease_key;
+static void lease_at_thread_exit(void *arg);
 
 static int claim(struct rl_store *st, struct budget *b)
 {
@@ -97,6 +136,22 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                     rule->nlimits[RL_KIND_SEND_BYTES] > 0;
     rl_budget_layout(rule, &layout);
+    lease_on = !rule->dry_run && !c->dry_run &&
+               pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
+    lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
+    lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        const struct rl_limit *l = &rule->limits[k][0];
+        uint64_t cap = k == RL_KIND_SEND ? LEASE_CALLS : LEASE_BYTES;
+        lease_size[k] = l->burst / 64 < cap ? l->burst / 64 : cap;
+        /* Several rates, a window, or a burst too small to share out:
+         * every call is decided on its own. */
+        if (rule->nlimits[k] > 1 || l->algo != RL_ALGO_TOKEN_BUCKET ||
+            lease_size[k] < 2)
+            lease_on = false;
+    }
     slot_tag =
         rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
     overflow_tag = rl_budget_overflow_tag(rule);
@@ -131,6 +186,9 @@ fail:
 void rl_gate_atfork_child(void)
 {
     atomic_flag_clear_explicit(&reopening, memory_order_relaxed);
+    /* The parent keeps its lease: the child's copy of it was never taken
+     * for the child, and spending it twice would over-admit. */
+    lease = (struct lease){0};
 }
 
 bool rl_gate_charges_sends(void)
@@ -200,7 +258,11 @@ static struct budget *budget(void)
 
 static void count(struct budget *b, int kind, int stat, uint64_t n)
 {
-    if (b != NULL && n > 0)
+    if (n == 0)
+        return;
+    if (report_on)
+        rl_add_relaxed_u64(&mine[kind][stat], n);
+    if (b != NULL)
         rl_add_relaxed_u64(
             &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
 }
@@ -325,6 +387,100 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
         t->wait_ns = 0;
 }
 
+static uint64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Give what the thread's lease holds back to the bucket it came from, and
+ * take it out of the allowed counters (it was counted when leased). */
+static void lease_return(struct lease *l)
+{
+    struct budget *b = l->from;
+    l->from = NULL;
+    if (b == NULL)
+        return;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        uint64_t n = l->left[k];
+        l->left[k] = 0;
+        if (n == 0 || rule->nlimits[k] == 0)
+            continue;
+        struct rl_verdict v = {n, 0, 0};
+        rl_multi_refund(b->states[k], rule->limits[k], 1, 0, &v, n);
+        count(b, k, RL_STAT_ALLOWED, (uint64_t)0 - n);
+    }
+}
+
+static void lease_at_thread_exit(void *arg)
+{
+    lease_return(arg);
+}
+
+/* After a grant of `bytes` that did not wait: fill the thread's lease up
+ * again from each bucket that holds at least half its burst. */
+static void lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
+{
+    struct lease *l = &lease;
+    if (l->from != b)
+        lease_return(l);
+    /* A lease that would not cover a few calls like this one is no use. */
+    if (rule->nlimits[RL_KIND_SEND_BYTES] != 0 &&
+        lease_size[RL_KIND_SEND_BYTES] / 4 < bytes)
+        return;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0 || l->left[k] >= lease_size[k] / 2)
+            continue;
+        const struct rl_limit *lim = &rule->limits[k][0];
+        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+        if (a->available(b->states[k][0], lim, now) < lim->burst / 2)
+            continue;
+        uint64_t n = lease_size[k] - l->left[k];
+        struct rl_verdict v = a->take(b->states[k][0], lim, now, n, n, 0);
+        l->left[k] += v.granted;
+        count(b, k, RL_STAT_ALLOWED, v.granted);
+    }
+    if (l->from == NULL) {
+        /* The first lease of this thread: hand it back at thread exit. */
+        pthread_setspecific(lease_key, l);
+        l->from = b;
+    }
+    l->until = coarse_ns() + LEASE_NS;
+}
+
+/* One send call of `bytes` out of the thread's lease: true when it covered
+ * them (and took them). */
+static inline bool lease_take(uint64_t bytes)
+{
+    struct lease *l = &lease;
+    if (l->from == NULL || (lease_calls && l->left[RL_KIND_SEND] == 0) ||
+        (lease_bytes && l->left[RL_KIND_SEND_BYTES] < bytes))
+        return false;
+    if (coarse_ns() >= l->until)
+        return false;
+    if (lease_calls)
+        l->left[RL_KIND_SEND]--;
+    if (lease_bytes)
+        l->left[RL_KIND_SEND_BYTES] -= bytes;
+    return true;
+}
+
+/* lease_take for rl_gate_send, with the ticket saying so (nothing to
+ * sleep, nothing logged). */
+static bool from_lease(struct rl_gate_ticket *t, uint64_t bytes)
+{
+    if (!lease_take(bytes))
+        return false;
+    t->now = 0;
+    t->wait_ns = 0;
+    t->calls = 1;
+    t->bytes = bytes;
+    t->err = 0;
+    t->leased = true;
+    return true;
+}
+
 int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                        int fd, const void *sa, unsigned salen)
 {
@@ -384,6 +540,8 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     t->calls = gc;
     t->bytes = gb;
     granted(b, t, call, fd, sa, salen);
+    if (lease_on && calls == 1 && t->wait_ns == 0 && b != NULL)
+        lease_refill(b, now, gb);
     return RL_GATE_GO;
 }
 
@@ -391,12 +549,29 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
+    if (lease_on && calls == 1) {
+        if (from_lease(t, bytes))
+            return RL_GATE_GO;
+        /* Spent, expired or too small for this call: what is left goes
+         * back before the call is decided on its own, so that a thread
+         * never holds units while its own calls wait or are denied. */
+        if (lease.from != NULL)
+            lease_return(&lease);
+    }
     return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
                            calls_min, bytes, bytes_min);
 }
 
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
 {
+    if (t->leased) {
+        /* Back into the lease it came from, if the thread still holds it
+         * (else it stays spent: never more than was granted). */
+        if (lease.from != NULL && kind >= RL_KIND_SEND &&
+            kind <= RL_KIND_SEND_BYTES && units <= t->bytes)
+            lease.left[kind] += units;
+        return;
+    }
     if (rule == NULL || kind < 0 || kind >= RL_KIND_COUNT || units == 0 ||
         !t->took[kind])
         return;
@@ -404,8 +579,66 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
     untake(b, t, kind, units);
     if (b != NULL) {
         /* Lower `allowed` by what was not spent after all. */
-        rl_add_relaxed_u64(
-            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED],
-            (uint64_t)0 - units);
+        count(b, kind, RL_STAT_ALLOWED, (uint64_t)0 - units);
     }
+}
+
+void rl_gate_report_enable(void)
+{
+    report_on = true;
+}
+
+void rl_gate_finish(void)
+{
+    if (cfg == NULL)
+        return;
+    if (rule != NULL)
+        lease_return(&lease);
+    if (!report_on)
+        return;
+    int pid = (int)getpid();
+    if (rule == NULL && !deny_all) {
+        rl_log_stderr("report: pid %d user %s: no section of %s applies "
+                      "(unknown = allow): nothing was throttled",
+                      pid, user, cfg->path);
+        return;
+    }
+    const char *sec = rule != NULL ? rule->section : "none, unknown = deny";
+    uint64_t seen_all = 0;
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (rule != NULL ? rule->nlimits[k] == 0 : k == RL_KIND_SEND_BYTES)
+            continue;
+        uint64_t a = rl_load_relaxed_u64(&mine[k][RL_STAT_ALLOWED]);
+        uint64_t d = rl_load_relaxed_u64(&mine[k][RL_STAT_DENIED]);
+        uint64_t w = rl_load_relaxed_u64(&mine[k][RL_STAT_DELAYED]);
+        seen_all += a + d;
+        rl_log_stderr("report: pid %d user %s rule [%s]: %s seen %llu, "
+                      "allowed %llu, denied %llu, delayed %llu",
+                      pid, user, sec, rl_kind_name(k),
+                      (unsigned long long)(a + d), (unsigned long long)a,
+                      (unsigned long long)d, (unsigned long long)w);
+    }
+    if (seen_all == 0)
+        rl_log_stderr("report: pid %d user %s rule [%s]: no call went to a "
+                      "destination of the rule: nothing was throttled",
+                      pid, user, sec);
+}
+
+
+uint64_t rl_gate_send_leased(uint64_t len, bool stream)
+{
+    if (!lease_on)
+        return 0;
+    uint64_t want = stream && len > max_bytes ? max_bytes : len;
+    return want > 0 && lease_take(want) ? want : 0;
+}
+
+void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
+{
+    if (lease.from == NULL)
+        return;
+    if (lease_calls)
+        lease.left[RL_KIND_SEND] += calls;
+    if (lease_bytes)
+        lease.left[RL_KIND_SEND_BYTES] += bytes;
 }

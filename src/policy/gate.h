@@ -32,6 +32,7 @@ struct rl_gate_ticket {
     uint64_t calls;   /* `send` units granted (connect: 1) */
     uint64_t bytes;   /* `send_bytes` units granted */
     int err;          /* RL_GATE_FAIL: the errno to set */
+    bool leased;       /* granted from the thread's lease (rl_gate_send) */
     bool took[RL_KIND_COUNT];
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
@@ -85,6 +86,26 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units);
  * doing (re-opening a replaced segment), which no thread of the child
  * will finish. Async-signal-safe. */
 void rl_gate_atfork_child(void);
+
+/* The hot path of a send of one call and `len` bytes (a stream send may
+ * be cut to rl_gate_max_bytes()): the units come out of the calling
+ * thread's lease, with no clock read but the coarse one, no atomic and
+ * nothing logged. Returns the bytes granted, or 0 when the lease cannot
+ * cover the call (then decide it with rl_gate_send). */
+uint64_t rl_gate_send_leased(uint64_t len, bool stream);
+
+/* Give back to the thread's lease what a leased send did not use. */
+void rl_gate_lease_refund(uint64_t calls, uint64_t bytes);
+
+/* Count this process's decisions for rl_gate_finish's report. Call at
+ * load, before any hook acts. */
+void rl_gate_report_enable(void);
+
+/* At process exit: give the calling thread's lease back and, when the
+ * report is on, write one stderr line per limit of the rule (calls seen,
+ * allowed, denied, delayed by this process), or one line saying why
+ * nothing was throttled. */
+void rl_gate_finish(void);
 
 /* The largest stream send that can ever be granted at once (the smallest
  * send_bytes burst), UINT64_MAX when bytes are not limited. */

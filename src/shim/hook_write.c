@@ -14,11 +14,30 @@
 #include "shim/real.h"
 #include "shim/shim.h"
 
-RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+/* The charged halves live out of line (noinline), so that the common case
+ * in the exported name stays a table load, a test and a tail call into
+ * libc, with no registers saved and no stack frame for a ticket. They
+ * also take the rare unmarked call made before the real functions were
+ * resolved (REAL resolves them). */
+static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
+                                                      size_t len, uint32_t m)
 {
-    uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || !rl_shim_enter())
+    if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
         return REAL(write)(fd, buf, len);
+    size_t g = rl_hook_leased(m, len);
+    if (g > 0) {
+        rl_shim_leave();
+        ssize_t r = REAL(write)(fd, buf, g);
+        if (r < 0 || (size_t)r < g) {
+            int e = errno;
+            if (rl_shim_enter()) {
+                rl_hook_leased_end(g, r);
+                rl_shim_leave();
+            }
+            errno = e;
+        }
+        return r;
+    }
     int saved = errno;
     struct rl_gate_ticket t;
     size_t grant = len;
@@ -35,11 +54,19 @@ RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
     return r;
 }
 
-RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || iovcnt <= 0 ||
-        !rl_shim_enter())
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+        return rl_real.write(fd, buf, len); /* never NULL (real.h) */
+    return write_marked(fd, buf, len, m);
+}
+
+static __attribute__((noinline)) ssize_t writev_marked(int fd,
+                                                       const struct iovec *iov,
+                                                       int iovcnt, uint32_t m)
+{
+    if (!(m & RL_FD_MATCHED) || iovcnt <= 0 || !rl_shim_enter())
         return REAL(writev)(fd, iov, iovcnt);
     int saved = errno;
     struct rl_gate_ticket t;
@@ -65,6 +92,14 @@ RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
     if (act == RL_HOOK_GO)
         rl_hook_send_end(&t, r);
     return r;
+}
+
+RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+        return rl_real.writev(fd, iov, iovcnt); /* never NULL (real.h) */
+    return writev_marked(fd, iov, iovcnt, m);
 }
 
 /* What sendfile can actually carry from a regular file: no more than is

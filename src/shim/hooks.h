@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 
 #include "policy/gate.h"
+#include "shim/fdtab.h"
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
@@ -67,5 +68,22 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
                         struct iovec *out, size_t cap, size_t *got);
 
 #define RL_HOOK_IOV_MAX 64
+
+/* The leased fast path of a send-like call on a MATCHED fd with no
+ * address, run with the guard held: how many bytes to pass to the real
+ * call, 0 when the call must be decided in full. */
+static inline size_t rl_hook_leased(uint32_t m, size_t len)
+{
+    return (size_t)rl_gate_send_leased(len, (m & RL_FD_STREAM) != 0);
+}
+
+/* After the real call of a leased grant of `grant` bytes returned r: give
+ * back what was not sent (errno kept). */
+static inline void rl_hook_leased_end(size_t grant, ssize_t r)
+{
+    if (r >= 0 && (size_t)r >= grant)
+        return;
+    rl_gate_lease_refund(r < 0 ? 1 : 0, r < 0 ? grant : grant - (size_t)r);
+}
 
 #endif

@@ -58,6 +58,19 @@ static void broken(const char *line)
         _exit(RL_EXIT_CONFIG);
 }
 
+/* What the exit report covers (SPEC §4: report = yes or RLSHIM_REPORT=1):
+ * REPORT_GATE when the gate was set up with the report on, REPORT_NONE
+ * when it was asked for with no config at all. Written by the
+ * constructor, read by the destructor. */
+enum { REPORT_OFF, REPORT_GATE, REPORT_NONE };
+static int report;
+
+static bool report_env(void)
+{
+    const char *s = getenv("RLSHIM_REPORT");
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
 static void load(void)
 {
     struct rl_config *cfg = NULL;
@@ -71,8 +84,13 @@ static void load(void)
         return;
     }
     rl_diag_free(&diag);
-    if (cfg == NULL)
-        return; /* no config at all: nothing is throttled, silently */
+    if (cfg == NULL) {
+        /* No config at all: nothing is throttled, silently (unless a
+         * report was asked for). */
+        if (report_env())
+            report = REPORT_NONE;
+        return;
+    }
     if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
         snprintf(line, sizeof line,
                  "rlshim: %s: log path too long; "
@@ -95,6 +113,10 @@ static void load(void)
         broken(line);
         return;
     }
+    if (cfg->report || report_env()) {
+        rl_gate_report_enable();
+        report = REPORT_GATE;
+    }
     /* cfg stays for the life of the process image: the gate reads it. */
     if (rl_gate_active())
         /* Pairs with the acquire load in rl_shim_enter. */
@@ -115,6 +137,23 @@ __attribute__((constructor)) static void rl_shim_init(void)
     pthread_atfork(NULL, NULL, rl_gate_atfork_child);
     rl_shim_busy = 1;
     load();
+    rl_shim_busy = 0;
+    errno = saved;
+}
+
+/* At exit (not _exit, not a fatal signal): the thread's unspent lease goes
+ * back, and the report, if asked for, is written. */
+__attribute__((destructor)) static void rl_shim_fini(void)
+{
+    int saved = errno;
+    rl_shim_busy = 1;
+    if (report == REPORT_NONE)
+        rl_log_stderr("report: pid %d: no config (RLSHIM_CONFIG unset, %s "
+                      "absent): nothing was throttled",
+                      (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
+    else if (__atomic_load_n(&rl_shim_ready, __ATOMIC_ACQUIRE) ||
+             report == REPORT_GATE)
+        rl_gate_finish();
     rl_shim_busy = 0;
     errno = saved;
 }

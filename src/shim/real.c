@@ -9,7 +9,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct rl_real rl_real;
+/* The hottest names start out as trampolines that resolve the table and
+ * call on, so that their hooks can jump through the pointer with no test
+ * for NULL (hook_write.c). Every other entry starts NULL (REAL resolves). */
+static ssize_t first_write(int fd, const void *buf, size_t n)
+{
+    rl_real_resolve();
+    return rl_real.write(fd, buf, n);
+}
+
+static ssize_t first_writev(int fd, const struct iovec *iov, int n)
+{
+    rl_real_resolve();
+    return rl_real.writev(fd, iov, n);
+}
+
+struct rl_real rl_real = {.write = first_write, .writev = first_writev};
 
 /* Fallbacks: the raw system call, for a libc without the name or a chain
  * in which RTLD_NEXT finds only ourselves. */

@@ -36,7 +36,8 @@ struct rl_real {
 };
 
 /* Written once by rl_real_resolve (every writer stores the same values),
- * then only read. */
+ * then only read. `write` and `writev` are never NULL: they start as
+ * trampolines that resolve first. */
 extern struct rl_real rl_real;
 
 /* Resolve every pointer; idempotent and cheap after the first call. */
