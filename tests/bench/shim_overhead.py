@@ -42,7 +42,16 @@ for _ in range(100):
     time.sleep(0.05)
 port, abort_port = open(portfile).read().split()
 
+# The control: a preload that only passes each call on (tests/bench/
+# control/passthrough.c). Any preload costs this much; rlshim / passthrough is what
+# rlshim itself adds.
+passthrough = os.path.join(tmp, "passthrough.so")
+subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", passthrough,
+                os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             "control", "passthrough.c"), "-ldl"], check=True)
+
 variants = {"bare": ([], {})}
+variants["passthrough"] = ([], {"LD_PRELOAD": passthrough})
 variants["rlshim"] = ([], {"LD_PRELOAD": shim, "RLSHIM_CONFIG": ini,
                            "RLSHIM_STATE_DIR": tmp})
 if shutil.which("trickle"):
@@ -70,7 +79,7 @@ def once(variant, args):
 
 rows = []
 for title, args, extra in workloads:
-    names = ["bare", "rlshim"] + [v for v in extra if v in variants]
+    names = ["bare", "passthrough", "rlshim"] + [v for v in extra if v in variants]
     times = {n: [] for n in names}
     crashes = {n: 0 for n in names}
     for _ in range(rounds):
@@ -86,16 +95,24 @@ sink.kill()
 
 print(f"rlshim overhead, quota never binds: median of {rounds} alternating "
       "runs, ratio = bare/variant (throughput vs bare)")
-print(f"{'workload':<28}{'bare ms':>9}{'rlshim ms':>11}{'ratio':>7}"
-      f"{'trickle ms':>12}{'ratio':>7}{'trickle crashed':>17}")
+print("passthrough = a preload that only calls the next definition: the "
+      "floor of any shim")
+print(f"{'workload':<28}{'bare ms':>9}{'passthru':>10}{'ratio':>7}"
+      f"{'rlshim ms':>11}{'ratio':>7}{'trickle ms':>12}{'ratio':>7}"
+      f"{'trickle crashed':>17}")
+
+
+def cell(b, v, width):
+    return (f"{v / 1e6:>{width}.1f}{b / v:>7.2f}" if v
+            else f"{'failed':>{width}}{'':>7}")
+
+
 for title, med, crashes in rows:
     b = med["bare"]
-    r = med["rlshim"]
     line = f"{title:<28}{b / 1e6:>9.1f}"
-    line += f"{r / 1e6:>11.1f}{b / r:>7.2f}" if r else f"{'failed':>11}{'':>7}"
+    line += cell(b, med["passthrough"], 10) + cell(b, med["rlshim"], 11)
     if "trickle" in med:
-        t = med["trickle"]
-        line += (f"{t / 1e6:>12.1f}{b / t:>7.2f}" if t else f"{'failed':>12}{'':>7}")
+        line += cell(b, med["trickle"], 12)
         line += f"{crashes['trickle']:>11} of {rounds}"
     if crashes["rlshim"]:
         line += f"  (rlshim failed {crashes['rlshim']} runs)"
