@@ -103,18 +103,22 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
     return k;
 }
 
-/* Out of line, like write_marked: an unmarked fd costs a load, a test and
- * a tail call. */
-static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
+/* The charged half of send and write (write passes a `real` that drops the
+ * flags): spend the thread's lease when it covers the call, else ask the
+ * gate. Out of line, so an unmarked fd costs the exported name a load, a
+ * test and a tail call. */
+__attribute__((noinline)) ssize_t rl_hook_plain_send(int fd, const void *buf,
                                                      size_t len, int flags,
-                                                     uint32_t m)
+                                                     uint32_t m,
+                                                     const char *call,
+                                                     rl_plain_send_fn real)
 {
     if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
-        return REAL(send)(fd, buf, len, flags);
+        return real(fd, buf, len, flags);
     size_t g = rl_hook_leased(m, len);
     if (g > 0) {
         rl_shim_leave();
-        ssize_t r = REAL(send)(fd, buf, g, flags);
+        ssize_t r = real(fd, buf, g, flags);
         if (r < 0 || (size_t)r < g) {
             int e = errno;
             if (rl_shim_enter()) {
@@ -130,15 +134,20 @@ static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
     int act =
-        kind ? rl_hook_send_begin(fd, kind, "send", NULL, 0, len, &t, &grant)
+        kind ? rl_hook_send_begin(fd, kind, call, NULL, 0, len, &t, &grant)
              : RL_HOOK_PASS;
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
-    ssize_t r = REAL(send)(fd, buf, grant, flags);
+    ssize_t r = real(fd, buf, grant, flags);
     if (act == RL_HOOK_GO)
         rl_hook_send_end(&t, r);
     return r;
+}
+
+static ssize_t real_send(int fd, const void *buf, size_t len, int flags)
+{
+    return REAL(send)(fd, buf, len, flags);
 }
 
 RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
@@ -147,7 +156,7 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
     if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
         return real(fd, buf, len, flags);
-    return send_marked(fd, buf, len, flags, m);
+    return rl_hook_plain_send(fd, buf, len, flags, m, "send", real_send);
 }
 
 /* A MSG_FASTOPEN send with an address on a stream socket connects: charge

@@ -18,40 +18,12 @@
  * in the exported name stays a table load, a test and a tail call into
  * libc, with no registers saved and no stack frame for a ticket. They
  * also take the rare unmarked call made before the real functions were
- * resolved (REAL resolves them). */
-static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
-                                                      size_t len, uint32_t m)
+ * resolved (REAL resolves them). write shares send's, with the flags
+ * dropped. */
+static ssize_t real_write(int fd, const void *buf, size_t len, int flags)
 {
-    if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
-        return REAL(write)(fd, buf, len);
-    size_t g = rl_hook_leased(m, len);
-    if (g > 0) {
-        rl_shim_leave();
-        ssize_t r = REAL(write)(fd, buf, g);
-        if (r < 0 || (size_t)r < g) {
-            int e = errno;
-            if (rl_shim_enter()) {
-                rl_hook_leased_end(g, r);
-                rl_shim_leave();
-            }
-            errno = e;
-        }
-        return r;
-    }
-    int saved = errno;
-    struct rl_gate_ticket t;
-    size_t grant = len;
-    uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act =
-        kind ? rl_hook_send_begin(fd, kind, "write", NULL, 0, len, &t, &grant)
-             : RL_HOOK_PASS;
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
-        return -1;
-    ssize_t r = REAL(write)(fd, buf, grant);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
-    return r;
+    (void)flags;
+    return REAL(write)(fd, buf, len);
 }
 
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
@@ -59,7 +31,7 @@ RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
     uint32_t m = rl_fdtab_get(fd);
     if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
         return rl_real.write(fd, buf, len); /* never NULL (real.h) */
-    return write_marked(fd, buf, len, m);
+    return rl_hook_plain_send(fd, buf, len, 0, m, "write", real_write);
 }
 
 static __attribute__((noinline)) ssize_t writev_marked(int fd,

@@ -69,6 +69,15 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
 
 #define RL_HOOK_IOV_MAX 64
 
+/* send(2) or a write(2) that ignores the flags. */
+typedef ssize_t (*rl_plain_send_fn)(int fd, const void *buf, size_t len,
+                                    int flags);
+
+/* The charged half of send and write on an fd with mark m (see
+ * hook_send.c); `call` names it in log lines. */
+ssize_t rl_hook_plain_send(int fd, const void *buf, size_t len, int flags,
+                           uint32_t m, const char *call, rl_plain_send_fn real);
+
 /* The leased fast path of a send-like call on a MATCHED fd with no
  * address, run with the guard held: how many bytes to pass to the real
  * call, 0 when the call must be decided in full. */

@@ -371,23 +371,19 @@ static void use_parking_ops(void)
     rl_window_set_lock_ops(&ops);
 }
 
-Test(window, a_killed_lock_holder_does_not_wedge_the_others, .timeout = 10)
+/* A child that parks inside the lock while taking 2 units, SIGKILLed
+ * there. Returns its pid, not yet reaped. */
+static pid_t kill_a_holder_of(const struct rl_limit *lim)
 {
-    struct rl_limit lim = window(4, SEC);
-    uint64_t t0, took;
-    struct rl_verdict v;
-    pid_t pid;
-    int status;
-
     shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE,
                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(shm, MAP_FAILED);
     use_parking_ops();
     atomic_store(&shm->park, 1);
-    pid = fork();
+    pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        win->take(shm->st, &lim, 10 * SEC, 2, 2, 0);
+        win->take(shm->st, lim, 10 * SEC, 2, 2, 0);
         _exit(0);
     }
     while (!atomic_load(&shm->parked))
@@ -395,6 +391,17 @@ Test(window, a_killed_lock_holder_does_not_wedge_the_others, .timeout = 10)
     cr_assert_neq(atomic_load(&shm->st[0]), 0, "the child holds the lock");
     atomic_store(&shm->park, 0);
     kill(pid, SIGKILL);
+    return pid;
+}
+
+Test(window, a_killed_lock_holder_does_not_wedge_the_others, .timeout = 10)
+{
+    struct rl_limit lim = window(4, SEC);
+    uint64_t t0, took;
+    struct rl_verdict v;
+    int status;
+
+    pid_t pid = kill_a_holder_of(&lim);
     cr_assert_eq(waitpid(pid, &status, 0), pid);
 
     t0 = rl_clock_now_ns();
@@ -602,24 +609,9 @@ Test(window, a_killed_holder_not_yet_reaped_counts_as_dead, .timeout = 10)
     struct rl_limit lim = window(4, SEC);
     uint64_t t0, took;
     struct rl_verdict v;
-    pid_t pid;
     int status;
 
-    shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(shm, MAP_FAILED);
-    use_parking_ops();
-    atomic_store(&shm->park, 1);
-    pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        win->take(shm->st, &lim, 10 * SEC, 2, 2, 0);
-        _exit(0);
-    }
-    while (!atomic_load(&shm->parked))
-        usleep(1000);
-    atomic_store(&shm->park, 0);
-    kill(pid, SIGKILL);
+    pid_t pid = kill_a_holder_of(&lim);
     /* Not reaped: the holder stays a zombie (as under a parent that never
      * waits) until the end of this test. Wait until it is one. */
     siginfo_t si;
