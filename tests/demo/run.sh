@@ -1,5 +1,5 @@
 #!/bin/sh
 # make demo: see tests/demo/demo.py.
 set -e
-command -v curl >/dev/null || sh "$(dirname "$0")/../../.ci/ensure-deps" curl:cmd:curl
+sh "$(dirname "$0")/../../.ci/ensure-deps" curl:cmd:curl python3:cmd:python3
 exec python3 "$(dirname "$0")/demo.py" "$1"
