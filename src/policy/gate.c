@@ -23,6 +23,7 @@
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/ownerlock.h"
 
 /* The rule's slot in one open store, with each limit's state words. */
 struct budget {
@@ -136,6 +137,10 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                     rule->nlimits[RL_KIND_SEND_BYTES] > 0;
     rl_budget_layout(rule, &layout);
+    /* Run the window lock's one-time setup (pthread_once) now, so that a
+     * signal handler deciding a send (rl_gate_send_reentered) never runs
+     * it, nor waits on it inside the frame it interrupted. */
+    (void)rl_ownerlock_self();
     lease_on = !rule->dry_run && !c->dry_run &&
                pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
     lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
@@ -560,6 +565,60 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
     }
     return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
                            calls_min, bytes, bytes_min);
+}
+
+int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
+                           uint64_t *granted, int *err)
+{
+    *granted = bytes;
+    if (rule == NULL) {
+        if (!deny_all)
+            return RL_GATE_GO;
+        count(NULL, RL_KIND_SEND, RL_STAT_DENIED, calls);
+        *err = cfg->deny_errno;
+        return cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
+    }
+    /* The budget as it is: budget() may re-open the store (malloc). */
+    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    if (b == NULL)
+        return RL_GATE_GO;
+    uint64_t now = rl_clock_now_ns();
+    /* Our own verdicts: the interrupted frame's ticket is its own. */
+    struct rl_verdict vc[RL_MAX_RATES], vb[RL_MAX_RATES];
+    unsigned nc = rule->nlimits[RL_KIND_SEND];
+    unsigned nb = rule->nlimits[RL_KIND_SEND_BYTES];
+    int denied = -1;
+    uint64_t got = bytes;
+    if (nc > 0 && calls > 0 &&
+        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND],
+                      nc, now, calls, calls, 0, vc)
+                .granted == 0)
+        denied = RL_KIND_SEND;
+    if (denied < 0 && nb > 0 && bytes > 0) {
+        struct rl_verdict v = rl_multi_take(
+            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES],
+            nb, now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
+        got = v.granted;
+        if (got == 0) {
+            denied = RL_KIND_SEND_BYTES;
+            if (nc > 0 && calls > 0)
+                rl_multi_refund(b->states[RL_KIND_SEND],
+                                rule->limits[RL_KIND_SEND], nc, now, vc,
+                                calls);
+        }
+    }
+    if (denied >= 0) {
+        count(b, denied, RL_STAT_DENIED,
+              denied == RL_KIND_SEND ? calls : bytes);
+        *err = rule->deny_errno;
+        return rule->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
+    }
+    if (nc > 0)
+        count(b, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+    if (nb > 0)
+        count(b, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, got);
+    *granted = got;
+    return RL_GATE_GO;
 }
 
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)

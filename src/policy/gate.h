@@ -78,6 +78,20 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
 
+/* A send decided from a signal handler that interrupted this thread
+ * inside the shim (the re-entry guard is held): `calls` units (all or
+ * none) carrying `bytes` (at least `bytes_min`), taken straight from the
+ * shared limiters of the budget in use. Async-signal-safe: one clock
+ * read, the limiters' CAS (a window whose lock this very thread holds
+ * denies), relaxed counter adds; no lease, no log, no malloc, no store
+ * re-open, no wait: a call that would have to wait is denied in delay mode
+ * too (the interrupted frame may hold a window lock or malloc's, which a
+ * sleeping handler would keep from every other thread). Nothing granted is
+ * given back later. On GO *granted says how many bytes may go; on FAIL
+ * *err is the errno to set. */
+int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
+                           uint64_t *granted, int *err);
+
 /* Give back `units` of `kind` granted by the ticket (the kernel took less,
  * or the call failed). Also lowers the allowed counter. */
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units);

@@ -77,6 +77,32 @@ void rl_hook_send_end(struct rl_gate_ticket *t, ssize_t r)
     errno = saved;
 }
 
+int rl_hook_reentered(uint32_t m, uint64_t calls, size_t len, bool whole,
+                      size_t *grant)
+{
+    *grant = len;
+    /* Not ready: rl_shim_enter() failed for that, not for the guard. */
+    if (!(m & RL_FD_MATCHED) ||
+        !__atomic_load_n(&rl_shim_ready, __ATOMIC_ACQUIRE) || !rl_shim_busy)
+        return RL_HOOK_PASS;
+    uint64_t want = len, min = len;
+    if ((m & RL_FD_STREAM) && !whole) {
+        uint64_t cap = rl_gate_max_bytes();
+        if (want > cap)
+            want = cap;
+        min = 1;
+    }
+    uint64_t g = 0;
+    int err = 0;
+    if (rl_gate_send_reentered(calls, want, min, &g, &err) == RL_GATE_FAIL) {
+        errno = err;
+        return RL_HOOK_FAIL;
+    }
+    if (g < len)
+        *grant = (size_t)g;
+    return RL_HOOK_GO;
+}
+
 size_t rl_hook_iov_len(const struct iovec *iov, size_t n)
 {
     size_t sum = 0;
@@ -113,8 +139,14 @@ __attribute__((noinline)) ssize_t rl_hook_plain_send(int fd, const void *buf,
                                                      const char *call,
                                                      rl_plain_send_fn real)
 {
-    if (!(m & RL_FD_MATCHED) || !rl_shim_enter())
+    if (!(m & RL_FD_MATCHED))
         return real(fd, buf, len, flags);
+    if (!rl_shim_enter()) {
+        size_t rg;
+        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL)
+            return -1;
+        return real(fd, buf, rg, flags);
+    }
     size_t g = rl_hook_leased(m, len);
     if (g > 0) {
         rl_shim_leave();
@@ -204,8 +236,14 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                          const struct sockaddr *sa, socklen_t salen)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if ((sa == NULL && !(m & RL_FD_MATCHED)) || !rl_shim_enter())
+    if (sa == NULL && !(m & RL_FD_MATCHED))
         return REAL(sendto)(fd, buf, len, flags, sa, salen);
+    if (!rl_shim_enter()) {
+        size_t rg;
+        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL)
+            return -1;
+        return REAL(sendto)(fd, buf, rg, flags, sa, salen);
+    }
     int saved = errno;
     struct rl_gate_ticket t, tc;
     memset(&tc, 0, sizeof tc);
@@ -230,13 +268,34 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
     return r;
 }
 
+/* sendmsg from a handler that interrupted the shim (rl_hook_reentered),
+ * a shorter grant sending a trimmed copy of the iovec. */
+static ssize_t reentered_sendmsg(int fd, const struct msghdr *msg, int flags,
+                                 uint32_t m)
+{
+    size_t len = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen), grant;
+    int act = rl_hook_reentered(m, 1, len, false, &grant);
+    if (act == RL_HOOK_FAIL)
+        return -1;
+    if (grant >= len)
+        return REAL(sendmsg)(fd, msg, flags);
+    struct msghdr copy = *msg;
+    struct iovec iov[RL_HOOK_IOV_MAX];
+    copy.msg_iov = iov;
+    copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, grant,
+                                       iov, RL_HOOK_IOV_MAX, &grant);
+    return REAL(sendmsg)(fd, &copy, flags);
+}
+
 RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
     const struct sockaddr *sa = msg != NULL ? msg->msg_name : NULL;
     socklen_t salen = msg != NULL ? msg->msg_namelen : 0;
-    if ((sa == NULL && !(m & RL_FD_MATCHED)) || msg == NULL || !rl_shim_enter())
+    if ((sa == NULL && !(m & RL_FD_MATCHED)) || msg == NULL)
         return REAL(sendmsg)(fd, msg, flags);
+    if (!rl_shim_enter())
+        return reentered_sendmsg(fd, msg, flags, m);
     int saved = errno;
     struct rl_gate_ticket t, tc;
     size_t len = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen);
@@ -300,8 +359,22 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
     if (!(m & RL_FD_MATCHED))
         for (unsigned i = 0; i < n && !named; i++)
             named = vec[i].msg_hdr.msg_name != NULL;
-    if ((!named && !(m & RL_FD_MATCHED)) || !rl_shim_enter())
+    if (!named && !(m & RL_FD_MATCHED))
         return REAL(sendmmsg)(fd, vec, vlen, flags);
+    if (!rl_shim_enter()) {
+        /* From a handler inside the shim: the whole batch, or nothing. */
+        uint64_t all = 0;
+        for (unsigned i = 0; i < n; i++) {
+            size_t sz = rl_hook_iov_len(vec[i].msg_hdr.msg_iov,
+                                        vec[i].msg_hdr.msg_iovlen);
+            all = all + sz < all ? UINT64_MAX : all + sz;
+        }
+        size_t rg;
+        int ract = rl_hook_reentered(m, n, (size_t)all, true, &rg);
+        if (ract == RL_HOOK_FAIL)
+            return -1;
+        return REAL(sendmmsg)(fd, vec, ract == RL_HOOK_GO ? n : vlen, flags);
+    }
     int saved = errno;
     /* Which messages are charged, and what they carry. */
     unsigned char charged[MMSG_MAX];

@@ -38,8 +38,20 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
                                                        const struct iovec *iov,
                                                        int iovcnt, uint32_t m)
 {
-    if (!(m & RL_FD_MATCHED) || iovcnt <= 0 || !rl_shim_enter())
+    if (!(m & RL_FD_MATCHED) || iovcnt <= 0)
         return REAL(writev)(fd, iov, iovcnt);
+    if (!rl_shim_enter()) {
+        /* From a handler inside the shim (rl_hook_reentered). */
+        size_t all = rl_hook_iov_len(iov, (size_t)iovcnt), rg;
+        if (rl_hook_reentered(m, 1, all, false, &rg) == RL_HOOK_FAIL)
+            return -1;
+        if (rg >= all)
+            return REAL(writev)(fd, iov, iovcnt);
+        struct iovec cut[RL_HOOK_IOV_MAX];
+        int k = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, rg, cut,
+                                      RL_HOOK_IOV_MAX, &rg);
+        return REAL(writev)(fd, cut, k);
+    }
     int saved = errno;
     struct rl_gate_ticket t;
     size_t len = rl_hook_iov_len(iov, (size_t)iovcnt);
@@ -98,8 +110,22 @@ static int sendfile_begin(int out, int in, int64_t off, size_t count,
                           size_t *grant, int *saved)
 {
     uint32_t m = rl_fdtab_get(out);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1) || !rl_shim_enter())
+    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
         return RL_HOOK_PASS;
+    if (!rl_shim_enter()) {
+        /* From a handler inside the shim (rl_hook_reentered): nothing to
+         * give back afterwards, so the hook sees PASS with the grant. */
+        size_t len = file_left(in, off, count), rg;
+        if (len == 0)
+            return RL_HOOK_PASS;
+        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL) {
+            t->err = errno;
+            return RL_HOOK_FAIL;
+        }
+        *grant = rg;
+        *saved = errno;
+        return RL_HOOK_PASS;
+    }
     *saved = errno;
     int act = RL_HOOK_PASS;
     uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);

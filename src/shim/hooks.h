@@ -78,6 +78,17 @@ typedef ssize_t (*rl_plain_send_fn)(int fd, const void *buf, size_t len,
 ssize_t rl_hook_plain_send(int fd, const void *buf, size_t len, int flags,
                            uint32_t m, const char *call, rl_plain_send_fn real);
 
+/* A send-like call on an fd with mark m, made while this thread is inside
+ * the shim (rl_shim_enter() failed): a signal handler interrupted it. When
+ * the fd is MATCHED and the shim is ready, the call is charged anyway,
+ * straight from the shared limiters (rl_gate_send_reentered), touching
+ * nothing the interrupted frame may be updating. RL_HOOK_PASS: not
+ * charged, *grant = len; RL_HOOK_GO: pass *grant bytes; RL_HOOK_FAIL:
+ * errno is set, return -1. `whole`: all or nothing even on a stream.
+ * Async-signal-safe; never sleeps. */
+int rl_hook_reentered(uint32_t m, uint64_t calls, size_t len, bool whole,
+                      size_t *grant);
+
 /* The leased fast path of a send-like call on a MATCHED fd with no
  * address, run with the guard held: how many bytes to pass to the real
  * call, 0 when the call must be decided in full. */

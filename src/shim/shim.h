@@ -17,7 +17,10 @@ extern bool rl_shim_ready;
 
 /* The thread's re-entry guard: set while the shim does its own work
  * (config, store, log), so that any hooked call made from inside passes
- * through. initial-exec: no allocation on first access. */
+ * through; except a send on a MATCHED fd (only a signal handler that
+ * interrupted the shim makes one: the shim's own writes are raw system
+ * calls), which rl_hook_reentered charges. initial-exec: no allocation on
+ * first access. */
 extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
 static inline bool rl_shim_enter(void)

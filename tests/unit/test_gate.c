@@ -14,6 +14,9 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "state/store.h"
+#include "util/clock.h"
+#include "util/ownerlock.h"
+#include <sched.h>
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -261,4 +264,92 @@ Test(gate, charges_sends_when_a_send_limit_exists)
 {
     gate_with("[user:tester]\nconnect = 5/s\nsend_bytes = 1MiB/s\n");
     cr_expect(rl_gate_charges_sends());
+}
+
+/* A send from a signal handler that interrupted its thread inside the
+ * shim: charged straight to the shared limiters, on the real clock. */
+static int reentered(uint64_t calls, uint64_t bytes, uint64_t min,
+                     uint64_t *granted, int *err)
+{
+    return rl_gate_send_reentered(calls, bytes, min, granted, err);
+}
+
+Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
+{
+    gate_with("[user:tester]\nsend = 3/s\non_deny = delay\n"
+              "errno = ECONNREFUSED\n");
+    uint64_t g = 0;
+    int err = 0;
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(reentered(1, 64, 64, &g, &err), RL_GATE_GO);
+    /* Spent: no reservation and no sleep from a handler, a denial. */
+    cr_expect_eq(reentered(1, 64, 64, &g, &err), RL_GATE_FAIL);
+    cr_expect_eq(err, ECONNREFUSED);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 3);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_DENIED), 1);
+    /* And the ordinary path sees the same bucket spent: it reserves. */
+    cr_expect_eq(rl_gate_send(&t, "send", 3, NULL, 0, 1, 1, 64, 64),
+                 RL_GATE_GO);
+    cr_expect_gt(t.wait_ns, 0);
+}
+
+Test(gate, grants_part_of_a_reentered_stream_send_and_gives_back_the_call)
+{
+    gate_with("[user:tester]\nsend = 10/s\nsend_bytes = 100/s\n");
+    uint64_t g = 0;
+    int err = 0;
+    cr_expect_eq(reentered(1, 150, 1, &g, &err), RL_GATE_GO);
+    cr_expect_eq(g, 100);
+    /* Bytes denied: the call it took is given back. */
+    cr_expect_eq(reentered(1, 50, 50, &g, &err), RL_GATE_FAIL);
+    cr_expect_eq(err, EAGAIN);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 1);
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_DENIED), 50);
+    for (int i = 0; i < 9; i++)
+        cr_expect_eq(reentered(1, 0, 0, &g, &err), RL_GATE_GO, "%d", i);
+    cr_expect_eq(reentered(1, 0, 0, &g, &err), RL_GATE_FAIL);
+}
+
+/* The "handler": lands in the middle of a window update of its own
+ * thread, with the lock held, and decides a send there. */
+static int inner_act = -1;
+static void land_inside(rl_word *st)
+{
+    (void)st;
+    uint64_t g = 0;
+    int err = 0;
+    if (inner_act < 0)
+        inner_act = rl_gate_send_reentered(1, 0, 0, &g, &err);
+}
+
+static void yield_cpu(void)
+{
+    sched_yield();
+}
+
+static const struct rl_lock_ops landing_ops = {
+    .self = rl_ownerlock_self,
+    .alive = rl_ownerlock_alive,
+    .yield = yield_cpu,
+    .in_critical = land_inside,
+};
+
+Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
+     .timeout = 10)
+{
+    gate_with("[user:tester]\nalgorithm = sliding_window\nsend = 5/s\n");
+    rl_window_set_lock_ops(&landing_ops);
+    int act = rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1,
+                              0, 0);
+    rl_window_set_lock_ops(NULL);
+    cr_expect_eq(act, RL_GATE_GO);
+    /* Denied, not waited for (that would never end), and the update it
+     * interrupted was left whole: exactly 4 more fit in the window. */
+    cr_expect_eq(inner_act, RL_GATE_FAIL);
+    uint64_t now = rl_clock_now_ns();
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
+                     RL_GATE_GO, "%d", i);
+    cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
+                 RL_GATE_FAIL);
 }
