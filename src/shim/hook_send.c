@@ -232,6 +232,37 @@ static int send_after_connect(int fd, int cact, struct rl_gate_ticket *tc,
     return act;
 }
 
+/* The two decisions of a send that may carry an address and MSG_FASTOPEN
+ * (sendto, sendmsg): the connect it makes first (*cact, ticket tc), then
+ * the send. Returns the act to apply with *t. */
+static int addressed_send_begin(int fd, int flags, const struct sockaddr *sa,
+                                socklen_t salen, const char *call, size_t len,
+                                struct rl_gate_ticket *t,
+                                struct rl_gate_ticket *tc, int *cact,
+                                size_t *grant)
+{
+    memset(tc, 0, sizeof *tc);
+    *cact = fastopen_begin(fd, flags, sa, salen, call, tc);
+    if (*cact == RL_HOOK_FAIL) {
+        *t = *tc;
+        return RL_HOOK_FAIL;
+    }
+    return send_after_connect(fd, *cact, tc, call, sa, salen, len, t, grant);
+}
+
+/* After the real call returned r: settle the connect and the send.
+ * Preserves errno. */
+static void addressed_send_end(int fd, int cact, int act,
+                               struct rl_gate_ticket *t, ssize_t r)
+{
+    int err = errno;
+    if (cact == RL_HOOK_GO)
+        rl_hook_connect_end(fd, r < 0 ? -1 : 0, err);
+    if (act == RL_HOOK_GO)
+        rl_hook_send_end(t, r);
+    errno = err;
+}
+
 RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                          const struct sockaddr *sa, socklen_t salen)
 {
@@ -246,25 +277,15 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
     }
     int saved = errno;
     struct rl_gate_ticket t, tc;
-    memset(&tc, 0, sizeof tc);
     size_t grant = len;
-    int cact = fastopen_begin(fd, flags, sa, salen, "sendto", &tc);
-    int act = cact;
-    if (cact != RL_HOOK_FAIL)
-        act = send_after_connect(fd, cact, &tc, "sendto", sa, salen, len, &t,
-                                 &grant);
-    else
-        t = tc;
+    int cact;
+    int act = addressed_send_begin(fd, flags, sa, salen, "sendto", len, &t,
+                                   &tc, &cact, &grant);
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
     ssize_t r = REAL(sendto)(fd, buf, grant, flags, sa, salen);
-    int err = errno;
-    if (cact == RL_HOOK_GO)
-        rl_hook_connect_end(fd, r < 0 ? -1 : 0, err);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
-    errno = err;
+    addressed_send_end(fd, cact, act, &t, r);
     return r;
 }
 
@@ -300,14 +321,9 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     struct rl_gate_ticket t, tc;
     size_t len = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen);
     size_t grant = len;
-    memset(&tc, 0, sizeof tc);
-    int cact = fastopen_begin(fd, flags, sa, salen, "sendmsg", &tc);
-    int act = cact;
-    if (cact != RL_HOOK_FAIL)
-        act = send_after_connect(fd, cact, &tc, "sendmsg", sa, salen, len, &t,
-                                 &grant);
-    else
-        t = tc;
+    int cact;
+    int act = addressed_send_begin(fd, flags, sa, salen, "sendmsg", len, &t,
+                                   &tc, &cact, &grant);
     /* A stream grant shorter than asked: send a trimmed copy of the
      * iovec (bounded, on the stack; a longer prefix is cut further and
      * the rest given back at the end). */
@@ -325,12 +341,7 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
     ssize_t r = REAL(sendmsg)(fd, use, flags);
-    int err = errno;
-    if (cact == RL_HOOK_GO)
-        rl_hook_connect_end(fd, r < 0 ? -1 : 0, err);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
-    errno = err;
+    addressed_send_end(fd, cact, act, &t, r);
     return r;
 }
 
