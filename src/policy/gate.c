@@ -701,3 +701,29 @@ void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
     if (lease_bytes)
         lease.left[RL_KIND_SEND_BYTES] += bytes;
 }
+
+uint64_t rl_gate_send_eta(uint64_t bytes)
+{
+    if (rule == NULL)
+        return deny_all ? UINT64_MAX : 0;
+    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    if (b == NULL)
+        return 0;
+    uint64_t now = rl_clock_now_ns(), eta = 0;
+    uint64_t units[RL_KIND_COUNT] = {0, 1, bytes};
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        for (unsigned i = 0; i < rule->nlimits[k] && units[k] > 0; i++) {
+            const struct rl_limit *lim = &rule->limits[k][i];
+            const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+            uint64_t u = units[k] < lim->burst ? units[k] : lim->burst;
+            /* A reservation far into the future, given back at once. */
+            struct rl_verdict v =
+                a->take(b->states[k][i], lim, now, u, u, UINT64_MAX / 2);
+            if (v.granted > 0)
+                a->refund(b->states[k][i], lim, now, &v, v.granted);
+            if (v.wait_ns > eta)
+                eta = v.wait_ns;
+        }
+    }
+    return eta;
+}

@@ -121,6 +121,13 @@ void rl_gate_report_enable(void);
  * nothing was throttled. */
 void rl_gate_finish(void);
 
+/* ns from now until one send call carrying `bytes` could go without
+ * waiting (every limit of send and send_bytes has them free); 0 when it
+ * could go now, UINT64_MAX when it never could. Asks each limiter by
+ * taking and at once giving back, so it changes no budget. For the wait
+ * calls of non-blocking sockets (policy/ready.h). */
+uint64_t rl_gate_send_eta(uint64_t bytes);
+
 /* The largest stream send that can ever be granted at once (the smallest
  * send_bytes burst), UINT64_MAX when bytes are not limited. */
 uint64_t rl_gate_max_bytes(void);

@@ -16,10 +16,12 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/wait.h"
 
 RL_EXPORT int close(int fd)
 {
     rl_fdtab_clear(fd);
+    rl_wait_forget(fd);
     return REAL(close)(fd);
 }
 
@@ -28,15 +30,19 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     /* CLOSE_RANGE_CLOEXEC closes nothing now (only at exec, where a new
      * image starts with an empty table): the marks stay. Invalid ranges
      * close nothing either. */
-    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC)) {
         rl_fdtab_clear_range(first, last);
+        rl_wait_forget_range(first, last);
+    }
     return REAL(close_range)(first, last, flags);
 }
 
 RL_EXPORT void closefrom(int lowfd)
 {
-    if (lowfd >= 0)
+    if (lowfd >= 0) {
         rl_fdtab_clear_range((unsigned)lowfd, ~0u);
+        rl_wait_forget_range((unsigned)lowfd, ~0u);
+    }
     REAL(closefrom)(lowfd);
 }
 
@@ -53,6 +59,8 @@ RL_EXPORT int dup(int fd)
 
 RL_EXPORT int dup2(int from, int to)
 {
+    if (from != to)
+        rl_wait_forget(to);
     int r = REAL(dup2)(from, to);
     if (r >= 0 && from != to) {
         int saved = errno;
@@ -64,6 +72,8 @@ RL_EXPORT int dup2(int from, int to)
 
 RL_EXPORT int dup3(int from, int to, int flags)
 {
+    if (from != to)
+        rl_wait_forget(to);
     int r = REAL(dup3)(from, to, flags);
     if (r >= 0) {
         int saved = errno;
@@ -109,8 +119,10 @@ RL_EXPORT int fclose(FILE *fp)
 {
     if (fp != NULL) {
         int fd = fileno(fp);
-        if (fd >= 0)
+        if (fd >= 0) {
             rl_fdtab_clear(fd);
+            rl_wait_forget(fd);
+        }
     }
     return REAL(fclose)(fp);
 }

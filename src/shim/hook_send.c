@@ -16,6 +16,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
+#include "shim/wait.h"
 
 uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len)
@@ -40,7 +41,7 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
     return m & RL_FD_STREAM ? RL_FD_STREAM : RL_FD_DGRAM;
 }
 
-int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
+int rl_hook_send_begin(int fd, int flags, uint32_t kind, const char *call,
                        const struct sockaddr *sa, socklen_t salen, size_t len,
                        struct rl_gate_ticket *t, size_t *grant)
 {
@@ -51,7 +52,7 @@ int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
             want = cap;
         min = 1;
     }
-    int act = rl_gate_send(t, call, fd, sa, salen, 1, 1, want, min);
+    int act = rl_wait_send(t, call, fd, flags, sa, salen, want, min);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
     *grant = (size_t)t->bytes;
@@ -166,7 +167,8 @@ __attribute__((noinline)) ssize_t rl_hook_plain_send(int fd, const void *buf,
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
     int act =
-        kind ? rl_hook_send_begin(fd, kind, call, NULL, 0, len, &t, &grant)
+        kind ? rl_hook_send_begin(fd, flags, kind, call, NULL, 0, len, &t,
+                                    &grant)
              : RL_HOOK_PASS;
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
@@ -207,7 +209,8 @@ static int fastopen_begin(int fd, int flags, const struct sockaddr *sa,
 /* The sends of sendto/sendmsg after an optional fastopen connect charge:
  * when the send is denied, the connect is given back and unmarked, so the
  * denied call leaves nothing behind. */
-static int send_after_connect(int fd, int cact, struct rl_gate_ticket *tc,
+static int send_after_connect(int fd, int flags, int cact,
+                              struct rl_gate_ticket *tc,
                               const char *call, const struct sockaddr *sa,
                               socklen_t salen, size_t len,
                               struct rl_gate_ticket *t, size_t *grant)
@@ -220,7 +223,8 @@ static int send_after_connect(int fd, int cact, struct rl_gate_ticket *tc,
         t->calls = t->bytes = 0;
         return cact;
     }
-    int act = rl_hook_send_begin(fd, kind, call, sa, salen, len, t, grant);
+    int act =
+        rl_hook_send_begin(fd, flags, kind, call, sa, salen, len, t, grant);
     if (act == RL_HOOK_FAIL && cact == RL_HOOK_GO) {
         rl_gate_refund(tc, RL_KIND_CONNECT, 1);
         rl_fdtab_set(fd, RL_FD_STREAM);
@@ -247,7 +251,8 @@ static int addressed_send_begin(int fd, int flags, const struct sockaddr *sa,
         *t = *tc;
         return RL_HOOK_FAIL;
     }
-    return send_after_connect(fd, *cact, tc, call, sa, salen, len, t, grant);
+    return send_after_connect(fd, flags, *cact, tc, call, sa, salen, len, t,
+                              grant);
 }
 
 /* After the real call returned r: settle the connect and the send.

@@ -58,7 +58,8 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
     size_t grant = len;
     uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
     int act =
-        kind ? rl_hook_send_begin(fd, kind, "writev", NULL, 0, len, &t, &grant)
+        kind ? rl_hook_send_begin(fd, 0, kind, "writev", NULL, 0, len, &t,
+                                    &grant)
              : RL_HOOK_PASS;
     /* A shorter grant: write a trimmed copy of the iovec's prefix. */
     struct iovec trimmed[RL_HOOK_IOV_MAX];
@@ -131,7 +132,7 @@ static int sendfile_begin(int out, int in, int64_t off, size_t count,
     uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);
     size_t len = kind ? file_left(in, off, count) : 0;
     if (len > 0) {
-        act = rl_hook_send_begin(out, kind, call, NULL, 0, len, t, grant);
+        act = rl_hook_send_begin(out, 0, kind, call, NULL, 0, len, t, grant);
     }
     rl_shim_leave();
     return act;

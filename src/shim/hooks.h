@@ -44,8 +44,9 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len);
 
 /* Decide a send of `len` bytes of that kind; on GO *grant is the length to
- * pass to the real call (stream sends may be cut short). */
-int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
+ * pass to the real call (stream sends may be cut short). `flags` are the
+ * call's (MSG_DONTWAIT: never sleep; shim/wait.h). */
+int rl_hook_send_begin(int fd, int flags, uint32_t kind, const char *call,
                        const struct sockaddr *sa, socklen_t salen, size_t len,
                        struct rl_gate_ticket *t, size_t *grant);
 
