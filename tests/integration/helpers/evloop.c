@@ -1,0 +1,264 @@
+/* evloop — a single-threaded event-loop client in C, on edge-triggered
+ * epoll (the way tokio/mio and Go register: once, EPOLLIN|EPOLLOUT|EPOLLET,
+ * before the connect) or on select, for the event-loop tests (SPEC §2).
+ *
+ *   evloop et|select upload PORT FILE
+ *       one non-blocking connection to 127.0.0.1:PORT; writes FILE in
+ *       64 KiB calls until EAGAIN, then waits for the loop to say
+ *       writable; prints sends=N eagain=N
+ *   evloop et|select connects PORTA N PORTB
+ *       N non-blocking connects to 127.0.0.1:PORTA at once (each sends
+ *       "a" once connected, then closes), while a 50 ms timerfd ticks and
+ *       every 100 ms a connection to 127.0.0.2:PORTB sends "b"; runs until
+ *       the N are done; prints a_done=N a_errors=N b_done=N
+ *       late_ms=(worst tick lateness) b_ms=(worst B connect time)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXFD 1024
+
+static bool et;
+static int ep = -1;
+/* select: what each fd waits for. */
+static bool want_w[MAXFD], want_r[MAXFD];
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void watch(int fd, bool w, bool r)
+{
+    if (fd >= MAXFD) {
+        fprintf(stderr, "fd %d too high\n", fd);
+        exit(2);
+    }
+    if (et) {
+        struct epoll_event ev = {.events = EPOLLET, .data.fd = fd};
+        ev.events |= (w ? EPOLLOUT : 0) | (r ? EPOLLIN : 0);
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            perror("epoll_ctl");
+            exit(2);
+        }
+    }
+    want_w[fd] = w;
+    want_r[fd] = r;
+}
+
+static void unwatch(int fd)
+{
+    want_w[fd] = want_r[fd] = false;
+    /* close() drops the epoll registration. */
+}
+
+/* Wait: fds ready for writing (or hung up) in w[], reading in r[]. */
+static int wait_ready(int *w, int *nw, int *r, int *nr, int ms)
+{
+    *nw = *nr = 0;
+    if (et) {
+        struct epoll_event ev[64];
+        int n = epoll_wait(ep, ev, 64, ms);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+                w[(*nw)++] = ev[i].data.fd;
+            if (ev[i].events & EPOLLIN)
+                r[(*nr)++] = ev[i].data.fd;
+        }
+        return n;
+    }
+    fd_set rs, ws;
+    FD_ZERO(&rs);
+    FD_ZERO(&ws);
+    int top = 0;
+    for (int fd = 0; fd < MAXFD; fd++) {
+        if (want_w[fd])
+            FD_SET(fd, &ws);
+        if (want_r[fd])
+            FD_SET(fd, &rs);
+        if ((want_w[fd] || want_r[fd]) && fd + 1 > top)
+            top = fd + 1;
+    }
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    int n = select(top, &rs, &ws, NULL, ms < 0 ? NULL : &tv);
+    for (int fd = 0; fd < top && n > 0; fd++) {
+        if (FD_ISSET(fd, &ws))
+            w[(*nw)++] = fd;
+        if (FD_ISSET(fd, &rs))
+            r[(*nr)++] = fd;
+    }
+    return n;
+}
+
+static int connect_to(const char *ip, int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (et)
+        watch(fd, true, true); /* before the connect, as mio does */
+    int r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (r != 0 && errno != EINPROGRESS) {
+        fprintf(stderr, "connect: %s\n", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!et)
+        watch(fd, true, false);
+    return fd;
+}
+
+static int upload(int port, const char *path)
+{
+    int f = open(path, O_RDONLY);
+    struct stat st;
+    if (f < 0 || fstat(f, &st) != 0) {
+        perror(path);
+        return 2;
+    }
+    char *data = malloc((size_t)st.st_size + 1);
+    if (read(f, data, (size_t)st.st_size) != st.st_size)
+        return 2;
+    close(f);
+    int fd = connect_to("127.0.0.1", port);
+    if (fd < 0)
+        return 3;
+    size_t off = 0, total = (size_t)st.st_size;
+    long sends = 0, eagain = 0, waits = 0;
+    bool writable = false;
+    while (off < total) {
+        if (!writable) {
+            int w[64], r[64], nw, nr;
+            waits++;
+            if (wait_ready(w, &nw, r, &nr, 30000) <= 0) {
+                fprintf(stderr, "wait timed out at %zu\n", off);
+                return 4;
+            }
+            for (int i = 0; i < nw; i++)
+                writable |= w[i] == fd;
+            continue;
+        }
+        size_t n = total - off < 65536 ? total - off : 65536;
+        ssize_t k = send(fd, data + off, n, MSG_NOSIGNAL);
+        sends++;
+        if (k > 0) {
+            off += (size_t)k;
+        } else if (errno == EAGAIN) {
+            eagain++;
+            writable = false; /* edge-triggered: wait for the next edge */
+        } else if (errno != ENOTCONN) {
+            perror("send");
+            return 5;
+        } else {
+            writable = false;
+        }
+    }
+    close(fd);
+    printf("sends=%ld\neagain=%ld\nwaits=%ld\n", sends, eagain, waits);
+    return 0;
+}
+
+static int connects(int pa, int n, int pb)
+{
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+    struct itimerspec its = {{0, 50000000}, {0, 50000000}};
+    timerfd_settime(tfd, 0, &its, NULL);
+    watch(tfd, false, true);
+    double next_tick = now() + 0.05, worst_late = 0, worst_b = 0;
+    int kind[MAXFD] = {0}; /* 1: A, 2: B */
+    double started[MAXFD] = {0};
+    int a_done = 0, a_err = 0, b_done = 0, ticks = 0;
+    for (int i = 0; i < n; i++) {
+        int fd = connect_to("127.0.0.1", pa);
+        if (fd < 0) {
+            a_err++;
+            continue;
+        }
+        kind[fd] = 1;
+    }
+    double end = now() + 30;
+    while (a_done + a_err < n && now() < end) {
+        int w[64], r[64], nw, nr;
+        wait_ready(w, &nw, r, &nr, 1000);
+        for (int i = 0; i < nr; i++) {
+            if (r[i] != tfd)
+                continue;
+            uint64_t exp = 0;
+            if (read(tfd, &exp, sizeof exp) != sizeof exp)
+                continue;
+            double late = now() - next_tick;
+            if (late > worst_late)
+                worst_late = late;
+            next_tick += 0.05 * (double)exp;
+            ticks += (int)exp;
+            if (ticks % 2 == 0) {
+                int fd = connect_to("127.0.0.2", pb);
+                if (fd >= 0) {
+                    kind[fd] = 2;
+                    started[fd] = now();
+                }
+            }
+        }
+        for (int i = 0; i < nw; i++) {
+            int fd = w[i];
+            if (kind[fd] == 0)
+                continue;
+            int err = 0;
+            socklen_t l = sizeof err;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+            const char *msg = kind[fd] == 1 ? "a" : "b";
+            if (err == 0 && send(fd, msg, 1, MSG_NOSIGNAL) == 1) {
+                if (kind[fd] == 1) {
+                    a_done++;
+                } else {
+                    b_done++;
+                    if (now() - started[fd] > worst_b)
+                        worst_b = now() - started[fd];
+                }
+            } else {
+                fprintf(stderr, "fd %d: so_error %d send %s\n", fd, err,
+                        strerror(errno));
+                if (kind[fd] == 1)
+                    a_err++;
+            }
+            kind[fd] = 0;
+            unwatch(fd);
+            close(fd);
+        }
+    }
+    printf("a_done=%d\na_errors=%d\nb_done=%d\nlate_ms=%d\nb_ms=%d\n", a_done,
+           a_err, b_done, (int)(worst_late * 1000), (int)(worst_b * 1000));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: see the comment at the top\n");
+        return 2;
+    }
+    et = strcmp(argv[1], "et") == 0;
+    if (et)
+        ep = epoll_create1(EPOLL_CLOEXEC);
+    if (strcmp(argv[2], "upload") == 0 && argc == 5)
+        return upload(atoi(argv[3]), argv[4]);
+    if (strcmp(argv[2], "connects") == 0 && argc == 6)
+        return connects(atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    fprintf(stderr, "bad arguments\n");
+    return 2;
+}
