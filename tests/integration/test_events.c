@@ -1,0 +1,318 @@
+/* Event loops (SPEC §2 "Non-blocking sockets: never block, never spin"):
+ * real clients on their own loops, measured at the server.
+ *
+ *   uploads   send_bytes = 100KB/s, 1 MiB, fail and delay modes: the
+ *             server sees the bytes at the rate (within 5 % of the ideal
+ *             duration) and intact, and the client burns no more CPU than
+ *             its own unthrottled run plus 5 % of the wall time;
+ *   connects  delay mode, connect = 2/s on site A (127.0.0.1) only: A's
+ *             connections arrive paced at the server while a 50 ms timer
+ *             in the same loop is never more than 20 ms late and
+ *             connections to site B (127.0.0.2) keep their latency.
+ * Each client is also run against today's behaviour once by hand (see
+ * the report): the loop then stalls for seconds or spins a core. */
+#include "harness.h"
+
+#define TOTAL 1048576
+#define RATE 100000.0 /* 100KB/s, burst 100KB */
+#define IDEAL ((TOTAL - RATE) / RATE)
+
+static struct server srv, srv_b;
+static struct run ctl, r;
+static char payload[300], sum[65];
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&srv, "sink.py");
+}
+
+static void teardown(void)
+{
+    h_server_stop(&srv_b);
+    h_server_stop(&srv);
+    h_teardown();
+}
+
+TestSuite(events, .init = setup, .fini = teardown, .timeout = 90);
+
+static void make_payload(size_t n)
+{
+    char *data = malloc(n);
+    cr_assert_not_null(data);
+    unsigned x = 12345;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        data[i] = (char)(x >> 16);
+    }
+    h_file_fill("payload", data, n, payload, sizeof payload);
+    free(data);
+    h_sha256_file(payload, sum);
+}
+
+/* The last CONN line of the sink: duration first..last byte, bytes, sha. */
+static void last_conn(const struct server *s, double *dur, long *bytes,
+                      char sha[65])
+{
+    int n = h_server_wait(s, "CONN", 1, 5);
+    cr_assert_geq(n, 1, "the server saw no connection");
+    char line[512], f[80];
+    h_server_line(s, "CONN", n - 1, line, sizeof line);
+    *dur = atof(h_field(line, 2, f, sizeof f)) -
+           atof(h_field(line, 1, f, sizeof f));
+    *bytes = atol(h_field(line, 3, f, sizeof f));
+    h_field(line, 4, sha, 65);
+}
+
+/* Run argv bare (the control), then throttled in `mode`; assert what the
+ * server saw and the client's CPU beyond the control's. */
+static void upload_case(const char *mode, char *const argv[])
+{
+    make_payload(TOTAL);
+    h_config_write("[rlshim]\non_deny = %s\nmax_delay = 30s\n"
+                   "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
+                   mode, srv.port);
+    h_run(&ctl, false, 30, argv);
+    cr_assert_eq(ctl.status, 0, "control: status %d\n%s", ctl.status, ctl.out);
+    h_run(&r, true, 40, argv);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    double dur;
+    long bytes;
+    char sha[65];
+    last_conn(&srv, &dur, &bytes, sha);
+    cr_expect_eq(bytes, TOTAL, "server got %ld bytes", bytes);
+    cr_expect_str_eq(sha, sum, "the bytes differ");
+    cr_expect(dur >= IDEAL * 0.95 && dur <= IDEAL * 1.05,
+              "%.3f s at the server, ideal %.3f s", dur, IDEAL);
+    double excess = r.cpu - ctl.cpu;
+    cr_expect_lt(excess, 0.05 * r.wall,
+                 "cpu %.3f s (control %.3f s) in %.2f s: the loop spins",
+                 r.cpu, ctl.cpu, r.wall);
+    fprintf(stderr, "events upload %s %s: server %.3f s (ideal %.3f), "
+            "cpu %.3f s, control %.3f s, wall %.2f s\n",
+            argv[0], mode, dur, IDEAL, r.cpu, ctl.cpu, r.wall);
+}
+
+/* Start site B and run argv (which gets A's and B's ports in its args)
+ * under connect = 2/s on A in delay mode; assert the loop kept time, B
+ * kept its latency and A's N connections arrived paced. */
+static void connects_case(int n, char *const argv[])
+{
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                   "[default]\nconnect = 2/s\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    h_run(&r, true, 40, argv);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "a_done", -1), n, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "a_errors", -1), 0, "%s", r.out);
+    cr_expect_geq(h_out_long(&r, "b_done", -1), 10, "%s", r.out);
+    long late = h_out_long(&r, "late_ms", 9999);
+    long b_ms = h_out_long(&r, "b_ms", 9999);
+    cr_expect_leq(late, 20, "the 50 ms timer was %ld ms late", late);
+    cr_expect_leq(b_ms, 20, "a connection to site B took %ld ms", b_ms);
+    /* A's arrivals at the server: the burst of 2 at once, then one each
+     * 0.5 s (a token bucket of 2/s, burst 2), no sooner, no later. */
+    cr_assert_eq(h_server_wait(&srv, "CONN", n, 5), n);
+    double at[64];
+    char line[512], f[80];
+    for (int i = 0; i < n; i++)
+        at[i] = atof(h_field(h_server_line(&srv, "CONN", i, line, sizeof line),
+                             1, f, sizeof f));
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (at[j] < at[i]) {
+                double t = at[i];
+                at[i] = at[j];
+                at[j] = t;
+            }
+    for (int i = 2; i < n; i++)
+        cr_expect_geq(at[i] - at[i - 1], 0.47, "arrivals %d and %d %.3f s apart",
+                      i - 1, i, at[i] - at[i - 1]);
+    double span = at[n - 1] - at[0], want = (n - 2) * 0.5;
+    cr_expect(span >= want - 0.05 && span <= want + 0.15,
+              "%d arrivals over %.3f s, paced %.3f s", n, span, want);
+    fprintf(stderr, "events connects %s: timer late %ld ms, B %ld ms, "
+            "A over %.3f s (paced %.3f s), cpu %.3f s\n",
+            argv[0], late, b_ms, span, want, r.cpu);
+}
+
+static void start_b(char *port_b, size_t len)
+{
+    setenv("SINK_HOST", "127.0.0.2", 1);
+    h_server_start(&srv_b, "sink.py");
+    unsetenv("SINK_HOST");
+    snprintf(port_b, len, "%d", srv_b.port);
+}
+
+/* ---- python asyncio (streams) ---- */
+
+static const char *asyncio_upload_py =
+    "import asyncio, sys\n"
+    "async def main(port, path):\n"
+    "    r, w = await asyncio.open_connection('127.0.0.1', port)\n"
+    "    w.write(open(path, 'rb').read())\n"
+    "    await w.drain()\n"
+    "    w.close()\n"
+    "    await w.wait_closed()\n"
+    "asyncio.run(main(int(sys.argv[1]), sys.argv[2]))\n";
+
+static const char *asyncio_connects_py =
+    "import asyncio, sys, time\n"
+    "pa, n, pb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])\n"
+    "late = [0.0]; bl = [0.0]; bdone = [0]\n"
+    "async def one(host, port, msg):\n"
+    "    r, w = await asyncio.open_connection(host, port)\n"
+    "    w.write(msg); await w.drain(); w.close(); await w.wait_closed()\n"
+    "async def site_b():\n"
+    "    t0 = time.monotonic()\n"
+    "    await one('127.0.0.2', pb, b'b')\n"
+    "    bl[0] = max(bl[0], time.monotonic() - t0); bdone[0] += 1\n"
+    "async def ticker(stop):\n"
+    "    nxt = time.monotonic() + 0.05; k = 0; tasks = []\n"
+    "    while not stop.is_set():\n"
+    "        await asyncio.sleep(max(0, nxt - time.monotonic()))\n"
+    "        late[0] = max(late[0], time.monotonic() - nxt)\n"
+    "        nxt += 0.05; k += 1\n"
+    "        if k % 2 == 0: tasks.append(asyncio.create_task(site_b()))\n"
+    "    await asyncio.gather(*tasks)\n"
+    "async def main():\n"
+    "    stop = asyncio.Event()\n"
+    "    tk = asyncio.create_task(ticker(stop))\n"
+    "    res = await asyncio.gather(*[one('127.0.0.1', pa, b'a')\n"
+    "                                 for i in range(n)], return_exceptions=True)\n"
+    "    stop.set(); await tk\n"
+    "    errs = [e for e in res if e is not None]\n"
+    "    for e in errs: print('error %r' % e, file=sys.stderr)\n"
+    "    print('a_done=%d\\na_errors=%d\\nb_done=%d\\nlate_ms=%d\\nb_ms=%d' % (\n"
+    "        n - len(errs), len(errs), bdone[0], late[0] * 1000, bl[0] * 1000))\n"
+    "asyncio.run(main())\n";
+
+Test(events, asyncio_upload_fail)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    make_payload(TOTAL);
+    char *argv[] = {"python3", "-c", (char *)asyncio_upload_py, port, payload,
+                    NULL};
+    upload_case("fail", argv);
+}
+
+Test(events, asyncio_upload_delay)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    make_payload(TOTAL);
+    char *argv[] = {"python3", "-c", (char *)asyncio_upload_py, port, payload,
+                    NULL};
+    upload_case("delay", argv);
+}
+
+Test(events, asyncio_connects_paced_site_b_on_time)
+{
+    char pa[16], pb[16];
+    snprintf(pa, sizeof pa, "%d", srv.port);
+    start_b(pb, sizeof pb);
+    char *argv[] = {"python3", "-c", (char *)asyncio_connects_py, pa, "8", pb,
+                    NULL};
+    connects_case(8, argv);
+}
+
+/* ---- C clients: edge-triggered epoll, select ---- */
+
+static void c_upload(const char *backend, const char *mode)
+{
+    char port[16], bin[300];
+    snprintf(port, sizeof port, "%d", srv.port);
+    make_payload(TOTAL);
+    char *argv[] = {(char *)h_helper("evloop", bin, sizeof bin),
+                    (char *)backend, "upload", port, payload, NULL};
+    upload_case(mode, argv);
+}
+
+static void c_connects(const char *backend)
+{
+    char pa[16], pb[16], bin[300];
+    snprintf(pa, sizeof pa, "%d", srv.port);
+    start_b(pb, sizeof pb);
+    char *argv[] = {(char *)h_helper("evloop", bin, sizeof bin),
+                    (char *)backend, "connects", pa, "8", pb, NULL};
+    connects_case(8, argv);
+}
+
+Test(events, c_epoll_et_upload_fail)
+{
+    c_upload("et", "fail");
+}
+
+Test(events, c_epoll_et_upload_delay)
+{
+    c_upload("et", "delay");
+}
+
+Test(events, c_select_upload_fail)
+{
+    c_upload("select", "fail");
+}
+
+Test(events, c_select_upload_delay)
+{
+    c_upload("select", "delay");
+}
+
+Test(events, c_epoll_et_connects_paced_site_b_on_time)
+{
+    c_connects("et");
+}
+
+Test(events, c_select_connects_paced_site_b_on_time)
+{
+    c_connects("select");
+}
+
+/* ---- python blocking socket with a timeout ---- */
+
+/* settimeout(5) makes the fd non-blocking under the hood and waits in
+ * poll: an empty poll before 5 s would raise TimeoutError early. 300 KB
+ * at 100KB/s takes 2 s, well inside the timeout. */
+static const char *timeout_py =
+    "import socket, sys\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.settimeout(5)\n"
+    "s.sendall(open(sys.argv[2], 'rb').read())\n"
+    "s.close()\n"
+    "print('ok=1')\n";
+
+static void timeout_case(const char *mode)
+{
+    make_payload(300000);
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    h_config_write("[rlshim]\non_deny = %s\nmax_delay = 30s\n"
+                   "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
+                   mode, srv.port);
+    char *argv[] = {"python3", "-c", (char *)timeout_py, port, payload, NULL};
+    h_run(&ctl, false, 30, argv);
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", 0), 1, "%s", r.out);
+    double dur;
+    long bytes;
+    char sha[65];
+    last_conn(&srv, &dur, &bytes, sha);
+    cr_expect_eq(bytes, 300000);
+    cr_expect_str_eq(sha, sum);
+    cr_expect(dur >= 1.9 && dur <= 2.1, "%.3f s at the server, ideal 2 s",
+              dur);
+    cr_expect_lt(r.cpu - ctl.cpu, 0.05 * r.wall, "cpu %.3f s (control %.3f)",
+                 r.cpu, ctl.cpu);
+}
+
+Test(events, python_settimeout_send_fail)
+{
+    timeout_case("fail");
+}
+
+Test(events, python_settimeout_send_delay)
+{
+    timeout_case("delay");
+}
