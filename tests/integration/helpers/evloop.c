@@ -2,16 +2,18 @@
  * epoll (the way tokio/mio and Go register: once, EPOLLIN|EPOLLOUT|EPOLLET,
  * before the connect) or on select, for the event-loop tests (SPEC §2).
  *
- *   evloop et|select upload PORT FILE
+ *   evloop et|select upload PORT FILE MIN
  *       one non-blocking connection to 127.0.0.1:PORT; writes FILE in
  *       64 KiB calls until EAGAIN, then waits for the loop to say
- *       writable; prints sends=N eagain=N
- *   evloop et|select connects PORTA N PORTB
+ *       writable, while a 50 ms timerfd ticks; prints sends=N eagain=N
+ *       late_ms=(worst tick lateness)
+ *   evloop et|select connects PORTA N PORTB MIN
  *       N non-blocking connects to 127.0.0.1:PORTA at once (each sends
  *       "a" once connected, then closes), while a 50 ms timerfd ticks and
  *       every 100 ms a connection to 127.0.0.2:PORTB sends "b"; runs until
  *       the N are done; prints a_done=N a_errors=N b_done=N
  *       late_ms=(worst tick lateness) b_ms=(worst B connect time)
+ * Either way the timer keeps ticking until MIN seconds have passed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +34,7 @@
 #define MAXFD 1024
 
 static bool et;
+static double min_end; /* the timer ticks until then at least */
 static int ep = -1;
 /* select: what each fd waits for. */
 static bool want_w[MAXFD], want_r[MAXFD];
@@ -138,6 +141,11 @@ static int upload(int port, const char *path)
     int fd = connect_to("127.0.0.1", port);
     if (fd < 0)
         return 3;
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+    struct itimerspec its = {{0, 50000000}, {0, 50000000}};
+    timerfd_settime(tfd, 0, &its, NULL);
+    watch(tfd, false, true);
+    double next_tick = now() + 0.05, worst_late = 0;
     size_t off = 0, total = (size_t)st.st_size;
     long sends = 0, eagain = 0, waits = 0;
     bool writable = false;
@@ -151,6 +159,12 @@ static int upload(int port, const char *path)
             }
             for (int i = 0; i < nw; i++)
                 writable |= w[i] == fd;
+            uint64_t exp = 0;
+            if (nr > 0 && read(tfd, &exp, sizeof exp) == sizeof exp) {
+                if (now() - next_tick > worst_late)
+                    worst_late = now() - next_tick;
+                next_tick += 0.05 * (double)exp;
+            }
             continue;
         }
         size_t n = total - off < 65536 ? total - off : 65536;
@@ -168,8 +182,20 @@ static int upload(int port, const char *path)
             writable = false;
         }
     }
+    unwatch(fd);
     close(fd);
-    printf("sends=%ld\neagain=%ld\nwaits=%ld\n", sends, eagain, waits);
+    while (now() < min_end) {
+        int w[64], r[64], nw, nr;
+        wait_ready(w, &nw, r, &nr, 1000);
+        uint64_t exp = 0;
+        if (nr > 0 && read(tfd, &exp, sizeof exp) == sizeof exp) {
+            if (now() - next_tick > worst_late)
+                worst_late = now() - next_tick;
+            next_tick += 0.05 * (double)exp;
+        }
+    }
+    printf("sends=%ld\neagain=%ld\nwaits=%ld\nlate_ms=%d\n", sends, eagain,
+           waits, (int)(worst_late * 1000));
     return 0;
 }
 
@@ -192,7 +218,7 @@ static int connects(int pa, int n, int pb)
         kind[fd] = 1;
     }
     double end = now() + 30;
-    while (a_done + a_err < n && now() < end) {
+    while ((a_done + a_err < n || now() < min_end) && now() < end) {
         int w[64], r[64], nw, nr;
         wait_ready(w, &nw, r, &nr, 1000);
         for (int i = 0; i < nr; i++) {
@@ -255,9 +281,10 @@ int main(int argc, char **argv)
     et = strcmp(argv[1], "et") == 0;
     if (et)
         ep = epoll_create1(EPOLL_CLOEXEC);
-    if (strcmp(argv[2], "upload") == 0 && argc == 5)
+    min_end = now() + atof(argv[argc - 1]);
+    if (strcmp(argv[2], "upload") == 0 && argc == 6)
         return upload(atoi(argv[3]), argv[4]);
-    if (strcmp(argv[2], "connects") == 0 && argc == 6)
+    if (strcmp(argv[2], "connects") == 0 && argc == 7)
         return connects(atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     fprintf(stderr, "bad arguments\n");
     return 2;
