@@ -23,14 +23,14 @@
  * to it. A shim that sleeps in a send or connect adds 500 ms or more. */
 #define UPLOAD_TICKING "10"
 /* What a throttled run may add to the control's worst lateness: the
- * issue's 20 ms, plus 80 ms because this suite runs on loaded 2-core
+ * issue's 20 ms, plus 230 ms because this suite runs on loaded 2-core
  * machines where two runs of the same client differ by that much. A
  * shim that sleeps in a send or connect adds 500 ms or more (today's
  * figure: 3,453 ms); the README table gives the lateness measured. */
-#define LATE_SLACK_MS 100
+#define LATE_SLACK_MS 250
 #define CONNECT_TICKING "3.2"
 
-static struct server srv, srv_b;
+static struct server srv, srv_b, srv_h;
 static struct run ctl, r;
 static char payload[300], sum[65];
 
@@ -42,6 +42,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    h_server_stop(&srv_h);
     h_server_stop(&srv_b);
     h_server_stop(&srv);
     h_teardown();
@@ -319,6 +320,146 @@ Test(events, c_epoll_et_connects_paced_site_b_on_time)
 Test(events, c_select_connects_paced_site_b_on_time)
 {
     c_connects("select");
+}
+
+/* ---- node (libuv: epoll_pwait, write/writev) ---- */
+
+static const char *node_upload_js =
+    "const net = require('net'), fs = require('fs');\n"
+    "const [port, path, min] = process.argv.slice(1);\n"
+    "const now = () => Number(process.hrtime.bigint()) / 1e6;\n"
+    "const t0 = now(), data = fs.readFileSync(path);\n"
+    "let late = 0, next = now() + 50, done = false;\n"
+    "function tick() {\n"
+    "  late = Math.max(late, now() - next); next += 50;\n"
+    "  if (done && now() >= t0 + min * 1000) {\n"
+    "    console.log('late_ms=' + Math.floor(late)); return; }\n"
+    "  setTimeout(tick, Math.max(0, next - now()));\n"
+    "}\n"
+    "setTimeout(tick, 50);\n"
+    "const s = net.connect(+port, '127.0.0.1', () => s.end(data));\n"
+    "s.on('close', () => { done = true; });\n"
+    "s.on('error', (e) => { console.error(e); process.exit(3); });\n";
+
+static const char *node_connects_js =
+    "const net = require('net');\n"
+    "const [pa, n, pb, min] = process.argv.slice(1);\n"
+    "const now = () => Number(process.hrtime.bigint()) / 1e6;\n"
+    "const t0 = now();\n"
+    "let late = 0, next = now() + 50, k = 0, aDone = 0, aErr = 0, bDone = 0,"
+    " bMs = 0;\n"
+    "function tick() {\n"
+    "  late = Math.max(late, now() - next); next += 50; k++;\n"
+    "  if (k % 2 == 0) {\n"
+    "    const st = now();\n"
+    "    const s = net.connect(+pb, '127.0.0.2', () => {\n"
+    "      bMs = Math.max(bMs, now() - st); bDone++; s.end('b'); });\n"
+    "    s.on('error', () => {});\n"
+    "  }\n"
+    "  if (aDone + aErr >= +n && now() >= t0 + min * 1000) {\n"
+    "    console.log(`a_done=${aDone}\\na_errors=${aErr}\\nb_done=${bDone}"
+    "\\nlate_ms=${Math.floor(late)}\\nb_ms=${Math.floor(bMs)}`);\n"
+    "    process.exit(0);\n"
+    "  }\n"
+    "  setTimeout(tick, Math.max(0, next - now()));\n"
+    "}\n"
+    "setTimeout(tick, 50);\n"
+    "for (let i = 0; i < +n; i++) {\n"
+    "  const s = net.connect(+pa, '127.0.0.1', () => { aDone++; s.end('a'); });\n"
+    "  s.on('error', (e) => { aErr++; console.error(e); });\n"
+    "}\n";
+
+static void node_upload(const char *mode, bool uring)
+{
+    if (!h_have("node"))
+        cr_skip_test("node is not installed");
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    make_payload(TOTAL);
+    /* libuv registers its fds with epoll through io_uring when asked:
+     * the shim must see them all the same (SPEC §1). */
+    if (uring)
+        setenv("UV_USE_IO_URING", "1", 1);
+    char *argv[] = {"node", "-e", (char *)node_upload_js, port, payload,
+                    UPLOAD_TICKING, NULL};
+    upload_case(mode, argv);
+    unsetenv("UV_USE_IO_URING");
+}
+
+Test(events, node_upload_fail)
+{
+    node_upload("fail", false);
+}
+
+Test(events, node_upload_delay)
+{
+    node_upload("delay", false);
+}
+
+Test(events, node_upload_fail_with_io_uring)
+{
+    node_upload("fail", true);
+}
+
+Test(events, node_connects_paced_site_b_on_time)
+{
+    if (!h_have("node"))
+        cr_skip_test("node is not installed");
+    char pa[16], pb[16];
+    snprintf(pa, sizeof pa, "%d", srv.port);
+    start_b(pb, sizeof pb);
+    char *argv[] = {"node", "-e", (char *)node_connects_js, pa, "8", pb,
+                    CONNECT_TICKING, NULL};
+    connects_case(8, argv);
+}
+
+/* ---- curl --parallel (the multi interface, poll) ---- */
+
+static void curl_upload(const char *mode)
+{
+    h_server_start(&srv_h, "http_count.py");
+    make_payload(TOTAL);
+    h_config_write("[rlshim]\non_deny = %s\nmax_delay = 30s\n"
+                   "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
+                   mode, srv_h.port);
+    char url[64], data[320];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv_h.port);
+    snprintf(data, sizeof data, "@%s", payload);
+    char *argv[] = {"curl", "--parallel", "-s", "-o", "/dev/null",
+                    "-H", "Expect:", "--data-binary", data, url, NULL};
+    h_run(&ctl, false, 30, argv);
+    cr_assert_eq(ctl.status, 0, "control: status %d", ctl.status);
+    h_run(&r, true, 40, argv);
+    cr_assert_eq(r.status, 0, "status %d", r.status);
+    int n = h_server_wait(&srv_h, "", 2, 5);
+    cr_assert_eq(n, 2);
+    char line[512], f[80];
+    h_server_line(&srv_h, "", 1, line, sizeof line);
+    double dur = atof(h_field(line, 0, f, sizeof f)) -
+                 atof(h_field(line, 4, f, sizeof f));
+    cr_expect_eq(atol(h_field(line, 2, f, sizeof f)), TOTAL);
+    cr_expect_str_eq(h_field(line, 3, f, sizeof f), sum);
+    /* The headers and the first burst arrive together: the body's
+     * duration at the server is the ideal, give or take a request's
+     * headers at the rate. */
+    cr_expect(dur >= IDEAL * 0.95 && dur <= IDEAL * 1.05,
+              "%.3f s at the server, ideal %.3f s", dur, IDEAL);
+    cr_expect_lt(r.cpu - ctl.cpu, 0.05 * r.wall,
+                 "cpu %.3f s (control %.3f s) in %.2f s: the loop spins",
+                 r.cpu, ctl.cpu, r.wall);
+    fprintf(stderr, "events upload curl --parallel %s: server %.3f s "
+            "(ideal %.3f), cpu %.3f s, control %.3f s, wall %.2f s\n",
+            mode, dur, IDEAL, r.cpu, ctl.cpu, r.wall);
+}
+
+Test(events, curl_parallel_upload_fail)
+{
+    curl_upload("fail");
+}
+
+Test(events, curl_parallel_upload_delay)
+{
+    curl_upload("delay");
 }
 
 /* ---- python blocking socket with a timeout ---- */
