@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "limit/limit.h"
+#include "policy/dest.h"
 
 /* What a limit counts (SPEC §1). */
 enum rl_kind {
@@ -58,15 +59,6 @@ enum rl_log_target {
     RL_LOG_FILE = 3,
 };
 
-/* One entry of a rule's `to` list: an address prefix and a port. */
-struct rl_dest {
-    uint8_t family;   /* AF_INET or AF_INET6 (IPv4-mapped IPv6 is stored
-                         as AF_INET); AF_UNSPEC for "*:PORT", any address */
-    uint8_t prefix;   /* prefix length in bits */
-    uint16_t port;    /* host order; 0 = any port */
-    uint8_t addr[16]; /* network order; AF_INET uses the first 4 bytes */
-};
-
 struct rl_rule {
     char *section;     /* "default", "user:1000", "user:scraper" */
     char *user;        /* the part after "user:"; NULL for [default] */
@@ -74,7 +66,7 @@ struct rl_rule {
     uint32_t algo;     /* enum rl_algo_id */
     struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
     unsigned nlimits[RL_KIND_COUNT]; /* 0 = that kind is not limited */
-    struct rl_dest *to;
+    struct rl_dest *to; /* dest.h */
     size_t nto;        /* 0 = every destination */
     int on_deny;       /* enum rl_on_deny (inherited from [rlshim]) */
     uint64_t max_delay_ns;
@@ -153,7 +145,7 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
 /* Does `rule` cover this destination? `sa` is a struct sockaddr of family
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
  * families never match. A rule with no `to` list covers every inet
- * destination. */
+ * destination. (rl_dests_cover on the rule's list.) */
 bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
                     unsigned salen);
 
@@ -167,6 +159,15 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
                           size_t len);
 
 /* A `to` entry as the file would spell it ("10.0.0.0/8", "[::1]:443"). */
-int rl_config_format_dest(const struct rl_dest *d, char *buf, size_t len);
+static inline int rl_config_format_dest(const struct rl_dest *d, char *buf,
+                                        size_t len)
+{
+    return rl_dest_format(d, buf, len);
+}
+
+/* The keys the file may hold, in the parser's table: i from 0 to
+ * rl_config_key_count() - 1 (for tests that keep the docs honest). */
+size_t rl_config_key_count(void);
+const char *rl_config_key_name(size_t i);
 
 #endif
