@@ -74,24 +74,24 @@ struct words {
     unsigned n;
 };
 
-#define WORDS(list) {list, NULL, NELEM(list)}
-
 /* The word's index is its value (the enums of config.h count from 0). */
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
-static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED",
-                                          "ETIMEDOUT", "ENETUNREACH"};
+static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
+                                          "ENETUNREACH"};
 static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
                                    ENETUNREACH};
 
-static const struct words key_words = WORDS(key_names);
-static const struct words on_deny_words = WORDS(on_deny_names);
-static const struct words state_words = WORDS(state_names);
-static const struct words unknown_words = WORDS(unknown_names);
-static const struct words algo_words = WORDS(algo_names);
+static const struct words key_words = {key_names, NULL, NELEM(key_names)};
+static const struct words on_deny_words = {on_deny_names, NULL,
+                                           NELEM(on_deny_names)};
+static const struct words state_words = {state_names, NULL, NELEM(state_names)};
+static const struct words unknown_words = {unknown_names, NULL,
+                                           NELEM(unknown_names)};
+static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -111,18 +111,18 @@ typedef void key_parser(struct pstate *ps, const struct key *k, void *field,
 
 struct key {
     const char *name;
-    unsigned where;     /* IN(section kind)s it may appear in */
+    unsigned where; /* IN(section kind)s it may appear in */
     key_parser *parse;
-    size_t cfg_off;     /* the field it sets in struct rl_config ... */
-    size_t cfg_size;    /* ... 0: none */
-    size_t rule_off;    /* the field it sets in struct rl_rule ... */
-    size_t rule_size;   /* ... 0: none */
+    size_t cfg_off;            /* the field it sets in struct rl_config ... */
+    size_t cfg_size;           /* ... 0: none */
+    size_t rule_off;           /* the field it sets in struct rl_rule ... */
+    size_t rule_size;          /* ... 0: none */
     const struct words *words; /* p_word's list */
-    int kind;           /* p_rates, p_bursts: enum rl_kind */
+    int kind;                  /* p_rates, p_bursts: enum rl_kind */
 };
 
-static key_parser p_word, p_bool, p_duration, p_log, p_max_users,
-    p_algorithm, p_rates, p_bursts, p_to;
+static key_parser p_word, p_bool, p_duration, p_log, p_max_users, p_algorithm,
+    p_rates, p_bursts, p_to;
 
 #define CFG(f)                                                                 \
     .cfg_off = offsetof(struct rl_config, f),                                  \
@@ -342,9 +342,9 @@ static void list_sections(unsigned mask, char *buf, size_t len)
         if (!(mask & IN(i)))
             continue;
         done++;
+        const char *sep = done + 1 < total ? ", " : done < total ? " or " : "";
         int w = snprintf(buf + n, len - n, "[%s%s]%s", sect_kinds[i].name,
-                         sect_kinds[i].label ? ":NAME" : "",
-                         done + 1 < total ? ", " : done < total ? " or " : "");
+                         sect_kinds[i].label ? ":NAME" : "", sep);
         if (w < 0)
             break;
         n += (size_t)w;
@@ -662,8 +662,8 @@ static bool good_label(const char *u, size_t n)
     return true;
 }
 
-static int add_rule(struct pstate *ps, const char *section,
-                    enum sect_kind kind, unsigned line)
+static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
+                    unsigned line)
 {
     struct rl_config *cfg = ps->cfg;
     struct rl_rule *r = realloc(cfg->rules, (cfg->nrules + 1) * sizeof *r);
@@ -872,7 +872,8 @@ static char *reader(char *str, int num, void *stream)
             err(ps, ps->lineno, "line longer than %zu bytes", max);
             if (p < end && *p == '[')
                 ps->cur = CUR_SKIP; /* its keys belong to no known section */
-            continue; /* nothing half-read */
+            /* Nothing half-read reaches inih. */
+            continue;
         }
         if (ps->lineno == 1 && len >= 3 && (unsigned char)line[0] == 0xef &&
             (unsigned char)line[1] == 0xbb && (unsigned char)line[2] == 0xbf) {
@@ -990,8 +991,7 @@ static void settle_rule(struct pstate *ps, struct sect *s)
     /* What a rule does not say, [rlshim] says (read after all of it). */
     for (size_t i = 0; i < NKEYS; i++) {
         const struct key *k = &keys[i];
-        if (!s->key_line[i] && k->cfg_size != 0 &&
-            k->cfg_size == k->rule_size)
+        if (!s->key_line[i] && k->cfg_size != 0 && k->cfg_size == k->rule_size)
             memcpy((char *)r + k->rule_off, (char *)cfg + k->cfg_off,
                    k->rule_size);
     }
@@ -1018,8 +1018,9 @@ static void settle_rule(struct pstate *ps, struct sect *s)
                 kind_names[k], kind_names[k], r->section);
             bad = true;
         } else if (rk->nbursts > rk->nrates && rk->nrates > 0) {
-            err(ps, rk->burst_line, "%u bursts for %u rates in '%s_burst' of [%s]",
-                rk->nbursts, rk->nrates, kind_names[k], r->section);
+            err(ps, rk->burst_line,
+                "%u bursts for %u rates in '%s_burst' of [%s]", rk->nbursts,
+                rk->nrates, kind_names[k], r->section);
             bad = true;
         }
         if (bad)
@@ -1036,9 +1037,8 @@ static void settle_rule(struct pstate *ps, struct sect *s)
                     r->section, RL_WINDOW_MAX_COUNT);
                 break;
             }
-            rc = rl_limit_prepare(&r->limits[k][i], r->algo,
-                                  rk->rates[i].count, rk->rates[i].period_ns,
-                                  burst);
+            rc = rl_limit_prepare(&r->limits[k][i], r->algo, rk->rates[i].count,
+                                  rk->rates[i].period_ns, burst);
             if (rc < 0) {
                 err(ps, rk->rate_line,
                     "rate for '%s' in [%s] cannot be held exactly (%s)",

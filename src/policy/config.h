@@ -60,39 +60,39 @@ enum rl_log_target {
 };
 
 struct rl_rule {
-    char *section;     /* "default", "user:1000", "user:scraper" */
-    char *user;        /* the part after "user:"; NULL for [default] */
+    char *section; /* "default", "user:1000", "user:scraper" */
+    char *user;    /* the part after "user:"; NULL for [default] */
     bool is_default;
-    uint32_t algo;     /* enum rl_algo_id */
+    uint32_t algo; /* enum rl_algo_id */
     struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
     unsigned nlimits[RL_KIND_COUNT]; /* 0 = that kind is not limited */
-    struct rl_dest *to; /* dest.h */
-    size_t nto;        /* 0 = every destination */
-    int on_deny;       /* enum rl_on_deny (inherited from [rlshim]) */
+    struct rl_dest *to;              /* dest.h */
+    size_t nto;                      /* 0 = every destination */
+    int on_deny; /* enum rl_on_deny (inherited from [rlshim]) */
     uint64_t max_delay_ns;
-    int deny_errno;    /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
+    int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
-    unsigned line;     /* where the section starts, for messages */
+    unsigned line; /* where the section starts, for messages */
 };
 
 struct rl_config {
     char *path;
-    int key_mode;     /* enum rl_key_mode */
-    int on_deny;      /* enum rl_on_deny */
+    int key_mode; /* enum rl_key_mode */
+    int on_deny;  /* enum rl_on_deny */
     uint64_t max_delay_ns;
     int deny_errno;
-    int state_mode;   /* enum rl_state_mode */
-    int unknown;      /* enum rl_unknown */
-    int log_target;   /* enum rl_log_target */
-    char *log_path;   /* RL_LOG_FILE */
+    int state_mode; /* enum rl_state_mode */
+    int unknown;    /* enum rl_unknown */
+    int log_target; /* enum rl_log_target */
+    char *log_path; /* RL_LOG_FILE */
     bool dry_run;
     bool report;
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;
-    uint64_t hash;    /* stable hash of what shapes the budgets: rules,
-                         algorithms, limits, max_users (not of the text,
-                         nor of on_deny/errno/to/log...: see config.c) */
+    uint64_t hash; /* stable hash of what shapes the budgets: rules,
+                      algorithms, limits, max_users (not of the text,
+                      nor of on_deny/errno/to/log...: see config.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it
@@ -146,8 +146,7 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
  * families never match. A rule with no `to` list covers every inet
  * destination. (rl_dests_cover on the rule's list.) */
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
-                    unsigned salen);
+bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen);
 
 /* Names for messages and for `rlshim check`/`stat`. */
 const char *rl_kind_name(int kind); /* "connect", "send", "send_bytes" */

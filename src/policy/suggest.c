@@ -31,8 +31,7 @@ unsigned rl_edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
-void rl_suggest_init(struct rl_suggest *s, const char *word,
-                     unsigned max_edits)
+void rl_suggest_init(struct rl_suggest *s, const char *word, unsigned max_edits)
 {
     s->word = word;
     s->len = strlen(word);

@@ -287,13 +287,13 @@ Test(config, counts_lines_with_crlf_endings_and_a_bom)
 
 Test(config, skips_a_bom_only_on_the_first_line)
 {
-    struct rl_diag d = load_bad("; a comment first\n"
-                                "[default]\n"
-                                "\xef\xbb\xbf" "connect = 5/s\n");
+#define BOM "\xef\xbb\xbf"
+    struct rl_diag d =
+        load_bad("; a comment first\n[default]\n" BOM "connect = 5/s\n");
     cr_expect_eq(d.n, 1);
     cr_expect_str_eq(d.msgs[0],
-                     "t.ini:3: unknown key '\xef\xbb\xbf" "connect' in "
-                     "[default]");
+                     "t.ini:3: unknown key '" BOM "connect' in [default]");
+#undef BOM
     rl_diag_free(&d);
 }
 
@@ -631,8 +631,7 @@ static bool in_table(const char *name)
 /* The keys a document names, into names[] (at most max); returns how
  * many. conf: every `key = value` line. man: every ".It Cm a , b = ..."
  * item (the words before " =", split at " , "). */
-static size_t doc_keys(const char *path, bool man, char names[][40],
-                       size_t max)
+static size_t doc_keys(const char *path, bool man, char names[][40], size_t max)
 {
     char line[512];
     size_t n = 0;
