@@ -2,6 +2,7 @@
 #include "policy/dest.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -187,27 +188,47 @@ bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p)
     return false;
 }
 
-/* The first `prefix` bits of a and b are equal (b's host bits are zero,
- * a's may not be). */
-static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned prefix)
+/* The first `prefix` bits of 64 bits at a and b are equal (b's host bits
+ * are zero, a's may not be). Whole words, in network order. */
+static inline bool word_match(const uint8_t *a, const uint8_t *b,
+                              unsigned prefix)
 {
-    unsigned full = prefix / 8, rest = prefix % 8;
+    uint64_t x, y, mask;
 
-    if (memcmp(a, b, full) != 0)
-        return false;
-    if (rest == 0)
+    if (prefix == 0)
         return true;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return (a[full] & mask) == b[full];
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    mask = prefix >= 64 ? ~0ull : ~(~0ull >> prefix);
+    return (be64toh(x) & mask) == be64toh(y);
 }
 
-bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p)
+static inline bool match(const struct rl_dest *d, const struct rl_peer *p)
 {
     if (d->port != 0 && d->port != p->port)
         return false;
     if (d->form == RL_DEST_ANY)
         return true;
-    return d->family == p->family && prefix_match(p->addr, d->addr, d->prefix);
+    if (d->family != p->family)
+        return false;
+    if (d->family == AF_INET) {
+        uint32_t x, y, mask;
+        if (d->prefix == 0)
+            return true;
+        memcpy(&x, p->addr, 4);
+        memcpy(&y, d->addr, 4);
+        mask = ~(~0u >> 1 >> (d->prefix - 1));
+        return (ntohl(x) & mask) == ntohl(y);
+    }
+    if (d->prefix <= 64)
+        return word_match(p->addr, d->addr, d->prefix);
+    return memcmp(p->addr, d->addr, 8) == 0 &&
+           word_match(p->addr + 8, d->addr + 8, d->prefix - 64u);
+}
+
+bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p)
+{
+    return match(d, p);
 }
 
 bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
@@ -220,7 +241,7 @@ bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
     if (n == 0)
         return true;
     for (size_t i = 0; i < n; i++)
-        if (rl_dest_match(&list[i], &p))
+        if (match(&list[i], &p))
             return true;
     return false;
 }
