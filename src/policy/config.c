@@ -1333,11 +1333,6 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
     return r;
 }
 
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen)
-{
-    return rl_dests_cover(rule->to, rule->nto, sa, salen);
-}
-
 /* ---- names and formatting -----------------------------------------------*/
 
 const char *rl_kind_name(int kind)

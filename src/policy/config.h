@@ -145,8 +145,12 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
 /* Does `rule` cover this destination? `sa` is a struct sockaddr of family
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
  * families never match. A rule with no `to` list covers every inet
- * destination. (rl_dests_cover on the rule's list.) */
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen);
+ * destination. */
+static inline bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
+                                  unsigned salen)
+{
+    return rl_dests_cover(rule->to, rule->nto, sa, salen);
+}
 
 /* Names for messages and for `rlshim check`/`stat`. */
 const char *rl_kind_name(int kind); /* "connect", "send", "send_bytes" */
