@@ -49,7 +49,9 @@
 
 enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
 
-/* In file order of the docs: messages list them in this order. */
+/* Messages list them in this order. A new kind is an enum value and a row
+ * here, then IN(kind) in the rows of the keys it takes (and, when it makes
+ * a rule, what add_rule records of its label). */
 static const struct {
     const char *name;  /* "[name]", or "[name:LABEL]" when `label` is set */
     const char *label; /* what the part after the colon is, for messages */
