@@ -21,6 +21,13 @@ static void mask_prefix(uint8_t *addr, unsigned bytes, unsigned prefix)
     }
 }
 
+/* ::ffff:0:0/96 (IN6_IS_ADDR_V4MAPPED wants an aligned struct in6_addr). */
+static bool v4mapped(const uint8_t *a)
+{
+    static const uint8_t head[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(a, head, sizeof head) == 0;
+}
+
 /* "A.B.C.D[/P][:PORT]", "[V6][/P][:PORT]", "[V6/P][:PORT]", "V6[/P]",
  * "*:PORT". */
 const char *rl_dest_parse(const char *s, struct rl_dest *d)
@@ -122,8 +129,7 @@ const char *rl_dest_parse(const char *s, struct rl_dest *d)
             return "bad port (1 to 65535)";
         d->port = (uint16_t)v;
     }
-    if (family == AF_INET6 && d->prefix >= 96 &&
-        IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)d->addr)) {
+    if (family == AF_INET6 && d->prefix >= 96 && v4mapped(d->addr)) {
         /* ::ffff:a.b.c.d is matched as IPv4 (SPEC §1). */
         memmove(d->addr, d->addr + 12, 4);
         memset(d->addr + 4, 0, 12);
