@@ -76,7 +76,10 @@ struct words {
     unsigned n;
 };
 
-/* The word's index is its value (the enums of config.h count from 0). */
+/* The word's index is its value: the enums of config.h count from 0. */
+_Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
+                   RL_UNKNOWN_DENY == 1,
+               "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
