@@ -54,12 +54,13 @@ static bool tend(uint64_t now, struct rl_ready_view *v, unsigned *n,
     if (!rl_shim_enter())
         return false;
     int saved = errno;
-    *n = rl_ready_snapshot(now, v, VIEW_MAX, next);
+    unsigned k = rl_ready_snapshot(now, v, VIEW_MAX, next);
     if (*next <= now) {
         /* Deferred connects due: made now, then seen afresh. */
-        rl_wait_connect_due(now, v, *n);
-        *n = rl_ready_snapshot(now, v, VIEW_MAX, next);
+        rl_wait_connect_due(now, v, k);
+        k = rl_ready_snapshot(now, v, VIEW_MAX, next);
     }
+    *n = k;
     if (rl_epreg_pending())
         rl_epreg_settle(now);
     errno = saved;
