@@ -19,9 +19,22 @@
 #include "policy/config.h"
 #include "policy/identity.h"
 
+struct budget;
+
 enum rl_gate_act {
     RL_GATE_GO = 0,   /* call the real function, after sleeping wait_ns */
     RL_GATE_FAIL = 1, /* return -1 with errno = err, do nothing */
+};
+
+/* One budget a call is charged to, and what the decision took there.
+ * A call may be charged to several (RL_GATE_MAX_CHARGES): all must
+ * allow, and a refund goes back to each. */
+#define RL_GATE_MAX_CHARGES 1
+struct rl_gate_charge {
+    struct budget *budget; /* gate-private */
+    bool took[RL_KIND_COUNT];
+    uint64_t granted[RL_KIND_COUNT];
+    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 
 /* What one decision granted, kept by the hook until the real call has
@@ -32,9 +45,9 @@ struct rl_gate_ticket {
     uint64_t calls;   /* `send` units granted (connect: 1) */
     uint64_t bytes;   /* `send_bytes` units granted */
     int err;          /* RL_GATE_FAIL: the errno to set */
-    bool leased;       /* granted from the thread's lease (rl_gate_send) */
-    bool took[RL_KIND_COUNT];
-    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    bool leased;      /* granted from the thread's lease (rl_gate_send) */
+    unsigned ncharges;
+    struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:

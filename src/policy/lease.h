@@ -1,0 +1,33 @@
+/* lease.h — units a thread takes ahead from a budget and spends with no
+ * clock read but the coarse one (see lease.c for the invariants). */
+#ifndef RL_POLICY_LEASE_H
+#define RL_POLICY_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct budget;
+
+/* At init, once the rule is known: fill rl_gate.lease (on, sizes). */
+void rl_lease_setup(void);
+
+/* One send call of `bytes` out of the calling thread's lease: true when
+ * the lease covered it (and it is spent). */
+bool rl_lease_take(uint64_t bytes);
+
+/* Give the calling thread's lease back to the budget it came from (what
+ * is left goes back, what was spent is counted). */
+void rl_lease_drop(void);
+
+/* After a send decided on its own that granted `bytes` without a wait:
+ * fill the calling thread's lease again from b when b is far from
+ * binding. */
+void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes);
+
+/* Give back to the thread's lease what a leased send did not use. */
+void rl_lease_refund(uint64_t calls, uint64_t bytes);
+
+/* In the child after fork: the leases are the parent's. */
+void rl_lease_atfork_child(void);
+
+#endif
