@@ -97,7 +97,7 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
         .uid = (uint32_t)getuid(),
-        .config_hash = c->hash,
+        .config_hash = rl_budget_hash(c),
         .nslots = c->max_users + (uint32_t)c->nrules,
         .arena_words = arena_words(c),
     };
@@ -453,6 +453,9 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c)
                                 : RL_GATE_GO;
     charges(t);
+    /* Units leased to threads that went quiet come back first. */
+    for (unsigned i = 0; i < t->ncharges; i++)
+        rl_lease_reclaim(budget_of(&t->charge[i]));
     uint64_t gc, gb;
     if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(t, RL_KIND_SEND, calls, &c);
@@ -589,8 +592,10 @@ void rl_gate_finish(void)
     if (rl_gate.cfg == NULL)
         return;
     rl_lease_drop();
-    if (rl_gate.report.on)
+    if (rl_gate.report.on) {
+        rl_lease_report();
         rl_report_write();
+    }
 }
 
 uint64_t rl_gate_send_leased(uint64_t len, bool stream)

@@ -74,7 +74,7 @@ static void open_store(void)
         .shared = true,
         .dir = dir,
         .uid = (uint32_t)getuid(),
-        .config_hash = cfg->hash,
+        .config_hash = rl_budget_hash(cfg),
         .nslots = 32,
         .arena_words = 1024,
     };
