@@ -263,16 +263,37 @@ struct call {
     unsigned salen;
 };
 
-static void log_event(uint64_t now, const char *what, const struct call *c,
-                      const char *detail)
+/* What a log line says about a decision. */
+struct verdict_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+};
+
+/* One log line. Nothing is done (no getpeername, no formatting) unless
+ * the log's rate limit says the line will be written: a client spinning
+ * on denials pays no system call for lines never written. */
+static void log_event(uint64_t now, const struct call *c,
+                      const struct verdict_line *d)
 {
-    if (!rl_log_enabled())
+    if (!rl_log_admit(now))
         return;
-    char dest[96];
+    char dest[96], detail[96];
     describe(dest, sizeof dest, c->fd, c->sa, c->salen);
-    rl_log_event(now, "%s %s %s%s (user %s, rule [%s])", what, c->name, dest,
-                 detail, rl_gate.user,
-                 rl_gate.rule != NULL ? rl_gate.rule->section : "none");
+    if (d->wait_ns > 0)
+        snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
+                 (unsigned long long)(d->wait_ns / 1000000),
+                 (unsigned long long)(d->wait_ns / 1000 % 1000),
+                 d->dry ? " (dry run: not slept)" : "");
+    else
+        snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->dry ? " (dry run)" : "");
+    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
+                    detail, rl_gate.user,
+                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
 }
 
 static bool dry_run(void)
@@ -370,11 +391,9 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
     for (unsigned i = 0; i < t->ncharges; i++)
         rl_gate_count(budget_of(&t->charge[i]), kind, RL_STAT_DENIED, units);
     bool dry = dry_run();
-    char detail[64];
-    snprintf(detail, sizeof detail, ": %s %llu over quota%s",
-             rl_kind_name(kind), (unsigned long long)units,
-             dry ? " (dry run)" : "");
-    log_event(t->now, dry ? "would deny" : "denied", c, detail);
+    const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
+                                   0, dry};
+    log_event(t->now, c, &d);
     if (dry)
         return RL_GATE_GO;
     t->err = rl_gate.rule != NULL ? rl_gate.rule->deny_errno
@@ -401,12 +420,8 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
     if (t->wait_ns == 0)
         return;
     bool dry = dry_run();
-    char detail[64];
-    snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
-             (unsigned long long)(t->wait_ns / 1000000),
-             (unsigned long long)(t->wait_ns / 1000 % 1000),
-             dry ? " (dry run: not slept)" : "");
-    log_event(t->now, "delayed", c, detail);
+    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry};
+    log_event(t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
 }

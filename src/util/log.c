@@ -137,14 +137,19 @@ static size_t format(char *buf, size_t size, const char *fmt, va_list ap)
     return len;
 }
 
-void rl_log_event(uint64_t now, const char *fmt, ...)
+bool rl_log_admit(uint64_t now)
 {
     if (target == T_OFF)
-        return;
+        return false;
     if (!admit(now)) {
         rl_add_relaxed_u64(&suppressed, 1);
-        return;
+        return false;
     }
+    return true;
+}
+
+static void write_admitted(const char *fmt, va_list ap)
+{
     char buf[LINE_MAX_BYTES];
     uint64_t lost = rl_xchg_acq_rel_u64(&suppressed, 0);
     if (lost > 0) {
@@ -154,11 +159,28 @@ void rl_log_event(uint64_t now, const char *fmt, ...)
         if (n > 0 && (size_t)n < sizeof buf)
             emit(buf, (size_t)n);
     }
+    size_t len = format(buf, sizeof buf, fmt, ap);
+    emit(buf, len);
+}
+
+void rl_log_admitted(const char *fmt, ...)
+{
+    if (target == T_OFF)
+        return;
     va_list ap;
     va_start(ap, fmt);
-    size_t len = format(buf, sizeof buf, fmt, ap);
+    write_admitted(fmt, ap);
     va_end(ap);
-    emit(buf, len);
+}
+
+void rl_log_event(uint64_t now, const char *fmt, ...)
+{
+    if (!rl_log_admit(now))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    write_admitted(fmt, ap);
+    va_end(ap);
 }
 
 void rl_log_stderr(const char *fmt, ...)

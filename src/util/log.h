@@ -23,6 +23,17 @@ int rl_log_setup(int target, const char *path);
 /* Is event logging on? (Callers skip formatting work when not.) */
 bool rl_log_enabled(void);
 
+/* Will an event line at `now` be written? Answers the rate limit's
+ * question once, and counts the line as written (true) or suppressed
+ * (false): a caller asks first and does the costly part of a line (a
+ * getpeername, the formatting) only on true, then writes it with
+ * rl_log_admitted. false when logging is off. */
+bool rl_log_admit(uint64_t now);
+
+/* Write an event line that rl_log_admit said yes to (and first the count
+ * of lines suppressed before it, if any). */
+void rl_log_admitted(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* One event line ("rlshim: " is prepended, "\n" appended), subject to the
  * rate limit at time `now` (CLOCK_MONOTONIC ns). */
 void rl_log_event(uint64_t now, const char *fmt, ...)

@@ -539,3 +539,64 @@ Test(gate, never_waits_and_never_denies_in_dry_run_with_delay)
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 3);
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_DELAYED), 2);
 }
+
+/* --- the denial path pays no system call for log lines never written --- */
+
+#include <dlfcn.h>
+
+#include "util/log.h"
+
+/* Every getpeername of this test binary (the gate's describe() among
+ * them) is counted, then done. */
+static unsigned peer_calls;
+
+int getpeername(int fd, struct sockaddr *restrict sa, socklen_t *restrict len)
+{
+    static int (*real)(int, struct sockaddr *, socklen_t *);
+    __atomic_add_fetch(&peer_calls, 1, __ATOMIC_RELAXED);
+    if (real == NULL)
+        *(void **)&real = dlsym(RTLD_NEXT, "getpeername");
+    return real(fd, sa, len);
+}
+
+Test(gate, asks_no_peer_name_for_denials_the_log_does_not_write)
+{
+    gate_with("[user:tester]\nsend = 1/h\n");
+    char path[128];
+    snprintf(path, sizeof path, "%s/log", dir);
+    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert_eq(send_(T0, 1, 1), RL_GATE_GO);
+    peer_calls = 0;
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(send_(T0 + (uint64_t)i * 1000, 1, 1), RL_GATE_FAIL);
+    cr_expect_eq(peer_calls, RL_LOG_LINES_PER_S,
+                 "%u getpeername calls for %d lines written", peer_calls,
+                 RL_LOG_LINES_PER_S);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int lines = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        lines += c == '\n';
+    fclose(f);
+    cr_expect_eq(lines, RL_LOG_LINES_PER_S);
+}
+
+Test(gate, the_log_admits_lines_at_its_rate_and_counts_the_rest)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/log", dir);
+    cr_assert(!rl_log_admit(T0), "logging is off");
+    cr_assert_eq(rl_log_setup(3, path), 0);
+    for (int i = 0; i < RL_LOG_LINES_PER_S; i++)
+        cr_expect(rl_log_admit(T0 + (uint64_t)i));
+    cr_expect(!rl_log_admit(T0 + 999 * MS));
+    cr_expect(!rl_log_admit(T0 + 999 * MS));
+    cr_assert(rl_log_admit(T0 + S));
+    rl_log_admitted("next second");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[256] = "";
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_expect_str_eq(line, "rlshim: 2 lines suppressed (at most 10/s)\n");
+}
