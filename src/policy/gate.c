@@ -394,6 +394,9 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
     const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
                                    0, dry};
     log_event(t->now, c, &d);
+    /* What an earlier limit of this call reserved was given back: there
+     * is no turn to sleep until (a dry run goes at once). */
+    t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
     t->err = rl_gate.rule != NULL ? rl_gate.rule->deny_errno

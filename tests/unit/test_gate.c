@@ -600,3 +600,16 @@ Test(gate, the_log_admits_lines_at_its_rate_and_counts_the_rest)
     fclose(f);
     cr_expect_str_eq(line, "rlshim: 2 lines suppressed (at most 10/s)\n");
 }
+
+Test(gate, never_waits_in_dry_run_when_a_second_limit_would_deny)
+{
+    /* send reserves a turn (1 s), then send_bytes would deny: the call
+     * goes, at once. */
+    gate_with("[user:tester]\nsend = 1/s\nsend_bytes = 100/s\n"
+              "on_deny = delay\ndry_run = yes\n");
+    cr_expect_eq(send_(T0, 10, 10), RL_GATE_GO);
+    cr_expect_eq(send_(T0, 500, 500), RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 0, "would sleep %llu ns",
+                 (unsigned long long)t.wait_ns);
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_DENIED), 500);
+}
