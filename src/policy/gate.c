@@ -609,7 +609,7 @@ void rl_gate_finish(void)
 {
     if (rl_gate.cfg == NULL)
         return;
-    rl_lease_drop();
+    rl_lease_finish();
     if (rl_gate.report.on) {
         rl_lease_report();
         rl_report_write();

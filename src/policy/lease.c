@@ -181,6 +181,30 @@ static void at_thread_exit(void *arg)
 
 void rl_lease_drop(void)
 {
+    struct holder *h = me;
+    if (h == NULL || h->from == NULL)
+        return;
+    /* Empty the record but keep it: what is left goes back, what was
+     * spent is counted, and the next refill needs no claim. An empty
+     * record left alone is taken back like any idle one. */
+    uint64_t w = h->word;
+    uint64_t nw = w & ~((1ull << RL_LEASE_GEN_SHIFT) - 1);
+    if (w == nw)
+        return;
+    if (!atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
+        lost(h);
+        return;
+    }
+    h->word = nw;
+    struct rl_lease_units u;
+    rl_lease_unpack(w, &u);
+    settle(h->from, &u);
+    fold_mine(h);
+}
+
+void rl_lease_finish(void)
+{
     if (me != NULL)
         give_back(me);
 }
@@ -278,28 +302,13 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
     uint64_t cnow = coarse_ns();
     if (h->from == NULL && !claim_record(h, b, cnow))
         return;
-    /* Fold what was spent, and see what is left. */
     struct rl_lease_units u;
     rl_lease_unpack(h->word, &u);
     uint64_t gen = h->word >> RL_LEASE_GEN_SHIFT;
-    struct rl_lease_units folded = u;
-    folded.spent[RL_KIND_SEND] = folded.spent[RL_KIND_SEND_BYTES] = 0;
-    uint64_t w = h->word, nw = rl_lease_pack(gen, &folded);
-    if (!atomic_compare_exchange_strong_explicit(
-            &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
-        lost(h);
-        return;
-    }
-    h->word = nw;
-    struct rl_lease_units spent = {{0}, {0}};
-    spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
-    spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
-    settle(b, &spent);
-    fold_mine(h);
     /* Top up each kind from a bucket that holds at least half its burst. */
-    struct rl_lease_units took = {{0}, {0}};
-    bool any = false;
+    struct rl_lease_units took = {{0}, {0}}, next = u;
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        next.spent[k] = 0;
         if (rule->nlimits[k] == 0 || u.left[k] >= c->size[k] / 2)
             continue;
         const struct rl_limit *lim = &rule->limits[k][0];
@@ -309,22 +318,26 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
         uint64_t n = c->size[k] - u.left[k];
         struct rl_verdict v = a->take(b->states[k][0], lim, now, n, n, 0);
         took.left[k] = v.granted;
-        any |= v.granted != 0;
+        next.left[k] += v.granted;
     }
-    if (any) {
-        for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++)
-            folded.left[k] += took.left[k];
-        w = h->word;
-        nw = rl_lease_pack(gen, &folded);
-        if (!atomic_compare_exchange_strong_explicit(&h->rec[0], &w, nw,
-                                                     memory_order_acq_rel,
-                                                     memory_order_relaxed)) {
-            /* Taken back or reset meanwhile: the units go back. */
+    /* One CAS publishes what was taken and folds what was spent; it fails
+     * when the record was taken back or reset meanwhile, and then what
+     * was taken goes back. */
+    uint64_t w = h->word, nw = rl_lease_pack(gen, &next);
+    if (nw != w) {
+        if (!atomic_compare_exchange_strong_explicit(
+                &h->rec[0], &w, nw, memory_order_acq_rel,
+                memory_order_relaxed)) {
             settle(b, &took);
             lost(h);
             return;
         }
         h->word = nw;
+        struct rl_lease_units spent = {{0}, {0}};
+        spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
+        spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
+        settle(b, &spent);
+        fold_mine(h);
     }
     if (cnow != h->last) {
         h->last = cnow;

@@ -15,9 +15,13 @@ void rl_lease_setup(void);
  * the lease covered it (and it is spent). */
 bool rl_lease_take(uint64_t bytes);
 
-/* Give the calling thread's lease back to the budget it came from (what
- * is left goes back, what was spent is counted). */
+/* Empty the calling thread's lease (what is left goes back to the budget
+ * it came from, what was spent is counted), keeping its record for the
+ * next refill. */
 void rl_lease_drop(void);
+
+/* Give the calling thread's lease and its record back (process exit). */
+void rl_lease_finish(void);
 
 /* After a send decided on its own that granted `bytes` without a wait:
  * fill the calling thread's lease again from b when b is far from
