@@ -368,8 +368,9 @@ Test(stat, says_counters_are_per_process_under_state_process)
 
 /* A lease as the gate keeps one (policy/lease.c): `taken` bytes out of
  * bulk's bucket into record 0, `spent` of them spent, the holder's last
- * call `ago_ms` ago on the coarse clock. Returns the record's words. */
-static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, unsigned ago_ms)
+ * call `ago_ms` ago on the coarse clock (negative: a live lease that stays
+ * live however slowly the CLI starts). Returns the record's words. */
+static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, int ago_ms)
 {
     const struct rl_rule *rule = NULL;
     struct rl_budget_layout l;
@@ -400,7 +401,7 @@ static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, unsigned ago_ms)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    rl_store_relaxed_u64(&rec[1], now - (uint64_t)ago_ms * 1000000u);
+    rl_store_relaxed_u64(&rec[1], now - (uint64_t)((int64_t)ago_ms * 1000000));
     rl_store_relaxed_u64(&rec[0], rl_lease_pack(1, &u));
     rl_store_relaxed_u64(&area[0], 1);
     return rec;
@@ -415,7 +416,7 @@ Test(stat, counts_what_leases_spent_and_leaves_out_what_they_hold)
     char out[8192];
 
     open_store();
-    lease(1000, 400, 0);
+    lease(1000, 400, -10000);
     stat_json(out, sizeof out);
     cr_assert_not_null(strstr(out, BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
                                               "\"delayed\": 0, \"delayed_ns\": "
@@ -441,7 +442,7 @@ Test(stat, reset_takes_back_leases_with_the_buckets)
     char out[8192], args[256];
 
     open_store();
-    rl_atomic_u64 *rec = lease(1000, 400, 0);
+    rl_atomic_u64 *rec = lease(1000, 400, -10000);
     snprintf(args, sizeof args, "reset -c %s", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     cr_expect_eq(rl_load_relaxed_u64(&rec[0]), 0, "the record is free");
