@@ -302,7 +302,8 @@ int rl_cmd_stat(int argc, char **argv)
         if (watch && !v.json)
             fputs("\033[H\033[2J", stdout);
         if (s) {
-            if (v.cfg && rl_store_config_hash(s) != rl_budget_hash(v.cfg) && !watch)
+            if (v.cfg && rl_store_config_hash(s) != rl_budget_hash(v.cfg) &&
+                !watch)
                 fprintf(stderr, "rlshim: the state was made for another "
                                 "config: budgets are not shown\n");
             show(s, &v);

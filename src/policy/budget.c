@@ -68,9 +68,8 @@ rl_atomic_u64 *rl_budget_lease_bitmap(const struct rl_budget_layout *l,
     return (rl_atomic_u64 *)((p + 63) & ~(uintptr_t)63);
 }
 
-void rl_budget_lease_sum(const struct rl_budget_layout *l,
-                         rl_atomic_u64 *words, uint64_t now,
-                         struct rl_lease_units *out)
+void rl_budget_lease_sum(const struct rl_budget_layout *l, rl_atomic_u64 *words,
+                         uint64_t now, struct rl_lease_units *out)
 {
     memset(out, 0, sizeof *out);
     if (l->lease == 0)

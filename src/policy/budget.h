@@ -20,7 +20,7 @@
 struct rl_budget_layout {
     uint32_t nwords; /* all state words of the rule */
     uint32_t offset[RL_KIND_COUNT][RL_MAX_RATES];
-    uint32_t lease;  /* first word of the lease area; 0: none */
+    uint32_t lease; /* first word of the lease area; 0: none */
 };
 
 void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out);
@@ -50,7 +50,7 @@ uint64_t rl_budget_hash(const struct rl_config *cfg);
 #define RL_LEASE_B_MASK 0x7ffffull
 
 struct rl_lease_units {
-    uint64_t left[RL_KIND_COUNT];  /* [RL_KIND_SEND], [RL_KIND_SEND_BYTES] */
+    uint64_t left[RL_KIND_COUNT]; /* [RL_KIND_SEND], [RL_KIND_SEND_BYTES] */
     uint64_t spent[RL_KIND_COUNT];
 };
 
@@ -93,9 +93,8 @@ static inline bool rl_lease_idle(uint64_t last, uint64_t now)
 /* For `rlshim stat`: the units spent in held records (not yet in the
  * counters) and the units left in records idle at coarse time `now`
  * (any new call takes them back), summed. Reads only. */
-void rl_budget_lease_sum(const struct rl_budget_layout *l,
-                         rl_atomic_u64 *words, uint64_t now,
-                         struct rl_lease_units *out);
+void rl_budget_lease_sum(const struct rl_budget_layout *l, rl_atomic_u64 *words,
+                         uint64_t now, struct rl_lease_units *out);
 
 /* The budget's user: the section's own user for a named section, else
  * `caller` (rl_identity_user). */

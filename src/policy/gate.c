@@ -322,8 +322,8 @@ static uint64_t max_wait(const struct rl_rule *rule)
     return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
 }
 
-static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c,
-                   int kind, uint64_t units)
+static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+                   uint64_t units)
 {
     struct budget *b = budget_of(c);
     if (!c->took[kind] || units == 0)
@@ -357,9 +357,9 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
         unsigned n = b->rule->nlimits[kind];
         if (n == 0)
             continue;
-        struct rl_verdict v = rl_multi_take(
-            b->states[kind], b->rule->limits[kind], n, t->now, least, min,
-            max_wait(b->rule), c->v[kind]);
+        struct rl_verdict v =
+            rl_multi_take(b->states[kind], b->rule->limits[kind], n, t->now,
+                          least, min, max_wait(b->rule), c->v[kind]);
         if (v.granted == 0) {
             untake_all(t, kind, least);
             return false;
@@ -415,8 +415,7 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
             rl_gate_count(budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
             if (t->wait_ns > 0) {
                 rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED, units[k]);
-                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS,
-                              t->wait_ns);
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS, t->wait_ns);
             }
         }
     }
@@ -444,8 +443,7 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     const struct call c = {call, fd, sa, salen};
     ticket(t, now, 1, 0);
     if (rl_gate.rule == NULL)
-        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c)
-                                : RL_GATE_GO;
+        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
     charges(t);
     uint64_t g;
     if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
@@ -468,8 +466,7 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     const struct call c = {call, fd, sa, salen};
     ticket(t, now, calls, bytes);
     if (rule == NULL)
-        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c)
-                                : RL_GATE_GO;
+        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
     charges(t);
     /* Units leased to threads that went quiet come back first. */
     for (unsigned i = 0; i < t->ncharges; i++)
@@ -546,21 +543,20 @@ int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
     int denied = -1;
     uint64_t got = bytes;
     if (nc > 0 && calls > 0 &&
-        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND],
-                      nc, now, calls, calls, 0, vc)
+        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND], nc,
+                      now, calls, calls, 0, vc)
                 .granted == 0)
         denied = RL_KIND_SEND;
     if (denied < 0 && nb > 0 && bytes > 0) {
         struct rl_verdict v = rl_multi_take(
-            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES],
-            nb, now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
+            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES], nb,
+            now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
         got = v.granted;
         if (got == 0) {
             denied = RL_KIND_SEND_BYTES;
             if (nc > 0 && calls > 0)
                 rl_multi_refund(b->states[RL_KIND_SEND],
-                                rule->limits[RL_KIND_SEND], nc, now, vc,
-                                calls);
+                                rule->limits[RL_KIND_SEND], nc, now, vc, calls);
         }
     }
     if (denied >= 0) {

@@ -4,7 +4,9 @@
  * budget slot in the state store, and the log settings. The shim asks it;
  * it never sleeps and never touches an fd of the program: it returns how
  * long to sleep and the hook does that with nothing held. Counters in the
- * slot are updated here (relaxed adds: statistics only).
+ * slot are updated here (relaxed adds: statistics only), counting units
+ * when spent: a unit leased ahead counts when a call spends it, a unit
+ * given back (rl_gate_refund) is taken off, never below zero.
  *
  * Each decision reads the clock once; the *_at forms take `now` instead,
  * for tests that step time by hand. Not async-signal-safe beyond what the
@@ -116,8 +118,9 @@ void rl_gate_atfork_child(void);
 
 /* The hot path of a send of one call and `len` bytes (a stream send may
  * be cut to rl_gate_max_bytes()): the units come out of the calling
- * thread's lease, with no clock read but the coarse one, no atomic and
- * nothing logged. Returns the bytes granted, or 0 when the lease cannot
+ * thread's lease (policy/lease.c), with no clock read but the coarse one,
+ * one uncontended CAS on a cache line of the thread's own, nothing
+ * logged. Returns the bytes granted, or 0 when the lease cannot
  * cover the call (then decide it with rl_gate_send). */
 uint64_t rl_gate_send_leased(uint64_t len, bool stream);
 
@@ -130,8 +133,9 @@ void rl_gate_report_enable(void);
 
 /* At process exit: give the calling thread's lease back and, when the
  * report is on, write one stderr line per limit of the rule (calls seen,
- * allowed, denied, delayed by this process), or one line saying why
- * nothing was throttled. */
+ * allowed, denied, delayed by this process, leased units counted as
+ * spent, as `rlshim stat` counts them), or one line saying why nothing
+ * was throttled. Other threads' leases go back when idle (lease.c). */
 void rl_gate_finish(void);
 
 /* The largest stream send that can ever be granted at once (the smallest

@@ -48,12 +48,12 @@
 /* A thread's side of its lease. Only its thread writes it (and, at exit,
  * the exiting thread reads `spent`: relaxed atomics). */
 struct holder {
-    alignas(64) rl_atomic_u64 in_use; /* claimed by a thread */
-    struct budget *from;              /* NULL: holds no record */
-    rl_atomic_u64 *rec;               /* the record's words */
-    uint64_t word;                    /* word 0 as last written */
-    uint64_t last;                    /* word 1 as last written */
-    unsigned index;                   /* the record's bit */
+    alignas(64) rl_atomic_u64 in_use;   /* claimed by a thread */
+    struct budget *from;                /* NULL: holds no record */
+    rl_atomic_u64 *rec;                 /* the record's words */
+    uint64_t word;                      /* word 0 as last written */
+    uint64_t last;                      /* word 1 as last written */
+    unsigned index;                     /* the record's bit */
     rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
 };
 
@@ -121,10 +121,9 @@ static void settle(struct budget *b, const struct rl_lease_units *u)
                             u->left[k]);
         }
         if (u->spent[k] != 0)
-            rl_add_relaxed_u64(
-                &b->slot.counters[k * RL_STORE_STATS_PER_KIND +
-                                  RL_STAT_ALLOWED],
-                u->spent[k]);
+            rl_add_relaxed_u64(&b->slot.counters[k * RL_STORE_STATS_PER_KIND +
+                                                 RL_STAT_ALLOWED],
+                               u->spent[k]);
     }
 }
 
@@ -161,9 +160,8 @@ static void give_back(struct holder *h)
     if (b == NULL)
         return;
     uint64_t w = h->word;
-    if (atomic_compare_exchange_strong_explicit(&h->rec[0], &w, 0,
-                                                memory_order_acq_rel,
-                                                memory_order_relaxed)) {
+    if (atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, 0, memory_order_acq_rel, memory_order_relaxed)) {
         struct rl_lease_units u;
         rl_lease_unpack(h->word, &u);
         settle(b, &u);
@@ -325,9 +323,9 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
      * was taken goes back. */
     uint64_t w = h->word, nw = rl_lease_pack(gen, &next);
     if (nw != w) {
-        if (!atomic_compare_exchange_strong_explicit(
-                &h->rec[0], &w, nw, memory_order_acq_rel,
-                memory_order_relaxed)) {
+        if (!atomic_compare_exchange_strong_explicit(&h->rec[0], &w, nw,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed)) {
             settle(b, &took);
             lost(h);
             return;

@@ -40,11 +40,6 @@ int rl_log_setup(int t, const char *path)
     return 0;
 }
 
-bool rl_log_enabled(void)
-{
-    return target != T_OFF;
-}
-
 /* write(2) through the system call itself: never the hooked name, and
  * nothing buffered. Loops over short writes; gives up on errors. */
 static void write_all(int fd, const char *p, size_t n)
@@ -166,16 +161,6 @@ static void write_admitted(const char *fmt, va_list ap)
 void rl_log_admitted(const char *fmt, ...)
 {
     if (target == T_OFF)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    write_admitted(fmt, ap);
-    va_end(ap);
-}
-
-void rl_log_event(uint64_t now, const char *fmt, ...)
-{
-    if (!rl_log_admit(now))
         return;
     va_list ap;
     va_start(ap, fmt);

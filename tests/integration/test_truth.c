@@ -84,8 +84,7 @@ static void stat_after(char *out, size_t len)
     char bin[512], state[300];
     snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
     snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
-    char *argv[] = {"env", state, bin, "stat", "-c", h_config, "--json",
-                    NULL};
+    char *argv[] = {"env", state, bin, "stat", "-c", h_config, "--json", NULL};
     struct run s;
     h_run(&s, false, 10, argv);
     cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
@@ -108,7 +107,7 @@ Test(truth, stat_counts_one_message_as_one_send_and_a_reset_wraps_nothing)
     snprintf(port, sizeof port, "%d", srv.port);
     snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
     char *argv[] = {"python3", "-c", (char *)one_message_py, port, bin,
-                    h_config, NULL};
+                    h_config,  NULL};
     h_run(&r, true, 30, argv);
     cr_assert_eq(r.status, 0, "python: %s", r.out);
     cr_expect_eq(h_server_wait(&srv, "CONN", 1, 5.0), 1);
@@ -117,8 +116,7 @@ Test(truth, stat_counts_one_message_as_one_send_and_a_reset_wraps_nothing)
     cr_expect_eq(field(r.out, "STAT1", "send_bytes", "allowed"), 100, "%s",
                  r.out);
     /* Units leased to the thread are not available to others. */
-    unsigned long long avail = field(r.out, "STAT1", "send_bytes",
-                                     "available");
+    unsigned long long avail = field(r.out, "STAT1", "send_bytes", "available");
     cr_expect_leq(avail, 100000000ull - 100, "%s", r.out);
     cr_expect_eq(field(r.out, "STAT2", "send", "allowed"), 0, "%s", r.out);
     cr_expect_eq(field(r.out, "STAT3", "send", "allowed"), 1, "%s", r.out);
@@ -130,13 +128,12 @@ Test(truth, stat_counts_one_message_as_one_send_and_a_reset_wraps_nothing)
     cr_expect_eq(field(after, "STAT4", "send", "allowed"), 1, "%s", after);
     cr_expect_eq(field(after, "STAT4", "send_bytes", "allowed"), 100, "%s",
                  after);
-    cr_expect_eq(field(after, "STAT4", "send_bytes", "available"),
-                 100000000ull, "the whole budget is back: %s", after);
+    cr_expect_eq(field(after, "STAT4", "send_bytes", "available"), 100000000ull,
+                 "the whole budget is back: %s", after);
     /* The exit report counts the same units: both messages. */
     cr_expect_eq(h_file_lines(errlog, "send seen 2, allowed 2, denied 0"), 1);
-    cr_expect_eq(h_file_lines(errlog,
-                              "send_bytes seen 200, allowed 200, denied 0"),
-                 1);
+    cr_expect_eq(
+        h_file_lines(errlog, "send_bytes seen 200, allowed 200, denied 0"), 1);
 }
 
 static const char three_sends_py[] =
@@ -175,8 +172,8 @@ Test(truth, dry_run_with_delay_never_sleeps_but_counts_and_logs)
     cr_assert_eq(s.status, 0, "%s", s.out);
     long dry = three_sends("dry_run = yes\n");
     cr_expect_geq(real, 1500000, "the control did not sleep: %ld us", real);
-    cr_expect_lt(dry, real / 10, "dry run took %ld us, the control %ld us",
-                 dry, real);
+    cr_expect_lt(dry, real / 10, "dry run took %ld us, the control %ld us", dry,
+                 real);
     cr_expect_eq(h_server_wait(&srv, "CONN", 2, 5.0), 2);
     cr_expect_eq(h_file_lines(errlog, "(dry run: not slept)"), 2);
     char after[4096];

@@ -339,8 +339,8 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
 {
     gate_with("[user:tester]\nalgorithm = sliding_window\nsend = 5/s\n");
     rl_window_set_lock_ops(&landing_ops);
-    int act = rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1,
-                              0, 0);
+    int act =
+        rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1, 0, 0);
     rl_window_set_lock_ops(NULL);
     cr_expect_eq(act, RL_GATE_GO);
     /* Denied, not waited for (that would never end), and the update it
@@ -427,7 +427,8 @@ static void still_out(uint64_t rest, uint64_t last)
         cr_expect_eq(act, RL_GATE_FAIL, "the lease is out of the bucket");
     else
         cr_log_warn("%.1f ms after the holder's last call: too late to "
-                    "see the lease out of the bucket", (double)took / MS);
+                    "see the lease out of the bucket",
+                    (double)took / MS);
 }
 
 /* Takes a lease, says so, then blocks in read() holding it. */

@@ -408,7 +408,7 @@ static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, int ago_ms)
 }
 
 #define BULK_BYTES                                                             \
-    "{\"user\": \"bulk\", \"rule\": \"user:bulk\", \"limit\": "              \
+    "{\"user\": \"bulk\", \"rule\": \"user:bulk\", \"limit\": "                \
     "\"send_bytes\", \"algorithm\": \"token_bucket\", "
 
 Test(stat, counts_what_leases_spent_and_leaves_out_what_they_hold)
@@ -418,9 +418,10 @@ Test(stat, counts_what_leases_spent_and_leaves_out_what_they_hold)
     open_store();
     lease(1000, 400, -10000);
     stat_json(out, sizeof out);
-    cr_assert_not_null(strstr(out, BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
-                                              "\"delayed\": 0, \"delayed_ns\": "
-                                              "0, \"available\": 63000}"),
+    cr_assert_not_null(strstr(out,
+                              BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
+                                         "\"delayed\": 0, \"delayed_ns\": "
+                                         "0, \"available\": 63000}"),
                        "%s", out);
 }
 
@@ -431,9 +432,10 @@ Test(stat, counts_an_idle_lease_as_available_again)
     open_store();
     lease(1000, 400, 20);
     stat_json(out, sizeof out);
-    cr_assert_not_null(strstr(out, BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
-                                              "\"delayed\": 0, \"delayed_ns\": "
-                                              "0, \"available\": 63600}"),
+    cr_assert_not_null(strstr(out,
+                              BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
+                                         "\"delayed\": 0, \"delayed_ns\": "
+                                         "0, \"available\": 63600}"),
                        "%s", out);
 }
 
