@@ -115,9 +115,9 @@ Test(truth, stat_counts_one_message_as_one_send_and_a_reset_wraps_nothing)
     cr_expect_eq(field(r.out, "STAT1", "send", "allowed"), 1, "%s", r.out);
     cr_expect_eq(field(r.out, "STAT1", "send_bytes", "allowed"), 100, "%s",
                  r.out);
-    /* Units leased to the thread are not available to others. */
-    unsigned long long avail = field(r.out, "STAT1", "send_bytes", "available");
-    cr_expect_leq(avail, 100000000ull - 100, "%s", r.out);
+    /* (What `available` leaves out of a live lease is checked in the
+     * unit test stat::counts_what_leases_spent_and_leaves_out_what_they_
+     * hold: here the bucket refills 100 bytes in a microsecond.) */
     cr_expect_eq(field(r.out, "STAT2", "send", "allowed"), 0, "%s", r.out);
     cr_expect_eq(field(r.out, "STAT3", "send", "allowed"), 1, "%s", r.out);
     cr_expect_eq(field(r.out, "STAT3", "send_bytes", "allowed"), 100, "%s",
