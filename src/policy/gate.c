@@ -470,7 +470,7 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     charges(t);
     /* Units leased to threads that went quiet come back first. */
     for (unsigned i = 0; i < t->ncharges; i++)
-        rl_lease_reclaim(budget_of(&t->charge[i]));
+        rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
     if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(t, RL_KIND_SEND, calls, &c);

@@ -207,20 +207,42 @@ void rl_lease_finish(void)
         give_back(me);
 }
 
-void rl_lease_reclaim(struct budget *b)
+/* Could a call of `calls` and `bytes` at `now` use units idle leases
+ * hold? When every bucket it needs holds what it asks and half its burst,
+ * no: leases are still being taken, and the call has what it wants. Then
+ * the scan (loads of other threads' lines) is not worth its cost. */
+static bool short_of(struct budget *b, uint64_t now, uint64_t calls,
+                     uint64_t bytes)
+{
+    const struct rl_rule *rule = b->rule;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        const struct rl_limit *lim = &rule->limits[k][0];
+        uint64_t want = k == RL_KIND_SEND ? calls : bytes;
+        uint64_t avail =
+            rl_algorithm_get(lim->algo)->available(b->states[k][0], lim, now);
+        if (avail < want || avail < lim->burst / 2)
+            return true;
+    }
+    return false;
+}
+
+void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
+                      uint64_t bytes)
 {
     if (b->layout.lease == 0)
         return;
     uint64_t bits = rl_load_relaxed_u64(area(b));
-    if (bits == 0)
+    if (bits == 0 || !short_of(b, now, calls, bytes))
         return;
-    uint64_t now = coarse_ns();
+    uint64_t cnow = coarse_ns();
     for (unsigned i = 0; i < RL_LEASE_RECORDS; i++) {
         if (!(bits & (1ull << i)))
             continue;
         rl_atomic_u64 *rec = record(b, i);
         uint64_t w = rl_load_acquire_u64(&rec[0]);
-        if (w == 0 || !rl_lease_idle(rl_load_relaxed_u64(&rec[1]), now))
+        if (w == 0 || !rl_lease_idle(rl_load_relaxed_u64(&rec[1]), cnow))
             continue;
         if (!atomic_compare_exchange_strong_explicit(
                 &rec[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))

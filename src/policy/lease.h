@@ -31,10 +31,12 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes);
 /* Give back to the thread's lease what a leased send did not use. */
 void rl_lease_refund(uint64_t calls, uint64_t bytes);
 
-/* Take back every record of b idle for RL_LEASE_IDLE_NS (any thread, any
- * process): units left go back to the bucket, units spent into the
- * counters. Before a decision that may need them. */
-void rl_lease_reclaim(struct budget *b);
+/* Before a decision of `calls` and `bytes` at `now` (any thread, any
+ * process): when b's buckets are short of them or under half full, take
+ * back every record idle for RL_LEASE_IDLE_NS: units left go back to the
+ * bucket, units spent into the counters. */
+void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
+                      uint64_t bytes);
 
 /* At exit, before the report: add what every thread of this process
  * spent from its lease and did not fold yet. */
