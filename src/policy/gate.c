@@ -627,9 +627,12 @@ void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
 
 uint64_t rl_gate_send_eta(uint64_t bytes)
 {
+    const struct rl_rule *rule = rl_gate.rule;
     if (rule == NULL)
-        return deny_all ? UINT64_MAX : 0;
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+        return rl_gate.deny_all ? UINT64_MAX : 0;
+    /* The user's own budget (not a site's: a held socket is woken when
+     * its rule's budget allows, and asks again if a site still says no). */
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
     if (b == NULL)
         return 0;
     uint64_t now = rl_clock_now_ns(), eta = 0;
