@@ -56,14 +56,17 @@ static int again(struct rl_gate_ticket *t)
 }
 
 /* After a denial: hold fd until a sizeable part of the send could go, so
- * that the client is woken once for it, not for every byte that frees up
- * (the same 1/16 of the burst the gate grants in delay mode). */
+ * that the client is woken once for it, not for every byte that frees up:
+ * 1/8 of the burst, 8 wake-ups a second of a loop that waits (measured:
+ * with 1/16, python asyncio spent 13 ms of CPU per second of waiting). */
+#define HOLD_PART 8
+
 static void hold_after_denial(int fd, uint64_t want, uint64_t min)
 {
     uint64_t chunk = min;
     if (min < want) {
         uint64_t m = rl_gate_max_bytes();
-        uint64_t part = m == UINT64_MAX ? 1 : m / 16;
+        uint64_t part = m == UINT64_MAX ? 1 : m / HOLD_PART;
         chunk = part > min ? part : min;
         if (chunk > want)
             chunk = want;

@@ -97,22 +97,29 @@ def cpu_run(env, argv):
 
 
 print()
-print("== a throttled loop: 300 KB at 100KB/s (CPU ms per second of wall)")
-print(f"{'client':<16}{'mode':<8}{'wall s':>8}{'cpu ms':>9}{'ms/s':>7}"
-      f"{'unthrottled cpu ms':>20}")
+print("== a throttled loop: 300 KB at 100KB/s (ideal 2 s); CPU beyond the "
+      "unthrottled run, ms per second of wall (target <= 10)")
+print(f"{'client':<16}{'mode':<8}{'wall s':>8}{'cpu ms':>9}"
+      f"{'unthrottled':>13}{'beyond, ms/s':>14}")
 for name, argv in clients:
     base_cpu, _ = cpu_run({}, argv)
     for mode in ("fail", "delay"):
         cfg = ini("[rlshim]\non_deny = %s\nmax_delay = 30s\n[default]\n"
                   "send_bytes = 100KB/s\nto = 127.0.0.1:%s\n" % (mode, port))
+        # A fresh state dir each run: budgets are shared host-wide, and
+        # the previous run's would make this one start with an empty bucket.
+        state = tempfile.mkdtemp(dir=tmp)
         cpu, wall = cpu_run({"LD_PRELOAD": shim, "RLSHIM_CONFIG": cfg,
-                             "RLSHIM_STATE_DIR": tmp}, argv)
+                             "RLSHIM_STATE_DIR": state}, argv)
+        extra = max(0.0, cpu - base_cpu)
         print(f"{name:<16}{mode:<8}{wall:>8.2f}{cpu * 1e3:>9.0f}"
-              f"{cpu * 1e3 / wall:>7.1f}{base_cpu * 1e3:>20.0f}")
+              f"{base_cpu * 1e3:>13.0f}{extra * 1e3 / wall:>14.1f}")
         sys.stdout.flush()
 if shutil.which("trickle"):
+    base_cpu, _ = cpu_run({}, clients[1][1])
     cpu, wall = cpu_run({}, ["trickle", "-s", "-u", "100"] + clients[1][1])
     print(f"{'C select':<16}{'trickle':<8}{wall:>8.2f}{cpu * 1e3:>9.0f}"
-          f"{cpu * 1e3 / wall:>7.1f}")
+          f"{base_cpu * 1e3:>13.0f}"
+          f"{max(0.0, cpu - base_cpu) * 1e3 / wall:>14.1f}")
 sink.kill()
 shutil.rmtree(tmp, ignore_errors=True)

@@ -23,11 +23,13 @@
  * to it. A shim that sleeps in a send or connect adds 500 ms or more. */
 #define UPLOAD_TICKING "10"
 /* What a throttled run may add to the control's worst lateness: the
- * issue's 20 ms, plus 230 ms because this suite runs on loaded 2-core
- * machines where two runs of the same client differ by that much. A
- * shim that sleeps in a send or connect adds 500 ms or more (today's
- * figure: 3,453 ms); the README table gives the lateness measured. */
-#define LATE_SLACK_MS 250
+ * issue's 20 ms, plus what a loaded 2-core machine adds to one run and
+ * not to the other (load average 30-60 while this suite was written: up
+ * to 300 ms seen between two runs of one unthrottled client). A shim that
+ * sleeps in a send or connect stalls the loop for seconds (today: 2,950
+ * ms for the connects, 9,000 ms for the uploads in delay mode); the
+ * README table gives the lateness measured. */
+#define LATE_SLACK_MS 400
 #define CONNECT_TICKING "3.2"
 
 static struct server srv, srv_b, srv_h;
