@@ -25,7 +25,7 @@ static struct reg (*regs)[SLOTS]; /* by fd number, grown on demand */
 static unsigned cap;
 /* fds with a registration shown less than FULL. */
 static int pending[PENDING_MAX];
-static atomic_uint npending;
+atomic_uint rl_epreg_npending;
 atomic_uint rl_epreg_n;
 
 int rl_epreg_mode_now(int fd, uint64_t now)
@@ -90,13 +90,13 @@ static void unslot(struct reg *r)
 
 static void mark_pending(int fd)
 {
-    unsigned n = atomic_load_explicit(&npending, memory_order_relaxed);
+    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
     for (unsigned i = 0; i < n; i++)
         if (pending[i] == fd)
             return;
     if (n < PENDING_MAX) {
         pending[n] = fd;
-        atomic_store_explicit(&npending, n + 1, memory_order_relaxed);
+        atomic_store_explicit(&rl_epreg_npending, n + 1, memory_order_relaxed);
     }
 }
 
@@ -218,15 +218,10 @@ int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
     return 0;
 }
 
-unsigned rl_epreg_pending(void)
-{
-    return atomic_load_explicit(&npending, memory_order_relaxed);
-}
-
 void rl_epreg_settle(uint64_t now)
 {
     pthread_mutex_lock(&mu);
-    unsigned n = atomic_load_explicit(&npending, memory_order_relaxed);
+    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
     unsigned keep = 0;
     for (unsigned i = 0; i < n; i++) {
         int fd = pending[i];
@@ -243,7 +238,7 @@ void rl_epreg_settle(uint64_t now)
         if (left && mode != RL_EPREG_FULL)
             pending[keep++] = fd;
     }
-    atomic_store_explicit(&npending, keep, memory_order_relaxed);
+    atomic_store_explicit(&rl_epreg_npending, keep, memory_order_relaxed);
     pthread_mutex_unlock(&mu);
 }
 

@@ -44,8 +44,14 @@ void rl_epreg_sync(int fd, int mode);
 /* For every fd shown less than FULL: bring it to its mode at `now`. */
 void rl_epreg_settle(uint64_t now);
 
-/* Is any registration shown less than FULL (settle has work)? */
-unsigned rl_epreg_pending(void);
+/* fds with a registration shown less than FULL (settle has work); read
+ * by every wait call, so inline. */
+extern atomic_uint rl_epreg_npending;
+
+static inline unsigned rl_epreg_pending(void)
+{
+    return atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+}
 
 /* Forget the registrations of every fd in [first, last] (closed). */
 void rl_epreg_forget(unsigned first, unsigned last);

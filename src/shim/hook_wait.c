@@ -35,13 +35,16 @@
 #include "util/clock.h"
 
 #define VIEW_MAX 256
+/* The slow halves live out of line, so that each exported name is two
+ * loads, a test and a tail call while nothing is held. */
+#define COLD __attribute__((noinline, cold))
 #define NEVER UINT64_MAX
 
 static inline bool busy(void)
 {
     return __builtin_expect(
         (atomic_load_explicit(&rl_ready_n, memory_order_relaxed) |
-         rl_epreg_pending()) != 0,
+         atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed)) != 0,
         0);
 }
 
@@ -176,7 +179,7 @@ static void poll_unhide(struct pollfd *f, const struct poll_saved *saved,
     }
 }
 
-static int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
+static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
                      uint64_t timeout)
 {
     uint64_t start = rl_clock_now_ns();
@@ -199,12 +202,17 @@ static int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
     }
 }
 
+static COLD int poll_slow(struct pollfd *f, nfds_t n, int ms)
+{
+    struct poll_call c = {P_POLL, NULL, 0};
+    return poll_loop(&c, f, n, ms_ns(ms));
+}
+
 RL_EXPORT int poll(struct pollfd *f, nfds_t n, int ms)
 {
     if (!busy())
         return WREAL(poll)(f, n, ms);
-    struct poll_call c = {P_POLL, NULL, 0};
-    return poll_loop(&c, f, n, ms_ns(ms));
+    return poll_slow(f, n, ms);
 }
 
 RL_EXPORT int __poll_chk(struct pollfd *f, nfds_t n, int ms,
@@ -284,7 +292,7 @@ static void sel_hide(int nfds, struct sel_sets *s, const struct rl_ready_view *v
     }
 }
 
-static int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
+static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
                        uint64_t timeout, const sigset_t *mask,
                        struct timeval *left)
 {
@@ -383,11 +391,17 @@ static int ep_loop(int kind, int ep, struct epoll_event *ev, int max,
     }
 }
 
+static COLD int ep_slow(int kind, int ep, struct epoll_event *ev, int max,
+                        uint64_t timeout, const sigset_t *mask)
+{
+    return ep_loop(kind, ep, ev, max, timeout, mask);
+}
+
 RL_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
 {
     if (!busy())
         return WREAL(epoll_wait)(ep, ev, max, ms);
-    return ep_loop(E_WAIT, ep, ev, max, ms_ns(ms), NULL);
+    return ep_slow(E_WAIT, ep, ev, max, ms_ns(ms), NULL);
 }
 
 RL_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int max, int ms,
@@ -395,7 +409,7 @@ RL_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int max, int ms,
 {
     if (!busy())
         return WREAL(epoll_pwait)(ep, ev, max, ms, mask);
-    return ep_loop(E_PWAIT, ep, ev, max, ms_ns(ms), mask);
+    return ep_slow(E_PWAIT, ep, ev, max, ms_ns(ms), mask);
 }
 
 RL_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
@@ -403,7 +417,7 @@ RL_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
 {
     if (!busy())
         return WREAL(epoll_pwait2)(ep, ev, max, ts, mask);
-    return ep_loop(E_PWAIT2, ep, ev, max, ts_ns(ts), mask);
+    return ep_slow(E_PWAIT2, ep, ev, max, ts_ns(ts), mask);
 }
 
 RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)

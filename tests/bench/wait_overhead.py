@@ -23,7 +23,7 @@ import time
 
 build = os.environ.get("RLSHIM_BUILD", os.path.abspath("build"))
 src = os.environ.get("RLSHIM_SRC", os.path.abspath("."))
-rounds = int(os.environ.get("BENCH_ROUNDS", "7"))
+rounds = int(os.environ.get("BENCH_ROUNDS", "11"))
 helpers = os.path.join(build, "tests", "helpers")
 shim = os.path.join(build, "librlshim.so")
 tmp = tempfile.mkdtemp(prefix="rlshim-bench-wait-")
@@ -41,10 +41,15 @@ never = ini("[default]\nsend_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n
 shim_env = {"LD_PRELOAD": shim, "RLSHIM_CONFIG": never, "RLSHIM_STATE_DIR": tmp}
 
 
+# Pinned to one CPU: unpinned, two runs of one binary differ by 15 % here.
+cpus = sorted(os.sched_getaffinity(0))
+pin = ["taskset", "-c", str(cpus[0])] if shutil.which("taskset") else []
+
+
 def loop_ns(env, args):
     e = dict(os.environ)
     e.update(env)
-    out = subprocess.run([os.path.join(helpers, "bench_wait")] + args, env=e,
+    out = subprocess.run(pin + [os.path.join(helpers, "bench_wait")] + args, env=e,
                          check=True, capture_output=True, text=True).stdout
     return int(out.split()[0])
 
