@@ -3,7 +3,7 @@
 
 1. What poll and epoll_wait cost on fds the shim does not hold, against
    bare: each workload runs ROUNDS times per variant, alternating, and the
-   figure is the median of the loop times the helper prints; ratio =
+   figure is the median of the loop's CPU times the helper prints; ratio =
    bare / rlshim (1.00 = as fast as bare). Targets: >= 0.95, and poll on
    10,000 fds < 5 % above bare.
 2. What a throttled loop burns while it waits: a C client on
@@ -56,7 +56,7 @@ def loop_ns(env, args):
 
 print("== wait calls on fds the shim does not hold (median of %d runs, "
       "ratio = bare / rlshim)" % rounds)
-print(f"{'workload':<34}{'bare us':>10}{'rlshim us':>11}{'ratio':>7}")
+print(f"{'workload (CPU time)':<34}{'bare us':>10}{'rlshim us':>11}{'ratio':>7}")
 for name, args in [("poll, 1 fd, 200k calls", ["poll", "1", "200000"]),
                    ("epoll_wait, 1 fd, 200k calls", ["epoll", "2", "200000"]),
                    ("poll, 10,000 fds, 2k calls", ["poll", "10000", "2000"]),
