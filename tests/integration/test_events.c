@@ -567,3 +567,35 @@ Test(events, python_settimeout_send_delay)
 {
     timeout_case("delay");
 }
+
+/* ---- a blocking socket with SO_SNDTIMEO (SPEC §2) ---- */
+
+/* Delay mode, 100KB/s: the second 100,000-byte send must wait 1 s. With
+ * SO_SNDTIMEO = 200 ms it fails at once with EAGAIN (the kernel's answer
+ * when that timeout expires); without, it sleeps its turn and goes. */
+Test(events, blocking_send_never_sleeps_past_so_sndtimeo)
+{
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    char port[16], bin[300];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *with[] = {(char *)h_helper("evloop", bin, sizeof bin), "-",
+                    "sndtimeo", port, "200", NULL};
+    h_run(&r, true, 20, with);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "second_errno", -1), EAGAIN, "%s", r.out);
+    cr_expect_lt(h_out_long(&r, "second_ms", 9999), 150, "%s", r.out);
+    /* A fresh budget for the control: its own state dir. */
+    h_teardown();
+    h_setup();
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    char *without[] = {(char *)h_helper("evloop", bin, sizeof bin), "-",
+                       "sndtimeo", port, "0", NULL};
+    h_run(&r, true, 20, without);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "second_errno", -1), 0, "%s", r.out);
+    cr_expect_geq(h_out_long(&r, "second_ms", 0), 900, "%s", r.out);
+}

@@ -14,6 +14,10 @@
  *       the N are done; prints a_done=N a_errors=N b_done=N
  *       late_ms=(worst tick lateness) b_ms=(worst B connect time)
  * Either way the timer keeps ticking until MIN seconds have passed.
+ *   evloop - sndtimeo PORT MS
+ *       a blocking socket with SO_SNDTIMEO of MS ms (0: none) sends
+ *       100,000 bytes twice; prints second_errno=N second_ms=T for the
+ *       second send
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -272,6 +276,30 @@ static int connects(int pa, int n, int pb)
     return 0;
 }
 
+static int sndtimeo(int port, int ms)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        perror("connect");
+        return 3;
+    }
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    static char buf[100000];
+    if (send(fd, buf, sizeof buf, MSG_NOSIGNAL) != (ssize_t)sizeof buf) {
+        perror("first send");
+        return 4;
+    }
+    double t0 = now();
+    ssize_t r = send(fd, buf, sizeof buf, MSG_NOSIGNAL);
+    int err = r < 0 ? errno : 0;
+    printf("second_errno=%d\nsecond_ms=%d\n", err, (int)((now() - t0) * 1000));
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -281,6 +309,8 @@ int main(int argc, char **argv)
     et = strcmp(argv[1], "et") == 0;
     if (et)
         ep = epoll_create1(EPOLL_CLOEXEC);
+    if (strcmp(argv[2], "sndtimeo") == 0 && argc == 5)
+        return sndtimeo(atoi(argv[3]), atoi(argv[4]));
     min_end = now() + atof(argv[argc - 1]);
     if (strcmp(argv[2], "upload") == 0 && argc == 6)
         return upload(atoi(argv[3]), argv[4]);
