@@ -13,6 +13,8 @@
  * the report): the loop then stalls for seconds or spins a core. */
 #include "harness.h"
 
+#include <poll.h>
+
 #define TOTAL 1048576
 #define RATE 100000.0 /* 100KB/s, burst 100KB */
 #define IDEAL ((TOTAL - RATE) / RATE)
@@ -598,4 +600,40 @@ Test(events, blocking_send_never_sleeps_past_so_sndtimeo)
     cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
     cr_expect_eq(h_out_long(&r, "second_errno", -1), 0, "%s", r.out);
     cr_expect_geq(h_out_long(&r, "second_ms", 0), 900, "%s", r.out);
+}
+
+/* ---- a deferred connect, seen from the program (SPEC §2) ---- */
+
+/* Delay mode, connect = 1/s: the second non-blocking connect is deferred.
+ * Meanwhile connect again answers EALREADY (Twisted asks), SO_ERROR says
+ * 0, and poll reports nothing (no POLLHUP of an unconnected socket) until
+ * its turn, 1 s later, when the shim has connected it: writable, and the
+ * byte sent then arrives. */
+Test(events, deferred_connect_answers_ealready_and_polls_writable_at_its_turn)
+{
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                   "[default]\nconnect = 1/s\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    char port[16], bin[300];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("evloop", bin, sizeof bin), "-", "again",
+                    port, NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "again_errno", -1), EALREADY, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "so_error", -1), 0, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "polled", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "revents", -1), POLLOUT, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "so_error_after", -1), 0, "%s", r.out);
+    long w = h_out_long(&r, "wait_ms", 0);
+    cr_expect(w >= 900 && w <= 1300, "writable after %ld ms", w);
+    cr_expect_eq(h_out_long(&r, "sent", -1), 1, "%s", r.out);
+    cr_assert_eq(h_server_wait(&srv, "CONN", 2, 5), 2);
+    char line[512], f[80];
+    double t[2];
+    for (int i = 0; i < 2; i++)
+        t[i] = atof(h_field(h_server_line(&srv, "CONN", i, line, sizeof line),
+                            1, f, sizeof f));
+    cr_expect_geq(t[1] > t[0] ? t[1] - t[0] : t[0] - t[1], 0.9,
+                  "the two arrived %.3f s apart", t[1] - t[0]);
 }

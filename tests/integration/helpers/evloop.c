@@ -14,6 +14,10 @@
  *       the N are done; prints a_done=N a_errors=N b_done=N
  *       late_ms=(worst tick lateness) b_ms=(worst B connect time)
  * Either way the timer keeps ticking until MIN seconds have passed.
+ *   evloop - again PORT
+ *       two non-blocking connects; on the second: connect again at once
+ *       (as Twisted does), SO_ERROR, then poll for POLLOUT; prints
+ *       again_errno=N so_error=N revents=N wait_ms=T sent=N
  *   evloop - sndtimeo PORT MS
  *       a blocking socket with SO_SNDTIMEO of MS ms (0: none) sends
  *       100,000 bytes twice; prints second_errno=N second_ms=T for the
@@ -23,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +281,46 @@ static int connects(int pa, int n, int pb)
     return 0;
 }
 
+static int again(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int fds[2];
+    for (int i = 0; i < 2; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (connect(fds[i], (struct sockaddr *)&a, sizeof a) != 0 &&
+            errno != EINPROGRESS) {
+            perror("connect");
+            return 3;
+        }
+    }
+    /* The first goes now: its byte marks the start at the server. */
+    struct pollfd p0 = {.fd = fds[0], .events = POLLOUT};
+    poll(&p0, 1, 1000);
+    send(fds[0], "y", 1, MSG_NOSIGNAL);
+    int fd = fds[1];
+    int r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int again_errno = r == 0 ? 0 : errno;
+    int err = -1;
+    socklen_t l = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+    double t0 = now();
+    struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
+    int n = poll(&p, 1, 5000);
+    double waited = now() - t0;
+    int err2 = -1;
+    l = sizeof err2;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err2, &l);
+    ssize_t sent = send(fd, "x", 1, MSG_NOSIGNAL);
+    printf("again_errno=%d\nso_error=%d\npolled=%d\nrevents=%d\n"
+           "so_error_after=%d\nwait_ms=%d\nsent=%d\n",
+           again_errno, err, n, p.revents, err2, (int)(waited * 1000),
+           (int)sent);
+    close(fds[0]);
+    close(fd);
+    return 0;
+}
+
 static int sndtimeo(int port, int ms)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -309,6 +354,8 @@ int main(int argc, char **argv)
     et = strcmp(argv[1], "et") == 0;
     if (et)
         ep = epoll_create1(EPOLL_CLOEXEC);
+    if (strcmp(argv[2], "again") == 0 && argc == 4)
+        return again(atoi(argv[3]));
     if (strcmp(argv[2], "sndtimeo") == 0 && argc == 5)
         return sndtimeo(atoi(argv[3]), atoi(argv[4]));
     min_end = now() + atof(argv[argc - 1]);
