@@ -15,9 +15,11 @@
  *     cannot ask for SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Go preempts
  *     its threads with SIGURG; without the flag a held call is interrupted
  *     and re-sent in a loop);
- *  4. the child passes the listener fd back over a socketpair
- *     (SCM_RIGHTS) and execs PROGRAM; this process becomes the supervisor
- *     (a child subreaper, so it outlives no descendant). */
+ *  4. the child tells its listener's fd number over a socketpair, this
+ *     process takes the fd with pidfd_getfd (not SCM_RIGHTS: see struct
+ *     hello), the child closes its own and execs PROGRAM; this process
+ *     becomes the supervisor (a child subreaper, so that it outlives no
+ *     descendant). */
 #include "cli/cmd_run_seccomp.h"
 
 #include <elf.h>
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -176,88 +179,80 @@ out:
 
 /* ---- the child -----------------------------------------------------------*/
 
-/* What the child tells the parent before exec: 0 and the listener, or
- * the errno of the step that failed. */
+/* What the child tells the parent before exec: the listener's fd number
+ * in the child, or the errno of the step that failed. The parent takes
+ * the fd itself with pidfd_getfd: passing it with SCM_RIGHTS would need a
+ * sendmsg, which the child's own filter already sends to a supervisor
+ * that does not have the listener yet. */
 struct hello {
     int err;
     int step;      /* 0 prctl, 1 seccomp */
     int killable;  /* WAIT_KILLABLE_RECV was accepted */
+    int lfd;       /* the listener, in the child */
 };
-
-static void send_hello(int sock, const struct hello *h, int fd)
-{
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {(void *)h, sizeof *h};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    memset(cbuf, 0, sizeof cbuf);
-    if (fd >= 0) {
-        m.msg_control = cbuf;
-        m.msg_controllen = sizeof cbuf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    while (sendmsg(sock, &m, 0) < 0 && errno == EINTR)
-        ;
-}
 
 /* After fork: only system calls from here to exec. */
 static void child(int sock, const struct sock_fprog *prog, const char *path,
                   char *const argv[])
 {
-    struct hello h = {0, 0, 1};
-    int lfd = -1;
+    struct hello h = {0, 0, 1, -1};
+    char ack;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         h.err = errno;
         goto fail;
     }
     h.step = 1;
-    lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                       SECCOMP_FILTER_FLAG_NEW_LISTENER |
-                           SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
-                       prog);
-    if (lfd < 0 && errno == EINVAL) {
+    h.lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                         SECCOMP_FILTER_FLAG_NEW_LISTENER |
+                             SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+                         prog);
+    if (h.lfd < 0 && errno == EINVAL) {
         /* Before Linux 5.19: the supervisor warns. */
         h.killable = 0;
-        lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                           SECCOMP_FILTER_FLAG_NEW_LISTENER, prog);
+        h.lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                             SECCOMP_FILTER_FLAG_NEW_LISTENER, prog);
     }
-    if (lfd < 0) {
+    if (h.lfd < 0) {
         h.err = errno;
         goto fail;
     }
-    send_hello(sock, &h, lfd);
+    /* write and read: calls the filter does not name. */
+    if (write(sock, &h, sizeof h) != (ssize_t)sizeof h ||
+        read(sock, &ack, 1) != 1)
+        _exit(EXIT_CANNOT_EXEC); /* the parent is gone: never unsupervised */
     /* The program must not hold the listener: when the supervisor dies,
      * its pending and later calls must fail (ENOSYS), not hang. */
-    close(lfd);
+    close(h.lfd);
     close(sock);
     execv(path, argv);
     int e = errno;
     dprintf(2, "rlshim: %s: %s\n", path, strerror(e));
     _exit(e == ENOENT ? 127 : EXIT_CANNOT_EXEC);
 fail:
-    send_hello(sock, &h, -1);
+    if (write(sock, &h, sizeof h) < 0)
+        _exit(EXIT_CANNOT_EXEC);
     _exit(EXIT_CANNOT_EXEC);
 }
 
-static int recv_hello(int sock, struct hello *h)
+/* The child's listener, taken into this process; -1 with h->err set (or
+ * not, when the child died first). */
+static int take_listener(int sock, pid_t pid, struct hello *h)
 {
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {h, sizeof *h};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
-                       .msg_control = cbuf, .msg_controllen = sizeof cbuf};
     ssize_t n;
-    while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+    while ((n = read(sock, h, sizeof *h)) < 0 && errno == EINTR)
         ;
-    if (n != (ssize_t)sizeof *h)
-        return -EPIPE;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+    if (n != (ssize_t)sizeof *h || h->err != 0)
         return -1;
-    int fd;
-    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    int pfd = pidfd_open(pid, 0);
+    int fd = pfd >= 0 ? pidfd_getfd(pfd, h->lfd, 0) : -1;
+    if (fd < 0)
+        h->err = errno;
+    if (pfd >= 0)
+        close(pfd);
+    if (fd >= 0 && write(sock, "k", 1) != 1) {
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -381,14 +376,15 @@ static int launch(const char *path, char *const argv[], bool sends)
     close(sp[1]);
     free(prog.filter);
     struct hello h = {0};
-    int lfd = recv_hello(sp[0], &h);
+    int lfd = take_listener(sp[0], pid, &h);
     close(sp[0]);
     if (lfd < 0) {
         if (h.err != 0)
             fprintf(stderr, "%s: %s failed: %s (seccomp disabled in this "
                             "container?); not running %s unthrottled\n",
-                    me, h.step == 0 ? "prctl(PR_SET_NO_NEW_PRIVS)"
-                                    : "seccomp(SECCOMP_SET_MODE_FILTER)",
+                    me, h.step == 0   ? "prctl(PR_SET_NO_NEW_PRIVS)"
+                        : h.lfd < 0 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
+                                    : "pidfd_getfd(the listener)",
                     strerror(h.err), argv[0]);
         else
             fprintf(stderr, "%s: the filter's listener did not arrive; not "

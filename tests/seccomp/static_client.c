@@ -13,7 +13,8 @@
  *   static_client sendto PORT N    N sendto as fast as it can, prints ns
  *                                  per call (the intercepted-call cost)
  *
- * Output: ok=K fail=F err=NAME (the last errno seen, or none), done=1. */
+ * Output: pid=P first; then ok=K fail=F err=NAME (the last errno seen,
+ * or none), done=1. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("pid=%d\n", (int)getpid());
     const char *mode = argv[1];
     int ok = 0, fail = 0, last = 0;
     if (strcmp(mode, "count") == 0) {

@@ -1,0 +1,376 @@
+/* `rlshim run --seccomp`: programs the preload cannot reach (a static C
+ * client, a Go HTTP client) throttled by the supervisor, measured at the
+ * server. The clients are built here (gcc -static; go build with the
+ * standard library only, offline) into the build tree, once. */
+#include "harness.h"
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+
+static struct server srv;
+static char rlshim_bin[512], static_bin[512], go_bin[512];
+
+/* Why this kernel cannot run the tests, or NULL. */
+static const char *kernel_lacks(void)
+{
+    char buf[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/seccomp/actions_avail", "r");
+    if (f == NULL)
+        return "no /proc/sys/kernel/seccomp/actions_avail (no seccomp)";
+    if (fgets(buf, sizeof buf, f) == NULL)
+        buf[0] = '\0';
+    fclose(f);
+    return strstr(buf, "user_notif") ? NULL
+                                     : "the kernel has no seccomp user_notif";
+}
+
+static bool newer(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_mtime >= sb.st_mtime;
+}
+
+/* Build the clients into $RLSHIM_BUILD/tests/seccomp when missing or older
+ * than their source. */
+static void build_clients(void)
+{
+    const char *b = h_env("RLSHIM_BUILD"), *src = h_env("RLSHIM_SRC");
+    char dir[300], cmd[4096], csrc[300], gsrc[300];
+    snprintf(dir, sizeof dir, "%s/tests/seccomp", b);
+    snprintf(csrc, sizeof csrc, "%s/tests/seccomp/static_client.c", src);
+    snprintf(gsrc, sizeof gsrc, "%s/tests/seccomp/goclient/main.go", src);
+    snprintf(static_bin, sizeof static_bin, "%s/static_client", dir);
+    snprintf(go_bin, sizeof go_bin, "%s/goclient", dir);
+    snprintf(rlshim_bin, sizeof rlshim_bin, "%s/rlshim", b);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+    if (!newer(static_bin, csrc)) {
+        snprintf(cmd, sizeof cmd,
+                 "cc -static -O2 -Wall -o '%s.%d' '%s' && mv '%s.%d' '%s'",
+                 static_bin, (int)getpid(), csrc, static_bin, (int)getpid(),
+                 static_bin);
+        if (system(cmd) != 0)
+            cr_skip_test("cannot build a static C client (libc6-dev's "
+                         "libc.a?)");
+    }
+    if (!newer(go_bin, gsrc)) {
+        if (!h_have("go"))
+            cr_skip_test("no go compiler (Debian package golang-go)");
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s/tests/seccomp/goclient' && CGO_ENABLED=0 "
+                 "GO111MODULE=off GOFLAGS= GOCACHE='%s/gocache' "
+                 "GOPATH='%s/gopath' go build -o '%s.%d' main.go && "
+                 "mv '%s.%d' '%s'",
+                 src, dir, dir, go_bin, (int)getpid(), go_bin, (int)getpid(),
+                 go_bin);
+        cr_assert_eq(system(cmd), 0, "go build failed");
+    }
+}
+
+static void setup_with(const char *server)
+{
+    h_setup();
+    const char *why = kernel_lacks();
+    if (why != NULL)
+        cr_skip_test("%s", why);
+    build_clients();
+    h_server_start(&srv, server);
+    /* The supervisor reads these like the shim does; the runner itself is
+     * never preloaded. */
+    setenv("RLSHIM_CONFIG", h_config, 1);
+    setenv("RLSHIM_STATE_DIR", h_state, 1);
+    setenv("RLSHIM_STRICT", "1", 1);
+    unsetenv("LD_PRELOAD");
+}
+
+static void setup(void)
+{
+    setup_with("http_count.py");
+}
+
+static void setup_sink(void)
+{
+    setup_with("sink.py");
+}
+
+static void teardown(void)
+{
+    h_server_stop(&srv);
+    h_teardown();
+}
+
+static struct run r;
+
+/* rlshim run --seccomp -- ARGS... */
+static void sc_run(double timeout, char *const args[])
+{
+    char *argv[16] = {rlshim_bin, "run", "--seccomp", "--"};
+    int n = 4;
+    for (int i = 0; args[i] != NULL && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    h_run(&r, false, timeout, argv);
+}
+
+static char url[64], port[16];
+
+static void names(void)
+{
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    snprintf(port, sizeof port, "%d", srv.port);
+}
+
+static void fail_config(const char *kind)
+{
+    h_config_write("[default]\n"
+                   "algorithm = sliding_window\n"
+                   "%s = 5/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   kind, srv.port);
+    names();
+}
+
+static void delay_config(void)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = delay\n"
+                   "[default]\n"
+                   "connect = 5/s\n"
+                   "connect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+}
+
+/* The server saw `n` requests, one every 200 ms (5/s) within 5 %. */
+static void expect_paced(int n)
+{
+    cr_assert_eq(h_server_wait(&srv, "", n, 2), n);
+    char line[512];
+    double first = atof(h_server_line(&srv, "", 0, line, sizeof line));
+    double last = atof(h_server_line(&srv, "", n - 1, line, sizeof line));
+    double rate = (n - 1) / (last - first);
+    cr_expect(rate > 5 * 0.95 && rate < 5 * 1.05,
+              "%d requests at %.3f/s, not 5/s within 5 %%", n, rate);
+}
+
+TestSuite(seccomp, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(seccomp, static_client_gets_exactly_the_budget_in_fail_mode)
+{
+    fail_config("connect");
+    double t0 = h_now();
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    double span = h_now() - t0;
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_lt(span, 1.0, "20 connects took %.2f s: inconclusive", span);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
+    cr_expect(strstr(r.out, "err=EAGAIN") != NULL, "%s", r.out);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5);
+}
+
+Test(seccomp, go_client_with_16_goroutines_gets_exactly_the_budget)
+{
+    fail_config("connect");
+    double t0 = h_now();
+    sc_run(20, (char *[]){go_bin, url, "20", "16", NULL});
+    double span = h_now() - t0;
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_lt(span, 1.0, "20 requests took %.2f s: inconclusive", span);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5);
+}
+
+Test(seccomp, static_client_is_paced_at_the_rate_in_delay_mode)
+{
+    delay_config();
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
+    expect_paced(20);
+    cr_expect_lt(r.cpu, 0.5, "the supervisor spun: cpu %.2f s", r.cpu);
+}
+
+Test(seccomp, go_client_with_16_goroutines_is_paced_in_delay_mode)
+{
+    delay_config();
+    sc_run(20, (char *[]){go_bin, url, "20", "16", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
+    expect_paced(20);
+    cr_expect_lt(r.cpu, 0.5, "cpu %.2f s", r.cpu);
+}
+
+/* A non-blocking connect is made by the supervisor on its copy of the
+ * socket; its EINPROGRESS goes back to the program, which polls. */
+Test(seccomp, non_blocking_connects_are_paced_and_complete)
+{
+    delay_config();
+    sc_run(20, (char *[]){static_bin, "nbconnect", port, "10", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 10, "%s", r.out);
+    expect_paced(10);
+}
+
+/* One user, one budget: curl under the preload and the Go client under the
+ * supervisor take from the same shared segment. */
+Test(seccomp, shares_one_budget_with_a_preloaded_curl_loop)
+{
+    fail_config("connect");
+    char *curl[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
+                    url, NULL};
+    int curl_ok = 0;
+    double t0 = h_now();
+    for (int i = 0; i < 3; i++) {
+        h_run(&r, true, 5, curl);
+        curl_ok += r.status == 0;
+    }
+    sc_run(20, (char *[]){go_bin, url, "10", "4", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    long go_ok = h_out_long(&r, "ok", -1);
+    for (int i = 0; i < 3; i++) {
+        h_run(&r, true, 5, curl);
+        curl_ok += r.status == 0;
+    }
+    double span = h_now() - t0;
+    cr_assert_lt(span, 1.0, "the runs took %.2f s: inconclusive", span);
+    cr_expect_eq(curl_ok, 3, "curl got %d", curl_ok);
+    cr_expect_eq(go_ok, 2, "go got %ld", go_ok);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5, "the sum obeys 5/s");
+}
+
+/* The supervisor dies while a connect is held: the program's pending and
+ * later calls fail (ENOSYS from the kernel), it never hangs. */
+Test(seccomp, a_killed_supervisor_leaves_errors_not_a_hang)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = delay\n"
+                   "[default]\n"
+                   "connect = 2/s\n"
+                   "connect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    /* The program is re-parented to us when the supervisor dies. */
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char out[300];
+    snprintf(out, sizeof out, "%s/out.txt", h_dir);
+    pid_t sup = fork();
+    cr_assert_neq(sup, -1);
+    if (sup == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        execl(rlshim_bin, rlshim_bin, "run", "--seccomp", "--", static_bin,
+              "connect", port, "20", (char *)NULL);
+        _exit(127);
+    }
+    cr_assert_geq(h_server_wait(&srv, "", 2, 5), 2);
+    usleep(100000); /* the third connect is held now */
+    kill(sup, SIGKILL);
+    int st;
+    cr_assert_eq(waitpid(sup, &st, 0), sup);
+    double end = h_now() + 5;
+    pid_t p = 0;
+    while (h_now() < end && (p = waitpid(-1, &st, WNOHANG)) == 0)
+        usleep(10000);
+    struct run got;
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(got.out, 1, sizeof got.out - 1, f);
+    got.out[n] = '\0';
+    fclose(f);
+    if (p <= 0 && h_out_long(&got, "pid", 0) > 0)
+        kill((pid_t)h_out_long(&got, "pid", 0), SIGKILL);
+    cr_assert_gt(p, 0, "the program hung after its supervisor died");
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_expect_eq(h_out_long(&got, "done", 0), 1, "%s", got.out);
+    cr_expect_geq(h_out_long(&got, "fail", 0), 17, "%s", got.out);
+    cr_expect(strstr(got.out, "err=ENOSYS") != NULL, "%s", got.out);
+    cr_expect_lt(h_server_count(&srv, ""), 4);
+}
+
+/* Where seccomp itself is refused (a container's own filter): one line,
+ * 126, and the program never runs. The refusal is made here with a
+ * filter of our own that fails seccomp(2). */
+Test(seccomp, a_refused_filter_means_126_and_no_run)
+{
+    fail_config("connect");
+    char err[300];
+    snprintf(err, sizeof err, "%s/refused.log", h_dir);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        struct sock_filter code[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                     offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {4, code};
+        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        dup2(open("/dev/null", O_WRONLY), 1);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            _exit(99);
+        execl(rlshim_bin, rlshim_bin, "run", "--seccomp", "--", static_bin,
+              "connect", port, "3", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 126, "status %d", st);
+    cr_expect_eq(h_file_lines(err, ""), 1, "one line");
+    cr_expect_eq(h_file_lines(err, "unthrottled"), 1);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 0, "the program ran");
+}
+
+Test(seccomp, states_once_what_it_cannot_enforce)
+{
+    h_config_write("[default]\n"
+                   "connect = 100/s\n"
+                   "send_bytes = 1MiB/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    sc_run(20, (char *[]){static_bin, "connect", port, "2", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    char log[300];
+    snprintf(log, sizeof log, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(log, "warning"), 1);
+    cr_expect_eq(h_file_lines(log, "send_bytes is enforced on datagrams"), 1);
+}
+
+Test(seccomp, run_without_it_suggests_it_for_a_go_binary)
+{
+    fail_config("connect");
+    char *argv[] = {rlshim_bin, "run", "--", go_bin, url, "1", "1", NULL};
+    h_run(&r, false, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    char log[300];
+    snprintf(log, sizeof log, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(log, "rlshim run --seccomp throttles it"), 1);
+}
+
+TestSuite(seccomp_udp, .init = setup_sink, .fini = teardown, .timeout = 60);
+
+Test(seccomp_udp, addressed_datagrams_get_exactly_the_budget)
+{
+    fail_config("send");
+    sc_run(20, (char *[]){static_bin, "udp", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    cr_expect_eq(h_server_wait(&srv, "DGRAM", 5, 1), 5);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, "DGRAM"), 5);
+}
