@@ -297,10 +297,9 @@ Test(seccomp, a_killed_supervisor_leaves_errors_not_a_hang)
     cr_expect_lt(h_server_count(&srv, ""), 4);
 }
 
-/* Where seccomp itself is refused (a container's own filter): one line,
- * 126, and the program never runs. The refusal is made here with a
- * filter of our own that fails seccomp(2). */
-Test(seccomp, a_refused_filter_means_126_and_no_run)
+/* Run rlshim run --seccomp under a filter of our own (what a container's
+ * seccomp policy would do) and expect one line, 126, and no run. */
+static void refused(struct sock_filter *code, unsigned short len)
 {
     fail_config("connect");
     char err[300];
@@ -308,14 +307,7 @@ Test(seccomp, a_refused_filter_means_126_and_no_run)
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
-        struct sock_filter code[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                     offsetof(struct seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        struct sock_fprog prog = {4, code};
+        struct sock_fprog prog = {len, code};
         int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
         dup2(open("/dev/null", O_WRONLY), 1);
@@ -333,6 +325,39 @@ Test(seccomp, a_refused_filter_means_126_and_no_run)
     cr_expect_eq(h_file_lines(err, "unthrottled"), 1);
     usleep(200000);
     cr_expect_eq(h_server_count(&srv, ""), 0, "the program ran");
+}
+
+#define NR_IS(num, skip) \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)), \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, num, 0, skip)
+
+/* Every seccomp(2) fails: libseccomp cannot even build the filter. */
+Test(seccomp, no_seccomp_at_all_means_126_and_no_run)
+{
+    struct sock_filter code[] = {
+        NR_IS(__NR_seccomp, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    refused(code, 4);
+}
+
+/* Only installing a real filter fails (libseccomp's probes pass NULL):
+ * the child's seccomp(2) is refused after fork. */
+Test(seccomp, a_refused_filter_means_126_and_no_run)
+{
+    struct sock_filter code[] = {
+        NR_IS(__NR_seccomp, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                 offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SECCOMP_SET_MODE_FILTER, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                 offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    refused(code, 8);
 }
 
 Test(seccomp, states_once_what_it_cannot_enforce)
