@@ -470,7 +470,8 @@ int rl_run_seccomp(const char *path, char *const argv[])
     }
     warn_unenforced(cfg, &id);
     r = launch(path, argv, rl_gate_charges_sends());
+    /* cfg stays: the gate reads it, and the supervisor's receiving thread
+     * may still be in its ioctl until the process exits. */
     rl_gate_finish();
-    rl_config_free(cfg);
     return r;
 }

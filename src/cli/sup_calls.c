@@ -70,26 +70,80 @@ static pid_t tgid_of(pid_t tid)
     return tgid;
 }
 
+/* pidfds of recent target threads, so that a thread's next call costs no
+ * pidfd_open. Only thread pidfds (PIDFD_THREAD) are kept: one names that
+ * thread for ever, so a thread number reused by another thread finds a
+ * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
+ * process pidfd kept under a thread number could name the wrong process.
+ * Only the receiving thread decides (supervise.c), so no lock. */
+#define PIDFD_CACHE 64
+static struct {
+    pid_t tid; /* 0: empty */
+    int pfd;
+} cache[PIDFD_CACHE];
+static bool thread_pidfds = true;
+
+static int open_pidfd(pid_t tid, bool *cached)
+{
+    unsigned h = (unsigned)tid % PIDFD_CACHE;
+    *cached = false;
+    if (tid != 0 && cache[h].tid == tid) {
+        *cached = true;
+        return cache[h].pfd;
+    }
+    if (thread_pidfds) {
+        int pfd = pidfd_open(tid, PIDFD_THREAD);
+        if (pfd >= 0) {
+            if (cache[h].tid != 0)
+                close(cache[h].pfd);
+            cache[h].tid = tid;
+            cache[h].pfd = pfd;
+            *cached = true;
+            return pfd;
+        }
+        if (errno != EINVAL)
+            return -1;
+        thread_pidfds = false; /* before Linux 6.9 */
+    }
+    pid_t tgid = tgid_of(tid);
+    return tgid > 0 ? pidfd_open(tgid, 0) : -1;
+}
+
+static void forget_pidfd(pid_t tid)
+{
+    unsigned h = (unsigned)tid % PIDFD_CACHE;
+    if (tid != 0 && cache[h].tid == tid) {
+        close(cache[h].pfd);
+        cache[h].tid = 0;
+    }
+}
+
 /* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
- * pidfd is opened first and the notification checked after, so that the
- * thread number cannot have been reused for another process in between. */
+ * pidfd is opened (or found) first and the notification checked after, so
+ * that the thread number names the caller while we take its fd. */
 static int grab(int listener, const struct sup_job *j)
 {
-    int pfd = pidfd_open(j->pid, PIDFD_THREAD);
-    if (pfd < 0 && errno == EINVAL) {
-        pid_t tgid = tgid_of(j->pid);
-        pfd = tgid > 0 ? pidfd_open(tgid, 0) : -1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool cached;
+        int pfd = open_pidfd(j->pid, &cached);
+        if (pfd < 0)
+            return -ESRCH;
+        if (!sup_id_valid(listener, j->id)) {
+            if (!cached)
+                close(pfd);
+            return -ESRCH;
+        }
+        int s = pidfd_getfd(pfd, j->fd, 0);
+        int err = errno;
+        if (!cached)
+            close(pfd);
+        if (s >= 0)
+            return s;
+        if (err != ESRCH || !cached)
+            return -err;
+        forget_pidfd(j->pid); /* a thread that is gone; its number reused */
     }
-    if (pfd < 0)
-        return -ESRCH;
-    if (!sup_id_valid(listener, j->id)) {
-        close(pfd);
-        return -ESRCH;
-    }
-    int s = pidfd_getfd(pfd, j->fd, 0);
-    int err = errno;
-    close(pfd);
-    return s >= 0 ? s : -err;
+    return -ESRCH;
 }
 
 static int sock_type(int s)

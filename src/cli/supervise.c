@@ -1,11 +1,15 @@
 /* supervise.c — the supervisor's event loop (see supervise.h).
  *
- * One thread waits in epoll on three fds: the seccomp listener, a timerfd
- * armed for the earliest held call, and a signalfd (SIGCHLD and the
- * signals passed on to the child). Each notification is decided at once
- * (sup_calls.c); a call that must wait joins a min-heap by its turn and is
- * answered when the timer fires, so any number of target threads can wait
- * at once without holding up the others. A connect is made here on a copy
+ * Two threads. The receiver blocks in SECCOMP_IOCTL_NOTIF_RECV itself
+ * (not in epoll: the synchronous wake-up of
+ * SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP hands the CPU straight from the
+ * target to a thread waiting in the ioctl, and back with the answer) and
+ * decides each notification at once (sup_calls.c). A call that must wait
+ * joins a min-heap by its turn; the main thread waits in epoll on a
+ * timerfd armed for the earliest turn and on a signalfd (SIGCHLD and the
+ * signals passed on to the child), and answers held calls when their turn
+ * comes, so any number of target threads can wait at once without holding
+ * up the others. The heap and the timer are shared: `lock` guards them. A connect is made here on a copy
  * of the socket: on a non-blocking socket it returns at once (0,
  * EINPROGRESS or an error: exactly what the program would have seen); on a
  * blocking one it may take as long as the network does, so a thread of its
@@ -33,6 +37,7 @@
 
 struct sup {
     int listener, timer, sig, ep;
+    pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
     pid_t child;
     bool child_done;
     int status;
@@ -199,20 +204,38 @@ static void on_timer(struct sup *s)
     uint64_t ticks;
     if (read(s->timer, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
         return;
-    uint64_t now = rl_clock_now_ns();
-    while (s->n > 0 && s->heap[0]->due <= now)
-        due(s, heap_pop(s));
-    arm(s);
+    for (;;) {
+        /* One at a time: answering (and a connect) happens unlocked. */
+        uint64_t now = rl_clock_now_ns();
+        struct sup_job *j = NULL;
+        pthread_mutex_lock(&s->lock);
+        if (s->n > 0 && s->heap[0]->due <= now)
+            j = heap_pop(s);
+        else
+            arm(s);
+        pthread_mutex_unlock(&s->lock);
+        if (j == NULL)
+            break;
+        due(s, j);
+    }
+}
+
+/* Hold a call until its turn. */
+static int hold(struct sup *s, struct sup_job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    int r = heap_push(s, j);
+    if (r == 0 && s->heap[0] == j)
+        arm(s);
+    pthread_mutex_unlock(&s->lock);
+    return r;
 }
 
 /* ---- notifications --------------------------------------------------*/
 
-static void on_notification(struct sup *s)
+static void on_notification(struct sup *s, const struct seccomp_notif *rq)
 {
-    struct seccomp_notif req;
-    memset(&req, 0, sizeof req);
-    if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0)
-        return; /* ENOENT: the caller was killed first; EINTR: again */
+    struct seccomp_notif req = *rq;
     struct sup_job *j = calloc(1, sizeof *j);
     if (j == NULL) {
         answer(s->listener, req.id, false, ENOBUFS);
@@ -234,14 +257,29 @@ static void on_notification(struct sup *s)
         do_connect(s, j);
         break;
     case SUP_DUE:
-        if (heap_push(s, j) < 0) {
+        if (hold(s, j) < 0) {
             sup_refund(j);
             answer(s->listener, j->id, false, ENOBUFS);
             job_free(j);
-            break;
         }
-        arm(s);
         break;
+    }
+}
+
+/* The receiving thread. It never returns: when every filtered task has
+ * gone it waits in the ioctl until the process exits. */
+static void *receive(void *arg)
+{
+    struct sup *s = arg;
+    for (;;) {
+        struct seccomp_notif req;
+        memset(&req, 0, sizeof req);
+        if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
+            on_notification(s, &req);
+        else if (errno != ENOENT && errno != EINTR)
+            /* ENOENT: the caller was killed first; anything else would
+             * repeat for ever. */
+            return NULL;
     }
 }
 
@@ -301,8 +339,8 @@ static int setup(struct sup *s, sigset_t *old)
     s->ep = epoll_create1(EPOLL_CLOEXEC);
     if (s->sig < 0 || s->timer < 0 || s->ep < 0)
         return -errno;
-    int fds[] = {s->listener, s->timer, s->sig};
-    for (int i = 0; i < 3; i++) {
+    int fds[] = {s->timer, s->sig};
+    for (int i = 0; i < 2; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
             return -errno;
@@ -312,10 +350,20 @@ static int setup(struct sup *s, sigset_t *old)
 
 int rl_supervise(int listener, pid_t child)
 {
-    struct sup s = {.listener = listener, .timer = -1, .sig = -1, .ep = -1,
-                    .child = child, .status = 1};
+    static struct sup s = {.timer = -1, .sig = -1, .ep = -1, .status = 1,
+                           .lock = PTHREAD_MUTEX_INITIALIZER};
+    s.listener = listener;
+    s.child = child;
     sigset_t old;
+    pthread_t rx;
     int rc = setup(&s, &old);
+    if (rc == 0) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = -pthread_create(&rx, &attr, receive, &s);
+        pthread_attr_destroy(&attr);
+    }
     bool done = rc < 0 || reap(&s);
     while (!done) {
         struct epoll_event ev[8];
@@ -326,22 +374,15 @@ int rl_supervise(int listener, pid_t child)
         }
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
-            if (fd == s.listener && (ev[i].events & EPOLLIN))
-                on_notification(&s);
-            else if (fd == s.listener)
-                /* Every filtered task is gone (EPOLLHUP): stop watching;
-                 * the children are still reaped below. */
-                epoll_ctl(s.ep, EPOLL_CTL_DEL, fd, NULL);
-            else if (fd == s.timer)
+            if (fd == s.timer)
                 on_timer(&s);
             else if (fd == s.sig && on_signal(&s))
                 done = true;
         }
     }
-    while (s.n > 0)
-        job_free(heap_pop(&s));
-    free(s.heap);
-    close(s.listener);
+    /* The receiver may still be in the ioctl (it dies with the process):
+     * the listener, the heap and the jobs stay. Every target is gone, so
+     * no held call is waiting for an answer. */
     if (s.ep >= 0)
         close(s.ep);
     if (s.timer >= 0)

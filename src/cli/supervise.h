@@ -21,14 +21,15 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* Run the loop on `listener` (a seccomp user-notification fd) until
+/* Run the supervisor on `listener` (a seccomp user-notification fd) until
  * `child` and every descendant of this process have exited (the caller
  * made itself a child subreaper before forking). Signals: SIGTERM, SIGHUP,
  * SIGINT, SIGQUIT, SIGUSR1 and SIGUSR2 sent to the supervisor by another
  * process are passed on to `child`; those the terminal sends to the whole
  * group are not (the child got them already). Returns `child`'s exit
  * status as a shell reports it (128 + signal when killed), or -errno when
- * the loop itself cannot run. Takes `listener` (closes it). */
+ * the loop itself cannot run. Takes `listener`: it stays open (a thread
+ * may still wait in it) until the process exits; call once. */
 int rl_supervise(int listener, pid_t child);
 
 #endif

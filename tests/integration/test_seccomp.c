@@ -1,7 +1,8 @@
 /* `rlshim run --seccomp`: programs the preload cannot reach (a static C
  * client, a Go HTTP client) throttled by the supervisor, measured at the
  * server. The clients are built here (gcc -static; go build with the
- * standard library only, offline) into the build tree, once. */
+ * standard library only, offline) into the build tree, once (see
+ * tests/seccomp/clients.h). */
 #include "harness.h"
 
 #include <linux/audit.h>
@@ -10,70 +11,27 @@
 #include <stddef.h>
 #include <sys/syscall.h>
 
+#include "../seccomp/clients.h"
+
 static struct server srv;
 static char rlshim_bin[512], static_bin[512], go_bin[512];
 
-/* Why this kernel cannot run the tests, or NULL. */
-static const char *kernel_lacks(void)
-{
-    char buf[256] = "";
-    FILE *f = fopen("/proc/sys/kernel/seccomp/actions_avail", "r");
-    if (f == NULL)
-        return "no /proc/sys/kernel/seccomp/actions_avail (no seccomp)";
-    if (fgets(buf, sizeof buf, f) == NULL)
-        buf[0] = '\0';
-    fclose(f);
-    return strstr(buf, "user_notif") ? NULL
-                                     : "the kernel has no seccomp user_notif";
-}
-
-static bool newer(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_mtime >= sb.st_mtime;
-}
-
-/* Build the clients into $RLSHIM_BUILD/tests/seccomp when missing or older
- * than their source. */
 static void build_clients(void)
 {
-    const char *b = h_env("RLSHIM_BUILD"), *src = h_env("RLSHIM_SRC");
-    char dir[300], cmd[4096], csrc[300], gsrc[300];
-    snprintf(dir, sizeof dir, "%s/tests/seccomp", b);
-    snprintf(csrc, sizeof csrc, "%s/tests/seccomp/static_client.c", src);
-    snprintf(gsrc, sizeof gsrc, "%s/tests/seccomp/goclient/main.go", src);
-    snprintf(static_bin, sizeof static_bin, "%s/static_client", dir);
-    snprintf(go_bin, sizeof go_bin, "%s/goclient", dir);
-    snprintf(rlshim_bin, sizeof rlshim_bin, "%s/rlshim", b);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-    if (!newer(static_bin, csrc)) {
-        snprintf(cmd, sizeof cmd,
-                 "cc -static -O2 -Wall -o '%s.%d' '%s' && mv '%s.%d' '%s'",
-                 static_bin, (int)getpid(), csrc, static_bin, (int)getpid(),
-                 static_bin);
-        if (system(cmd) != 0)
-            cr_skip_test("cannot build a static C client (libc6-dev's "
-                         "libc.a?)");
-    }
-    if (!newer(go_bin, gsrc)) {
-        if (!h_have("go"))
-            cr_skip_test("no go compiler (Debian package golang-go)");
-        snprintf(cmd, sizeof cmd,
-                 "cd '%s/tests/seccomp/goclient' && CGO_ENABLED=0 "
-                 "GO111MODULE=off GOFLAGS= GOCACHE='%s/gocache' "
-                 "GOPATH='%s/gopath' go build -o '%s.%d' main.go && "
-                 "mv '%s.%d' '%s'",
-                 src, dir, dir, go_bin, (int)getpid(), go_bin, (int)getpid(),
-                 go_bin);
-        cr_assert_eq(system(cmd), 0, "go build failed");
-    }
+    struct sc_clients c;
+    const char *why =
+        sc_build_clients(h_env("RLSHIM_BUILD"), h_env("RLSHIM_SRC"), &c);
+    if (why != NULL)
+        cr_skip_test("%s", why);
+    snprintf(rlshim_bin, sizeof rlshim_bin, "%s", c.rlshim);
+    snprintf(static_bin, sizeof static_bin, "%s", c.static_bin);
+    snprintf(go_bin, sizeof go_bin, "%s", c.go_bin);
 }
 
 static void setup_with(const char *server)
 {
     h_setup();
-    const char *why = kernel_lacks();
+    const char *why = sc_kernel_lacks();
     if (why != NULL)
         cr_skip_test("%s", why);
     build_clients();
