@@ -79,9 +79,22 @@ static bool kernel_has_user_notif(char *why, size_t len)
         if (strcmp(t, "user_notif") == 0)
             return true;
     snprintf(why, len, "this kernel has no seccomp user notification "
-                       "(actions_avail: %s; Linux 5.0 or later needed)",
+                       "(actions_avail: %s; Linux 5.6 or later needed)",
              buf);
     return false;
+}
+
+/* The supervisor takes the program's sockets with pidfd_getfd (Linux
+ * 5.6): asked with an fd that cannot exist, a kernel that has it says
+ * EBADF. */
+static bool kernel_has_pidfd_getfd(char *why, size_t len)
+{
+    if (syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == ENOSYS) {
+        snprintf(why, len, "this kernel has no pidfd_getfd (Linux 5.6 or "
+                           "later needed)");
+        return false;
+    }
+    return true;
 }
 
 /* A 32-bit program would make its calls through another system-call
@@ -417,7 +430,8 @@ static int launch(const char *path, char *const argv[], bool sends)
 int rl_run_seccomp(const char *path, char *const argv[])
 {
     char why[256];
-    if (!kernel_has_user_notif(why, sizeof why)) {
+    if (!kernel_has_user_notif(why, sizeof why) ||
+        !kernel_has_pidfd_getfd(why, sizeof why)) {
         fprintf(stderr, "%s: %s; not running %s unthrottled\n", me, why,
                 argv[0]);
         return EXIT_CANNOT_EXEC;
