@@ -388,9 +388,9 @@ void sup_refund(struct sup_job *job)
 {
     if (!job->charged)
         return;
+    /* The gate gives back only what the ticket took of each kind. */
     uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        if (job->t.took[k])
-            rl_gate_refund(&job->t, k, units[k]);
+        rl_gate_refund(&job->t, k, units[k]);
     job->charged = false;
 }
