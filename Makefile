@@ -50,6 +50,8 @@ SECCOMP_LIBS   = $(shell pkg-config --libs libseccomp 2>/dev/null)
 TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
               wget:cmd:wget python3:cmd:python3 openssl:cmd:openssl \
               mandoc:cmd:mandoc socat:cmd:socat binutils:cmd:nm
+# The seccomp tests build a Go client (standard library only, offline).
+TEST_DEPS  += golang-go:cmd:go
 ENSURE     := sh .ci/ensure-deps
 
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
