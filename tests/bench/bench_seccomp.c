@@ -24,7 +24,7 @@
 
 #include "../seccomp/clients.h"
 
-#define ROUNDS 5
+#define ROUNDS 9
 
 static struct sc_clients cl;
 static char cfg[256];

@@ -357,3 +357,50 @@ Test(seccomp_udp, addressed_datagrams_get_exactly_the_budget)
     usleep(200000);
     cr_expect_eq(h_server_count(&srv, "DGRAM"), 5);
 }
+
+Test(seccomp, exits_with_the_status_of_the_program)
+{
+    fail_config("connect");
+    sc_run(20, (char *[]){static_bin, "no-such-mode", "1", NULL});
+    cr_expect_eq(r.status, 2, "status %d", r.status);
+}
+
+/* A SIGTERM sent to the supervisor (kill, systemd) goes on to the program,
+ * held in a delayed connect here; the supervisor exits as it did. */
+Test(seccomp, passes_a_sigterm_on_to_the_program)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = delay\n"
+                   "[default]\n"
+                   "connect = 1/s\n"
+                   "connect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    pid_t sup = fork();
+    cr_assert_neq(sup, -1);
+    if (sup == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(rlshim_bin, rlshim_bin, "run", "--seccomp", "--", static_bin,
+              "connect", port, "20", (char *)NULL);
+        _exit(127);
+    }
+    cr_assert_geq(h_server_wait(&srv, "", 1, 5), 1);
+    usleep(200000); /* the second connect is held */
+    double t0 = h_now();
+    kill(sup, SIGTERM);
+    int st = 0;
+    pid_t p = 0;
+    while (h_now() - t0 < 5 && (p = waitpid(sup, &st, WNOHANG)) == 0)
+        usleep(10000);
+    if (p == 0) {
+        kill(sup, SIGKILL);
+        waitpid(sup, &st, 0);
+    }
+    cr_assert_eq(p, sup, "the supervisor did not exit after SIGTERM");
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM,
+              "status %d", st);
+    cr_expect_lt(h_server_count(&srv, ""), 3);
+}
