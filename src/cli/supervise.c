@@ -380,9 +380,17 @@ int rl_supervise(int listener, pid_t child)
                 done = true;
         }
     }
-    /* The receiver may still be in the ioctl (it dies with the process):
-     * the listener, the heap and the jobs stay. Every target is gone, so
-     * no held call is waiting for an answer. */
+    /* Every target is gone: no held call waits for its answer any more,
+     * and the turns they reserved go back to the budget (other programs
+     * of the user share it). The receiver may still be in the ioctl (it
+     * dies with the process): the listener stays open. */
+    pthread_mutex_lock(&s.lock);
+    while (s.n > 0) {
+        struct sup_job *j = heap_pop(&s);
+        sup_refund(j);
+        job_free(j);
+    }
+    pthread_mutex_unlock(&s.lock);
     if (s.ep >= 0)
         close(s.ep);
     if (s.timer >= 0)

@@ -404,3 +404,56 @@ Test(seccomp, passes_a_sigterm_on_to_the_program)
               "status %d", st);
     cr_expect_lt(h_server_count(&srv, ""), 3);
 }
+
+/* A program killed while its connect is held does not keep the turn it
+ * reserved: at that turn the supervisor finds the call gone and gives the
+ * unit back, so the next program does not wait for it. */
+Test(seccomp, a_held_call_whose_program_died_gives_its_turn_back)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = delay\n"
+                   "[default]\n"
+                   "connect = 1/s\n"
+                   "connect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    char out[300];
+    snprintf(out, sizeof out, "%s/out.txt", h_dir);
+    pid_t sup = fork();
+    cr_assert_neq(sup, -1);
+    if (sup == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        execl(rlshim_bin, rlshim_bin, "run", "--seccomp", "--", static_bin,
+              "connect", port, "3", (char *)NULL);
+        _exit(127);
+    }
+    double t0 = h_now();
+    cr_assert_eq(h_server_wait(&srv, "", 1, 5), 1);
+    usleep(200000); /* the second connect is held until t0 + 1 s */
+    struct run got;
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(got.out, 1, sizeof got.out - 1, f);
+    got.out[n] = '\0';
+    fclose(f);
+    pid_t prog = (pid_t)h_out_long(&got, "pid", 0);
+    cr_assert_gt(prog, 0, "%s", got.out);
+    kill(prog, SIGKILL);
+    int st;
+    cr_assert_eq(waitpid(sup, &st, 0), sup);
+    waitpid(-1, &st, WNOHANG);
+    /* Past the dead call's turn: its unit is back, so one connect goes at
+     * once (without the refund it would wait until t0 + 2 s). */
+    double turn = t0 + 1.15 - h_now();
+    if (turn > 0)
+        usleep((useconds_t)(turn * 1e6));
+    double t1 = h_now();
+    sc_run(20, (char *[]){static_bin, "connect", port, "1", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 1, "%s", r.out);
+    cr_expect_lt(h_now() - t1, 0.5, "the next connect waited %.2f s",
+                 h_now() - t1);
+}
