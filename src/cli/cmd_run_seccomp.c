@@ -123,6 +123,12 @@ static bool is_foreign_elf(const char *path)
 static int add_rules(scmp_filter_ctx ctx, bool sends)
 {
     int r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+    /* io_uring's connects and sends never pass through seccomp: as under
+     * the library (SPEC §1), io_uring_setup answers ENOSYS, and runtimes
+     * fall back to the calls decided here. */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                             SCMP_SYS(io_uring_setup), 0);
     if (r == 0 && sends) {
         r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
                              SCMP_A4(SCMP_CMP_NE, 0));

@@ -457,3 +457,17 @@ Test(seccomp, a_held_call_whose_program_died_gives_its_turn_back)
     cr_expect_lt(h_now() - t1, 0.5, "the next connect waited %.2f s",
                  h_now() - t1);
 }
+
+/* io_uring's connects would never reach the filter: io_uring_setup
+ * answers ENOSYS under it, as under the library. */
+Test(seccomp, io_uring_setup_answers_enosys)
+{
+    fail_config("connect");
+    char *bare[] = {static_bin, "uring", NULL};
+    h_run(&r, false, 10, bare);
+    if (strstr(r.out, "uring=fd") == NULL)
+        cr_skip_test("io_uring is not available here: %s", r.out);
+    sc_run(10, (char *[]){static_bin, "uring", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect(strstr(r.out, "uring=ENOSYS") != NULL, "%s", r.out);
+}

@@ -12,6 +12,8 @@
  *                                  does not name), prints ns per call
  *   static_client sendto PORT N    N sendto as fast as it can, prints ns
  *                                  per call (the intercepted-call cost)
+ *   static_client uring            io_uring_setup: prints uring=fd or
+ *                                  uring=ERRNO-NAME
  *
  * Output: pid=P first; then ok=K fail=F err=NAME (the last errno seen,
  * or none), done=1. */
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,7 +95,7 @@ static int one_connect(int port, int nonblock)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
+    if (argc < 2 || (argc < 3 && strcmp(argv[1], "uring") != 0)) {
         fprintf(stderr, "usage: static_client MODE ARGS\n");
         return 2;
     }
@@ -100,6 +103,16 @@ int main(int argc, char **argv)
     printf("pid=%d\n", (int)getpid());
     const char *mode = argv[1];
     int ok = 0, fail = 0, last = 0;
+    if (strcmp(mode, "uring") == 0) {
+        char params[120]; /* struct io_uring_params */
+        memset(params, 0, sizeof params);
+        long fd = syscall(SYS_io_uring_setup, 4, params);
+        if (fd >= 0)
+            printf("uring=fd\n");
+        else
+            printf("uring=%s\n", name(errno));
+        return 0;
+    }
     if (strcmp(mode, "count") == 0) {
         long n = atol(argv[2]);
         double t0 = now();
