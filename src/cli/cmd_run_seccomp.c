@@ -67,8 +67,9 @@ static bool kernel_has_user_notif(char *why, size_t len)
     char buf[256] = "";
     FILE *f = fopen("/proc/sys/kernel/seccomp/actions_avail", "re");
     if (f == NULL) {
-        snprintf(why, len, "this kernel has no seccomp filters "
-                           "(/proc/sys/kernel/seccomp/actions_avail: %s)",
+        snprintf(why, len,
+                 "this kernel has no seccomp filters "
+                 "(/proc/sys/kernel/seccomp/actions_avail: %s)",
                  strerror(errno));
         return false;
     }
@@ -78,8 +79,9 @@ static bool kernel_has_user_notif(char *why, size_t len)
     for (char *t = strtok(buf, " "); ok && t != NULL; t = strtok(NULL, " "))
         if (strcmp(t, "user_notif") == 0)
             return true;
-    snprintf(why, len, "this kernel has no seccomp user notification "
-                       "(actions_avail: %s; Linux 5.6 or later needed)",
+    snprintf(why, len,
+             "this kernel has no seccomp user notification "
+             "(actions_avail: %s; Linux 5.6 or later needed)",
              buf);
     return false;
 }
@@ -90,8 +92,9 @@ static bool kernel_has_user_notif(char *why, size_t len)
 static bool kernel_has_pidfd_getfd(char *why, size_t len)
 {
     if (syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == ENOSYS) {
-        snprintf(why, len, "this kernel has no pidfd_getfd (Linux 5.6 or "
-                           "later needed)");
+        snprintf(why, len,
+                 "this kernel has no pidfd_getfd (Linux 5.6 or "
+                 "later needed)");
         return false;
     }
     return true;
@@ -205,9 +208,9 @@ out:
  * that does not have the listener yet. */
 struct hello {
     int err;
-    int step;      /* 0 prctl, 1 seccomp */
-    int killable;  /* WAIT_KILLABLE_RECV was accepted */
-    int lfd;       /* the listener, in the child */
+    int step;     /* 0 prctl, 1 seccomp */
+    int killable; /* WAIT_KILLABLE_RECV was accepted */
+    int lfd;      /* the listener, in the child */
 };
 
 /* After fork: only system calls from here to exec. */
@@ -370,8 +373,9 @@ static int launch(const char *path, char *const argv[], bool sends)
     int sp[2], r, st;
     r = build_filter(&prog, sends);
     if (r < 0) {
-        fprintf(stderr, "%s: cannot build the seccomp filter: %s; not "
-                        "running %s unthrottled\n",
+        fprintf(stderr,
+                "%s: cannot build the seccomp filter: %s; not "
+                "running %s unthrottled\n",
                 me, strerror(-r), argv[0]);
         return EXIT_CANNOT_EXEC;
     }
@@ -399,15 +403,18 @@ static int launch(const char *path, char *const argv[], bool sends)
     close(sp[0]);
     if (lfd < 0) {
         if (h.err != 0)
-            fprintf(stderr, "%s: %s failed: %s (seccomp disabled in this "
-                            "container?); not running %s unthrottled\n",
-                    me, h.step == 0   ? "prctl(PR_SET_NO_NEW_PRIVS)"
-                        : h.lfd < 0 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
-                                    : "pidfd_getfd(the listener)",
+            fprintf(stderr,
+                    "%s: %s failed: %s (seccomp disabled in this "
+                    "container?); not running %s unthrottled\n",
+                    me,
+                    h.step == 0 ? "prctl(PR_SET_NO_NEW_PRIVS)"
+                    : h.lfd < 0 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
+                                : "pidfd_getfd(the listener)",
                     strerror(h.err), argv[0]);
         else
-            fprintf(stderr, "%s: the filter's listener did not arrive; not "
-                            "running %s unthrottled\n",
+            fprintf(stderr,
+                    "%s: the filter's listener did not arrive; not "
+                    "running %s unthrottled\n",
                     me, argv[0]);
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
@@ -443,8 +450,9 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return EXIT_CANNOT_EXEC;
     }
     if (is_foreign_elf(path)) {
-        fprintf(stderr, "%s: %s is not a 64-bit program; its calls would "
-                        "pass the filter undecided: not running it\n",
+        fprintf(stderr,
+                "%s: %s is not a 64-bit program; its calls would "
+                "pass the filter undecided: not running it\n",
                 me, argv[0]);
         return EXIT_CANNOT_EXEC;
     }

@@ -233,15 +233,14 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     j->connect = true;
     if (!rl_gate_covers(&j->sa, j->salen) || in_progress(s))
         return SUP_CONNECT;
-    return verdict(j, rl_gate_connect(&j->t, "connect", j->fd, &j->sa,
-                                      j->salen));
+    return verdict(j,
+                   rl_gate_connect(&j->t, "connect", j->fd, &j->sa, j->salen));
 }
 
 /* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
  * MSG_FASTOPEN connect on a stream socket). */
-static enum sup_act addressed(int listener, struct sup_job *j,
-                              const char *call, uint64_t flags, uint64_t calls,
-                              uint64_t bytes)
+static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
+                              uint64_t flags, uint64_t calls, uint64_t bytes)
 {
     bool fastopen = (flags & MSG_FASTOPEN) != 0;
     if ((!fastopen && !rl_gate_charges_sends()) ||
@@ -260,8 +259,8 @@ static enum sup_act addressed(int listener, struct sup_job *j,
         return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
                                        calls, calls, bytes, bytes));
     if (fastopen && fresh)
-        return verdict(j, rl_gate_connect(&j->t, call, j->fd, &j->sa,
-                                          j->salen));
+        return verdict(j,
+                       rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen));
     return SUP_CONTINUE;
 }
 
@@ -286,8 +285,8 @@ static int msg_bytes(pid_t pid, const struct msghdr *m, uint64_t *bytes)
     *bytes = 0;
     for (size_t done = 0; done < n;) {
         size_t k = n - done < 64 ? n - done : 64;
-        int r = peek(pid, (uintptr_t)(m->msg_iov + done), iov,
-                     k * sizeof iov[0]);
+        int r =
+            peek(pid, (uintptr_t)(m->msg_iov + done), iov, k * sizeof iov[0]);
         if (r < 0)
             return r;
         for (size_t i = 0; i < k; i++)

@@ -16,14 +16,14 @@
 /* One notification on its way to an answer. The loop owns it; a thread
  * that makes a blocking connect owns it while it does. */
 struct sup_job {
-    uint64_t id;    /* the notification's cookie */
-    pid_t pid;      /* the calling thread (our PID namespace) */
-    int fd;         /* the program's fd number (for log lines) */
-    int sock;       /* our copy of the program's socket, or -1 */
-    int err;        /* SUP_ERROR: the errno to answer */
-    bool connect;   /* when due: make the connect here (else continue) */
-    bool charged;   /* the ticket took units (a refund gives them back) */
-    uint64_t due;   /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
+    uint64_t id;  /* the notification's cookie */
+    pid_t pid;    /* the calling thread (our PID namespace) */
+    int fd;       /* the program's fd number (for log lines) */
+    int sock;     /* our copy of the program's socket, or -1 */
+    int err;      /* SUP_ERROR: the errno to answer */
+    bool connect; /* when due: make the connect here (else continue) */
+    bool charged; /* the ticket took units (a refund gives them back) */
+    uint64_t due; /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
     socklen_t salen;
     struct sockaddr_storage sa;
     struct rl_gate_ticket t;

@@ -9,13 +9,13 @@
  * timerfd armed for the earliest turn and on a signalfd (SIGCHLD and the
  * signals passed on to the child), and answers held calls when their turn
  * comes, so any number of target threads can wait at once without holding
- * up the others. The heap and the timer are shared: `lock` guards them. A connect is made here on a copy
- * of the socket: on a non-blocking socket it returns at once (0,
- * EINPROGRESS or an error: exactly what the program would have seen); on a
- * blocking one it may take as long as the network does, so a thread of its
- * own makes it and answers. Those threads share nothing with the loop but
- * the listener fd (the kernel serialises answers) and the gate (thread-safe
- * as in the shim). */
+ * up the others. The heap and the timer are shared: `lock` guards them. A
+ * connect is made here on a copy of the socket: on a non-blocking socket it
+ * returns at once (0, EINPROGRESS or an error: exactly what the program would
+ * have seen); on a blocking one it may take as long as the network does, so a
+ * thread of its own makes it and answers. Those threads share nothing with the
+ * loop but the listener fd (the kernel serialises answers) and the gate
+ * (thread-safe as in the shim). */
 #include "cli/supervise.h"
 
 #include <errno.h>
@@ -297,14 +297,13 @@ static bool reap(struct sup *s)
             return errno == ECHILD;
         if (p == s->child) {
             s->child_done = true;
-            s->status = WIFEXITED(st) ? WEXITSTATUS(st)
-                                      : 128 + WTERMSIG(st);
+            s->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
     }
 }
 
-static const int passed_on[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT,
-                                SIGUSR1, SIGUSR2};
+static const int passed_on[] = {SIGTERM, SIGHUP,  SIGINT,
+                                SIGQUIT, SIGUSR1, SIGUSR2};
 
 /* Returns true when no child is left. */
 static bool on_signal(struct sup *s)
@@ -350,7 +349,10 @@ static int setup(struct sup *s, sigset_t *old)
 
 int rl_supervise(int listener, pid_t child)
 {
-    static struct sup s = {.timer = -1, .sig = -1, .ep = -1, .status = 1,
+    static struct sup s = {.timer = -1,
+                           .sig = -1,
+                           .ep = -1,
+                           .status = 1,
                            .lock = PTHREAD_MUTEX_INITIALIZER};
     s.listener = listener;
     s.child = child;

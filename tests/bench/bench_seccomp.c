@@ -46,8 +46,8 @@ static double run_value(bool supervised, const char *args, const char *key)
 {
     char cmd[2048], line[256];
     snprintf(cmd, sizeof cmd, "%s%s %s 2>/dev/null",
-             supervised ? cl.rlshim : "",
-             supervised ? " run --seccomp --" : "", args);
+             supervised ? cl.rlshim : "", supervised ? " run --seccomp --" : "",
+             args);
     FILE *p = popen(cmd, "r");
     double v = -1;
     size_t kl = strlen(key);
@@ -149,8 +149,8 @@ int main(void)
         snprintf(args, sizeof args, "%s count 2000000", cl.static_bin);
         nb[i] = run_value(false, args, "ns_per_call");
         ns[i] = run_value(true, args, "ns_per_call");
-        snprintf(args, sizeof args, "%s http://127.0.0.1:%d/ 1000 8",
-                 cl.go_bin, http);
+        snprintf(args, sizeof args, "%s http://127.0.0.1:%d/ 1000 8", cl.go_bin,
+                 http);
         gb[i] = run_value(false, args, "rps");
         gs[i] = run_value(true, args, "rps");
     }

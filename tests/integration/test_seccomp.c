@@ -182,8 +182,8 @@ Test(seccomp, non_blocking_connects_are_paced_and_complete)
 Test(seccomp, shares_one_budget_with_a_preloaded_curl_loop)
 {
     fail_config("connect");
-    char *curl[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
-                    url, NULL};
+    char *curl[] = {"curl",       "-sS", "-o", "/dev/null",
+                    "--max-time", "5",   url,  NULL};
     int curl_ok = 0;
     double t0 = h_now();
     for (int i = 0; i < 3; i++) {
@@ -285,9 +285,9 @@ static void refused(struct sock_filter *code, unsigned short len)
     cr_expect_eq(h_server_count(&srv, ""), 0, "the program ran");
 }
 
-#define NR_IS(num, skip) \
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)), \
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, num, 0, skip)
+#define NR_IS(num, skip)                                                       \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),     \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, num, 0, skip)
 
 /* Every seccomp(2) fails: libseccomp cannot even build the filter. */
 Test(seccomp, no_seccomp_at_all_means_126_and_no_run)
@@ -400,8 +400,8 @@ Test(seccomp, passes_a_sigterm_on_to_the_program)
         waitpid(sup, &st, 0);
     }
     cr_assert_eq(p, sup, "the supervisor did not exit after SIGTERM");
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM,
-              "status %d", st);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %d",
+              st);
     cr_expect_lt(h_server_count(&srv, ""), 3);
 }
 

@@ -47,13 +47,20 @@ static double now(void)
 static const char *name(int e)
 {
     switch (e) {
-    case 0: return "none";
-    case EAGAIN: return "EAGAIN";
-    case ENOSYS: return "ENOSYS";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case EINPROGRESS: return "EINPROGRESS";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    default: return strerror(e);
+    case 0:
+        return "none";
+    case EAGAIN:
+        return "EAGAIN";
+    case ENOSYS:
+        return "ENOSYS";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case EINPROGRESS:
+        return "EINPROGRESS";
+    case ETIMEDOUT:
+        return "ETIMEDOUT";
+    default:
+        return strerror(e);
     }
 }
 
