@@ -6,7 +6,9 @@
  * (absolute) and RLSHIM_KEY, and execs PROGRAM. PROGRAM is searched in
  * PATH here, never in "." unless PATH says so. When PROGRAM cannot be
  * interposed (static, Go, setuid/setgid, file capabilities) one warning
- * line says so and it runs anyway. */
+ * line says so (suggesting --seccomp for static and Go programs) and it
+ * runs anyway. With --seccomp, cmd_run_seccomp.c takes over once PROGRAM
+ * is found and the config checked. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -37,6 +38,8 @@
 
 struct sup {
     int listener, timer, sig, ep;
+    int dead; /* eventfd: the receiver stopped (rx_err says why) */
+    int rx_err;
     pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
     pid_t child;
     bool child_done;
@@ -276,10 +279,16 @@ static void *receive(void *arg)
         memset(&req, 0, sizeof req);
         if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
             on_notification(s, &req);
-        else if (errno != ENOENT && errno != EINTR)
-            /* ENOENT: the caller was killed first; anything else would
-             * repeat for ever. */
+        else if (errno != ENOENT && errno != EINTR) {
+            /* ENOENT: the caller was killed first. Anything else would
+             * repeat for ever, and calls left unanswered would hang: the
+             * loop stops, and the listener's close makes them fail. */
+            uint64_t one = 1;
+            s->rx_err = errno;
+            if (write(s->dead, &one, sizeof one) < 0)
+                abort();
             return NULL;
+        }
     }
 }
 
@@ -336,10 +345,11 @@ static int setup(struct sup *s, sigset_t *old)
     s->sig = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     s->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     s->ep = epoll_create1(EPOLL_CLOEXEC);
-    if (s->sig < 0 || s->timer < 0 || s->ep < 0)
+    s->dead = eventfd(0, EFD_CLOEXEC);
+    if (s->sig < 0 || s->timer < 0 || s->ep < 0 || s->dead < 0)
         return -errno;
-    int fds[] = {s->timer, s->sig};
-    for (int i = 0; i < 2; i++) {
+    int fds[] = {s->timer, s->sig, s->dead};
+    for (int i = 0; i < 3; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
             return -errno;
@@ -378,14 +388,21 @@ int rl_supervise(int listener, pid_t child)
             int fd = ev[i].data.fd;
             if (fd == s.timer)
                 on_timer(&s);
-            else if (fd == s.sig && on_signal(&s))
+            else if (fd == s.dead) {
+                /* Pairs with the write after rx_err is set. */
+                uint64_t v;
+                if (read(s.dead, &v, sizeof v) == (ssize_t)sizeof v)
+                    rc = -s.rx_err;
+                done = true;
+            } else if (fd == s.sig && on_signal(&s))
                 done = true;
         }
     }
-    /* Every target is gone: no held call waits for its answer any more,
-     * and the turns they reserved go back to the budget (other programs
-     * of the user share it). The receiver may still be in the ioctl (it
-     * dies with the process): the listener stays open. */
+    /* Every target is gone (or the loop failed, and the caller stops
+     * them): no held call will get its turn, and the turns they reserved
+     * go back to the budget (other programs of the user share it). The
+     * receiver may still be in the ioctl (it dies with the process): the
+     * listener stays open until then. */
     pthread_mutex_lock(&s.lock);
     while (s.n > 0) {
         struct sup_job *j = heap_pop(&s);
