@@ -304,15 +304,17 @@ static void warn_unenforced(const struct rl_config *cfg,
 
 /* librlshim.so has no business under the filter: a dynamically linked
  * descendant would be charged twice (by the shim and by the supervisor).
- * Take it out of LD_PRELOAD, leaving the rest. */
-static void drop_preload(void)
+ * Take it out of LD_PRELOAD, leaving the rest. Returns true when it was
+ * there. */
+static bool drop_preload(void)
 {
     const char *old = getenv("LD_PRELOAD");
+    bool found = false;
     if (old == NULL)
-        return;
+        return false;
     char *val = calloc(1, strlen(old) + 1);
     if (val == NULL)
-        return;
+        return false;
     for (const char *p = old; *p;) {
         size_t n = strcspn(p, " :");
         const char *base = p;
@@ -322,6 +324,7 @@ static void drop_preload(void)
         static const char lib[] = "librlshim.so";
         bool ours = (size_t)(p + n - base) == sizeof lib - 1 &&
                     strncmp(base, lib, sizeof lib - 1) == 0;
+        found |= n > 0 && ours;
         if (n > 0 && !ours) {
             if (*val)
                 strcat(val, " ");
@@ -335,6 +338,28 @@ static void drop_preload(void)
     else
         unsetenv("LD_PRELOAD");
     free(val);
+    return found;
+}
+
+/* When librlshim.so was preloaded into this very process, its hooks would
+ * charge (and in delay mode sleep in) the supervisor's own connects: run
+ * this command again without it. Returns only when that fails. */
+static void reexec_self(void)
+{
+    static char buf[65536];
+    char *argv[1024];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    size_t argc = 0;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || (size_t)n >= sizeof buf - 1)
+        return;
+    buf[n] = '\0';
+    for (char *p = buf; p < buf + n && argc < 1023; p += strlen(p) + 1)
+        argv[argc++] = p;
+    argv[argc] = NULL;
+    execv("/proc/self/exe", argv);
 }
 
 /* PROGRAM's identity: the supervisor's own (key from the environment, uid,
@@ -456,7 +481,14 @@ int rl_run_seccomp(const char *path, char *const argv[])
                 me, argv[0]);
         return EXIT_CANNOT_EXEC;
     }
-    drop_preload();
+    if (drop_preload()) {
+        reexec_self();
+        fprintf(stderr,
+                "%s: cannot run again without librlshim.so in "
+                "LD_PRELOAD: %s\n",
+                me, strerror(errno));
+        return 1;
+    }
 
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};

@@ -471,3 +471,30 @@ Test(seccomp, io_uring_setup_answers_enosys)
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
     cr_expect(strstr(r.out, "uring=ENOSYS") != NULL, "%s", r.out);
 }
+
+/* With librlshim.so in the environment's LD_PRELOAD, neither the program
+ * nor the supervisor keeps it: each connect is charged once. */
+Test(seccomp, charges_once_when_the_shim_is_preloaded_too)
+{
+    fail_config("connect");
+    char so[600];
+    snprintf(so, sizeof so, "%s/librlshim.so", h_env("RLSHIM_BUILD"));
+    if (strcmp(getenv("RLSHIM_SANITIZER") ? getenv("RLSHIM_SANITIZER") : "",
+               "address") == 0)
+        cr_skip_test("an ASan librlshim.so cannot be preloaded alone");
+    char *curl[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
+                    url, NULL};
+    int ok = 0;
+    double t0 = h_now();
+    setenv("LD_PRELOAD", so, 1);
+    for (int i = 0; i < 6; i++) {
+        sc_run(10, curl);
+        ok += r.status == 0;
+    }
+    unsetenv("LD_PRELOAD");
+    double span = h_now() - t0;
+    cr_assert_lt(span, 1.0, "6 runs took %.2f s: inconclusive", span);
+    cr_expect_eq(ok, 5, "%d of 6 curls got through", ok);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5);
+}
