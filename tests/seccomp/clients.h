@@ -59,7 +59,8 @@ static inline const char *sc_build_clients(const char *build, const char *src,
         /* Standard library only: no module, no network. */
         snprintf(cmd, sizeof cmd,
                  "cd '%s/tests/seccomp/goclient' && CGO_ENABLED=0 "
-                 "GO111MODULE=off GOFLAGS= GOPROXY=off GOCACHE='%s/gocache' "
+                 "GO111MODULE=off GOFLAGS= GOPROXY=off GOENV=off "
+                 "GOCACHE='%s/gocache' "
                  "GOPATH='%s/gopath' go build -o '%s.%d' main.go && "
                  "mv '%s.%d' '%s'",
                  src, dir, dir, c->go_bin, me, c->go_bin, me, c->go_bin);
