@@ -12,6 +12,7 @@
 #define RL_SHIM_FDTAB_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,13 @@
 #define RL_FD_STREAM 0x2u  /* SOCK_STREAM (type known) */
 #define RL_FD_DGRAM 0x4u   /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
 #define RL_FD_CHARGED 0x8u /* a connect attempt was charged already */
+#define RL_FD_KNOWN 0x10u  /* the shim knows what this fd is: it saw it
+                              made (socket, socketpair, accept*) or asked
+                              the kernel once; STREAM/DGRAM are then exact
+                              (neither: not an inet stream or datagram) */
+#define RL_FD_INHERITED 0x20u /* a connected inet socket found at start-up
+                                 (inherited across exec): MATCHED until the
+                                 first send asks the rule about its peer */
 
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
@@ -59,5 +67,13 @@ void rl_fdtab_clear_range(unsigned first, unsigned last);
 
 /* dup: `to` gets `from`'s mark (or none). */
 void rl_fdtab_copy(int from, int to);
+
+/* Replace fd's mark by `mark` only while it is still *expect (else
+ * *expect is what it is now). For marks that exist (their page does). */
+bool rl_fdtab_cas(int fd, uint32_t *expect, uint32_t mark);
+
+/* Forget the marks that carry `bit` among fds [0, last]: the provisional
+ * marks of inherited sockets, when no rule applies after all. */
+void rl_fdtab_drop_with(unsigned last, uint32_t bit);
 
 #endif

@@ -1,15 +1,23 @@
-/* init.c — the constructor, the re-entry guard and the sleep.
+/* init.c — the constructor, the deferred set-up, the re-entry guard and
+ * the sleep.
  *
- * The constructor runs once per process image (again after exec): it loads
- * the config, works out who the process is, opens the state store, and
- * only then lets the hooks act (rl_shim_ready). All of it runs with the
- * re-entry guard held, so the shim's own file and NSS calls pass through
- * its hooks. A hook called before (another library's constructor) passes
- * straight through. Nothing is locked across fork: the gate's state is
- * immutable after init, limiter words are lock-free or robust, and the
- * guard is per thread (a fork from inside a hook cannot happen: the shim
- * calls no fork). */
+ * Start-up is paid by every process the shim is preloaded into, most of
+ * which never make a call it charges, so the constructor does only what
+ * must happen at once: parse the config (a broken one prints its line, or
+ * exits 78 under RLSHIM_STRICT=1, at start-up), and mark the connected
+ * inet sockets the process inherited. Who the process is (NSS), its rule,
+ * the shared segment and its budgets wait for the first call that could be
+ * charged (rl_shim_start), or for the exit report. That set-up runs once,
+ * with the re-entry guard held, so the shim's own file, NSS and socket
+ * calls pass through its hooks. A hook called before the constructor
+ * (another library's constructor) passes straight through.
+ *
+ * Nothing is locked across fork: the gate's state is immutable after the
+ * set-up, limiter words are lock-free or robust, and the guard is per
+ * thread; a fork while another thread runs the set-up waits for it. */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +29,12 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/identity.h"
+#include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "util/log.h"
 
-bool rl_shim_ready;
+int rl_shim_state;
 __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
 void rl_shim_sleep_until(uint64_t deadline_ns)
@@ -53,17 +62,25 @@ static bool strict(void)
  * accident). */
 static void broken(const char *line)
 {
-    syscall(SYS_write, 2, line, strlen(line));
+    rl_raw_syscall(SYS_write, 2, (long)line, (long)strlen(line), 0, 0, 0);
     if (strict())
         _exit(RL_EXIT_CONFIG);
 }
 
 /* What the exit report covers (SPEC §4: report = yes or RLSHIM_REPORT=1):
- * REPORT_GATE when the gate was set up with the report on, REPORT_NONE
- * when it was asked for with no config at all. Written by the
- * constructor, read by the destructor. */
-enum { REPORT_OFF, REPORT_GATE, REPORT_NONE };
+ * REPORT_WANTED when the config or the environment asked for it,
+ * REPORT_NONE when it was asked for with no config at all. Written by the
+ * constructor, read by the set-up and the destructor. */
+enum { REPORT_OFF, REPORT_WANTED, REPORT_NONE };
 static int report;
+
+/* The config, parsed by the constructor, kept for the life of the process
+ * image (the gate reads it). */
+static struct rl_config *cfg;
+
+/* Set by the deferred set-up when the gate is up (its report and leases
+ * are then the destructor's to finish). */
+static bool gate_up;
 
 static bool report_env(void)
 {
@@ -71,9 +88,125 @@ static bool report_env(void)
     return s != NULL && strcmp(s, "1") == 0;
 }
 
-static void load(void)
+static void set_state(int s)
 {
-    struct rl_config *cfg = NULL;
+    /* Pairs with the acquire loads in rl_shim_enter and rl_shim_start. */
+    __atomic_store_n(&rl_shim_state, s, __ATOMIC_RELEASE);
+}
+
+/* Could a section be named by this process's login? Only then is the
+ * login looked up (NSS): not for a key's or a uid's own section, nor for
+ * a config of [default] and numeric users only. */
+static bool wants_login(const struct rl_identity *id)
+{
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const char *sec = cfg->rules[i].section;
+        if (cfg->rules[i].is_default || strncmp(sec, "user:", 5) != 0)
+            continue;
+        const char *name = sec + 5;
+        if (id->has_key && strcmp(name, id->key) == 0)
+            return false; /* the key's section comes first */
+        if (name[strspn(name, "0123456789")] != '\0')
+            return true;
+    }
+    return false;
+}
+
+/* The deferred half of the set-up; the guard is held. True when hooks may
+ * act. */
+static bool set_up(void)
+{
+    struct rl_identity id;
+    rl_identity_resolve_login(&id, cfg->key_mode, false);
+    if (wants_login(&id))
+        rl_identity_resolve_login(&id, cfg->key_mode, true);
+    char why[256] = "";
+    int r = rl_gate_init(cfg, &id, why, sizeof why);
+    if (why[0] != '\0')
+        rl_log_stderr("%s", why);
+    if (r < 0) {
+        char line[512];
+        snprintf(line, sizeof line,
+                 "rlshim: cannot set up budgets: %s; nothing is throttled\n",
+                 strerror(-r));
+        broken(line);
+        return false;
+    }
+    gate_up = true;
+    if (report == REPORT_WANTED)
+        rl_gate_report_enable();
+    return rl_gate_active();
+}
+
+static int futex(int op, int val, const struct timespec *ts)
+{
+    return (int)rl_raw_syscall(SYS_futex, (long)&rl_shim_state, op, val,
+                               (long)ts, 0, 0);
+}
+
+/* Wait while another thread runs the set-up, at most ~1 s: it takes well
+ * under a millisecond, so only a set-up that cannot go on (it needs a lock
+ * that the code this thread's signal handler interrupted holds) lasts
+ * that long, and then this call passes through rather than hang. */
+static void wait_set_up(void)
+{
+    int saved = errno;
+    for (int i = 0; i < 100; i++) {
+        if (__atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE) != RL_SHIM_INIT)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        futex(FUTEX_WAIT_PRIVATE, RL_SHIM_INIT, &ts);
+    }
+    errno = saved;
+}
+
+bool rl_shim_start(int s)
+{
+    /* From inside the shim (or a handler that interrupted the set-up on
+     * this very thread): never wait on ourselves. */
+    if ((s != RL_SHIM_PENDING && s != RL_SHIM_INIT) || rl_shim_busy)
+        return false;
+    int expect = RL_SHIM_PENDING;
+    if (s == RL_SHIM_PENDING &&
+        __atomic_compare_exchange_n(&rl_shim_state, &expect, RL_SHIM_INIT,
+                                    false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_ACQUIRE)) {
+        int saved = errno;
+        rl_shim_busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        bool ok = set_up();
+        if (!ok)
+            rl_hook_inherited_drop();
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        rl_shim_busy = 0;
+        set_state(ok ? RL_SHIM_READY : RL_SHIM_OFF);
+        futex(FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+        errno = saved;
+        return ok;
+    }
+    wait_set_up();
+    return rl_shim_ready();
+}
+
+/* fork while another thread runs the set-up: wait for it, so the child
+ * does not start with a half-made gate that no thread of its own will
+ * finish. A child that still sees it running (the wait gave up) runs it
+ * again itself. */
+static void before_fork(void)
+{
+    if (!rl_shim_busy)
+        wait_set_up();
+}
+
+static void in_child(void)
+{
+    if (__atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
+        set_state(RL_SHIM_PENDING);
+    rl_gate_atfork_child();
+}
+
+static int load(void)
+{
     struct rl_diag diag = {0};
     char line[512];
     int r = rl_config_load_env(&cfg, &diag);
@@ -81,7 +214,7 @@ static void load(void)
         rl_config_error_line(&diag, strict(), line, sizeof line);
         rl_diag_free(&diag);
         broken(line);
-        return;
+        return RL_SHIM_OFF;
     }
     rl_diag_free(&diag);
     if (cfg == NULL) {
@@ -89,7 +222,7 @@ static void load(void)
          * report was asked for). */
         if (report_env())
             report = REPORT_NONE;
-        return;
+        return RL_SHIM_OFF;
     }
     if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
         snprintf(line, sizeof line,
@@ -98,29 +231,13 @@ static void load(void)
                  cfg->path);
         broken(line);
         rl_config_free(cfg);
-        return;
+        cfg = NULL;
+        return RL_SHIM_OFF;
     }
-    struct rl_identity id;
-    rl_identity_resolve(&id, cfg->key_mode);
-    char why[256] = "";
-    r = rl_gate_init(cfg, &id, why, sizeof why);
-    if (why[0] != '\0')
-        rl_log_stderr("%s", why);
-    if (r < 0) {
-        snprintf(line, sizeof line,
-                 "rlshim: cannot set up budgets: %s; nothing is throttled\n",
-                 strerror(-r));
-        broken(line);
-        return;
-    }
-    if (cfg->report || report_env()) {
-        rl_gate_report_enable();
-        report = REPORT_GATE;
-    }
-    /* cfg stays for the life of the process image: the gate reads it. */
-    if (rl_gate_active())
-        /* Pairs with the acquire load in rl_shim_enter. */
-        __atomic_store_n(&rl_shim_ready, true, __ATOMIC_RELEASE);
+    if (cfg->report || report_env())
+        report = REPORT_WANTED;
+    rl_hook_inherited_scan();
+    return RL_SHIM_PENDING;
 }
 
 __attribute__((constructor)) static void rl_shim_init(void)
@@ -131,28 +248,30 @@ __attribute__((constructor)) static void rl_shim_init(void)
     done = 1;
     int saved = errno;
     rl_real_resolve();
-    /* Nothing of the shim's is held across fork (no locks; the guard is
-     * per thread and never held across a real call), except a re-open of
-     * a replaced segment another thread may be in the middle of. */
-    pthread_atfork(NULL, NULL, rl_gate_atfork_child);
+    pthread_atfork(before_fork, NULL, in_child);
     rl_shim_busy = 1;
-    load();
+    int s = load();
     rl_shim_busy = 0;
+    set_state(s);
     errno = saved;
 }
 
 /* At exit (not _exit, not a fatal signal): the thread's unspent lease goes
- * back, and the report, if asked for, is written. */
+ * back, and the report, if asked for, is written (setting the gate up
+ * first when no call needed it: the report says what applied). */
 __attribute__((destructor)) static void rl_shim_fini(void)
 {
     int saved = errno;
+    /* Pairs with the release store of the set-up's end: gate_up is seen. */
+    int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
+    if (report == REPORT_WANTED && !rl_shim_busy)
+        rl_shim_start(s);
     rl_shim_busy = 1;
     if (report == REPORT_NONE)
         rl_log_stderr("report: pid %d: no config (RLSHIM_CONFIG unset, %s "
                       "absent): nothing was throttled",
                       (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
-    else if (__atomic_load_n(&rl_shim_ready, __ATOMIC_ACQUIRE) ||
-             report == REPORT_GATE)
+    else if (gate_up)
         rl_gate_finish();
     rl_shim_busy = 0;
     errno = saved;
