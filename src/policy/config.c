@@ -49,6 +49,7 @@ enum key {
     K_LOG,
     K_DRY_RUN,
     K_REPORT,
+    K_IO_URING,
     K_MAX_USERS,
     K_ALGORITHM,
     K_CONNECT,
@@ -77,6 +78,7 @@ static const struct {
     [K_LOG] = {"log", IN_GLOBAL},
     [K_DRY_RUN] = {"dry_run", IN_GLOBAL | IN_RULE},
     [K_REPORT] = {"report", IN_GLOBAL},
+    [K_IO_URING] = {"io_uring", IN_GLOBAL},
     [K_MAX_USERS] = {"max_users", IN_GLOBAL},
     [K_ALGORITHM] = {"algorithm", IN_RULE},
     [K_CONNECT] = {"connect", IN_RULE},
@@ -893,6 +895,7 @@ static int handler(void *user, const char *section, const char *name,
     static const char *const key_words[] = {"env", "exe"};
     static const char *const state_words[] = {"shared", "process"};
     static const char *const unknown_words[] = {"allow", "deny"};
+    static const char *const io_uring_words[] = {"deny", "allow"};
     static const char *const algo_words[] = {"token_bucket", "sliding_window"};
     struct pstate *ps = user;
     struct rl_config *cfg = ps->cfg;
@@ -1016,6 +1019,11 @@ static int handler(void *user, const char *section, const char *name,
     case K_REPORT:
         if (get_bool(ps, name, v, &b))
             cfg->report = b;
+        break;
+    case K_IO_URING:
+        i = word(ps, name, v, io_uring_words, 2);
+        if (i >= 0)
+            cfg->io_uring_allow = i == 1;
         break;
     case K_MAX_USERS: {
         int rc = rl_parse_u64(v, &u);

@@ -95,6 +95,8 @@ struct rl_config {
     char *log_path;   /* RL_LOG_FILE */
     bool dry_run;
     bool report;
+    bool io_uring_allow; /* io_uring = allow: syscall(SYS_io_uring_setup)
+                            is not answered ENOSYS under a rule */
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;
