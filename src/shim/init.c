@@ -82,6 +82,11 @@ static struct rl_config *cfg;
  * are then the destructor's to finish). */
 static bool gate_up;
 
+bool rl_shim_io_uring_allowed(void)
+{
+    return cfg != NULL && cfg->io_uring_allow;
+}
+
 static bool report_env(void)
 {
     const char *s = getenv("RLSHIM_REPORT");

@@ -42,6 +42,10 @@ extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
  * lock holder the set-up needs must not hang), then passes through. */
 bool rl_shim_start(int state);
 
+/* `[rlshim] io_uring = allow` in the config in use (only asked once the
+ * shim is READY). */
+bool rl_shim_io_uring_allowed(void);
+
 static inline bool rl_shim_ready(void)
 {
     return __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE) == RL_SHIM_READY;
