@@ -220,8 +220,13 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
     ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL &&
+                             !rl_shim_scan_due(),
+                         1))
         return real(fd, buf, len, flags);
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_MATCHED))
+        return REAL(send)(fd, buf, len, flags);
     struct rl_send s = rl_send_of(fd, m, "send", len);
     if (rl_send_begin(&s) < 0)
         return -1;
@@ -233,7 +238,7 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                          const struct sockaddr *sa, socklen_t salen)
 {
-    uint32_t m = rl_fdtab_get(fd);
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (!(m & RL_FD_MATCHED) && !inet(sa, salen))
         return REAL(sendto)(fd, buf, len, flags, sa, salen);
     struct rl_send s = rl_send_of(fd, m, "sendto", len);
@@ -249,7 +254,7 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 
 RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    uint32_t m = rl_fdtab_get(fd);
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (msg == NULL ||
         (!(m & RL_FD_MATCHED) &&
          !inet(msg->msg_name, msg->msg_name != NULL ? msg->msg_namelen : 0)))
@@ -293,7 +298,7 @@ static uint64_t msg_len(const struct mmsghdr *v)
 RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
                        int flags)
 {
-    uint32_t m = rl_fdtab_get(fd);
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (vec == NULL || vlen == 0)
         return REAL(sendmmsg)(fd, vec, vlen, flags);
     unsigned n = vlen < MMSG_MAX ? vlen : MMSG_MAX;

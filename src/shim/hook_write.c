@@ -23,6 +23,9 @@
 static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
                                                       size_t len, uint32_t m)
 {
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_MATCHED))
+        return REAL(write)(fd, buf, len);
     struct rl_send s = rl_send_of(fd, m, "write", len);
     if (rl_send_begin(&s) < 0)
         return -1;
@@ -34,7 +37,7 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
         return rl_real.write(fd, buf, len); /* never NULL (real.h) */
     return write_marked(fd, buf, len, m);
 }
@@ -43,7 +46,8 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
                                                        const struct iovec *iov,
                                                        int iovcnt, uint32_t m)
 {
-    if (iovcnt <= 0)
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_MATCHED) || iovcnt <= 0)
         return REAL(writev)(fd, iov, iovcnt);
     struct rl_send s =
         rl_send_of(fd, m, "writev", rl_hook_iov_len(iov, (size_t)iovcnt));
@@ -66,7 +70,7 @@ static __attribute__((noinline)) ssize_t writev_marked(int fd,
 RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
         return rl_real.writev(fd, iov, iovcnt); /* never NULL (real.h) */
     return writev_marked(fd, iov, iovcnt, m);
 }
@@ -96,7 +100,10 @@ static int sendfile_begin(struct rl_send *s, int out, int in, int64_t off,
 {
     uint32_t m = rl_fdtab_get(out);
     *s = rl_send_of(out, m, call, count);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
+        return 0;
+    s->mark = m = rl_hook_mark_scanned(out, m);
+    if (!(m & RL_FD_MATCHED))
         return 0;
     int saved = errno;
     s->len = file_left(in, off, count);

@@ -18,6 +18,7 @@
 
 #include "policy/gate.h"
 #include "shim/fdtab.h"
+#include "shim/shim.h"
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
@@ -54,6 +55,16 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
 
 /* After the real connect of a charged attempt returned r (errno err). */
 void rl_hook_connect_end(int fd, int r, int err);
+
+/* The mark of fd for a send-like call: m, or, when the look at inherited
+ * sockets is still due, what fd carries after it ran. */
+static inline uint32_t rl_hook_mark_scanned(int fd, uint32_t m)
+{
+    if (!rl_shim_scan_due())
+        return m;
+    rl_shim_scan_now();
+    return rl_fdtab_get(fd);
+}
 
 /* Is a send on fd (mark m) to sa (NULL: its peer) charged? 0 when not,
  * else RL_FD_STREAM or RL_FD_DGRAM. */

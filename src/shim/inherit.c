@@ -2,13 +2,16 @@
  *
  * A new process image starts with an empty mark table, so a socket that
  * its parent connected (a shell's `exec 3<>/dev/tcp/...`, a supervisor
- * handing over a connection) would go unmarked and its sends free. At
- * start-up the shim lists the open fds once (/proc/self/fd: a few
- * getdents64 calls, not one call per possible fd number), asks each one
- * getpeername (ENOTSOCK for a file or pipe: one call), and for a connected
- * inet socket its type. Those get a provisional mark, MATCHED | INHERITED:
- * their first send leaves the fast path, and the rule, once set up, says
- * whether its peer is covered (rl_hook_inherited_kind). */
+ * handing over a connection) would go unmarked and its sends free. Once,
+ * before the first send-like call of the process (rl_shim_scan_now: most
+ * processes never make one, and pay nothing), the shim lists the open fds
+ * (/proc/self/fd: a few getdents64 calls, not one call per possible fd
+ * number), asks each unmarked one getpeername (ENOTSOCK for a file or
+ * pipe: one call), and for a connected inet socket its type. Those get a
+ * provisional mark, MATCHED | INHERITED: their first send leaves the fast
+ * path, and the rule, once set up, says whether its peer is covered
+ * (rl_hook_inherited_kind). A socket made behind the shim's back (a raw
+ * system call) and connected before that scan is treated the same. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +27,7 @@
 #include "shim/real.h"
 
 /* The highest fd given a provisional mark, for rl_hook_inherited_drop;
- * written by the constructor only. */
+ * written by the scan only (once, before anyone reads them). */
 static unsigned highest;
 static bool any;
 
@@ -43,6 +46,10 @@ static unsigned parse_fd(const char *s)
 
 static void look_at(int fd)
 {
+    /* A mark already: a socket made through the shim since start-up (the
+     * scan runs at the first send-like call, not at start-up). */
+    if (rl_fdtab_get(fd) != 0)
+        return;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)

@@ -3,14 +3,21 @@
  *
  * Start-up is paid by every process the shim is preloaded into, most of
  * which never make a call it charges, so the constructor does only what
- * must happen at once: parse the config (a broken one prints its line, or
- * exits 78 under RLSHIM_STRICT=1, at start-up), and mark the connected
- * inet sockets the process inherited. Who the process is (NSS), its rule,
- * the shared segment and its budgets wait for the first call that could be
- * charged (rl_shim_start), or for the exit report. That set-up runs once,
- * with the re-entry guard held, so the shim's own file, NSS and socket
- * calls pass through its hooks. A hook called before the constructor
- * (another library's constructor) passes straight through.
+ * must happen at once: resolve the real functions, and see whether there
+ * is a config at all. Under RLSHIM_STRICT=1 it also parses it, so that a
+ * broken config exits 78 at start-up. The rest waits:
+ *
+ *  - the set-up (parse, identity, rule, segment, budgets) runs at the first
+ *    call that could be charged (a connect or send to an inet address, a
+ *    send on a marked socket, io_uring_setup), once (rl_shim_start); a
+ *    broken config prints its one line then;
+ *  - the look at inherited sockets (inherit.c) runs at the first send-like
+ *    call on any fd (rl_shim_scan_now), before that call is classified.
+ *
+ * Both run once, with the re-entry guard held, so the shim's own file, NSS
+ * and socket calls pass through its hooks; other threads that need them
+ * wait (bounded). A hook called before the constructor (another library's
+ * constructor) passes straight through.
  *
  * Nothing is locked across fork: the gate's state is immutable after the
  * set-up, limiter words are lock-free or robust, and the guard is per
@@ -35,6 +42,7 @@
 #include "util/log.h"
 
 int rl_shim_state;
+int rl_shim_scan;
 __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
 void rl_shim_sleep_until(uint64_t deadline_ns)
@@ -105,10 +113,9 @@ static void set_state(int s)
 static bool wants_login(const struct rl_identity *id)
 {
     for (size_t i = 0; i < cfg->nrules; i++) {
-        const char *sec = cfg->rules[i].section;
-        if (cfg->rules[i].is_default || strncmp(sec, "user:", 5) != 0)
+        const char *name = cfg->rules[i].user;
+        if (name == NULL)
             continue;
-        const char *name = sec + 5;
         if (id->has_key && strcmp(name, id->key) == 0)
             return false; /* the key's section comes first */
         if (name[strspn(name, "0123456789")] != '\0')
@@ -117,10 +124,43 @@ static bool wants_login(const struct rl_identity *id)
     return false;
 }
 
+/* Parse the config (at the set-up, or at start-up under RLSHIM_STRICT=1).
+ * False, after its one line, when it is broken: nothing is throttled. */
+static bool parse(void)
+{
+    struct rl_diag diag = {0};
+    char line[512];
+    int r = rl_config_load_env(&cfg, &diag);
+    if (r < 0) {
+        rl_config_error_line(&diag, strict(), line, sizeof line);
+        rl_diag_free(&diag);
+        broken(line);
+        return false;
+    }
+    rl_diag_free(&diag);
+    if (cfg == NULL)
+        return false; /* removed since start-up: nothing to enforce */
+    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
+        snprintf(line, sizeof line,
+                 "rlshim: %s: log path too long; "
+                 "nothing is throttled\n",
+                 cfg->path);
+        broken(line);
+        rl_config_free(cfg);
+        cfg = NULL;
+        return false;
+    }
+    if (cfg->report)
+        report = REPORT_WANTED;
+    return true;
+}
+
 /* The deferred half of the set-up; the guard is held. True when hooks may
  * act. */
 static bool set_up(void)
 {
+    if (cfg == NULL && !parse())
+        return false;
     struct rl_identity id;
     rl_identity_resolve_login(&id, cfg->key_mode, false);
     if (wants_login(&id))
@@ -143,26 +183,35 @@ static bool set_up(void)
     return rl_gate_active();
 }
 
-static int futex(int op, int val, const struct timespec *ts)
+static void futex_wake(int *word)
 {
-    return (int)rl_raw_syscall(SYS_futex, (long)&rl_shim_state, op, val,
-                               (long)ts, 0, 0);
+    int saved = errno;
+    rl_raw_syscall(SYS_futex, (long)word, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0,
+                   0);
+    errno = saved;
 }
 
-/* Wait while another thread runs the set-up, at most ~1 s: it takes well
- * under a millisecond, so only a set-up that cannot go on (it needs a lock
- * that the code this thread's signal handler interrupted holds) lasts
- * that long, and then this call passes through rather than hang. */
-static void wait_set_up(void)
+/* Wait while *word is `busy` (another thread runs a set-up or the scan),
+ * at most ~1 s: either takes well under a millisecond, so only one that
+ * cannot go on (it needs a lock that the code this thread's signal handler
+ * interrupted holds) lasts that long, and then this call passes through
+ * rather than hang. */
+static void wait_while(int *word, int busy)
 {
     int saved = errno;
     for (int i = 0; i < 100; i++) {
-        if (__atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE) != RL_SHIM_INIT)
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != busy)
             break;
         struct timespec ts = {0, 10 * 1000 * 1000};
-        futex(FUTEX_WAIT_PRIVATE, RL_SHIM_INIT, &ts);
+        rl_raw_syscall(SYS_futex, (long)word, FUTEX_WAIT_PRIVATE, busy,
+                       (long)&ts, 0, 0);
     }
     errno = saved;
+}
+
+static void wait_set_up(void)
+{
+    wait_while(&rl_shim_state, RL_SHIM_INIT);
 }
 
 bool rl_shim_start(int s)
@@ -180,17 +229,46 @@ bool rl_shim_start(int s)
         rl_shim_busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         bool ok = set_up();
-        if (!ok)
+        if (!ok) {
+            /* Nothing to enforce: no scan, and no provisional marks. */
+            __atomic_store_n(&rl_shim_scan, 0, __ATOMIC_RELAXED);
             rl_hook_inherited_drop();
+        }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         rl_shim_busy = 0;
         set_state(ok ? RL_SHIM_READY : RL_SHIM_OFF);
-        futex(FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+        futex_wake(&rl_shim_state);
         errno = saved;
         return ok;
     }
     wait_set_up();
     return rl_shim_ready();
+}
+
+void rl_shim_scan_now(void)
+{
+    if (rl_shim_busy)
+        return; /* the scanning thread's own handler: never wait on it */
+    int expect = RL_SCAN_DUE;
+    if (__atomic_compare_exchange_n(&rl_shim_scan, &expect, RL_SCAN_RUNNING,
+                                    false, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_ACQUIRE)) {
+        int saved = errno;
+        rl_shim_busy = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (rl_shim_may_act())
+            rl_hook_inherited_scan();
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        rl_shim_busy = 0;
+        /* Pairs with the acquire loads of rl_shim_scan: the marks are
+         * seen by whoever sees the scan done. */
+        __atomic_store_n(&rl_shim_scan, RL_SCAN_DONE, __ATOMIC_RELEASE);
+        futex_wake(&rl_shim_scan);
+        errno = saved;
+        return;
+    }
+    if (expect == RL_SCAN_RUNNING)
+        wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
 }
 
 /* fork while another thread runs the set-up: wait for it, so the child
@@ -199,49 +277,47 @@ bool rl_shim_start(int s)
  * again itself. */
 static void before_fork(void)
 {
-    if (!rl_shim_busy)
+    if (!rl_shim_busy) {
         wait_set_up();
+        wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
+    }
 }
 
 static void in_child(void)
 {
     if (__atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
         set_state(RL_SHIM_PENDING);
+    if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
+        __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     rl_gate_atfork_child();
+}
+
+/* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
+ * there)? Decided without reading it: one access(2) at most. */
+static bool config_present(void)
+{
+    const char *env = secure_getenv("RLSHIM_CONFIG");
+    if (env != NULL && *env != '\0')
+        return true; /* unreadable is an error, said at the set-up */
+    return access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0 || errno != ENOENT;
 }
 
 static int load(void)
 {
-    struct rl_diag diag = {0};
-    char line[512];
-    int r = rl_config_load_env(&cfg, &diag);
-    if (r < 0) {
-        rl_config_error_line(&diag, strict(), line, sizeof line);
-        rl_diag_free(&diag);
-        broken(line);
-        return RL_SHIM_OFF;
-    }
-    rl_diag_free(&diag);
-    if (cfg == NULL) {
+    if (report_env())
+        report = REPORT_WANTED;
+    if (!config_present()) {
         /* No config at all: nothing is throttled, silently (unless a
          * report was asked for). */
-        if (report_env())
+        if (report == REPORT_WANTED)
             report = REPORT_NONE;
         return RL_SHIM_OFF;
     }
-    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
-        snprintf(line, sizeof line,
-                 "rlshim: %s: log path too long; "
-                 "nothing is throttled\n",
-                 cfg->path);
-        broken(line);
-        rl_config_free(cfg);
-        cfg = NULL;
+    /* A test that must never run unthrottled by accident learns of a
+     * broken config at once (exit 78), not at its first connect. */
+    if (strict() && !parse())
         return RL_SHIM_OFF;
-    }
-    if (cfg->report || report_env())
-        report = REPORT_WANTED;
-    rl_hook_inherited_scan();
+    __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     return RL_SHIM_PENDING;
 }
 
@@ -262,8 +338,10 @@ __attribute__((constructor)) static void rl_shim_init(void)
 }
 
 /* At exit (not _exit, not a fatal signal): the thread's unspent lease goes
- * back, and the report, if asked for, is written (setting the gate up
- * first when no call needed it: the report says what applied). */
+ * back, and the report, if asked for, is written. With RLSHIM_REPORT=1 a
+ * process that made no call the shim looks at is set up now, so that the
+ * report says what would have applied; `report = yes` in the config is
+ * known only to a process that read it (one that made such a call). */
 __attribute__((destructor)) static void rl_shim_fini(void)
 {
     int saved = errno;

@@ -42,6 +42,22 @@ extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
  * lock holder the set-up needs must not hang), then passes through. */
 bool rl_shim_start(int state);
 
+/* The look at inherited sockets (inherit.c): DUE from start-up (when
+ * there is a config) until the first send-like call on any fd runs it,
+ * RUNNING meanwhile, then DONE. */
+enum { RL_SCAN_DONE = 0, RL_SCAN_DUE = 1, RL_SCAN_RUNNING = 2 };
+extern int rl_shim_scan;
+
+/* Run the scan if it is still due (once; others wait, bounded). */
+void rl_shim_scan_now(void);
+
+/* Is the scan still to run? One load on the hot path of write and send. */
+static inline bool rl_shim_scan_due(void)
+{
+    return __builtin_expect(
+        __atomic_load_n(&rl_shim_scan, __ATOMIC_ACQUIRE) != RL_SCAN_DONE, 0);
+}
+
 /* `[rlshim] io_uring = allow` in the config in use (only asked once the
  * shim is READY). */
 bool rl_shim_io_uring_allowed(void);
