@@ -21,13 +21,15 @@
 #define RL_FD_STREAM 0x2u  /* SOCK_STREAM (type known) */
 #define RL_FD_DGRAM 0x4u   /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
 #define RL_FD_CHARGED 0x8u /* a connect attempt was charged already */
-#define RL_FD_KNOWN 0x10u  /* the shim knows what this fd is: it saw it
-                              made (socket, socketpair, accept*) or asked
-                              the kernel once; STREAM/DGRAM are then exact
-                              (neither: not an inet stream or datagram) */
-#define RL_FD_INHERITED 0x20u /* a connected inet socket found at start-up
-                                 (inherited across exec): MATCHED until the
-                                 first send asks the rule about its peer */
+#define RL_FD_KNOWN                                                            \
+    0x10u /* the shim knows what this fd is: it saw it                         \
+             made (socket, socketpair, accept*) or asked                       \
+             the kernel once; STREAM/DGRAM are then exact                      \
+             (neither: not an inet stream or datagram) */
+#define RL_FD_INHERITED                                                        \
+    0x20u /* a connected inet socket found at start-up                         \
+             (inherited across exec): MATCHED until the                        \
+             first send asks the rule about its peer */
 
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */

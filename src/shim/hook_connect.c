@@ -29,7 +29,7 @@ uint32_t rl_hook_sock_type(int fd, uint32_t mark)
         errno = saved;
         return 0;
     }
-    uint32_t t = type == SOCK_STREAM ? RL_FD_STREAM
+    uint32_t t = type == SOCK_STREAM  ? RL_FD_STREAM
                  : type == SOCK_DGRAM ? RL_FD_DGRAM
                                       : 0;
     uint32_t expect = mark;

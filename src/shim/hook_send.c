@@ -27,9 +27,8 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len)
 {
     if (inet(sa, len) && rl_hook_sock_type(fd, m) == RL_FD_DGRAM)
-        return rl_gate_charges_sends() && rl_gate_covers(sa, len)
-                   ? RL_FD_DGRAM
-                   : 0;
+        return rl_gate_charges_sends() && rl_gate_covers(sa, len) ? RL_FD_DGRAM
+                                                                  : 0;
     /* A stream socket ignores the address (MSG_FASTOPEN aside, which
      * rl_send_begin handles): its mark decides. */
     if (m & RL_FD_INHERITED)
@@ -92,8 +91,7 @@ static int decide_in_handler(struct rl_send *s)
     uint64_t want, min, g = 0;
     byte_range(s, (s->mark & RL_FD_STREAM) != 0, &want, &min);
     int err = 0;
-    if (rl_gate_send_reentered(s->calls, want, min, &g, &err) ==
-        RL_GATE_FAIL) {
+    if (rl_gate_send_reentered(s->calls, want, min, &g, &err) == RL_GATE_FAIL) {
         errno = err;
         return -1;
     }
@@ -125,9 +123,9 @@ static int decide(struct rl_send *s)
         s->t = s->tc;
         return RL_HOOK_FAIL;
     }
-    uint32_t kind =
-        s->kind != 0 ? s->kind : rl_hook_send_kind(s->fd, s->mark, s->sa,
-                                                   s->salen);
+    uint32_t kind = s->kind != 0
+                        ? s->kind
+                        : rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
     if (kind == 0) {
         /* Only the connect (if any) was charged: sleep as it says. */
         s->t = s->tc;
@@ -136,8 +134,8 @@ static int decide(struct rl_send *s)
     }
     uint64_t want, min;
     byte_range(s, kind == RL_FD_STREAM, &want, &min);
-    int act = rl_gate_send(&s->t, s->call, s->fd, s->sa, s->salen, s->calls,
-                           1, want, min) == RL_GATE_FAIL
+    int act = rl_gate_send(&s->t, s->call, s->fd, s->sa, s->salen, s->calls, 1,
+                           want, min) == RL_GATE_FAIL
                   ? RL_HOOK_FAIL
                   : RL_HOOK_GO;
     if (act == RL_HOOK_FAIL) {
@@ -172,8 +170,8 @@ int rl_send_begin(struct rl_send *s)
     /* The hot path: one unit to the fd's own peer, out of the lease. */
     if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&
         (s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) == RL_FD_MATCHED) {
-        size_t g = (size_t)rl_gate_send_leased(
-            s->len, (s->mark & RL_FD_STREAM) != 0);
+        size_t g =
+            (size_t)rl_gate_send_leased(s->len, (s->mark & RL_FD_STREAM) != 0);
         if (g > 0) {
             rl_shim_leave();
             s->how = RL_SEND_LEASED;
@@ -220,9 +218,8 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
     ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL &&
-                             !rl_shim_scan_due(),
-                         1))
+    if (__builtin_expect(
+            !(m & RL_FD_MATCHED) && real != NULL && !rl_shim_scan_due(), 1))
         return real(fd, buf, len, flags);
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED))
@@ -275,9 +272,9 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     if (s.grant < s.len) {
         copy = *msg;
         copy.msg_iov = iov;
-        copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen,
-                                           s.grant, iov, RL_HOOK_IOV_MAX,
-                                           &s.grant);
+        copy.msg_iovlen =
+            rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, s.grant, iov,
+                             RL_HOOK_IOV_MAX, &s.grant);
         use = &copy;
     }
     ssize_t r = REAL(sendmsg)(fd, use, flags);
@@ -314,9 +311,9 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
     bool ready = rl_shim_enter();
     for (unsigned i = 0; i < n; i++) {
         const struct msghdr *h = &vec[i].msg_hdr;
-        charged[i] = !ready || rl_hook_send_kind(fd, rl_fdtab_get(fd),
-                                                 h->msg_name,
-                                                 h->msg_namelen) != 0;
+        charged[i] =
+            !ready || rl_hook_send_kind(fd, rl_fdtab_get(fd), h->msg_name,
+                                        h->msg_namelen) != 0;
         if (!charged[i])
             continue;
         uint64_t sz = msg_len(&vec[i]);
@@ -328,8 +325,8 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
         rl_shim_leave();
     if (calls == 0)
         return REAL(sendmmsg)(fd, vec, vlen, flags);
-    struct rl_send s = rl_send_of(fd, rl_fdtab_get(fd), "sendmmsg",
-                                  (size_t)bytes);
+    struct rl_send s =
+        rl_send_of(fd, rl_fdtab_get(fd), "sendmmsg", (size_t)bytes);
     s.calls = calls;
     s.len_min = ready ? (size_t)first : (size_t)bytes; /* handler: whole */
     s.kind = RL_FD_DGRAM;

@@ -20,7 +20,7 @@ uint32_t rl_hook_new_socket_mark(int domain, int type)
 {
     if (domain != AF_INET && domain != AF_INET6)
         return RL_FD_KNOWN; /* AF_UNIX and the rest: never charged */
-    switch (type & 0xf) {  /* SOCK_NONBLOCK, SOCK_CLOEXEC masked off */
+    switch (type & 0xf) {   /* SOCK_NONBLOCK, SOCK_CLOEXEC masked off */
     case SOCK_STREAM:
         return RL_FD_KNOWN | RL_FD_STREAM;
     case SOCK_DGRAM:
@@ -66,8 +66,8 @@ RL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 static int accepted(int listener, int fd)
 {
     if (fd >= 0)
-        mark_new(fd, rl_fdtab_get(listener) & (RL_FD_KNOWN | RL_FD_STREAM |
-                                               RL_FD_DGRAM));
+        mark_new(fd, rl_fdtab_get(listener) &
+                         (RL_FD_KNOWN | RL_FD_STREAM | RL_FD_DGRAM));
     return fd;
 }
 

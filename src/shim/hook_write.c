@@ -42,9 +42,8 @@ RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
     return write_marked(fd, buf, len, m);
 }
 
-static __attribute__((noinline)) ssize_t writev_marked(int fd,
-                                                       const struct iovec *iov,
-                                                       int iovcnt, uint32_t m)
+static __attribute__((noinline)) ssize_t
+writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED) || iovcnt <= 0)

@@ -105,39 +105,44 @@ struct rl_send {
     /* What the call carries. */
     int fd;
     uint32_t mark;
-    const char *call;           /* its name in log lines */
-    const struct sockaddr *sa;  /* explicit destination, or NULL */
+    const char *call;          /* its name in log lines */
+    const struct sockaddr *sa; /* explicit destination, or NULL */
     socklen_t salen;
-    int flags;                  /* MSG_FASTOPEN with sa: a connect first */
-    size_t len;                 /* bytes */
-    uint64_t calls;             /* `send` units: 1, or sendmmsg's messages */
-    size_t len_min;             /* bytes the grant must hold at least (0:
-                                   1 for a stream, all for a datagram) */
-    uint32_t kind;              /* preset by sendmmsg (it classifies each
-                                   message); 0: rl_send_begin classifies */
+    int flags;      /* MSG_FASTOPEN with sa: a connect first */
+    size_t len;     /* bytes */
+    uint64_t calls; /* `send` units: 1, or sendmmsg's messages */
+    size_t len_min; /* bytes the grant must hold at least (0:
+                       1 for a stream, all for a datagram) */
+    uint32_t kind;  /* preset by sendmmsg (it classifies each
+                       message); 0: rl_send_begin classifies */
     /* What was decided. */
-    int how;                    /* RL_SEND_* */
-    size_t grant;               /* bytes to pass to the real call */
-    uint64_t grant_calls;       /* units granted (sendmmsg's prefix) */
-    int cact;                   /* the MSG_FASTOPEN connect's act */
-    struct rl_gate_ticket t;    /* the send's decision */
-    struct rl_gate_ticket tc;   /* the MSG_FASTOPEN connect's */
+    int how;                  /* RL_SEND_* */
+    size_t grant;             /* bytes to pass to the real call */
+    uint64_t grant_calls;     /* units granted (sendmmsg's prefix) */
+    int cact;                 /* the MSG_FASTOPEN connect's act */
+    struct rl_gate_ticket t;  /* the send's decision */
+    struct rl_gate_ticket tc; /* the MSG_FASTOPEN connect's */
 };
 
 enum {
-    RL_SEND_FREE = 0,     /* not charged: pass as is */
-    RL_SEND_LEASED = 1,   /* from the thread's lease */
-    RL_SEND_GATE = 2,     /* decided by the gate: settle the ticket */
-    RL_SEND_HANDLER = 3,  /* decided in a signal handler: nothing to give
-                             back */
+    RL_SEND_FREE = 0,    /* not charged: pass as is */
+    RL_SEND_LEASED = 1,  /* from the thread's lease */
+    RL_SEND_GATE = 2,    /* decided by the gate: settle the ticket */
+    RL_SEND_HANDLER = 3, /* decided in a signal handler: nothing to give
+                            back */
 };
 
-static inline struct rl_send rl_send_of(int fd, uint32_t mark,
-                                        const char *call, size_t len)
+static inline struct rl_send rl_send_of(int fd, uint32_t mark, const char *call,
+                                        size_t len)
 {
     return (struct rl_send){
-        .fd = fd, .mark = mark, .call = call, .len = len, .calls = 1,
-        .grant = len, .grant_calls = 1,
+        .fd = fd,
+        .mark = mark,
+        .call = call,
+        .len = len,
+        .calls = 1,
+        .grant = len,
+        .grant_calls = 1,
     };
 }
 

@@ -79,8 +79,8 @@ void rl_hook_inherited_scan(void)
     /* 64-bit aligned: getdents64 records start with 64-bit fields. */
     uint64_t buf[512];
     for (;;) {
-        long n = rl_raw_syscall(SYS_getdents64, dir, (long)buf, sizeof buf, 0,
-                                0, 0);
+        long n =
+            rl_raw_syscall(SYS_getdents64, dir, (long)buf, sizeof buf, 0, 0, 0);
         if (n <= 0)
             break;
         for (long off = 0; off < n;) {

@@ -186,8 +186,7 @@ static bool set_up(void)
 static void futex_wake(int *word)
 {
     int saved = errno;
-    rl_raw_syscall(SYS_futex, (long)word, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0,
-                   0);
+    rl_raw_syscall(SYS_futex, (long)word, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0, 0);
     errno = saved;
 }
 

@@ -69,18 +69,21 @@ long rl_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
  * in which RTLD_NEXT finds only ourselves. */
 static int fb_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    return (int)rl_raw_syscall(SYS_connect, (long)fd, (long)(sa), (long)len, 0, 0, 0);
+    return (int)rl_raw_syscall(SYS_connect, (long)fd, (long)(sa), (long)len, 0,
+                               0, 0);
 }
 
 static ssize_t fb_send(int fd, const void *b, size_t n, int fl)
 {
-    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl, (long)(NULL), (long)0);
+    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl,
+                          (long)(NULL), (long)0);
 }
 
 static ssize_t fb_sendto(int fd, const void *b, size_t n, int fl,
                          const struct sockaddr *sa, socklen_t len)
 {
-    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl, (long)(sa), (long)len);
+    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl,
+                          (long)(sa), (long)len);
 }
 
 static ssize_t fb_sendmsg(int fd, const struct msghdr *m, int fl)
@@ -90,7 +93,8 @@ static ssize_t fb_sendmsg(int fd, const struct msghdr *m, int fl)
 
 static int fb_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int fl)
 {
-    return (int)rl_raw_syscall(SYS_sendmmsg, (long)fd, (long)(v), (long)n, (long)fl, 0, 0);
+    return (int)rl_raw_syscall(SYS_sendmmsg, (long)fd, (long)(v), (long)n,
+                               (long)fl, 0, 0);
 }
 
 static ssize_t fb_write(int fd, const void *b, size_t n)
@@ -105,12 +109,14 @@ static ssize_t fb_writev(int fd, const struct iovec *v, int n)
 
 static ssize_t fb_sendfile(int out, int in, off_t *off, size_t n)
 {
-    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off), (long)n, 0, 0);
+    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off),
+                          (long)n, 0, 0);
 }
 
 static ssize_t fb_sendfile64(int out, int in, off64_t *off, size_t n)
 {
-    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off), (long)n, 0, 0);
+    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off),
+                          (long)n, 0, 0);
 }
 
 static int fb_close(int fd)
@@ -120,12 +126,14 @@ static int fb_close(int fd)
 
 static int fb_close_range(unsigned int a, unsigned int b, int fl)
 {
-    return (int)rl_raw_syscall(SYS_close_range, (long)a, (long)(b), (long)fl, 0, 0, 0);
+    return (int)rl_raw_syscall(SYS_close_range, (long)a, (long)(b), (long)fl, 0,
+                               0, 0);
 }
 
 static void fb_closefrom(int fd)
 {
-    rl_raw_syscall(SYS_close_range, (long)((unsigned)fd), (long)(~0u), (long)0, 0, 0, 0);
+    rl_raw_syscall(SYS_close_range, (long)((unsigned)fd), (long)(~0u), (long)0,
+                   0, 0, 0);
 }
 
 static int fb_dup(int fd)
@@ -136,7 +144,10 @@ static int fb_dup(int fd)
 static int fb_dup2(int a, int b)
 {
     if (a == b)
-        return (int)rl_raw_syscall(SYS_fcntl, (long)a, (long)F_GETFD, 0, 0, 0, 0) < 0 ? -1 : b;
+        return (int)rl_raw_syscall(SYS_fcntl, (long)a, (long)F_GETFD, 0, 0, 0,
+                                   0) < 0
+                   ? -1
+                   : b;
     return (int)rl_raw_syscall(SYS_dup3, (long)a, (long)(b), (long)0, 0, 0, 0);
 }
 
@@ -153,7 +164,8 @@ static int fb_fcntl(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)rl_raw_syscall(SYS_fcntl, (long)fd, (long)cmd, (long)arg, 0, 0, 0);
+    return (int)rl_raw_syscall(SYS_fcntl, (long)fd, (long)cmd, (long)arg, 0, 0,
+                               0);
 }
 
 static int fb_fclose(FILE *fp)
