@@ -176,6 +176,8 @@ int rl_send_begin(struct rl_send *s)
             rl_shim_leave();
             s->how = RL_SEND_LEASED;
             s->grant = g;
+            s->t.calls = 1; /* what settles against the lease */
+            s->t.bytes = g;
             return 0;
         }
     }
@@ -191,14 +193,18 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
     int err = errno;
     if (s->cact == RL_HOOK_GO)
         rl_hook_connect_end(s->fd, r < 0 ? -1 : 0, err);
-    uint64_t gc = s->how == RL_SEND_GATE ? s->t.calls : s->grant_calls;
-    uint64_t gb = s->how == RL_SEND_GATE ? s->t.bytes : s->grant;
+    /* What was taken (the ticket, or the lease's grant): the hook may have
+     * passed less (a trimmed iovec), and what it did not pass goes back. */
+    uint64_t gc = s->t.calls, gb = s->t.bytes;
+    if (s->how != RL_SEND_LEASED && s->how != RL_SEND_GATE) {
+        errno = err;
+        return;
+    }
     if (calls > gc)
         calls = gc;
     if (bytes > gb)
         bytes = gb;
-    if ((s->how == RL_SEND_LEASED || s->how == RL_SEND_GATE) &&
-        (calls < gc || bytes < gb) && rl_shim_enter()) {
+    if ((calls < gc || bytes < gb) && rl_shim_enter()) {
         if (s->how == RL_SEND_LEASED) {
             rl_gate_lease_refund(gc - calls, gb - bytes);
         } else {
@@ -206,9 +212,9 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
                 rl_gate_refund(&s->t, RL_KIND_SEND, gc - calls);
             if (bytes < gb)
                 rl_gate_refund(&s->t, RL_KIND_SEND_BYTES, gb - bytes);
-            s->t.calls = calls;
-            s->t.bytes = bytes;
         }
+        s->t.calls = calls;
+        s->t.bytes = bytes;
         rl_shim_leave();
     }
     errno = err;
