@@ -76,14 +76,15 @@ static void broken(const char *line)
 }
 
 /* What the exit report covers (SPEC §4: report = yes or RLSHIM_REPORT=1):
- * REPORT_WANTED when the config or the environment asked for it,
- * REPORT_NONE when it was asked for with no config at all. Written by the
- * constructor, read by the set-up and the destructor. */
+ * REPORT_WANTED when the environment (seen by the constructor) or the
+ * config (seen by parse) asked for it, REPORT_NONE when it was asked for
+ * with no config at all. Read by the set-up and the destructor. */
 enum { REPORT_OFF, REPORT_WANTED, REPORT_NONE };
 static int report;
 
-/* The config, parsed by the constructor, kept for the life of the process
- * image (the gate reads it). */
+/* The config, parsed by the set-up (by the constructor under
+ * RLSHIM_STRICT=1), kept for the life of the process image (the gate reads
+ * it). Written before the state says READY, read after. */
 static struct rl_config *cfg;
 
 /* Set by the deferred set-up when the gate is up (its report and leases
