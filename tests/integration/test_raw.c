@@ -127,6 +127,19 @@ Test(raw, gives_every_new_socket_a_fresh_mark_whatever_the_shim_missed)
     cr_expect_eq(conn_bytes(&other, 0), 100000);
 }
 
+Test(raw, gives_accepted_and_paired_sockets_a_fresh_mark)
+{
+    h_config_write("[default]\nsend_bytes = 1/h\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    client("freshaccept", NULL, NULL);
+    cr_expect_eq(h_out_long(&r, "budget_not_spent", 0), 0);
+    cr_expect_eq(out("accept_same_fd"), 1, "not the stale number: vacuous");
+    cr_expect_eq(out("accepted"), 2000, "a stale mark charged accept's fd");
+    cr_expect_eq(out("pair_same_fd"), 1, "not the stale number: vacuous");
+    cr_expect_eq(out("pair_first"), 3);
+    cr_expect_eq(out("pair_second"), 3);
+}
+
 Test(raw, charges_an_inherited_connection_from_its_first_send)
 {
     h_config_write("[default]\nsend_bytes = 10/h\nto = 127.0.0.1:%d\n",

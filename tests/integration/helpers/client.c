@@ -35,6 +35,8 @@
  *   client inherit PORT OTHER     connect to both, then exec `inherited`
  *   client inherited PORT FD FD2  (after exec) 10 B twice on FD, 100 kB on
  *                                 FD2
+ *   client freshaccept PORT       accept and socketpair on numbers a
+ *                                 spent socket left behind unseen
  *   client firstcalls PORT N      N threads make the process's first
  *                                 covered call (a connect) at once
  */
@@ -759,6 +761,55 @@ static int stale(int other)
     return 0;
 }
 
+/* A socket that spent the 1-byte budget, closed where the shim cannot see:
+ * its number keeps a stale mark. Returns the number. */
+static int spent_unseen(void)
+{
+    int s = tcp_connected(port);
+    ssize_t w = write(s, "x", 1); /* the budget, the first time */
+    if (write(s, "x", 1) != -1)
+        printf("budget_not_spent=%zd\n", w);
+    inline_syscall(SYS_close, s, 0, 0);
+    return s;
+}
+
+static int freshaccept(void)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = addr4(0);
+    socklen_t l = sizeof a;
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 8) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &l) != 0)
+        return 1;
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int stale = spent_unseen();
+    connect_wait(c, (struct sockaddr *)&a, sizeof a);
+    int acc = accept4(ls, NULL, NULL, 0);
+    /* The accepted end writes into the local connection: nothing of the
+     * rule's destination, so nothing is charged. */
+    long acc_bytes = 0;
+    static char buf[65536];
+    for (int i = 0; i < 2; i++) {
+        ssize_t w = write(acc, buf, 1000);
+        if (w <= 0)
+            break;
+        acc_bytes += w;
+        if (read(c, buf, sizeof buf) <= 0)
+            break;
+    }
+    close(acc);
+    int stale2 = spent_unseen();
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    ssize_t p1 = write(sv[0], "abc", 3);
+    ssize_t p2 = write(sv[1], "abc", 3);
+    printf("accept_same_fd=%d\naccepted=%ld\npair_same_fd=%d\npair_first=%zd\n"
+           "pair_second=%zd\n",
+           acc == stale, acc_bytes, sv[0] == stale2 || sv[1] == stale2, p1,
+           p2);
+    return 0;
+}
+
 static int inherit(int other, const char *self)
 {
     int a = tcp_connected(port);
@@ -874,6 +925,8 @@ int main(int argc, char **argv)
         return inherit(parse_int(argv[3]), argv[0]);
     if (strcmp(mode, "inherited") == 0 && argc == 5)
         return inherited(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "freshaccept") == 0)
+        return freshaccept();
     if (strcmp(mode, "firstcalls") == 0 && argc == 4)
         return firstcalls(parse_int(argv[3]));
     fprintf(stderr, "unknown mode or arguments: %s\n", mode);
