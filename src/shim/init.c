@@ -258,6 +258,8 @@ void rl_shim_scan_now(void)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         if (rl_shim_may_act())
             rl_hook_inherited_scan();
+        if (!rl_shim_may_act())
+            rl_hook_inherited_drop(); /* a set-up found nothing meanwhile */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         rl_shim_busy = 0;
         /* Pairs with the acquire loads of rl_shim_scan: the marks are
