@@ -3,14 +3,14 @@
  *
  * Start-up is paid by every process the shim is preloaded into, most of
  * which never make a call it charges, so the constructor does only what
- * must happen at once: resolve the real functions, and see whether there
- * is a config at all. Under RLSHIM_STRICT=1 it also parses it, so that a
- * broken config exits 78 at start-up. The rest waits:
+ * must happen at once: resolve the real functions, and parse the config
+ * (a broken one prints its line, or exits 78 under RLSHIM_STRICT=1, at
+ * start-up). The rest waits:
  *
- *  - the set-up (parse, identity, rule, segment, budgets) runs at the first
- *    call that could be charged (a connect or send to an inet address, a
- *    send on a marked socket, io_uring_setup), once (rl_shim_start); a
- *    broken config prints its one line then;
+ *  - the set-up (identity, NSS included; rule; segment; budgets) runs at
+ *    the first call that could be charged (a connect or send to an inet
+ *    address, a send on a marked socket, io_uring_setup), once
+ *    (rl_shim_start), or at exit for the report;
  *  - the look at inherited sockets (inherit.c) runs at the first send-like
  *    call on any fd (rl_shim_scan_now), before that call is classified.
  *
@@ -82,9 +82,8 @@ static void broken(const char *line)
 enum { REPORT_OFF, REPORT_WANTED, REPORT_NONE };
 static int report;
 
-/* The config, parsed by the set-up (by the constructor under
- * RLSHIM_STRICT=1), kept for the life of the process image (the gate reads
- * it). Written before the state says READY, read after. */
+/* The config, parsed by the constructor, kept for the life of the process
+ * image (the gate reads it). */
 static struct rl_config *cfg;
 
 /* Set by the deferred set-up when the gate is up (its report and leases
@@ -125,8 +124,8 @@ static bool wants_login(const struct rl_identity *id)
     return false;
 }
 
-/* Parse the config (at the set-up, or at start-up under RLSHIM_STRICT=1).
- * False, after its one line, when it is broken: nothing is throttled. */
+/* Parse the config (at start-up). False, after its one line, when it is
+ * broken: nothing is throttled. */
 static bool parse(void)
 {
     struct rl_diag diag = {0};
@@ -140,7 +139,7 @@ static bool parse(void)
     }
     rl_diag_free(&diag);
     if (cfg == NULL)
-        return false; /* removed since start-up: nothing to enforce */
+        return false; /* no config at all: nothing to enforce */
     if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
         snprintf(line, sizeof line,
                  "rlshim: %s: log path too long; "
@@ -160,8 +159,6 @@ static bool parse(void)
  * act. */
 static bool set_up(void)
 {
-    if (cfg == NULL && !parse())
-        return false;
     struct rl_identity id;
     rl_identity_resolve_login(&id, cfg->key_mode, false);
     if (wants_login(&id))
@@ -295,7 +292,7 @@ static void in_child(void)
 }
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
- * there)? Decided without reading it: one access(2) at most. */
+ * there)? One access(2) at most. */
 static bool config_present(void)
 {
     const char *env = secure_getenv("RLSHIM_CONFIG");
@@ -315,9 +312,9 @@ static int load(void)
             report = REPORT_NONE;
         return RL_SHIM_OFF;
     }
-    /* A test that must never run unthrottled by accident learns of a
-     * broken config at once (exit 78), not at its first connect. */
-    if (strict() && !parse())
+    /* A broken config says so at once (and exits 78 under
+     * RLSHIM_STRICT=1), whether or not the program ever connects. */
+    if (!parse())
         return RL_SHIM_OFF;
     __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     return RL_SHIM_PENDING;
@@ -340,10 +337,9 @@ __attribute__((constructor)) static void rl_shim_init(void)
 }
 
 /* At exit (not _exit, not a fatal signal): the thread's unspent lease goes
- * back, and the report, if asked for, is written. With RLSHIM_REPORT=1 a
- * process that made no call the shim looks at is set up now, so that the
- * report says what would have applied; `report = yes` in the config is
- * known only to a process that read it (one that made such a call). */
+ * back, and the report, if asked for, is written (a process that made no
+ * call the shim looks at is set up now, so that the report says what would
+ * have applied). */
 __attribute__((destructor)) static void rl_shim_fini(void)
 {
     int saved = errno;
