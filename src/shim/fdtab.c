@@ -29,8 +29,10 @@ static _Atomic uint32_t *page_make(unsigned fd)
     _Atomic uint32_t *p = page_of(fd);
     if (p != NULL)
         return p;
+    int saved = errno;
     void *m = mmap(NULL, PAGE_SIZE_FDS * sizeof(uint32_t),
                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
     if (m == MAP_FAILED)
         return NULL;
     _Atomic uint32_t *expected = NULL;

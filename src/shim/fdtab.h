@@ -57,8 +57,29 @@ static inline uint32_t rl_fdtab_get(int fd)
 }
 
 /* Replace the mark of `fd`. Returns 0, -EBADF for an fd out of range, or
- * -ENOMEM when a page cannot be mapped (the fd then stays unmarked). */
+ * -ENOMEM when a page cannot be mapped (the fd then stays unmarked).
+ * errno is kept either way. */
 int rl_fdtab_set(int fd, uint32_t mark);
+
+/* rl_fdtab_set, inline when the fd's page exists (the common case: a
+ * process's fds are mostly below 16384): one load and one store, for the
+ * socket and connect hooks. */
+static inline int rl_fdtab_put(int fd, uint32_t mark)
+{
+    if ((unsigned)fd < RL_FDTAB_MAX && mark != 0) {
+        /* Pairs with the release CAS that publishes a page (fdtab.c). */
+        _Atomic uint32_t *p = atomic_load_explicit(
+            &rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
+            memory_order_acquire);
+        if (p != NULL) {
+            atomic_store_explicit(
+                &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)], mark,
+                memory_order_relaxed);
+            return 0;
+        }
+    }
+    return rl_fdtab_set(fd, mark);
+}
 
 /* Forget `fd` (cheap when it has no page). */
 void rl_fdtab_clear(int fd);

@@ -71,7 +71,7 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     int act = rl_gate_connect(t, call, fd, sa, len);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
-    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
+    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
     return RL_HOOK_GO;
 }
 

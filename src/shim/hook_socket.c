@@ -30,16 +30,13 @@ uint32_t rl_hook_new_socket_mark(int domain, int type)
     }
 }
 
-/* Mark a new fd, errno kept (a first mark may map a table page). In a
- * process with nothing to enforce there is nothing to keep. */
+/* Mark a new fd (errno kept: a first mark may map a table page). In a
+ * process with nothing to enforce there is nothing to keep. A mark that
+ * cannot be kept (no page) leaves the fd unknown: the kernel is asked. */
 static void mark_new(int fd, uint32_t mark)
 {
-    if (!rl_shim_may_act())
-        return;
-    int saved = errno;
-    if (rl_fdtab_set(fd, mark) < 0)
-        rl_fdtab_clear(fd); /* no page: unknown, the kernel is asked */
-    errno = saved;
+    if (rl_shim_may_act())
+        rl_fdtab_put(fd, mark);
 }
 
 RL_EXPORT int socket(int domain, int type, int protocol)
