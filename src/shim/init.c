@@ -92,7 +92,7 @@ static bool gate_up;
 
 bool rl_shim_io_uring_allowed(void)
 {
-    return cfg != NULL && cfg->io_uring_allow;
+    return cfg != NULL && cfg->io_uring == RL_IO_URING_ALLOW;
 }
 
 static bool report_env(void)
