@@ -189,14 +189,15 @@ static void futex_wake(int *word)
 }
 
 /* Wait while *word is `busy` (another thread runs a set-up or the scan),
- * at most ~1 s: either takes well under a millisecond, so only one that
+ * at most ~5 s: either takes well under a millisecond, so only one that
  * cannot go on (it needs a lock that the code this thread's signal handler
  * interrupted holds) lasts that long, and then this call passes through
- * rather than hang. */
+ * rather than hang. Long enough that a set-up merely descheduled on a
+ * loaded host is waited for (a waiter that gave up would go uncharged). */
 static void wait_while(int *word, int busy)
 {
     int saved = errno;
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 500; i++) {
         if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != busy)
             break;
         struct timespec ts = {0, 10 * 1000 * 1000};
