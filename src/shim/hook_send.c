@@ -231,6 +231,7 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     if (!(m & RL_FD_MATCHED))
         return REAL(send)(fd, buf, len, flags);
     struct rl_send s = rl_send_of(fd, m, "send", len);
+    s.flags = flags;
     if (rl_send_begin(&s) < 0)
         return -1;
     ssize_t r = REAL(send)(fd, buf, s.grant, flags);
@@ -334,6 +335,7 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
     struct rl_send s =
         rl_send_of(fd, rl_fdtab_get(fd), "sendmmsg", (size_t)bytes);
     s.calls = calls;
+    s.flags = flags;
     s.len_min = ready ? (size_t)first : (size_t)bytes; /* handler: whole */
     s.kind = RL_FD_DGRAM;
     if (rl_send_begin(&s) < 0)

@@ -108,7 +108,8 @@ struct rl_send {
     const char *call;          /* its name in log lines */
     const struct sockaddr *sa; /* explicit destination, or NULL */
     socklen_t salen;
-    int flags;      /* MSG_FASTOPEN with sa: a connect first */
+    int flags;      /* the call's (write*, sendfile*: 0); MSG_FASTOPEN
+                       with sa connects first */
     size_t len;     /* bytes */
     uint64_t calls; /* `send` units: 1, or sendmmsg's messages */
     size_t len_min; /* bytes the grant must hold at least (0:
