@@ -1,11 +1,13 @@
 /* hooks.h — what the hook files share: the connect decision (also used by
- * MSG_FASTOPEN sends), and the begin/end halves of a charged send.
+ * MSG_FASTOPEN sends), the one shape of a charged send (struct rl_send:
+ * rl_send_begin, then the real call, then rl_send_settle), the marks of new
+ * and inherited sockets.
  *
- * A *_begin runs with the re-entry guard held and returns what the hook
- * does next; the hook releases the guard, sleeps if told, makes the real
- * call, and hands the result to *_end (which takes the guard again for
- * the refund). No quota logic here: only what a call carries and what to
- * trim. */
+ * rl_hook_connect_begin runs with the re-entry guard held and returns what
+ * the hook does next; the hook releases the guard, sleeps if told, makes
+ * the real call, and hands the result to rl_hook_connect_end. rl_send_begin
+ * and rl_send_settle take and release the guard themselves. No quota logic
+ * here: only what a call carries and what to trim. */
 #ifndef RL_SHIM_HOOKS_H
 #define RL_SHIM_HOOKS_H
 
