@@ -1359,3 +1359,172 @@ Test(store_race, concurrent_claimers_agree_on_every_slot_and_overflow_alike)
     cr_assert_eq(overflowed, FILL_TAGS - 256);
     munmap(page, sizeof *page);
 }
+
+/* ---- window lock holders in another PID namespace ---------------------- */
+
+/* `unshare -p -f --mount-proc` (root only) running store_window_ns. */
+static void ns_helper_path(char *buf, size_t len)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+
+    if (geteuid() != 0 || system("command -v unshare >/dev/null 2>&1") != 0)
+        cr_skip_test("PID namespaces need root and unshare(1)");
+    snprintf(buf, len, "%s/tests/helpers/store_window_ns",
+             build ? build : "build");
+    if (access(buf, X_OK) != 0)
+        cr_assert_fail("%s is not built (make unit builds it)", buf);
+}
+
+struct ns_page {
+    _Atomic uint64_t decided_at, granted, cpu_ns, wall_ns;
+};
+
+static uint64_t proc_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over,
+     .timeout = 20)
+{
+    const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
+    char prog[512], hash[32], line[64] = "";
+    struct rl_store *s;
+    struct rl_limit lim;
+    struct rl_slot sl;
+    struct ns_page *pg;
+    pid_t holder, waiter;
+    uint64_t killed_at, got;
+    int p[2], status;
+    FILE *f;
+
+    ns_helper_path(prog, sizeof prog);
+    window_slot(&s, &lim, &sl);
+    pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(pg, MAP_FAILED);
+    snprintf(hash, sizeof hash, "%#llx", (unsigned long long)HASH_A);
+    cr_assert_eq(pipe(p), 0);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execlp("unshare", "unshare", "-p", "-f", "--mount-proc",
+               "--kill-child", prog, dir, hash, "park", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    f = fdopen(p[0], "r");
+    cr_assert_not_null(fgets(line, sizeof line, f), "the holder started");
+    cr_assert_str_eq(line, "parked\n");
+    waiter = fork();
+    cr_assert_geq(waiter, 0);
+    if (waiter == 0) {
+        uint64_t t0 = rl_clock_now_ns(), c0 = proc_cpu_ns();
+        uint64_t g = win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0)
+                         .granted;
+
+        atomic_store(&pg->decided_at, rl_clock_now_ns());
+        atomic_store(&pg->cpu_ns, proc_cpu_ns() - c0);
+        atomic_store(&pg->wall_ns, rl_clock_now_ns() - t0);
+        atomic_store(&pg->granted, g);
+        _exit(0);
+    }
+    usleep(400000);
+    uint64_t early = atomic_load(&pg->decided_at);
+    killed_at = rl_clock_now_ns();
+    /* Before any assertion: --kill-child takes its child along. */
+    cr_assert_eq(kill(holder, SIGKILL), 0);
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert_eq(early, 0, "a live holder in another namespace is not robbed");
+    cr_assert_eq(waitpid(waiter, &status, 0), waiter);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_lt(atomic_load(&pg->decided_at) - killed_at, 1000000000ull,
+                 "taken over %llu ns after the kill",
+                 (unsigned long long)(atomic_load(&pg->decided_at) -
+                                      killed_at));
+    cr_assert_lt(atomic_load(&pg->cpu_ns) * 100, atomic_load(&pg->wall_ns),
+                 "the waiter slept: %llu ns of CPU in %llu ns",
+                 (unsigned long long)atomic_load(&pg->cpu_ns),
+                 (unsigned long long)atomic_load(&pg->wall_ns));
+    /* The dead holder's unit counts (its job was finished), and the ring
+     * is whole: exactly 5 - 1 for everyone else. */
+    got = atomic_load(&pg->granted);
+    for (int i = 0; i < 10; i++)
+        got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    cr_assert_eq(got, 4, "got %llu", (unsigned long long)got);
+    fclose(f);
+    munmap(pg, sizeof *pg);
+    rl_store_close(s);
+}
+
+/* Run store_window_ns take in a new PID namespace; its output line. */
+static void ns_take(const char *prog, char *out, size_t len)
+{
+    char cmd[1024];
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd,
+             "unshare -p -f --mount-proc '%s' '%s' %#llx take", prog, dir,
+             (unsigned long long)HASH_A);
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    out[0] = '\0';
+    cr_assert_not_null(fgets(out, (int)len, f), "the waiter ran");
+    pclose(f);
+}
+
+Test(store_race, a_waiter_in_another_pid_namespace_never_robs_a_live_holder,
+     .timeout = 20)
+{
+    static const struct rl_lock_ops parking = {
+        .lock = rl_ownerlock_lock,
+        .unlock = rl_ownerlock_unlock,
+        .in_critical = park,
+    };
+    char prog[512], out[128];
+    struct rl_store *s;
+    struct rl_limit lim;
+    struct rl_slot sl;
+    unsigned long long g, ms;
+    double cpu;
+    pid_t holder;
+    int status;
+
+    ns_helper_path(prog, sizeof prog);
+    kpage = mmap(NULL, sizeof *kpage, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(kpage, MAP_FAILED);
+    window_slot(&s, &lim, &sl);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        rl_window_set_lock_ops(&parking);
+        rl_sliding_window.take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0);
+        _exit(3);
+    }
+    while (atomic_load(&kpage->parked) == 0)
+        usleep(1000);
+    /* Its pid means nothing in the waiter's namespace: still waited for
+     * (up to the lock's bound, asleep), then denied, never robbed. */
+    ns_take(prog, out, sizeof out);
+    kill(holder, SIGKILL);
+    waitpid(holder, &status, 0);
+    cr_assert_eq(sscanf(out, "granted=%llu ms=%llu cpu_ms=%lf", &g, &ms, &cpu),
+                 3, "%s", out);
+    cr_assert_eq(g, 0, "%s", out);
+    cr_assert_geq(ms, 900, "%s", out);
+    cr_assert_lt(cpu * 100, (double)ms, "%s", out);
+    /* The holder killed: the next waiter there goes at once. */
+    ns_take(prog, out, sizeof out);
+    cr_assert_eq(sscanf(out, "granted=%llu ms=%llu cpu_ms=%lf", &g, &ms, &cpu),
+                 3, "%s", out);
+    cr_assert_eq(g, 1, "%s", out);
+    cr_assert_lt(ms, 1000, "%s", out);
+    munmap(kpage, sizeof *kpage);
+    rl_store_close(s);
+}
