@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -93,6 +94,16 @@ static void ensure_mutex(rl_word *lk)
     }
 }
 
+#define SPINS 100
+#define YIELDS 64
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 static void deadline(struct timespec *ts)
 {
     clock_gettime(CLOCK_REALTIME, ts);
@@ -116,6 +127,18 @@ int rl_ownerlock_lock(rl_word *lk)
     atomic_signal_fence(memory_order_seq_cst);
     ensure_mutex(lk);
     r = pthread_mutex_trylock(m);
+    /* A holder is inside for well under a microsecond: look at the lock
+     * word a little before sleeping in the kernel (glibc keeps the
+     * holder's tid in the mutex's first int; only a hint, trylock
+     * decides). A stopped or dead holder costs these few loads. */
+    for (unsigned spin = 0; r == EBUSY && spin < SPINS + YIELDS; spin++) {
+        if ((uint32_t)atomic_load_explicit(&lk[0], memory_order_relaxed) == 0)
+            r = pthread_mutex_trylock(m);
+        else if (spin < SPINS)
+            cpu_relax();
+        else
+            sched_yield(); /* a holder preempted on a busy machine */
+    }
     if (r == EBUSY) {
         deadline(&ts);
         r = pthread_mutex_timedlock(m, &ts);
