@@ -37,6 +37,12 @@ static void reset_rule_words(struct reset *r, const struct rl_rule *rule,
     rl_budget_layout(rule, &l);
     if (!slot->words || l.nwords > slot->nwords)
         return;
+    /* Leases are zeroed before and after the buckets (policy/lease.c):
+     * units a thread took from the old bucket are never spent beside a
+     * full new one. */
+    if (l.lease)
+        rl_store_reset_words(r->store, slot->index, l.lease,
+                             l.nwords - l.lease);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
             const struct rl_limit *lim = &rule->limits[k][i];
@@ -46,6 +52,9 @@ static void reset_rule_words(struct reset *r, const struct rl_rule *rule,
                 r->busy++;
         }
     }
+    if (l.lease)
+        rl_store_reset_words(r->store, slot->index, l.lease,
+                             l.nwords - l.lease);
 }
 
 static int reset_slot(const struct rl_slot_info *info, struct rl_slot *slot,
@@ -164,7 +173,7 @@ int rl_cmd_reset(int argc, char **argv)
     if (!cfg)
         return reset_all_segments(r.user);
     r.cfg = cfg;
-    e = rl_store_attach(&r.store, NULL, (uint32_t)getuid(), cfg->hash, why,
+    e = rl_store_attach(&r.store, NULL, (uint32_t)getuid(), rl_budget_hash(cfg), why,
                         sizeof why);
     if (e == -ENOENT) {
         printf("rlshim: nothing to reset (%s)\n", why);
