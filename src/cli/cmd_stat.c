@@ -349,13 +349,19 @@ int rl_cmd_stat(int argc, char **argv)
                 "rlshim: %s has state = process: each process keeps "
                 "its own counters, none are shown here\n",
                 cfg->path ? cfg->path : "the config");
-    if (all || (!cfg && !watch)) {
-        /* Without a config, which segment is meant is unknown: all. */
-        status = show_all(&v);
-        goto out;
-    }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    if (all || !cfg) {
+        /* Without a config, which segment is meant is unknown: all. */
+        do {
+            if (watch && !v.json)
+                fputs("\033[H\033[2J", stdout);
+            status = show_all(&v);
+            if (watch)
+                sleep(1);
+        } while (watch && !stop && status == 0);
+        goto out;
+    }
     do {
         if (!s) {
             r = rl_store_attach(&s, NULL, (uint32_t)getuid(),
