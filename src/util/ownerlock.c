@@ -36,7 +36,8 @@ _Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8,
 _Static_assert(_Alignof(pthread_mutex_t) <= 8,
                "state words are 8-byte aligned");
 
-static uint64_t image[RL_WINDOW_LOCK_WORDS];
+/* Atomic words: racing first callers store the same values. */
+static _Atomic uint64_t image[RL_WINDOW_LOCK_WORDS];
 static atomic_int image_ready;
 
 static __thread volatile sig_atomic_t inside
@@ -61,7 +62,8 @@ static void make_image(void)
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&u.m, &a);
     pthread_mutexattr_destroy(&a);
-    memcpy(image, u.w, sizeof image);
+    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++)
+        atomic_store_explicit(&image[i], u.w[i], memory_order_relaxed);
     /* Pairs with the acquire above: `image` is complete when seen. */
     atomic_store_explicit(&image_ready, 1, memory_order_release);
 }
@@ -78,19 +80,19 @@ static void ensure_mutex(rl_word *lk)
 {
     make_image();
     for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++) {
+        uint64_t want = atomic_load_explicit(&image[i], memory_order_relaxed);
         uint64_t cur;
 
-        if (image[i] == 0)
+        if (want == 0)
             continue;
         /* Relaxed is enough for the fast path: the CAS (seq_cst) below or
          * an earlier one in this process orders the words before glibc
          * reads them; glibc's own lock CAS orders the rest. */
         cur = atomic_load_explicit(&lk[i], memory_order_relaxed);
-        if (cur == image[i])
+        if (cur == want)
             continue;
-        if (!atomic_compare_exchange_strong(&lk[i], &cur, image[i]) &&
-            cur != image[i])
-            atomic_store(&lk[i], image[i]);
+        if (!atomic_compare_exchange_strong(&lk[i], &cur, want) && cur != want)
+            atomic_store(&lk[i], want);
     }
 }
 
@@ -147,7 +149,7 @@ int rl_ownerlock_lock(rl_word *lk)
         /* Unlocked once without being made consistent (by no code of
          * ours): no one can hold it, so a fresh mutex is as good. */
         for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++)
-            atomic_store(&lk[i], image[i]);
+            atomic_store(&lk[i], atomic_load(&image[i]));
         r = pthread_mutex_trylock(m);
     }
     if (r == EOWNERDEAD) {
