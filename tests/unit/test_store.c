@@ -168,6 +168,15 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, stale), 72);
     cr_assert_eq(offsetof(struct rl_seg_header, arena_used), 80);
     cr_assert_eq(offsetof(struct rl_seg_header, overflow_used), 88);
+    cr_assert_eq(offsetof(struct rl_seg_header, boot_id), 96);
+    cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
+    cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
+    cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
+    cr_assert_eq(RL_LAYOUT_VERSION, 2, "boot id, period and last use");
+    /* A window's lock words hold a pthread_mutex_t (layout.h). */
+    cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
+    cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
+    cr_assert_leq(sizeof(pthread_mutex_t), RL_WINDOW_LOCK_WORDS * 8);
     cr_assert_eq(sizeof(struct rl_seg_slot), 176);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
