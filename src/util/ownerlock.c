@@ -36,25 +36,27 @@ _Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8,
 _Static_assert(_Alignof(pthread_mutex_t) <= 8,
                "state words are 8-byte aligned");
 
-/* Atomic words: racing first callers store the same values. */
+/* Atomic words: racing first callers store the same values. `image_bits`
+ * has bit i set when image[i] is not zero, and READY once `image` is
+ * complete (release, paired with the acquire in image_words). */
 static _Atomic uint64_t image[RL_WINDOW_LOCK_WORDS];
-static atomic_int image_ready;
+static atomic_uint image_bits;
+#define READY (1u << 31)
 
 static __thread volatile sig_atomic_t inside
     __attribute__((tls_model("initial-exec")));
 
 /* pthread_mutex_init on a local mutex only writes memory: safe to redo by
  * racing first callers, which all compute the same image. */
-static void make_image(void)
+static unsigned make_image(void)
 {
     union {
         pthread_mutex_t m;
         uint64_t w[RL_WINDOW_LOCK_WORDS];
     } u;
     pthread_mutexattr_t a;
+    unsigned bits = READY;
 
-    if (atomic_load_explicit(&image_ready, memory_order_acquire))
-        return;
     memset(&u, 0, sizeof u);
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_NORMAL);
@@ -62,33 +64,41 @@ static void make_image(void)
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&u.m, &a);
     pthread_mutexattr_destroy(&a);
-    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++)
+    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++) {
         atomic_store_explicit(&image[i], u.w[i], memory_order_relaxed);
-    /* Pairs with the acquire above: `image` is complete when seen. */
-    atomic_store_explicit(&image_ready, 1, memory_order_release);
+        if (u.w[i])
+            bits |= 1u << i;
+    }
+    atomic_store_explicit(&image_bits, bits, memory_order_release);
+    return bits;
+}
+
+/* Which words of the image are not zero (bits), once it is made. */
+static inline unsigned image_words(void)
+{
+    unsigned bits = atomic_load_explicit(&image_bits, memory_order_acquire);
+
+    return (bits ? bits : make_image()) & ~READY;
 }
 
 uint64_t rl_ownerlock_self(void)
 {
-    make_image();
+    (void)image_words();
     return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)gettid();
 }
 
 /* Put the attributes in (see the top). A word that is neither zero nor
  * the image was never written by a process of ours there: written over. */
-static void ensure_mutex(rl_word *lk)
+static inline void ensure_mutex(rl_word *lk)
 {
-    make_image();
-    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++) {
+    for (unsigned bits = image_words(); bits; bits &= bits - 1) {
+        unsigned i = (unsigned)__builtin_ctz(bits);
         uint64_t want = atomic_load_explicit(&image[i], memory_order_relaxed);
-        uint64_t cur;
-
-        if (want == 0)
-            continue;
         /* Relaxed is enough for the fast path: the CAS (seq_cst) below or
-         * an earlier one in this process orders the words before glibc
-         * reads them; glibc's own lock CAS orders the rest. */
-        cur = atomic_load_explicit(&lk[i], memory_order_relaxed);
+         * an earlier one orders the words before glibc reads them;
+         * glibc's own lock CAS orders the rest. */
+        uint64_t cur = atomic_load_explicit(&lk[i], memory_order_relaxed);
+
         if (cur == want)
             continue;
         if (!atomic_compare_exchange_strong(&lk[i], &cur, want) && cur != want)
