@@ -228,7 +228,13 @@ static int show_segment(uint64_t hash, void *arg)
                 (unsigned long long)hash, ago, (double)d.max_period_ns / 1e9,
                 a->v->cfg && rl_budget_hash(a->v->cfg) == hash ? " (this config)"
                                                          : "");
+    /* Another config's segment: its words are read with no config, never
+     * through this one's layout. */
+    const struct rl_config *cfg = a->v->cfg;
+    if (cfg && rl_budget_hash(cfg) != hash)
+        a->v->cfg = NULL;
     show(s, a->v);
+    a->v->cfg = cfg;
     if (a->v->json)
         fputs("}", a->v->out);
     rl_store_close(s);
