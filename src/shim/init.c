@@ -283,8 +283,11 @@ static void before_fork(void)
     }
 }
 
+int rl_shim_pid;
+
 static void in_child(void)
 {
+    __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
     if (__atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
         set_state(RL_SHIM_PENDING);
     if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
@@ -329,6 +332,7 @@ __attribute__((constructor)) static void rl_shim_init(void)
     done = 1;
     int saved = errno;
     rl_real_resolve();
+    __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
     pthread_atfork(before_fork, NULL, in_child);
     rl_shim_busy = 1;
     int s = load();

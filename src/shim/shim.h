@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 /* Where the shim stands in this process image. The constructor parses
  * the config (so a broken one says so, or exits under RLSHIM_STRICT=1, at
@@ -34,6 +35,18 @@ extern int rl_shim_state;
  * calls), which rl_hook_reentered charges. initial-exec: no allocation on
  * first access. */
 extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
+
+/* The pid this image runs as, set by the constructor and in a fork child.
+ * A vfork child (python's subprocess, for one) runs in its parent's memory
+ * until it execs: its close/dup calls must not change the parent's marks,
+ * so the bookkeeping hooks ask rl_shim_in_vfork_child() before they touch
+ * a mark (one getpid(2), paid only when a mark would change). */
+extern int rl_shim_pid;
+
+static inline bool rl_shim_in_vfork_child(void)
+{
+    return getpid() != __atomic_load_n(&rl_shim_pid, __ATOMIC_RELAXED);
+}
 
 /* The deferred set-up, once: true when the shim is READY after it. Never
  * waits on itself (a call from inside the shim, or from a signal handler
