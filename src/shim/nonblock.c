@@ -108,8 +108,8 @@ void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
 }
 
 int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
-                 const struct sockaddr *sa, socklen_t salen, uint64_t want,
-                 uint64_t min)
+                 const struct sockaddr *sa, socklen_t salen, uint64_t calls,
+                 uint64_t want, uint64_t min)
 {
     if (rl_ready_any()) {
         uint64_t now = rl_clock_now_ns(), until = 0;
@@ -138,7 +138,7 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
             give_back(t); /* a datagram larger than the turn taken */
         }
     }
-    int act = rl_gate_send(t, call, fd, sa, salen, 1, 1, want, min);
+    int act = rl_gate_send(t, call, fd, sa, salen, calls, 1, want, min);
     if (act == RL_GATE_FAIL) {
         hold_after_denial(fd, want, min);
         return act;
@@ -196,8 +196,9 @@ int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
 void rl_wait_forget_slow(unsigned first, unsigned last)
 {
     /* From a handler that interrupted the shim: leave it (a stale entry
-     * at worst, gone at the number's next close). */
-    if (!rl_shim_enter())
+     * at worst, gone at the number's next close). A vfork child closes
+     * its own fds, in its parent's memory: the parent's entries stay. */
+    if (rl_shim_in_vfork_child() || !rl_shim_enter())
         return;
     int saved = errno;
     if (first == last)

@@ -24,14 +24,15 @@ static inline bool rl_wait_live(void)
             atomic_load_explicit(&rl_ready_n, memory_order_relaxed)) != 0;
 }
 
-/* rl_gate_send for one charged send call on fd, shaped for the socket:
+/* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's
+ * messages), shaped for the socket:
  * a non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in `flags`) never
  * sleeps: a denial or a later turn answers EAGAIN and the socket is not
  * reported writable until then; a blocking one with SO_SNDTIMEO never
  * sleeps longer than that (EAGAIN at once). Same result as rl_gate_send. */
 int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
-                 const struct sockaddr *sa, socklen_t salen, uint64_t want,
-                 uint64_t min);
+                 const struct sockaddr *sa, socklen_t salen, uint64_t calls,
+                 uint64_t want, uint64_t min);
 
 /* Before a connect on fd: a connect the shim deferred answers here.
  * Returns 1 when the call is answered (*ret, errno set: EALREADY while
