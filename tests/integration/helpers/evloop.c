@@ -179,6 +179,13 @@ static int upload(int port, const char *path)
         size_t n = total - off < 65536 ? total - off : 65536;
         ssize_t k = send(fd, data + off, n, MSG_NOSIGNAL);
         sends++;
+        /* The timer between sends too: a send that sleeps stalls it. */
+        uint64_t ticked = 0;
+        if (read(tfd, &ticked, sizeof ticked) == sizeof ticked) {
+            if (now() - next_tick > worst_late)
+                worst_late = now() - next_tick;
+            next_tick += 0.05 * (double)ticked;
+        }
         if (k > 0) {
             off += (size_t)k;
         } else if (errno == EAGAIN) {
