@@ -670,9 +670,15 @@ static void p_fleet(struct pstate *ps, const struct key *k, void *field,
                     const char *v)
 {
     struct rl_fleet_addr a;
-    const char *why = rl_fleet_addr_parse(v, &a);
+    const char *why;
 
     (void)k;
+    if (strcmp(v, "off") == 0) {
+        free(*(char **)field);
+        *(char **)field = NULL;
+        return;
+    }
+    why = rl_fleet_addr_parse(v, &a);
     if (why != NULL) {
         err(ps, ps->lineno, "bad value '%s' for 'fleet' in [rlshim]: %s", v,
             why);
@@ -692,6 +698,11 @@ static void p_fleet_password(struct pstate *ps, const struct key *k,
     struct stat st;
 
     (void)k;
+    if (strcmp(v, "none") == 0) {
+        free(*(char **)field);
+        *(char **)field = NULL;
+        return;
+    }
     if (v[0] != '/') {
         err(ps, ps->lineno,
             "'fleet_password' in [rlshim] must be the absolute path of a "
@@ -1139,10 +1150,8 @@ static void settle_fleet(struct pstate *ps)
             break;
         if (s->kind == SK_RLSHIM) {
             unsigned l = key_line(s, "fleet_password");
-            if (l == 0)
-                l = key_line(s, "fleet_fallback");
-            if (l != 0)
-                err(ps, l, "fleet settings without 'fleet' in [rlshim]");
+            if (l != 0 && ps->cfg->fleet_password != NULL)
+                err(ps, l, "'fleet_password' without 'fleet' in [rlshim]");
         } else if (sect_kinds[s->kind].rule &&
                    ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET) {
             err(ps, key_line(s, "scope"),
@@ -1177,7 +1186,8 @@ static uint64_t hash_config(const struct rl_config *c)
         const struct rl_rule *r = &c->rules[i];
         h = rl_hash_str(h, r->section);
         h = rl_hash_u64(h, r->algo);
-        h = rl_hash_u64(h, (uint64_t)r->scope);
+        if (r->scope != RL_SCOPE_HOST) /* host budgets hash as before */
+            h = rl_hash_u64(h, (uint64_t)r->scope);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             h = rl_hash_u64(h, r->nlimits[k]);
             for (unsigned j = 0; j < r->nlimits[k]; j++)
