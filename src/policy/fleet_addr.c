@@ -59,6 +59,8 @@ const char *rl_fleet_addr_parse(const char *v, struct rl_fleet_addr *out)
         return "use redis://HOST[:PORT][/DB] or unix:/path.sock";
     const char *h = v + 8;
     char host[64];
+    if (strchr(h, '@') != NULL)
+        return "no password in the address: use fleet_password = FILE";
     const char *rest;
     if (*h == '[') {
         const char *e = strchr(h, ']');
@@ -75,8 +77,6 @@ const char *rl_fleet_addr_parse(const char *v, struct rl_fleet_addr *out)
         host[n] = '\0';
         rest = h + n;
     }
-    if (strchr(host, '@') != NULL)
-        return "no password in the address: use fleet_password = FILE";
     uint16_t port;
     const char *why = parse_port_db(rest, out, &port);
     if (why != NULL)
