@@ -5,6 +5,7 @@
 #define RL_TEST_REDIS_SERVER_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
