@@ -377,3 +377,59 @@ Test(fleet, a_password_from_a_file_and_a_wrong_one)
     cr_expect_eq(hosts_err_lines(3, 1, "AUTH refused"), 3);
     cr_expect_eq(hosts_err_lines(3, 1, "fleet Redis"), 3);
 }
+
+Test(fleet, survives_fork_and_close_range_sweeps)
+{
+    need_redis();
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "fleet_fallback = allow\n"
+                   "[default]\nscope = fleet\nconnect = 10/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   R.port, srv.port);
+    /* Each process sweeps its descriptors (the Redis connection too)
+     * after every connect; the parents decided once before forking. */
+    setenv("FLEET_SWEEP", "1", 1);
+    setenv("FLEET_PARENT_FIRST", "1", 1);
+    connects(3, 3, 1, 3, 0);
+    unsetenv("FLEET_SWEEP");
+    unsetenv("FLEET_PARENT_FIRST");
+    usleep(200000);
+    static double t[4096];
+    int got = conn_times(t, 4096);
+    double span = got > 0 ? t[got - 1] - t[0] : 0;
+    printf("fleet sweeps: %d admitted in %.2f s (limit %.0f), %d fallback "
+           "lines\n",
+           got, span, 10 + 10 * span, hosts_err_lines(3, 0, "fleet Redis"));
+    /* Still one fleet budget (allow would have let hundreds through). A
+     * parent waits for its first grant, so the run's span is measured. */
+    cr_expect_leq(got, 10 + 10 * span + 1, "%d admitted", got);
+    cr_expect_geq(got, 30, "%d admitted", got);
+    cr_expect_eq(hosts_err_lines(3, 0, "fleet Redis"), 0);
+}
+
+Test(fleet, a_forked_child_opens_its_own_connection)
+{
+    need_redis();
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "fleet_fallback = allow\n"
+                   "[default]\nscope = fleet\nconnect = 10/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   R.port, srv.port);
+    /* Parents decide, fork, and keep deciding beside their children: a
+     * shared connection would interleave their commands and replies. */
+    setenv("FLEET_PARENT_FIRST", "1", 1);
+    setenv("FLEET_PARENT_TOO", "1", 1);
+    connects(3, 2, 4, 3, 0);
+    unsetenv("FLEET_PARENT_FIRST");
+    unsetenv("FLEET_PARENT_TOO");
+    usleep(200000);
+    static double t[4096];
+    int got = conn_times(t, 4096);
+    double span = got > 0 ? t[got - 1] - t[0] : 0;
+    printf("fleet fork: %d admitted in %.2f s (limit %.0f), %d fallback "
+           "lines\n",
+           got, span, 10 + 10 * span, hosts_err_lines(3, 0, "fleet Redis"));
+    cr_expect_leq(got, 10 + 10 * span + 1, "%d admitted", got);
+    cr_expect_geq(got, 30, "%d admitted", got);
+    cr_expect_eq(hosts_err_lines(3, 0, "fleet Redis"), 0);
+}

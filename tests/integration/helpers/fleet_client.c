@@ -8,7 +8,15 @@
  * connect sleeps 2 ms before the next). Prints, summed over all:
  *   ok=N denied=N slowest_us=N
  * where slowest_us is the longest a single connect call took (a decision
- * waiting on Redis must be bounded). */
+ * waiting on Redis must be bounded).
+ *
+ * FLEET_SWEEP=1: after each connect, the thread closes every descriptor
+ * from 3 up (close_range, as daemons and spawn helpers do), the shim's
+ * connection to Redis included. FLEET_PARENT_FIRST=1: the parent makes
+ * one connect before it forks (so that the children inherit a process
+ * that has a connection to Redis: each must open its own);
+ * FLEET_PARENT_TOO=1: the parent runs THREADS threads of its own as well
+ * (its connection and its children's are then in use at once). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -19,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +39,7 @@ struct totals {
 static struct totals *tot;
 static int port;
 static double seconds;
+static int sweep, once;
 
 static double now_s(void)
 {
@@ -55,8 +65,12 @@ static void *worker(void *arg)
                                                          &cur, us))
             ;
         close(fd);
+        if (sweep)
+            syscall(SYS_close_range, 3u, ~0u, 0u);
         if (r == 0) {
             atomic_fetch_add(&tot->ok, 1);
+            if (once)
+                break;
         } else {
             atomic_fetch_add(&tot->denied, 1);
             usleep(2000);
@@ -79,6 +93,13 @@ int main(int argc, char **argv)
                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (tot == MAP_FAILED)
         return 1;
+    sweep = getenv("FLEET_SWEEP") != NULL;
+    if (getenv("FLEET_PARENT_FIRST") != NULL) {
+        double forever = now_s() + 5;
+        once = 1;
+        worker(&forever);
+        once = 0;
+    }
     double end = now_s() + seconds;
     for (int p = 0; p < procs; p++) {
         pid_t pid = fork();
@@ -93,6 +114,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             pthread_join(th[i], NULL);
         _exit(0);
+    }
+    if (getenv("FLEET_PARENT_TOO") != NULL) {
+        pthread_t th[64];
+        int n = threads < 64 ? threads : 64;
+        for (int i = 0; i < n; i++)
+            pthread_create(&th[i], NULL, worker, &end);
+        for (int i = 0; i < n; i++)
+            pthread_join(th[i], NULL);
     }
     while (wait(NULL) > 0)
         ;
