@@ -61,6 +61,9 @@ enum rl_fleet_fallback {
     RL_FLEET_DENY = 3,
 };
 enum rl_scope { RL_SCOPE_HOST = 0, RL_SCOPE_FLEET = 1 };
+/* io_uring = deny: under a rule, syscall(SYS_io_uring_setup) answers
+ * ENOSYS (so runtimes fall back to calls the shim sees); allow: untouched. */
+enum rl_io_uring { RL_IO_URING_DENY = 0, RL_IO_URING_ALLOW = 1 };
 enum rl_log_target {
     RL_LOG_OFF = 0,
     RL_LOG_STDERR = 1,
@@ -97,6 +100,7 @@ struct rl_config {
     char *log_path; /* RL_LOG_FILE */
     bool dry_run;
     bool report;
+    int io_uring;   /* enum rl_io_uring */
     uint32_t max_users;
     char *fleet;          /* "redis://..." or "unix:..." as written; NULL: off */
     char *fleet_password; /* the file holding it (checked at load) */
