@@ -605,9 +605,16 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
             return fallback(rule, kind, states, now, want, min, max_wait_ns,
                             v);
     }
-    struct timespec ts = {(time_t)(deadline / 1000000000u),
-                          (long)(deadline % 1000000000u)};
-    if (pthread_mutex_clocklock(&F.mu, CLOCK_MONOTONIC, &ts) != 0) {
+    /* timedlock (CLOCK_REALTIME) rather than clocklock: sanitizers know
+     * it; a clock step only moves this one bound. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += RL_FLEET_WAIT_NS;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (pthread_mutex_timedlock(&F.mu, &ts) != 0) {
         /* Other threads of ours kept Redis busy for 50 ms: Redis answers,
          * so this is no outage; never admit without it. */
         if (!down)
