@@ -284,3 +284,41 @@ Test(fleet, redis_away_falls_back_within_50ms_and_says_so_once)
     cr_expect(rl_fleet_up());
     cr_expect_lt(rl_clock_now_ns() - t1, 1100 * MS);
 }
+
+/* `rlshim check` names the fleet budgets and pings Redis. */
+static void check_output(const char *ini, char *out, size_t len)
+{
+    const char *b = getenv("RLSHIM_BUILD");
+    cr_assert_not_null(b, "RLSHIM_BUILD is not set (run through make unit)");
+    char path[128], cmd[512];
+    snprintf(path, sizeof path, "%s/check.ini", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(ini, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s/rlshim' check -c '%s' 2>&1", b, path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    pclose(p);
+}
+
+Test(fleet, check_names_fleet_budgets_and_pings_redis)
+{
+    start_redis();
+    char ini[512], out[4096];
+    snprintf(ini, sizeof ini,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\n[user:crawler]\n"
+             "scope = fleet\nconnect = 1/s\n[user:local]\nconnect = 1/s\n",
+             R.port);
+    check_output(ini, out, sizeof out);
+    cr_expect(strstr(out, "fleet budgets: [user:crawler]\n") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "answers (PING") != NULL, "%s", out);
+    redis_kill(&R);
+    check_output(ini, out, sizeof out);
+    cr_expect(strstr(out, "is not answering (Connection refused): fleet "
+                          "budgets would use fleet_fallback = share") != NULL,
+              "%s", out);
+}
