@@ -16,7 +16,7 @@ timed with time.perf_counter around posix_spawn + waitpid; the figure is
 the median, and the cost of the shim is its median minus that of an empty
 preload (passthrough.so: loading any preload costs that much).
 
-Environment: BENCH_ROUNDS (9), BENCH_STARTUP_RUNS (300)."""
+Environment: BENCH_ROUNDS (11), BENCH_STARTUP_RUNS (300)."""
 import os
 import shutil
 import statistics
@@ -26,7 +26,7 @@ import tempfile
 import time
 
 build = os.environ.get("RLSHIM_BUILD", os.path.abspath("build"))
-rounds = int(os.environ.get("BENCH_ROUNDS", "9"))
+rounds = int(os.environ.get("BENCH_ROUNDS", "11"))
 startup_runs = int(os.environ.get("BENCH_STARTUP_RUNS", "300"))
 helper = os.path.join(build, "tests", "helpers", "bench_net")
 shim = os.path.join(build, "librlshim.so")
