@@ -164,10 +164,11 @@ SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
 test: all $(B)/.test-deps unit integration lint
 
-# Unit tests of the store exec a second program of their own.
+# Unit tests of the store exec a second program of their own; those of
+# `rlshim run` preload the shim (without it they would skip).
 UNIT_HELPERS := $(filter $(B)/tests/helpers/store_%,$(HELPERS))
 
-unit: $(UNIT_BIN) $(UNIT_HELPERS) $(CLI_BIN)
+unit: $(UNIT_BIN) $(UNIT_HELPERS) $(CLI_BIN) $(SHIM_SO)
 	$(SUITE) unit $(UNIT_BIN) $(CRITERION_FLAGS)
 
 INTEG_FLAGS ?= --jobs 1
