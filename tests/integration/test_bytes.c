@@ -128,7 +128,7 @@ Test(bytes, node_posts_a_mebibyte_at_the_rate, .init = setup_http,
      .fini = teardown)
 {
     if (!h_have("node"))
-        cr_skip_test("node is not installed");
+        h_skip("node is not installed (make test installs nodejs)");
     char code[800];
     snprintf(code, sizeof code,
              "const d = require('fs').readFileSync('%s');"

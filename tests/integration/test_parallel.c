@@ -48,7 +48,7 @@ static long long posted(int n, double *last)
 Test(parallel, java_httpclient_sixteen_requests_share_the_byte_rate)
 {
     if (!h_have("javac") || !h_have("java"))
-        cr_skip_test("no JDK");
+        h_skip("no JDK (make test installs default-jdk-headless)");
     char cmd[1200];
     snprintf(cmd, sizeof cmd,
              "javac -d '%s' '%s/tests/integration/stress/Parallel.java'",

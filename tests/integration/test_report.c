@@ -113,7 +113,7 @@ Test(report, says_there_is_no_config_when_asked_without_one)
 {
     struct stat sb;
     if (stat("/etc/rlshim.ini", &sb) == 0)
-        cr_skip_test("a system config exists");
+        h_skip("a system config exists");
     h_no_config = true;
     connects(1, true);
     cr_expect_eq(h_file_lines(errlog, "rlshim: report: "), 1);
