@@ -47,13 +47,18 @@ endif
 # hiredis, libseccomp, Go and Debian's pytest (pytest-3: python3 on PATH
 # may not be Debian's).
 BUILD_DEPS := pkg-config:cmd:pkg-config libinih-dev:pc:inih
+# rlshim run --seccomp: only the CLI links libseccomp (never the .so).
+BUILD_DEPS += libseccomp-dev:pc:libseccomp
+SECCOMP_CFLAGS = $(shell pkg-config --cflags libseccomp 2>/dev/null)
+SECCOMP_LIBS   = $(shell pkg-config --libs libseccomp 2>/dev/null)
 TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
               wget:cmd:wget python3:cmd:python3 openssl:cmd:openssl \
               mandoc:cmd:mandoc socat:cmd:socat binutils:cmd:nm \
               nodejs:cmd:node default-jdk-headless:cmd:javac \
               redis-server:cmd:redis-server libhiredis-dev:pc:hiredis \
-              libseccomp-dev:pc:libseccomp golang-go:cmd:go \
               python3-pytest:cmd:pytest-3
+# The seccomp tests build a Go client (standard library only, offline).
+TEST_DEPS  += golang-go:cmd:go
 ENSURE     := sh .ci/ensure-deps
 
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
@@ -63,7 +68,7 @@ RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
              -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"' \
              -DRL_LIBDIR='"$(LIBDIR)"'
-ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
@@ -122,7 +127,8 @@ $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
 	    $(ALL_LDFLAGS) -ldl
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
-	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS)
+	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	    $(SECCOMP_LIBS)
 
 # Test objects need Criterion's headers, so they are built after test deps.
 $(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
