@@ -313,6 +313,13 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
  * control.log: the test's stderr.log stays the throttled run's. Run it
  * after the test has read its servers' logs: the control reaches them
  * too. */
+/* A config whose limits never bind: the control's. */
+static const char h_never_binds[] =
+    "[default]\n"
+    "connect = 1000000/s\nconnect_burst = 1000000000\n"
+    "send = 1000000/s\nsend_burst = 1000000000\n"
+    "send_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n";
+
 H_FN void h_run_control(struct run *c, double timeout, char *const argv[])
 {
     char config[300], state[300];
@@ -320,11 +327,7 @@ H_FN void h_run_control(struct run *c, double timeout, char *const argv[])
     snprintf(state, sizeof state, "%s/control-state", h_dir);
     FILE *f = fopen(config, "w");
     cr_assert_not_null(f);
-    fputs("[default]\n"
-          "connect = 1000000/s\nconnect_burst = 1000000000\n"
-          "send = 1000000/s\nsend_burst = 1000000000\n"
-          "send_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n",
-          f);
+    fputs(h_never_binds, f);
     fclose(f);
     if (mkdir(state, 0700) != 0)
         cr_assert_eq(errno, EEXIST);
