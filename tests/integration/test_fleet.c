@@ -50,8 +50,19 @@ static pid_t host_spawn(int h, int n, char *const argv[])
         int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(o, 1);
         dup2(e, 2);
-        char so[600];
-        snprintf(so, sizeof so, "%s/librlshim.so", h_env("RLSHIM_BUILD"));
+        /* An ASan build of the shim needs libasan first (as h_run). */
+        char so[1200], asan[512] = "";
+        const char *san = getenv("RLSHIM_SANITIZER");
+        if (san != NULL && strcmp(san, "address") == 0) {
+            FILE *p = popen("cc -print-file-name=libasan.so", "r");
+            if (p != NULL && fgets(asan, sizeof asan, p) != NULL)
+                asan[strcspn(asan, "\n")] = ' ';
+            if (p != NULL)
+                pclose(p);
+            setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        }
+        snprintf(so, sizeof so, "%s%s/librlshim.so", asan,
+                 h_env("RLSHIM_BUILD"));
         setenv("LD_PRELOAD", so, 1);
         setenv("RLSHIM_CONFIG", h_config, 1);
         setenv("RLSHIM_STATE_DIR", state, 1);
