@@ -202,6 +202,8 @@ bench: all $(BENCHES) $(HELPERS)
 	@for b in $(BENCHES); do echo "== $$b"; $(TEST_ENV) $$b || exit 1; done
 	@echo "== tests/bench/shim_overhead.py"
 	@$(TEST_ENV) python3 tests/bench/shim_overhead.py
+	@echo "== tests/bench/wait_overhead.py"
+	@$(TEST_ENV) python3 tests/bench/wait_overhead.py
 
 asan:
 	$(MAKE) SANITIZER=address unit integration

@@ -639,3 +639,43 @@ void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
 {
     rl_lease_refund(calls, bytes);
 }
+
+uint64_t rl_gate_send_eta(uint64_t bytes)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    if (rule == NULL)
+        return rl_gate.deny_all ? UINT64_MAX : 0;
+    /* The user's own budget (not a site's: a held socket is woken when
+     * its rule's budget allows, and asks again if a site still says no). */
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    if (b == NULL)
+        return 0;
+    uint64_t now = rl_clock_now_ns(), eta = 0;
+    uint64_t units[RL_KIND_COUNT] = {0, 1, bytes};
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        for (unsigned i = 0; i < rule->nlimits[k] && units[k] > 0; i++) {
+            const struct rl_limit *lim = &rule->limits[k][i];
+            const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+            uint64_t u = units[k] < lim->burst ? units[k] : lim->burst;
+            uint64_t w;
+            if (lim->algo == RL_ALGO_TOKEN_BUCKET) {
+                /* A reservation far into the future, given back at once
+                 * (the bucket's refund restores it exactly). */
+                struct rl_verdict v =
+                    a->take(b->states[k][i], lim, now, u, u, UINT64_MAX / 2);
+                if (v.granted > 0)
+                    a->refund(b->states[k][i], lim, now, &v, v.granted);
+                w = v.wait_ns;
+            } else {
+                /* A window's refund does not restore the stamps a take
+                 * replaced: ask again in a while instead. */
+                w = a->available(b->states[k][i], lim, now) >= u
+                        ? 0
+                        : RL_GATE_ETA_RETRY_NS;
+            }
+            if (w > eta)
+                eta = w;
+        }
+    }
+    return eta;
+}

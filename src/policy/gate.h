@@ -139,6 +139,15 @@ void rl_gate_report_enable(void);
  * was throttled. Other threads' leases go back when idle (lease.c). */
 void rl_gate_finish(void);
 
+/* ns from now until one send call carrying `bytes` could go without
+ * waiting (every limit of send and send_bytes has them free); 0 when it
+ * could go now, UINT64_MAX when it never could. Asks each token bucket by
+ * taking and at once giving back, so it changes no budget; a sliding
+ * window that has not got them says RL_GATE_ETA_RETRY_NS (ask again
+ * then). For the wait calls of non-blocking sockets (policy/ready.h). */
+#define RL_GATE_ETA_RETRY_NS 10000000u
+uint64_t rl_gate_send_eta(uint64_t bytes);
+
 /* The largest stream send that can ever be granted at once (the smallest
  * send_bytes burst), UINT64_MAX when bytes are not limited. */
 uint64_t rl_gate_max_bytes(void);

@@ -17,6 +17,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
+#include "shim/wait.h"
 
 /* A copy of `from`'s mark onto `to` changes something (and is not made by
  * a vfork child in its parent's memory). */
@@ -31,6 +32,7 @@ RL_EXPORT int close(int fd)
 {
     if (rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
         rl_fdtab_clear(fd);
+    rl_wait_forget(fd);
     return REAL(close)(fd);
 }
 
@@ -40,15 +42,19 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
      * image starts with an empty table): the marks stay. Invalid ranges
      * close nothing either. */
     if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC) &&
-        !rl_shim_in_vfork_child())
+        !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range(first, last);
+        rl_wait_forget_range(first, last);
+    }
     return REAL(close_range)(first, last, flags);
 }
 
 RL_EXPORT void closefrom(int lowfd)
 {
-    if (lowfd >= 0 && !rl_shim_in_vfork_child())
+    if (lowfd >= 0 && !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range((unsigned)lowfd, ~0u);
+        rl_wait_forget_range((unsigned)lowfd, ~0u);
+    }
     REAL(closefrom)(lowfd);
 }
 
@@ -65,6 +71,8 @@ RL_EXPORT int dup(int fd)
 
 RL_EXPORT int dup2(int from, int to)
 {
+    if (from != to)
+        rl_wait_forget(to);
     int r = REAL(dup2)(from, to);
     if (r >= 0 && from != to) {
         int saved = errno;
@@ -76,6 +84,8 @@ RL_EXPORT int dup2(int from, int to)
 
 RL_EXPORT int dup3(int from, int to, int flags)
 {
+    if (from != to)
+        rl_wait_forget(to);
     int r = REAL(dup3)(from, to, flags);
     if (r >= 0) {
         int saved = errno;
@@ -123,6 +133,7 @@ RL_EXPORT int fclose(FILE *fp)
         int fd = fileno(fp);
         if (fd >= 0 && rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
             rl_fdtab_clear(fd);
+        rl_wait_forget(fd);
     }
     return REAL(fclose)(fp);
 }

@@ -15,6 +15,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
+#include "shim/wait.h"
 
 uint32_t rl_hook_sock_type(int fd, uint32_t mark)
 {
@@ -112,9 +113,19 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (!concerns(sa, len) || !rl_shim_enter())
         return REAL(connect)(fd, sa, len);
-    int saved = errno;
+    int saved = errno, ret;
+    if (rl_wait_connect_again(fd, &ret)) {
+        /* A connect the shim deferred (shim/wait.h). */
+        rl_shim_leave();
+        return ret;
+    }
     struct rl_gate_ticket t;
     int act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
+    if (act == RL_HOOK_GO && t.wait_ns > 0 &&
+        rl_wait_connect_defer(fd, sa, len, &t)) {
+        rl_shim_leave();
+        return -1; /* EINPROGRESS: made at its turn */
+    }
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;

@@ -16,6 +16,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
+#include "shim/wait.h"
 
 static bool inet(const struct sockaddr *sa, socklen_t len)
 {
@@ -134,8 +135,10 @@ static int decide(struct rl_send *s)
     }
     uint64_t want, min;
     byte_range(s, kind == RL_FD_STREAM, &want, &min);
-    int act = rl_gate_send(&s->t, s->call, s->fd, s->sa, s->salen, s->calls, 1,
-                           want, min) == RL_GATE_FAIL
+    /* The gate's decision, shaped for a socket that must not sleep
+     * (shim/wait.h). */
+    int act = rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
+                           s->calls, want, min) == RL_GATE_FAIL
                   ? RL_HOOK_FAIL
                   : RL_HOOK_GO;
     if (act == RL_HOOK_FAIL) {

@@ -2,7 +2,8 @@
 """A byte sink on 127.0.0.1: TCP and UDP on the same random port.
 
 Usage: sink.py LOGFILE
-With SINK_PAUSE=SECONDS in the environment, each TCP connection is left
+With SINK_HOST=ADDRESS it listens there instead of 127.0.0.1 (a second
+site on 127.0.0.2). With SINK_PAUSE=SECONDS in the environment, each TCP connection is left
 unread for that long first (with a small receive buffer), so the sender's
 kernel buffers fill and its sends come back short.
 Prints "PORT <n>" on stdout once listening. Appends one line per TCP
@@ -27,6 +28,7 @@ def log(fh, line):
 
 
 PAUSE = float(os.environ.get("SINK_PAUSE", "0"))
+HOST = os.environ.get("SINK_HOST", "127.0.0.1")
 
 
 def serve_conn(fh, conn):
@@ -66,11 +68,11 @@ def main():
         t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if PAUSE > 0:
             t.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        t.bind(("127.0.0.1", 0))
+        t.bind((HOST, 0))
         port = t.getsockname()[1]
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            u.bind(("127.0.0.1", port))
+            u.bind((HOST, port))
             break
         except OSError:
             t.close()

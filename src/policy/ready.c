@@ -1,0 +1,256 @@
+/* ready.c — the held, reserved and deferred sockets (see ready.h).
+ *
+ * A flat array searched up to its high-water mark: the table holds the
+ * sockets waiting for their budget right now, a handful in practice. The
+ * mutex is taken only while an entry exists or is being made, never on a
+ * wait call's fast path. */
+#include "policy/ready.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+struct entry {
+    int fd; /* -1: free */
+    int what;
+    uint64_t until;
+    struct rl_gate_ticket t; /* RESERVE, CONNECT */
+    struct sockaddr_storage sa; /* CONNECT */
+    socklen_t salen;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct entry tab[RL_READY_MAX];
+static unsigned hw; /* entries at or above are free */
+atomic_uint rl_ready_n;
+
+static struct entry *find(int fd)
+{
+    for (unsigned i = 0; i < hw; i++)
+        if (tab[i].what != 0 && tab[i].fd == fd)
+            return &tab[i];
+    return NULL;
+}
+
+static struct entry *make(int fd)
+{
+    for (unsigned i = 0; i < RL_READY_MAX; i++) {
+        if (tab[i].what != 0)
+            continue;
+        if (i >= hw)
+            hw = i + 1;
+        tab[i].fd = fd;
+        atomic_fetch_add_explicit(&rl_ready_n, 1, memory_order_relaxed);
+        return &tab[i];
+    }
+    return NULL;
+}
+
+static void drop(struct entry *e)
+{
+    e->what = 0;
+    e->fd = -1;
+    atomic_fetch_sub_explicit(&rl_ready_n, 1, memory_order_relaxed);
+    while (hw > 0 && tab[hw - 1].what == 0)
+        hw--;
+}
+
+/* A reservation or connect not spent: back to the budget. */
+static void give_back(struct entry *e)
+{
+    if (e->what == RL_READY_RESERVE) {
+        rl_gate_refund(&e->t, RL_KIND_SEND, e->t.calls);
+        rl_gate_refund(&e->t, RL_KIND_SEND_BYTES, e->t.bytes);
+    } else if (e->what == RL_READY_CONNECT) {
+        rl_gate_refund(&e->t, RL_KIND_CONNECT, 1);
+    }
+}
+
+int rl_ready_hold(int fd, uint64_t until)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e == NULL) {
+        e = make(fd);
+        if (e == NULL) {
+            r = -ENOSPC;
+        } else {
+            e->what = RL_READY_HOLD;
+            e->until = until;
+            r = 1;
+        }
+    } else if (e->what == RL_READY_HOLD && until > e->until) {
+        e->until = until;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static int keep(int fd, int what, const struct rl_gate_ticket *t,
+                const struct sockaddr *sa, socklen_t len)
+{
+    pthread_mutex_lock(&mu);
+    int r = 1;
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        /* A hold (or an older turn: cannot happen, a send spends it
+         * first) is replaced by the newer decision. */
+        give_back(e);
+        r = 0;
+    } else {
+        e = make(fd);
+    }
+    if (e == NULL) {
+        r = -ENOSPC;
+    } else {
+        e->what = what;
+        e->t = *t;
+        e->until = t->now + t->wait_ns;
+        if (sa != NULL) {
+            memcpy(&e->sa, sa, len);
+            e->salen = len;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_reserve(int fd, const struct rl_gate_ticket *t)
+{
+    return keep(fd, RL_READY_RESERVE, t, NULL, 0);
+}
+
+int rl_ready_defer_connect(int fd, const struct rl_gate_ticket *t,
+                           const struct sockaddr *sa, socklen_t len)
+{
+    if (sa == NULL || len > sizeof(struct sockaddr_storage))
+        return -EINVAL;
+    return keep(fd, RL_READY_CONNECT, t, sa, len);
+}
+
+int rl_ready_claim(int fd, uint64_t now, bool take_early,
+                   struct rl_gate_ticket *t, uint64_t *until, int *what)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        *what = e->what;
+        *until = e->until;
+        if (e->what == RL_READY_CONNECT) {
+            r = -EAGAIN;
+        } else if (e->what == RL_READY_HOLD) {
+            if (now >= e->until)
+                drop(e);
+            else
+                r = -EAGAIN;
+        } else if (now >= e->until) {
+            *t = e->t;
+            drop(e);
+            r = 1;
+        } else {
+            r = -EAGAIN;
+            if (take_early) {
+                *t = e->t;
+                drop(e);
+            }
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_take_connect(int fd, uint64_t now, bool force,
+                          struct rl_gate_ticket *t,
+                          struct sockaddr_storage *sa, socklen_t *len,
+                          uint64_t *until)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e != NULL && e->what == RL_READY_CONNECT) {
+        *until = e->until;
+        if (force || now >= e->until) {
+            *t = e->t;
+            *sa = e->sa;
+            *len = e->salen;
+            drop(e);
+            r = 1;
+        } else {
+            r = -EAGAIN;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_hidden(int fd, uint64_t now)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e != NULL && (now < e->until || e->what == RL_READY_CONNECT))
+        r = e->what;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+unsigned rl_ready_snapshot(uint64_t now, struct rl_ready_view *out,
+                           unsigned cap, uint64_t *next)
+{
+    unsigned n = 0;
+    *next = UINT64_MAX;
+    pthread_mutex_lock(&mu);
+    for (unsigned i = 0; i < hw; i++) {
+        struct entry *e = &tab[i];
+        if (e->what == 0)
+            continue;
+        /* A deferred connect stays hidden until the shim connects it,
+         * which it does once due (so it is due "now" for the caller). */
+        if (now >= e->until && e->what != RL_READY_CONNECT) {
+            if (e->what == RL_READY_HOLD)
+                drop(e);
+            continue;
+        }
+        if (e->until < *next)
+            *next = e->until;
+        if (n < cap)
+            out[n++] = (struct rl_ready_view){e->fd, e->what, e->until};
+    }
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+void rl_ready_forget(int fd)
+{
+    pthread_mutex_lock(&mu);
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        give_back(e);
+        drop(e);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_ready_forget_range(unsigned first, unsigned last)
+{
+    pthread_mutex_lock(&mu);
+    for (unsigned i = 0; i < hw; i++) {
+        struct entry *e = &tab[i];
+        if (e->what != 0 && (unsigned)e->fd >= first &&
+            (unsigned)e->fd <= last) {
+            give_back(e);
+            drop(e);
+        }
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_ready_atfork_child(void)
+{
+    pthread_mutex_init(&mu, NULL);
+    memset(tab, 0, sizeof tab);
+    hw = 0;
+    atomic_store_explicit(&rl_ready_n, 0, memory_order_relaxed);
+}

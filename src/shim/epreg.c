@@ -1,0 +1,261 @@
+/* epreg.c — the program's epoll registrations (see epreg.h). */
+#include "shim/epreg.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/ready.h"
+#include "shim/wreal.h"
+
+#define SLOTS 2
+#define PENDING_MAX 1024
+
+struct reg {
+    int epfd; /* -1: free */
+    uint32_t events;
+    uint64_t data;
+    int mode; /* what the kernel has now (enum rl_epreg_mode) */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct reg (*regs)[SLOTS]; /* by fd number, grown on demand */
+static unsigned cap;
+/* fds with a registration shown less than FULL. */
+static int pending[PENDING_MAX];
+atomic_uint rl_epreg_npending;
+atomic_uint rl_epreg_n;
+
+int rl_epreg_mode_now(int fd, uint64_t now)
+{
+    if (!rl_ready_any())
+        return RL_EPREG_FULL;
+    switch (rl_ready_hidden(fd, now)) {
+    case RL_READY_CONNECT:
+        return RL_EPREG_ABSENT;
+    case RL_READY_HOLD:
+    case RL_READY_RESERVE:
+        return RL_EPREG_NOOUT;
+    default:
+        return RL_EPREG_FULL;
+    }
+}
+
+static bool grow(unsigned fd)
+{
+    if (fd < cap)
+        return true;
+    unsigned n = cap ? cap : 256;
+    while (n <= fd)
+        n *= 2;
+    struct reg(*p)[SLOTS] = realloc(regs, (size_t)n * sizeof *p);
+    if (p == NULL)
+        return false;
+    for (unsigned i = cap; i < n; i++)
+        for (int s = 0; s < SLOTS; s++)
+            p[i][s].epfd = -1;
+    regs = p;
+    cap = n;
+    return true;
+}
+
+static struct reg *slot(int epfd, int fd, bool make)
+{
+    if (fd < 0 || (!make && (unsigned)fd >= cap))
+        return NULL;
+    if (make && !grow((unsigned)fd))
+        return NULL;
+    struct reg *free_slot = NULL;
+    for (int s = 0; s < SLOTS; s++) {
+        if (regs[fd][s].epfd == epfd)
+            return &regs[fd][s];
+        if (regs[fd][s].epfd < 0 && free_slot == NULL)
+            free_slot = &regs[fd][s];
+    }
+    if (!make || free_slot == NULL)
+        return NULL;
+    free_slot->epfd = epfd;
+    free_slot->mode = RL_EPREG_FULL;
+    atomic_fetch_add_explicit(&rl_epreg_n, 1, memory_order_relaxed);
+    return free_slot;
+}
+
+static void unslot(struct reg *r)
+{
+    r->epfd = -1;
+    atomic_fetch_sub_explicit(&rl_epreg_n, 1, memory_order_relaxed);
+}
+
+static void mark_pending(int fd)
+{
+    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+    for (unsigned i = 0; i < n; i++)
+        if (pending[i] == fd)
+            return;
+    if (n < PENDING_MAX) {
+        pending[n] = fd;
+        atomic_store_explicit(&rl_epreg_npending, n + 1, memory_order_relaxed);
+    }
+}
+
+/* Put one registration in the kernel into `mode`. */
+static void apply(int fd, struct reg *r, int mode)
+{
+    if (r->mode == mode)
+        return;
+    struct epoll_event ev = {.events = r->events, .data.u64 = r->data};
+    if (mode == RL_EPREG_NOOUT)
+        ev.events &= ~(uint32_t)EPOLLOUT;
+    int op = mode == RL_EPREG_ABSENT  ? EPOLL_CTL_DEL
+             : r->mode == RL_EPREG_ABSENT ? EPOLL_CTL_ADD
+                                          : EPOLL_CTL_MOD;
+    if (op == EPOLL_CTL_MOD && !(r->events & EPOLLOUT)) {
+        /* Nothing to take out or put back. */
+        r->mode = mode;
+        return;
+    }
+    int saved = errno;
+    WREAL(epoll_ctl)(r->epfd, op, fd, &ev);
+    errno = saved;
+    r->mode = mode;
+}
+
+static void sync_locked(int fd, int mode)
+{
+    if (fd < 0 || (unsigned)fd >= cap)
+        return;
+    for (int s = 0; s < SLOTS; s++)
+        if (regs[fd][s].epfd >= 0)
+            apply(fd, &regs[fd][s], mode);
+    if (mode != RL_EPREG_FULL)
+        mark_pending(fd);
+}
+
+void rl_epreg_sync(int fd, int mode)
+{
+    pthread_mutex_lock(&mu);
+    sync_locked(fd, mode);
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_epreg_record(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+    int saved = errno;
+    pthread_mutex_lock(&mu);
+    struct reg *g = slot(epfd, fd, op != EPOLL_CTL_DEL);
+    if (g != NULL && op == EPOLL_CTL_DEL) {
+        unslot(g);
+    } else if (g != NULL && ev != NULL) {
+        g->events = ev->events;
+        g->data = ev->data.u64;
+        g->mode = RL_EPREG_FULL;
+    }
+    pthread_mutex_unlock(&mu);
+    errno = saved;
+}
+
+int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
+{
+    /* Held: the program's view here, the mode's in the kernel. */
+    pthread_mutex_lock(&mu);
+    int r = 0, err = 0;
+    struct reg *g = slot(epfd, fd, false);
+    if (op == EPOLL_CTL_ADD) {
+        if (g != NULL) {
+            err = EEXIST;
+        } else if (ev == NULL) {
+            err = EFAULT;
+        } else {
+            struct epoll_event kev = *ev;
+            if (mode == RL_EPREG_NOOUT) {
+                kev.events &= ~(uint32_t)EPOLLOUT;
+                r = WREAL(epoll_ctl)(epfd, op, fd, &kev);
+                err = r != 0 ? errno : 0;
+            }
+            if (err == 0) {
+                g = slot(epfd, fd, true);
+                if (g != NULL) {
+                    g->events = ev->events;
+                    g->data = ev->data.u64;
+                    g->mode = mode;
+                    mark_pending(fd);
+                }
+            }
+        }
+    } else if (g == NULL) {
+        /* Not recorded: the kernel decides (ENOENT, or a registration
+         * made where the shim could not record it). */
+        r = WREAL(epoll_ctl)(epfd, op, fd, ev);
+        err = r != 0 ? errno : 0;
+    } else if (op == EPOLL_CTL_DEL) {
+        if (g->mode != RL_EPREG_ABSENT) {
+            r = WREAL(epoll_ctl)(epfd, op, fd, ev);
+            err = r != 0 ? errno : 0;
+        }
+        unslot(g);
+    } else if (op == EPOLL_CTL_MOD && ev != NULL) {
+        g->events = ev->events;
+        g->data = ev->data.u64;
+        if (g->mode != RL_EPREG_ABSENT) {
+            struct epoll_event kev = *ev;
+            if (mode == RL_EPREG_NOOUT)
+                kev.events &= ~(uint32_t)EPOLLOUT;
+            r = WREAL(epoll_ctl)(epfd, op, fd, &kev);
+            err = r != 0 ? errno : 0;
+        }
+        g->mode = g->mode == RL_EPREG_ABSENT ? RL_EPREG_ABSENT : mode;
+        mark_pending(fd);
+    } else {
+        err = EINVAL;
+    }
+    pthread_mutex_unlock(&mu);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+void rl_epreg_settle(uint64_t now)
+{
+    pthread_mutex_lock(&mu);
+    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+    unsigned keep = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int fd = pending[i];
+        int mode = rl_epreg_mode_now(fd, now);
+        bool left = false;
+        if ((unsigned)fd < cap)
+            for (int s = 0; s < SLOTS; s++) {
+                struct reg *g = &regs[fd][s];
+                if (g->epfd < 0)
+                    continue;
+                apply(fd, g, mode);
+                left = true;
+            }
+        if (left && mode != RL_EPREG_FULL)
+            pending[keep++] = fd;
+    }
+    atomic_store_explicit(&rl_epreg_npending, keep, memory_order_relaxed);
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_epreg_forget(unsigned first, unsigned last)
+{
+    pthread_mutex_lock(&mu);
+    if (cap > 0 && first < cap) {
+        unsigned end = last < cap - 1 ? last : cap - 1;
+        for (unsigned fd = first; fd <= end; fd++)
+            for (int s = 0; s < SLOTS; s++)
+                if (regs[fd][s].epfd >= 0)
+                    unslot(&regs[fd][s]);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_epreg_atfork_child(void)
+{
+    pthread_mutex_init(&mu, NULL);
+}

@@ -1,0 +1,61 @@
+/* epreg.h — the epoll registrations of the program, as it made them, so
+ * that the kernel can be shown less while a socket is held (SPEC §2).
+ *
+ * The kernel reports a writable socket to every wait, and an unconnected
+ * TCP socket as EPOLLOUT|EPOLLHUP whatever the mask. So while a socket is
+ * held its registrations are changed in the kernel (EPOLLOUT taken out;
+ * for a deferred connect, the registration removed) and put back, with the
+ * program's events and data, when its turn comes: EPOLL_CTL_MOD re-arms an
+ * edge-triggered registration, so the program gets its edge then.
+ *
+ * Up to two (epoll fd, fd) registrations per fd number; more are not
+ * recorded (their socket is not hidden from those sets). Under one mutex;
+ * callers hold the shim's re-entry guard. */
+#ifndef RL_SHIM_EPREG_H
+#define RL_SHIM_EPREG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+enum rl_epreg_mode {
+    RL_EPREG_FULL = 0,   /* as the program registered it */
+    RL_EPREG_NOOUT = 1,  /* without EPOLLOUT (a held send) */
+    RL_EPREG_ABSENT = 2, /* not in the kernel (a deferred connect) */
+};
+
+/* Registrations recorded: while 0, a close costs nothing here. */
+extern atomic_uint rl_epreg_n;
+
+/* The mode a socket must have now (from policy/ready.h). */
+int rl_epreg_mode_now(int fd, uint64_t now);
+
+/* A successful epoll_ctl of the program on a socket shown in full. */
+void rl_epreg_record(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* The program's epoll_ctl on fd held in `mode` (not FULL): its view is
+ * recorded and the kernel is given what the mode allows. Returns what
+ * epoll_ctl returns (errno set). */
+int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode);
+
+/* Bring every registration of fd to `mode` in the kernel. */
+void rl_epreg_sync(int fd, int mode);
+
+/* For every fd shown less than FULL: bring it to its mode at `now`. */
+void rl_epreg_settle(uint64_t now);
+
+/* fds with a registration shown less than FULL (settle has work); read
+ * by every wait call, so inline. */
+extern atomic_uint rl_epreg_npending;
+
+static inline unsigned rl_epreg_pending(void)
+{
+    return atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+}
+
+/* Forget the registrations of every fd in [first, last] (closed). */
+void rl_epreg_forget(unsigned first, unsigned last);
+
+void rl_epreg_atfork_child(void);
+
+#endif

@@ -1,0 +1,68 @@
+/* wait.h — what the other hook files ask of hook_wait.c: the shaping of a
+ * send or connect on a socket that must not sleep in the shim, and the
+ * bookkeeping of a closed fd (SPEC §2, non-blocking sockets).
+ *
+ * Everything but rl_wait_forget* runs with the re-entry guard held. */
+#ifndef RL_SHIM_WAIT_H
+#define RL_SHIM_WAIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "policy/gate.h"
+#include "policy/ready.h"
+
+/* epoll registrations recorded (shim/epreg.c): with rl_ready_n, the only
+ * cost of a close while both are 0. */
+extern atomic_uint rl_epreg_n;
+
+static inline bool rl_wait_live(void)
+{
+    return (atomic_load_explicit(&rl_epreg_n, memory_order_relaxed) |
+            atomic_load_explicit(&rl_ready_n, memory_order_relaxed)) != 0;
+}
+
+/* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's
+ * messages), shaped for the socket:
+ * a non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in `flags`) never
+ * sleeps: a denial or a later turn answers EAGAIN and the socket is not
+ * reported writable until then; a blocking one with SO_SNDTIMEO never
+ * sleeps longer than that (EAGAIN at once). Same result as rl_gate_send. */
+int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
+                 const struct sockaddr *sa, socklen_t salen, uint64_t calls,
+                 uint64_t want, uint64_t min);
+
+/* Before a connect on fd: a connect the shim deferred answers here.
+ * Returns 1 when the call is answered (*ret, errno set: EALREADY while
+ * waiting, the real connect's own result when its turn has come), else 0. */
+int rl_wait_connect_again(int fd, int *ret);
+
+/* After the gate granted a connect with a wait (t->wait_ns > 0): on a
+ * non-blocking socket, defer it to its turn and answer EINPROGRESS
+ * (returns 1, errno set); else 0 (the caller sleeps as before). */
+int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
+                          const struct rl_gate_ticket *t);
+
+/* Make the deferred connects among `v` whose turn has come by `now`
+ * (from inside a wait call). */
+void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
+                         unsigned n);
+
+void rl_wait_forget_slow(unsigned first, unsigned last);
+
+/* fd (or [first, last]) is being closed or replaced. */
+static inline void rl_wait_forget(int fd)
+{
+    if (__builtin_expect(rl_wait_live(), 0) && fd >= 0)
+        rl_wait_forget_slow((unsigned)fd, (unsigned)fd);
+}
+
+static inline void rl_wait_forget_range(unsigned first, unsigned last)
+{
+    if (rl_wait_live())
+        rl_wait_forget_slow(first, last);
+}
+
+#endif
