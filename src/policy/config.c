@@ -633,13 +633,15 @@ static void p_to(struct pstate *ps, const struct key *k, void *field,
         if (why != NULL) {
             err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
                 sect_name(ps), why);
-            free(list);
+            rl_dest_clear(&d);
+            rl_dests_free(list, n);
             return;
         }
         nl = realloc(list, (n + 1) * sizeof *nl);
         if (nl == NULL) {
             ps->nomem = true;
-            free(list);
+            rl_dest_clear(&d);
+            rl_dests_free(list, n);
             return;
         }
         list = nl;
@@ -1098,7 +1100,7 @@ void rl_config_free(struct rl_config *cfg)
     for (size_t i = 0; i < cfg->nrules; i++) {
         free(cfg->rules[i].section);
         free(cfg->rules[i].user);
-        free(cfg->rules[i].to);
+        rl_dests_free(cfg->rules[i].to, cfg->rules[i].nto);
     }
     free(cfg->rules);
     free(cfg->log_path);
