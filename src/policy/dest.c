@@ -52,6 +52,8 @@ static bool is_name(const char *s)
 
     if (n == 0 || (s[n] == ':' && strchr(s + n + 1, ':') != NULL))
         return false;
+    if (n > 1 && s[n - 1] == '.')
+        n--; /* "example.com." is fully qualified */
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '.') {
