@@ -1,3 +1,5 @@
 #!/bin/sh
 # The whole-process benchmarks of `make bench` (after the C ones).
-exec python3 "$(dirname "$0")/shim_overhead.py"
+d="$(dirname "$0")"
+python3 "$d/names_overhead.py" || exit 1
+exec python3 "$d/shim_overhead.py"
