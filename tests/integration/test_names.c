@@ -3,30 +3,17 @@
  * namespace: the host's /etc/hosts is not touched), and only the named
  * site is throttled, measured at the servers. */
 #include "harness.h"
+#include "hosts_ns.h"
 
 static struct server sa, sb;
-static char hosts[300];
-
-/* A server bound to `addr` (another loopback address). */
-static void start_on(struct server *s, const char *addr)
-{
-    setenv("HTTP_COUNT_HOST", addr, 1);
-    h_server_start(s, "http_count.py");
-    unsetenv("HTTP_COUNT_HOST");
-}
 
 static void setup(void)
 {
     h_setup();
-    snprintf(hosts, sizeof hosts, "%s/hosts", h_dir);
-    FILE *f = fopen(hosts, "w");
-    cr_assert_not_null(f);
-    fputs("127.0.0.1 localhost\n127.0.0.2 site-a.test\n"
-          "127.0.0.3 site-b.test WWW.Site-B.test\n",
-          f);
-    fclose(f);
-    start_on(&sa, "127.0.0.2");
-    start_on(&sb, "127.0.0.3");
+    ns_hosts_write("127.0.0.2 site-a.test\n"
+                   "127.0.0.3 site-b.test WWW.Site-B.test\n");
+    ns_server_start(&sa, "127.0.0.2");
+    ns_server_start(&sb, "127.0.0.3");
 }
 
 static void teardown(void)
@@ -38,24 +25,9 @@ static void teardown(void)
 
 static struct run r;
 
-/* Run `script` (sh) with the shim, in a private mount namespace whose
- * /etc/hosts is the test's file. Skips when namespaces are not allowed. */
 static void run_ns(const char *script)
 {
-    static int can = -1;
-    if (can < 0)
-        can = system("unshare -rm true >/dev/null 2>&1") == 0;
-    if (!can)
-        cr_skip_test("unshare -rm is not allowed here: no private hosts file");
-    const char *san = getenv("RLSHIM_SANITIZER");
-    if (san != NULL && strcmp(san, "address") == 0 &&
-        (strstr(script, "curl") != NULL || strstr(script, "wget") != NULL))
-        cr_skip_test("curl and wget hang under a preloaded libasan; see make "
-                     "ubsan");
-    char *argv[] = {"unshare", "-rm", "sh",    "-c",
-                    "mount --bind \"$0\" /etc/hosts && eval \"$1\"",
-                    hosts,     (char *)script,   NULL};
-    h_run(&r, true, 20, argv);
+    ns_run(&r, 20, script);
 }
 
 TestSuite(names, .init = setup, .fini = teardown, .timeout = 60);

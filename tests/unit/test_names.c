@@ -130,7 +130,7 @@ Test(names, stays_bounded_and_keeps_the_newest)
 
 /* Readers racing a writer that flips one address between two names never
  * see anything but one of the two. */
-static volatile int stop;
+static _Atomic int stop;
 
 static void *flipper(void *arg)
 {
