@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/names.h"
 #include "policy/suggest.h"
 #include "util/hash.h"
 #include "util/parse.h"
@@ -47,7 +48,7 @@
 
 /* ---- section kinds ------------------------------------------------------*/
 
-enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
+enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER, SK_SITE };
 
 /* Messages list them in this order. A new kind is an enum value and a row
  * here, then IN(kind) in the rows of the keys it takes (and, when it makes
@@ -55,17 +56,19 @@ enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
 static const struct {
     const char *name;  /* "[name]", or "[name:LABEL]" when `label` is set */
     const char *label; /* what the part after the colon is, for messages */
+    const char *meta;  /* how messages spell that part: "NAME", "LABEL" */
     bool rule;         /* its keys make a struct rl_rule */
 } sect_kinds[] = {
-    [SK_RLSHIM] = {"rlshim", NULL, false},
-    [SK_DEFAULT] = {"default", NULL, true},
-    [SK_USER] = {"user", "user name", true},
+    [SK_RLSHIM] = {"rlshim", NULL, NULL, false},
+    [SK_DEFAULT] = {"default", NULL, NULL, true},
+    [SK_USER] = {"user", "user name", "NAME", true},
+    [SK_SITE] = {"site", "site label", "LABEL", true},
 };
 
 #define NSECT_KINDS NELEM(sect_kinds)
 #define IN(kind) (1u << (kind))
 #define IN_RLSHIM IN(SK_RLSHIM)
-#define IN_RULE (IN(SK_DEFAULT) | IN(SK_USER))
+#define IN_RULE (IN(SK_DEFAULT) | IN(SK_USER) | IN(SK_SITE))
 
 /* ---- words --------------------------------------------------------------*/
 
@@ -348,8 +351,9 @@ static void list_sections(unsigned mask, char *buf, size_t len)
             continue;
         done++;
         const char *sep = done + 1 < total ? ", " : done < total ? " or " : "";
-        int w = snprintf(buf + n, len - n, "[%s%s]%s", sect_kinds[i].name,
-                         sect_kinds[i].label ? ":NAME" : "", sep);
+        int w = snprintf(buf + n, len - n, "[%s%s%s]%s", sect_kinds[i].name,
+                         sect_kinds[i].meta ? ":" : "",
+                         sect_kinds[i].meta ? sect_kinds[i].meta : "", sep);
         if (w < 0)
             break;
         n += (size_t)w;
@@ -690,6 +694,13 @@ static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
             return -ENOMEM;
         }
     }
+    if (kind == SK_SITE) {
+        r->site = strdup(section + strlen(sect_kinds[kind].name) + 1);
+        if (r->site == NULL) {
+            free(r->section);
+            return -ENOMEM;
+        }
+    }
     r->is_default = kind == SK_DEFAULT;
     r->algo = RL_ALGO_TOKEN_BUCKET;
     r->line = line;
@@ -743,7 +754,7 @@ static void unknown_section(struct pstate *ps, const char *sec)
         }
     } else if (colon == NULL) {
         /* "[rlshm]", "[defualt]"; "[user]" without its label. */
-        const char *best = NULL, *label = "";
+        const char *best = NULL, *label = "", *meta = "";
         for (size_t i = 0; i < NSECT_KINDS && best == NULL; i++)
             if (sect_kinds[i].label == NULL &&
                 rl_edit_distance(sec, sect_kinds[i].name) <= 2)
@@ -752,12 +763,14 @@ static void unknown_section(struct pstate *ps, const char *sec)
             if (sect_kinds[i].label != NULL &&
                 strcmp(sec, sect_kinds[i].name) == 0) {
                 best = sect_kinds[i].name;
-                label = ":NAME";
+                label = ":";
+                meta = sect_kinds[i].meta;
             }
         }
         if (best != NULL) {
-            err(ps, ps->lineno, "unknown section [%s] (did you mean [%s%s]?)",
-                sec, best, label);
+            err(ps, ps->lineno,
+                "unknown section [%s] (did you mean [%s%s%s]?)", sec, best,
+                label, meta);
             return;
         }
     }
@@ -1100,6 +1113,7 @@ void rl_config_free(struct rl_config *cfg)
     for (size_t i = 0; i < cfg->nrules; i++) {
         free(cfg->rules[i].section);
         free(cfg->rules[i].user);
+        free(cfg->rules[i].site);
         rl_dests_free(cfg->rules[i].to, cfg->rules[i].nto);
     }
     free(cfg->rules);
@@ -1338,6 +1352,30 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
         if (cfg->rules[i].is_default)
             r = &cfg->rules[i];
     return r;
+}
+
+const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+                                          const void *sa, unsigned salen)
+{
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1];
+
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return NULL;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (r->site != NULL && rl_dests_cover_peer(r->to, r->nto, &p, name))
+            return r;
+    }
+    return NULL;
+}
+
+bool rl_config_has_sites(const struct rl_config *cfg)
+{
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (cfg->rules[i].site != NULL)
+            return true;
+    return false;
 }
 
 /* ---- names and formatting -----------------------------------------------*/

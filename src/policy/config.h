@@ -60,8 +60,10 @@ enum rl_log_target {
 };
 
 struct rl_rule {
-    char *section; /* "default", "user:1000", "user:scraper" */
-    char *user;    /* the part after "user:"; NULL for [default] */
+    char *section; /* "default", "user:1000", "user:scraper", "site:wiki" */
+    char *user;    /* the part after "user:"; NULL for [default], sites */
+    char *site;    /* the part after "site:"; NULL for user rules (a site
+                      is never a user's rule: rl_config_find_rule skips it) */
     bool is_default;
     uint32_t algo; /* enum rl_algo_id */
     struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
@@ -141,6 +143,15 @@ int rl_config_load_env(struct rl_config **out, struct rl_diag *diag);
 const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
                                           const char *key, uint32_t uid,
                                           const char *login);
+
+/* The site section that a call to `sa` is charged to besides the user's
+ * rule (SPEC §3): the first [site:LABEL] in file order whose `to` covers
+ * it (a site without `to` covers every destination). NULL when none. */
+const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+                                          const void *sa, unsigned salen);
+
+/* Does the file hold a site section at all? */
+bool rl_config_has_sites(const struct rl_config *cfg);
 
 /* Does `rule` cover this destination? `sa` is a struct sockaddr of family
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other

@@ -360,6 +360,20 @@ bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p)
     return match(d, p);
 }
 
+bool rl_dests_cover_peer(const struct rl_dest *list, size_t n,
+                         struct rl_peer *p, char *name)
+{
+    if (n == 0)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].form >= RL_DEST_NAME)
+            rl_peer_name(p, name); /* once: cached in p */
+        if (match(&list[i], p))
+            return true;
+    }
+    return false;
+}
+
 bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
                     unsigned salen)
 {
@@ -368,13 +382,5 @@ bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
 
     if (!rl_peer_from_addr(sa, salen, &p))
         return false;
-    if (n == 0)
-        return true;
-    for (size_t i = 0; i < n; i++) {
-        if (list[i].form >= RL_DEST_NAME)
-            rl_peer_name(&p, name); /* once: cached in p */
-        if (match(&list[i], &p))
-            return true;
-    }
-    return false;
+    return rl_dests_cover_peer(list, n, &p, name);
 }

@@ -86,4 +86,10 @@ bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p);
 bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
                     unsigned salen);
 
+/* The same for a peer taken apart already; `name` (RL_NAME_MAX + 1 bytes)
+ * receives its name when a name entry needs it (kept in p for the next
+ * list). */
+bool rl_dests_cover_peer(const struct rl_dest *list, size_t n,
+                         struct rl_peer *p, char *name);
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "limit/limit.h"
 #include "policy/budget.h"
+#include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -90,6 +91,9 @@ static void lease_at_thread_exit(void *arg);
 static int claim(struct rl_store *st, struct budget *b)
 {
     bool overflowed = false;
+    b->store = st;
+    if (rule == NULL)
+        return 0; /* only sites: their slots are claimed by sites.c */
     int r = rl_store_slot(st, slot_tag, label, layout.nwords, overflow_tag,
                           &b->slot, &overflowed);
     if (r < 0)
@@ -101,11 +105,15 @@ static int claim(struct rl_store *st, struct budget *b)
     return 0;
 }
 
+static int open_store(const struct rl_config *c, char *why, size_t whylen);
+
 static uint64_t arena_words(void)
 {
     uint64_t words = 0;
     for (size_t i = 0; i < cfg->nrules; i++) {
         struct rl_budget_layout l;
+        if (cfg->rules[i].site != NULL)
+            continue; /* rl_sites_arena_words */
         rl_budget_layout(&cfg->rules[i], &l);
         uint64_t users = cfg->rules[i].is_default ? cfg->max_users : 1;
         words += (uint64_t)l.nwords * (users + 1); /* + overflow slot */
@@ -122,26 +130,40 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     char caller[RL_IDENTITY_MAX + 16];
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(user, sizeof user, "%s", who);
+    if (rl_sites_setup(c, who) < 0)
+        return -ENOMEM;
+    /* A stream send is cut to the smallest byte burst of the rule and of
+     * every site (a site's may be the binding one). */
+    for (size_t j = 0; j < c->nrules; j++) {
+        const struct rl_rule *r = &c->rules[j];
+        if (r != rule && r->site == NULL)
+            continue;
+        for (unsigned i = 0; i < r->nlimits[RL_KIND_SEND_BYTES]; i++) {
+            const struct rl_limit *l = &r->limits[RL_KIND_SEND_BYTES][i];
+            uint64_t cap =
+                l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
+            if (cap < max_bytes)
+                max_bytes = cap;
+        }
+    }
     if (rule == NULL) {
         deny_all = c->unknown == RL_UNKNOWN_DENY;
         active = deny_all;
-        charges_sends = deny_all;
-        return 0;
-    }
-    for (unsigned i = 0; i < rule->nlimits[RL_KIND_SEND_BYTES]; i++) {
-        const struct rl_limit *l = &rule->limits[RL_KIND_SEND_BYTES][i];
-        uint64_t cap = l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
-        if (cap < max_bytes)
-            max_bytes = cap;
+        charges_sends = deny_all || rl_sites_charge_sends();
+        if (!rl_sites_any())
+            return 0;
+        return open_store(c, why, whylen); /* for the sites' budgets */
     }
     charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
-                    rule->nlimits[RL_KIND_SEND_BYTES] > 0;
+                    rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
+                    rl_sites_charge_sends();
     rl_budget_layout(rule, &layout);
     /* Run the window lock's one-time setup (pthread_once) now, so that a
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
-    lease_on = !rule->dry_run && !c->dry_run &&
+    /* A call charged to a site as well is decided on its own, exactly. */
+    lease_on = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
                pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
     lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
     lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
@@ -160,13 +182,24 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     slot_tag =
         rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
     overflow_tag = rl_budget_overflow_tag(rule);
+    return open_store(c, why, whylen);
+}
+
+/* Open the store and claim the rule's slot (when there is a rule; with
+ * only sites, the budget holds the store and no slot of its own). */
+static int open_store(const struct rl_config *c, char *why, size_t whylen)
+{
+    uint32_t nsites = 0;
+    for (size_t i = 0; i < c->nrules; i++)
+        nsites += c->rules[i].site != NULL;
     store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
         .uid = (uint32_t)getuid(),
         .config_hash = c->hash,
-        .nslots = c->max_users + (uint32_t)c->nrules,
-        .arena_words = arena_words(),
+        /* Every user of the uid may hold a budget of every site. */
+        .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules,
+        .arena_words = arena_words() + rl_sites_arena_words(c),
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -213,6 +246,9 @@ uint64_t rl_gate_max_bytes(void)
 
 bool rl_gate_covers(const void *sa, unsigned salen)
 {
+    if (rl_sites_any() && !deny_all &&
+        (rule == NULL || !rl_rule_covers(rule, sa, salen)))
+        return rl_sites_pick(sa, salen) >= 0;
     if (rule != NULL)
         return rl_rule_covers(rule, sa, salen);
     if (!deny_all || sa == NULL || salen < sizeof(sa_family_t))
@@ -372,6 +408,16 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
 {
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (t->site_took[k]) {
+            rl_store_count(&t->site->slot, (unsigned)k, RL_STAT_ALLOWED,
+                           units[k]);
+            if (t->wait_ns > 0) {
+                rl_store_count(&t->site->slot, (unsigned)k, RL_STAT_DELAYED,
+                               units[k]);
+                rl_store_count(&t->site->slot, (unsigned)k,
+                               RL_STAT_DELAYED_NS, t->wait_ns);
+            }
+        }
         if (!t->took[k])
             continue;
         count(b, k, RL_STAT_ALLOWED, units[k]);
@@ -382,14 +428,96 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
     }
     if (t->wait_ns == 0)
         return;
+    bool dry = (rule != NULL && rule->dry_run) ||
+               (t->site != NULL && t->site->site->dry_run);
     char detail[64];
     snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
              (unsigned long long)(t->wait_ns / 1000000),
              (unsigned long long)(t->wait_ns / 1000 % 1000),
-             rule->dry_run ? " (dry run: not slept)" : "");
+             dry ? " (dry run: not slept)" : "");
     log_event(t->now, "delayed", call, fd, sa, salen, detail);
-    if (rule->dry_run)
+    if (dry)
         t->wait_ns = 0;
+}
+
+/* ---- sites (policy/sites.h): a second budget beside the rule's -------*/
+
+/* Take `want` (at least `min`) of `kind` from the call's site; true when
+ * it allows (or the call has no site, or the site does not limit kind). */
+static bool site_take(struct rl_gate_ticket *t, int kind, uint64_t want,
+                      uint64_t min, uint64_t *got)
+{
+    struct rl_site_budget *sb = t->site;
+    *got = want;
+    if (sb == NULL || want == 0 || sb->site->nlimits[kind] == 0)
+        return true;
+    const struct rl_rule *site = sb->site;
+    uint64_t wait = site->on_deny == RL_DENY_DELAY ? site->max_delay_ns : 0;
+    struct rl_verdict v =
+        rl_multi_take(sb->states[kind], site->limits[kind],
+                      site->nlimits[kind], t->now, want, min < want ? min : want,
+                      wait, t->site_v[kind]);
+    if (v.granted == 0)
+        return false;
+    t->site_took[kind] = true;
+    if (v.wait_ns > t->wait_ns)
+        t->wait_ns = v.wait_ns;
+    *got = v.granted;
+    return true;
+}
+
+static void site_untake(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    struct rl_site_budget *sb = t->site;
+    if (sb == NULL || !t->site_took[kind] || units == 0)
+        return;
+    rl_multi_refund(sb->states[kind], sb->site->limits[kind],
+                    sb->site->nlimits[kind], t->now, t->site_v[kind], units);
+}
+
+/* The site denied: count and log it there, answer as the site says. */
+static int site_deny(struct rl_gate_ticket *t, int kind, uint64_t units,
+                     const char *call, int fd, const void *sa, unsigned salen)
+{
+    const struct rl_rule *site = t->site->site;
+    rl_store_count(&t->site->slot, (unsigned)kind, RL_STAT_DENIED, units);
+    if (report_on)
+        rl_add_relaxed_u64(&mine[kind][RL_STAT_DENIED], units);
+    char detail[96];
+    snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
+             rl_kind_name(kind), (unsigned long long)units, site->section,
+             site->dry_run ? " (dry run)" : "");
+    log_event(t->now, site->dry_run ? "would deny" : "denied", call, fd, sa,
+              salen, detail);
+    t->wait_ns = 0;
+    if (site->dry_run)
+        return RL_GATE_GO;
+    t->err = site->deny_errno;
+    return RL_GATE_FAIL;
+}
+
+/* The site of a call to `sa` (NULL: fd's peer), and whether the rule
+ * covers it too. Without sites: no site, and the rule covers it (the
+ * hook asked rl_gate_covers). */
+static void route(struct rl_gate_ticket *t, struct budget *b, int fd,
+                  const void *sa, unsigned salen, bool *by_rule)
+{
+    *by_rule = rule != NULL;
+    if (!rl_sites_any())
+        return;
+    struct sockaddr_storage peer;
+    if (sa == NULL) {
+        socklen_t l = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0)
+            return;
+        sa = &peer;
+        salen = l;
+    }
+    int si = rl_sites_pick(sa, salen);
+    if (si < 0)
+        return;
+    t->site = rl_sites_budget(si, b != NULL ? b->store : NULL);
+    *by_rule = rule != NULL && rl_rule_covers(rule, sa, salen);
 }
 
 static uint64_t coarse_ns(void)
@@ -492,13 +620,21 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     memset(t, 0, sizeof *t);
     t->now = now;
     t->calls = 1;
-    if (rule == NULL)
+    if (rule == NULL && (deny_all || !rl_sites_any()))
         return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa, salen)
                         : RL_GATE_GO;
     struct budget *b = budget();
+    bool by_rule;
+    route(t, b, fd, sa, salen, &by_rule);
     uint64_t g;
-    if (!take(b, t, RL_KIND_CONNECT, 1, 1, &g))
+    if (by_rule && !take(b, t, RL_KIND_CONNECT, 1, 1, &g))
         return deny(b, t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
+    if (!site_take(t, RL_KIND_CONNECT, 1, 1, &g)) {
+        /* The rule's unit goes back: the call is not made. */
+        untake(b, t, RL_KIND_CONNECT, 1);
+        t->took[RL_KIND_CONNECT] = false;
+        return site_deny(t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
+    }
     granted(b, t, call, fd, sa, salen);
     return RL_GATE_GO;
 }
@@ -509,6 +645,30 @@ int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
     return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
+/* A send charged to a site only (the rule does not cover it). */
+static int site_send(struct budget *b, struct rl_gate_ticket *t,
+                     const char *call, int fd, const void *sa, unsigned salen,
+                     uint64_t calls, uint64_t calls_min, uint64_t bytes,
+                     uint64_t bytes_min)
+{
+    uint64_t sc, sg;
+    if (t->site == NULL)
+        return RL_GATE_GO;
+    if (bytes_min == 0 && bytes > 0)
+        bytes_min = 1;
+    if (!site_take(t, RL_KIND_SEND, calls, calls_min, &sc))
+        return site_deny(t, RL_KIND_SEND, calls, call, fd, sa, salen);
+    if (!site_take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &sg)) {
+        site_untake(t, RL_KIND_SEND, sc);
+        t->site_took[RL_KIND_SEND] = false;
+        return site_deny(t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    }
+    t->calls = sc;
+    t->bytes = sg;
+    granted(b, t, call, fd, sa, salen);
+    return RL_GATE_GO;
+}
+
 int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
@@ -517,11 +677,16 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     t->now = now;
     t->calls = calls;
     t->bytes = bytes;
-    if (rule == NULL)
+    if (rule == NULL && (deny_all || !rl_sites_any()))
         return deny_all
                    ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa, salen)
                    : RL_GATE_GO;
     struct budget *b = budget();
+    bool by_rule;
+    route(t, b, fd, sa, salen, &by_rule);
+    if (!by_rule)
+        return site_send(b, t, call, fd, sa, salen, calls, calls_min, bytes,
+                         bytes_min);
     uint64_t gc, gb;
     if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
@@ -541,6 +706,30 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         untake(b, t, RL_KIND_SEND, gc);
         t->took[RL_KIND_SEND] = false;
         return deny(b, t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    }
+    uint64_t sc, sg;
+    if (!site_take(t, RL_KIND_SEND, gc, calls_min, &sc)) {
+        untake(b, t, RL_KIND_SEND, gc);
+        untake(b, t, RL_KIND_SEND_BYTES, gb);
+        t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
+        return site_deny(t, RL_KIND_SEND, calls, call, fd, sa, salen);
+    }
+    if (!site_take(t, RL_KIND_SEND_BYTES, gb, bytes_min, &sg)) {
+        untake(b, t, RL_KIND_SEND, gc);
+        untake(b, t, RL_KIND_SEND_BYTES, gb);
+        site_untake(t, RL_KIND_SEND, sc);
+        t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
+        t->site_took[RL_KIND_SEND] = false;
+        return site_deny(t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    }
+    /* The site granted less: the rule keeps only that much. */
+    if (sc < gc) {
+        untake(b, t, RL_KIND_SEND, gc - sc);
+        gc = sc;
+    }
+    if (sg < gb) {
+        untake(b, t, RL_KIND_SEND_BYTES, gb - sg);
+        gb = sg;
     }
     t->calls = gc;
     t->bytes = gb;
@@ -631,8 +820,14 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
             lease.left[kind] += units;
         return;
     }
-    if (rule == NULL || kind < 0 || kind >= RL_KIND_COUNT || units == 0 ||
-        !t->took[kind])
+    if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
+        return;
+    if (t->site != NULL && t->site_took[kind]) {
+        site_untake(t, kind, units);
+        rl_store_count(&t->site->slot, (unsigned)kind, RL_STAT_ALLOWED,
+                       (uint64_t)0 - units);
+    }
+    if (rule == NULL || !t->took[kind])
         return;
     struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
     untake(b, t, kind, units);

@@ -35,6 +35,11 @@ struct rl_gate_ticket {
     bool leased;       /* granted from the thread's lease (rl_gate_send) */
     bool took[RL_KIND_COUNT];
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    /* The site the call is charged to besides the rule (policy/sites.h),
+     * and what was taken there. */
+    struct rl_site_budget *site;
+    bool site_took[RL_KIND_COUNT];
+    struct rl_verdict site_v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
