@@ -81,13 +81,14 @@ struct words {
 
 /* The word's index is its value: the enums of config.h count from 0. */
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
-                   RL_UNKNOWN_DENY == 1,
+                   RL_UNKNOWN_DENY == 1 && RL_PER_DESTINATION == 1,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
+static const char *const per_names[] = {"user", "destination"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
                                           "ENETUNREACH"};
 static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
@@ -100,6 +101,7 @@ static const struct words state_words = {state_names, NULL, NELEM(state_names)};
 static const struct words unknown_words = {unknown_names, NULL,
                                            NELEM(unknown_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
+static const struct words per_words = {per_names, NULL, NELEM(per_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -127,9 +129,10 @@ struct key {
     size_t rule_size;          /* ... 0: none */
     const struct words *words; /* p_word's list */
     int kind;                  /* p_rates, p_bursts: enum rl_kind */
+    uint64_t max;              /* p_count: the largest value accepted */
 };
 
-static key_parser p_word, p_bool, p_duration, p_log, p_max_users, p_algorithm,
+static key_parser p_word, p_bool, p_duration, p_log, p_count, p_algorithm,
     p_rates, p_bursts, p_to;
 
 #define CFG(f)                                                                 \
@@ -154,7 +157,10 @@ static const struct key keys[] = {
     {"log", IN_RLSHIM, p_log, CFG(log_target)},
     {"dry_run", IN_RLSHIM | IN_RULE, p_bool, CFG(dry_run), RULE(dry_run)},
     {"report", IN_RLSHIM, p_bool, CFG(report)},
-    {"max_users", IN_RLSHIM, p_max_users, CFG(max_users)},
+    {"max_users", IN_RLSHIM, p_count, CFG(max_users),
+     .max = RL_CONFIG_MAX_USERS_MAX},
+    {"max_destinations", IN_RLSHIM, p_count, CFG(max_destinations),
+     .max = RL_CONFIG_MAX_DESTINATIONS_MAX},
     {"algorithm", IN_RULE, p_algorithm, RULE(algo)},
     {"connect", IN_RULE, p_rates, .kind = RL_KIND_CONNECT},
     {"connect_burst", IN_RULE, p_bursts, .kind = RL_KIND_CONNECT},
@@ -163,6 +169,7 @@ static const struct key keys[] = {
     {"send_bytes", IN_RULE, p_rates, .kind = RL_KIND_SEND_BYTES},
     {"send_bytes_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND_BYTES},
     {"to", IN_RULE, p_to, RULE(to)},
+    {"per", IN_RULE, p_word, RULE(per), .words = &per_words},
 };
 
 #define NKEYS NELEM(keys)
@@ -477,20 +484,19 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
     }
 }
 
-static void p_max_users(struct pstate *ps, const struct key *k, void *field,
-                        const char *v)
+/* A table size of [rlshim]: 1 to k->max, into a uint32_t. */
+static void p_count(struct pstate *ps, const struct key *k, void *field,
+                    const char *v)
 {
     uint64_t u;
     int rc = rl_parse_u64(v, &u);
 
-    (void)k;
-    if (rc == 0 && (u == 0 || u > RL_CONFIG_MAX_USERS_MAX))
-        err(ps, ps->lineno,
-            "'max_users' in [rlshim] must be from 1 to %u, not %s",
-            RL_CONFIG_MAX_USERS_MAX, v);
+    if (rc == 0 && (u == 0 || u > k->max))
+        err(ps, ps->lineno, "'%s' in [rlshim] must be from 1 to %llu, not %s",
+            k->name, (unsigned long long)k->max, v);
     else if (rc < 0)
-        err(ps, ps->lineno, "%s '%s' for 'max_users' in [rlshim]",
-            why_number(rc), v);
+        err(ps, ps->lineno, "%s '%s' for '%s' in [rlshim]", why_number(rc), v,
+            k->name);
     else
         *(uint32_t *)field = (uint32_t)u;
 }
@@ -1088,13 +1094,15 @@ static uint64_t hash_config(const struct rl_config *c)
 {
     uint64_t h = RL_HASH_INIT;
 
-    h = rl_hash_u64(h, 2); /* version of this hash's recipe */
+    h = rl_hash_u64(h, 3); /* version of this hash's recipe */
     h = rl_hash_u64(h, c->max_users);
+    h = rl_hash_u64(h, c->max_destinations);
     h = rl_hash_u64(h, c->nrules);
     for (size_t i = 0; i < c->nrules; i++) {
         const struct rl_rule *r = &c->rules[i];
         h = rl_hash_str(h, r->section);
         h = rl_hash_u64(h, r->algo);
+        h = rl_hash_u64(h, (uint64_t)r->per);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             h = rl_hash_u64(h, r->nlimits[k]);
             for (unsigned j = 0; j < r->nlimits[k]; j++)
@@ -1138,6 +1146,7 @@ int rl_config_load_string(const char *text, const char *name,
     cfg->max_delay_ns = 10 * RL_NS_PER_S;
     cfg->deny_errno = EAGAIN;
     cfg->max_users = RL_CONFIG_MAX_USERS_DEFAULT;
+    cfg->max_destinations = RL_CONFIG_MAX_DESTINATIONS_DEFAULT;
     if (cfg->path == NULL) {
         rl_config_free(cfg);
         return -ENOMEM;

@@ -41,6 +41,10 @@ enum rl_kind {
 #define RL_CONFIG_MAX_USERS_DEFAULT 4096u
 #define RL_CONFIG_MAX_USERS_MAX 1048576u
 
+/* max_destinations: the default and the largest accepted. */
+#define RL_CONFIG_MAX_DESTINATIONS_DEFAULT 4096u
+#define RL_CONFIG_MAX_DESTINATIONS_MAX 1048576u
+
 /* A user name in [user:NAME] is at most this long (identity.h's buffers). */
 #define RL_CONFIG_USER_MAX 63
 
@@ -49,6 +53,7 @@ enum rl_kind {
 #define RL_EXIT_CONFIG 78
 
 enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
+enum rl_per { RL_PER_USER = 0, RL_PER_DESTINATION = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
@@ -74,6 +79,7 @@ struct rl_rule {
     uint64_t max_delay_ns;
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
+    int per;       /* enum rl_per: destination = a budget per name */
     unsigned line; /* where the section starts, for messages */
 };
 
@@ -90,6 +96,7 @@ struct rl_config {
     bool dry_run;
     bool report;
     uint32_t max_users;
+    uint32_t max_destinations; /* entries of the per-destination table */
     struct rl_rule *rules; /* in file order */
     size_t nrules;
     uint64_t hash; /* stable hash of what shapes the budgets: rules,

@@ -19,6 +19,7 @@
 
 #include "limit/limit.h"
 #include "policy/budget.h"
+#include "policy/dests.h"
 #include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
@@ -130,7 +131,7 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     char caller[RL_IDENTITY_MAX + 16];
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(user, sizeof user, "%s", who);
-    if (rl_sites_setup(c, who) < 0)
+    if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
         return -ENOMEM;
     /* A stream send is cut to the smallest byte burst of the rule and of
      * every site (a site's may be the binding one). */
@@ -162,8 +163,10 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
-    /* A call charged to a site as well is decided on its own, exactly. */
+    /* A call charged to a site or per destination as well is decided on
+     * its own, exactly. */
     lease_on = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
+               rule->per != RL_PER_DESTINATION &&
                pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
     lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
     lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
@@ -198,8 +201,10 @@ static int open_store(const struct rl_config *c, char *why, size_t whylen)
         .uid = (uint32_t)getuid(),
         .config_hash = c->hash,
         /* Every user of the uid may hold a budget of every site. */
-        .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules,
-        .arena_words = arena_words() + rl_sites_arena_words(c),
+        .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
+                  rl_dests_slots(c),
+        .arena_words = arena_words() + rl_sites_arena_words(c) +
+                       rl_dests_arena_words(c),
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -407,17 +412,23 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
                     const char *call, int fd, const void *sa, unsigned salen)
 {
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (t->site_took[k]) {
-            rl_store_count(&t->site->slot, (unsigned)k, RL_STAT_ALLOWED,
-                           units[k]);
+    bool xdry = false;
+    for (unsigned i = 0; i < t->nx; i++) {
+        struct rl_gate_xcharge *x = &t->x[i];
+        xdry |= x->rule->dry_run;
+        for (int k = 0; k < RL_KIND_COUNT && x->slot != NULL; k++) {
+            if (!x->took[k])
+                continue;
+            rl_store_count(x->slot, (unsigned)k, RL_STAT_ALLOWED, units[k]);
             if (t->wait_ns > 0) {
-                rl_store_count(&t->site->slot, (unsigned)k, RL_STAT_DELAYED,
+                rl_store_count(x->slot, (unsigned)k, RL_STAT_DELAYED,
                                units[k]);
-                rl_store_count(&t->site->slot, (unsigned)k,
-                               RL_STAT_DELAYED_NS, t->wait_ns);
+                rl_store_count(x->slot, (unsigned)k, RL_STAT_DELAYED_NS,
+                               t->wait_ns);
             }
         }
+    }
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
         if (!t->took[k])
             continue;
         count(b, k, RL_STAT_ALLOWED, units[k]);
@@ -428,8 +439,7 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
     }
     if (t->wait_ns == 0)
         return;
-    bool dry = (rule != NULL && rule->dry_run) ||
-               (t->site != NULL && t->site->site->dry_run);
+    bool dry = (rule != NULL && rule->dry_run) || xdry;
     char detail[64];
     snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
              (unsigned long long)(t->wait_ns / 1000000),
@@ -440,70 +450,136 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
         t->wait_ns = 0;
 }
 
-/* ---- sites (policy/sites.h): a second budget beside the rule's -------*/
+/* ---- sites and destinations: budgets beside the rule's -------------*/
 
-/* Take `want` (at least `min`) of `kind` from the call's site; true when
- * it allows (or the call has no site, or the site does not limit kind). */
-static bool site_take(struct rl_gate_ticket *t, int kind, uint64_t want,
-                      uint64_t min, uint64_t *got)
+static void xuntake(struct rl_gate_ticket *t, unsigned i, int kind,
+                    uint64_t units);
+static void xuntake_part(struct rl_gate_ticket *t, unsigned i, int kind,
+                         uint64_t units);
+
+/* Take `want` (at least `min`) of `kind` from every extra charge: true
+ * when all allow, *got the least they granted (what more an earlier one
+ * took goes back). On false, nothing of `kind` is held by any and *who is
+ * the charge that denied. A per-destination entry re-used for another
+ * name while we took from it counts as a denial (what we took fell on
+ * the other name: it admits less, never more). */
+static bool xtake(struct rl_gate_ticket *t, int kind, uint64_t want,
+                  uint64_t min, uint64_t *got, unsigned *who)
 {
-    struct rl_site_budget *sb = t->site;
+    uint64_t least = want;
     *got = want;
-    if (sb == NULL || want == 0 || sb->site->nlimits[kind] == 0)
+    if (want == 0)
         return true;
-    const struct rl_rule *site = sb->site;
-    uint64_t wait = site->on_deny == RL_DENY_DELAY ? site->max_delay_ns : 0;
-    struct rl_verdict v =
-        rl_multi_take(sb->states[kind], site->limits[kind],
-                      site->nlimits[kind], t->now, want, min < want ? min : want,
-                      wait, t->site_v[kind]);
-    if (v.granted == 0)
-        return false;
-    t->site_took[kind] = true;
-    if (v.wait_ns > t->wait_ns)
-        t->wait_ns = v.wait_ns;
-    *got = v.granted;
+    if (min > want)
+        min = want;
+    for (unsigned i = 0; i < t->nx; i++) {
+        struct rl_gate_xcharge *x = &t->x[i];
+        unsigned n = x->rule->nlimits[kind];
+        if (n == 0)
+            continue;
+        uint64_t wait =
+            x->rule->on_deny == RL_DENY_DELAY ? x->rule->max_delay_ns : 0;
+        struct rl_verdict v =
+            rl_multi_take(x->states[kind], x->rule->limits[kind], n, t->now,
+                          least, min, wait, x->v[kind]);
+        bool moved = v.granted > 0 && x->key_word != NULL &&
+                     rl_load_acquire_u64(x->key_word) != x->key;
+        if (v.granted == 0 || moved) {
+            for (unsigned j = 0; j < i; j++)
+                xuntake(t, j, kind, least);
+            *who = i;
+            return false;
+        }
+        x->took[kind] = true;
+        if (v.wait_ns > t->wait_ns)
+            t->wait_ns = v.wait_ns;
+        if (v.granted < least) {
+            for (unsigned j = 0; j < i; j++)
+                xuntake_part(t, j, kind, least - v.granted);
+            least = v.granted;
+        }
+    }
+    *got = least;
     return true;
 }
 
-static void site_untake(struct rl_gate_ticket *t, int kind, uint64_t units)
+static void xuntake_part(struct rl_gate_ticket *t, unsigned i, int kind,
+                         uint64_t units)
 {
-    struct rl_site_budget *sb = t->site;
-    if (sb == NULL || !t->site_took[kind] || units == 0)
+    struct rl_gate_xcharge *x = &t->x[i];
+    if (!x->took[kind] || units == 0)
         return;
-    rl_multi_refund(sb->states[kind], sb->site->limits[kind],
-                    sb->site->nlimits[kind], t->now, t->site_v[kind], units);
+    rl_multi_refund(x->states[kind], x->rule->limits[kind],
+                    x->rule->nlimits[kind], t->now, x->v[kind], units);
 }
 
-/* The site denied: count and log it there, answer as the site says. */
-static int site_deny(struct rl_gate_ticket *t, int kind, uint64_t units,
-                     const char *call, int fd, const void *sa, unsigned salen)
+static void xuntake(struct rl_gate_ticket *t, unsigned i, int kind,
+                    uint64_t units)
 {
-    const struct rl_rule *site = t->site->site;
-    rl_store_count(&t->site->slot, (unsigned)kind, RL_STAT_DENIED, units);
+    xuntake_part(t, i, kind, units);
+    t->x[i].took[kind] = false;
+}
+
+/* Give back what every extra charge took of `kind`. */
+static void xuntake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    for (unsigned i = 0; i < t->nx; i++)
+        xuntake(t, i, kind, units);
+}
+
+/* Extra charge `i` denied: count and log it there, answer as its section
+ * says. */
+static int xdeny(struct rl_gate_ticket *t, unsigned i, int kind,
+                 uint64_t units, const char *call, int fd, const void *sa,
+                 unsigned salen)
+{
+    const struct rl_rule *r = t->x[i].rule;
+    if (t->x[i].slot != NULL)
+        rl_store_count(t->x[i].slot, (unsigned)kind, RL_STAT_DENIED, units);
     if (report_on)
         rl_add_relaxed_u64(&mine[kind][RL_STAT_DENIED], units);
     char detail[96];
     snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
-             rl_kind_name(kind), (unsigned long long)units, site->section,
-             site->dry_run ? " (dry run)" : "");
-    log_event(t->now, site->dry_run ? "would deny" : "denied", call, fd, sa,
+             rl_kind_name(kind), (unsigned long long)units, r->section,
+             r->dry_run ? " (dry run)" : "");
+    log_event(t->now, r->dry_run ? "would deny" : "denied", call, fd, sa,
               salen, detail);
     t->wait_ns = 0;
-    if (site->dry_run)
+    if (r->dry_run)
         return RL_GATE_GO;
-    t->err = site->deny_errno;
+    t->err = r->deny_errno;
     return RL_GATE_FAIL;
 }
 
-/* The site of a call to `sa` (NULL: fd's peer), and whether the rule
- * covers it too. Without sites: no site, and the rule covers it (the
- * hook asked rl_gate_covers). */
+/* Add the per-destination budget of section `r` for `owner` and `name`
+ * (counters in `slot`). false when the table has no room at all. */
+static bool add_dest(struct rl_gate_ticket *t, struct rl_store *st,
+                     const struct rl_rule *r, const char *owner,
+                     const char *name, size_t namelen, struct rl_slot *slot)
+{
+    struct rl_dest_entry e;
+    if (st == NULL || t->nx >= RL_GATE_MAX_X ||
+        rl_dests_find(st, r, owner, name, namelen, t->now, &e) < 0)
+        return false;
+    struct rl_gate_xcharge *x = &t->x[t->nx++];
+    x->rule = r;
+    memcpy(x->states, e.states, sizeof x->states);
+    x->slot = slot;
+    x->key_word = e.key_word;
+    x->key = e.key;
+    return true;
+}
+
+/* What a call to `sa` (NULL: fd's peer) is charged to besides the rule's
+ * own budget: the site's budget, per-destination budgets. *by_rule says
+ * whether the rule's own budget is charged (it covers the destination and
+ * is not per destination). Without sites or per-destination sections:
+ * nothing else, and the rule covers it (the hook asked rl_gate_covers). */
 static void route(struct rl_gate_ticket *t, struct budget *b, int fd,
                   const void *sa, unsigned salen, bool *by_rule)
 {
     *by_rule = rule != NULL;
-    if (!rl_sites_any())
+    if (!rl_sites_any() && !rl_dests_any())
         return;
     struct sockaddr_storage peer;
     if (sa == NULL) {
@@ -513,11 +589,34 @@ static void route(struct rl_gate_ticket *t, struct budget *b, int fd,
         sa = &peer;
         salen = l;
     }
+    struct rl_store *st = b != NULL ? b->store : NULL;
+    char name[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (rule != NULL && rl_sites_any())
+        *by_rule = rl_rule_covers(rule, sa, salen);
+    if (*by_rule && rule->per == RL_PER_DESTINATION) {
+        namelen = rl_dests_name(sa, salen, name);
+        *by_rule = false;
+        if (!add_dest(t, st, rule, rl_budget_user(rule, user), name, namelen,
+                      b != NULL ? &b->slot : NULL))
+            *by_rule = true; /* no room at all: the rule's own budget */
+    }
     int si = rl_sites_pick(sa, salen);
     if (si < 0)
         return;
-    t->site = rl_sites_budget(si, b != NULL ? b->store : NULL);
-    *by_rule = rule != NULL && rl_rule_covers(rule, sa, salen);
+    struct rl_site_budget *sb = rl_sites_budget(si, st);
+    if (sb == NULL)
+        return;
+    if (sb->site->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_name(sa, salen, name);
+        if (add_dest(t, st, sb->site, user, name, namelen, &sb->slot))
+            return;
+    }
+    struct rl_gate_xcharge *x = &t->x[t->nx++];
+    x->rule = sb->site;
+    memcpy(x->states, sb->states, sizeof x->states);
+    x->slot = &sb->slot;
 }
 
 static uint64_t coarse_ns(void)
@@ -625,15 +724,16 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                         : RL_GATE_GO;
     struct budget *b = budget();
     bool by_rule;
+    unsigned who;
     route(t, b, fd, sa, salen, &by_rule);
     uint64_t g;
     if (by_rule && !take(b, t, RL_KIND_CONNECT, 1, 1, &g))
         return deny(b, t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
-    if (!site_take(t, RL_KIND_CONNECT, 1, 1, &g)) {
+    if (!xtake(t, RL_KIND_CONNECT, 1, 1, &g, &who)) {
         /* The rule's unit goes back: the call is not made. */
         untake(b, t, RL_KIND_CONNECT, 1);
         t->took[RL_KIND_CONNECT] = false;
-        return site_deny(t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
+        return xdeny(t, who, RL_KIND_CONNECT, 1, call, fd, sa, salen);
     }
     granted(b, t, call, fd, sa, salen);
     return RL_GATE_GO;
@@ -645,23 +745,22 @@ int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
     return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
-/* A send charged to a site only (the rule does not cover it). */
-static int site_send(struct budget *b, struct rl_gate_ticket *t,
-                     const char *call, int fd, const void *sa, unsigned salen,
-                     uint64_t calls, uint64_t calls_min, uint64_t bytes,
-                     uint64_t bytes_min)
+/* A send charged only to budgets beside the rule's own. */
+static int xsend(struct budget *b, struct rl_gate_ticket *t, const char *call,
+                 int fd, const void *sa, unsigned salen, uint64_t calls,
+                 uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
     uint64_t sc, sg;
-    if (t->site == NULL)
+    unsigned who;
+    if (t->nx == 0)
         return RL_GATE_GO;
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
-    if (!site_take(t, RL_KIND_SEND, calls, calls_min, &sc))
-        return site_deny(t, RL_KIND_SEND, calls, call, fd, sa, salen);
-    if (!site_take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &sg)) {
-        site_untake(t, RL_KIND_SEND, sc);
-        t->site_took[RL_KIND_SEND] = false;
-        return site_deny(t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    if (!xtake(t, RL_KIND_SEND, calls, calls_min, &sc, &who))
+        return xdeny(t, who, RL_KIND_SEND, calls, call, fd, sa, salen);
+    if (!xtake(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &sg, &who)) {
+        xuntake_all(t, RL_KIND_SEND, sc);
+        return xdeny(t, who, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
     }
     t->calls = sc;
     t->bytes = sg;
@@ -685,8 +784,8 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     bool by_rule;
     route(t, b, fd, sa, salen, &by_rule);
     if (!by_rule)
-        return site_send(b, t, call, fd, sa, salen, calls, calls_min, bytes,
-                         bytes_min);
+        return xsend(b, t, call, fd, sa, salen, calls, calls_min, bytes,
+                     bytes_min);
     uint64_t gc, gb;
     if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
@@ -708,19 +807,19 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         return deny(b, t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
     }
     uint64_t sc, sg;
-    if (!site_take(t, RL_KIND_SEND, gc, calls_min, &sc)) {
+    unsigned who;
+    if (!xtake(t, RL_KIND_SEND, gc, calls_min, &sc, &who)) {
         untake(b, t, RL_KIND_SEND, gc);
         untake(b, t, RL_KIND_SEND_BYTES, gb);
         t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
-        return site_deny(t, RL_KIND_SEND, calls, call, fd, sa, salen);
+        return xdeny(t, who, RL_KIND_SEND, calls, call, fd, sa, salen);
     }
-    if (!site_take(t, RL_KIND_SEND_BYTES, gb, bytes_min, &sg)) {
+    if (!xtake(t, RL_KIND_SEND_BYTES, gb, bytes_min, &sg, &who)) {
         untake(b, t, RL_KIND_SEND, gc);
         untake(b, t, RL_KIND_SEND_BYTES, gb);
-        site_untake(t, RL_KIND_SEND, sc);
+        xuntake_all(t, RL_KIND_SEND, sc);
         t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
-        t->site_took[RL_KIND_SEND] = false;
-        return site_deny(t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+        return xdeny(t, who, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
     }
     /* The site granted less: the rule keeps only that much. */
     if (sc < gc) {
@@ -822,10 +921,13 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
     }
     if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
         return;
-    if (t->site != NULL && t->site_took[kind]) {
-        site_untake(t, kind, units);
-        rl_store_count(&t->site->slot, (unsigned)kind, RL_STAT_ALLOWED,
-                       (uint64_t)0 - units);
+    for (unsigned i = 0; i < t->nx; i++) {
+        if (!t->x[i].took[kind])
+            continue;
+        xuntake_part(t, i, kind, units);
+        if (t->x[i].slot != NULL)
+            rl_store_count(t->x[i].slot, (unsigned)kind, RL_STAT_ALLOWED,
+                           (uint64_t)0 - units);
     }
     if (rule == NULL || !t->took[kind])
         return;

@@ -18,11 +18,18 @@
 
 #include "policy/config.h"
 #include "policy/identity.h"
+#include "util/atomics.h"
 
 enum rl_gate_act {
     RL_GATE_GO = 0,   /* call the real function, after sleeping wait_ns */
     RL_GATE_FAIL = 1, /* return -1 with errno = err, do nothing */
 };
+
+struct rl_slot;
+
+/* Budgets a call may be charged to besides its rule's: a site's, and a
+ * per-destination one of the rule or of the site. */
+#define RL_GATE_MAX_X 2
 
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
@@ -35,11 +42,19 @@ struct rl_gate_ticket {
     bool leased;       /* granted from the thread's lease (rl_gate_send) */
     bool took[RL_KIND_COUNT];
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
-    /* The site the call is charged to besides the rule (policy/sites.h),
-     * and what was taken there. */
-    struct rl_site_budget *site;
-    bool site_took[RL_KIND_COUNT];
-    struct rl_verdict site_v[RL_KIND_COUNT][RL_MAX_RATES];
+    /* Budgets charged besides the rule's own (took[]/v[] above): the
+     * site's (policy/sites.h) and per-destination ones (policy/dests.h).
+     * All must allow; a denial by one gives the others back. */
+    unsigned nx;
+    struct rl_gate_xcharge {
+        const struct rl_rule *rule; /* whose limits and deny settings */
+        rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+        struct rl_slot *slot;      /* counters (may be NULL) */
+        rl_atomic_u64 *key_word;   /* per-destination entry: its key ... */
+        uint64_t key;              /* ... re-checked after taking */
+        bool took[RL_KIND_COUNT];
+        struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    } x[RL_GATE_MAX_X];
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
