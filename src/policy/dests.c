@@ -67,8 +67,10 @@ int rl_dests_setup(const struct rl_config *c)
             continue;
         struct rl_budget_layout l;
         rl_budget_layout(&c->rules[i], &l);
-        if (l.nwords > w)
-            w = l.nwords;
+        /* The limiters' words only: nothing is leased per destination. */
+        uint32_t n = l.lease != 0 ? l.lease : l.nwords;
+        if (n > w)
+            w = n;
         any = true;
     }
     if (!any)

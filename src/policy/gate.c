@@ -1,8 +1,9 @@
 /* gate.c — one decision per call (see gate.h).
  *
- * Process-wide state, written once by rl_gate_init (at load, before any
- * hook acts) and then only read, except `cur`, the budget in use, which is
- * swapped when the segment goes stale (another process replaced it). */
+ * The process's state is one struct rl_gate (gate_int.h). A decision
+ * builds the list of budgets the call is charged to (today: the rule's
+ * one budget), takes from each, and gives back to all when one denies;
+ * leases (lease.c) and the exit report (report.c) sit beside it. */
 #include "policy/gate.h"
 
 #include <arpa/inet.h>
@@ -13,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "limit/limit.h"
-#include "policy/budget.h"
 #include "policy/dests.h"
+#include "policy/gate_int.h"
+#include "policy/lease.h"
+#include "policy/report.h"
 #include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
@@ -27,88 +28,34 @@
 #include "util/log.h"
 #include "util/ownerlock.h"
 
-/* The rule's slot in one open store, with each limit's state words. */
-struct budget {
-    struct rl_store *store;
-    struct rl_slot slot;
-    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
-    /* The budget this one replaced: never freed, since another thread may
-     * still be deciding in it, and kept reachable from here. */
-    struct budget *replaced;
+struct rl_gate rl_gate = {
+    .max_bytes = UINT64_MAX,
+    .reopening = ATOMIC_FLAG_INIT,
 };
-
-static const struct rl_config *cfg;
-static const struct rl_rule *rule; /* NULL: no section for this user */
-static bool deny_all;              /* no rule and unknown = deny */
-static bool active;
-static bool charges_sends;
-static struct rl_budget_layout layout;
-static struct rl_store_opts store_opts;
-static uint64_t slot_tag, overflow_tag;
-static char label[RL_STORE_LABEL_MAX];
-static char user[RL_IDENTITY_MAX + 16];
-static uint64_t max_bytes = UINT64_MAX;
-
-static _Atomic(struct budget *) cur;
-static atomic_flag reopening = ATOMIC_FLAG_INIT;
-
-/* What this process decided, per kind and stat (RL_STAT_*), for the exit
- * report; only counted when the report is on. Relaxed adds by any thread,
- * read once at exit. */
-static bool report_on;
-static rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
-
-/* Leases. While a budget is far from binding, a thread takes send tokens
- * a few at a time from the shared bucket into a lease of its own, then
- * spends them with no clock read but the coarse one, no atomic and no
- * lock. Leased tokens are already taken from the bucket, so nothing can
- * be over-admitted. A lease is taken only while the bucket holds at least
- * half its burst, so a limit that binds is decided call by call, exactly;
- * and what a thread holds goes back when it expires (LEASE_NS, or when
- * the lease no longer covers a call) and at thread or process exit, so
- * other threads and processes miss at most lease_size[k] per thread for
- * at most LEASE_NS. Only for rules whose send and send_bytes are each at
- * most one token bucket, and not in dry-run (every call is logged).
- * Written once by rl_gate_init. */
-#define LEASE_NS 4000000u /* coarse clock ticks every 4 ms */
-#define LEASE_CALLS 64u
-#define LEASE_BYTES (256u * 1024u)
-static bool lease_on;
-static bool lease_calls, lease_bytes; /* send, send_bytes limited */
-static uint64_t lease_size[RL_KIND_COUNT];
-
-/* A thread's lease: units of send and send_bytes taken from `from` and not
- * spent yet. Only its own thread touches it (and the thread's exit). */
-struct lease {
-    struct budget *from;
-    uint64_t left[RL_KIND_COUNT];
-    uint64_t until; /* coarse ns */
-};
-static __thread struct lease lease
-    __attribute__((tls_model("initial-exec")));
-static pthread_key_t lease_key;
-static void lease_at_thread_exit(void *arg);
 
 static int claim(struct rl_store *st, struct budget *b)
 {
+    struct rl_gate *g = &rl_gate;
     bool overflowed = false;
     b->store = st;
-    if (rule == NULL)
+    if (g->rule == NULL)
         return 0; /* only sites: their slots are claimed by sites.c */
-    int r = rl_store_slot(st, slot_tag, label, layout.nwords, overflow_tag,
-                          &b->slot, &overflowed);
+    b->rule = g->rule;
+    rl_budget_layout(g->rule, &b->layout);
+    int r = rl_store_slot(st, g->slot_tag, g->label, b->layout.nwords,
+                          g->overflow_tag, &b->slot, &overflowed);
     if (r < 0)
         return r;
     b->store = st;
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        for (unsigned i = 0; i < rule->nlimits[k]; i++)
-            b->states[k][i] = b->slot.words + layout.offset[k][i];
+        for (unsigned i = 0; i < b->rule->nlimits[k]; i++)
+            b->states[k][i] = b->slot.words + b->layout.offset[k][i];
     return 0;
 }
 
 static int open_store(const struct rl_config *c, char *why, size_t whylen);
 
-static uint64_t arena_words(void)
+static uint64_t arena_words(const struct rl_config *cfg)
 {
     uint64_t words = 0;
     for (size_t i = 0; i < cfg->nrules; i++) {
@@ -125,12 +72,14 @@ static uint64_t arena_words(void)
 int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
                  char *why, size_t whylen)
 {
-    cfg = c;
-    rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
-                               id->has_login ? id->login : NULL);
+    struct rl_gate *g = &rl_gate;
+    g->cfg = c;
+    g->rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
+                                  id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
     const char *who = rl_identity_user(id, caller, sizeof caller);
-    snprintf(user, sizeof user, "%s", who);
+    snprintf(g->user, sizeof g->user, "%s", who);
+    const struct rl_rule *rule = g->rule;
     if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
         return -ENOMEM;
     /* A stream send is cut to the smallest byte burst of the rule and of
@@ -143,74 +92,61 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
             const struct rl_limit *l = &r->limits[RL_KIND_SEND_BYTES][i];
             uint64_t cap =
                 l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
-            if (cap < max_bytes)
-                max_bytes = cap;
+            if (cap < g->max_bytes)
+                g->max_bytes = cap;
         }
     }
     if (rule == NULL) {
-        deny_all = c->unknown == RL_UNKNOWN_DENY;
-        active = deny_all;
-        charges_sends = deny_all || rl_sites_charge_sends();
+        g->deny_all = c->unknown == RL_UNKNOWN_DENY;
+        g->active = g->deny_all;
+        g->charges_sends = g->deny_all || rl_sites_charge_sends();
         if (!rl_sites_any())
             return 0;
+        (void)rl_ownerlock_self();
         return open_store(c, why, whylen); /* for the sites' budgets */
     }
-    charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
-                    rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
-                    rl_sites_charge_sends();
-    rl_budget_layout(rule, &layout);
+    g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
+                       rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
+                       rl_sites_charge_sends();
     /* Run the window lock's one-time setup (pthread_once) now, so that a
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
-    /* A call charged to a site or per destination as well is decided on
-     * its own, exactly. */
-    lease_on = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
-               rule->per != RL_PER_DESTINATION &&
-               pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
-    lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
-    lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        if (rule->nlimits[k] == 0)
-            continue;
-        const struct rl_limit *l = &rule->limits[k][0];
-        uint64_t cap = k == RL_KIND_SEND ? LEASE_CALLS : LEASE_BYTES;
-        lease_size[k] = l->burst / 64 < cap ? l->burst / 64 : cap;
-        /* Several rates, a window, or a burst too small to share out:
-         * every call is decided on its own. */
-        if (rule->nlimits[k] > 1 || l->algo != RL_ALGO_TOKEN_BUCKET ||
-            lease_size[k] < 2)
-            lease_on = false;
-    }
-    slot_tag =
-        rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
-    overflow_tag = rl_budget_overflow_tag(rule);
+    rl_lease_setup();
+    /* A call charged to a site or per destination is decided on its own,
+     * exactly: a lease of the rule's units would skip the other budget. */
+    if (rl_sites_any() || rule->per == RL_PER_DESTINATION)
+        g->lease.on = false;
+    g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
+                                  sizeof g->label);
+    g->overflow_tag = rl_budget_overflow_tag(rule);
     return open_store(c, why, whylen);
 }
 
-/* Open the store and claim the rule's slot (when there is a rule; with
- * only sites, the budget holds the store and no slot of its own). */
+/* Open the store and claim the rule's slot (with only sites, the budget
+ * holds the store and no slot of its own). */
 static int open_store(const struct rl_config *c, char *why, size_t whylen)
 {
+    struct rl_gate *g = &rl_gate;
     uint32_t nsites = 0;
     for (size_t i = 0; i < c->nrules; i++)
         nsites += c->rules[i].site != NULL;
-    store_opts = (struct rl_store_opts){
+    g->store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
         .uid = (uint32_t)getuid(),
-        .config_hash = c->hash,
+        .config_hash = rl_budget_hash(c),
         /* Every user of the uid may hold a budget of every site. */
         .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
                   rl_dests_slots(c),
-        .arena_words = arena_words() + rl_sites_arena_words(c) +
+        .arena_words = arena_words(c) + rl_sites_arena_words(c) +
                        rl_dests_arena_words(c),
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
         return -ENOMEM;
     struct rl_store *st = NULL;
-    int r = rl_store_open(&st, &store_opts, why, whylen);
+    int r = rl_store_open(&st, &g->store_opts, why, whylen);
     if (r < 0)
         goto fail;
     r = claim(st, b);
@@ -218,8 +154,8 @@ static int open_store(const struct rl_config *c, char *why, size_t whylen)
         rl_store_close(st);
         goto fail;
     }
-    atomic_store_explicit(&cur, b, memory_order_release);
-    active = true;
+    atomic_store_explicit(&g->cur, b, memory_order_release);
+    g->active = true;
     return 0;
 fail:
     free(b);
@@ -228,35 +164,33 @@ fail:
 
 void rl_gate_atfork_child(void)
 {
-    atomic_flag_clear_explicit(&reopening, memory_order_relaxed);
-    /* The parent keeps its lease: the child's copy of it was never taken
-     * for the child, and spending it twice would over-admit. */
-    lease = (struct lease){0};
+    atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
+    rl_lease_atfork_child();
 }
 
 bool rl_gate_charges_sends(void)
 {
-    return charges_sends;
+    return rl_gate.charges_sends;
 }
 
 bool rl_gate_active(void)
 {
-    return active;
+    return rl_gate.active;
 }
 
 uint64_t rl_gate_max_bytes(void)
 {
-    return max_bytes;
+    return rl_gate.max_bytes;
 }
 
 bool rl_gate_covers(const void *sa, unsigned salen)
 {
-    if (rl_sites_any() && !deny_all &&
-        (rule == NULL || !rl_rule_covers(rule, sa, salen)))
+    if (rl_sites_any() && !rl_gate.deny_all &&
+        (rl_gate.rule == NULL || !rl_rule_covers(rl_gate.rule, sa, salen)))
         return rl_sites_pick(sa, salen) >= 0;
-    if (rule != NULL)
-        return rl_rule_covers(rule, sa, salen);
-    if (!deny_all || sa == NULL || salen < sizeof(sa_family_t))
+    if (rl_gate.rule != NULL)
+        return rl_rule_covers(rl_gate.rule, sa, salen);
+    if (!rl_gate.deny_all || sa == NULL || salen < sizeof(sa_family_t))
         return false;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     return fam == AF_INET || fam == AF_INET6;
@@ -269,28 +203,27 @@ bool rl_gate_covers(const void *sa, unsigned salen)
  * of the segment it has (no longer shared with newcomers). */
 #define MAX_REOPENS 4
 
-static rl_atomic_u64 reopens;
-
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
  * may still be inside it, so the old one is never unmapped). */
 static struct budget *budget(void)
 {
+    struct rl_gate *g = &rl_gate;
     /* Pairs with the release stores in rl_gate_init and below. */
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
     if (b == NULL || !rl_store_is_stale(b->store) ||
-        rl_load_relaxed_u64(&reopens) >= MAX_REOPENS)
+        rl_load_relaxed_u64(&g->reopens) >= MAX_REOPENS)
         return b;
-    if (atomic_flag_test_and_set_explicit(&reopening, memory_order_acquire))
+    if (atomic_flag_test_and_set_explicit(&g->reopening, memory_order_acquire))
         return b;
-    rl_add_relaxed_u64(&reopens, 1);
+    rl_add_relaxed_u64(&g->reopens, 1);
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
-    if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {
+    if (nb != NULL && rl_store_open(&st, &g->store_opts, NULL, 0) == 0) {
         if (claim(st, nb) == 0) {
             nb->replaced = b;
-            atomic_store_explicit(&cur, nb, memory_order_release);
+            atomic_store_explicit(&g->cur, nb, memory_order_release);
             b = nb;
             nb = NULL;
         } else {
@@ -298,21 +231,43 @@ static struct budget *budget(void)
         }
     }
     free(nb);
-    atomic_flag_clear_explicit(&reopening, memory_order_release);
+    atomic_flag_clear_explicit(&g->reopening, memory_order_release);
     return b;
 }
 
-static void count(struct budget *b, int kind, int stat, uint64_t n)
+void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n)
+{
+    uint64_t v = rl_load_relaxed_u64(p);
+    while (!atomic_compare_exchange_weak_explicit(
+        p, &v, v > n ? v - n : 0, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static rl_atomic_u64 *counter(struct budget *b, int kind, int stat)
+{
+    return &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat];
+}
+
+void rl_gate_count(struct budget *b, int kind, int stat, uint64_t n)
 {
     if (n == 0)
         return;
-    if (report_on)
-        rl_add_relaxed_u64(&mine[kind][stat], n);
+    rl_report_add(&rl_gate.report, kind, stat, n);
     if (b != NULL)
-        rl_add_relaxed_u64(
-            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
+        rl_add_relaxed_u64(counter(b, kind, stat), n);
 }
 
+void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n)
+{
+    if (n == 0)
+        return;
+    rl_report_sub(&rl_gate.report, kind, stat, n);
+    if (b != NULL)
+        rl_sub_sat_u64(counter(b, kind, stat), n);
+}
+
+/* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer
+ * when sa is NULL: call only once the log has said it will write. */
 static void describe(char *buf, size_t len, int fd, const void *sa,
                      unsigned salen)
 {
@@ -344,398 +299,282 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-static void log_event(uint64_t now, const char *what, const char *call, int fd,
-                      const void *sa, unsigned salen, const char *detail)
+/* What a log line names: the call and its destination. */
+struct call {
+    const char *name;
+    int fd;
+    const void *sa;
+    unsigned salen;
+};
+
+/* What a log line says about a decision. */
+struct verdict_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+};
+
+/* One log line. Nothing is done (no getpeername, no formatting) unless
+ * the log's rate limit says the line will be written: a client spinning
+ * on denials pays no system call for lines never written. */
+static void log_event(uint64_t now, const struct call *c,
+                      const struct verdict_line *d)
 {
-    if (!rl_log_enabled())
+    if (!rl_log_admit(now))
         return;
-    char dest[96];
-    describe(dest, sizeof dest, fd, sa, salen);
-    rl_log_event(now, "%s %s %s%s (user %s, rule [%s])", what, call, dest,
-                 detail, user, rule != NULL ? rule->section : "none");
+    char dest[96], detail[96];
+    describe(dest, sizeof dest, c->fd, c->sa, c->salen);
+    if (d->wait_ns > 0)
+        snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
+                 (unsigned long long)(d->wait_ns / 1000000),
+                 (unsigned long long)(d->wait_ns / 1000 % 1000),
+                 d->dry ? " (dry run: not slept)" : "");
+    else
+        snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->dry ? " (dry run)" : "");
+    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
+                    detail, rl_gate.user,
+                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
 }
 
-static uint64_t max_wait(void)
+static bool dry_run(void)
+{
+    return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
+}
+
+/* Charge `b` (its own limiters) for this call. */
+static void add_budget(struct rl_gate_ticket *t, struct budget *b)
+{
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    c->budget = b;
+    c->rule = b->rule;
+    memcpy(c->states, b->states, sizeof c->states);
+}
+
+/* Charge the budget of section `r` for (owner, name) in the table of
+ * policy/dests.h, counting in `b` (the section's budget for the user).
+ * false when not even an overflow budget could be had. */
+static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
+                     const struct rl_rule *r, const char *owner,
+                     const char *name, size_t namelen)
+{
+    struct rl_dest_entry e;
+    if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
+        return false;
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    c->budget = b;
+    c->rule = r;
+    memcpy(c->states, e.states, sizeof c->states);
+    c->key_word = e.key_word;
+    c->key = e.key;
+    return true;
+}
+
+/* The budgets this call to `sa` (NULL: fd's peer) is charged to, into
+ * t->charge[]: the rule's (when its `to` covers the destination; its
+ * budget for the destination when it is `per = destination`) and the
+ * first site that covers it (likewise). A store that could not be set up
+ * charges none. */
+static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
+                    unsigned salen)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    struct budget *b = budget();
+    t->ncharges = 0;
+    if (b == NULL)
+        return;
+    if (!rl_sites_any() && !rl_dests_any()) {
+        add_budget(t, b); /* the hook asked rl_gate_covers */
+        return;
+    }
+    struct sockaddr_storage peer;
+    if (sa == NULL) {
+        socklen_t l = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0) {
+            if (rule != NULL)
+                add_budget(t, b);
+            return;
+        }
+        sa = &peer;
+        salen = l;
+    }
+    char name[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (rule != NULL && rl_rule_covers(rule, sa, salen)) {
+        if (rule->per == RL_PER_DESTINATION) {
+            namelen = rl_dests_name(sa, salen, name);
+            if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user),
+                          name, namelen))
+                add_budget(t, b); /* no room at all: the rule's own */
+        } else {
+            add_budget(t, b);
+        }
+    }
+    int si = rl_sites_pick(sa, salen);
+    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
+    if (sb == NULL)
+        return;
+    if (sb->rule->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_name(sa, salen, name);
+        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
+            return;
+    }
+    add_budget(t, sb);
+}
+
+static struct budget *budget_of(const struct rl_gate_charge *c)
+{
+    return c->budget;
+}
+
+static uint64_t max_wait(const struct rl_rule *rule)
 {
     return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
 }
 
-/* Take `want` (at least `min`) units of `kind`; true when granted. */
-static bool take(struct budget *b, struct rl_gate_ticket *t, int kind,
-                 uint64_t want, uint64_t min, uint64_t *granted)
+static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+                   uint64_t units)
 {
-    unsigned n = rule->nlimits[kind];
-    if (n == 0 || want == 0 || b == NULL) {
-        *granted = want;
-        return true;
+    if (!c->took[kind] || units == 0)
+        return;
+    rl_multi_refund(c->states[kind], c->rule->limits[kind],
+                    c->rule->nlimits[kind], t->now, c->v[kind], units);
+}
+
+/* Give back what every charge took of `kind`, and forget it. */
+static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        untake(t, &t->charge[i], kind, units);
+        t->charge[i].took[kind] = false;
     }
-    struct rl_verdict v =
-        rl_multi_take(b->states[kind], rule->limits[kind], n, t->now, want, min,
-                      max_wait(), t->v[kind]);
-    if (v.granted == 0)
-        return false;
-    t->took[kind] = true;
-    if (v.wait_ns > t->wait_ns)
-        t->wait_ns = v.wait_ns;
-    *granted = v.granted;
+}
+
+/* Take `want` (at least `min`) units of `kind` from every charge: true
+ * when all granted, *granted the least of their grants (what more the
+ * others took goes back). On false nothing of `kind` is held and
+ * t->denier is the section that said no. A per-destination budget that
+ * was re-used for another name while we took from it counts as a denial:
+ * what we took fell on the other name, which then admits less, never
+ * more. */
+static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
+                 uint64_t min, uint64_t *granted)
+{
+    uint64_t least = want;
+    *granted = want;
+    if (want == 0)
+        return true;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        unsigned n = c->rule->nlimits[kind];
+        if (n == 0)
+            continue;
+        struct rl_verdict v =
+            rl_multi_take(c->states[kind], c->rule->limits[kind], n, t->now,
+                          least, min < least ? min : least,
+                          max_wait(c->rule), c->v[kind]);
+        bool moved = v.granted > 0 && c->key_word != NULL &&
+                     rl_load_acquire_u64(c->key_word) != c->key;
+        if (v.granted == 0 || moved) {
+            untake_all(t, kind, least);
+            t->denier = c->rule;
+            return false;
+        }
+        c->took[kind] = true;
+        c->granted[kind] = v.granted;
+        if (v.wait_ns > t->wait_ns)
+            t->wait_ns = v.wait_ns;
+        if (v.granted < least)
+            least = v.granted;
+    }
+    /* A later charge granted less: the earlier ones keep only that. */
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (c->took[kind] && c->granted[kind] > least) {
+            untake(t, c, kind, c->granted[kind] - least);
+            c->granted[kind] = least;
+        }
+    }
+    *granted = least;
     return true;
 }
 
-static void untake(struct budget *b, struct rl_gate_ticket *t, int kind,
-                   uint64_t units)
+static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
+                const struct call *c)
 {
-    if (!t->took[kind] || units == 0 || b == NULL)
-        return;
-    rl_multi_refund(b->states[kind], rule->limits[kind], rule->nlimits[kind],
-                    t->now, t->v[kind], units);
-}
-
-static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
-                uint64_t units, const char *call, int fd, const void *sa,
-                unsigned salen)
-{
-    count(b, kind, RL_STAT_DENIED, units);
-    bool dry = rule != NULL ? rule->dry_run : cfg->dry_run;
-    char detail[64];
-    snprintf(detail, sizeof detail, ": %s %llu over quota%s",
-             rl_kind_name(kind), (unsigned long long)units,
-             dry ? " (dry run)" : "");
-    log_event(t->now, dry ? "would deny" : "denied", call, fd, sa, salen,
-              detail);
+    const struct rl_rule *by = t->denier;
+    struct budget *counted = NULL;
+    for (unsigned i = 0; i < t->ncharges && counted == NULL; i++)
+        if (by == NULL || t->charge[i].rule == by)
+            counted = budget_of(&t->charge[i]);
+    /* Counted where it was denied (the site's budget, or the rule's). */
+    rl_gate_count(counted, kind, RL_STAT_DENIED, units);
+    bool dry = by != NULL ? by->dry_run : dry_run();
+    const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
+                                   0, dry};
+    log_event(t->now, c, &d);
+    /* What an earlier limit of this call reserved was given back: there
+     * is no turn to sleep until (a dry run goes at once). */
+    t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = rule != NULL ? rule->deny_errno : cfg->deny_errno;
+    t->err = by != NULL                ? by->deny_errno
+             : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
+                                    : rl_gate.cfg->deny_errno;
     return RL_GATE_FAIL;
 }
 
-static void granted(struct budget *b, struct rl_gate_ticket *t,
-                    const char *call, int fd, const void *sa, unsigned salen)
+static void granted(struct rl_gate_ticket *t, const struct call *c)
 {
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
-    bool xdry = false;
-    for (unsigned i = 0; i < t->nx; i++) {
-        struct rl_gate_xcharge *x = &t->x[i];
-        xdry |= x->rule->dry_run;
-        for (int k = 0; k < RL_KIND_COUNT && x->slot != NULL; k++) {
-            if (!x->took[k])
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *ch = &t->charge[i];
+        for (int k = 0; k < RL_KIND_COUNT; k++) {
+            if (!ch->took[k])
                 continue;
-            rl_store_count(x->slot, (unsigned)k, RL_STAT_ALLOWED, units[k]);
+            rl_gate_count(budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
             if (t->wait_ns > 0) {
-                rl_store_count(x->slot, (unsigned)k, RL_STAT_DELAYED,
-                               units[k]);
-                rl_store_count(x->slot, (unsigned)k, RL_STAT_DELAYED_NS,
-                               t->wait_ns);
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED, units[k]);
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS, t->wait_ns);
             }
-        }
-    }
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (!t->took[k])
-            continue;
-        count(b, k, RL_STAT_ALLOWED, units[k]);
-        if (t->wait_ns > 0) {
-            count(b, k, RL_STAT_DELAYED, units[k]);
-            count(b, k, RL_STAT_DELAYED_NS, t->wait_ns);
         }
     }
     if (t->wait_ns == 0)
         return;
-    bool dry = (rule != NULL && rule->dry_run) || xdry;
-    char detail[64];
-    snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
-             (unsigned long long)(t->wait_ns / 1000000),
-             (unsigned long long)(t->wait_ns / 1000 % 1000),
-             dry ? " (dry run: not slept)" : "");
-    log_event(t->now, "delayed", call, fd, sa, salen, detail);
+    bool dry = dry_run();
+    for (unsigned i = 0; i < t->ncharges; i++)
+        dry |= t->charge[i].rule->dry_run;
+    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry};
+    log_event(t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
 }
 
-/* ---- sites and destinations: budgets beside the rule's -------------*/
-
-static void xuntake(struct rl_gate_ticket *t, unsigned i, int kind,
-                    uint64_t units);
-static void xuntake_part(struct rl_gate_ticket *t, unsigned i, int kind,
-                         uint64_t units);
-
-/* Take `want` (at least `min`) of `kind` from every extra charge: true
- * when all allow, *got the least they granted (what more an earlier one
- * took goes back). On false, nothing of `kind` is held by any and *who is
- * the charge that denied. A per-destination entry re-used for another
- * name while we took from it counts as a denial (what we took fell on
- * the other name: it admits less, never more). */
-static bool xtake(struct rl_gate_ticket *t, int kind, uint64_t want,
-                  uint64_t min, uint64_t *got, unsigned *who)
+static void ticket(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
+                   uint64_t bytes)
 {
-    uint64_t least = want;
-    *got = want;
-    if (want == 0)
-        return true;
-    if (min > want)
-        min = want;
-    for (unsigned i = 0; i < t->nx; i++) {
-        struct rl_gate_xcharge *x = &t->x[i];
-        unsigned n = x->rule->nlimits[kind];
-        if (n == 0)
-            continue;
-        uint64_t wait =
-            x->rule->on_deny == RL_DENY_DELAY ? x->rule->max_delay_ns : 0;
-        struct rl_verdict v =
-            rl_multi_take(x->states[kind], x->rule->limits[kind], n, t->now,
-                          least, min, wait, x->v[kind]);
-        bool moved = v.granted > 0 && x->key_word != NULL &&
-                     rl_load_acquire_u64(x->key_word) != x->key;
-        if (v.granted == 0 || moved) {
-            for (unsigned j = 0; j < i; j++)
-                xuntake(t, j, kind, least);
-            *who = i;
-            return false;
-        }
-        x->took[kind] = true;
-        if (v.wait_ns > t->wait_ns)
-            t->wait_ns = v.wait_ns;
-        if (v.granted < least) {
-            for (unsigned j = 0; j < i; j++)
-                xuntake_part(t, j, kind, least - v.granted);
-            least = v.granted;
-        }
-    }
-    *got = least;
-    return true;
-}
-
-static void xuntake_part(struct rl_gate_ticket *t, unsigned i, int kind,
-                         uint64_t units)
-{
-    struct rl_gate_xcharge *x = &t->x[i];
-    if (!x->took[kind] || units == 0)
-        return;
-    rl_multi_refund(x->states[kind], x->rule->limits[kind],
-                    x->rule->nlimits[kind], t->now, x->v[kind], units);
-}
-
-static void xuntake(struct rl_gate_ticket *t, unsigned i, int kind,
-                    uint64_t units)
-{
-    xuntake_part(t, i, kind, units);
-    t->x[i].took[kind] = false;
-}
-
-/* Give back what every extra charge took of `kind`. */
-static void xuntake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
-{
-    for (unsigned i = 0; i < t->nx; i++)
-        xuntake(t, i, kind, units);
-}
-
-/* Extra charge `i` denied: count and log it there, answer as its section
- * says. */
-static int xdeny(struct rl_gate_ticket *t, unsigned i, int kind,
-                 uint64_t units, const char *call, int fd, const void *sa,
-                 unsigned salen)
-{
-    const struct rl_rule *r = t->x[i].rule;
-    if (t->x[i].slot != NULL)
-        rl_store_count(t->x[i].slot, (unsigned)kind, RL_STAT_DENIED, units);
-    if (report_on)
-        rl_add_relaxed_u64(&mine[kind][RL_STAT_DENIED], units);
-    char detail[96];
-    snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
-             rl_kind_name(kind), (unsigned long long)units, r->section,
-             r->dry_run ? " (dry run)" : "");
-    log_event(t->now, r->dry_run ? "would deny" : "denied", call, fd, sa,
-              salen, detail);
-    t->wait_ns = 0;
-    if (r->dry_run)
-        return RL_GATE_GO;
-    t->err = r->deny_errno;
-    return RL_GATE_FAIL;
-}
-
-/* Add the per-destination budget of section `r` for `owner` and `name`
- * (counters in `slot`). false when the table has no room at all. */
-static bool add_dest(struct rl_gate_ticket *t, struct rl_store *st,
-                     const struct rl_rule *r, const char *owner,
-                     const char *name, size_t namelen, struct rl_slot *slot)
-{
-    struct rl_dest_entry e;
-    if (st == NULL || t->nx >= RL_GATE_MAX_X ||
-        rl_dests_find(st, r, owner, name, namelen, t->now, &e) < 0)
-        return false;
-    struct rl_gate_xcharge *x = &t->x[t->nx++];
-    x->rule = r;
-    memcpy(x->states, e.states, sizeof x->states);
-    x->slot = slot;
-    x->key_word = e.key_word;
-    x->key = e.key;
-    return true;
-}
-
-/* What a call to `sa` (NULL: fd's peer) is charged to besides the rule's
- * own budget: the site's budget, per-destination budgets. *by_rule says
- * whether the rule's own budget is charged (it covers the destination and
- * is not per destination). Without sites or per-destination sections:
- * nothing else, and the rule covers it (the hook asked rl_gate_covers). */
-static void route(struct rl_gate_ticket *t, struct budget *b, int fd,
-                  const void *sa, unsigned salen, bool *by_rule)
-{
-    *by_rule = rule != NULL;
-    if (!rl_sites_any() && !rl_dests_any())
-        return;
-    struct sockaddr_storage peer;
-    if (sa == NULL) {
-        socklen_t l = sizeof peer;
-        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0)
-            return;
-        sa = &peer;
-        salen = l;
-    }
-    struct rl_store *st = b != NULL ? b->store : NULL;
-    char name[RL_NAME_MAX + 1];
-    size_t namelen = 0;
-    if (rule != NULL && rl_sites_any())
-        *by_rule = rl_rule_covers(rule, sa, salen);
-    if (*by_rule && rule->per == RL_PER_DESTINATION) {
-        namelen = rl_dests_name(sa, salen, name);
-        *by_rule = false;
-        if (!add_dest(t, st, rule, rl_budget_user(rule, user), name, namelen,
-                      b != NULL ? &b->slot : NULL))
-            *by_rule = true; /* no room at all: the rule's own budget */
-    }
-    int si = rl_sites_pick(sa, salen);
-    if (si < 0)
-        return;
-    struct rl_site_budget *sb = rl_sites_budget(si, st);
-    if (sb == NULL)
-        return;
-    if (sb->site->per == RL_PER_DESTINATION) {
-        if (namelen == 0)
-            namelen = rl_dests_name(sa, salen, name);
-        if (add_dest(t, st, sb->site, user, name, namelen, &sb->slot))
-            return;
-    }
-    struct rl_gate_xcharge *x = &t->x[t->nx++];
-    x->rule = sb->site;
-    memcpy(x->states, sb->states, sizeof x->states);
-    x->slot = &sb->slot;
-}
-
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Give what the thread's lease holds back to the bucket it came from, and
- * take it out of the allowed counters (it was counted when leased). */
-static void lease_return(struct lease *l)
-{
-    struct budget *b = l->from;
-    l->from = NULL;
-    if (b == NULL)
-        return;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        uint64_t n = l->left[k];
-        l->left[k] = 0;
-        if (n == 0 || rule->nlimits[k] == 0)
-            continue;
-        struct rl_verdict v = {n, 0, 0};
-        rl_multi_refund(b->states[k], rule->limits[k], 1, 0, &v, n);
-        count(b, k, RL_STAT_ALLOWED, (uint64_t)0 - n);
-    }
-}
-
-static void lease_at_thread_exit(void *arg)
-{
-    lease_return(arg);
-}
-
-/* After a grant of `bytes` that did not wait: fill the thread's lease up
- * again from each bucket that holds at least half its burst. */
-static void lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
-{
-    struct lease *l = &lease;
-    if (l->from != b)
-        lease_return(l);
-    /* A lease that would not cover a few calls like this one is no use. */
-    if (rule->nlimits[RL_KIND_SEND_BYTES] != 0 &&
-        lease_size[RL_KIND_SEND_BYTES] / 4 < bytes)
-        return;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        if (rule->nlimits[k] == 0 || l->left[k] >= lease_size[k] / 2)
-            continue;
-        const struct rl_limit *lim = &rule->limits[k][0];
-        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
-        if (a->available(b->states[k][0], lim, now) < lim->burst / 2)
-            continue;
-        uint64_t n = lease_size[k] - l->left[k];
-        struct rl_verdict v = a->take(b->states[k][0], lim, now, n, n, 0);
-        l->left[k] += v.granted;
-        count(b, k, RL_STAT_ALLOWED, v.granted);
-    }
-    if (l->from == NULL) {
-        /* The first lease of this thread: hand it back at thread exit. */
-        pthread_setspecific(lease_key, l);
-        l->from = b;
-    }
-    l->until = coarse_ns() + LEASE_NS;
-}
-
-/* One send call of `bytes` out of the thread's lease: true when it covered
- * them (and took them). */
-static inline bool lease_take(uint64_t bytes)
-{
-    struct lease *l = &lease;
-    if (l->from == NULL || (lease_calls && l->left[RL_KIND_SEND] == 0) ||
-        (lease_bytes && l->left[RL_KIND_SEND_BYTES] < bytes))
-        return false;
-    if (coarse_ns() >= l->until)
-        return false;
-    if (lease_calls)
-        l->left[RL_KIND_SEND]--;
-    if (lease_bytes)
-        l->left[RL_KIND_SEND_BYTES] -= bytes;
-    return true;
-}
-
-/* lease_take for rl_gate_send, with the ticket saying so (nothing to
- * sleep, nothing logged). */
-static bool from_lease(struct rl_gate_ticket *t, uint64_t bytes)
-{
-    if (!lease_take(bytes))
-        return false;
-    t->now = 0;
-    t->wait_ns = 0;
-    t->calls = 1;
+    memset(t, 0, sizeof *t);
+    t->now = now;
+    t->calls = calls;
     t->bytes = bytes;
-    t->err = 0;
-    t->leased = true;
-    return true;
 }
 
 int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                        int fd, const void *sa, unsigned salen)
 {
-    memset(t, 0, sizeof *t);
-    t->now = now;
-    t->calls = 1;
-    if (rule == NULL && (deny_all || !rl_sites_any()))
-        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa, salen)
-                        : RL_GATE_GO;
-    struct budget *b = budget();
-    bool by_rule;
-    unsigned who;
-    route(t, b, fd, sa, salen, &by_rule);
+    const struct call c = {call, fd, sa, salen};
+    ticket(t, now, 1, 0);
+    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
+        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
+    charges(t, fd, sa, salen);
     uint64_t g;
-    if (by_rule && !take(b, t, RL_KIND_CONNECT, 1, 1, &g))
-        return deny(b, t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
-    if (!xtake(t, RL_KIND_CONNECT, 1, 1, &g, &who)) {
-        /* The rule's unit goes back: the call is not made. */
-        untake(b, t, RL_KIND_CONNECT, 1);
-        t->took[RL_KIND_CONNECT] = false;
-        return xdeny(t, who, RL_KIND_CONNECT, 1, call, fd, sa, salen);
-    }
-    granted(b, t, call, fd, sa, salen);
+    if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
+        return deny(t, RL_KIND_CONNECT, 1, &c);
+    granted(t, &c);
     return RL_GATE_GO;
 }
 
@@ -745,96 +584,47 @@ int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
     return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
-/* A send charged only to budgets beside the rule's own. */
-static int xsend(struct budget *b, struct rl_gate_ticket *t, const char *call,
-                 int fd, const void *sa, unsigned salen, uint64_t calls,
-                 uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
-{
-    uint64_t sc, sg;
-    unsigned who;
-    if (t->nx == 0)
-        return RL_GATE_GO;
-    if (bytes_min == 0 && bytes > 0)
-        bytes_min = 1;
-    if (!xtake(t, RL_KIND_SEND, calls, calls_min, &sc, &who))
-        return xdeny(t, who, RL_KIND_SEND, calls, call, fd, sa, salen);
-    if (!xtake(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &sg, &who)) {
-        xuntake_all(t, RL_KIND_SEND, sc);
-        return xdeny(t, who, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
-    }
-    t->calls = sc;
-    t->bytes = sg;
-    granted(b, t, call, fd, sa, salen);
-    return RL_GATE_GO;
-}
-
 int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    memset(t, 0, sizeof *t);
-    t->now = now;
-    t->calls = calls;
-    t->bytes = bytes;
-    if (rule == NULL && (deny_all || !rl_sites_any()))
-        return deny_all
-                   ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa, salen)
-                   : RL_GATE_GO;
-    struct budget *b = budget();
-    bool by_rule;
-    route(t, b, fd, sa, salen, &by_rule);
-    if (!by_rule)
-        return xsend(b, t, call, fd, sa, salen, calls, calls_min, bytes,
-                     bytes_min);
+    const struct rl_rule *rule = rl_gate.rule;
+    const struct call c = {call, fd, sa, salen};
+    ticket(t, now, calls, bytes);
+    if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
+        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
+    charges(t, fd, sa, salen);
+    /* Units leased to threads that went quiet come back first (a
+     * per-destination budget is never leased). */
+    for (unsigned i = 0; i < t->ncharges; i++)
+        if (t->charge[i].key_word == NULL && t->charge[i].rule != NULL &&
+            t->charge[i].budget->rule == t->charge[i].rule)
+            rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
-    if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
-        return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
+    if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
+        return deny(t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
-    if (bytes_min < bytes && rule->on_deny == RL_DENY_DELAY) {
+    if (bytes_min < bytes && rule != NULL && rule->on_deny == RL_DENY_DELAY) {
         /* A stream send in delay mode: grant part of it only when a
          * sizeable part is free (1/16 of the burst), else reserve it all
          * and sleep. With a minimum of 1 byte, a client that comes back
          * a few microseconds later would get a few bytes per call: a busy
          * loop of tiny writes instead of a sleep. */
-        uint64_t chunk = max_bytes / 16 > 0 ? max_bytes / 16 : 1;
+        uint64_t chunk =
+            rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
         if (chunk > bytes_min)
             bytes_min = chunk < bytes ? chunk : bytes;
     }
-    if (!take(b, t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
-        untake(b, t, RL_KIND_SEND, gc);
-        t->took[RL_KIND_SEND] = false;
-        return deny(b, t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
-    }
-    uint64_t sc, sg;
-    unsigned who;
-    if (!xtake(t, RL_KIND_SEND, gc, calls_min, &sc, &who)) {
-        untake(b, t, RL_KIND_SEND, gc);
-        untake(b, t, RL_KIND_SEND_BYTES, gb);
-        t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
-        return xdeny(t, who, RL_KIND_SEND, calls, call, fd, sa, salen);
-    }
-    if (!xtake(t, RL_KIND_SEND_BYTES, gb, bytes_min, &sg, &who)) {
-        untake(b, t, RL_KIND_SEND, gc);
-        untake(b, t, RL_KIND_SEND_BYTES, gb);
-        xuntake_all(t, RL_KIND_SEND, sc);
-        t->took[RL_KIND_SEND] = t->took[RL_KIND_SEND_BYTES] = false;
-        return xdeny(t, who, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
-    }
-    /* The site granted less: the rule keeps only that much. */
-    if (sc < gc) {
-        untake(b, t, RL_KIND_SEND, gc - sc);
-        gc = sc;
-    }
-    if (sg < gb) {
-        untake(b, t, RL_KIND_SEND_BYTES, gb - sg);
-        gb = sg;
+    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
+        untake_all(t, RL_KIND_SEND, gc);
+        return deny(t, RL_KIND_SEND_BYTES, bytes, &c);
     }
     t->calls = gc;
     t->bytes = gb;
-    granted(b, t, call, fd, sa, salen);
-    if (lease_on && calls == 1 && t->wait_ns == 0 && b != NULL)
-        lease_refill(b, now, gb);
+    granted(t, &c);
+    if (rl_gate.lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
+        rl_lease_refill(budget_of(&t->charge[0]), now, gb);
     return RL_GATE_GO;
 }
 
@@ -842,14 +632,17 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    if (lease_on && calls == 1) {
-        if (from_lease(t, bytes))
+    if (rl_gate.lease.on && calls == 1) {
+        if (rl_lease_take(bytes)) {
+            /* Nothing to sleep, nothing logged. */
+            ticket(t, 0, 1, bytes);
+            t->leased = true;
             return RL_GATE_GO;
+        }
         /* Spent, expired or too small for this call: what is left goes
          * back before the call is decided on its own, so that a thread
          * never holds units while its own calls wait or are denied. */
-        if (lease.from != NULL)
-            lease_return(&lease);
+        rl_lease_drop();
     }
     return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
                            calls_min, bytes, bytes_min);
@@ -858,16 +651,17 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
 int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
                            uint64_t *granted, int *err)
 {
+    const struct rl_rule *rule = rl_gate.rule;
     *granted = bytes;
     if (rule == NULL) {
-        if (!deny_all)
+        if (!rl_gate.deny_all)
             return RL_GATE_GO;
-        count(NULL, RL_KIND_SEND, RL_STAT_DENIED, calls);
-        *err = cfg->deny_errno;
-        return cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
+        rl_gate_count(NULL, RL_KIND_SEND, RL_STAT_DENIED, calls);
+        *err = rl_gate.cfg->deny_errno;
+        return rl_gate.cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
     /* The budget as it is: budget() may re-open the store (malloc). */
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
     if (b == NULL)
         return RL_GATE_GO;
     uint64_t now = rl_clock_now_ns();
@@ -878,123 +672,84 @@ int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
     int denied = -1;
     uint64_t got = bytes;
     if (nc > 0 && calls > 0 &&
-        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND],
-                      nc, now, calls, calls, 0, vc)
+        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND], nc,
+                      now, calls, calls, 0, vc)
                 .granted == 0)
         denied = RL_KIND_SEND;
     if (denied < 0 && nb > 0 && bytes > 0) {
         struct rl_verdict v = rl_multi_take(
-            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES],
-            nb, now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
+            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES], nb,
+            now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
         got = v.granted;
         if (got == 0) {
             denied = RL_KIND_SEND_BYTES;
             if (nc > 0 && calls > 0)
                 rl_multi_refund(b->states[RL_KIND_SEND],
-                                rule->limits[RL_KIND_SEND], nc, now, vc,
-                                calls);
+                                rule->limits[RL_KIND_SEND], nc, now, vc, calls);
         }
     }
     if (denied >= 0) {
-        count(b, denied, RL_STAT_DENIED,
-              denied == RL_KIND_SEND ? calls : bytes);
+        rl_gate_count(b, denied, RL_STAT_DENIED,
+                      denied == RL_KIND_SEND ? calls : bytes);
         *err = rule->deny_errno;
         return rule->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
     if (nc > 0)
-        count(b, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+        rl_gate_count(b, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
     if (nb > 0)
-        count(b, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, got);
+        rl_gate_count(b, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, got);
     *granted = got;
     return RL_GATE_GO;
 }
 
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
 {
+    if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
+        return;
     if (t->leased) {
         /* Back into the lease it came from, if the thread still holds it
          * (else it stays spent: never more than was granted). */
-        if (lease.from != NULL && kind >= RL_KIND_SEND &&
-            kind <= RL_KIND_SEND_BYTES && units <= t->bytes)
-            lease.left[kind] += units;
+        if (kind == RL_KIND_SEND && units <= t->calls)
+            rl_lease_refund(units, 0);
+        else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
+            rl_lease_refund(0, units);
         return;
     }
-    if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
-        return;
-    for (unsigned i = 0; i < t->nx; i++) {
-        if (!t->x[i].took[kind])
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (!c->took[kind])
             continue;
-        xuntake_part(t, i, kind, units);
-        if (t->x[i].slot != NULL)
-            rl_store_count(t->x[i].slot, (unsigned)kind, RL_STAT_ALLOWED,
-                           (uint64_t)0 - units);
-    }
-    if (rule == NULL || !t->took[kind])
-        return;
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
-    untake(b, t, kind, units);
-    if (b != NULL) {
+        untake(t, c, kind, units);
         /* Lower `allowed` by what was not spent after all. */
-        count(b, kind, RL_STAT_ALLOWED, (uint64_t)0 - units);
+        rl_gate_uncount(budget_of(c), kind, RL_STAT_ALLOWED, units);
     }
 }
 
 void rl_gate_report_enable(void)
 {
-    report_on = true;
+    rl_gate.report.on = true;
 }
 
 void rl_gate_finish(void)
 {
-    if (cfg == NULL)
+    if (rl_gate.cfg == NULL)
         return;
-    if (rule != NULL)
-        lease_return(&lease);
-    if (!report_on)
-        return;
-    int pid = (int)getpid();
-    if (rule == NULL && !deny_all) {
-        rl_log_stderr("report: pid %d user %s: no section of %s applies "
-                      "(unknown = allow): nothing was throttled",
-                      pid, user, cfg->path);
-        return;
+    rl_lease_finish();
+    if (rl_gate.report.on) {
+        rl_lease_report();
+        rl_report_write();
     }
-    const char *sec = rule != NULL ? rule->section : "none, unknown = deny";
-    uint64_t seen_all = 0;
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (rule != NULL ? rule->nlimits[k] == 0 : k == RL_KIND_SEND_BYTES)
-            continue;
-        uint64_t a = rl_load_relaxed_u64(&mine[k][RL_STAT_ALLOWED]);
-        uint64_t d = rl_load_relaxed_u64(&mine[k][RL_STAT_DENIED]);
-        uint64_t w = rl_load_relaxed_u64(&mine[k][RL_STAT_DELAYED]);
-        seen_all += a + d;
-        rl_log_stderr("report: pid %d user %s rule [%s]: %s seen %llu, "
-                      "allowed %llu, denied %llu, delayed %llu",
-                      pid, user, sec, rl_kind_name(k),
-                      (unsigned long long)(a + d), (unsigned long long)a,
-                      (unsigned long long)d, (unsigned long long)w);
-    }
-    if (seen_all == 0)
-        rl_log_stderr("report: pid %d user %s rule [%s]: no call went to a "
-                      "destination of the rule: nothing was throttled",
-                      pid, user, sec);
 }
-
 
 uint64_t rl_gate_send_leased(uint64_t len, bool stream)
 {
-    if (!lease_on)
+    if (!rl_gate.lease.on)
         return 0;
-    uint64_t want = stream && len > max_bytes ? max_bytes : len;
-    return want > 0 && lease_take(want) ? want : 0;
+    uint64_t want = stream && len > rl_gate.max_bytes ? rl_gate.max_bytes : len;
+    return want > 0 && rl_lease_take(want) ? want : 0;
 }
 
 void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
 {
-    if (lease.from == NULL)
-        return;
-    if (lease_calls)
-        lease.left[RL_KIND_SEND] += calls;
-    if (lease_bytes)
-        lease.left[RL_KIND_SEND_BYTES] += bytes;
+    rl_lease_refund(calls, bytes);
 }

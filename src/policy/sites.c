@@ -5,6 +5,7 @@
  * replaced segment, the next call claims the site's slot there; the old
  * budget is never freed (another thread may still be deciding in it). */
 #include "policy/sites.h"
+#include "policy/gate_int.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -17,7 +18,7 @@ struct site {
     struct rl_budget_layout layout;
     uint64_t tag, overflow_tag;
     char label[RL_STORE_LABEL_MAX];
-    _Atomic(struct rl_site_budget *) cur;
+    _Atomic(struct budget *) cur;
 };
 
 static const struct rl_config *cfg;
@@ -91,28 +92,31 @@ int rl_sites_pick(const void *sa, unsigned salen)
     return -1;
 }
 
-struct rl_site_budget *rl_sites_budget(int i, struct rl_store *st)
+struct budget *rl_sites_budget(int i, struct rl_store *st)
 {
     if (i < 0 || (unsigned)i >= nsites || st == NULL)
         return NULL;
     struct site *s = &sites[i];
     /* Pairs with the release CAS below. */
-    struct rl_site_budget *b = atomic_load_explicit(&s->cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&s->cur, memory_order_acquire);
     if (b != NULL && b->store == st)
         return b;
-    struct rl_site_budget *nb = calloc(1, sizeof *nb);
+    struct budget *nb = calloc(1, sizeof *nb);
+    bool overflowed = false;
     if (nb == NULL)
         return NULL;
     if (rl_store_slot(st, s->tag, s->label, s->layout.nwords, s->overflow_tag,
-                      &nb->slot, &nb->overflowed) < 0) {
+                      &nb->slot, &overflowed) < 0) {
         free(nb);
         return NULL;
     }
-    nb->site = s->rule;
+    nb->rule = s->rule;
+    nb->layout = s->layout;
     nb->store = st;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned j = 0; j < s->rule->nlimits[k]; j++)
             nb->states[k][j] = nb->slot.words + s->layout.offset[k][j];
+    nb->replaced = b;
     if (atomic_compare_exchange_strong_explicit(&s->cur, &b, nb,
                                                 memory_order_release,
                                                 memory_order_acquire))

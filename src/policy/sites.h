@@ -23,14 +23,7 @@
 #include "policy/config.h"
 #include "state/store.h"
 
-/* One site's budget for this process's user, in one store. */
-struct rl_site_budget {
-    const struct rl_rule *site;
-    struct rl_store *store;
-    struct rl_slot slot;
-    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
-    bool overflowed; /* the table was full: the site's shared overflow */
-};
+struct budget; /* gate_int.h */
 
 /* Learn the sites of `cfg` for user `user` (the budget user of the caller:
  * its key or uid). Returns 0 or -ENOMEM. Sets nothing when the config has
@@ -52,6 +45,6 @@ int rl_sites_pick(const void *sa, unsigned salen);
 /* Site `i`'s budget in store `st`, claimed on first use. NULL when the
  * store cannot hold it (-ENOSPC even in the overflow area, or a slot made
  * by another config). */
-struct rl_site_budget *rl_sites_budget(int i, struct rl_store *st);
+struct budget *rl_sites_budget(int i, struct rl_store *st);
 
 #endif
