@@ -1371,9 +1371,15 @@ const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
 
     if (!rl_peer_from_addr(sa, salen, &p))
         return NULL;
+    return rl_config_find_site_peer(cfg, &p, name);
+}
+
+const struct rl_rule *rl_config_find_site_peer(const struct rl_config *cfg,
+                                               struct rl_peer *p, char *name)
+{
     for (size_t i = 0; i < cfg->nrules; i++) {
         const struct rl_rule *r = &cfg->rules[i];
-        if (r->site != NULL && rl_dests_cover_peer(r->to, r->nto, &p, name))
+        if (r->site != NULL && rl_dests_cover_peer(r->to, r->nto, p, name))
             return r;
     }
     return NULL;

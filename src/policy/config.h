@@ -157,6 +157,11 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
 const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
                                           const void *sa, unsigned salen);
 
+/* The same for a peer taken apart already (dest.h); `name` (RL_NAME_MAX
+ * + 1 bytes) receives its name when a `to` needs it (kept in p). */
+const struct rl_rule *rl_config_find_site_peer(const struct rl_config *cfg,
+                                               struct rl_peer *p, char *name);
+
 /* Does the file hold a site section at all? */
 bool rl_config_has_sites(const struct rl_config *cfg);
 

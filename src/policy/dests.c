@@ -129,9 +129,17 @@ size_t rl_dests_name(const void *sa, unsigned salen, char *buf)
     struct rl_peer p;
     if (!rl_peer_from_addr(sa, salen, &p))
         return 0;
-    if (rl_peer_name(&p, buf) > 0)
-        return (size_t)p.namelen;
-    inet_ntop(p.family == AF_INET ? AF_INET : AF_INET6, p.addr, buf,
+    return rl_dests_peer_name(&p, buf);
+}
+
+size_t rl_dests_peer_name(struct rl_peer *p, char *buf)
+{
+    if (rl_peer_name(p, buf) > 0) {
+        if (p->name != buf)
+            memcpy(buf, p->name, (size_t)p->namelen + 1);
+        return (size_t)p->namelen;
+    }
+    inet_ntop(p->family == AF_INET ? AF_INET : AF_INET6, p->addr, buf,
               RL_NAME_MAX + 1);
     return strlen(buf);
 }

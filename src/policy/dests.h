@@ -69,6 +69,10 @@ uint32_t rl_dests_slots(const struct rl_config *cfg);
  * buf (RL_NAME_MAX + 1 bytes); returns its length, 0 for another family. */
 size_t rl_dests_name(const void *sa, unsigned salen, char *buf);
 
+/* The same for a peer taken apart already (its name looked up once). */
+struct rl_peer;
+size_t rl_dests_peer_name(struct rl_peer *p, char *buf);
+
 /* The budget of section `rule` for (user, name) in store `st`: found,
  * made, or the overflow budget. `now` decides whether a budget is full.
  * Returns 0, or -ENOSPC when not even the overflow budget could be had. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "limit/limit.h"
+#include "policy/dest.h"
 #include "policy/dests.h"
 #include "policy/gate_int.h"
 #include "policy/lease.h"
@@ -401,11 +402,16 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
         sa = &peer;
         salen = l;
     }
-    char name[RL_NAME_MAX + 1];
+    /* The destination taken apart once: its name is looked up at most
+     * once for every `to` and per-destination budget below. */
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
     size_t namelen = 0;
-    if (rule != NULL && rl_rule_covers(rule, sa, salen)) {
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return;
+    if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
         if (rule->per == RL_PER_DESTINATION) {
-            namelen = rl_dests_name(sa, salen, name);
+            namelen = rl_dests_peer_name(&p, name);
             if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user),
                           name, namelen))
                 add_budget(t, b); /* no room at all: the rule's own */
@@ -413,13 +419,13 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
             add_budget(t, b);
         }
     }
-    int si = rl_sites_pick(sa, salen);
+    int si = rl_sites_pick_peer(&p, pname);
     struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
     if (sb == NULL)
         return;
     if (sb->rule->per == RL_PER_DESTINATION) {
         if (namelen == 0)
-            namelen = rl_dests_name(sa, salen, name);
+            namelen = rl_dests_peer_name(&p, name);
         if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
             return;
     }

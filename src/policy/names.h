@@ -22,7 +22,7 @@
 #define RL_NAME_MAX 253
 
 /* Pairs kept (a power of two, a multiple of the 4 ways). */
-#define RL_NAMES_SLOTS 1024u
+#define RL_NAMES_SLOTS 8192u
 
 /* Put `name` (n bytes, not NUL-terminated) in canonical form into `out`
  * (RL_NAME_MAX + 1 bytes): ASCII lower case, one trailing dot dropped.

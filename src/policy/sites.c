@@ -6,6 +6,7 @@
  * budget is never freed (another thread may still be deciding in it). */
 #include "policy/sites.h"
 #include "policy/gate_int.h"
+#include "policy/names.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -81,9 +82,18 @@ uint64_t rl_sites_arena_words(const struct rl_config *c)
 
 int rl_sites_pick(const void *sa, unsigned salen)
 {
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1];
+    if (nsites == 0 || !rl_peer_from_addr(sa, salen, &p))
+        return -1;
+    return rl_sites_pick_peer(&p, name);
+}
+
+int rl_sites_pick_peer(struct rl_peer *p, char *name)
+{
     if (nsites == 0)
         return -1;
-    const struct rl_rule *r = rl_config_find_site(cfg, sa, salen);
+    const struct rl_rule *r = rl_config_find_site_peer(cfg, p, name);
     if (r == NULL)
         return -1;
     for (unsigned i = 0; i < nsites; i++)

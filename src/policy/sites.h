@@ -42,6 +42,10 @@ uint64_t rl_sites_arena_words(const struct rl_config *cfg);
 /* The site a call to `sa` is charged to: its index, or -1. */
 int rl_sites_pick(const void *sa, unsigned salen);
 
+/* The same for a peer taken apart already; `name` (RL_NAME_MAX + 1 bytes)
+ * receives its name if a `to` needs it (kept in p). */
+int rl_sites_pick_peer(struct rl_peer *p, char *name);
+
 /* Site `i`'s budget in store `st`, claimed on first use. NULL when the
  * store cannot hold it (-ENOSPC even in the overflow area, or a slot made
  * by another config). */

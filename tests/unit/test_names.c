@@ -124,7 +124,9 @@ Test(names, stays_bounded_and_keeps_the_newest)
     cr_assert_leq(found, RL_NAMES_SLOTS);
     cr_assert_geq(found, RL_NAMES_SLOTS / 2, "kept %u", found);
     /* The last one noted is always there. */
-    v4("10.0.15.255", a);
+    snprintf(addr, sizeof addr, "10.%u.%u.%u", (n - 1) >> 16,
+             ((n - 1) >> 8) & 255, (n - 1) & 255);
+    v4(addr, a);
     cr_assert_gt(rl_names_find(AF_INET, a, buf), 0);
 }
 
