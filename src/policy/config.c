@@ -170,6 +170,8 @@ static const struct key keys[] = {
     {"send_bytes_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND_BYTES},
     {"to", IN_RULE, p_to, RULE(to)},
     {"per", IN_RULE, p_word, RULE(per), .words = &per_words},
+    {"max_open", IN_RULE, p_count, RULE(max_open),
+     .max = RL_CONFIG_MAX_OPEN_MAX},
 };
 
 #define NKEYS NELEM(keys)
@@ -484,7 +486,7 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
     }
 }
 
-/* A table size of [rlshim]: 1 to k->max, into a uint32_t. */
+/* A count: 1 to k->max, into a uint32_t. */
 static void p_count(struct pstate *ps, const struct key *k, void *field,
                     const char *v)
 {
@@ -492,11 +494,11 @@ static void p_count(struct pstate *ps, const struct key *k, void *field,
     int rc = rl_parse_u64(v, &u);
 
     if (rc == 0 && (u == 0 || u > k->max))
-        err(ps, ps->lineno, "'%s' in [rlshim] must be from 1 to %llu, not %s",
-            k->name, (unsigned long long)k->max, v);
+        err(ps, ps->lineno, "'%s' in [%s] must be from 1 to %llu, not %s",
+            k->name, sect_name(ps), (unsigned long long)k->max, v);
     else if (rc < 0)
-        err(ps, ps->lineno, "%s '%s' for '%s' in [rlshim]", why_number(rc), v,
-            k->name);
+        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v,
+            k->name, sect_name(ps));
     else
         *(uint32_t *)field = (uint32_t)u;
 }
@@ -1103,6 +1105,7 @@ static uint64_t hash_config(const struct rl_config *c)
         h = rl_hash_str(h, r->section);
         h = rl_hash_u64(h, r->algo);
         h = rl_hash_u64(h, (uint64_t)r->per);
+        h = rl_hash_u64(h, r->max_open);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             h = rl_hash_u64(h, r->nlimits[k]);
             for (unsigned j = 0; j < r->nlimits[k]; j++)

@@ -45,6 +45,9 @@ enum rl_kind {
 #define RL_CONFIG_MAX_DESTINATIONS_DEFAULT 4096u
 #define RL_CONFIG_MAX_DESTINATIONS_MAX 1048576u
 
+/* max_open: the largest accepted. */
+#define RL_CONFIG_MAX_OPEN_MAX 1048576u
+
 /* A user name in [user:NAME] is at most this long (identity.h's buffers). */
 #define RL_CONFIG_USER_MAX 63
 
@@ -80,6 +83,7 @@ struct rl_rule {
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
     int per;       /* enum rl_per: destination = a budget per name */
+    uint32_t max_open; /* connections open at once; 0 = not limited */
     unsigned line; /* where the section starts, for messages */
 };
 

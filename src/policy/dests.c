@@ -13,6 +13,7 @@
 
 #include "policy/budget.h"
 #include "policy/dest.h"
+#include "policy/open.h"
 #include "state/layout.h"
 #include "util/atomics.h"
 #include "util/hash.h"
@@ -44,7 +45,8 @@ struct overflow {
 
 static const struct rl_config *cfg;
 static bool any;
-static uint32_t stride;   /* words per entry: key, rule, state */
+static uint32_t stride;   /* words per entry: key, rule, state, open */
+static uint32_t open_at;  /* where an entry's open area starts; 0: none */
 static uint64_t cap;      /* entries, a power of two */
 static uint64_t max_live; /* max_destinations */
 static uint32_t table_words;
@@ -75,6 +77,9 @@ int rl_dests_setup(const struct rl_config *c)
     }
     if (!any)
         return 0;
+    bool open = false;
+    for (size_t i = 0; i < c->nrules; i++)
+        open |= per_dest(&c->rules[i]) && c->rules[i].max_open > 0;
     layouts = calloc(c->nrules, sizeof *layouts);
     ovf = calloc(c->nrules, sizeof *ovf);
     if (layouts == NULL || ovf == NULL)
@@ -82,6 +87,10 @@ int rl_dests_setup(const struct rl_config *c)
     for (size_t i = 0; i < c->nrules; i++)
         rl_budget_layout(&c->rules[i], &layouts[i]);
     stride = 2 + w;
+    if (open) {
+        open_at = stride;
+        stride += RL_OPEN_WORDS;
+    }
     max_live = c->max_destinations;
     cap = 1;
     while (cap < 2 * max_live)
@@ -185,15 +194,21 @@ static void fill(struct rl_dest_entry *out, const struct rl_rule *rule,
     memset(out, 0, sizeof *out);
     out->key_word = key_word;
     out->key = key;
+    if (open_at != 0 && rule->max_open > 0 && key_word != NULL)
+        out->open = (rl_atomic_u64 *)words - 2 + open_at;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned j = 0; j < rule->nlimits[k]; j++)
             out->states[k][j] = words + l->offset[k][j];
 }
 
-/* Is the budget in `words` of section `rule` full (token buckets only)? */
+/* Is the budget in `words` of section `rule` full (token buckets only)
+ * and holding no open connection? */
 static bool full(const struct rl_rule *rule, rl_word *words, uint64_t now)
 {
     const struct rl_budget_layout *l = &layouts[rule - cfg->rules];
+    if (open_at != 0 &&
+        rl_load_acquire_u64((rl_atomic_u64 *)words - 2 + open_at) != 0)
+        return false;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         for (unsigned j = 0; j < rule->nlimits[k]; j++) {
             const struct rl_limit *lim = &rule->limits[k][j];

@@ -45,6 +45,8 @@ struct rl_dest_entry {
     rl_atomic_u64 *key_word; /* NULL for the overflow budget */
     uint64_t key;
     rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+    rl_atomic_u64 *open; /* the section's max_open area (policy/open.h),
+                            NULL when it has none */
     bool overflow;
 };
 

@@ -20,12 +20,14 @@
 #include "policy/dest.h"
 #include "policy/dests.h"
 #include "policy/gate_int.h"
+#include "policy/open.h"
 #include "policy/lease.h"
 #include "policy/report.h"
 #include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/ownerlock.h"
 
@@ -56,6 +58,19 @@ static int claim(struct rl_store *st, struct budget *b)
 
 static int open_store(const struct rl_config *c, char *why, size_t whylen);
 
+/* Slots for max_open areas: one per budget of a section with max_open
+ * (each user of [default] and of a site has one). */
+static uint32_t open_slots(const struct rl_config *c)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].max_open > 0)
+            n += c->rules[i].is_default || c->rules[i].site != NULL
+                     ? c->max_users + 1
+                     : 2;
+    return n;
+}
+
 static uint64_t arena_words(const struct rl_config *cfg)
 {
     uint64_t words = 0;
@@ -83,6 +98,10 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     const struct rl_rule *rule = g->rule;
     if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
         return -ENOMEM;
+    for (size_t j = 0; j < c->nrules; j++)
+        if (c->rules[j].max_open > 0 &&
+            (&c->rules[j] == rule || c->rules[j].site != NULL))
+            rl_open_enable();
     /* A stream send is cut to the smallest byte burst of the rule and of
      * every site (a site's may be the binding one). */
     for (size_t j = 0; j < c->nrules; j++) {
@@ -139,9 +158,10 @@ static int open_store(const struct rl_config *c, char *why, size_t whylen)
         .config_hash = rl_budget_hash(c),
         /* Every user of the uid may hold a budget of every site. */
         .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
-                  rl_dests_slots(c),
+                  rl_dests_slots(c) + open_slots(c),
         .arena_words = arena_words(c) + rl_sites_arena_words(c) +
-                       rl_dests_arena_words(c),
+                       rl_dests_arena_words(c) +
+                       (uint64_t)open_slots(c) * RL_OPEN_WORDS,
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -371,6 +391,7 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
     memcpy(c->states, e.states, sizeof c->states);
     c->key_word = e.key_word;
     c->key = e.key;
+    c->open_area = e.open;
     return true;
 }
 
@@ -560,6 +581,8 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
         t->wait_ns = 0;
 }
 
+static bool open_take(struct rl_gate_ticket *t);
+
 static void ticket(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
 {
@@ -580,8 +603,92 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     uint64_t g;
     if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
         return deny(t, RL_KIND_CONNECT, 1, &c);
+    if (!open_take(t))
+        return deny(t, RL_KIND_CONNECT, 1, &c);
     granted(t, &c);
     return RL_GATE_GO;
+}
+
+/* The max_open area of a charge: a per-destination entry's, or a slot of
+ * its own beside the budget's ("#open|" and the budget's slot number, the
+ * same in every process of the segment). NULL when none can be had. */
+static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
+{
+    if (c->open_area != NULL)
+        return c->open_area;
+    struct budget *b = c->budget;
+    char label[RL_STORE_LABEL_MAX];
+    snprintf(label, sizeof label, "#open|%s|%u", c->rule->section,
+             b->slot.index);
+    uint64_t tag = rl_hash_str(RL_HASH_INIT, label);
+    struct rl_slot slot;
+    bool overflowed = false;
+    if (rl_store_slot(b->store, tag, label, RL_OPEN_WORDS,
+                      rl_hash_str(RL_HASH_INIT, "#open|*"), &slot,
+                      &overflowed) < 0 ||
+        slot.nwords < RL_OPEN_WORDS)
+        return NULL;
+    return slot.words;
+}
+
+/* Hold a connection in every charge with max_open: true, or false with
+ * nothing held, the connect's units given back and t->open_full set. */
+static bool open_take(struct rl_gate_ticket *t)
+{
+    t->nopen = 0;
+    if (!rl_open_on)
+        return true;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (c->rule->max_open == 0)
+            continue;
+        rl_atomic_u64 *area = open_area(c);
+        uint32_t seq;
+        if (area == NULL)
+            continue; /* no room in the segment: not enforced, never blocks */
+        if (rl_open_acquire(area, c->rule->max_open, &seq) == 0) {
+            t->open[t->nopen++] = area;
+            continue;
+        }
+        for (unsigned j = 0; j < t->nopen; j++)
+            rl_open_release(t->open[j]);
+        t->nopen = 0;
+        untake_all(t, RL_KIND_CONNECT, 1);
+        t->denier = c->rule;
+        t->open_full = area;
+        t->open_seq = seq;
+        return false;
+    }
+    return true;
+}
+
+void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds)
+{
+    if (t->nopen == 0)
+        return;
+    if (holds)
+        rl_open_bind(fd, t->open, t->nopen);
+    else
+        for (unsigned j = 0; j < t->nopen; j++)
+            rl_open_release(t->open[j]);
+    t->nopen = 0;
+}
+
+bool rl_gate_open_waits(const struct rl_gate_ticket *t, uint64_t *deadline)
+{
+    const struct rl_rule *r = t->denier;
+    if (t->open_full == NULL || r == NULL || r->on_deny != RL_DENY_DELAY ||
+        r->dry_run)
+        return false;
+    uint64_t now = rl_clock_now_ns();
+    if (*deadline == 0)
+        *deadline = now + r->max_delay_ns;
+    return now < *deadline;
+}
+
+void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline)
+{
+    rl_open_wait(t->open_full, t->open_seq, deadline);
 }
 
 int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,

@@ -201,7 +201,12 @@ static int fastopen_begin(int fd, int flags, const struct sockaddr *sa,
         return RL_HOOK_PASS;
     if (rl_hook_sock_type(fd, rl_fdtab_get(fd)) != RL_FD_STREAM)
         return RL_HOOK_PASS;
-    return rl_hook_connect_begin(fd, sa, len, call, tc);
+    int act = rl_hook_connect_begin(fd, sa, len, call, tc);
+    if (act == RL_HOOK_GO)
+        /* max_open: held from now until the fd closes (a fastopen that
+         * then fails stays counted until then). */
+        rl_gate_connected(tc, fd, true);
+    return act;
 }
 
 /* The sends of sendto/sendmsg after an optional fastopen connect charge:
