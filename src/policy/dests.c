@@ -45,7 +45,9 @@ struct overflow {
 
 static const struct rl_config *cfg;
 static bool any;
-static uint32_t stride;   /* words per entry: key, rule, state, open */
+static uint32_t stride;   /* words per entry: key, rule, state, open, label */
+static uint32_t label_at; /* where an entry's label ("USER|NAME", cut to
+                             RL_DESTS_LABEL_WORDS words) starts */
 static uint32_t open_at;  /* where an entry's open area starts; 0: none */
 static uint64_t cap;      /* entries, a power of two */
 static uint64_t max_live; /* max_destinations */
@@ -91,6 +93,8 @@ int rl_dests_setup(const struct rl_config *c)
         open_at = stride;
         stride += RL_OPEN_WORDS;
     }
+    label_at = stride;
+    stride += RL_DESTS_LABEL_WORDS;
     max_live = c->max_destinations;
     cap = 1;
     while (cap < 2 * max_live)
@@ -404,6 +408,13 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
         return overflow_budget(st, rule, user, out);
     }
     rl_store_relaxed_u64(&e[1], ri);
+    /* Its label, for `rlshim stat` (the key is what identifies it). */
+    char label[RL_DESTS_LABEL_WORDS * 8] = "";
+    uint64_t lw[RL_DESTS_LABEL_WORDS];
+    snprintf(label, sizeof label, "%s|%.*s", user, (int)namelen, name);
+    memcpy(lw, label, sizeof lw);
+    for (unsigned j = 0; j < RL_DESTS_LABEL_WORDS; j++)
+        rl_store_relaxed_u64(&e[label_at + j], lw[j]);
     /* Publishes the entry (its words are zero: never used, or emptied by
      * reuse); pairs with the acquire loads in probe. */
     rl_store_release_u64(&e[0], key);
@@ -421,4 +432,32 @@ uint64_t rl_dests_live(struct rl_store *st)
 {
     struct table *t = table_in(st);
     return t == NULL ? 0 : rl_load_relaxed_u64(&t->w[H_LIVE]);
+}
+
+int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
+                  void (*fn)(const struct rl_rule *rule, const char *label,
+                             struct rl_dest_entry *e, void *arg),
+                  void *arg)
+{
+    if (!any || nwords < table_words)
+        return -EINVAL; /* made for another config */
+    struct table t = {.store = NULL, .w = words};
+    for (uint64_t i = 0; i < cap; i++) {
+        rl_atomic_u64 *e = entry(&t, i);
+        uint64_t k = rl_load_acquire_u64(&e[0]);
+        uint64_t ri = rl_load_relaxed_u64(&e[1]);
+        if (k < KEY_MIN || ri == 0 || ri > cfg->nrules)
+            continue;
+        const struct rl_rule *r = &cfg->rules[ri - 1];
+        uint64_t lw[RL_DESTS_LABEL_WORDS + 1] = {0};
+        for (unsigned j = 0; j < RL_DESTS_LABEL_WORDS; j++)
+            lw[j] = rl_load_relaxed_u64(&e[label_at + j]);
+        char label[sizeof lw];
+        memcpy(label, lw, sizeof lw);
+        label[sizeof label - 1] = '\0';
+        struct rl_dest_entry de;
+        fill(&de, r, (rl_word *)(e + 2), &e[0], k);
+        fn(r, label, &de, arg);
+    }
+    return 0;
 }

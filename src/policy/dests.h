@@ -86,6 +86,18 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
  * for the overflow budget.) Acquire: call after taking from it. */
 bool rl_dests_still(const struct rl_dest_entry *e);
 
+/* Words of an entry's label "USER|NAME" (cut to fit), for `rlshim stat`. */
+#define RL_DESTS_LABEL_WORDS 8u
+
+/* For `rlshim stat`: call fn for every live entry of the table whose slot
+ * words are `words` (a config set up with rl_dests_setup, the one the
+ * segment was made for), with its section, its label and its budget.
+ * -EINVAL when the slot is not such a table. */
+int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
+                  void (*fn)(const struct rl_rule *rule, const char *label,
+                             struct rl_dest_entry *e, void *arg),
+                  void *arg);
+
 /* The label of the table's slot (what `rlshim stat` shows for it). */
 #define RL_DESTS_LABEL "#destinations|*"
 
