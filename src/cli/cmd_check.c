@@ -158,9 +158,10 @@ static void print_table(const struct rl_config *cfg, const char *path)
         for (size_t i = 0; i < cfg->nrules; i++)
             has_default |= cfg->rules[i].is_default;
         if (!has_default)
-            printf("(anyone else: %s)\n", cfg->unknown == RL_UNKNOWN_DENY
-                                              ? "every call denied"
-                                              : "not throttled");
+            printf("(anyone else: %s)\n",
+                   cfg->unknown == RL_UNKNOWN_DENY ? "every call denied"
+                   : rl_config_has_sites(cfg)      ? "only the sites apply"
+                                                   : "not throttled");
     }
 }
 
