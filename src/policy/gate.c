@@ -335,6 +335,9 @@ struct verdict_line {
     uint64_t units;   /* denied: how many were asked */
     uint64_t wait_ns; /* delayed: for how long */
     bool dry;
+    const struct rl_rule *by; /* denied: the section that said no (NULL:
+                                 the rule) */
+    uint32_t max_open;        /* denied for max_open: its N; else 0 */
 };
 
 /* One log line. Nothing is done (no getpeername, no formatting) unless
@@ -352,6 +355,13 @@ static void log_event(uint64_t now, const struct call *c,
                  (unsigned long long)(d->wait_ns / 1000000),
                  (unsigned long long)(d->wait_ns / 1000 % 1000),
                  d->dry ? " (dry run: not slept)" : "");
+    else if (d->max_open > 0)
+        snprintf(detail, sizeof detail, ": max_open %u of [%s] reached%s",
+                 d->max_open, d->by->section, d->dry ? " (dry run)" : "");
+    else if (d->by != NULL && d->by != rl_gate.rule)
+        snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->by->section, d->dry ? " (dry run)" : "");
     else
         snprintf(detail, sizeof detail, ": %s %llu over quota%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
@@ -541,8 +551,15 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
     /* Counted where it was denied (the site's budget, or the rule's). */
     rl_gate_count(counted, kind, RL_STAT_DENIED, units);
     bool dry = by != NULL ? by->dry_run : dry_run();
-    const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
-                                   0, dry};
+    const struct verdict_line d = {dry ? "would deny" : "denied",
+                                   kind,
+                                   units,
+                                   0,
+                                   dry,
+                                   by,
+                                   t->open_full != NULL && by != NULL
+                                       ? by->max_open
+                                       : 0};
     log_event(t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
@@ -575,7 +592,7 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
     bool dry = dry_run();
     for (unsigned i = 0; i < t->ncharges; i++)
         dry |= t->charge[i].rule->dry_run;
-    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry};
+    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry, NULL, 0};
     log_event(t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
