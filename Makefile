@@ -43,9 +43,15 @@ endif
 
 # Packages: the build needs inih; the tests need Criterion and real clients.
 BUILD_DEPS := pkg-config:cmd:pkg-config libinih-dev:pc:inih
+# rlshim run --seccomp: only the CLI links libseccomp (never the .so).
+BUILD_DEPS += libseccomp-dev:pc:libseccomp
+SECCOMP_CFLAGS = $(shell pkg-config --cflags libseccomp 2>/dev/null)
+SECCOMP_LIBS   = $(shell pkg-config --libs libseccomp 2>/dev/null)
 TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
               wget:cmd:wget python3:cmd:python3 openssl:cmd:openssl \
               mandoc:cmd:mandoc socat:cmd:socat binutils:cmd:nm
+# The seccomp tests build a Go client (standard library only, offline).
+TEST_DEPS  += golang-go:cmd:go
 ENSURE     := sh .ci/ensure-deps
 
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
@@ -55,7 +61,7 @@ RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
              -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"' \
              -DRL_LIBDIR='"$(LIBDIR)"'
-ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
@@ -113,7 +119,8 @@ $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
 	    $(ALL_LDFLAGS) -ldl
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
-	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS)
+	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	    $(SECCOMP_LIBS)
 
 # Test objects need Criterion's headers, so they are built after test deps.
 $(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
