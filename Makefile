@@ -142,7 +142,7 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
     $(B)/.test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
-	    $(CORE_LIB) $(ALL_LDFLAGS) -ldl
+	    $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) -ldl
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)

@@ -19,6 +19,7 @@
 #include "policy/dests.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "../dests_race.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -201,61 +202,42 @@ Test(dests, says_once_that_the_table_overflowed, .init = cr_redirect_stderr)
 }
 
 /* 8 processes x 25 threads, all at one instant on one destination never
- * seen before, a budget of 5: exactly 5 go, rep after rep. */
-#define PROCS 8
-#define THREADS 25
-#define REPS 20
-
-struct shared {
-    pthread_barrier_t barrier;
-    _Atomic int admitted[REPS];
-};
-
-static struct shared *sh;
-
-static void *racer(void *arg)
-{
-    (void)arg;
-    char ip[32];
-    for (int rep = 0; rep < REPS; rep++) {
-        snprintf(ip, sizeof ip, "10.9.0.%d", rep + 1);
-        pthread_barrier_wait(&sh->barrier);
-        if (conn_to(ip, T0) == RL_GATE_GO)
-            atomic_fetch_add(&sh->admitted[rep], 1);
-    }
-    return NULL;
-}
-
+ * seen before, a budget of 5: exactly 5 go, rep after rep. The processes
+ * are a program of their own (store_dests_racer), exec'd. */
 Test(dests, eight_processes_of_25_threads_get_exactly_the_budget)
 {
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(sh, MAP_FAILED);
+    int fd = memfd_create("dests_race", 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, sizeof(struct dests_race)), 0);
+    struct dests_race *page = mmap(NULL, sizeof *page, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED, fd, 0);
+    cr_assert_neq(page, MAP_FAILED);
     pthread_barrierattr_t ba;
     pthread_barrierattr_init(&ba);
     pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-    pthread_barrier_init(&sh->barrier, &ba, PROCS * THREADS);
-    pid_t pids[PROCS];
-    for (int p = 0; p < PROCS; p++) {
+    pthread_barrier_init(&page->barrier, &ba, DR_PROCS * DR_THREADS);
+    char prog[512], fds[16];
+    const char *b = getenv("RLSHIM_BUILD");
+    snprintf(prog, sizeof prog, "%s/tests/helpers/store_dests_racer",
+             b ? b : "build");
+    cr_assert_eq(access(prog, X_OK), 0, "%s is not built (make unit)", prog);
+    snprintf(fds, sizeof fds, "%d", fd);
+    pid_t pids[DR_PROCS];
+    for (int p = 0; p < DR_PROCS; p++) {
         pids[p] = fork();
         cr_assert_neq(pids[p], -1);
         if (pids[p] == 0) {
-            gate_as("crawler",
-                    "[site:every]\nper = destination\nconnect = 5/s\n");
-            pthread_t th[THREADS];
-            for (int i = 0; i < THREADS; i++)
-                pthread_create(&th[i], NULL, racer, NULL);
-            for (int i = 0; i < THREADS; i++)
-                pthread_join(th[i], NULL);
-            _exit(0);
+            execl(prog, prog, fds, (char *)NULL);
+            _exit(127);
         }
     }
-    for (int p = 0; p < PROCS; p++) {
+    for (int p = 0; p < DR_PROCS; p++) {
         int st;
         waitpid(pids[p], &st, 0);
-        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "racer %d: %d", p,
+                  st);
     }
-    for (int rep = 0; rep < REPS; rep++)
-        cr_expect_eq(atomic_load(&sh->admitted[rep]), 5, "rep %d: %d", rep,
-                     atomic_load(&sh->admitted[rep]));
+    for (int rep = 0; rep < DR_REPS; rep++)
+        cr_expect_eq(atomic_load(&page->admitted[rep]), 5, "rep %d: %d", rep,
+                     atomic_load(&page->admitted[rep]));
 }
