@@ -20,11 +20,12 @@
 #include "util/log.h"
 #include "util/ownerlock.h"
 
-#define HEADER 8u
+#define HEADER 16u
 #define H_LIVE 0u
 #define H_SAID 1u
-#define H_LOCK 2u
 #define H_CURSOR 3u
+#define H_LOCK 8u /* RL_WINDOW_LOCK_WORDS words: the window's robust lock */
+_Static_assert(H_LOCK + RL_WINDOW_LOCK_WORDS <= HEADER, "the lock fits");
 #define KEY_FREE 0u
 #define KEY_BUSY 1u
 #define KEY_TOMB 2u  /* emptied: not live, re-usable, chains go on past it */
@@ -226,27 +227,17 @@ static bool full(const struct rl_rule *rule, rl_word *words, uint64_t now)
     return true;
 }
 
-static void lock(struct table *t)
+/* The insert lock: the sliding window's robust process-shared mutex
+ * (util/ownerlock.h): waiters sleep, a holder killed inside is taken over.
+ * false when it could not be had (a stopped holder kept it too long). */
+static bool lock(struct table *t)
 {
-    rl_atomic_u64 *w = &t->w[H_LOCK];
-    uint64_t self = rl_ownerlock_self();
-    for (unsigned spins = 0;; spins++) {
-        uint64_t owner = 0;
-        if (atomic_compare_exchange_weak_explicit(
-                w, &owner, self, memory_order_acquire, memory_order_relaxed))
-            return;
-        if (owner != 0 && (spins & 63) == 63 && !rl_ownerlock_alive(owner) &&
-            atomic_compare_exchange_strong_explicit(
-                w, &owner, self, memory_order_acquire, memory_order_relaxed))
-            return; /* its holder died inside an insert */
-        if (spins > 16)
-            sched_yield();
-    }
+    return rl_ownerlock_lock((rl_word *)&t->w[H_LOCK]) != RL_LOCK_BUSY;
 }
 
 static void unlock(struct table *t)
 {
-    rl_store_release_u64(&t->w[H_LOCK], 0);
+    rl_ownerlock_unlock((rl_word *)&t->w[H_LOCK]);
 }
 
 /* Look `key` up from its home: the entry, or NULL. *free_at is the first
@@ -378,7 +369,8 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
         fill(out, rule, (rl_word *)(e + 2), &e[0], key);
         return 0;
     }
-    lock(t);
+    if (!lock(t))
+        return overflow_budget(st, rule, user, out); /* never more */
     e = probe(t, key, &free_at); /* made by another while we waited? */
     if (e != NULL) {
         unlock(t);

@@ -6,7 +6,8 @@
  * live entries), itself the state words of one store slot, so that every
  * process of the uid shares them and nothing in state/ changes:
  *
- *   header (8 words): live entries, "overflow said", insert lock, spare
+ *   header (16 words): live entries, "overflow said", a cursor, the
+ *                      insert lock (a robust mutex, util/ownerlock.h)
  *   entries (cap of them, a power of two, >= 2 x max_destinations):
  *     key   hash of (section, user, name); 0 = never used, 1 = busy
  *     rule  index of the section in the config, + 1
@@ -14,8 +15,8 @@
  *
  * A look-up of a known destination is lock-free: hash, then a short linear
  * probe comparing one word per entry. A new destination takes the insert
- * lock (a word holding the owner's id; a dead owner's lock is taken over)
- * so that two processes never make two budgets for one name. An entry is
+ * lock (a robust process-shared mutex: a holder killed inside is taken
+ * over) so that two processes never make two budgets for one name. An entry is
  * never emptied, only re-used: when no free entry is near, an entry whose
  * budget is full (token buckets only: a full bucket carries no
  * information) is re-used for the new name. When nothing can be re-used,

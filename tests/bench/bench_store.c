@@ -158,7 +158,7 @@ int main(void)
            median(bare));
     rl_store_close(shm.store);
     rl_store_close(local.store);
-    snprintf(path, sizeof path, "%s/rlshim-%u", dir, (unsigned)getuid());
+    rl_store_path(path, sizeof path, dir, (uint32_t)getuid(), 42);
     unlink(path);
     rmdir(dir);
     free(heap);
