@@ -60,7 +60,7 @@ static void teardown(void)
     h_teardown();
 }
 
-static struct run r;
+static struct run r, throttled;
 
 /* rlshim run --seccomp -- ARGS... */
 static void sc_run(double timeout, char *const args[])
@@ -81,11 +81,13 @@ static void names(void)
     snprintf(port, sizeof port, "%d", srv.port);
 }
 
+/* 5 a minute in an exact window: a slow run (a sanitizer, a loaded
+ * machine) cannot see the window slide, so "exactly 5" is exact. */
 static void fail_config(const char *kind)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "%s = 5/s\n"
+                   "%s = 5/min\n"
                    "to = 127.0.0.1:%d\n",
                    kind, srv.port);
     names();
@@ -120,11 +122,8 @@ TestSuite(seccomp, .init = setup, .fini = teardown, .timeout = 60);
 Test(seccomp, static_client_gets_exactly_the_budget_in_fail_mode)
 {
     fail_config("connect");
-    double t0 = h_now();
     sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
-    double span = h_now() - t0;
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
-    cr_assert_lt(span, 1.0, "20 connects took %.2f s: inconclusive", span);
     cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
     cr_expect(strstr(r.out, "err=EAGAIN") != NULL, "%s", r.out);
@@ -135,11 +134,8 @@ Test(seccomp, static_client_gets_exactly_the_budget_in_fail_mode)
 Test(seccomp, go_client_with_16_goroutines_gets_exactly_the_budget)
 {
     fail_config("connect");
-    double t0 = h_now();
     sc_run(20, (char *[]){go_bin, url, "20", "16", NULL});
-    double span = h_now() - t0;
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
-    cr_assert_lt(span, 1.0, "20 requests took %.2f s: inconclusive", span);
     cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
     usleep(200000);
@@ -153,7 +149,12 @@ Test(seccomp, static_client_is_paced_at_the_rate_in_delay_mode)
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
     cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
     expect_paced(20);
-    cr_expect_lt(r.cpu, 0.5, "the supervisor spun: cpu %.2f s", r.cpu);
+    /* The control: the same supervisor and client, nothing throttled. */
+    throttled = r;
+    h_config_write("%s", h_never_binds);
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "control: status %d: %s", r.status, r.out);
+    h_expect_no_spin(&throttled, &r, 0.1, "the supervisor");
 }
 
 Test(seccomp, go_client_with_16_goroutines_is_paced_in_delay_mode)
@@ -163,7 +164,12 @@ Test(seccomp, go_client_with_16_goroutines_is_paced_in_delay_mode)
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
     cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
     expect_paced(20);
-    cr_expect_lt(r.cpu, 0.5, "cpu %.2f s", r.cpu);
+    /* The control: the same supervisor and client, nothing throttled. */
+    throttled = r;
+    h_config_write("%s", h_never_binds);
+    sc_run(20, (char *[]){go_bin, url, "20", "16", NULL});
+    cr_assert_eq(r.status, 0, "control: status %d: %s", r.status, r.out);
+    h_expect_no_spin(&throttled, &r, 0.1, "the supervisor and Go");
 }
 
 /* A non-blocking connect is made by the supervisor on its copy of the
@@ -185,7 +191,6 @@ Test(seccomp, shares_one_budget_with_a_preloaded_curl_loop)
     char *curl[] = {"curl",       "-sS", "-o", "/dev/null",
                     "--max-time", "5",   url,  NULL};
     int curl_ok = 0;
-    double t0 = h_now();
     for (int i = 0; i < 3; i++) {
         h_run(&r, true, 5, curl);
         curl_ok += r.status == 0;
@@ -197,12 +202,10 @@ Test(seccomp, shares_one_budget_with_a_preloaded_curl_loop)
         h_run(&r, true, 5, curl);
         curl_ok += r.status == 0;
     }
-    double span = h_now() - t0;
-    cr_assert_lt(span, 1.0, "the runs took %.2f s: inconclusive", span);
     cr_expect_eq(curl_ok, 3, "curl got %d", curl_ok);
     cr_expect_eq(go_ok, 2, "go got %ld", go_ok);
     usleep(200000);
-    cr_expect_eq(h_server_count(&srv, ""), 5, "the sum obeys 5/s");
+    cr_expect_eq(h_server_count(&srv, ""), 5, "the sum obeys 5/min");
 }
 
 /* The supervisor dies while a connect is held: the program's pending and
@@ -485,15 +488,12 @@ Test(seccomp, charges_once_when_the_shim_is_preloaded_too)
     char *curl[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
                     url, NULL};
     int ok = 0;
-    double t0 = h_now();
     setenv("LD_PRELOAD", so, 1);
     for (int i = 0; i < 6; i++) {
         sc_run(10, curl);
         ok += r.status == 0;
     }
     unsetenv("LD_PRELOAD");
-    double span = h_now() - t0;
-    cr_assert_lt(span, 1.0, "6 runs took %.2f s: inconclusive", span);
     cr_expect_eq(ok, 5, "%d of 6 curls got through", ok);
     usleep(200000);
     cr_expect_eq(h_server_count(&srv, ""), 5);

@@ -294,8 +294,9 @@ static int reentered(uint64_t calls, uint64_t bytes, uint64_t min,
 
 Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
 {
-    gate_with("[user:tester]\nsend = 3/s\non_deny = delay\n"
-              "errno = ECONNREFUSED\n");
+    /* Per minute: on the real clock the 4 calls never see a refill. */
+    gate_with("[user:tester]\nsend = 3/min\non_deny = delay\n"
+              "max_delay = 30s\nerrno = ECONNREFUSED\n");
     uint64_t g = 0;
     int err = 0;
     for (int i = 0; i < 3; i++)
@@ -313,7 +314,7 @@ Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
 
 Test(gate, grants_part_of_a_reentered_stream_send_and_gives_back_the_call)
 {
-    gate_with("[user:tester]\nsend = 10/s\nsend_bytes = 100/s\n");
+    gate_with("[user:tester]\nsend = 10/h\nsend_bytes = 100/h\n");
     uint64_t g = 0;
     int err = 0;
     cr_expect_eq(reentered(1, 150, 1, &g, &err), RL_GATE_GO);
@@ -350,15 +351,16 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
      .timeout = 10)
 {
     gate_with("[user:tester]\nalgorithm = sliding_window\nsend = 5/s\n");
+    /* One instant for every call: on the real clock a loaded machine could
+     * let the first stamp age out of the window before the last. */
+    uint64_t now = rl_clock_now_ns();
     rl_window_set_lock_ops(&landing_ops);
-    int act =
-        rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1, 0, 0);
+    int act = rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0);
     rl_window_set_lock_ops(NULL);
     cr_expect_eq(act, RL_GATE_GO);
     /* Denied, not waited for (that would never end), and the update it
      * interrupted was left whole: exactly 4 more fit in the window. */
     cr_expect_eq(inner_act, RL_GATE_FAIL);
-    uint64_t now = rl_clock_now_ns();
     for (int i = 0; i < 4; i++)
         cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
                      RL_GATE_GO, "%d", i);
