@@ -19,6 +19,7 @@
 #include "limit/limit.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
+#include "policy/fleet.h"
 #include "policy/gate_int.h"
 #include "policy/open.h"
 #include "policy/lease.h"
@@ -153,6 +154,9 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
     g->overflow_tag = rl_budget_overflow_tag(rule);
+    /* A fleet budget is decided in Redis: no local lease of its units. */
+    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule))
+        g->lease.on = false;
     return open_store(c, why, whylen);
 }
 
@@ -201,6 +205,7 @@ void rl_gate_atfork_child(void)
 {
     atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
     rl_lease_atfork_child();
+    rl_fleet_atfork_child();
 }
 
 bool rl_gate_charges_sends(void)
@@ -481,7 +486,7 @@ static uint64_t max_wait(const struct rl_rule *rule)
 static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
                    uint64_t units)
 {
-    if (!c->took[kind] || units == 0)
+    if (!c->took[kind] || units == 0 || c->fleet[kind])
         return;
     rl_multi_refund(c->states[kind], c->rule->limits[kind],
                     c->rule->nlimits[kind], t->now, c->v[kind], units);
@@ -515,10 +520,18 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
         unsigned n = c->rule->nlimits[kind];
         if (n == 0)
             continue;
+        /* Fleet scope applies to the user's own rule budget; sites and
+         * per-destination budgets are this host's. */
+        c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
+                         rl_fleet_decides(c->rule);
         struct rl_verdict v =
-            rl_multi_take(c->states[kind], c->rule->limits[kind], n, t->now,
-                          least, min < least ? min : least,
-                          max_wait(c->rule), c->v[kind]);
+            c->fleet[kind]
+                ? rl_fleet_take(c->rule, kind, c->states[kind], t->now, least,
+                                min < least ? min : least, max_wait(c->rule),
+                                c->v[kind])
+                : rl_multi_take(c->states[kind], c->rule->limits[kind], n,
+                                t->now, least, min < least ? min : least,
+                                max_wait(c->rule), c->v[kind]);
         bool moved = v.granted > 0 && c->key_word != NULL &&
                      rl_load_acquire_u64(c->key_word) != c->key;
         if (v.granted == 0 || moved) {

@@ -46,6 +46,7 @@ struct rl_gate_charge {
     rl_atomic_u64 *open_area; /* a per-destination entry's max_open area */
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
+    bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 
