@@ -204,6 +204,8 @@ bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) python3 tests/bench/shim_overhead.py
 	@echo "== tests/bench/wait_overhead.py"
 	@$(TEST_ENV) python3 tests/bench/wait_overhead.py
+	@echo "== tests/bench/names_overhead.py"
+	@$(TEST_ENV) python3 tests/bench/names_overhead.py
 
 asan:
 	$(MAKE) SANITIZER=address unit integration

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/explain.h"
 #include "policy/config.h"
 #include "policy/fleet.h"
 #include "util/parse.h"
@@ -18,12 +19,18 @@
 
 static const char usage[] =
     "usage: rlshim check [-c FILE]\n"
+    "       rlshim check [-c FILE] --explain [-k KEY] URL|HOST[:PORT]\n"
     "\n"
     "Validate the config and print the quota table it describes, one line\n"
     "per rule and limit. Exit 0 when valid, 1 with every error otherwise.\n"
+    "With --explain, resolve the target and say which rule, site and budget\n"
+    "a connection there is charged to, with their limits.\n"
     "\n"
     "  -c, --config FILE  the config (default: $RLSHIM_CONFIG, else\n"
     "                     " RL_SYSCONFDIR "/rlshim.ini)\n"
+    "  -e, --explain      explain a destination (URL or HOST[:PORT])\n"
+    "  -k, --key KEY      as a process with RLSHIM_KEY=KEY (default: this\n"
+    "                     process's own identity)\n"
     "  -h, --help         this text\n"
     "  -V, --version      the version\n";
 
@@ -152,9 +159,10 @@ static void print_table(const struct rl_config *cfg, const char *path)
         for (size_t i = 0; i < cfg->nrules; i++)
             has_default |= cfg->rules[i].is_default;
         if (!has_default)
-            printf("(anyone else: %s)\n", cfg->unknown == RL_UNKNOWN_DENY
-                                              ? "every call denied"
-                                              : "not throttled");
+            printf("(anyone else: %s)\n",
+                   cfg->unknown == RL_UNKNOWN_DENY ? "every call denied"
+                   : rl_config_has_sites(cfg)      ? "only the sites apply"
+                                                   : "not throttled");
     }
 }
 
@@ -194,19 +202,28 @@ int rl_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
+        {"explain", no_argument, NULL, 'e'},
+        {"key", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *copt = NULL, *path, *env;
+    const char *copt = NULL, *path, *env, *key = NULL;
+    bool explain = false;
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     int c, rc;
 
-    while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+c:ek:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             copt = optarg;
+            break;
+        case 'e':
+            explain = true;
+            break;
+        case 'k':
+            key = optarg;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -219,9 +236,18 @@ int rl_cmd_check(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc) {
-        fprintf(stderr, "rlshim check: unexpected argument '%s'\n%s",
-                argv[optind], usage);
+    if (explain ? optind != argc - 1 : optind != argc) {
+        if (explain && optind == argc)
+            fprintf(stderr, "rlshim check: --explain needs a URL or "
+                            "HOST[:PORT]\n%s",
+                    usage);
+        else
+            fprintf(stderr, "rlshim check: unexpected argument '%s'\n%s",
+                    argv[optind + explain], usage);
+        return 2;
+    }
+    if (key != NULL && !explain) {
+        fprintf(stderr, "rlshim check: -k goes with --explain\n%s", usage);
         return 2;
     }
 
@@ -243,6 +269,11 @@ int rl_cmd_check(int argc, char **argv)
             fprintf(stderr, "rlshim check: %s: %s\n", path, strerror(-rc));
         rl_diag_free(&d);
         return 1;
+    }
+    if (explain) {
+        rc = rl_cli_explain(cfg, key, argv[optind]);
+        rl_config_free(cfg);
+        return rc;
     }
     print_table(cfg, path);
     print_fleet(cfg);

@@ -19,6 +19,8 @@
 #include "cli/commands.h"
 #include "policy/budget.h"
 #include "policy/config.h"
+#include "policy/dests.h"
+#include "policy/open.h"
 #include "state/store.h"
 #include "util/clock.h"
 
@@ -115,10 +117,88 @@ static void row(struct view *v, const char *user, const char *rule_name, int k,
     v->rows++;
 }
 
+/* One row per limit of a per-destination budget: no counters of its own
+ * (they are the section's, in the user's row), what is available now, and
+ * the connections it holds open. */
+static void dest_row(const struct rl_rule *rule, const char *label,
+                     struct rl_dest_entry *e, void *arg)
+{
+    struct view *v = arg;
+    FILE *f = v->out;
+    const char *bar = strchr(label, '|');
+    char user[RL_STORE_LABEL_MAX];
+    snprintf(user, sizeof user, "%.*s", bar ? (int)(bar - label) : 0, label);
+    const char *dest = bar ? bar + 1 : label;
+    bool has_open = e->open != NULL;
+    uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (rule->nlimits[k] == 0 && !(k == 0 && has_open))
+            continue;
+        uint64_t least = UINT64_MAX;
+        for (unsigned i = 0; i < rule->nlimits[k]; i++) {
+            const struct rl_limit *lim = &rule->limits[k][i];
+            uint64_t a = rl_algorithm_get(lim->algo)
+                             ->available(e->states[k][i], lim, v->now);
+            if (a < least)
+                least = a;
+        }
+        const char *algo = rule->nlimits[k]
+                               ? rl_algorithm_get(rule->limits[k][0].algo)->name
+                               : NULL;
+        if (v->json) {
+            fputs(v->rows ? ",\n  {" : "\n  {", f);
+            fputs("\"user\": ", f);
+            json_str(f, user);
+            fputs(", \"rule\": ", f);
+            json_str(f, rule->section);
+            fputs(", \"dest\": ", f);
+            json_str(f, dest);
+            fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ",
+                    rl_kind_name(k));
+            if (algo)
+                json_str(f, algo);
+            else
+                fputs("null", f);
+            fputs(", \"allowed\": null, \"denied\": null, \"delayed\": null, "
+                  "\"delayed_ns\": null, \"available\": ",
+                  f);
+            if (least != UINT64_MAX)
+                fprintf(f, "%llu", (unsigned long long)least);
+            else
+                fputs("null", f);
+            if (has_open && k == 0)
+                fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
+                        (unsigned long long)open, rule->max_open);
+            else
+                fputs("}", f);
+        } else {
+            char av[32] = "-", op[48] = "";
+            if (least != UINT64_MAX)
+                snprintf(av, sizeof av, "%llu", (unsigned long long)least);
+            if (has_open && k == 0)
+                snprintf(op, sizeof op, " open %llu/%u",
+                         (unsigned long long)open, rule->max_open);
+            fprintf(f,
+                    "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "
+                    "%s%s\n",
+                    user, rule->section, rl_kind_name(k), algo ? algo : "-",
+                    "-", "-", "-", "-", av, dest, op);
+        }
+        v->rows++;
+    }
+}
+
 static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
                      void *arg)
 {
     struct view *v = arg;
+    if (strcmp(info->label, RL_DESTS_LABEL) == 0) {
+        /* The per-destination table: its entries, when its layout is
+         * known (the config it was made for). */
+        if (v->layout_ok && slot->words != NULL)
+            (void)rl_dests_each(slot->words, slot->nwords, dest_row, v);
+        return 0;
+    }
     const char *user;
     const struct rl_rule *rule =
         v->cfg ? rl_budget_parse_label(v->cfg, info->label, &user) : NULL;
@@ -152,7 +232,8 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
 
         if (rule && rule->nlimits[k]) {
             a = rl_algorithm_get(rule->limits[k][0].algo);
-            if (v->layout_ok)
+            /* Per destination: what is available is in each dest row. */
+            if (v->layout_ok && rule->per != RL_PER_DESTINATION)
                 has = available(rule, &l, k, slot, v->now, &avail);
             if (has) {
                 uint64_t burst = rule->limits[k][0].burst;
@@ -350,6 +431,8 @@ int rl_cmd_stat(int argc, char **argv)
     if (rl_cli_load_optional(copt, &cfg) < 0)
         return 1;
     v.cfg = cfg;
+    if (cfg && rl_dests_setup(cfg) < 0)
+        return 1;
     if (cfg && cfg->state_mode == RL_STATE_PROCESS)
         fprintf(stderr,
                 "rlshim: %s has state = process: each process keeps "

@@ -185,6 +185,16 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
     return is_inet(j) ? 1 : 0;
 }
 
+/* A connect's decision. The supervisor never sees the program's closes,
+ * so max_open is not counted under --seccomp: a place held here would
+ * never come back (rlshim.ini(5) says so). */
+static int connect_decision(struct sup_job *j, const char *call)
+{
+    int act = rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen);
+    rl_gate_connected(&j->t, -1, false);
+    return act;
+}
+
 /* What a failed read answers: the kernel's EFAULT for a bad pointer; for a
  * thread that is gone, anything (nobody reads it). */
 static enum sup_act read_failed(struct sup_job *j, int r)
@@ -233,8 +243,7 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     j->connect = true;
     if (!rl_gate_covers(&j->sa, j->salen) || in_progress(s))
         return SUP_CONNECT;
-    return verdict(j,
-                   rl_gate_connect(&j->t, "connect", j->fd, &j->sa, j->salen));
+    return verdict(j, connect_decision(j, "connect"));
 }
 
 /* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
@@ -259,8 +268,7 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
         return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
                                        calls, calls, bytes, bytes));
     if (fastopen && fresh)
-        return verdict(j,
-                       rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen));
+        return verdict(j, connect_decision(j, call));
     return SUP_CONTINUE;
 }
 

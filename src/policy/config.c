@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/names.h"
 #include "policy/fleet_addr.h"
 #include "policy/suggest.h"
 #include "util/hash.h"
@@ -48,7 +49,7 @@
 
 /* ---- section kinds ------------------------------------------------------*/
 
-enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
+enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER, SK_SITE };
 
 /* Messages list them in this order. A new kind is an enum value and a row
  * here, then IN(kind) in the rows of the keys it takes (and, when it makes
@@ -56,17 +57,19 @@ enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
 static const struct {
     const char *name;  /* "[name]", or "[name:LABEL]" when `label` is set */
     const char *label; /* what the part after the colon is, for messages */
+    const char *meta;  /* how messages spell that part: "NAME", "LABEL" */
     bool rule;         /* its keys make a struct rl_rule */
 } sect_kinds[] = {
-    [SK_RLSHIM] = {"rlshim", NULL, false},
-    [SK_DEFAULT] = {"default", NULL, true},
-    [SK_USER] = {"user", "user name", true},
+    [SK_RLSHIM] = {"rlshim", NULL, NULL, false},
+    [SK_DEFAULT] = {"default", NULL, NULL, true},
+    [SK_USER] = {"user", "user name", "NAME", true},
+    [SK_SITE] = {"site", "site label", "LABEL", true},
 };
 
 #define NSECT_KINDS NELEM(sect_kinds)
 #define IN(kind) (1u << (kind))
 #define IN_RLSHIM IN(SK_RLSHIM)
-#define IN_RULE (IN(SK_DEFAULT) | IN(SK_USER))
+#define IN_RULE (IN(SK_DEFAULT) | IN(SK_USER) | IN(SK_SITE))
 
 /* ---- words --------------------------------------------------------------*/
 
@@ -80,7 +83,8 @@ struct words {
 /* The word's index is its value: the enums of config.h count from 0. */
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
                    RL_UNKNOWN_DENY == 1 && RL_FLEET_DENY == 3 &&
-                   RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1,
+                   RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1 &&
+                   RL_PER_DESTINATION == 1,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
@@ -91,6 +95,7 @@ static const char *const fallback_names[] = {"share", "local", "allow",
 static const char *const scope_names[] = {"host", "fleet"};
 static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
+static const char *const per_names[] = {"user", "destination"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
                                           "ENETUNREACH"};
 static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
@@ -109,6 +114,7 @@ static const struct words scope_words = {scope_names, NULL,
 static const struct words io_uring_words = {io_uring_names, NULL,
                                             NELEM(io_uring_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
+static const struct words per_words = {per_names, NULL, NELEM(per_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -136,9 +142,10 @@ struct key {
     size_t rule_size;          /* ... 0: none */
     const struct words *words; /* p_word's list */
     int kind;                  /* p_rates, p_bursts: enum rl_kind */
+    uint64_t max;              /* p_count: the largest value accepted */
 };
 
-static key_parser p_word, p_bool, p_duration, p_log, p_max_users, p_algorithm,
+static key_parser p_word, p_bool, p_duration, p_log, p_count, p_algorithm,
     p_rates, p_bursts, p_to, p_fleet, p_fleet_password;
 
 #define CFG(f)                                                                 \
@@ -164,7 +171,10 @@ static const struct key keys[] = {
     {"dry_run", IN_RLSHIM | IN_RULE, p_bool, CFG(dry_run), RULE(dry_run)},
     {"report", IN_RLSHIM, p_bool, CFG(report)},
     {"io_uring", IN_RLSHIM, p_word, CFG(io_uring), .words = &io_uring_words},
-    {"max_users", IN_RLSHIM, p_max_users, CFG(max_users)},
+    {"max_users", IN_RLSHIM, p_count, CFG(max_users),
+     .max = RL_CONFIG_MAX_USERS_MAX},
+    {"max_destinations", IN_RLSHIM, p_count, CFG(max_destinations),
+     .max = RL_CONFIG_MAX_DESTINATIONS_MAX},
     {"algorithm", IN_RULE, p_algorithm, RULE(algo)},
     {"connect", IN_RULE, p_rates, .kind = RL_KIND_CONNECT},
     {"connect_burst", IN_RULE, p_bursts, .kind = RL_KIND_CONNECT},
@@ -173,6 +183,9 @@ static const struct key keys[] = {
     {"send_bytes", IN_RULE, p_rates, .kind = RL_KIND_SEND_BYTES},
     {"send_bytes_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND_BYTES},
     {"to", IN_RULE, p_to, RULE(to)},
+    {"per", IN_RULE, p_word, RULE(per), .words = &per_words},
+    {"max_open", IN_RULE, p_count, RULE(max_open),
+     .max = RL_CONFIG_MAX_OPEN_MAX},
     {"fleet", IN_RLSHIM, p_fleet, CFG(fleet)},
     {"fleet_password", IN_RLSHIM, p_fleet_password, CFG(fleet_password)},
     {"fleet_fallback", IN_RLSHIM, p_word, CFG(fleet_fallback),
@@ -366,8 +379,9 @@ static void list_sections(unsigned mask, char *buf, size_t len)
             continue;
         done++;
         const char *sep = done + 1 < total ? ", " : done < total ? " or " : "";
-        int w = snprintf(buf + n, len - n, "[%s%s]%s", sect_kinds[i].name,
-                         sect_kinds[i].label ? ":NAME" : "", sep);
+        int w = snprintf(buf + n, len - n, "[%s%s%s]%s", sect_kinds[i].name,
+                         sect_kinds[i].meta ? ":" : "",
+                         sect_kinds[i].meta ? sect_kinds[i].meta : "", sep);
         if (w < 0)
             break;
         n += (size_t)w;
@@ -491,20 +505,19 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
     }
 }
 
-static void p_max_users(struct pstate *ps, const struct key *k, void *field,
-                        const char *v)
+/* A count: 1 to k->max, into a uint32_t. */
+static void p_count(struct pstate *ps, const struct key *k, void *field,
+                    const char *v)
 {
     uint64_t u;
     int rc = rl_parse_u64(v, &u);
 
-    (void)k;
-    if (rc == 0 && (u == 0 || u > RL_CONFIG_MAX_USERS_MAX))
-        err(ps, ps->lineno,
-            "'max_users' in [rlshim] must be from 1 to %u, not %s",
-            RL_CONFIG_MAX_USERS_MAX, v);
+    if (rc == 0 && (u == 0 || u > k->max))
+        err(ps, ps->lineno, "'%s' in [%s] must be from 1 to %llu, not %s",
+            k->name, sect_name(ps), (unsigned long long)k->max, v);
     else if (rc < 0)
-        err(ps, ps->lineno, "%s '%s' for 'max_users' in [rlshim]",
-            why_number(rc), v);
+        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v,
+            k->name, sect_name(ps));
     else
         *(uint32_t *)field = (uint32_t)u;
 }
@@ -651,13 +664,15 @@ static void p_to(struct pstate *ps, const struct key *k, void *field,
         if (why != NULL) {
             err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
                 sect_name(ps), why);
-            free(list);
+            rl_dest_clear(&d);
+            rl_dests_free(list, n);
             return;
         }
         nl = realloc(list, (n + 1) * sizeof *nl);
         if (nl == NULL) {
             ps->nomem = true;
-            free(list);
+            rl_dest_clear(&d);
+            rl_dests_free(list, n);
             return;
         }
         list = nl;
@@ -768,6 +783,13 @@ static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
             return -ENOMEM;
         }
     }
+    if (kind == SK_SITE) {
+        r->site = strdup(section + strlen(sect_kinds[kind].name) + 1);
+        if (r->site == NULL) {
+            free(r->section);
+            return -ENOMEM;
+        }
+    }
     r->is_default = kind == SK_DEFAULT;
     r->algo = RL_ALGO_TOKEN_BUCKET;
     r->line = line;
@@ -821,7 +843,7 @@ static void unknown_section(struct pstate *ps, const char *sec)
         }
     } else if (colon == NULL) {
         /* "[rlshm]", "[defualt]"; "[user]" without its label. */
-        const char *best = NULL, *label = "";
+        const char *best = NULL, *label = "", *meta = "";
         for (size_t i = 0; i < NSECT_KINDS && best == NULL; i++)
             if (sect_kinds[i].label == NULL &&
                 rl_edit_distance(sec, sect_kinds[i].name) <= 2)
@@ -830,12 +852,14 @@ static void unknown_section(struct pstate *ps, const char *sec)
             if (sect_kinds[i].label != NULL &&
                 strcmp(sec, sect_kinds[i].name) == 0) {
                 best = sect_kinds[i].name;
-                label = ":NAME";
+                label = ":";
+                meta = sect_kinds[i].meta;
             }
         }
         if (best != NULL) {
-            err(ps, ps->lineno, "unknown section [%s] (did you mean [%s%s]?)",
-                sec, best, label);
+            err(ps, ps->lineno,
+                "unknown section [%s] (did you mean [%s%s%s]?)", sec, best,
+                label, meta);
             return;
         }
     }
@@ -1183,13 +1207,16 @@ static uint64_t hash_config(const struct rl_config *c)
 {
     uint64_t h = RL_HASH_INIT;
 
-    h = rl_hash_u64(h, 2); /* version of this hash's recipe */
+    h = rl_hash_u64(h, 3); /* version of this hash's recipe */
     h = rl_hash_u64(h, c->max_users);
+    h = rl_hash_u64(h, c->max_destinations);
     h = rl_hash_u64(h, c->nrules);
     for (size_t i = 0; i < c->nrules; i++) {
         const struct rl_rule *r = &c->rules[i];
         h = rl_hash_str(h, r->section);
         h = rl_hash_u64(h, r->algo);
+        h = rl_hash_u64(h, (uint64_t)r->per);
+        h = rl_hash_u64(h, r->max_open);
         if (r->scope != RL_SCOPE_HOST) /* host budgets hash as before */
             h = rl_hash_u64(h, (uint64_t)r->scope);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -1210,7 +1237,8 @@ void rl_config_free(struct rl_config *cfg)
     for (size_t i = 0; i < cfg->nrules; i++) {
         free(cfg->rules[i].section);
         free(cfg->rules[i].user);
-        free(cfg->rules[i].to);
+        free(cfg->rules[i].site);
+        rl_dests_free(cfg->rules[i].to, cfg->rules[i].nto);
     }
     free(cfg->rules);
     free(cfg->log_path);
@@ -1236,6 +1264,7 @@ int rl_config_load_string(const char *text, const char *name,
     cfg->max_delay_ns = 10 * RL_NS_PER_S;
     cfg->deny_errno = EAGAIN;
     cfg->max_users = RL_CONFIG_MAX_USERS_DEFAULT;
+    cfg->max_destinations = RL_CONFIG_MAX_DESTINATIONS_DEFAULT;
     if (cfg->path == NULL) {
         rl_config_free(cfg);
         return -ENOMEM;
@@ -1451,6 +1480,36 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
         if (cfg->rules[i].is_default)
             r = &cfg->rules[i];
     return r;
+}
+
+const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+                                          const void *sa, unsigned salen)
+{
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1];
+
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return NULL;
+    return rl_config_find_site_peer(cfg, &p, name);
+}
+
+const struct rl_rule *rl_config_find_site_peer(const struct rl_config *cfg,
+                                               struct rl_peer *p, char *name)
+{
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (r->site != NULL && rl_dests_cover_peer(r->to, r->nto, p, name))
+            return r;
+    }
+    return NULL;
+}
+
+bool rl_config_has_sites(const struct rl_config *cfg)
+{
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (cfg->rules[i].site != NULL)
+            return true;
+    return false;
 }
 
 /* ---- names and formatting -----------------------------------------------*/

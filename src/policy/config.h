@@ -41,6 +41,13 @@ enum rl_kind {
 #define RL_CONFIG_MAX_USERS_DEFAULT 4096u
 #define RL_CONFIG_MAX_USERS_MAX 1048576u
 
+/* max_destinations: the default and the largest accepted. */
+#define RL_CONFIG_MAX_DESTINATIONS_DEFAULT 4096u
+#define RL_CONFIG_MAX_DESTINATIONS_MAX 1048576u
+
+/* max_open: the largest accepted. */
+#define RL_CONFIG_MAX_OPEN_MAX 1048576u
+
 /* A user name in [user:NAME] is at most this long (identity.h's buffers). */
 #define RL_CONFIG_USER_MAX 63
 
@@ -49,6 +56,7 @@ enum rl_kind {
 #define RL_EXIT_CONFIG 78
 
 enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
+enum rl_per { RL_PER_USER = 0, RL_PER_DESTINATION = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
@@ -72,8 +80,10 @@ enum rl_log_target {
 };
 
 struct rl_rule {
-    char *section; /* "default", "user:1000", "user:scraper" */
-    char *user;    /* the part after "user:"; NULL for [default] */
+    char *section; /* "default", "user:1000", "user:scraper", "site:wiki" */
+    char *user;    /* the part after "user:"; NULL for [default], sites */
+    char *site;    /* the part after "site:"; NULL for user rules (a site
+                      is never a user's rule: rl_config_find_rule skips it) */
     bool is_default;
     uint32_t algo; /* enum rl_algo_id */
     struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
@@ -84,6 +94,8 @@ struct rl_rule {
     uint64_t max_delay_ns;
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
+    int per;       /* enum rl_per: destination = a budget per name */
+    uint32_t max_open; /* connections open at once; 0 = not limited */
     int scope;     /* enum rl_scope; fleet only when cfg->fleet is set */
     unsigned line; /* where the section starts, for messages */
 };
@@ -102,6 +114,7 @@ struct rl_config {
     bool report;
     int io_uring;   /* enum rl_io_uring */
     uint32_t max_users;
+    uint32_t max_destinations; /* entries of the per-destination table */
     char *fleet;          /* "redis://..." or "unix:..." as written; NULL: off */
     char *fleet_password; /* the file holding it (checked at load) */
     int fleet_fallback;   /* enum rl_fleet_fallback */
@@ -158,6 +171,20 @@ int rl_config_load_env(struct rl_config **out, struct rl_diag *diag);
 const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
                                           const char *key, uint32_t uid,
                                           const char *login);
+
+/* The site section that a call to `sa` is charged to besides the user's
+ * rule (SPEC §3): the first [site:LABEL] in file order whose `to` covers
+ * it (a site without `to` covers every destination). NULL when none. */
+const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+                                          const void *sa, unsigned salen);
+
+/* The same for a peer taken apart already (dest.h); `name` (RL_NAME_MAX
+ * + 1 bytes) receives its name when a `to` needs it (kept in p). */
+const struct rl_rule *rl_config_find_site_peer(const struct rl_config *cfg,
+                                               struct rl_peer *p, char *name);
+
+/* Does the file hold a site section at all? */
+bool rl_config_has_sites(const struct rl_config *cfg);
 
 /* Does `rule` cover this destination? `sa` is a struct sockaddr of family
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other

@@ -5,9 +5,11 @@
 #include <endian.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "policy/names.h"
 #include "util/parse.h"
 
 /* Zero the host bits, so that matching compares whole bytes. */
@@ -28,8 +30,101 @@ static bool v4mapped(const uint8_t *a)
     return memcmp(a, head, sizeof head) == 0;
 }
 
+static const char *parse_port(const char *port, struct rl_dest *d)
+{
+    uint64_t v;
+    size_t pl = strlen(port);
+    if (pl == 0 || pl > 5 || rl_parse_u64_n(port, (unsigned)pl, &v) < 0 ||
+        v == 0 || v > 65535)
+        return "bad port (1 to 65535)";
+    d->port = (uint16_t)v;
+    return NULL;
+}
+
+/* Is s ("HOST" or "HOST:PORT") a name rather than an address? HOST is
+ * letters, digits, '-', '_' and '.', with a letter in its last label (no
+ * top-level domain is all digits, so "10.0.0.300" stays a bad address). */
+static bool is_name(const char *s)
+{
+    size_t n = strcspn(s, ":");
+    const char *last = s;
+    bool alpha = false;
+
+    if (n == 0 || (s[n] == ':' && strchr(s + n + 1, ':') != NULL))
+        return false;
+    if (n > 1 && s[n - 1] == '.')
+        n--; /* "example.com." is fully qualified */
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '.') {
+            last = s + i + 1;
+            alpha = false;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   c == '-' || c == '_') {
+            alpha = true;
+        } else if (!(c >= '0' && c <= '9')) {
+            return false;
+        }
+    }
+    return alpha && last < s + n;
+}
+
+/* "example.com[:PORT]", "*.example.com[:PORT]". */
+static const char *parse_name(const char *s, struct rl_dest *d)
+{
+    char buf[RL_NAME_MAX + 1];
+    bool below = s[0] == '*' && s[1] == '.';
+    const char *h = below ? s + 2 : s;
+    size_t n = strcspn(h, ":");
+
+    if (below && !is_name(h))
+        return "bad name after '*.'";
+    if (h[n] == ':') {
+        const char *why = parse_port(h + n + 1, d);
+        if (why != NULL)
+            return why;
+    }
+    size_t cn = rl_name_canon(h, n, buf);
+    if (cn == 0 || strstr(buf, "..") != NULL || buf[0] == '.')
+        return "bad name (letters, digits, '-', '_' and '.' only)";
+    if (strchr(buf, '*') != NULL)
+        return "'*' only as '*.' before a name";
+    d->name = malloc(cn + 1);
+    if (d->name == NULL)
+        return "out of memory";
+    memcpy(d->name, buf, cn + 1);
+    d->namelen = (uint8_t)cn;
+    d->form = below ? RL_DEST_BELOW : RL_DEST_NAME;
+    d->family = AF_UNSPEC;
+    return NULL;
+}
+
+void rl_dest_clear(struct rl_dest *d)
+{
+    free(d->name);
+    d->name = NULL;
+    d->namelen = 0;
+}
+
+void rl_dests_free(struct rl_dest *list, size_t n)
+{
+    if (list == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        rl_dest_clear(&list[i]);
+    free(list);
+}
+
+bool rl_dests_have_names(const struct rl_dest *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i].form == RL_DEST_NAME || list[i].form == RL_DEST_BELOW)
+            return true;
+    return false;
+}
+
 /* "A.B.C.D[/P][:PORT]", "[V6][/P][:PORT]", "[V6/P][:PORT]", "V6[/P]",
- * "*:PORT". */
+ * "*:PORT", and the name forms. */
 const char *rl_dest_parse(const char *s, struct rl_dest *d)
 {
     char addr[64] = "";
@@ -39,6 +134,8 @@ const char *rl_dest_parse(const char *s, struct rl_dest *d)
     size_t n;
 
     memset(d, 0, sizeof *d);
+    if ((s[0] == '*' && s[1] == '.') || is_name(s))
+        return parse_name(s, d);
     if (*s == '[') {
         const char *close = strchr(s, ']');
         if (close == NULL)
@@ -123,11 +220,9 @@ const char *rl_dest_parse(const char *s, struct rl_dest *d)
         d->prefix = (uint8_t)v;
     }
     if (port != NULL) {
-        size_t pl = strlen(port);
-        if (pl == 0 || pl > 5 || rl_parse_u64_n(port, (unsigned)pl, &v) < 0 ||
-            v == 0 || v > 65535)
-            return "bad port (1 to 65535)";
-        d->port = (uint16_t)v;
+        const char *why = parse_port(port, d);
+        if (why != NULL)
+            return why;
     }
     if (family == AF_INET6 && d->prefix >= 96 && v4mapped(d->addr)) {
         /* ::ffff:a.b.c.d is matched as IPv4 (SPEC §1). */
@@ -152,6 +247,9 @@ int rl_dest_format(const struct rl_dest *d, char *buf, size_t len)
         snprintf(port, sizeof port, ":%u", d->port);
     if (d->form == RL_DEST_ANY)
         return snprintf(buf, len, "*%s", port);
+    if (d->form == RL_DEST_NAME || d->form == RL_DEST_BELOW)
+        return snprintf(buf, len, "%s%s%s", d->form == RL_DEST_BELOW ? "*." : "",
+                        d->name, port);
     inet_ntop(d->family == AF_INET ? AF_INET : AF_INET6, d->addr, a, sizeof a);
     if (d->family == AF_INET) {
         if (d->prefix == 32)
@@ -176,6 +274,8 @@ bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p)
         memcpy(p->addr, &in.sin_addr, 4);
         p->port = ntohs(in.sin_port);
         p->family = AF_INET;
+        p->namelen = -1;
+        p->name = NULL;
         return true;
     }
     if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
@@ -189,6 +289,8 @@ bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p)
             memcpy(p->addr, in6.sin6_addr.s6_addr, 16);
             p->family = AF_INET6;
         }
+        p->namelen = -1;
+        p->name = NULL;
         return true;
     }
     return false;
@@ -209,12 +311,33 @@ static inline bool word_match(const uint8_t *a, const uint8_t *b,
     return (be64toh(x) & mask) == be64toh(y);
 }
 
+int rl_peer_name(struct rl_peer *p, char *buf)
+{
+    if (p->namelen < 0) {
+        p->namelen = (int16_t)rl_names_find(p->family, p->addr, buf);
+        p->name = buf;
+    }
+    return p->namelen;
+}
+
+/* A name entry against the peer's name (looked up already). */
+static bool name_match(const struct rl_dest *d, const struct rl_peer *p)
+{
+    size_t n = p->namelen > 0 ? (size_t)p->namelen : 0, dn = d->namelen;
+    if (d->form == RL_DEST_NAME)
+        return n == dn && memcmp(p->name, d->name, dn) == 0;
+    return n > dn + 1 && p->name[n - dn - 1] == '.' &&
+           memcmp(p->name + n - dn, d->name, dn) == 0;
+}
+
 static inline bool match(const struct rl_dest *d, const struct rl_peer *p)
 {
     if (d->port != 0 && d->port != p->port)
         return false;
     if (d->form == RL_DEST_ANY)
         return true;
+    if (d->form >= RL_DEST_NAME)
+        return name_match(d, p);
     if (d->family != p->family)
         return false;
     if (d->family == AF_INET) {
@@ -237,17 +360,27 @@ bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p)
     return match(d, p);
 }
 
+bool rl_dests_cover_peer(const struct rl_dest *list, size_t n,
+                         struct rl_peer *p, char *name)
+{
+    if (n == 0)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].form >= RL_DEST_NAME)
+            rl_peer_name(p, name); /* once: cached in p */
+        if (match(&list[i], p))
+            return true;
+    }
+    return false;
+}
+
 bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
                     unsigned salen)
 {
     struct rl_peer p;
+    char name[RL_NAME_MAX + 1];
 
     if (!rl_peer_from_addr(sa, salen, &p))
         return false;
-    if (n == 0)
-        return true;
-    for (size_t i = 0; i < n; i++)
-        if (match(&list[i], &p))
-            return true;
-    return false;
+    return rl_dests_cover_peer(list, n, &p, name);
 }

@@ -17,13 +17,18 @@
 #include <unistd.h>
 
 #include "limit/limit.h"
+#include "policy/dest.h"
+#include "policy/dests.h"
 #include "policy/fleet.h"
 #include "policy/gate_int.h"
+#include "policy/open.h"
 #include "policy/lease.h"
 #include "policy/report.h"
+#include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/ownerlock.h"
 
@@ -36,6 +41,9 @@ static int claim(struct rl_store *st, struct budget *b)
 {
     struct rl_gate *g = &rl_gate;
     bool overflowed = false;
+    b->store = st;
+    if (g->rule == NULL)
+        return 0; /* only sites: their slots are claimed by sites.c */
     b->rule = g->rule;
     rl_budget_layout(g->rule, &b->layout);
     int r = rl_store_slot(st, g->slot_tag, g->label, b->layout.nwords,
@@ -47,6 +55,21 @@ static int claim(struct rl_store *st, struct budget *b)
         for (unsigned i = 0; i < b->rule->nlimits[k]; i++)
             b->states[k][i] = b->slot.words + b->layout.offset[k][i];
     return 0;
+}
+
+static int open_store(const struct rl_config *c, char *why, size_t whylen);
+
+/* Slots for max_open areas: one per budget of a section with max_open
+ * (each user of [default] and of a site has one). */
+static uint32_t open_slots(const struct rl_config *c)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].max_open > 0)
+            n += c->rules[i].is_default || c->rules[i].site != NULL
+                     ? c->max_users + 1
+                     : 2;
+    return n;
 }
 
 /* The longest period of any limit: the store removes a segment unused for
@@ -67,6 +90,8 @@ static uint64_t arena_words(const struct rl_config *cfg)
     uint64_t words = 0;
     for (size_t i = 0; i < cfg->nrules; i++) {
         struct rl_budget_layout l;
+        if (cfg->rules[i].site != NULL)
+            continue; /* rl_sites_arena_words */
         rl_budget_layout(&cfg->rules[i], &l);
         uint64_t users = cfg->rules[i].is_default ? cfg->max_users : 1;
         words += (uint64_t)l.nwords * (users + 1); /* + overflow slot */
@@ -85,38 +110,75 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(g->user, sizeof g->user, "%s", who);
     const struct rl_rule *rule = g->rule;
+    if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
+        return -ENOMEM;
+    for (size_t j = 0; j < c->nrules; j++)
+        if (c->rules[j].max_open > 0 &&
+            (&c->rules[j] == rule || c->rules[j].site != NULL))
+            rl_open_enable();
+    /* A stream send is cut to the smallest byte burst of the rule and of
+     * every site (a site's may be the binding one). */
+    for (size_t j = 0; j < c->nrules; j++) {
+        const struct rl_rule *r = &c->rules[j];
+        if (r != rule && r->site == NULL)
+            continue;
+        for (unsigned i = 0; i < r->nlimits[RL_KIND_SEND_BYTES]; i++) {
+            const struct rl_limit *l = &r->limits[RL_KIND_SEND_BYTES][i];
+            uint64_t cap =
+                l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
+            if (cap < g->max_bytes)
+                g->max_bytes = cap;
+        }
+    }
     if (rule == NULL) {
         g->deny_all = c->unknown == RL_UNKNOWN_DENY;
         g->active = g->deny_all;
-        g->charges_sends = g->deny_all;
-        return 0;
-    }
-    for (unsigned i = 0; i < rule->nlimits[RL_KIND_SEND_BYTES]; i++) {
-        const struct rl_limit *l = &rule->limits[RL_KIND_SEND_BYTES][i];
-        uint64_t cap = l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
-        if (cap < g->max_bytes)
-            g->max_bytes = cap;
+        g->charges_sends = g->deny_all || rl_sites_charge_sends();
+        if (!rl_sites_any())
+            return 0;
+        (void)rl_ownerlock_self();
+        return open_store(c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
-                       rule->nlimits[RL_KIND_SEND_BYTES] > 0;
+                       rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
+                       rl_sites_charge_sends();
     /* Run the window lock's one-time setup (pthread_once) now, so that a
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
     rl_lease_setup();
+    /* A call charged to a site or per destination is decided on its own,
+     * exactly: a lease of the rule's units would skip the other budget. */
+    if (rl_sites_any() || rule->per == RL_PER_DESTINATION)
+        g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
     g->overflow_tag = rl_budget_overflow_tag(rule);
     /* A fleet budget is decided in Redis: no local lease of its units. */
     if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule))
         g->lease.on = false;
+    return open_store(c, why, whylen);
+}
+
+/* Open the store and claim the rule's slot (with only sites, the budget
+ * holds the store and no slot of its own). */
+static int open_store(const struct rl_config *c, char *why, size_t whylen)
+{
+    struct rl_gate *g = &rl_gate;
+    uint32_t nsites = 0;
+    for (size_t i = 0; i < c->nrules; i++)
+        nsites += c->rules[i].site != NULL;
     g->store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
         .uid = (uint32_t)getuid(),
         .config_hash = rl_budget_hash(c),
-        .nslots = c->max_users + (uint32_t)c->nrules,
-        .arena_words = arena_words(c),
+        /* Every user of the uid may hold a budget of every site. */
+        .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
+                  rl_dests_slots(c) + open_slots(c),
+        .arena_words = arena_words(c) + rl_sites_arena_words(c) +
+                       rl_dests_arena_words(c) +
+                       (uint64_t)open_slots(c) * RL_OPEN_WORDS,
         .max_period_ns = max_period_ns(c),
     };
     struct budget *b = calloc(1, sizeof *b);
@@ -163,6 +225,9 @@ uint64_t rl_gate_max_bytes(void)
 
 bool rl_gate_covers(const void *sa, unsigned salen)
 {
+    if (rl_sites_any() && !rl_gate.deny_all &&
+        (rl_gate.rule == NULL || !rl_rule_covers(rl_gate.rule, sa, salen)))
+        return rl_sites_pick(sa, salen) >= 0;
     if (rl_gate.rule != NULL)
         return rl_rule_covers(rl_gate.rule, sa, salen);
     if (!rl_gate.deny_all || sa == NULL || salen < sizeof(sa_family_t))
@@ -280,6 +345,9 @@ struct verdict_line {
     uint64_t units;   /* denied: how many were asked */
     uint64_t wait_ns; /* delayed: for how long */
     bool dry;
+    const struct rl_rule *by; /* denied: the section that said no (NULL:
+                                 the rule) */
+    uint32_t max_open;        /* denied for max_open: its N; else 0 */
 };
 
 /* One log line. Nothing is done (no getpeername, no formatting) unless
@@ -297,6 +365,13 @@ static void log_event(uint64_t now, const struct call *c,
                  (unsigned long long)(d->wait_ns / 1000000),
                  (unsigned long long)(d->wait_ns / 1000 % 1000),
                  d->dry ? " (dry run: not slept)" : "");
+    else if (d->max_open > 0)
+        snprintf(detail, sizeof detail, ": max_open %u of [%s] reached%s",
+                 d->max_open, d->by->section, d->dry ? " (dry run)" : "");
+    else if (d->by != NULL && d->by != rl_gate.rule)
+        snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->by->section, d->dry ? " (dry run)" : "");
     else
         snprintf(detail, sizeof detail, ": %s %llu over quota%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
@@ -311,15 +386,91 @@ static bool dry_run(void)
     return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
 }
 
-/* The budgets this call is charged to, into t->charge[]; t->ncharges of
- * them. One today (the rule's); per-destination budgets and sites add
- * theirs here. A store that could not be set up charges none. */
-static void charges(struct rl_gate_ticket *t)
+/* Charge `b` (its own limiters) for this call. */
+static void add_budget(struct rl_gate_ticket *t, struct budget *b)
 {
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    c->budget = b;
+    c->rule = b->rule;
+    memcpy(c->states, b->states, sizeof c->states);
+}
+
+/* Charge the budget of section `r` for (owner, name) in the table of
+ * policy/dests.h, counting in `b` (the section's budget for the user).
+ * false when not even an overflow budget could be had. */
+static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
+                     const struct rl_rule *r, const char *owner,
+                     const char *name, size_t namelen)
+{
+    struct rl_dest_entry e;
+    if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
+        return false;
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    c->budget = b;
+    c->rule = r;
+    memcpy(c->states, e.states, sizeof c->states);
+    c->key_word = e.key_word;
+    c->key = e.key;
+    c->open_area = e.open;
+    return true;
+}
+
+/* The budgets this call to `sa` (NULL: fd's peer) is charged to, into
+ * t->charge[]: the rule's (when its `to` covers the destination; its
+ * budget for the destination when it is `per = destination`) and the
+ * first site that covers it (likewise). A store that could not be set up
+ * charges none. */
+static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
+                    unsigned salen)
+{
+    const struct rl_rule *rule = rl_gate.rule;
     struct budget *b = budget();
     t->ncharges = 0;
-    if (b != NULL)
-        t->charge[t->ncharges++].budget = b;
+    if (b == NULL)
+        return;
+    if (!rl_sites_any() && !rl_dests_any()) {
+        add_budget(t, b); /* the hook asked rl_gate_covers */
+        return;
+    }
+    struct sockaddr_storage peer;
+    if (sa == NULL) {
+        socklen_t l = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0) {
+            if (rule != NULL)
+                add_budget(t, b);
+            return;
+        }
+        sa = &peer;
+        salen = l;
+    }
+    /* The destination taken apart once: its name is looked up at most
+     * once for every `to` and per-destination budget below. */
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return;
+    if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
+        if (rule->per == RL_PER_DESTINATION) {
+            namelen = rl_dests_peer_name(&p, name);
+            if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user),
+                          name, namelen))
+                add_budget(t, b); /* no room at all: the rule's own */
+        } else {
+            add_budget(t, b);
+        }
+    }
+    int si = rl_sites_pick_peer(&p, pname);
+    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
+    if (sb == NULL)
+        return;
+    if (sb->rule->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_peer_name(&p, name);
+        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
+            return;
+    }
+    add_budget(t, sb);
 }
 
 static struct budget *budget_of(const struct rl_gate_charge *c)
@@ -335,11 +486,10 @@ static uint64_t max_wait(const struct rl_rule *rule)
 static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
                    uint64_t units)
 {
-    struct budget *b = budget_of(c);
     if (!c->took[kind] || units == 0 || c->fleet[kind])
         return;
-    rl_multi_refund(b->states[kind], b->rule->limits[kind],
-                    b->rule->nlimits[kind], t->now, c->v[kind], units);
+    rl_multi_refund(c->states[kind], c->rule->limits[kind],
+                    c->rule->nlimits[kind], t->now, c->v[kind], units);
 }
 
 /* Give back what every charge took of `kind`, and forget it. */
@@ -353,7 +503,11 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
 
 /* Take `want` (at least `min`) units of `kind` from every charge: true
  * when all granted, *granted the least of their grants (what more the
- * others took goes back). On false nothing of `kind` is held. */
+ * others took goes back). On false nothing of `kind` is held and
+ * t->denier is the section that said no. A per-destination budget that
+ * was re-used for another name while we took from it counts as a denial:
+ * what we took fell on the other name, which then admits less, never
+ * more. */
 static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
                  uint64_t min, uint64_t *granted)
 {
@@ -363,20 +517,26 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
         return true;
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
-        struct budget *b = budget_of(c);
-        unsigned n = b->rule->nlimits[kind];
+        unsigned n = c->rule->nlimits[kind];
         if (n == 0)
             continue;
-        c->fleet[kind] = rl_fleet_decides(b->rule);
+        /* Fleet scope applies to the user's own rule budget; sites and
+         * per-destination budgets are this host's. */
+        c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
+                         rl_fleet_decides(c->rule);
         struct rl_verdict v =
             c->fleet[kind]
-                ? rl_fleet_take(b->rule, kind, b->states[kind], t->now, least,
-                                min, max_wait(b->rule), c->v[kind])
-                : rl_multi_take(b->states[kind], b->rule->limits[kind], n,
-                                t->now, least, min, max_wait(b->rule),
-                                c->v[kind]);
-        if (v.granted == 0) {
+                ? rl_fleet_take(c->rule, kind, c->states[kind], t->now, least,
+                                min < least ? min : least, max_wait(c->rule),
+                                c->v[kind])
+                : rl_multi_take(c->states[kind], c->rule->limits[kind], n,
+                                t->now, least, min < least ? min : least,
+                                max_wait(c->rule), c->v[kind]);
+        bool moved = v.granted > 0 && c->key_word != NULL &&
+                     rl_load_acquire_u64(c->key_word) != c->key;
+        if (v.granted == 0 || moved) {
             untake_all(t, kind, least);
+            t->denier = c->rule;
             return false;
         }
         c->took[kind] = true;
@@ -401,21 +561,32 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
 static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
                 const struct call *c)
 {
-    if (t->ncharges == 0)
-        rl_gate_count(NULL, kind, RL_STAT_DENIED, units);
-    for (unsigned i = 0; i < t->ncharges; i++)
-        rl_gate_count(budget_of(&t->charge[i]), kind, RL_STAT_DENIED, units);
-    bool dry = dry_run();
-    const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
-                                   0, dry};
+    const struct rl_rule *by = t->denier;
+    struct budget *counted = NULL;
+    for (unsigned i = 0; i < t->ncharges && counted == NULL; i++)
+        if (by == NULL || t->charge[i].rule == by)
+            counted = budget_of(&t->charge[i]);
+    /* Counted where it was denied (the site's budget, or the rule's). */
+    rl_gate_count(counted, kind, RL_STAT_DENIED, units);
+    bool dry = by != NULL ? by->dry_run : dry_run();
+    const struct verdict_line d = {dry ? "would deny" : "denied",
+                                   kind,
+                                   units,
+                                   0,
+                                   dry,
+                                   by,
+                                   t->open_full != NULL && by != NULL
+                                       ? by->max_open
+                                       : 0};
     log_event(t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
     t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = rl_gate.rule != NULL ? rl_gate.rule->deny_errno
-                                  : rl_gate.cfg->deny_errno;
+    t->err = by != NULL                ? by->deny_errno
+             : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
+                                    : rl_gate.cfg->deny_errno;
     return RL_GATE_FAIL;
 }
 
@@ -437,11 +608,15 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
     if (t->wait_ns == 0)
         return;
     bool dry = dry_run();
-    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry};
+    for (unsigned i = 0; i < t->ncharges; i++)
+        dry |= t->charge[i].rule->dry_run;
+    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry, NULL, 0};
     log_event(t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
 }
+
+static bool open_take(struct rl_gate_ticket *t);
 
 static void ticket(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
@@ -457,14 +632,98 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
 {
     const struct call c = {call, fd, sa, salen};
     ticket(t, now, 1, 0);
-    if (rl_gate.rule == NULL)
+    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
-    charges(t);
+    charges(t, fd, sa, salen);
     uint64_t g;
     if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
         return deny(t, RL_KIND_CONNECT, 1, &c);
+    if (!open_take(t))
+        return deny(t, RL_KIND_CONNECT, 1, &c);
     granted(t, &c);
     return RL_GATE_GO;
+}
+
+/* The max_open area of a charge: a per-destination entry's, or a slot of
+ * its own beside the budget's ("#open|" and the budget's slot number, the
+ * same in every process of the segment). NULL when none can be had. */
+static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
+{
+    if (c->open_area != NULL)
+        return c->open_area;
+    struct budget *b = c->budget;
+    char label[RL_STORE_LABEL_MAX];
+    snprintf(label, sizeof label, "#open|%s|%u", c->rule->section,
+             b->slot.index);
+    uint64_t tag = rl_hash_str(RL_HASH_INIT, label);
+    struct rl_slot slot;
+    bool overflowed = false;
+    if (rl_store_slot(b->store, tag, label, RL_OPEN_WORDS,
+                      rl_hash_str(RL_HASH_INIT, "#open|*"), &slot,
+                      &overflowed) < 0 ||
+        slot.nwords < RL_OPEN_WORDS)
+        return NULL;
+    return slot.words;
+}
+
+/* Hold a connection in every charge with max_open: true, or false with
+ * nothing held, the connect's units given back and t->open_full set. */
+static bool open_take(struct rl_gate_ticket *t)
+{
+    t->nopen = 0;
+    if (!rl_open_on)
+        return true;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (c->rule->max_open == 0)
+            continue;
+        rl_atomic_u64 *area = open_area(c);
+        uint32_t seq;
+        if (area == NULL)
+            continue; /* no room in the segment: not enforced, never blocks */
+        if (rl_open_acquire(area, c->rule->max_open, &seq) == 0) {
+            t->open[t->nopen++] = area;
+            continue;
+        }
+        for (unsigned j = 0; j < t->nopen; j++)
+            rl_open_release(t->open[j]);
+        t->nopen = 0;
+        untake_all(t, RL_KIND_CONNECT, 1);
+        t->denier = c->rule;
+        t->open_full = area;
+        t->open_seq = seq;
+        return false;
+    }
+    return true;
+}
+
+void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds)
+{
+    if (t->nopen == 0)
+        return;
+    if (holds)
+        rl_open_bind(fd, t->open, t->nopen);
+    else
+        for (unsigned j = 0; j < t->nopen; j++)
+            rl_open_release(t->open[j]);
+    t->nopen = 0;
+}
+
+bool rl_gate_open_waits(const struct rl_gate_ticket *t, uint64_t *deadline)
+{
+    const struct rl_rule *r = t->denier;
+    if (t->open_full == NULL || r == NULL || r->on_deny != RL_DENY_DELAY ||
+        r->dry_run)
+        return false;
+    uint64_t now = rl_clock_now_ns();
+    if (*deadline == 0)
+        *deadline = now + r->max_delay_ns;
+    return now < *deadline;
+}
+
+void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline)
+{
+    rl_open_wait(t->open_full, t->open_seq, deadline);
 }
 
 int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
@@ -480,18 +739,21 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     const struct rl_rule *rule = rl_gate.rule;
     const struct call c = {call, fd, sa, salen};
     ticket(t, now, calls, bytes);
-    if (rule == NULL)
+    if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
-    charges(t);
-    /* Units leased to threads that went quiet come back first. */
+    charges(t, fd, sa, salen);
+    /* Units leased to threads that went quiet come back first (a
+     * per-destination budget is never leased). */
     for (unsigned i = 0; i < t->ncharges; i++)
-        rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
+        if (t->charge[i].key_word == NULL && t->charge[i].rule != NULL &&
+            t->charge[i].budget->rule == t->charge[i].rule)
+            rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
     if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
         return deny(t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
-    if (bytes_min < bytes && rule->on_deny == RL_DENY_DELAY) {
+    if (bytes_min < bytes && rule != NULL && rule->on_deny == RL_DENY_DELAY) {
         /* A stream send in delay mode: grant part of it only when a
          * sizeable part is free (1/16 of the burst), else reserve it all
          * and sleep. With a minimum of 1 byte, a client that comes back

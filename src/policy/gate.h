@@ -20,6 +20,7 @@
 
 #include "policy/config.h"
 #include "policy/identity.h"
+#include "util/atomics.h"
 
 struct budget;
 
@@ -29,11 +30,20 @@ enum rl_gate_act {
 };
 
 /* One budget a call is charged to, and what the decision took there.
- * A call may be charged to several (RL_GATE_MAX_CHARGES): all must
- * allow, and a refund goes back to each. */
-#define RL_GATE_MAX_CHARGES 1
+ * A call may be charged to several (RL_GATE_MAX_CHARGES): the user's rule
+ * (or its budget for the destination, `per = destination`) and the first
+ * site section that covers the destination (or the site's budget for the
+ * destination). All must allow, and a refund goes back to each. */
+#define RL_GATE_MAX_CHARGES 2
 struct rl_gate_charge {
-    struct budget *budget; /* gate-private */
+    struct budget *budget; /* gate-private: its counters (and leases) */
+    const struct rl_rule *rule; /* whose limits and deny settings */
+    /* The limiters taken from: the budget's own, or a per-destination
+     * entry's (policy/dests.h), whose key is checked again after taking. */
+    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+    rl_atomic_u64 *key_word;
+    uint64_t key;
+    rl_atomic_u64 *open_area; /* a per-destination entry's max_open area */
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
     bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
@@ -50,6 +60,13 @@ struct rl_gate_ticket {
     int err;          /* RL_GATE_FAIL: the errno to set */
     bool leased;      /* granted from the thread's lease (rl_gate_send) */
     unsigned ncharges;
+    const struct rl_rule *denier; /* RL_GATE_FAIL: the section that said no */
+    /* max_open (policy/open.h): the open areas this connect holds until
+     * rl_gate_connected, and when one was full, which and its sequence. */
+    unsigned nopen;
+    rl_atomic_u64 *open[RL_GATE_MAX_CHARGES];
+    rl_atomic_u64 *open_full;
+    uint32_t open_seq;
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
 };
 
@@ -78,6 +95,21 @@ int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
                     const void *sa, unsigned salen);
 int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                        int fd, const void *sa, unsigned salen);
+
+/* After the real connect of a granted attempt: `holds` when it made a
+ * connection (or one is in progress): the connection counts against
+ * max_open until its last fd is closed; else what it held goes back. */
+void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds);
+
+/* A connect denied because a max_open was reached: should the caller
+ * (a blocking socket) wait for a close and decide again? Sets *deadline
+ * on the first call (0 on entry); false in fail mode, for another denial,
+ * or past the deadline (the section's max_delay). */
+bool rl_gate_open_waits(const struct rl_gate_ticket *t, uint64_t *deadline);
+
+/* Sleep until a connection of the full area closes (or a while: a killed
+ * holder wakes nobody), holding nothing. */
+void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline);
 
 /* A send of `calls` units (calls_min of them at least: sendmmsg may send a
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a

@@ -63,6 +63,7 @@ static void give_back(struct entry *e)
         rl_gate_refund(&e->t, RL_KIND_SEND_BYTES, e->t.bytes);
     } else if (e->what == RL_READY_CONNECT) {
         rl_gate_refund(&e->t, RL_KIND_CONNECT, 1);
+        rl_gate_connected(&e->t, -1, false); /* its max_open places */
     }
 }
 

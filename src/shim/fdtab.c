@@ -1,6 +1,8 @@
 /* fdtab.c — the lock-free per-fd mark table (see fdtab.h). */
 #include "shim/fdtab.h"
 
+#include "policy/open.h"
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -62,6 +64,8 @@ int rl_fdtab_set(int fd, uint32_t mark)
 
 void rl_fdtab_clear(int fd)
 {
+    if (rl_open_on)
+        rl_open_forget(fd); /* its connection, when max_open counts it */
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return;
     _Atomic uint32_t *p = page_of((unsigned)fd);
@@ -72,6 +76,8 @@ void rl_fdtab_clear(int fd)
 
 void rl_fdtab_clear_range(unsigned first, unsigned last)
 {
+    if (rl_open_on && first <= last)
+        rl_open_forget_range(first, last);
     if (first >= RL_FDTAB_MAX || first > last)
         return;
     if (last >= RL_FDTAB_MAX)
@@ -93,6 +99,8 @@ void rl_fdtab_clear_range(unsigned first, unsigned last)
 
 void rl_fdtab_copy(int from, int to)
 {
+    if (rl_open_on && from != to)
+        rl_open_dup(from, to); /* a dup is the same connection */
     uint32_t m = rl_fdtab_get(from);
     if (m != 0)
         rl_fdtab_set(to, m);

@@ -8,6 +8,7 @@
  * denied connect touches nothing. A datagram connect is not charged: it
  * marks the fd so its datagrams are. */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include "policy/gate.h"
@@ -98,6 +99,16 @@ int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
     return 0;
 }
 
+/* A blocking socket? (max_open in delay mode waits only for those; a
+ * non-blocking connect over max_open fails.) */
+static bool blocking(int fd)
+{
+    int saved = errno;
+    int fl = REAL(fcntl)(fd, F_GETFL);
+    errno = saved;
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
 /* Only inet destinations (and AF_UNSPEC, which ends a datagram
  * association) concern the shim: an AF_UNIX connect (nscd, dbus, X) goes
  * straight through, without even setting the shim up. */
@@ -126,6 +137,17 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         rl_shim_leave();
         return -1; /* EINPROGRESS: made at its turn */
     }
+    uint64_t deadline = 0;
+    while (act == RL_HOOK_FAIL && rl_gate_open_waits(&t, &deadline) &&
+           blocking(fd)) {
+        /* max_open reached, delay mode: sleep (holding nothing) until a
+         * connection closes, then decide again. */
+        rl_shim_leave();
+        rl_gate_open_wait(&t, deadline);
+        if (!rl_shim_enter())
+            return REAL(connect)(fd, sa, len);
+        act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
+    }
     rl_shim_leave();
     if (rl_hook_apply(act, &t, saved) < 0)
         return -1;
@@ -133,6 +155,8 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
     if (act == RL_HOOK_GO) {
         int err = errno;
         rl_hook_connect_end(fd, r, err);
+        rl_gate_connected(&t, fd,
+                          r == 0 || err == EINPROGRESS || err == EINTR);
         errno = err;
     }
     return r;

@@ -111,6 +111,10 @@ static int fastopen_begin(struct rl_send *s)
         rl_hook_sock_type(s->fd, s->mark) != RL_FD_STREAM)
         return RL_HOOK_PASS;
     int act = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call, &s->tc);
+    if (act == RL_HOOK_GO)
+        /* max_open: held from now until the fd closes (a fastopen that
+         * then fails stays counted until then). */
+        rl_gate_connected(&s->tc, s->fd, true);
     s->mark = rl_fdtab_get(s->fd);
     return act;
 }

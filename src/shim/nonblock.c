@@ -92,6 +92,8 @@ static int connect_due(int fd, uint64_t now, bool force, int *err)
     int c = REAL(connect)(fd, (const struct sockaddr *)&sa, len);
     *err = c == 0 ? 0 : errno;
     rl_hook_connect_end(fd, c, *err);
+    /* Its max_open places, taken when it was decided, now held by fd. */
+    rl_gate_connected(&t, fd, c == 0 || *err == EINPROGRESS || *err == EINTR);
     /* From now on the kernel's own progress is reported. */
     rl_epreg_sync(fd, RL_EPREG_FULL);
     return 1;

@@ -19,7 +19,10 @@ static int same_dest(const struct rl_dest *a, const struct rl_dest *b)
 {
     return a->form == b->form && a->family == b->family &&
            a->prefix == b->prefix && a->port == b->port &&
-           memcmp(a->addr, b->addr, sizeof a->addr) == 0;
+           memcmp(a->addr, b->addr, sizeof a->addr) == 0 &&
+           a->namelen == b->namelen &&
+           (a->name == NULL) == (b->name == NULL) &&
+           (a->name == NULL || strcmp(a->name, b->name) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -54,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (rl_dest_parse(buf, &again) != NULL ||
                     !same_dest(&again, &r->to[j]))
                     abort(); /* printed back, it means something else */
+                rl_dest_clear(&again);
             }
             for (int k = 0; k < RL_KIND_COUNT; k++)
                 for (unsigned n = 0; n < r->nlimits[k]; n++)

@@ -81,7 +81,8 @@ class Server(http.server.ThreadingHTTPServer):
 def main():
     global LOG
     LOG = open(sys.argv[1], "a")
-    srv = Server(("127.0.0.1", 0), Handler)
+    # HTTP_COUNT_HOST: another loopback address (tests of host names).
+    srv = Server((os.environ.get("HTTP_COUNT_HOST", "127.0.0.1"), 0), Handler)
     sys.stdout.write("PORT %d\n" % srv.server_address[1])
     sys.stdout.flush()
     srv.serve_forever()

@@ -1,0 +1,184 @@
+/* explain.c — `rlshim check --explain [-k KEY] URL|HOST[:PORT]`: which
+ * rule, site and budget a connection there would be charged to, with
+ * their limits, as the shim of a process of this user would decide.
+ *
+ * The target is resolved here with getaddrinfo (the shim would see the
+ * same answer, and note each address under the name), and every address
+ * is explained: the user's rule (does its `to` cover it; one budget for
+ * the user or one per destination name), the first site that covers it
+ * (likewise), and their limits and max_open. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/explain.h"
+#include "policy/budget.h"
+#include "policy/dest.h"
+#include "policy/dests.h"
+#include "policy/identity.h"
+#include "policy/names.h"
+
+/* Split "http://host:port/path", "host:port", "[v6]:port", "host" into
+ * host and port (default: the scheme's, else 80). 0 or -1 (bad). */
+static int split(const char *target, char *host, size_t hlen, char *port,
+                 size_t plen)
+{
+    const char *p = target, *scheme_end = strstr(target, "://");
+    snprintf(port, plen, "80");
+    if (scheme_end != NULL) {
+        if (strncmp(target, "https", 5) == 0 && target + 5 == scheme_end)
+            snprintf(port, plen, "443");
+        p = scheme_end + 3;
+        const char *at = strchr(p, '@');
+        const char *slash = strchr(p, '/');
+        if (at != NULL && (slash == NULL || at < slash))
+            p = at + 1; /* user:pass@ */
+    }
+    size_t n = strcspn(p, "/?#");
+    char hp[256];
+    if (n == 0 || n >= sizeof hp)
+        return -1;
+    memcpy(hp, p, n);
+    hp[n] = '\0';
+    char *colon;
+    if (hp[0] == '[') {
+        char *close = strchr(hp, ']');
+        if (close == NULL)
+            return -1;
+        *close = '\0';
+        snprintf(host, hlen, "%s", hp + 1);
+        colon = close[1] == ':' ? close + 1 : NULL;
+    } else {
+        colon = strchr(hp, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL)
+            colon = NULL; /* a bare IPv6 address */
+        if (colon != NULL)
+            *colon = '\0';
+        snprintf(host, hlen, "%s", hp);
+    }
+    if (colon != NULL && colon[1] != '\0')
+        snprintf(port, plen, "%s", colon + 1);
+    return host[0] != '\0' ? 0 : -1;
+}
+
+static void limits(const struct rl_rule *r)
+{
+    char rate[64];
+    bool any = false;
+    printf("      limits:");
+    for (int k = 0; k < RL_KIND_COUNT; k++)
+        for (unsigned i = 0; i < r->nlimits[k]; i++) {
+            rl_config_format_rate(k, &r->limits[k][i], rate, sizeof rate);
+            printf(" %s %s (%s)", rl_kind_name(k), rate,
+                   r->algo == RL_ALGO_SLIDING_WINDOW ? "sliding_window"
+                                                     : "token_bucket");
+            any = true;
+        }
+    if (r->max_open > 0) {
+        printf(" max_open %u", r->max_open);
+        any = true;
+    }
+    printf("%s\n", any ? "" : " none");
+}
+
+static void budget_line(const struct rl_rule *r, const char *user,
+                        const char *name)
+{
+    char label[RL_STORE_LABEL_MAX];
+    rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
+    if (r->per == RL_PER_DESTINATION)
+        printf("      budget: %s, destination %s (per = destination)\n", label,
+               name);
+    else
+        printf("      budget: %s%s\n", label,
+               r->is_default || r->site != NULL ? " (per user)"
+                                                : " (shared by the section)");
+    limits(r);
+}
+
+int rl_cli_explain(const struct rl_config *cfg, const char *key,
+                   const char *target)
+{
+    char host[300], port[16];
+    if (split(target, host, sizeof host, port, sizeof port) < 0) {
+        fprintf(stderr, "rlshim check: cannot read '%s' as URL or "
+                        "HOST[:PORT]\n",
+                target);
+        return 2;
+    }
+    struct rl_identity id;
+    rl_identity_resolve(&id, cfg->key_mode);
+    if (key != NULL) {
+        id.has_key = true;
+        snprintf(id.key, sizeof id.key, "%s", key);
+    }
+    char ubuf[RL_IDENTITY_MAX + 16];
+    const char *user = rl_identity_user(&id, ubuf, sizeof ubuf);
+    const struct rl_rule *rule = rl_config_find_rule(
+        cfg, id.has_key ? id.key : NULL, id.uid, id.has_login ? id.login : NULL);
+
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int e = getaddrinfo(host, port, &hints, &res);
+    if (e != 0) {
+        fprintf(stderr, "rlshim check: %s: %s\n", host, gai_strerror(e));
+        return 1;
+    }
+    char canon[RL_NAME_MAX + 1];
+    size_t cn = rl_name_canon(host, strlen(host), canon);
+    bool literal = rl_name_is_literal(host, strlen(host));
+    printf("%s: user %s, rule %s%s%s\n", target, user,
+           rule != NULL ? "[" : "", rule != NULL ? rule->section : "none",
+           rule != NULL ? "]" : "");
+    struct rl_peer seen[16];
+    unsigned nseen = 0;
+    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+        struct rl_peer p;
+        bool again = false;
+        if (!rl_peer_from_addr(ai->ai_addr, ai->ai_addrlen, &p))
+            continue;
+        for (unsigned i = 0; i < nseen; i++)
+            again |= seen[i].family == p.family && seen[i].port == p.port &&
+                     memcmp(seen[i].addr, p.addr, sizeof p.addr) == 0;
+        if (again)
+            continue; /* the resolver's answer repeats an address */
+        if (nseen < 16)
+            seen[nseen++] = p;
+        if (cn > 0 && !literal)
+            rl_names_note(p.family, p.addr, canon, cn);
+        char a[INET6_ADDRSTRLEN], name[RL_NAME_MAX + 1];
+        inet_ntop(p.family, p.addr, a, sizeof a);
+        size_t nl = rl_dests_name(ai->ai_addr, ai->ai_addrlen, name);
+        (void)nl;
+        printf("  %s%s%s port %u, name %s\n", p.family == AF_INET6 ? "[" : "",
+               a, p.family == AF_INET6 ? "]" : "", p.port, name);
+        bool charged = false;
+        if (rule != NULL && rl_rule_covers(rule, ai->ai_addr, ai->ai_addrlen)) {
+            printf("    rule [%s] covers it\n", rule->section);
+            budget_line(rule, user, name);
+            charged = true;
+        } else if (rule != NULL) {
+            printf("    rule [%s] does not cover it (its 'to')\n",
+                   rule->section);
+        } else {
+            printf("    no rule for user %s (unknown = %s)\n", user,
+                   cfg->unknown == RL_UNKNOWN_DENY ? "deny: denied" : "allow");
+        }
+        const struct rl_rule *site =
+            rl_config_find_site(cfg, ai->ai_addr, ai->ai_addrlen);
+        if (site != NULL) {
+            printf("    site [%s] covers it (the first that does)\n",
+                   site->section);
+            budget_line(site, user, name);
+            charged = true;
+        } else if (rl_config_has_sites(cfg)) {
+            printf("    no site covers it\n");
+        }
+        printf("    %s\n", charged ? "charged: every budget above must allow"
+                                   : "not charged: passes untouched");
+    }
+    freeaddrinfo(res);
+    return 0;
+}

@@ -1,0 +1,214 @@
+/* names.c — the address → name table (see names.h).
+ *
+ * Every word of an entry is atomic, so a reader racing a writer reads
+ * whole words (never undefined behaviour) and the sequence word tells it
+ * whether what it read belongs together: a writer makes `seq` odd, writes,
+ * then makes it even again (release); a reader loads `seq` (acquire),
+ * copies, fences (acquire) and loads `seq` again: equal and even, the
+ * copy is one writer's work. Writers are rare (one per resolved address)
+ * and take one process-wide spin flag, so that two of them never pick the
+ * same victim or note one address twice in a set. */
+#include "policy/names.h"
+
+#include <arpa/inet.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "util/atomics.h"
+
+#define WAYS 4u
+#define SETS (RL_NAMES_SLOTS / WAYS)
+#define NAME_WORDS ((RL_NAME_MAX + 1 + 7) / 8)
+#define READ_TRIES 4
+
+_Static_assert((RL_NAMES_SLOTS & (RL_NAMES_SLOTS - 1)) == 0 &&
+                   RL_NAMES_SLOTS % WAYS == 0,
+               "a power of two, in whole sets");
+
+struct entry {
+    rl_atomic_u64 seq;  /* odd while written */
+    rl_atomic_u64 key[3]; /* family (0: empty), then the 16 address bytes */
+    rl_atomic_u64 len;
+    rl_atomic_u64 stamp; /* when written: the oldest of a set goes first */
+    rl_atomic_u64 name[NAME_WORDS];
+};
+
+static struct entry table[RL_NAMES_SLOTS];
+static rl_atomic_u64 noted;   /* notes so far: 0 = nothing to look up */
+static atomic_flag writing = ATOMIC_FLAG_INIT;
+
+static bool name_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_';
+}
+
+size_t rl_name_canon(const char *name, size_t n, char *out)
+{
+    if (n > 0 && name[n - 1] == '.')
+        n--;
+    if (n == 0 || n > RL_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (unsigned char)(c - 'A' + 'a');
+        if (!name_byte(c))
+            return 0;
+        out[i] = (char)c;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+bool rl_name_is_literal(const char *s, size_t n)
+{
+    char buf[64];
+    unsigned char a[16];
+
+    if (n == 0 || n >= sizeof buf)
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (n > 0 && buf[n - 1] == '.')
+        buf[n - 1] = '\0';
+    return inet_pton(AF_INET, buf, a) == 1 || inet_pton(AF_INET6, buf, a) == 1;
+}
+
+/* The key words of an address; false for other families. */
+static bool make_key(int family, const void *addr, uint64_t key[3])
+{
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    uint8_t a[16] = {0};
+
+    if (family == AF_INET6 && memcmp(addr, mapped, sizeof mapped) == 0) {
+        family = AF_INET;
+        addr = (const uint8_t *)addr + 12;
+    }
+    if (family == AF_INET)
+        memcpy(a, addr, 4);
+    else if (family == AF_INET6)
+        memcpy(a, addr, 16);
+    else
+        return false;
+    key[0] = (uint64_t)family;
+    memcpy(&key[1], a, 8);
+    memcpy(&key[2], a + 8, 8);
+    return true;
+}
+
+static struct entry *set_of(const uint64_t key[3])
+{
+    uint64_t h = (key[1] ^ (key[2] * 0x9e3779b97f4a7c15ull) ^ key[0]) *
+                 0xff51afd7ed558ccdull;
+    return &table[((h >> 32) % SETS) * WAYS];
+}
+
+static bool same_key(struct entry *e, const uint64_t key[3])
+{
+    return rl_load_relaxed_u64(&e->key[0]) == key[0] &&
+           rl_load_relaxed_u64(&e->key[1]) == key[1] &&
+           rl_load_relaxed_u64(&e->key[2]) == key[2];
+}
+
+void rl_names_note(int family, const void *addr, const char *name, size_t n)
+{
+    uint64_t key[3], words[NAME_WORDS] = {0};
+    struct entry *set, *e = NULL;
+
+    if (n == 0 || n > RL_NAME_MAX || !make_key(family, addr, key))
+        return;
+    memcpy(words, name, n);
+    set = set_of(key);
+    while (atomic_flag_test_and_set_explicit(&writing, memory_order_acquire))
+        sched_yield(); /* another writer: a few hundred ns at most */
+    for (unsigned i = 0; i < WAYS && e == NULL; i++)
+        if (same_key(&set[i], key))
+            e = &set[i];
+    for (unsigned i = 0; i < WAYS && e == NULL; i++)
+        if (rl_load_relaxed_u64(&set[i].key[0]) == 0)
+            e = &set[i];
+    if (e == NULL) {
+        e = &set[0];
+        for (unsigned i = 1; i < WAYS; i++)
+            if (rl_load_relaxed_u64(&set[i].stamp) <
+                rl_load_relaxed_u64(&e->stamp))
+                e = &set[i];
+    }
+    uint64_t seq = rl_load_relaxed_u64(&e->seq);
+    rl_store_relaxed_u64(&e->seq, seq + 1);
+    /* Orders the odd seq before the data (pairs with the reader's fence). */
+    atomic_thread_fence(memory_order_release);
+    for (unsigned i = 0; i < 3; i++)
+        rl_store_relaxed_u64(&e->key[i], key[i]);
+    rl_store_relaxed_u64(&e->len, n);
+    for (unsigned i = 0; i < NAME_WORDS; i++)
+        rl_store_relaxed_u64(&e->name[i], words[i]);
+    rl_store_relaxed_u64(&e->stamp, rl_add_relaxed_u64(&noted, 1) + 1);
+    /* Pairs with the reader's acquire load of seq. */
+    rl_store_release_u64(&e->seq, seq + 2);
+    atomic_flag_clear_explicit(&writing, memory_order_release);
+}
+
+/* Copy entry e's name when it holds `key`: its length, 0 when it does not
+ * hold key, -1 when a writer was at work. */
+static int read_entry(struct entry *e, const uint64_t key[3], char *buf)
+{
+    uint64_t words[NAME_WORDS];
+    /* Pairs with the writer's release store of the even seq. */
+    uint64_t s1 = rl_load_acquire_u64(&e->seq);
+    if (s1 & 1)
+        return -1;
+    if (!same_key(e, key))
+        return 0; /* (a torn key matches no real one: 0 is right) */
+    uint64_t n = rl_load_relaxed_u64(&e->len);
+    unsigned nw = n <= RL_NAME_MAX ? (unsigned)((n + 7) / 8) : 0;
+    for (unsigned i = 0; i < nw; i++)
+        words[i] = rl_load_relaxed_u64(&e->name[i]);
+    /* Keeps the copy above from moving below the second seq load. */
+    atomic_thread_fence(memory_order_acquire);
+    if (rl_load_relaxed_u64(&e->seq) != s1 || nw == 0)
+        return -1;
+    memcpy(buf, words, (size_t)n);
+    buf[n] = '\0';
+    return (int)n;
+}
+
+size_t rl_names_find(int family, const uint8_t *addr, char *buf)
+{
+    uint64_t key[3];
+
+    buf[0] = '\0';
+    if (rl_load_relaxed_u64(&noted) == 0 || !make_key(family, addr, key))
+        return 0;
+    struct entry *set = set_of(key);
+    for (unsigned i = 0; i < WAYS; i++) {
+        for (int t = 0; t < READ_TRIES; t++) {
+            int r = read_entry(&set[i], key, buf);
+            if (r > 0)
+                return (size_t)r;
+            if (r == 0)
+                break;
+        }
+    }
+    buf[0] = '\0';
+    return 0;
+}
+
+void rl_names_clear(void)
+{
+    while (atomic_flag_test_and_set_explicit(&writing, memory_order_acquire))
+        sched_yield();
+    for (unsigned i = 0; i < RL_NAMES_SLOTS; i++) {
+        struct entry *e = &table[i];
+        uint64_t seq = rl_load_relaxed_u64(&e->seq);
+        rl_store_relaxed_u64(&e->seq, seq + 1);
+        atomic_thread_fence(memory_order_release);
+        for (unsigned k = 0; k < 3; k++)
+            rl_store_relaxed_u64(&e->key[k], 0);
+        rl_store_relaxed_u64(&e->stamp, 0);
+        rl_store_release_u64(&e->seq, seq + 2);
+    }
+    atomic_flag_clear_explicit(&writing, memory_order_release);
+}

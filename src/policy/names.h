@@ -1,0 +1,51 @@
+/* names.h — per process, the host name each address was last resolved
+ * from (SPEC §1: a destination's *name*).
+ *
+ * The shim's resolver hooks note every (address, name) pair a lookup
+ * returned; the connect path asks for the name of the address it is about
+ * to charge. The table is process memory (in .bss: a program that resolves
+ * nothing touches none of it, and a look-up then costs one relaxed load),
+ * bounded (RL_NAMES_SLOTS pairs, 4-way sets, the oldest of a set replaced),
+ * written under a per-entry sequence word and read lock-free: a reader
+ * that races a writer retries a few times and then reports no name, never
+ * a torn one. No allocation, no system call, no lock: async-signal-safe
+ * except that a handler interrupting a writer of the same entry on its own
+ * thread reads "no name". fork() keeps the table (a copy); exec drops it. */
+#ifndef RL_POLICY_NAMES_H
+#define RL_POLICY_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest name kept, without its NUL (a DNS name is at most 253). */
+#define RL_NAME_MAX 253
+
+/* Pairs kept (a power of two, a multiple of the 4 ways). */
+#define RL_NAMES_SLOTS 8192u
+
+/* Put `name` (n bytes, not NUL-terminated) in canonical form into `out`
+ * (RL_NAME_MAX + 1 bytes): ASCII lower case, one trailing dot dropped.
+ * Returns its length, or 0 when it is empty, too long, or holds a byte
+ * that no host name has (a NUL, blank, '/', ':', '[', ']', '@'...). */
+size_t rl_name_canon(const char *name, size_t n, char *out);
+
+/* Is `s` (n bytes) an address literal (IPv4 dotted quad or IPv6) rather
+ * than a name? A lookup of a literal names nothing. */
+bool rl_name_is_literal(const char *s, size_t n);
+
+/* Remember that `addr` (family AF_INET: 4 bytes, AF_INET6: 16 bytes;
+ * IPv4-mapped IPv6 is kept as IPv4) was resolved from `name` (canonical
+ * form, `n` bytes). Later notes of the same address replace earlier. */
+void rl_names_note(int family, const void *addr, const char *name, size_t n);
+
+/* The name last noted for `addr` (family AF_INET or AF_INET6, as an
+ * rl_peer holds it: IPv4-mapped already folded), copied into `buf`
+ * (RL_NAME_MAX + 1 bytes, NUL-terminated). Returns its length, or 0 when
+ * the address was never resolved (or a writer kept the entry busy). */
+size_t rl_names_find(int family, const uint8_t *addr, char *buf);
+
+/* Forget everything (tests). */
+void rl_names_clear(void);
+
+#endif

@@ -1,0 +1,360 @@
+/* open.c — connections open at once (see open.h). */
+#include "policy/open.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+#define W_OPEN 0u
+#define W_WAITERS 1u
+#define W_SEQ 2u
+#define W_REC 3u
+
+bool rl_open_on;
+
+void rl_open_enable(void)
+{
+    rl_open_on = true;
+}
+
+/* ---- who holds: pid and start time -----------------------------------*/
+
+/* Field 22 of /proc/PID/stat (clock ticks after boot), 0 when unknown;
+ * *zombie when the process has died and waits to be reaped (it holds no
+ * connection any more). */
+static uint64_t start_state(pid_t pid, bool *zombie)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the name may hold blanks and ')' */
+    if (p == NULL)
+        return 0;
+    unsigned long long v = 0;
+    char state = '?';
+    /* After ')': state (field 3) ... starttime (field 22). */
+    if (sscanf(p + 1,
+               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+               "%*d %*d %*d %*d %llu",
+               &state, &v) != 2)
+        return 0;
+    if (zombie != NULL)
+        *zombie = state == 'Z' || state == 'X';
+    return v;
+}
+
+static uint64_t start_of(pid_t pid)
+{
+    return start_state(pid, NULL);
+}
+
+static _Atomic uint64_t me_cache; /* pid << 32 | valid bit ... see me() */
+static _Atomic uint64_t me_start;
+
+/* This process's (pid, start time), re-read after a fork. */
+static void me(uint32_t *pid, uint64_t *start)
+{
+    uint32_t p = (uint32_t)getpid();
+    if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
+        ((uint64_t)p << 32 | 1)) {
+        atomic_store_explicit(&me_start, start_of((pid_t)p),
+                              memory_order_relaxed);
+        atomic_store_explicit(&me_cache, (uint64_t)p << 32 | 1,
+                              memory_order_release);
+    }
+    *pid = p;
+    *start = atomic_load_explicit(&me_start, memory_order_relaxed);
+}
+
+/* Is the holder (pid, start) gone? Never for ourselves or when unsure. */
+static bool gone(uint32_t pid, uint64_t start)
+{
+    if (pid == (uint32_t)getpid())
+        return false;
+    int saved = errno;
+    bool dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    if (dead)
+        return true;
+    bool zombie = false;
+    uint64_t now_start = start_state((pid_t)pid, &zombie);
+    return zombie || (start != 0 && now_start != 0 && now_start != start);
+}
+
+/* Take back the connections of holders that are gone. */
+static void reclaim(rl_atomic_u64 *area)
+{
+    for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
+        rl_atomic_u64 *r = &area[W_REC + 2 * i];
+        uint64_t w = rl_load_acquire_u64(&r[0]);
+        uint64_t start = rl_load_relaxed_u64(&r[1]);
+        if (w == 0 || !gone((uint32_t)(w >> 32), start))
+            continue;
+        if (!atomic_compare_exchange_strong_explicit(&r[0], &w, 0,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        uint64_t n = w & 0xffffffffu, v = rl_load_relaxed_u64(&area[W_OPEN]);
+        while (!atomic_compare_exchange_weak_explicit(
+            &area[W_OPEN], &v, v > n ? v - n : 0, memory_order_acq_rel,
+            memory_order_relaxed))
+            ;
+    }
+}
+
+/* Our record in area (made when missing): NULL when every record is
+ * another live process's. */
+static rl_atomic_u64 *record(rl_atomic_u64 *area)
+{
+    uint32_t pid;
+    uint64_t start;
+    me(&pid, &start);
+    for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
+        rl_atomic_u64 *r = &area[W_REC + 2 * i];
+        uint64_t w = rl_load_acquire_u64(&r[0]);
+        if (w >> 32 == pid && rl_load_relaxed_u64(&r[1]) == start)
+            return r;
+    }
+    for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
+        rl_atomic_u64 *r = &area[W_REC + 2 * i];
+        uint64_t zero = 0;
+        /* Start first: a record is read as ours only with both. */
+        if (rl_load_relaxed_u64(&r[0]) != 0)
+            continue;
+        rl_store_relaxed_u64(&r[1], start);
+        if (atomic_compare_exchange_strong_explicit(
+                &r[0], &zero, (uint64_t)pid << 32, memory_order_acq_rel,
+                memory_order_relaxed))
+            return r;
+    }
+    return NULL;
+}
+
+int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
+{
+    rl_atomic_u64 *rec = record(area);
+    for (int pass = 0; pass < 2; pass++) {
+        *seq = (uint32_t)rl_load_acquire_u64(&area[W_SEQ]);
+        uint64_t v = rl_load_relaxed_u64(&area[W_OPEN]);
+        while (rec != NULL && v < max) {
+            if (atomic_compare_exchange_weak_explicit(
+                    &area[W_OPEN], &v, v + 1, memory_order_acq_rel,
+                    memory_order_relaxed)) {
+                rl_add_relaxed_u64(&rec[0], 1);
+                return 0;
+            }
+        }
+        if (pass == 1)
+            break;
+        reclaim(area); /* full: perhaps of the dead */
+        if (rec == NULL)
+            rec = record(area); /* a record the dead left */
+    }
+    return -EAGAIN;
+}
+
+void rl_open_release(rl_atomic_u64 *area)
+{
+    rl_atomic_u64 *rec = record(area);
+    if (rec != NULL) {
+        uint64_t w = rl_load_relaxed_u64(&rec[0]);
+        while ((w & 0xffffffffu) != 0 &&
+               !atomic_compare_exchange_weak_explicit(&rec[0], &w, w - 1,
+                                                      memory_order_acq_rel,
+                                                      memory_order_relaxed))
+            ;
+    }
+    uint64_t v = rl_load_relaxed_u64(&area[W_OPEN]);
+    while (v > 0 && !atomic_compare_exchange_weak_explicit(
+                        &area[W_OPEN], &v, v - 1, memory_order_acq_rel,
+                        memory_order_relaxed))
+        ;
+    rl_add_relaxed_u64(&area[W_SEQ], 1);
+    if (rl_load_acquire_u64(&area[W_WAITERS]) != 0) {
+        int saved = errno;
+        syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1 << 30,
+                NULL, NULL, 0);
+        errno = saved;
+    }
+}
+
+void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
+{
+    uint64_t now = rl_clock_now_ns();
+    if (now >= deadline_ns)
+        return;
+    uint64_t left = deadline_ns - now;
+    if (left > 100000000u)
+        left = 100000000u;
+    struct timespec ts = {(time_t)(left / 1000000000u),
+                          (long)(left % 1000000000u)};
+    rl_add_relaxed_u64(&area[W_WAITERS], 1);
+    int saved = errno;
+    /* The low half of the sequence word (little-endian): a release in
+     * between changes it and the wait returns at once. */
+    syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts, NULL,
+            0);
+    errno = saved;
+    rl_add_relaxed_u64(&area[W_WAITERS], (uint64_t)-1);
+}
+
+uint32_t rl_open_held(rl_atomic_u64 *area)
+{
+    rl_atomic_u64 *rec = record(area);
+    return rec == NULL ? 0 : (uint32_t)(rl_load_relaxed_u64(&rec[0]));
+}
+
+/* ---- this process's connections --------------------------------------*/
+
+#define NCONN 4096u
+#define MAXFD (1u << 20)
+
+struct conn {
+    _Atomic uint32_t refs; /* fds that refer to it; 0 = free */
+    unsigned n;
+    rl_atomic_u64 *areas[RL_OPEN_MAX_AREAS];
+};
+
+static struct conn conns[NCONN];
+static _Atomic(_Atomic uint16_t *) fdmap; /* fd -> conn index + 1 */
+static _Atomic unsigned fd_top;           /* highest fd ever bound + 1 */
+
+static _Atomic uint16_t *map(void)
+{
+    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    if (m != NULL)
+        return m;
+    void *p = mmap(NULL, MAXFD * sizeof(uint16_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    _Atomic uint16_t *expect = NULL;
+    if (atomic_compare_exchange_strong_explicit(&fdmap, &expect, p,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return p;
+    munmap(p, MAXFD * sizeof(uint16_t));
+    return expect;
+}
+
+static void give_back(struct conn *c)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        rl_open_release(c->areas[i]);
+}
+
+#define FREEING 0xffffffffu /* refs while the last fd's close gives back */
+
+/* One fd fewer refers to connection `id` (1-based). The last one gives
+ * the areas back before the record can be claimed again. */
+static void unref(unsigned id)
+{
+    struct conn *c = &conns[id - 1];
+    uint32_t r = atomic_load_explicit(&c->refs, memory_order_acquire);
+    for (;;) {
+        if (r == 0 || r == FREEING)
+            return;
+        uint32_t to = r == 1 ? FREEING : r - 1;
+        if (atomic_compare_exchange_weak_explicit(&c->refs, &r, to,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (r != 1)
+        return;
+    give_back(c);
+    c->n = 0;
+    atomic_store_explicit(&c->refs, 0, memory_order_release);
+}
+
+void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n)
+{
+    _Atomic uint16_t *m = map();
+    if (n == 0)
+        return;
+    if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
+        goto untracked;
+    for (unsigned i = 0; i < NCONN; i++) {
+        uint32_t zero = 0;
+        struct conn *c = &conns[i];
+        if (atomic_load_explicit(&c->refs, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&c->refs, &zero, 1,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        c->n = n < RL_OPEN_MAX_AREAS ? n : RL_OPEN_MAX_AREAS;
+        for (unsigned j = 0; j < c->n; j++)
+            c->areas[j] = areas[j];
+        uint16_t old = atomic_exchange_explicit(&m[fd], (uint16_t)(i + 1),
+                                                memory_order_acq_rel);
+        if (old != 0)
+            unref(old); /* a number reused after a close we never saw */
+        unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
+        while ((unsigned)fd + 1 > top &&
+               !atomic_compare_exchange_weak_explicit(
+                   &fd_top, &top, (unsigned)fd + 1, memory_order_relaxed,
+                   memory_order_relaxed))
+            ;
+        return;
+    }
+untracked:
+    for (unsigned j = 0; j < n; j++)
+        rl_open_release(areas[j]);
+}
+
+void rl_open_forget(int fd)
+{
+    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
+        return;
+    if (atomic_load_explicit(&m[fd], memory_order_relaxed) == 0)
+        return;
+    uint16_t id = atomic_exchange_explicit(&m[fd], 0, memory_order_acq_rel);
+    if (id != 0)
+        unref(id);
+}
+
+void rl_open_forget_range(unsigned first, unsigned last)
+{
+    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
+    if (last >= top)
+        last = top == 0 ? 0 : top - 1;
+    for (unsigned fd = first; top != 0 && fd <= last; fd++)
+        rl_open_forget((int)fd);
+}
+
+void rl_open_dup(int from, int to)
+{
+    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    if (m == NULL || to < 0 || (unsigned)to >= MAXFD)
+        return;
+    rl_open_forget(to);
+    if (from < 0 || (unsigned)from >= MAXFD)
+        return;
+    uint16_t id = atomic_load_explicit(&m[from], memory_order_acquire);
+    if (id == 0)
+        return;
+    atomic_fetch_add_explicit(&conns[id - 1].refs, 1, memory_order_acq_rel);
+    atomic_store_explicit(&m[to], id, memory_order_release);
+    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
+    while ((unsigned)to + 1 > top &&
+           !atomic_compare_exchange_weak_explicit(&fd_top, &top,
+                                                  (unsigned)to + 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}

@@ -1,0 +1,65 @@
+/* open.h — `max_open = N`: connections open at once per budget (SPEC §4).
+ *
+ * A budget with max_open has an *open area* in the segment:
+ *   [0] connections open now (the admission word: a connect is admitted by
+ *       a CAS that raises it while it is below N)
+ *   [1] waiters (sleepers on [2]; a release wakes them only when non-zero)
+ *   [2] a sequence bumped at every release: the futex word (low 32 bits)
+ *   then RL_OPEN_HOLDERS records of two words: pid << 32 | connections,
+ *   and the holder's start time (field 22 of /proc/PID/stat), so that the
+ *   connections of a process that died, even by SIGKILL, are taken back
+ *   by the next decision that finds the area full (a pid reused by another
+ *   process has another start time).
+ * A process that holds connections of more areas than it has records for
+ * is refused (never over-admitted).
+ *
+ * In the process, each fd that holds connections maps to a connection
+ * record (the areas it holds, and how many fds refer to it: a dup is the
+ * same connection); the close paths of the shim forget fds, and the last
+ * fd of a connection gives its areas back. A connection open across exec
+ * stays counted until that process ends. */
+#ifndef RL_POLICY_OPEN_H
+#define RL_POLICY_OPEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/atomics.h"
+
+#define RL_OPEN_HOLDERS 16u
+#define RL_OPEN_WORDS (3u + 2u * RL_OPEN_HOLDERS)
+#define RL_OPEN_MAX_AREAS 2u /* a connection holds at most this many */
+
+/* Set by rl_open_enable when some section has max_open: the shim's close
+ * paths call in only then. */
+extern bool rl_open_on;
+void rl_open_enable(void);
+
+/* Admit one connection to `area` (limit `max`): 0, or -EAGAIN when it
+ * holds max already (after taking back the connections of dead holders),
+ * with *seq the sequence to wait on (rl_open_wait). */
+int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq);
+
+/* Give one connection of this process back to `area`. */
+void rl_open_release(rl_atomic_u64 *area);
+
+/* Sleep until `area` releases a connection after `seq`, or until
+ * `deadline_ns` (CLOCK_MONOTONIC), or 100 ms (a holder killed wakes
+ * nobody: the caller decides again and takes its connections back). */
+void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns);
+
+/* fd now holds the connections of areas[0..n): bind them to it. When fd
+ * cannot be tracked, the areas are given back at once (never a leak that
+ * blocks others for ever). */
+void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n);
+
+/* The close paths: fd is gone; [first, last] are gone; `to` now refers to
+ * what `from` does (dup2, dup3, F_DUPFD). */
+void rl_open_forget(int fd);
+void rl_open_forget_range(unsigned first, unsigned last);
+void rl_open_dup(int from, int to);
+
+/* For tests: connections this process holds in `area`. */
+uint32_t rl_open_held(rl_atomic_u64 *area);
+
+#endif

@@ -1,0 +1,172 @@
+/* hook_resolve.c — getaddrinfo and gethostbyname*: note which name each
+ * returned address was resolved from (policy/names.h), so that a `to` of
+ * names and per-destination budgets see the name the program asked for.
+ *
+ * The real call runs first and untouched; then every AF_INET/AF_INET6
+ * address of its answer is noted under the name as the program spelled it
+ * (canonical form: lower case, no trailing dot; never the resolver's
+ * canonical name, which a CDN makes something else). A lookup of an
+ * address literal names nothing. Nothing is noted while the shim itself is
+ * at work (re-entry guard), and this file never fails a lookup: a name it
+ * cannot keep is simply not kept. Noting does not depend on the set-up
+ * having run: a program resolves before its first connect. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "policy/names.h"
+#include "shim/hooks.h"
+#include "shim/shim.h"
+
+typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *,
+                      struct addrinfo **);
+typedef struct hostent *(*ghbn_fn)(const char *);
+typedef struct hostent *(*ghbn2_fn)(const char *, int);
+typedef int (*ghbn_r_fn)(const char *, struct hostent *, char *, size_t,
+                         struct hostent **, int *);
+typedef int (*ghbn2_r_fn)(const char *, int, struct hostent *, char *, size_t,
+                          struct hostent **, int *);
+
+/* The next definition of `name` in the chain, never our own `self`.
+ * Every thread that races here stores the same value. */
+static void *next(void **slot, const char *name, void *self)
+{
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (f != NULL)
+        return f;
+    int saved = errno;
+    f = dlsym(RTLD_NEXT, name);
+    errno = saved;
+    if (f == self)
+        f = NULL;
+    if (f != NULL)
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+static void *p_gai, *p_ghbn, *p_ghbn2, *p_ghbn_r, *p_ghbn2_r;
+
+/* Note a lookup's answer under the name the program asked for. */
+static void note_host(const char *node, const struct hostent *h)
+{
+    char name[RL_NAME_MAX + 1];
+    size_t n;
+
+    if (h == NULL || node == NULL || rl_shim_busy || h->h_addr_list == NULL)
+        return;
+    n = rl_name_canon(node, strlen(node), name);
+    if (n == 0 || rl_name_is_literal(node, strlen(node)))
+        return;
+    int alen = h->h_addrtype == AF_INET ? 4 : h->h_addrtype == AF_INET6 ? 16 : 0;
+    if (alen == 0 || h->h_length != alen)
+        return;
+    for (char **a = h->h_addr_list; *a != NULL; a++)
+        rl_names_note(h->h_addrtype, *a, name, n);
+}
+
+RL_EXPORT int getaddrinfo(const char *node, const char *service,
+                          const struct addrinfo *hints, struct addrinfo **res)
+{
+    gai_fn f = (gai_fn)next(&p_gai, "getaddrinfo", (void *)getaddrinfo);
+    if (f == NULL)
+        return EAI_SYSTEM;
+    int r = f(node, service, hints, res);
+    if (r != 0 || node == NULL || res == NULL || rl_shim_busy)
+        return r;
+    char name[RL_NAME_MAX + 1];
+    size_t len = strlen(node);
+    size_t n = rl_name_canon(node, len, name);
+    if (n == 0 || (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) ||
+        rl_name_is_literal(node, len))
+        return r;
+    int saved = errno;
+    for (const struct addrinfo *ai = *res; ai != NULL; ai = ai->ai_next) {
+        if (ai->ai_addr == NULL)
+            continue;
+        if (ai->ai_family == AF_INET &&
+            ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
+            struct sockaddr_in in;
+            memcpy(&in, ai->ai_addr, sizeof in);
+            rl_names_note(AF_INET, &in.sin_addr, name, n);
+        } else if (ai->ai_family == AF_INET6 &&
+                   ai->ai_addrlen >= sizeof(struct sockaddr_in6)) {
+            struct sockaddr_in6 in6;
+            memcpy(&in6, ai->ai_addr, sizeof in6);
+            rl_names_note(AF_INET6, &in6.sin6_addr, name, n);
+        }
+    }
+    errno = saved;
+    return r;
+}
+
+RL_EXPORT struct hostent *gethostbyname(const char *name)
+{
+    ghbn_fn f = (ghbn_fn)next(&p_ghbn, "gethostbyname", (void *)gethostbyname);
+    if (f == NULL) {
+        h_errno = NO_RECOVERY;
+        return NULL;
+    }
+    struct hostent *h = f(name);
+    int saved = errno;
+    note_host(name, h);
+    errno = saved;
+    return h;
+}
+
+RL_EXPORT struct hostent *gethostbyname2(const char *name, int af)
+{
+    ghbn2_fn f =
+        (ghbn2_fn)next(&p_ghbn2, "gethostbyname2", (void *)gethostbyname2);
+    if (f == NULL) {
+        h_errno = NO_RECOVERY;
+        return NULL;
+    }
+    struct hostent *h = f(name, af);
+    int saved = errno;
+    note_host(name, h);
+    errno = saved;
+    return h;
+}
+
+RL_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf,
+                              size_t buflen, struct hostent **result,
+                              int *h_errnop)
+{
+    ghbn_r_fn f = (ghbn_r_fn)next(&p_ghbn_r, "gethostbyname_r",
+                                  (void *)gethostbyname_r);
+    if (f == NULL) {
+        if (h_errnop != NULL)
+            *h_errnop = NO_RECOVERY;
+        return ENOSYS;
+    }
+    int r = f(name, ret, buf, buflen, result, h_errnop);
+    if (r == 0 && result != NULL) {
+        int saved = errno;
+        note_host(name, *result);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret,
+                               char *buf, size_t buflen,
+                               struct hostent **result, int *h_errnop)
+{
+    ghbn2_r_fn f = (ghbn2_r_fn)next(&p_ghbn2_r, "gethostbyname2_r",
+                                    (void *)gethostbyname2_r);
+    if (f == NULL) {
+        if (h_errnop != NULL)
+            *h_errnop = NO_RECOVERY;
+        return ENOSYS;
+    }
+    int r = f(name, af, ret, buf, buflen, result, h_errnop);
+    if (r == 0 && result != NULL) {
+        int saved = errno;
+        note_host(name, *result);
+        errno = saved;
+    }
+    return r;
+}

@@ -1,0 +1,131 @@
+/* Budgets per destination (`per = destination`, SPEC §3): four servers on
+ * four loopback names, one user crawling them with curl; each server
+ * counts what it received, and when. */
+#include "harness.h"
+#include "hosts_ns.h"
+
+#define NSRV 4
+static struct server srv[NSRV];
+static const char *const host[NSRV] = {"a.test", "b.test", "c.test",
+                                       "fast.test"};
+static struct run r;
+
+static void setup(void)
+{
+    h_setup();
+    ns_hosts_write("127.0.0.2 a.test\n127.0.0.3 b.test\n127.0.0.4 c.test\n"
+                   "127.0.0.5 fast.test\n");
+    char addr[32];
+    for (int i = 0; i < NSRV; i++) {
+        snprintf(addr, sizeof addr, "127.0.0.%d", i + 2);
+        ns_server_start(&srv[i], addr);
+    }
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < NSRV; i++)
+        h_server_stop(&srv[i]);
+    h_teardown();
+}
+
+TestSuite(dests, .init = setup, .fini = teardown, .timeout = 90);
+
+/* One crawler: `rounds` rounds of one curl to each of the first `n`
+ * hosts, in turn. Returns the wall time. */
+static double crawl(int n, int rounds)
+{
+    char script[4000];
+    int len = snprintf(script, sizeof script, "r=0; while [ $r -lt %d ]; do "
+                                              "r=$((r+1)); ",
+                       rounds);
+    for (int i = 0; i < n; i++)
+        len += snprintf(script + len, sizeof script - (size_t)len,
+                        "curl -sS -o /dev/null --max-time 20 "
+                        "http://%s:%d/ 2>/dev/null; ",
+                        host[i], srv[i].port);
+    snprintf(script + len, sizeof script - (size_t)len, "done; true");
+    double t0 = h_now();
+    ns_run(&r, 60, script);
+    cr_assert_eq(r.status, 0, "crawl: status %d", r.status);
+    return h_now() - t0;
+}
+
+/* The times (server clock) of the requests server s received. */
+static int times(const struct server *s, double *t, int max)
+{
+    char line[512];
+    int n = 0;
+    for (; n < max; n++) {
+        h_server_line(s, "", n, line, sizeof line);
+        if (line[0] == '\0' || sscanf(line, "%lf", &t[n]) != 1)
+            break;
+    }
+    return n;
+}
+
+/* No three requests of one server within one second (2 per second in any
+ * window), allowing the server's own few ms of handling. */
+static void at_most_two_a_second(const struct server *s, const char *name)
+{
+    double t[64];
+    int n = times(s, t, 64);
+    for (int i = 2; i < n; i++)
+        cr_expect_geq(t[i] - t[i - 2], 0.95,
+                      "%s: requests %d and %d only %.3f s apart", name, i - 2,
+                      i, t[i] - t[i - 2]);
+}
+
+Test(dests, a_crawl_of_four_hosts_gets_two_a_second_on_each_in_parallel)
+{
+    const char *shape = "[rlshim]\non_deny = delay\n"
+                        "[site:every]\nper = %s\nalgorithm = sliding_window\n"
+                        "connect = 2/s\n";
+    /* Control: one budget for the whole crawl (per = user). */
+    h_config_write(shape, "user");
+    double single = crawl(NSRV, 3);
+    for (int i = 0; i < NSRV; i++)
+        cr_assert_eq(h_server_wait(&srv[i], "", 3, 2), 3);
+    /* The same crawl with a budget per destination: the 2/s hold on each
+     * server, and they run side by side. */
+    usleep(1100 * 1000);
+    for (int i = 0; i < NSRV; i++)
+        cr_assert_eq(truncate(srv[i].log, 0), 0);
+    h_config_write(shape, "destination");
+    double per_dest = crawl(NSRV, 3);
+    for (int i = 0; i < NSRV; i++) {
+        cr_expect_eq(h_server_wait(&srv[i], "", 3, 2), 3, "%s got %d",
+                     host[i], h_server_count(&srv[i], ""));
+        at_most_two_a_second(&srv[i], host[i]);
+    }
+    /* 12 connects at 2/s: ~5 s on one budget; ~1 s on four. */
+    cr_expect_lt(per_dest, single * 0.5,
+                 "per destination %.2f s, one budget %.2f s", per_dest, single);
+}
+
+Test(dests, a_site_override_before_the_catch_all)
+{
+    h_config_write("[site:fast]\nto = fast.test\nalgorithm = sliding_window\n"
+                   "connect = 10/s\n"
+                   "[site:every]\nper = destination\n"
+                   "algorithm = sliding_window\nconnect = 2/s\n");
+    char script[2000];
+    snprintf(script, sizeof script,
+             "i=0; while [ $i -lt 12 ]; do i=$((i+1)); curl -sS -o /dev/null "
+             "--max-time 3 http://fast.test:%d/ 2>/dev/null; done; "
+             "for h in a.test:%d b.test:%d c.test:%d; do i=0; "
+             "while [ $i -lt 4 ]; do i=$((i+1)); curl -sS -o /dev/null "
+             "--max-time 3 http://$h/ 2>/dev/null; done; done; true",
+             srv[3].port, srv[0].port, srv[1].port, srv[2].port);
+    double t0 = h_now();
+    ns_run(&r, 30, script);
+    cr_assert_eq(r.status, 0);
+    cr_assert_lt(h_now() - t0, 1.0, "took %.2f s: inconclusive",
+                 h_now() - t0);
+    usleep(200 * 1000);
+    cr_expect_eq(h_server_count(&srv[3], ""), 10, "fast.test got %d",
+                 h_server_count(&srv[3], ""));
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(h_server_count(&srv[i], ""), 2, "%s got %d", host[i],
+                     h_server_count(&srv[i], ""));
+}

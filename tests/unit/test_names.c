@@ -1,0 +1,251 @@
+/* The address → name table and the name forms of `to`. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/dest.h"
+#include "policy/names.h"
+
+static void v4(const char *s, uint8_t a[4])
+{
+    cr_assert_eq(inet_pton(AF_INET, s, a), 1);
+}
+
+static struct sockaddr_in sin_of(const char *s, uint16_t port)
+{
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(port)};
+    cr_assert_eq(inet_pton(AF_INET, s, &in.sin_addr), 1);
+    return in;
+}
+
+static void note(const char *addr, const char *name)
+{
+    uint8_t a[16];
+    char c[RL_NAME_MAX + 1];
+    size_t n = rl_name_canon(name, strlen(name), c);
+    cr_assert_gt(n, 0, "'%s' is a name", name);
+    if (strchr(addr, ':') != NULL) {
+        cr_assert_eq(inet_pton(AF_INET6, addr, a), 1);
+        rl_names_note(AF_INET6, a, c, n);
+    } else {
+        v4(addr, a);
+        rl_names_note(AF_INET, a, c, n);
+    }
+}
+
+static void fresh(void)
+{
+    rl_names_clear();
+}
+
+TestSuite(names, .init = fresh);
+
+Test(names, canonical_form_is_lower_case_without_the_trailing_dot)
+{
+    char out[RL_NAME_MAX + 1];
+    cr_assert_eq(rl_name_canon("WWW.Example.COM.", 16, out), 15);
+    cr_assert_str_eq(out, "www.example.com");
+    cr_assert_eq(rl_name_canon(".", 1, out), 0);
+    cr_assert_eq(rl_name_canon("a b", 3, out), 0);
+    cr_assert_eq(rl_name_canon("a/b", 3, out), 0);
+    char big[300];
+    memset(big, 'a', sizeof big);
+    cr_assert_eq(rl_name_canon(big, RL_NAME_MAX + 1, out), 0);
+    cr_assert_eq(rl_name_canon(big, RL_NAME_MAX, out), RL_NAME_MAX);
+}
+
+Test(names, literals_are_not_names)
+{
+    cr_assert(rl_name_is_literal("127.0.0.1", 9));
+    cr_assert(rl_name_is_literal("::1", 3));
+    cr_assert_not(rl_name_is_literal("localhost", 9));
+    cr_assert_not(rl_name_is_literal("1.example", 9));
+}
+
+Test(names, finds_nothing_for_an_address_never_resolved)
+{
+    uint8_t a[4];
+    char buf[RL_NAME_MAX + 1] = "junk";
+    v4("10.1.2.3", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    cr_assert_str_eq(buf, "");
+}
+
+Test(names, finds_the_last_name_noted_for_an_address)
+{
+    uint8_t a[4], b[4];
+    char buf[RL_NAME_MAX + 1];
+    note("10.1.2.3", "Site-A.test.");
+    note("10.1.2.4", "site-b.test");
+    v4("10.1.2.3", a);
+    v4("10.1.2.4", b);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_str_eq(buf, "site-a.test");
+    cr_assert_eq(rl_names_find(AF_INET, b, buf), 11);
+    cr_assert_str_eq(buf, "site-b.test");
+    note("10.1.2.3", "cdn.example");
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_str_eq(buf, "cdn.example");
+}
+
+Test(names, keeps_ipv4_mapped_ipv6_as_ipv4)
+{
+    uint8_t a[4];
+    char buf[RL_NAME_MAX + 1];
+    note("::ffff:10.9.9.9", "mapped.test");
+    v4("10.9.9.9", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_str_eq(buf, "mapped.test");
+}
+
+Test(names, stays_bounded_and_keeps_the_newest)
+{
+    uint8_t a[4];
+    char buf[RL_NAME_MAX + 1], addr[32], name[32];
+    unsigned n = RL_NAMES_SLOTS * 4, found = 0;
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(addr, sizeof addr, "10.%u.%u.%u", i >> 16, (i >> 8) & 255,
+                 i & 255);
+        snprintf(name, sizeof name, "h%u.test", i);
+        note(addr, name);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(addr, sizeof addr, "10.%u.%u.%u", i >> 16, (i >> 8) & 255,
+                 i & 255);
+        v4(addr, a);
+        if (rl_names_find(AF_INET, a, buf) > 0) {
+            snprintf(name, sizeof name, "h%u.test", i);
+            cr_assert_str_eq(buf, name, "an address kept its own name");
+            found++;
+        }
+    }
+    cr_assert_leq(found, RL_NAMES_SLOTS);
+    cr_assert_geq(found, RL_NAMES_SLOTS / 2, "kept %u", found);
+    /* The last one noted is always there. */
+    snprintf(addr, sizeof addr, "10.%u.%u.%u", (n - 1) >> 16,
+             ((n - 1) >> 8) & 255, (n - 1) & 255);
+    v4(addr, a);
+    cr_assert_gt(rl_names_find(AF_INET, a, buf), 0);
+}
+
+/* Readers racing a writer that flips one address between two names never
+ * see anything but one of the two. */
+static _Atomic int stop;
+
+static void *flipper(void *arg)
+{
+    (void)arg;
+    for (int i = 0; !stop; i++)
+        note("10.7.7.7", i & 1 ? "a-rather-longer-name.example.org" : "b.test");
+    return NULL;
+}
+
+Test(names, readers_racing_a_writer_never_see_a_torn_name)
+{
+    pthread_t t;
+    uint8_t a[4];
+    char buf[RL_NAME_MAX + 1];
+    note("10.7.7.7", "b.test");
+    v4("10.7.7.7", a);
+    cr_assert_eq(pthread_create(&t, NULL, flipper, NULL), 0);
+    for (int i = 0; i < 200000; i++) {
+        size_t n = rl_names_find(AF_INET, a, buf);
+        if (n == 0)
+            continue; /* a writer at work: "no name", allowed */
+        cr_assert(strcmp(buf, "b.test") == 0 ||
+                      strcmp(buf, "a-rather-longer-name.example.org") == 0,
+                  "torn: '%s'", buf);
+    }
+    stop = 1;
+    pthread_join(t, NULL);
+}
+
+/* ---- the name forms of `to` ------------------------------------------*/
+
+TestSuite(dest_names, .init = fresh);
+
+Test(dest_names, parses_names_and_names_below)
+{
+    struct rl_dest d;
+    char buf[300];
+    cr_assert_null(rl_dest_parse("Example.COM.", &d));
+    cr_assert_eq(d.form, RL_DEST_NAME);
+    cr_assert_str_eq(d.name, "example.com");
+    rl_dest_format(&d, buf, sizeof buf);
+    cr_assert_str_eq(buf, "example.com");
+    rl_dest_clear(&d);
+    cr_assert_null(rl_dest_parse("*.example.com:443", &d));
+    cr_assert_eq(d.form, RL_DEST_BELOW);
+    cr_assert_eq(d.port, 443);
+    rl_dest_format(&d, buf, sizeof buf);
+    cr_assert_str_eq(buf, "*.example.com:443");
+    rl_dest_clear(&d);
+    cr_assert_null(rl_dest_parse("localhost", &d));
+    cr_assert_eq(d.form, RL_DEST_NAME);
+    rl_dest_clear(&d);
+    /* Addresses stay addresses. */
+    cr_assert_null(rl_dest_parse("10.0.0.1:80", &d));
+    cr_assert_eq(d.form, RL_DEST_ADDR);
+    cr_assert_null(rl_dest_parse("fe80::1", &d));
+    cr_assert_eq(d.form, RL_DEST_ADDR);
+}
+
+Test(dest_names, rejects_bad_names)
+{
+    struct rl_dest d;
+    cr_assert_not_null(rl_dest_parse("10.0.0.300", &d));
+    rl_dest_clear(&d);
+    cr_assert_not_null(rl_dest_parse("*.", &d));
+    rl_dest_clear(&d);
+    cr_assert_not_null(rl_dest_parse("a..b", &d));
+    rl_dest_clear(&d);
+    cr_assert_not_null(rl_dest_parse("*.*.b", &d));
+    rl_dest_clear(&d);
+    cr_assert_not_null(rl_dest_parse("example.com:0", &d));
+    rl_dest_clear(&d);
+    cr_assert_not_null(rl_dest_parse("exa mple.com", &d));
+    rl_dest_clear(&d);
+}
+
+Test(dest_names, a_name_covers_what_the_process_resolved_from_it)
+{
+    struct rl_dest d[3];
+    cr_assert_null(rl_dest_parse("site-a.test", &d[0]));
+    cr_assert_null(rl_dest_parse("*.example.com", &d[1]));
+    cr_assert_null(rl_dest_parse("10.0.0.0/8:443", &d[2]));
+    note("127.0.0.2", "SITE-A.test");
+    note("127.0.0.3", "site-b.test");
+    note("127.0.0.4", "www.example.com");
+    note("127.0.0.5", "example.com");
+    note("127.0.0.6", "notexample.com");
+    struct sockaddr_in a = sin_of("127.0.0.2", 80), b = sin_of("127.0.0.3", 80),
+                       w = sin_of("127.0.0.4", 80), apex = sin_of("127.0.0.5", 80),
+                       other = sin_of("127.0.0.6", 80),
+                       never = sin_of("127.0.0.9", 80),
+                       ten = sin_of("10.1.1.1", 443);
+    cr_expect(rl_dests_cover(d, 1, &a, sizeof a));
+    cr_expect_not(rl_dests_cover(d, 1, &b, sizeof b));
+    cr_expect_not(rl_dests_cover(d, 1, &never, sizeof never));
+    cr_expect(rl_dests_cover(d + 1, 1, &w, sizeof w));
+    cr_expect_not(rl_dests_cover(d + 1, 1, &apex, sizeof apex),
+                  "*. is below the apex, not the apex");
+    cr_expect_not(rl_dests_cover(d + 1, 1, &other, sizeof other));
+    cr_expect(rl_dests_cover(d, 3, &ten, sizeof ten), "addresses mix in");
+    cr_expect(rl_dests_cover(d, 3, &w, sizeof w));
+    cr_expect_not(rl_dests_cover(d, 3, &b, sizeof b));
+    for (int i = 0; i < 3; i++)
+        rl_dest_clear(&d[i]);
+}
+
+Test(dest_names, a_port_on_a_name_is_checked)
+{
+    struct rl_dest d;
+    cr_assert_null(rl_dest_parse("site-a.test:8080", &d));
+    note("127.0.0.2", "site-a.test");
+    struct sockaddr_in a = sin_of("127.0.0.2", 8080), b = sin_of("127.0.0.2", 80);
+    cr_expect(rl_dests_cover(&d, 1, &a, sizeof a));
+    cr_expect_not(rl_dests_cover(&d, 1, &b, sizeof b));
+    rl_dest_clear(&d);
+}

@@ -1,0 +1,157 @@
+/* Site sections through the gate: a config from a string, a segment in a
+ * temp dir, a clock stepped by hand. Each test runs in its own process
+ * (Criterion), so the gate and the sites start fresh. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/config.h"
+#include "policy/gate.h"
+#include "policy/names.h"
+
+#define MS 1000000ull
+#define S 1000000000ull
+#define T0 (1000 * S)
+
+static char dir[64];
+static struct rl_gate_ticket t;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/rlshim-sites-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    setenv("RLSHIM_STATE_DIR", dir, 1);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(site_gate, .init = setup, .fini = teardown);
+
+static void gate_as(const char *key, const char *text)
+{
+    struct rl_config *cfg = NULL;
+    struct rl_diag diag = {0};
+    int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
+    cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
+    rl_diag_free(&diag);
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "%s", key);
+    char why[256] = "";
+    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+}
+
+static struct sockaddr_in v4(const char *ip, int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+static int conn_to(const char *ip, uint64_t now)
+{
+    struct sockaddr_in a = v4(ip, 80);
+    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+}
+
+static int send_to(const char *ip, uint64_t now, uint64_t bytes, uint64_t min)
+{
+    struct sockaddr_in a = v4(ip, 80);
+    return rl_gate_send_at(&t, now, "sendto", 3, &a, sizeof a, 1, 1, bytes,
+                           min);
+}
+
+Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
+{
+    struct rl_config *cfg = NULL;
+    struct rl_diag diag = {0};
+    cr_assert_eq(rl_config_load_string("[site:a]\nto = 10.0.0.1\nconnect = 1/s\n"
+                                       "[site:all]\nconnect = 2/s\n"
+                                       "[site:never]\nto = 10.0.0.1\n"
+                                       "connect = 3/s\n",
+                                       "t.ini", &cfg, &diag),
+                 0);
+    struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
+    cr_assert(rl_config_has_sites(cfg));
+    cr_assert_str_eq(rl_config_find_site(cfg, &a, sizeof a)->site, "a");
+    cr_assert_str_eq(rl_config_find_site(cfg, &b, sizeof b)->site, "all");
+    cr_assert_null(rl_config_find_rule(cfg, "a", 0, NULL),
+                   "a site is never a user's rule");
+    rl_config_free(cfg);
+}
+
+Test(site_gate, a_site_limits_users_without_a_section)
+{
+    gate_as("nobody", "[site:s]\nto = 10.0.0.1\nconnect = 2/s\n");
+    cr_assert(rl_gate_active());
+    struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
+    cr_assert(rl_gate_covers(&a, sizeof a));
+    cr_assert_not(rl_gate_covers(&b, sizeof b));
+    cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+    cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+    cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_FAIL);
+    cr_expect_eq(t.err, EAGAIN);
+    cr_expect_eq(conn_to("10.0.0.1", T0 + 500 * MS), RL_GATE_GO);
+}
+
+Test(site_gate, a_site_limits_sends_and_bytes_and_takes_back_what_was_not_sent)
+{
+    gate_as("nobody", "[rlshim]\nerrno = ECONNREFUSED\n"
+                      "[site:s]\nsend = 10/s\nsend_bytes = 1000/s\n");
+    cr_assert(rl_gate_charges_sends());
+    cr_assert_eq(rl_gate_max_bytes(), 1000);
+    cr_expect_eq(send_to("10.0.0.1", T0, 1500, 1), RL_GATE_GO);
+    cr_expect_eq(t.bytes, 1000);
+    rl_gate_refund(&t, RL_KIND_SEND_BYTES, 400);
+    cr_expect_eq(send_to("10.0.0.1", T0, 1000, 1), RL_GATE_GO);
+    cr_expect_eq(t.bytes, 400);
+    cr_expect_eq(send_to("10.0.0.1", T0, 10, 10), RL_GATE_FAIL);
+    cr_expect_eq(t.err, ECONNREFUSED);
+}
+
+Test(site_gate, the_rule_keeps_only_what_the_site_granted)
+{
+    gate_as("tester", "[user:tester]\nsend_bytes = 2000/s\n"
+                      "[site:s]\nto = 10.0.0.1\nsend_bytes = 1000/s\n");
+    cr_expect_eq(send_to("10.0.0.1", T0, 1500, 1), RL_GATE_GO);
+    cr_expect_eq(t.bytes, 1000);
+    /* The rule gave back the 500 the site did not grant: 1000 are left. */
+    cr_expect_eq(send_to("10.0.0.2", T0, 1000, 1000), RL_GATE_GO);
+    cr_expect_eq(send_to("10.0.0.2", T0, 1, 1), RL_GATE_FAIL);
+}
+
+Test(site_gate, a_denial_by_either_gives_the_other_its_unit_back)
+{
+    gate_as("tester", "[user:tester]\nconnect = 3/s\n"
+                      "[site:slow]\nto = 10.0.0.1\nconnect = 1/s\n");
+    cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+    for (int i = 0; i < 5; i++)
+        cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_FAIL);
+    /* The site's denials took nothing of the rule: 2 left for others. */
+    cr_expect_eq(conn_to("10.0.0.2", T0), RL_GATE_GO);
+    cr_expect_eq(conn_to("10.0.0.2", T0), RL_GATE_GO);
+    cr_expect_eq(conn_to("10.0.0.2", T0), RL_GATE_FAIL);
+}
+
+Test(site_gate, a_site_named_by_host_name)
+{
+    gate_as("nobody", "[site:wiki]\nto = *.wikipedia.org\nconnect = 1/s\n");
+    uint8_t a[4];
+    inet_pton(AF_INET, "10.9.0.1", a);
+    rl_names_note(AF_INET, a, "en.wikipedia.org", 16);
+    struct sockaddr_in w = v4("10.9.0.1", 443), o = v4("10.9.0.2", 443);
+    cr_assert(rl_gate_covers(&w, sizeof w));
+    cr_assert_not(rl_gate_covers(&o, sizeof o));
+    cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_GO);
+    cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_FAIL);
+}
