@@ -47,6 +47,7 @@ enum key {
     K_STATE,
     K_UNKNOWN,
     K_LOG,
+    K_DECISION_LOG,
     K_DRY_RUN,
     K_REPORT,
     K_MAX_USERS,
@@ -75,6 +76,7 @@ static const struct {
     [K_STATE] = {"state", IN_GLOBAL},
     [K_UNKNOWN] = {"unknown", IN_GLOBAL},
     [K_LOG] = {"log", IN_GLOBAL},
+    [K_DECISION_LOG] = {"decision_log", IN_GLOBAL},
     [K_DRY_RUN] = {"dry_run", IN_GLOBAL | IN_RULE},
     [K_REPORT] = {"report", IN_GLOBAL},
     [K_MAX_USERS] = {"max_users", IN_GLOBAL},
@@ -985,6 +987,20 @@ static int handler(void *user, const char *section, const char *name,
         if (i >= 0)
             cfg->unknown = i;
         break;
+    case K_DECISION_LOG:
+        /* SPEC §9: one JSON line per decision; absolute, like `log`. */
+        if (v[0] != '/') {
+            err(ps, ps->lineno,
+                "bad value '%s' for 'decision_log' in [rlshim] (use an "
+                "absolute path)",
+                v);
+            break;
+        }
+        free(cfg->decision_log);
+        cfg->decision_log = strdup(v);
+        if (cfg->decision_log == NULL)
+            ps->nomem = true;
+        break;
     case K_LOG:
         if (strcmp(v, "off") == 0) {
             cfg->log_target = RL_LOG_OFF;
@@ -994,6 +1010,7 @@ static int handler(void *user, const char *section, const char *name,
             cfg->log_target = RL_LOG_SYSLOG;
         } else if (v[0] == '/') {
             free(cfg->log_path);
+    free(cfg->decision_log);
             cfg->log_path = strdup(v);
             if (cfg->log_path == NULL)
                 ps->nomem = true;
