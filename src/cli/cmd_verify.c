@@ -120,7 +120,8 @@ static void check_group(const struct item *it, size_t n, const struct spec *sp,
     for (size_t i = 0; i < n; i++)
         ev[i] = (struct rl_conform_ev){it[i].t, it[i].units};
     if (sp->window)
-        rl_conform_window(ev, n, sp->rate.count, sp->rate.period_ns, &res);
+        rl_conform_window(ev, n, sp->rate.count, sp->rate.period_ns,
+                          sp->slack_ns, &res);
     else
         rl_conform_bucket(ev, n, sp->rate.count, sp->rate.period_ns,
                           sp->burst, sp->slack_ns, &res);
@@ -141,13 +142,15 @@ static void print_worst(FILE *f, const struct worst *w, const struct item *it,
     const struct item *a = &it[w->from + w->res.first];
     const struct item *b = &it[w->from + w->res.last];
     double span_ms = (double)(b->t - a->t) / 1e6;
-    fprintf(f, "%s interval%s%s%s: %llu %s units in %.3f ms "
-               "(%zu lines), the limit allows %llu%s\n",
+    size_t nl = w->res.last - w->res.first + 1;
+    fprintf(f, "%s interval%s%s%s: %llu %s unit%s in %.3f ms "
+               "(%zu line%s), the limit allows %llu%s\n",
             w->res.ok ? "worst" : "over the limit in",
             per == PER_ALL ? "" : " of ",
             per == PER_ALL ? "" : (per == PER_USER ? "user " : "destination "),
             per == PER_ALL ? "" : w->key, (unsigned long long)w->res.units,
-            sp->kind, span_ms, w->res.last - w->res.first + 1,
+            sp->kind, w->res.units == 1 ? "" : "s", span_ms, nl,
+            nl == 1 ? "" : "s",
             (unsigned long long)w->res.allowed,
             sp->window ? " in any window" : "");
     if (w->res.ok)
@@ -276,10 +279,11 @@ int rl_cmd_verify(int argc, char **argv)
         fprintf(stderr, "rlshim verify: %s: no allowed %s in %zu lines of "
                         "%s: nothing to check\n",
                 argv[optind], sp.kind, lines, sp.kind);
-    fprintf(out, "rlshim verify: %s: %llu %s units allowed in %zu lines%s"
+    fprintf(out, "rlshim verify: %s: %llu %s unit%s allowed in %zu line%s, "
                  "%zu group%s: %s %s\n",
-            status ? "FAIL" : "ok", (unsigned long long)total, sp.kind, n,
-            ", ", groups, groups == 1 ? "" : "s",
+            status ? "FAIL" : "ok", (unsigned long long)total, sp.kind,
+            total == 1 ? "" : "s", n, n == 1 ? "" : "s", groups,
+            groups == 1 ? "" : "s",
             status ? "do not obey" : "obey", sp.text);
     if (w.have)
         print_worst(out, &w, it, &lf, &sp, per);

@@ -43,16 +43,17 @@ void rl_conform_bucket(const struct rl_conform_ev *ev, size_t n,
 }
 
 void rl_conform_window(const struct rl_conform_ev *ev, size_t n,
-                       uint64_t count, uint64_t period_ns,
+                       uint64_t count, uint64_t period_ns, uint64_t slack_ns,
                        struct rl_conform_result *res)
 {
     *res = (struct rl_conform_result){.ok = true, .allowed = count};
+    uint64_t w = period_ns > slack_ns ? period_ns - slack_ns : 1;
     uint64_t sum = 0;
     size_t i = 0;
     bool have = false;
     for (size_t j = 0; j < n; j++) {
         sum += ev[j].units;
-        while (ev[j].t - ev[i].t >= period_ns)
+        while (ev[j].t - ev[i].t >= w)
             sum -= ev[i++].units;
         if (!have || sum > res->units) {
             have = true;

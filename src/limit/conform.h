@@ -8,7 +8,8 @@
  * for a limiter that reads time in ticks: gcra.c admits within a tick
  * (< 1 ns) of the exact time.
  *
- * Window: at most `count` units in any half-open [t, t + period_ns). */
+ * Window: at most `count` units in any half-open [t, t + period_ns),
+ * the window narrowed by `slack_ns` for the same reason. */
 #ifndef RL_LIMIT_CONFORM_H
 #define RL_LIMIT_CONFORM_H
 
@@ -34,7 +35,7 @@ void rl_conform_bucket(const struct rl_conform_ev *ev, size_t n,
                        uint64_t count, uint64_t period_ns, uint64_t burst,
                        uint64_t slack_ns, struct rl_conform_result *res);
 void rl_conform_window(const struct rl_conform_ev *ev, size_t n,
-                       uint64_t count, uint64_t period_ns,
+                       uint64_t count, uint64_t period_ns, uint64_t slack_ns,
                        struct rl_conform_result *res);
 
 #endif

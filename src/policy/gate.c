@@ -19,9 +19,11 @@
 
 #include "limit/limit.h"
 #include "policy/budget.h"
+#include "policy/gate_log.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/declog.h"
 #include "util/log.h"
 #include "util/ownerlock.h"
 
@@ -117,6 +119,10 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
                  char *why, size_t whylen)
 {
     cfg = c;
+    /* SPEC §9: the environment wins, so a test needs no config edit. */
+    const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
+    if (rl_declog_setup(dlog != NULL ? dlog : c->decision_log) < 0)
+        rl_log_stderr("decision_log: path too long: decisions not logged");
     rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
                                id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
@@ -141,7 +147,9 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
-    lease_on = !rule->dry_run && !c->dry_run &&
+    /* The decision log has one line per call: no call goes unseen in a
+     * lease. */
+    lease_on = !rule->dry_run && !c->dry_run && !rl_declog_enabled() &&
                pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
     lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
     lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
@@ -354,6 +362,8 @@ static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
                 unsigned salen)
 {
     count(b, kind, RL_STAT_DENIED, units);
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, user, rule, kind, units, call, fd, sa, salen);
     bool dry = rule != NULL ? rule->dry_run : cfg->dry_run;
     char detail[64];
     snprintf(detail, sizeof detail, ": %s %llu over quota%s",
@@ -380,6 +390,8 @@ static void granted(struct budget *b, struct rl_gate_ticket *t,
             count(b, k, RL_STAT_DELAYED_NS, t->wait_ns);
         }
     }
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, user, rule, -1, 0, call, fd, sa, salen);
     if (t->wait_ns == 0)
         return;
     char detail[64];
