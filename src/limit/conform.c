@@ -21,7 +21,9 @@ void rl_conform_bucket(const struct rl_conform_ev *ev, size_t n,
     i128 prefix = 0; /* S_{j-1} */
     for (size_t j = 0; j < n; j++) {
         i128 key = N * (i128)ev[j].t - prefix * P;
-        if (j == 0 || key > best_key) {
+        /* On a tie the later start: the shorter interval is the one a
+         * reader wants to see. */
+        if (j == 0 || key >= best_key) {
             best_key = key;
             best_i = j;
         }
