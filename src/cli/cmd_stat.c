@@ -16,6 +16,7 @@
 
 #include "cli/cmd_state.h"
 #include "cli/commands.h"
+#include "cli/stat_prometheus.h"
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "state/store.h"
@@ -25,6 +26,7 @@ struct view {
     const struct rl_config *cfg; /* NULL: counters only */
     bool layout_ok;              /* cfg is the segment's config */
     bool json;
+    bool prom; /* --prometheus: rows go to stat_prometheus.c */
     uint64_t now;
     unsigned rows;
     FILE *out;
@@ -76,6 +78,11 @@ static void row(struct view *v, const char *user, const char *rule_name, int k,
 {
     FILE *f = v->out;
 
+    if (v->prom) {
+        rl_prom_add(user, rule_name, rl_kind_name(k), c, has_avail, avail);
+        v->rows++;
+        return;
+    }
     if (v->json) {
         fputs(v->rows ? ",\n  {" : "\n  {", f);
         fputs("\"user\": ", f);
@@ -160,7 +167,7 @@ static int show(struct rl_store *s, struct view *v)
     v->layout_ok = v->cfg && rl_store_config_hash(s) == v->cfg->hash;
     if (v->json) {
         fputc('[', v->out);
-    } else {
+    } else if (!v->prom) {
         fprintf(v->out, "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s\n",
                 "USER", "RULE", "LIMIT", "ALGORITHM", "ALLOWED", "DENIED",
                 "DELAYED", "DELAYED_MS", "AVAILABLE");
@@ -168,6 +175,8 @@ static int show(struct rl_store *s, struct view *v)
     rl_store_each(s, show_slot, v);
     if (v->json)
         fputs(v->rows ? "\n]\n" : "]\n", v->out);
+    if (v->prom)
+        rl_prom_print(v->out);
     fflush(v->out);
     return 0;
 }
@@ -182,7 +191,8 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: rlshim stat [-c FILE] [--json] [--watch]\n", f);
+    fputs("usage: rlshim stat [-c FILE] [--json | --prometheus] [--watch]\n",
+          f);
 }
 
 int rl_cli_load_optional(const char *opt, struct rl_config **cfg)
@@ -210,6 +220,7 @@ int rl_cmd_stat(int argc, char **argv)
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
+        {"prometheus", no_argument, NULL, 'P'},
         {"watch", no_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -231,6 +242,9 @@ int rl_cmd_stat(int argc, char **argv)
             break;
         case 'j':
             v.json = true;
+            break;
+        case 'P':
+            v.prom = true;
             break;
         case 'w':
             watch = true;
@@ -271,6 +285,8 @@ int rl_cmd_stat(int argc, char **argv)
                 /* Nothing has been counted yet: an empty table. */
                 if (v.json)
                     fputs("[]\n", stdout);
+                else if (v.prom)
+                    rl_prom_print(stdout);
                 else
                     fprintf(stderr, "rlshim: %s: nothing counted yet\n", why);
                 goto out;
