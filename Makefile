@@ -6,6 +6,8 @@
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
 #   make fuzz            the config-parser fuzzer for FUZZ_SECONDS
 #   make demo            a real program, bare and throttled, side by side
+#   make docs            docs/timeline.svg, drawn from a real run's decision log
+#   make examples        the examples a user copies (pytest, shell), as tests
 #   make install         PREFIX (/usr/local) and DESTDIR honoured
 #
 # The user's CFLAGS/LDFLAGS are kept apart from the project's flags.
@@ -83,6 +85,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
+        docs examples \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -149,7 +152,7 @@ TEST_ENV = RLSHIM_BUILD=$(abspath $(B)) RLSHIM_SRC=$(abspath .) \
            TSAN_OPTIONS=die_after_fork=0
 CRITERION_FLAGS ?= --jobs 2
 
-test: all $(B)/.test-deps unit integration lint
+test: all $(B)/.test-deps unit integration lint examples
 
 # Unit tests of the store exec a second program of their own.
 UNIT_HELPERS := $(filter $(B)/tests/helpers/store_%,$(HELPERS))
@@ -190,6 +193,16 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))
+
+docs: all
+	python3 docs/timeline.py $(abspath $(B)) docs/timeline.svg
+
+# The examples run against this build: `rlshim` first on PATH.
+examples: all
+	@$(ENSURE) python3-pytest:cmd:pytest-3 curl:cmd:curl
+	PATH=$(abspath $(B)):$$PATH $(TEST_ENV) sh examples/shell/polite.sh
+	PATH=$(abspath $(B)):$$PATH $(TEST_ENV) pytest-3 -q -p no:cacheprovider \
+	    examples/pytest
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \

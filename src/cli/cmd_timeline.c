@@ -118,6 +118,12 @@ static void rate_from_config(struct chart *ch, const struct rl_logfile *lf,
     rl_config_free(cfg);
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct dest *)a)->name,
+                  ((const struct dest *)b)->name);
+}
+
 static int build(struct chart *ch, const struct rl_logfile *lf)
 {
     uint64_t t0 = UINT64_MAX, t1 = 0;
@@ -162,6 +168,7 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         d->bins[(size_t)((t - t0) / ch->bin_ns) * NV + (size_t)v]++;
         d->total[v]++;
     }
+    qsort(ch->d, ch->nd, sizeof *ch->d, by_name);
     return 0;
 }
 
