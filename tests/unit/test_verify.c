@@ -48,7 +48,7 @@ static char *write_log(const struct ev *ev, size_t n, const char *limit)
     return path;
 }
 
-/* Run `rlshim ARGS...`; returns the exit status, stdout in out. */
+/* Run `rlshim ARGS...`; returns the exit status, stdout+stderr in out. */
 static int rlshim(char *out, size_t outlen, const char *const *args)
 {
     char bin[4096];
@@ -66,6 +66,7 @@ static int rlshim(char *out, size_t outlen, const char *const *args)
             argv[n] = args[n - 1];
         argv[n] = NULL;
         dup2(fo, 1);
+        dup2(fo, 2); /* messages too: shown when a test fails */
         execv(bin, (char *const *)argv);
         _exit(127);
     }
