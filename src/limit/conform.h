@@ -14,7 +14,6 @@
 #define RL_LIMIT_CONFORM_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 struct rl_conform_ev {
@@ -26,15 +25,15 @@ struct rl_conform_ev {
  * the units in it, and what the limit allows in it. */
 struct rl_conform_result {
     bool ok;
-    size_t first, last;
+    uint64_t first, last;
     uint64_t units, allowed;
 };
 
 /* Events must be sorted by t (ties in any order). n == 0 is ok. */
-void rl_conform_bucket(const struct rl_conform_ev *ev, size_t n,
+void rl_conform_bucket(const struct rl_conform_ev *ev, uint64_t n,
                        uint64_t count, uint64_t period_ns, uint64_t burst,
                        uint64_t slack_ns, struct rl_conform_result *res);
-void rl_conform_window(const struct rl_conform_ev *ev, size_t n,
+void rl_conform_window(const struct rl_conform_ev *ev, uint64_t n,
                        uint64_t count, uint64_t period_ns, uint64_t slack_ns,
                        struct rl_conform_result *res);
 
