@@ -116,3 +116,37 @@ Test(declog, parent_and_child_share_one_log)
              logpath);
     cr_expect_eq(system(cmd), 0, "lines of two pids");
 }
+
+/* RLSHIM_DECISION_LOG wins over the config's decision_log; without it the
+ * config's is used. */
+Test(declog, the_environment_wins_over_the_config)
+{
+    char cfglog[300];
+    snprintf(cfglog, sizeof cfglog, "%s/from-config.jsonl", h_dir);
+    h_config_write("[rlshim]\ndecision_log = %s\n[default]\nconnect = 100/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   cfglog, sink.port);
+    client("connects", "3", NULL);
+    cr_expect_eq(h_file_lines(logpath, "\"call\":\"connect\""), 3);
+    cr_expect_eq(access(cfglog, F_OK), -1, "the config's log was written");
+    unsetenv("RLSHIM_DECISION_LOG");
+    client("connects", "2", NULL);
+    cr_expect_eq(h_file_lines(cfglog, "\"call\":\"connect\""), 2);
+    cr_expect_eq(h_file_lines(logpath, "\"call\":\"connect\""), 3);
+}
+
+/* A log that cannot be written: one stderr line, the program goes on and
+ * is throttled as before. */
+Test(declog, an_unwritable_log_is_one_stderr_line_and_the_run_goes_on)
+{
+    setenv("RLSHIM_DECISION_LOG", "/nonexistent-rlshim-dir/log.jsonl", 1);
+    h_config_write("[default]\nconnect = 2/h\nconnect_burst = 2\n"
+                   "to = 127.0.0.1:%d\n",
+                   sink.port);
+    client("connects", "5", NULL);
+    cr_expect_eq(out("ok"), 2);
+    cr_expect_eq(out("denied"), 3);
+    char errlog[300];
+    snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(errlog, "decision_log"), 1);
+}

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "policy/config.h"
 #include "util/declog.h"
 #include "util/declog_read.h"
 
@@ -255,4 +256,34 @@ Test(declog, dest_of_an_address_or_a_peer)
     rl_declog_dest(-1, NULL, 0, host, sizeof host, &port);
     cr_assert_str_eq(host, "?");
     cr_assert_eq(port, 0);
+}
+
+/* [rlshim] decision_log: an absolute path, kept; anything else refused. */
+Test(declog, the_config_key_takes_an_absolute_path)
+{
+    char path[] = "/tmp/rlshim-declog-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("[rlshim]\ndecision_log = /var/tmp/x.jsonl\n[default]\n"
+          "connect = 1/s\nto = 127.0.0.1\n",
+          f);
+    fclose(f);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(rl_config_load(path, &cfg, &d), 0);
+    cr_assert_str_eq(cfg->decision_log, "/var/tmp/x.jsonl");
+    rl_config_free(cfg);
+    rl_diag_free(&d);
+    f = fopen(path, "w");
+    fputs("[rlshim]\ndecision_log = x.jsonl\n[default]\nconnect = 1/s\n"
+          "to = 127.0.0.1\n",
+          f);
+    fclose(f);
+    d = (struct rl_diag){0};
+    cr_assert_lt(rl_config_load(path, &cfg, &d), 0);
+    cr_assert_gt(d.n, 0);
+    cr_assert(strstr(d.msgs[0], "decision_log") != NULL, "%s", d.msgs[0]);
+    rl_diag_free(&d);
+    unlink(path);
 }
