@@ -270,3 +270,94 @@ Test(timeline, svg_is_xml_with_one_bar_per_cell)
     unlink(svg);
     unlink(log);
 }
+
+/* ---- property: the command agrees with a brute-force check ------------ */
+
+__extension__ typedef unsigned __int128 u128;
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Every pair of allowed lines (at mono + wait) of one destination, checked
+ * against burst + rate * span: the definition, in O(n^2). */
+static bool brute(const struct ev *ev, size_t n, uint64_t count,
+                  uint64_t period, uint64_t burst, const char *dest)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ev[i].dest, dest) != 0 || strcmp(ev[i].verdict, "deny") == 0)
+            continue;
+        uint64_t ti = (ev[i].us + ev[i].wait_us) * 1000;
+        for (size_t j = 0; j < n; j++) {
+            if (strcmp(ev[j].dest, dest) != 0 ||
+                strcmp(ev[j].verdict, "deny") == 0)
+                continue;
+            uint64_t tj = (ev[j].us + ev[j].wait_us) * 1000;
+            if (tj < ti)
+                continue;
+            /* units of the dest's allowed lines in [ti, tj] */
+            uint64_t sum = 0;
+            for (size_t k = 0; k < n; k++) {
+                uint64_t tk = (ev[k].us + ev[k].wait_us) * 1000;
+                if (strcmp(ev[k].dest, dest) == 0 &&
+                    strcmp(ev[k].verdict, "deny") != 0 && tk >= ti && tk <= tj)
+                    sum += ev[k].units;
+            }
+            /* sum * P > burst * P + count * (span + 1 us of slack) */
+            if ((u128)sum * period >
+                (u128)burst * period + (u128)count * (tj - ti + 1000))
+                return false;
+        }
+    }
+    return true;
+}
+
+Test(verify, property_agrees_with_brute_force_on_random_logs)
+{
+    static const char *const dests[] = {"a", "b", "c"};
+    static const char *const verdicts[] = {"allow", "allow", "delay", "deny"};
+    struct ev ev[40];
+    int oks = 0, fails = 0;
+    for (int round = 0; round < 120; round++) {
+        uint64_t count = 1 + next() % 6, burst = 1 + next() % 4;
+        size_t n = 1 + next() % 40;
+        uint64_t t = 0;
+        for (size_t i = 0; i < n; i++) {
+            t += next() % 3 == 0 ? 0 : next() % 400000; /* up to 400 ms */
+            ev[i] = (struct ev){
+                .us = t,
+                .units = 1 + (unsigned)(next() % 2),
+                .verdict = verdicts[next() % 4],
+                .dest = dests[next() % 3],
+            };
+            if (strcmp(ev[i].verdict, "delay") == 0)
+                ev[i].wait_us = next() % 300000;
+        }
+        /* Lines in any order: processes append as they decide. */
+        for (size_t i = n; i > 1; i--) {
+            size_t j = next() % i;
+            struct ev tmp = ev[i - 1];
+            ev[i - 1] = ev[j];
+            ev[j] = tmp;
+        }
+        char *log = write_log(ev, n, "connect");
+        char limit[64], out[16384];
+        snprintf(limit, sizeof limit, "connect=%llu/s,burst=%llu",
+                 (unsigned long long)count, (unsigned long long)burst);
+        int st = verify(out, sizeof out, log, limit, "--per", "destination");
+        bool want = true;
+        for (size_t d = 0; d < 3; d++)
+            want = want && brute(ev, n, count, 1000000000ull, burst, dests[d]);
+        cr_assert_eq(st, want ? 0 : 1, "round %d (%s):\n%s", round, limit,
+                     out);
+        want ? oks++ : fails++;
+        unlink(log);
+    }
+    cr_assert_gt(oks, 10);
+    cr_assert_gt(fails, 10);
+}
