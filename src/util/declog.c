@@ -56,12 +56,24 @@ static void puts_(struct out *o, const char *s)
     put(o, s, strlen(s));
 }
 
-static void putf(struct out *o, const char *fmt, unsigned long long v)
+/* `v` in decimal, at least `width` digits (zero-padded): no snprintf, so
+ * a line costs little beside the system calls that write it. */
+static void put_u64(struct out *o, uint64_t v, unsigned width)
 {
-    char b[32];
-    int n = snprintf(b, sizeof b, fmt, v);
-    if (n > 0)
-        put(o, b, (size_t)n);
+    char b[24];
+    unsigned n = 0;
+    do {
+        b[sizeof b - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 || n < width);
+    put(o, b + sizeof b - n, n);
+}
+
+/* A literal key or punctuation, then a number. */
+static void putf(struct out *o, const char *prefix, uint64_t v)
+{
+    puts_(o, prefix);
+    put_u64(o, v, 1);
 }
 
 /* A JSON string, or null; at most 200 bytes of it (user names and rule
@@ -79,7 +91,9 @@ static void put_str(struct out *o, const char *s)
             char e[2] = {'\\', (char)c};
             put(o, e, 2);
         } else if (c < 0x20 || c == 0x7f) {
-            putf(o, "\\u%04llx", c);
+            static const char hex[] = "0123456789abcdef";
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(o, e, 6);
         } else {
             put(o, (const char *)&c, 1);
         }
@@ -127,16 +141,24 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     unsigned mo, d;
     civil((long long)(secs / 86400), &y, &mo, &d);
     unsigned sod = (unsigned)(secs % 86400);
-    char t[64];
-    int tn = snprintf(t, sizeof t,
-                      "{\"t\":\"%04d-%02u-%02uT%02u:%02u:%02u.%06uZ\"", y, mo,
-                      d, sod / 3600, sod / 60 % 60, sod % 60,
-                      (unsigned)(wall_ns % 1000000000u / 1000));
-    if (tn > 0)
-        put(&o, t, (size_t)tn);
-    putf(&o, ",\"mono_ns\":%llu", r->mono_ns);
-    putf(&o, ",\"pid\":%llu", (unsigned long long)pid);
-    putf(&o, ",\"tid\":%llu", (unsigned long long)tid);
+    puts_(&o, "{\"t\":\"");
+    put_u64(&o, (uint64_t)(y > 0 ? y : 0), 4);
+    put(&o, "-", 1);
+    put_u64(&o, mo, 2);
+    put(&o, "-", 1);
+    put_u64(&o, d, 2);
+    put(&o, "T", 1);
+    put_u64(&o, sod / 3600, 2);
+    put(&o, ":", 1);
+    put_u64(&o, sod / 60 % 60, 2);
+    put(&o, ":", 1);
+    put_u64(&o, sod % 60, 2);
+    put(&o, ".", 1);
+    put_u64(&o, wall_ns % 1000000000u / 1000, 6);
+    puts_(&o, "Z\"");
+    putf(&o, ",\"mono_ns\":", r->mono_ns);
+    putf(&o, ",\"pid\":", (uint64_t)(pid > 0 ? pid : 0));
+    putf(&o, ",\"tid\":", (uint64_t)(tid > 0 ? tid : 0));
     puts_(&o, ",\"user\":");
     put_str(&o, r->user);
     puts_(&o, ",\"rule\":");
@@ -145,15 +167,16 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     put_str(&o, r->site);
     puts_(&o, ",\"dest\":{\"name\":");
     put_str(&o, r->dest);
-    putf(&o, ",\"port\":%llu}", r->port);
+    putf(&o, ",\"port\":", r->port);
+    put(&o, "}", 1);
     puts_(&o, ",\"call\":");
     put_str(&o, r->call);
     puts_(&o, ",\"limit\":");
     put_str(&o, r->limit);
-    putf(&o, ",\"units\":%llu", (unsigned long long)r->units);
+    putf(&o, ",\"units\":", r->units);
     puts_(&o, ",\"verdict\":");
     put_str(&o, verdict_name(r->verdict));
-    putf(&o, ",\"wait_ns\":%llu", (unsigned long long)r->wait_ns);
+    putf(&o, ",\"wait_ns\":", r->wait_ns);
     memcpy(buf + o.n, "}\n", 2);
     return o.n + 2;
 }

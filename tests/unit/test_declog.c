@@ -287,3 +287,17 @@ Test(declog, the_config_key_takes_an_absolute_path)
     rl_diag_free(&d);
     unlink(path);
 }
+
+Test(declog, control_characters_are_escaped)
+{
+    struct rl_declog_rec r = rec;
+    r.user = "a\x01\n\x7f";
+    char buf[RL_DECLOG_LINE_MAX];
+    size_t n = rl_declog_format(buf, sizeof buf, &r, 0, 1, 1);
+    buf[n] = '\0';
+    cr_assert(strstr(buf, "\"user\":\"a\\u0001\\u000a\\u007f\"") != NULL, "%s",
+              buf);
+    struct rl_declog_entry e;
+    cr_assert_eq(rl_declog_parse(buf, &e), 0);
+    cr_assert_str_eq(e.user, "a\x01\n\x7f");
+}
