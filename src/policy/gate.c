@@ -122,7 +122,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     /* SPEC §9: the environment wins, so a test needs no config edit. */
     const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
     if (rl_declog_setup(dlog != NULL ? dlog : c->decision_log) < 0)
-        rl_log_stderr("decision_log: path too long: decisions not logged");
+        rl_log_stderr("decision_log %s: not an absolute path, or too long: "
+                      "decisions are not logged", dlog ? dlog : c->decision_log);
     rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
                                id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];

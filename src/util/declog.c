@@ -23,8 +23,13 @@ static atomic_flag complained = ATOMIC_FLAG_INIT;
 int rl_declog_setup(const char *path)
 {
     size_t n = path != NULL ? strlen(path) : 0;
+    on = false;
     if (n >= sizeof path_buf)
         return -ENAMETOOLONG;
+    /* Relative, each process of a run would write where its own working
+     * directory is: lines of one run in several files. */
+    if (n > 0 && path[0] != '/')
+        return -EINVAL;
     on = n > 0;
     if (on)
         memcpy(path_buf, path, n + 1);

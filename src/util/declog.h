@@ -43,7 +43,8 @@ struct rl_declog_rec {
 #define RL_DECLOG_LINE_MAX 1024
 
 /* Log to `path` (copied; NULL or "" turns the log off). Call once at load,
- * before any decision. Returns 0 or -ENAMETOOLONG. */
+ * before any decision. Returns 0, -ENAMETOOLONG, or -EINVAL for a relative
+ * path; on error the log is off. */
 int rl_declog_setup(const char *path);
 
 /* Is the log on? Callers skip all the work when not. */

@@ -238,6 +238,16 @@ Test(declog, an_unwritable_log_costs_one_stderr_line)
     cr_assert(strstr(buf, "No such file") != NULL, "%s", buf);
 }
 
+Test(declog, a_relative_path_is_refused)
+{
+    cr_assert_eq(rl_declog_setup("log.jsonl"), -EINVAL);
+    cr_assert_not(rl_declog_enabled());
+    cr_assert_eq(rl_declog_setup("/tmp/x.jsonl"), 0);
+    cr_assert(rl_declog_enabled());
+    cr_assert_eq(rl_declog_setup(""), 0);
+    cr_assert_not(rl_declog_enabled());
+}
+
 Test(declog, dest_of_an_address_or_a_peer)
 {
     struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(80)};
