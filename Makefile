@@ -189,7 +189,8 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
 	@$(ENSURE) clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 	@mkdir -p $(dir $@)
 	clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -o $@ $^ $(INIH_STATIC)
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ $^ $(INIH_STATIC)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))

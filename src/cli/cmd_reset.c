@@ -31,6 +31,11 @@ static void reset_rule_words(struct reset *r, uint32_t index,
     struct rl_budget_layout l;
 
     rl_budget_layout(rule, &l);
+    /* Leases are zeroed before and after the buckets (policy/lease.c):
+     * units a thread took from the old bucket are never spent beside a
+     * full new one. */
+    if (l.lease)
+        rl_store_reset_words(r->store, index, l.lease, l.nwords - l.lease);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
             const struct rl_limit *lim = &rule->limits[k][i];
@@ -43,6 +48,8 @@ static void reset_rule_words(struct reset *r, uint32_t index,
                                      n - skip);
         }
     }
+    if (l.lease)
+        rl_store_reset_words(r->store, index, l.lease, l.nwords - l.lease);
 }
 
 static int reset_slot(const struct rl_slot_info *info, struct rl_slot *slot,
@@ -124,7 +131,7 @@ int rl_cmd_reset(int argc, char **argv)
         status = 1;
         goto out;
     }
-    r.layout_ok = cfg && rl_store_config_hash(r.store) == cfg->hash;
+    r.layout_ok = cfg && rl_store_config_hash(r.store) == rl_budget_hash(cfg);
     rl_store_each(r.store, reset_slot, &r);
     if (r.user && r.done == 0) {
         fprintf(stderr, "rlshim: no budget for user '%s'\n", r.user);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cmd_state.h"
@@ -28,6 +29,7 @@ struct view {
     bool json;
     bool prom; /* --prometheus: rows go to stat_prometheus.c */
     uint64_t now;
+    uint64_t coarse; /* CLOCK_MONOTONIC_COARSE, as leases are stamped */
     unsigned rows;
     FILE *out;
 };
@@ -141,8 +143,15 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         snprintf(section, sizeof section, "%s", rule->section);
         rl_budget_layout(rule, &l);
     }
+    /* Units spent from leases count as allowed before their holder folds
+     * them in; units in idle leases are what the next call takes back. */
+    struct rl_lease_units lu = {{0}, {0}};
+    if (rule && v->layout_ok && slot->words && l.nwords <= slot->nwords)
+        rl_budget_lease_sum(&l, slot->words, v->coarse, &lu);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
-        const uint64_t *c = &info->counters[k * RL_STORE_STATS_PER_KIND];
+        uint64_t c[RL_STORE_STATS_PER_KIND];
+        memcpy(c, &info->counters[k * RL_STORE_STATS_PER_KIND], sizeof c);
+        c[RL_STAT_ALLOWED] += lu.spent[k];
         bool used = c[0] || c[1] || c[2] || c[3];
         const struct rl_algorithm *a = NULL;
         uint64_t avail = 0;
@@ -152,6 +161,12 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             a = rl_algorithm_get(rule->limits[k][0].algo);
             if (v->layout_ok)
                 has = available(rule, &l, k, slot, v->now, &avail);
+            if (has) {
+                uint64_t burst = rule->limits[k][0].burst;
+                avail += lu.left[k];
+                if (rule->nlimits[k] == 1 && avail > burst)
+                    avail = burst;
+            }
         } else if (!used) {
             continue; /* not limited and never counted */
         }
@@ -164,7 +179,10 @@ static int show(struct rl_store *s, struct view *v)
 {
     v->rows = 0;
     v->now = rl_clock_now_ns();
-    v->layout_ok = v->cfg && rl_store_config_hash(s) == v->cfg->hash;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    v->coarse = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    v->layout_ok = v->cfg && rl_store_config_hash(s) == rl_budget_hash(v->cfg);
     if (v->json) {
         fputc('[', v->out);
     } else if (!v->prom) {
@@ -300,7 +318,8 @@ int rl_cmd_stat(int argc, char **argv)
         if (watch && !v.json)
             fputs("\033[H\033[2J", stdout);
         if (s) {
-            if (v.cfg && rl_store_config_hash(s) != v.cfg->hash && !watch)
+            if (v.cfg && rl_store_config_hash(s) != rl_budget_hash(v.cfg) &&
+                !watch)
                 fprintf(stderr, "rlshim: the state was made for another "
                                 "config: budgets are not shown\n");
             show(s, &v);

@@ -3,6 +3,7 @@
  * The tag hashes the whole "SECTION|USER" even when the printed label has
  * to be cut to fit the slot, so two long names never share a budget by
  * accident of truncation. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,7 +27,68 @@ void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)
                 off += a->state_words(lim);
         }
     }
+    if (rl_budget_leasable(rule)) {
+        out->lease = off;
+        off += RL_LEASE_AREA_WORDS;
+    }
     out->nwords = off;
+}
+
+/* Bumped whenever the words above are laid out otherwise. 2: lease
+ * records after the limits. */
+#define BUDGET_FORMAT 2u
+
+uint64_t rl_budget_hash(const struct rl_config *cfg)
+{
+    uint64_t f = BUDGET_FORMAT;
+    uint64_t h = rl_hash_bytes(RL_HASH_INIT, &f, sizeof f);
+    h = rl_hash_bytes(h, &cfg->hash, sizeof cfg->hash);
+    return h;
+}
+
+bool rl_budget_leasable(const struct rl_rule *rule)
+{
+    bool any = false;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        const struct rl_limit *l = &rule->limits[k][0];
+        if (rule->nlimits[k] > 1 || l->algo != RL_ALGO_TOKEN_BUCKET ||
+            l->burst < 128)
+            return false;
+        any = true;
+    }
+    return any;
+}
+
+rl_atomic_u64 *rl_budget_lease_bitmap(const struct rl_budget_layout *l,
+                                      rl_atomic_u64 *words)
+{
+    uintptr_t p = (uintptr_t)(words + l->lease);
+    return (rl_atomic_u64 *)((p + 63) & ~(uintptr_t)63);
+}
+
+void rl_budget_lease_sum(const struct rl_budget_layout *l, rl_atomic_u64 *words,
+                         uint64_t now, struct rl_lease_units *out)
+{
+    memset(out, 0, sizeof *out);
+    if (l->lease == 0)
+        return;
+    rl_atomic_u64 *area = rl_budget_lease_bitmap(l, words);
+    for (unsigned i = 0; i < RL_LEASE_RECORDS; i++) {
+        rl_atomic_u64 *rec = area + RL_LEASE_WORDS * (1 + i);
+        uint64_t w = rl_load_relaxed_u64(&rec[0]);
+        if (w == 0)
+            continue;
+        struct rl_lease_units u;
+        rl_lease_unpack(w, &u);
+        bool idle = rl_lease_idle(rl_load_relaxed_u64(&rec[1]), now);
+        for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+            out->spent[k] += u.spent[k];
+            if (idle)
+                out->left[k] += u.left[k];
+        }
+    }
 }
 
 const char *rl_budget_user(const struct rl_rule *rule, const char *caller)

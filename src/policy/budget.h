@@ -10,17 +10,91 @@
 #ifndef RL_POLICY_BUDGET_H
 #define RL_POLICY_BUDGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "policy/config.h"
+#include "util/atomics.h"
 
 struct rl_budget_layout {
     uint32_t nwords; /* all state words of the rule */
     uint32_t offset[RL_KIND_COUNT][RL_MAX_RATES];
+    uint32_t lease; /* first word of the lease area; 0: none */
 };
 
 void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out);
+
+/* What segments are made for: the config's hash mixed with the format of
+ * the state words laid out here, so that a segment made by a build that
+ * laid them out otherwise is replaced, never misread. */
+uint64_t rl_budget_hash(const struct rl_config *cfg);
+
+/* Leases: units per record at most, and the record's word 0. */
+#define RL_LEASE_RECORDS 8u
+#define RL_LEASE_WORDS 8u /* 64 bytes: a cache line */
+#define RL_LEASE_AREA_WORDS (7u + RL_LEASE_WORDS * (1u + RL_LEASE_RECORDS))
+#define RL_LEASE_MAX_CALLS 64u          /* fits 7 bits */
+#define RL_LEASE_MAX_BYTES (256u << 10) /* fits 19 bits */
+#define RL_LEASE_IDLE_NS 8000000u       /* 8 ms of the coarse clock */
+
+/* Word 0 of a record: calls left (bits 0-6), calls spent (7-13), bytes
+ * left (14-32), bytes spent (33-51), generation (52-63, never 0 while the
+ * record is held). */
+#define RL_LEASE_CL_SHIFT 0
+#define RL_LEASE_CS_SHIFT 7
+#define RL_LEASE_BL_SHIFT 14
+#define RL_LEASE_BS_SHIFT 33
+#define RL_LEASE_GEN_SHIFT 52
+#define RL_LEASE_C_MASK 0x7full
+#define RL_LEASE_B_MASK 0x7ffffull
+
+struct rl_lease_units {
+    uint64_t left[RL_KIND_COUNT]; /* [RL_KIND_SEND], [RL_KIND_SEND_BYTES] */
+    uint64_t spent[RL_KIND_COUNT];
+};
+
+static inline void rl_lease_unpack(uint64_t w, struct rl_lease_units *u)
+{
+    u->left[0] = u->spent[0] = 0;
+    u->left[RL_KIND_SEND] = (w >> RL_LEASE_CL_SHIFT) & RL_LEASE_C_MASK;
+    u->spent[RL_KIND_SEND] = (w >> RL_LEASE_CS_SHIFT) & RL_LEASE_C_MASK;
+    u->left[RL_KIND_SEND_BYTES] = (w >> RL_LEASE_BL_SHIFT) & RL_LEASE_B_MASK;
+    u->spent[RL_KIND_SEND_BYTES] = (w >> RL_LEASE_BS_SHIFT) & RL_LEASE_B_MASK;
+}
+
+static inline uint64_t rl_lease_pack(uint64_t gen,
+                                     const struct rl_lease_units *u)
+{
+    return gen << RL_LEASE_GEN_SHIFT |
+           u->left[RL_KIND_SEND] << RL_LEASE_CL_SHIFT |
+           u->spent[RL_KIND_SEND] << RL_LEASE_CS_SHIFT |
+           u->left[RL_KIND_SEND_BYTES] << RL_LEASE_BL_SHIFT |
+           u->spent[RL_KIND_SEND_BYTES] << RL_LEASE_BS_SHIFT;
+}
+
+/* Can this rule's sends be leased (its layout has a lease area)? Each of
+ * send and send_bytes at most one token bucket, one of them limited, and
+ * every burst deep enough to share out (128 units at least). */
+bool rl_budget_leasable(const struct rl_rule *rule);
+
+/* The lease area of a slot whose state words start at `words` (laid out
+ * by l, l->lease != 0): its bitmap word; record i is at
+ * rl_budget_lease_bitmap(...) + RL_LEASE_WORDS * (1 + i). */
+rl_atomic_u64 *rl_budget_lease_bitmap(const struct rl_budget_layout *l,
+                                      rl_atomic_u64 *words);
+
+/* Is a record last used at coarse time `last` idle at coarse time `now`? */
+static inline bool rl_lease_idle(uint64_t last, uint64_t now)
+{
+    return now >= last && now - last >= RL_LEASE_IDLE_NS;
+}
+
+/* For `rlshim stat`: the units spent in held records (not yet in the
+ * counters) and the units left in records idle at coarse time `now`
+ * (any new call takes them back), summed. Reads only. */
+void rl_budget_lease_sum(const struct rl_budget_layout *l, rl_atomic_u64 *words,
+                         uint64_t now, struct rl_lease_units *out);
 
 /* The budget's user: the section's own user for a named section, else
  * `caller` (rl_identity_user). */

@@ -1,33 +1,41 @@
 /* config.c — the ini file, through the system inih, into an immutable table.
  *
- * inih does the key = value splitting; we feed it through our own reader so
- * that we know the line of everything it hands us (Debian's inih 55 is built
- * without INI_HANDLER_LINENO) and so that no line is ever truncated behind
- * our back: a line longer than RL_CONFIG_LINE_MAX is reported and replaced
- * by an empty one before inih sees it. The reader also sees section headers
- * (inih does not call the handler for them), which is how duplicate and
- * empty unknown sections are caught, and lines inih would reject, which is
- * how every syntax error is reported rather than only the first.
+ * What a key is lives in one table (keys[], below): its name, the kinds of
+ * section it may appear in, the parser of its value and the field that
+ * value sets, in [rlshim] and in a rule. Section kinds are a table too
+ * (sect_kinds[]). Adding a key is a row and, when no parser fits, a parser;
+ * adding a section kind is a row; the messages (did you mean, where a key
+ * belongs, which sections exist) are built from the tables.
+ *
+ * Each line is scanned once. inih splits `key = value` lines; we feed it
+ * through our own reader so that we know the line of everything it hands us
+ * (Debian's inih 55 is built without INI_HANDLER_LINENO) and so that no
+ * line is ever truncated behind our back: a line longer than
+ * RL_CONFIG_LINE_MAX is reported and replaced by an empty one before inih
+ * sees it. The reader handles section headers itself (inih does not call
+ * the handler for them, and we need them to catch duplicate and empty
+ * unknown sections) and hands inih an empty line in their place. inih calls
+ * the handler for a line without '=' too (ini_allow_no_value), so every
+ * syntax error is reported, not only the first.
  *
  * Values are checked as they come; what depends on several keys (the
- * algorithm and its rates, per-user overrides of [rlshim]) is settled once
+ * algorithm and its rates, per-rule overrides of [rlshim]) is settled once
  * the whole file has been read. Nothing is handed out until every error of
  * the file has been collected. */
 #include "policy/config.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
-#include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/suggest.h"
 #include "util/hash.h"
 #include "util/parse.h"
 
@@ -37,75 +45,137 @@
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- keys ---------------------------------------------------------------*/
+/* ---- section kinds ------------------------------------------------------*/
 
-enum key {
-    K_KEY,
-    K_ON_DENY,
-    K_MAX_DELAY,
-    K_ERRNO,
-    K_STATE,
-    K_UNKNOWN,
-    K_LOG,
-    K_DECISION_LOG,
-    K_DRY_RUN,
-    K_REPORT,
-    K_MAX_USERS,
-    K_ALGORITHM,
-    K_CONNECT,
-    K_CONNECT_BURST,
-    K_SEND,
-    K_SEND_BURST,
-    K_SEND_BYTES,
-    K_SEND_BYTES_BURST,
-    K_TO,
-    NKEYS
-};
+enum sect_kind { SK_RLSHIM, SK_DEFAULT, SK_USER };
 
-#define IN_GLOBAL 1u
-#define IN_RULE 2u
-
+/* Messages list them in this order. A new kind is an enum value and a row
+ * here, then IN(kind) in the rows of the keys it takes (and, when it makes
+ * a rule, what add_rule records of its label). */
 static const struct {
-    const char *name;
-    unsigned where;
-} keys[NKEYS] = {
-    [K_KEY] = {"key", IN_GLOBAL},
-    [K_ON_DENY] = {"on_deny", IN_GLOBAL | IN_RULE},
-    [K_MAX_DELAY] = {"max_delay", IN_GLOBAL | IN_RULE},
-    [K_ERRNO] = {"errno", IN_GLOBAL | IN_RULE},
-    [K_STATE] = {"state", IN_GLOBAL},
-    [K_UNKNOWN] = {"unknown", IN_GLOBAL},
-    [K_LOG] = {"log", IN_GLOBAL},
-    [K_DECISION_LOG] = {"decision_log", IN_GLOBAL},
-    [K_DRY_RUN] = {"dry_run", IN_GLOBAL | IN_RULE},
-    [K_REPORT] = {"report", IN_GLOBAL},
-    [K_MAX_USERS] = {"max_users", IN_GLOBAL},
-    [K_ALGORITHM] = {"algorithm", IN_RULE},
-    [K_CONNECT] = {"connect", IN_RULE},
-    [K_CONNECT_BURST] = {"connect_burst", IN_RULE},
-    [K_SEND] = {"send", IN_RULE},
-    [K_SEND_BURST] = {"send_burst", IN_RULE},
-    [K_SEND_BYTES] = {"send_bytes", IN_RULE},
-    [K_SEND_BYTES_BURST] = {"send_bytes_burst", IN_RULE},
-    [K_TO] = {"to", IN_RULE},
+    const char *name;  /* "[name]", or "[name:LABEL]" when `label` is set */
+    const char *label; /* what the part after the colon is, for messages */
+    bool rule;         /* its keys make a struct rl_rule */
+} sect_kinds[] = {
+    [SK_RLSHIM] = {"rlshim", NULL, false},
+    [SK_DEFAULT] = {"default", NULL, true},
+    [SK_USER] = {"user", "user name", true},
 };
 
-static const struct {
-    const char *name;
-    int value;
-} errnos[] = {
-    {"EAGAIN", EAGAIN},
-    {"ECONNREFUSED", ECONNREFUSED},
-    {"ETIMEDOUT", ETIMEDOUT},
-    {"ENETUNREACH", ENETUNREACH},
+#define NSECT_KINDS NELEM(sect_kinds)
+#define IN(kind) (1u << (kind))
+#define IN_RLSHIM IN(SK_RLSHIM)
+#define IN_RULE (IN(SK_DEFAULT) | IN(SK_USER))
+
+/* ---- words --------------------------------------------------------------*/
+
+/* A value that is one word of a short list, and what each word sets. */
+struct words {
+    const char *const *names;
+    const int *values;
+    unsigned n;
 };
+
+/* The word's index is its value: the enums of config.h count from 0. */
+_Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
+                   RL_UNKNOWN_DENY == 1,
+               "a word list is in the order of its enum");
+static const char *const key_names[] = {"env", "exe"};
+static const char *const on_deny_names[] = {"fail", "delay"};
+static const char *const state_names[] = {"shared", "process"};
+static const char *const unknown_names[] = {"allow", "deny"};
+static const char *const algo_names[] = {"token_bucket", "sliding_window"};
+static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
+                                          "ENETUNREACH"};
+static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
+                                   ENETUNREACH};
+
+static const struct words key_words = {key_names, NULL, NELEM(key_names)};
+static const struct words on_deny_words = {on_deny_names, NULL,
+                                           NELEM(on_deny_names)};
+static const struct words state_words = {state_names, NULL, NELEM(state_names)};
+static const struct words unknown_words = {unknown_names, NULL,
+                                           NELEM(unknown_names)};
+static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
+static const struct words errno_words = {errno_names, errno_values,
+                                         NELEM(errno_names)};
 
 static const char *const kind_names[RL_KIND_COUNT] = {"connect", "send",
                                                       "send_bytes"};
 
-/* ---- parse state --------------------------------------------------------*/
+/* ---- keys ---------------------------------------------------------------*/
 
-enum sect_type { S_GLOBAL, S_DEFAULT, S_USER };
+struct pstate;
+struct key;
+
+/* Check `v` (never empty) and set what it says, through `field` (in
+ * struct rl_config in [rlshim], in struct rl_rule in a rule; NULL when
+ * the key has no field there) or the parse state. Errors go to ps. */
+typedef void key_parser(struct pstate *ps, const struct key *k, void *field,
+                        const char *v);
+
+struct key {
+    const char *name;
+    unsigned where; /* IN(section kind)s it may appear in */
+    key_parser *parse;
+    size_t cfg_off;            /* the field it sets in struct rl_config ... */
+    size_t cfg_size;           /* ... 0: none */
+    size_t rule_off;           /* the field it sets in struct rl_rule ... */
+    size_t rule_size;          /* ... 0: none */
+    const struct words *words; /* p_word's list */
+    int kind;                  /* p_rates, p_bursts: enum rl_kind */
+};
+
+static key_parser p_word, p_bool, p_duration, p_log, p_decision_log,
+    p_max_users, p_algorithm, p_rates, p_bursts, p_to;
+
+#define CFG(f)                                                                 \
+    .cfg_off = offsetof(struct rl_config, f),                                  \
+    .cfg_size = sizeof(((struct rl_config *)0)->f)
+#define RULE(f)                                                                \
+    .rule_off = offsetof(struct rl_rule, f),                                   \
+    .rule_size = sizeof(((struct rl_rule *)0)->f)
+
+/* A key of both [rlshim] and rules sets the same field in each; a rule
+ * that does not set it inherits [rlshim]'s value (settle_rule). */
+static const struct key keys[] = {
+    {"key", IN_RLSHIM, p_word, CFG(key_mode), .words = &key_words},
+    {"on_deny", IN_RLSHIM | IN_RULE, p_word, CFG(on_deny), RULE(on_deny),
+     .words = &on_deny_words},
+    {"max_delay", IN_RLSHIM | IN_RULE, p_duration, CFG(max_delay_ns),
+     RULE(max_delay_ns)},
+    {"errno", IN_RLSHIM | IN_RULE, p_word, CFG(deny_errno), RULE(deny_errno),
+     .words = &errno_words},
+    {"state", IN_RLSHIM, p_word, CFG(state_mode), .words = &state_words},
+    {"unknown", IN_RLSHIM, p_word, CFG(unknown), .words = &unknown_words},
+    {"log", IN_RLSHIM, p_log, CFG(log_target)},
+    {"decision_log", IN_RLSHIM, p_decision_log, CFG(decision_log)},
+    {"dry_run", IN_RLSHIM | IN_RULE, p_bool, CFG(dry_run), RULE(dry_run)},
+    {"report", IN_RLSHIM, p_bool, CFG(report)},
+    {"max_users", IN_RLSHIM, p_max_users, CFG(max_users)},
+    {"algorithm", IN_RULE, p_algorithm, RULE(algo)},
+    {"connect", IN_RULE, p_rates, .kind = RL_KIND_CONNECT},
+    {"connect_burst", IN_RULE, p_bursts, .kind = RL_KIND_CONNECT},
+    {"send", IN_RULE, p_rates, .kind = RL_KIND_SEND},
+    {"send_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND},
+    {"send_bytes", IN_RULE, p_rates, .kind = RL_KIND_SEND_BYTES},
+    {"send_bytes_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND_BYTES},
+    {"to", IN_RULE, p_to, RULE(to)},
+};
+
+#define NKEYS NELEM(keys)
+
+size_t rl_config_key_count(void)
+{
+    return NKEYS;
+}
+
+const char *rl_config_key_name(size_t i)
+{
+    return i < NKEYS ? keys[i].name : NULL;
+}
+
+/* ---- parse state --------------------------------------------------------*/
 
 /* Rates and bursts as written, kept until the algorithm is known. */
 struct raw_kind {
@@ -118,11 +188,11 @@ struct raw_kind {
 };
 
 struct sect {
-    int type;
-    size_t rule; /* index in cfg->rules (S_DEFAULT, S_USER) */
+    enum sect_kind kind;
+    const char *name; /* as messages spell it: "rlshim", "user:alice" */
+    size_t rule;      /* index in cfg->rules (kinds that make a rule) */
     unsigned line;
     unsigned key_line[NKEYS]; /* 0 = not seen yet */
-    bool has_algo;
     struct raw_kind raw[RL_KIND_COUNT];
 };
 
@@ -134,8 +204,10 @@ struct pstate {
     struct rl_diag *diag;
     bool nomem;
     const char *text;
+    size_t len; /* of text */
     size_t pos;
     unsigned lineno;
+    char first; /* the line's first non-blank byte (inih's start) */
     struct sect *sects;
     size_t nsects;
     int cur;
@@ -232,65 +304,16 @@ size_t rl_config_error_line(const struct rl_diag *d, bool strict, char *buf,
     return (size_t)n;
 }
 
-/* ---- did you mean -------------------------------------------------------*/
-
-/* Optimal string alignment distance (an adjacent swap costs 1), for short
- * words only: anything longer than 32 bytes is simply "far". */
-static unsigned distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned d[33][33];
-
-    if (la > 32 || lb > 32)
-        return 99;
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (unsigned)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (unsigned)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            unsigned cost = a[i - 1] != b[j - 1];
-            unsigned v = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < v)
-                v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v)
-                v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-                a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    }
-    return d[la][lb];
-}
-
-/* The closest key allowed in a section of this kind, if close enough. */
-static const char *suggest_key(const char *name, unsigned where)
-{
-    const char *best = NULL;
-    unsigned bestd = 3; /* at most 2 edits away */
-    size_t len = strlen(name);
-
-    for (int k = 0; k < NKEYS; k++) {
-        if (!(keys[k].where & where))
-            continue;
-        unsigned dd = distance(name, keys[k].name);
-        if (dd < bestd && dd < len) {
-            bestd = dd;
-            best = keys[k].name;
-        }
-    }
-    return best;
-}
-
 /* ---- helpers ------------------------------------------------------------*/
 
 static const char *sect_name(struct pstate *ps)
 {
-    const struct sect *s = &ps->sects[ps->cur];
-    if (s->type == S_GLOBAL)
-        return "rlshim";
-    return ps->cfg->rules[s->rule].section;
+    return ps->sects[ps->cur].name;
+}
+
+static struct rl_rule *cur_rule(struct pstate *ps)
+{
+    return &ps->cfg->rules[ps->sects[ps->cur].rule];
 }
 
 static bool is_space(char c)
@@ -313,220 +336,25 @@ static const char *comment_or_end(const char *p, const char *stop)
     return p;
 }
 
-/* ---- sections -----------------------------------------------------------*/
-
-static bool good_user(const char *u, size_t n)
+/* "[rlshim], [default] or [user:NAME]": the section kinds in `mask`. */
+static void list_sections(unsigned mask, char *buf, size_t len)
 {
-    if (n == 0 || n > RL_CONFIG_USER_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c <= ' ' || c == 0x7f || c == '|' || c == '[' || c == ']' ||
-            c == ';')
-            return false;
+    size_t n = 0, total = 0, done = 0;
+
+    for (size_t i = 0; i < NSECT_KINDS; i++)
+        total += (mask & IN(i)) != 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NSECT_KINDS && n < len; i++) {
+        if (!(mask & IN(i)))
+            continue;
+        done++;
+        const char *sep = done + 1 < total ? ", " : done < total ? " or " : "";
+        int w = snprintf(buf + n, len - n, "[%s%s]%s", sect_kinds[i].name,
+                         sect_kinds[i].label ? ":NAME" : "", sep);
+        if (w < 0)
+            break;
+        n += (size_t)w;
     }
-    return true;
-}
-
-static int add_rule(struct pstate *ps, const char *section, bool is_default,
-                    unsigned line)
-{
-    struct rl_config *cfg = ps->cfg;
-    struct rl_rule *r = realloc(cfg->rules, (cfg->nrules + 1) * sizeof *r);
-
-    if (r == NULL)
-        return -ENOMEM;
-    cfg->rules = r;
-    r = &cfg->rules[cfg->nrules];
-    memset(r, 0, sizeof *r);
-    r->section = strdup(section);
-    if (r->section == NULL)
-        return -ENOMEM;
-    if (!is_default) {
-        r->user = strdup(section + 5);
-        if (r->user == NULL) {
-            free(r->section);
-            return -ENOMEM;
-        }
-    }
-    r->is_default = is_default;
-    r->algo = RL_ALGO_TOKEN_BUCKET;
-    r->line = line;
-    cfg->nrules++;
-    return 0;
-}
-
-/* A "[...]" line: name is what stands between the brackets. */
-static void start_section(struct pstate *ps, const char *name, size_t n)
-{
-    char sec[RL_CONFIG_LINE_MAX + 1];
-    int type;
-    struct sect *s;
-
-    ps->cur = CUR_SKIP;
-    memcpy(sec, name, n);
-    sec[n] = '\0';
-
-    if (strcmp(sec, "rlshim") == 0) {
-        type = S_GLOBAL;
-    } else if (strcmp(sec, "default") == 0) {
-        type = S_DEFAULT;
-    } else if (strncmp(sec, "user:", 5) == 0) {
-        if (!good_user(sec + 5, n - 5)) {
-            if (n == 5)
-                err(ps, ps->lineno, "empty user name in [%s]", sec);
-            else if (n - 5 > RL_CONFIG_USER_MAX)
-                err(ps, ps->lineno,
-                    "user name in [%.20s...] is longer than %d bytes", sec,
-                    RL_CONFIG_USER_MAX);
-            else
-                err(ps, ps->lineno,
-                    "bad user name in [%s] (no blanks, ';', '|' or "
-                    "brackets)",
-                    sec);
-            return;
-        }
-        type = S_USER;
-    } else {
-        const char *colon = strchr(sec, ':');
-        if (colon != NULL && colon != sec) {
-            char head[16];
-            size_t hl = (size_t)(colon - sec);
-            if (hl < sizeof head) {
-                memcpy(head, sec, hl);
-                head[hl] = '\0';
-                if (distance(head, "user") <= 2 &&
-                    good_user(colon + 1, strlen(colon + 1))) {
-                    err(ps, ps->lineno,
-                        "unknown section [%s] (did you mean [user:%s]?)", sec,
-                        colon + 1);
-                    return;
-                }
-            }
-        } else if (colon == NULL) {
-            const char *best = NULL;
-            if (distance(sec, "rlshim") <= 2)
-                best = "rlshim";
-            else if (distance(sec, "default") <= 2)
-                best = "default";
-            else if (strcmp(sec, "user") == 0)
-                best = "user:NAME";
-            if (best != NULL) {
-                err(ps, ps->lineno, "unknown section [%s] (did you mean [%s]?)",
-                    sec, best);
-                return;
-            }
-        }
-        err(ps, ps->lineno,
-            "unknown section [%s] (use [rlshim], [default] or [user:NAME])",
-            sec);
-        return;
-    }
-
-    for (size_t i = 0; i < ps->nsects; i++) {
-        const struct sect *o = &ps->sects[i];
-        bool same = o->type == type &&
-                    (type != S_USER ||
-                     strcmp(ps->cfg->rules[o->rule].section, sec) == 0);
-        if (same) {
-            err(ps, ps->lineno, "duplicate section [%s] (first at line %u)",
-                sec, o->line);
-            return;
-        }
-    }
-
-    s = realloc(ps->sects, (ps->nsects + 1) * sizeof *s);
-    if (s == NULL) {
-        ps->nomem = true;
-        return;
-    }
-    ps->sects = s;
-    s = &ps->sects[ps->nsects];
-    memset(s, 0, sizeof *s);
-    s->type = type;
-    s->line = ps->lineno;
-    if (type != S_GLOBAL) {
-        if (add_rule(ps, sec, type == S_DEFAULT, ps->lineno) < 0) {
-            ps->nomem = true;
-            return;
-        }
-        s->rule = ps->cfg->nrules - 1;
-    }
-    ps->cur = (int)ps->nsects++;
-}
-
-/* Look at one line as inih will, to catch what inih would not tell us. */
-static void scan_line(struct pstate *ps, const char *line)
-{
-    const char *p = line;
-    const char *end;
-
-    if (ps->lineno == 1 && (unsigned char)p[0] == 0xef &&
-        (unsigned char)p[1] == 0xbb && (unsigned char)p[2] == 0xbf)
-        p += 3; /* inih skips a UTF-8 BOM too */
-    while (is_space(*p))
-        p++;
-    if (*p == '\0' || *p == ';' || *p == '#')
-        return;
-    if (*p == '[') {
-        end = comment_or_end(p + 1, "]");
-        if (*end != ']') {
-            err(ps, ps->lineno, "missing ']' in section header");
-            ps->cur = CUR_SKIP;
-            return;
-        }
-        const char *rest = end + 1;
-        while (is_space(*rest))
-            rest++;
-        if (*rest != '\0' && *rest != ';' && *rest != '#') {
-            err(ps, ps->lineno, "unexpected text after ']'");
-            ps->cur = CUR_SKIP;
-            return;
-        }
-        start_section(ps, p + 1, (size_t)(end - p - 1));
-        return;
-    }
-    end = comment_or_end(p, "=:");
-    if (*end != '=' && *end != ':')
-        err(ps, ps->lineno, "expected 'key = value' or '[section]'");
-    else if (end == p)
-        err(ps, ps->lineno, "missing key name before '%c'", *end);
-}
-
-/* inih's fgets-like reader over our text: one line per call, counted. */
-static char *reader(char *str, int num, void *stream)
-{
-    struct pstate *ps = stream;
-    const char *line = ps->text + ps->pos;
-    const char *nl;
-    size_t len, max;
-
-    if (*line == '\0')
-        return NULL;
-    nl = strchr(line, '\n');
-    len = nl ? (size_t)(nl - line) : strlen(line);
-    ps->pos += len + (nl != NULL);
-    ps->lineno++;
-    if (len > 0 && line[len - 1] == '\r')
-        len--;
-    max = num > 2 ? (size_t)num - 2 : 0; /* room for '\n' and NUL */
-    if (max > RL_CONFIG_LINE_MAX)
-        max = RL_CONFIG_LINE_MAX;
-    if (len > max) {
-        const char *p = line;
-        err(ps, ps->lineno, "line longer than %zu bytes", max);
-        len = 0; /* inih sees an empty line: nothing half-read */
-        while (is_space(*p))
-            p++;
-        if (*p == '[')
-            ps->cur = CUR_SKIP; /* its keys belong to no known section */
-    }
-    memcpy(str, line, len);
-    str[len] = '\n';
-    str[len + 1] = '\0';
-    if (len > 0)
-        scan_line(ps, str);
-    return str;
 }
 
 /* ---- values -------------------------------------------------------------*/
@@ -545,17 +373,19 @@ static const char *why_number(int rc)
     }
 }
 
-/* One word out of a list: index in words[] or -1 (and an error). */
+/* The value of one word of `w`, or -1 (and an error). */
 static int word(struct pstate *ps, const char *key, const char *v,
-                const char *const *words, int n)
+                const struct words *w)
 {
     char list[128] = "";
-    for (int i = 0; i < n; i++) {
-        if (strcmp(v, words[i]) == 0)
-            return i;
+    unsigned n = w->n;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (strcmp(v, w->names[i]) == 0)
+            return w->values != NULL ? w->values[i] : (int)i;
     }
-    for (int i = 0; i < n; i++) {
-        strncat(list, words[i], sizeof list - strlen(list) - 1);
+    for (unsigned i = 0; i < n; i++) {
+        strncat(list, w->names[i], sizeof list - strlen(list) - 1);
         strncat(list,
                 i + 2 < n   ? ", "
                 : i + 1 < n ? " or "
@@ -567,42 +397,120 @@ static int word(struct pstate *ps, const char *key, const char *v,
     return -1;
 }
 
-static int get_errno(struct pstate *ps, const char *key, const char *v)
+static void p_word(struct pstate *ps, const struct key *k, void *field,
+                   const char *v)
 {
-    const char *names[NELEM(errnos)];
-    for (size_t i = 0; i < NELEM(errnos); i++)
-        names[i] = errnos[i].name;
-    int i = word(ps, key, v, names, (int)NELEM(errnos));
-    return i < 0 ? -1 : errnos[i].value;
+    int i = word(ps, k->name, v, k->words);
+    if (i >= 0)
+        *(int *)field = i;
 }
 
-static bool get_bool(struct pstate *ps, const char *key, const char *v,
-                     bool *out)
+static void p_algorithm(struct pstate *ps, const struct key *k, void *field,
+                        const char *v)
 {
-    if (rl_parse_bool(v, out) == 0)
-        return true;
+    int i = word(ps, k->name, v, &algo_words);
+    if (i >= 0)
+        *(uint32_t *)field =
+            i == 0 ? RL_ALGO_TOKEN_BUCKET : RL_ALGO_SLIDING_WINDOW;
+}
+
+static void p_bool(struct pstate *ps, const struct key *k, void *field,
+                   const char *v)
+{
+    bool b;
+
+    if (rl_parse_bool(v, &b) == 0) {
+        *(bool *)field = b;
+        return;
+    }
     err(ps, ps->lineno, "bad value '%s' for '%s' in [%s] (use yes or no)", v,
-        key, sect_name(ps));
-    return false;
+        k->name, sect_name(ps));
 }
 
-static bool get_duration(struct pstate *ps, const char *key, const char *v,
-                         uint64_t *ns)
+static void p_duration(struct pstate *ps, const struct key *k, void *field,
+                       const char *v)
 {
-    int rc = rl_parse_duration(v, ns);
+    uint64_t ns;
+    int rc = rl_parse_duration(v, &ns);
+
     if (rc == 0)
-        return true;
-    if (rc == -EDOM)
+        *(uint64_t *)field = ns;
+    else if (rc == -EDOM)
         err(ps, ps->lineno,
             "bad unit in '%s' for '%s' in [%s] (use ns, us, ms, s, min or h)",
-            v, key, sect_name(ps));
+            v, k->name, sect_name(ps));
     else if (v[0] == '-')
-        err(ps, ps->lineno, "negative value '%s' for '%s' in [%s]", v, key,
+        err(ps, ps->lineno, "negative value '%s' for '%s' in [%s]", v, k->name,
             sect_name(ps));
     else
-        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v, key,
-            sect_name(ps));
-    return false;
+        err(ps, ps->lineno, "%s '%s' for '%s' in [%s]", why_number(rc), v,
+            k->name, sect_name(ps));
+}
+
+static void p_log(struct pstate *ps, const struct key *k, void *field,
+                  const char *v)
+{
+    struct rl_config *cfg = ps->cfg;
+    int *target = field;
+
+    (void)k;
+    if (strcmp(v, "off") == 0) {
+        *target = RL_LOG_OFF;
+    } else if (strcmp(v, "stderr") == 0) {
+        *target = RL_LOG_STDERR;
+    } else if (strcmp(v, "syslog") == 0) {
+        *target = RL_LOG_SYSLOG;
+    } else if (v[0] == '/') {
+        free(cfg->log_path);
+    free(cfg->decision_log);
+        cfg->log_path = strdup(v);
+        if (cfg->log_path == NULL)
+            ps->nomem = true;
+        *target = RL_LOG_FILE;
+    } else {
+        err(ps, ps->lineno,
+            "bad value '%s' for 'log' in [rlshim] (use off, stderr, "
+            "syslog or an absolute path)",
+            v);
+    }
+}
+
+/* SPEC §9: one JSON line per decision; absolute, like `log`. */
+static void p_decision_log(struct pstate *ps, const struct key *k,
+                           void *field, const char *v)
+{
+    char **path = field;
+
+    (void)k;
+    if (v[0] != '/') {
+        err(ps, ps->lineno,
+            "bad value '%s' for 'decision_log' in [rlshim] (use an absolute "
+            "path)",
+            v);
+        return;
+    }
+    free(*path);
+    *path = strdup(v);
+    if (*path == NULL)
+        ps->nomem = true;
+}
+
+static void p_max_users(struct pstate *ps, const struct key *k, void *field,
+                        const char *v)
+{
+    uint64_t u;
+    int rc = rl_parse_u64(v, &u);
+
+    (void)k;
+    if (rc == 0 && (u == 0 || u > RL_CONFIG_MAX_USERS_MAX))
+        err(ps, ps->lineno,
+            "'max_users' in [rlshim] must be from 1 to %u, not %s",
+            RL_CONFIG_MAX_USERS_MAX, v);
+    else if (rc < 0)
+        err(ps, ps->lineno, "%s '%s' for 'max_users' in [rlshim]",
+            why_number(rc), v);
+    else
+        *(uint32_t *)field = (uint32_t)u;
 }
 
 /* Does a comma-separated list have an empty element ("a,,b", "a,")? */
@@ -622,15 +530,17 @@ static bool empty_element(const char *v)
     return empty;
 }
 
-static void set_rates(struct pstate *ps, int key, int kind, const char *v)
+static void p_rates(struct pstate *ps, const struct key *key, void *field,
+                    const char *v)
 {
-    struct raw_kind *rk = &ps->sects[ps->cur].raw[kind];
-    bool sizes = kind == RL_KIND_SEND_BYTES;
+    struct raw_kind *rk = &ps->sects[ps->cur].raw[key->kind];
+    bool sizes = key->kind == RL_KIND_SEND_BYTES;
     unsigned bad;
     int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES, &rk->nrates,
                                 &bad);
-    const char *k = keys[key].name;
+    const char *k = key->name;
 
+    (void)field;
     if (rc == -E2BIG) {
         err(ps, ps->lineno, "more than %d rates for '%s' in [%s]", RL_MAX_RATES,
             k, sect_name(ps));
@@ -665,13 +575,15 @@ static void set_rates(struct pstate *ps, int key, int kind, const char *v)
     rk->nrates = 0;
 }
 
-static void set_bursts(struct pstate *ps, int key, int kind, const char *v)
+static void p_bursts(struct pstate *ps, const struct key *key, void *field,
+                     const char *v)
 {
-    struct raw_kind *rk = &ps->sects[ps->cur].raw[kind];
-    const char *k = keys[key].name;
+    struct raw_kind *rk = &ps->sects[ps->cur].raw[key->kind];
+    const char *k = key->name;
     const char *p = v;
     unsigned n = 0;
 
+    (void)field;
     for (;;) {
         const char *end = strchr(p, ',');
         const char *a = p, *b = end ? end : p + strlen(p);
@@ -689,7 +601,7 @@ static void set_bursts(struct pstate *ps, int key, int kind, const char *v)
         }
         memcpy(one, a, (size_t)(b - a));
         one[b - a] = '\0';
-        if (kind == RL_KIND_SEND_BYTES)
+        if (key->kind == RL_KIND_SEND_BYTES)
             rc = rl_parse_size(one, &rk->bursts[n]);
         else
             rc = rl_parse_u64(one, &rk->bursts[n]);
@@ -716,140 +628,16 @@ static void set_bursts(struct pstate *ps, int key, int kind, const char *v)
     rk->burst_line = ps->lineno;
 }
 
-/* ---- destinations -------------------------------------------------------*/
-
-static void mask_prefix(uint8_t *addr, unsigned bytes, unsigned prefix)
+static void p_to(struct pstate *ps, const struct key *k, void *field,
+                 const char *v)
 {
-    for (unsigned i = 0; i < bytes; i++) {
-        unsigned bit = i * 8;
-        if (prefix >= bit + 8)
-            continue;
-        addr[i] &= prefix <= bit ? 0 : (uint8_t)(0xff << (8 - (prefix - bit)));
-    }
-}
-
-/* "A.B.C.D[/P][:PORT]", "[V6][/P][:PORT]", "[V6/P][:PORT]", "V6[/P]",
- * "*:PORT". Returns NULL or why the entry is wrong. */
-static const char *parse_dest(const char *s, struct rl_dest *d)
-{
-    char addr[64] = "";
-    const char *p = s, *port = NULL, *pfx = NULL, *pfx_end = NULL;
-    uint64_t v;
-    int family;
-    size_t n;
-
-    memset(d, 0, sizeof *d);
-    if (*s == '[') {
-        const char *close = strchr(s, ']');
-        if (close == NULL)
-            return "missing ']'";
-        n = (size_t)(close - s - 1);
-        if (n == 0 || n >= sizeof addr)
-            return "bad IPv6 address";
-        memcpy(addr, s + 1, n);
-        addr[n] = '\0';
-        char *slash = strchr(addr, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            pfx = s + 1 + (slash - addr) + 1;
-            pfx_end = close;
-        }
-        p = close + 1;
-        if (*p == '/') {
-            if (pfx != NULL)
-                return "two prefix lengths";
-            pfx = p + 1;
-            p += strcspn(p, ":");
-            pfx_end = p;
-        }
-        if (*p == ':')
-            port = p + 1;
-        else if (*p != '\0')
-            return "unexpected text after ']'";
-        family = AF_INET6;
-    } else if (*s == '*') {
-        if (s[1] != ':')
-            return "'*' needs a port ('*:PORT')";
-        port = s + 2;
-        family = AF_UNSPEC;
-    } else if (strchr(s, '.') != NULL && strchr(s, ':') == strrchr(s, ':')) {
-        /* IPv4: at most one ':' (the port). */
-        n = strcspn(s, "/:");
-        if (n >= sizeof addr)
-            return "bad IPv4 address";
-        memcpy(addr, s, n);
-        addr[n] = '\0';
-        p = s + n;
-        if (*p == '/') {
-            pfx = p + 1;
-            p += strcspn(p, ":");
-            pfx_end = p;
-        }
-        if (*p == ':')
-            port = p + 1;
-        family = AF_INET;
-    } else {
-        /* A bare IPv6 address: no port possible, "::1/128". */
-        n = strcspn(s, "/");
-        if (n >= sizeof addr)
-            return "bad IPv6 address";
-        memcpy(addr, s, n);
-        addr[n] = '\0';
-        if (s[n] == '/') {
-            pfx = s + n + 1;
-            pfx_end = pfx + strlen(pfx);
-        }
-        family = AF_INET6;
-    }
-
-    if (family == AF_INET) {
-        if (inet_pton(AF_INET, addr, d->addr) != 1)
-            return "bad IPv4 address";
-        d->prefix = 32;
-    } else if (family == AF_INET6) {
-        if (inet_pton(AF_INET6, addr, d->addr) != 1)
-            return "bad IPv6 address";
-        d->prefix = 128;
-    }
-    d->family = (uint8_t)family;
-
-    if (pfx != NULL) {
-        size_t pl = (size_t)(pfx_end - pfx);
-        if (pl == 0 || pl > 3 || rl_parse_u64_n(pfx, (unsigned)pl, &v) < 0 ||
-            v > (family == AF_INET ? 32u : 128u))
-            return family == AF_INET ? "bad prefix length (0 to 32)"
-                                     : "bad prefix length (0 to 128)";
-        d->prefix = (uint8_t)v;
-    }
-    if (port != NULL) {
-        size_t pl = strlen(port);
-        if (pl == 0 || pl > 5 || rl_parse_u64_n(port, (unsigned)pl, &v) < 0 ||
-            v == 0 || v > 65535)
-            return "bad port (1 to 65535)";
-        d->port = (uint16_t)v;
-    }
-    if (family == AF_INET6 && d->prefix >= 96 &&
-        IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)d->addr)) {
-        /* ::ffff:a.b.c.d is matched as IPv4 (SPEC §1). */
-        memmove(d->addr, d->addr + 12, 4);
-        memset(d->addr + 4, 0, 12);
-        d->family = AF_INET;
-        d->prefix = (uint8_t)(d->prefix - 96);
-    }
-    if (d->family == AF_INET)
-        mask_prefix(d->addr, 4, d->prefix);
-    else if (d->family == AF_INET6)
-        mask_prefix(d->addr, 16, d->prefix);
-    return NULL;
-}
-
-static void set_to(struct pstate *ps, const char *v)
-{
-    struct rl_rule *r = &ps->cfg->rules[ps->sects[ps->cur].rule];
+    struct rl_rule *r = cur_rule(ps);
     const char *p = v;
     struct rl_dest *list = NULL;
     size_t n = 0;
 
+    (void)k;
+    (void)field; /* r->to, set with r->nto */
     for (;;) {
         const char *end = strchr(p, ',');
         const char *a = p, *b = end ? end : p + strlen(p);
@@ -863,7 +651,7 @@ static void set_to(struct pstate *ps, const char *v)
             b--;
         memcpy(one, a, (size_t)(b - a));
         one[b - a] = '\0';
-        why = one[0] ? parse_dest(one, &d) : "empty entry";
+        why = one[0] ? rl_dest_parse(one, &d) : "empty entry";
         if (why != NULL) {
             err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
                 sect_name(ps), why);
@@ -886,212 +674,339 @@ static void set_to(struct pstate *ps, const char *v)
     r->nto = n;
 }
 
-/* ---- the inih handler ---------------------------------------------------*/
+/* ---- sections -----------------------------------------------------------*/
 
+static bool good_label(const char *u, size_t n)
+{
+    if (n == 0 || n > RL_CONFIG_USER_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c <= ' ' || c == 0x7f || c == '|' || c == '[' || c == ']' ||
+            c == ';')
+            return false;
+    }
+    return true;
+}
+
+static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
+                    unsigned line)
+{
+    struct rl_config *cfg = ps->cfg;
+    struct rl_rule *r = realloc(cfg->rules, (cfg->nrules + 1) * sizeof *r);
+
+    if (r == NULL)
+        return -ENOMEM;
+    cfg->rules = r;
+    r = &cfg->rules[cfg->nrules];
+    memset(r, 0, sizeof *r);
+    r->section = strdup(section);
+    if (r->section == NULL)
+        return -ENOMEM;
+    if (kind == SK_USER) {
+        r->user = strdup(section + strlen(sect_kinds[kind].name) + 1);
+        if (r->user == NULL) {
+            free(r->section);
+            return -ENOMEM;
+        }
+    }
+    r->is_default = kind == SK_DEFAULT;
+    r->algo = RL_ALGO_TOKEN_BUCKET;
+    r->line = line;
+    cfg->nrules++;
+    return 0;
+}
+
+/* The kind a section name spells: "rlshim", "user:alice". -1 when none;
+ * *label is what follows the colon of a labelled kind. */
+static int find_kind(const char *sec, const char **label)
+{
+    for (size_t i = 0; i < NSECT_KINDS; i++) {
+        size_t n = strlen(sect_kinds[i].name);
+        if (strncmp(sec, sect_kinds[i].name, n) != 0)
+            continue;
+        if (sect_kinds[i].label == NULL && sec[n] == '\0') {
+            *label = NULL;
+            return (int)i;
+        }
+        if (sect_kinds[i].label != NULL && sec[n] == ':') {
+            *label = sec + n + 1;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* An unknown section: say what it might have meant, or what exists. */
+static void unknown_section(struct pstate *ps, const char *sec)
+{
+    const char *colon = strchr(sec, ':');
+    char list[128];
+
+    if (colon != NULL && colon != sec) {
+        /* "[usr:alice]": a labelled kind, misspelt, with a good label. */
+        char head[16];
+        size_t hl = (size_t)(colon - sec);
+        if (hl < sizeof head) {
+            memcpy(head, sec, hl);
+            head[hl] = '\0';
+            for (size_t i = 0; i < NSECT_KINDS; i++) {
+                if (sect_kinds[i].label == NULL ||
+                    rl_edit_distance(head, sect_kinds[i].name) > 2 ||
+                    !good_label(colon + 1, strlen(colon + 1)))
+                    continue;
+                err(ps, ps->lineno,
+                    "unknown section [%s] (did you mean [%s:%s]?)", sec,
+                    sect_kinds[i].name, colon + 1);
+                return;
+            }
+        }
+    } else if (colon == NULL) {
+        /* "[rlshm]", "[defualt]"; "[user]" without its label. */
+        const char *best = NULL, *label = "";
+        for (size_t i = 0; i < NSECT_KINDS && best == NULL; i++)
+            if (sect_kinds[i].label == NULL &&
+                rl_edit_distance(sec, sect_kinds[i].name) <= 2)
+                best = sect_kinds[i].name;
+        for (size_t i = 0; i < NSECT_KINDS && best == NULL; i++) {
+            if (sect_kinds[i].label != NULL &&
+                strcmp(sec, sect_kinds[i].name) == 0) {
+                best = sect_kinds[i].name;
+                label = ":NAME";
+            }
+        }
+        if (best != NULL) {
+            err(ps, ps->lineno, "unknown section [%s] (did you mean [%s%s]?)",
+                sec, best, label);
+            return;
+        }
+    }
+    list_sections(~0u, list, sizeof list);
+    err(ps, ps->lineno, "unknown section [%s] (use %s)", sec, list);
+}
+
+/* A "[...]" line: name is what stands between the brackets. */
+static void start_section(struct pstate *ps, const char *name, size_t n)
+{
+    char sec[RL_CONFIG_LINE_MAX + 1];
+    const char *label;
+    int kind;
+    struct sect *s;
+
+    ps->cur = CUR_SKIP;
+    memcpy(sec, name, n);
+    sec[n] = '\0';
+
+    kind = find_kind(sec, &label);
+    if (kind < 0) {
+        unknown_section(ps, sec);
+        return;
+    }
+    if (label != NULL && !good_label(label, strlen(label))) {
+        const char *what = sect_kinds[kind].label;
+        size_t ln = strlen(label);
+        if (ln == 0)
+            err(ps, ps->lineno, "empty %s in [%s]", what, sec);
+        else if (ln > RL_CONFIG_USER_MAX)
+            err(ps, ps->lineno, "%s in [%.20s...] is longer than %d bytes",
+                what, sec, RL_CONFIG_USER_MAX);
+        else
+            err(ps, ps->lineno,
+                "bad %s in [%s] (no blanks, ';', '|' or brackets)", what, sec);
+        return;
+    }
+
+    for (size_t i = 0; i < ps->nsects; i++) {
+        const struct sect *o = &ps->sects[i];
+        if (o->kind == (enum sect_kind)kind &&
+            (label == NULL || strcmp(o->name, sec) == 0)) {
+            err(ps, ps->lineno, "duplicate section [%s] (first at line %u)",
+                sec, o->line);
+            return;
+        }
+    }
+
+    s = realloc(ps->sects, (ps->nsects + 1) * sizeof *s);
+    if (s == NULL) {
+        ps->nomem = true;
+        return;
+    }
+    ps->sects = s;
+    s = &ps->sects[ps->nsects];
+    memset(s, 0, sizeof *s);
+    s->kind = (enum sect_kind)kind;
+    s->name = sect_kinds[kind].name;
+    s->line = ps->lineno;
+    if (sect_kinds[kind].rule) {
+        if (add_rule(ps, sec, s->kind, ps->lineno) < 0) {
+            ps->nomem = true;
+            return;
+        }
+        s->rule = ps->cfg->nrules - 1;
+        s->name = ps->cfg->rules[s->rule].section;
+    }
+    ps->cur = (int)ps->nsects++;
+}
+
+/* A line whose first non-blank byte is '[' (p points at it). */
+static void section_line(struct pstate *ps, const char *p)
+{
+    const char *end = comment_or_end(p + 1, "]");
+
+    if (*end != ']') {
+        err(ps, ps->lineno, "missing ']' in section header");
+        ps->cur = CUR_SKIP;
+        return;
+    }
+    const char *rest = end + 1;
+    while (is_space(*rest))
+        rest++;
+    if (*rest != '\0' && *rest != ';' && *rest != '#') {
+        err(ps, ps->lineno, "unexpected text after ']'");
+        ps->cur = CUR_SKIP;
+        return;
+    }
+    start_section(ps, p + 1, (size_t)(end - p - 1));
+}
+
+/* ---- lines --------------------------------------------------------------*/
+
+/* inih's fgets-like reader over our text. It counts every line, handles
+ * what inih need not see itself (blank and comment lines, section headers,
+ * lines too long) and hands inih only `key = value` lines: each line is
+ * scanned once, by one of them. */
+static char *reader(char *str, int num, void *stream)
+{
+    struct pstate *ps = stream;
+    size_t max = num > 2 ? (size_t)num - 2 : 0; /* room for '\n' and NUL */
+
+    if (max > RL_CONFIG_LINE_MAX)
+        max = RL_CONFIG_LINE_MAX;
+    while (ps->pos < ps->len) {
+        const char *line = ps->text + ps->pos;
+        const char *nl = memchr(line, '\n', ps->len - ps->pos);
+        size_t len = nl ? (size_t)(nl - line) : ps->len - ps->pos;
+        const char *p = line, *end;
+
+        ps->pos += len + (nl != NULL);
+        ps->lineno++;
+        if (len > 0 && line[len - 1] == '\r')
+            len--;
+        end = line + len;
+        while (p < end && is_space(*p))
+            p++;
+        if (len > max) {
+            err(ps, ps->lineno, "line longer than %zu bytes", max);
+            if (p < end && *p == '[')
+                ps->cur = CUR_SKIP; /* its keys belong to no known section */
+            /* Nothing half-read reaches inih. */
+            continue;
+        }
+        if (ps->lineno == 1 && len >= 3 && (unsigned char)line[0] == 0xef &&
+            (unsigned char)line[1] == 0xbb && (unsigned char)line[2] == 0xbf) {
+            p = line + 3; /* a UTF-8 BOM, as inih would skip it */
+            while (p < end && is_space(*p))
+                p++;
+        }
+        if (p == end || *p == ';' || *p == '#')
+            continue;
+        /* From its first non-blank byte, NUL-terminated, with the '\n'
+         * inih expects. */
+        len = (size_t)(end - p);
+        memcpy(str, p, len);
+        str[len] = '\n';
+        str[len + 1] = '\0';
+        ps->first = str[0];
+        if (str[0] == '[') {
+            section_line(ps, str);
+            continue;
+        }
+        return str;
+    }
+    return NULL;
+}
+
+/* A `key = value` line, split by inih; v is NULL for a line with neither
+ * '=' nor ':'. */
 static int handler(void *user, const char *section, const char *name,
                    const char *v)
 {
-    static const char *const on_deny_words[] = {"fail", "delay"};
-    static const char *const key_words[] = {"env", "exe"};
-    static const char *const state_words[] = {"shared", "process"};
-    static const char *const unknown_words[] = {"allow", "deny"};
-    static const char *const algo_words[] = {"token_bucket", "sliding_window"};
     struct pstate *ps = user;
-    struct rl_config *cfg = ps->cfg;
+    const struct key *k = NULL;
     struct sect *s;
-    struct rl_rule *r = NULL;
-    unsigned where;
-    int key = -1, i;
-    uint64_t u;
-    bool b;
+    void *field = NULL;
+    size_t i;
 
     (void)section; /* ours (ps->cur) is exact; inih's is cut at 50 bytes */
-    if (ps->cur == CUR_SKIP || *name == '\0')
+    if (v == NULL) {
+        err(ps, ps->lineno, "expected 'key = value' or '[section]'");
+        return 1;
+    }
+    if (*name == '\0') {
+        /* inih split at the line's first byte: that is the separator. */
+        err(ps, ps->lineno, "missing key name before '%c'", ps->first);
+        return 1;
+    }
+    if (ps->cur == CUR_SKIP)
         return 1; /* already reported */
     if (ps->cur == CUR_NONE) {
         err(ps, ps->lineno, "key '%s' before any [section]", name);
         return 1;
     }
     s = &ps->sects[ps->cur];
-    where = s->type == S_GLOBAL ? IN_GLOBAL : IN_RULE;
-    if (s->type != S_GLOBAL)
-        r = &cfg->rules[s->rule];
 
-    for (int k = 0; k < NKEYS; k++)
-        if (strcmp(name, keys[k].name) == 0)
-            key = k;
-    if (key < 0) {
-        const char *best = suggest_key(name, where);
-        if (best != NULL)
+    for (i = 0; i < NKEYS && k == NULL; i++)
+        if (strcmp(name, keys[i].name) == 0)
+            k = &keys[i];
+    if (k == NULL) {
+        struct rl_suggest sg;
+        rl_suggest_init(&sg, name, 2);
+        for (i = 0; i < NKEYS; i++)
+            if (keys[i].where & IN(s->kind))
+                rl_suggest_offer(&sg, keys[i].name);
+        if (sg.best != NULL)
             err(ps, ps->lineno, "unknown key '%s' in [%s] (did you mean '%s'?)",
-                name, sect_name(ps), best);
+                name, s->name, sg.best);
         else
-            err(ps, ps->lineno, "unknown key '%s' in [%s]", name,
-                sect_name(ps));
+            err(ps, ps->lineno, "unknown key '%s' in [%s]", name, s->name);
         return 1;
     }
-    if (!(keys[key].where & where)) {
-        err(ps, ps->lineno, "key '%s' does not belong in [%s] (%s)", name,
-            sect_name(ps),
-            where == IN_GLOBAL ? "it goes in [default] or [user:NAME]"
-                               : "it goes in [rlshim]");
+    if (!(k->where & IN(s->kind))) {
+        char list[128];
+        list_sections(k->where, list, sizeof list);
+        err(ps, ps->lineno, "key '%s' does not belong in [%s] (it goes in %s)",
+            name, s->name, list);
         return 1;
     }
-    if (s->key_line[key] != 0) {
+    i = (size_t)(k - keys);
+    if (s->key_line[i] != 0) {
         err(ps, ps->lineno, "duplicate key '%s' in [%s] (first at line %u)",
-            name, sect_name(ps), s->key_line[key]);
+            name, s->name, s->key_line[i]);
         return 1;
     }
-    s->key_line[key] = ps->lineno;
+    s->key_line[i] = ps->lineno;
     if (*v == '\0') {
-        err(ps, ps->lineno, "empty value for '%s' in [%s]", name,
-            sect_name(ps));
+        err(ps, ps->lineno, "empty value for '%s' in [%s]", name, s->name);
         return 1;
     }
-
-    switch (key) {
-    case K_KEY:
-        i = word(ps, name, v, key_words, 2);
-        if (i >= 0)
-            cfg->key_mode = i;
-        break;
-    case K_ON_DENY:
-        i = word(ps, name, v, on_deny_words, 2);
-        if (i >= 0 && r != NULL)
-            r->on_deny = i;
-        else if (i >= 0)
-            cfg->on_deny = i;
-        break;
-    case K_MAX_DELAY:
-        if (get_duration(ps, name, v, &u)) {
-            if (r != NULL)
-                r->max_delay_ns = u;
-            else
-                cfg->max_delay_ns = u;
-        }
-        break;
-    case K_ERRNO:
-        i = get_errno(ps, name, v);
-        if (i >= 0 && r != NULL)
-            r->deny_errno = i;
-        else if (i >= 0)
-            cfg->deny_errno = i;
-        break;
-    case K_STATE:
-        i = word(ps, name, v, state_words, 2);
-        if (i >= 0)
-            cfg->state_mode = i;
-        break;
-    case K_UNKNOWN:
-        i = word(ps, name, v, unknown_words, 2);
-        if (i >= 0)
-            cfg->unknown = i;
-        break;
-    case K_DECISION_LOG:
-        /* SPEC §9: one JSON line per decision; absolute, like `log`. */
-        if (v[0] != '/') {
-            err(ps, ps->lineno,
-                "bad value '%s' for 'decision_log' in [rlshim] (use an "
-                "absolute path)",
-                v);
-            break;
-        }
-        free(cfg->decision_log);
-        cfg->decision_log = strdup(v);
-        if (cfg->decision_log == NULL)
-            ps->nomem = true;
-        break;
-    case K_LOG:
-        if (strcmp(v, "off") == 0) {
-            cfg->log_target = RL_LOG_OFF;
-        } else if (strcmp(v, "stderr") == 0) {
-            cfg->log_target = RL_LOG_STDERR;
-        } else if (strcmp(v, "syslog") == 0) {
-            cfg->log_target = RL_LOG_SYSLOG;
-        } else if (v[0] == '/') {
-            free(cfg->log_path);
-    free(cfg->decision_log);
-            cfg->log_path = strdup(v);
-            if (cfg->log_path == NULL)
-                ps->nomem = true;
-            cfg->log_target = RL_LOG_FILE;
-        } else {
-            err(ps, ps->lineno,
-                "bad value '%s' for 'log' in [rlshim] (use off, stderr, "
-                "syslog or an absolute path)",
-                v);
-        }
-        break;
-    case K_DRY_RUN:
-        if (get_bool(ps, name, v, &b)) {
-            if (r != NULL)
-                r->dry_run = b;
-            else
-                cfg->dry_run = b;
-        }
-        break;
-    case K_REPORT:
-        if (get_bool(ps, name, v, &b))
-            cfg->report = b;
-        break;
-    case K_MAX_USERS: {
-        int rc = rl_parse_u64(v, &u);
-        if (rc == 0 && (u == 0 || u > RL_CONFIG_MAX_USERS_MAX))
-            err(ps, ps->lineno,
-                "'max_users' in [rlshim] must be from 1 to %u, not %s",
-                RL_CONFIG_MAX_USERS_MAX, v);
-        else if (rc < 0)
-            err(ps, ps->lineno, "%s '%s' for 'max_users' in [rlshim]",
-                why_number(rc), v);
-        else
-            cfg->max_users = (uint32_t)u;
-        break;
-    }
-    case K_ALGORITHM:
-        i = word(ps, name, v, algo_words, 2);
-        if (i >= 0) {
-            r->algo = i == 0 ? RL_ALGO_TOKEN_BUCKET : RL_ALGO_SLIDING_WINDOW;
-            s->has_algo = true;
-        }
-        break;
-    case K_CONNECT:
-        set_rates(ps, key, RL_KIND_CONNECT, v);
-        break;
-    case K_SEND:
-        set_rates(ps, key, RL_KIND_SEND, v);
-        break;
-    case K_SEND_BYTES:
-        set_rates(ps, key, RL_KIND_SEND_BYTES, v);
-        break;
-    case K_CONNECT_BURST:
-        set_bursts(ps, key, RL_KIND_CONNECT, v);
-        break;
-    case K_SEND_BURST:
-        set_bursts(ps, key, RL_KIND_SEND, v);
-        break;
-    case K_SEND_BYTES_BURST:
-        set_bursts(ps, key, RL_KIND_SEND_BYTES, v);
-        break;
-    case K_TO:
-        set_to(ps, v);
-        break;
-    }
+    if (sect_kinds[s->kind].rule && k->rule_size != 0)
+        field = (char *)cur_rule(ps) + k->rule_off;
+    else if (!sect_kinds[s->kind].rule && k->cfg_size != 0)
+        field = (char *)ps->cfg + k->cfg_off;
+    k->parse(ps, k, field, v);
     return 1;
 }
 
 /* ---- settling -----------------------------------------------------------*/
 
-static int rate_key(int kind)
+/* Was the key that parses with `parse` for `kind` in the section (even
+ * with a bad or empty value)? */
+static bool kind_key_seen(const struct sect *s, key_parser *parse, int kind)
 {
-    static const int k[RL_KIND_COUNT] = {K_CONNECT, K_SEND, K_SEND_BYTES};
-    return k[kind];
-}
-
-static const char *burst_key(int kind)
-{
-    static const char *const names[RL_KIND_COUNT] = {
-        "connect_burst", "send_burst", "send_bytes_burst"};
-    return names[kind];
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys[i].parse == parse && keys[i].kind == kind)
+            return s->key_line[i] != 0;
+    return false;
 }
 
 static void settle_rule(struct pstate *ps, struct sect *s)
@@ -1100,14 +1015,13 @@ static void settle_rule(struct pstate *ps, struct sect *s)
     struct rl_rule *r = &cfg->rules[s->rule];
     bool window = r->algo == RL_ALGO_SLIDING_WINDOW;
 
-    if (!s->key_line[K_ON_DENY])
-        r->on_deny = cfg->on_deny;
-    if (!s->key_line[K_MAX_DELAY])
-        r->max_delay_ns = cfg->max_delay_ns;
-    if (!s->key_line[K_ERRNO])
-        r->deny_errno = cfg->deny_errno;
-    if (!s->key_line[K_DRY_RUN])
-        r->dry_run = cfg->dry_run;
+    /* What a rule does not say, [rlshim] says (read after all of it). */
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        if (!s->key_line[i] && k->cfg_size != 0 && k->cfg_size == k->rule_size)
+            memcpy((char *)r + k->rule_off, (char *)cfg + k->cfg_off,
+                   k->rule_size);
+    }
 
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         struct raw_kind *rk = &s->raw[k];
@@ -1121,18 +1035,19 @@ static void settle_rule(struct pstate *ps, struct sect *s)
         }
         if (rk->nbursts > 0 && window) {
             err(ps, rk->burst_line,
-                "'%s' needs algorithm = token_bucket in [%s] (a sliding "
+                "'%s_burst' needs algorithm = token_bucket in [%s] (a sliding "
                 "window has no burst)",
-                burst_key(k), r->section);
-            bad = true;
-        } else if (rk->nbursts > 0 && rk->nrates == 0 &&
-                   !s->key_line[rate_key(k)]) {
-            err(ps, rk->burst_line, "'%s' without '%s' in [%s]", burst_key(k),
                 kind_names[k], r->section);
             bad = true;
+        } else if (rk->nbursts > 0 && rk->nrates == 0 &&
+                   !kind_key_seen(s, p_rates, k)) {
+            err(ps, rk->burst_line, "'%s_burst' without '%s' in [%s]",
+                kind_names[k], kind_names[k], r->section);
+            bad = true;
         } else if (rk->nbursts > rk->nrates && rk->nrates > 0) {
-            err(ps, rk->burst_line, "%u bursts for %u rates in '%s' of [%s]",
-                rk->nbursts, rk->nrates, burst_key(k), r->section);
+            err(ps, rk->burst_line,
+                "%u bursts for %u rates in '%s_burst' of [%s]", rk->nbursts,
+                rk->nrates, kind_names[k], r->section);
             bad = true;
         }
         if (bad)
@@ -1149,9 +1064,8 @@ static void settle_rule(struct pstate *ps, struct sect *s)
                     r->section, RL_WINDOW_MAX_COUNT);
                 break;
             }
-            rc = rl_limit_prepare(&r->limits[k][i], r->algo,
-                                  rk->rates[i].count, rk->rates[i].period_ns,
-                                  burst);
+            rc = rl_limit_prepare(&r->limits[k][i], r->algo, rk->rates[i].count,
+                                  rk->rates[i].period_ns, burst);
             if (rc < 0) {
                 err(ps, rk->rate_line,
                     "rate for '%s' in [%s] cannot be held exactly (%s)",
@@ -1239,16 +1153,21 @@ int rl_config_load_string(const char *text, const char *name,
     ps.name = name;
     ps.diag = diag;
     ps.text = text;
+    ps.len = strlen(text);
     ps.cur = CUR_NONE;
     ps.cfg = cfg;
 
     /* inih 55 keeps its options in globals (our static copy's: the shim
      * exports no ini_* symbol). Ours: one value per line (a continuation
-     * line would hide a mistake). Every load sets the same values. */
+     * line would hide a mistake); a line without '=' goes to the handler,
+     * which reports it, so that inih keeps calling it for every line after
+     * (it stops after its first own error). Every load sets the same
+     * values. */
     ini_allow_multiline = false;
     ini_stop_on_first_error = false;
-    ini_allow_no_value = false;
+    ini_allow_no_value = true; /* the handler reports such a line */
     ini_allow_inline_comments = true;
+    ini_allow_bom = false; /* the reader does: inih's line 1 is not ours */
     /* A heap line buffer of exactly one maximal line plus '\n' and NUL, so
      * the reader is asked for RL_CONFIG_LINE_MAX + 2 bytes (the stack
      * buffer is fixed at 200 with Debian's build). */
@@ -1265,7 +1184,7 @@ int rl_config_load_string(const char *text, const char *name,
         err(&ps, rc > 0 ? (unsigned)rc : ps.lineno, "syntax error");
     }
     for (size_t i = 0; i < ps.nsects; i++)
-        if (ps.sects[i].type != S_GLOBAL)
+        if (sect_kinds[ps.sects[i].kind].rule)
             settle_rule(&ps, &ps.sects[i]);
     free(ps.sects);
 
@@ -1441,62 +1360,6 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
     return r;
 }
 
-static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned prefix)
-{
-    unsigned full = prefix / 8, rest = prefix % 8;
-
-    if (memcmp(a, b, full) != 0)
-        return false;
-    if (rest == 0)
-        return true;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return (a[full] & mask) == (b[full] & mask);
-}
-
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa, unsigned salen)
-{
-    sa_family_t fam;
-    uint8_t addr[16];
-    uint16_t port;
-    int family;
-
-    if (sa == NULL || salen < sizeof fam)
-        return false;
-    memcpy(&fam, sa, sizeof fam); /* sa may be unaligned */
-    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
-        struct sockaddr_in in;
-        memcpy(&in, sa, sizeof in);
-        memcpy(addr, &in.sin_addr, 4);
-        port = ntohs(in.sin_port);
-        family = AF_INET;
-    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
-        struct sockaddr_in6 in6;
-        memcpy(&in6, sa, sizeof in6);
-        port = ntohs(in6.sin6_port);
-        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
-            memcpy(addr, in6.sin6_addr.s6_addr + 12, 4);
-            family = AF_INET;
-        } else {
-            memcpy(addr, in6.sin6_addr.s6_addr, 16);
-            family = AF_INET6;
-        }
-    } else {
-        return false;
-    }
-    if (rule->nto == 0)
-        return true;
-    for (size_t i = 0; i < rule->nto; i++) {
-        const struct rl_dest *d = &rule->to[i];
-        if (d->port != 0 && d->port != port)
-            continue;
-        if (d->family == AF_UNSPEC)
-            return true;
-        if (d->family == family && prefix_match(d->addr, addr, d->prefix))
-            return true;
-    }
-    return false;
-}
-
 /* ---- names and formatting -----------------------------------------------*/
 
 const char *rl_kind_name(int kind)
@@ -1506,9 +1369,9 @@ const char *rl_kind_name(int kind)
 
 const char *rl_errno_name(int e)
 {
-    for (size_t i = 0; i < NELEM(errnos); i++)
-        if (errnos[i].value == e)
-            return errnos[i].name;
+    for (unsigned i = 0; i < errno_words.n; i++)
+        if (errno_words.values[i] == e)
+            return errno_words.names[i];
     return "?";
 }
 
@@ -1549,24 +1412,4 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
                         szu, (unsigned long long)lim->period_ns);
     return snprintf(buf, len, "%llu%s/%s", (unsigned long long)count, szu,
                     unit);
-}
-
-int rl_config_format_dest(const struct rl_dest *d, char *buf, size_t len)
-{
-    char a[INET6_ADDRSTRLEN] = "";
-    char port[8] = "";
-
-    if (d->port != 0)
-        snprintf(port, sizeof port, ":%u", d->port);
-    if (d->family == AF_UNSPEC)
-        return snprintf(buf, len, "*%s", port);
-    inet_ntop(d->family == AF_INET ? AF_INET : AF_INET6, d->addr, a, sizeof a);
-    if (d->family == AF_INET) {
-        if (d->prefix == 32)
-            return snprintf(buf, len, "%s%s", a, port);
-        return snprintf(buf, len, "%s/%u%s", a, d->prefix, port);
-    }
-    if (d->prefix == 128)
-        return snprintf(buf, len, "[%s]%s", a, port);
-    return snprintf(buf, len, "[%s]/%u%s", a, d->prefix, port);
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "limit/limit.h"
+#include "policy/dest.h"
 
 /* What a limit counts (SPEC §1). */
 enum rl_kind {
@@ -58,50 +59,41 @@ enum rl_log_target {
     RL_LOG_FILE = 3,
 };
 
-/* One entry of a rule's `to` list: an address prefix and a port. */
-struct rl_dest {
-    uint8_t family;   /* AF_INET or AF_INET6 (IPv4-mapped IPv6 is stored
-                         as AF_INET); AF_UNSPEC for "*:PORT", any address */
-    uint8_t prefix;   /* prefix length in bits */
-    uint16_t port;    /* host order; 0 = any port */
-    uint8_t addr[16]; /* network order; AF_INET uses the first 4 bytes */
-};
-
 struct rl_rule {
-    char *section;     /* "default", "user:1000", "user:scraper" */
-    char *user;        /* the part after "user:"; NULL for [default] */
+    char *section; /* "default", "user:1000", "user:scraper" */
+    char *user;    /* the part after "user:"; NULL for [default] */
     bool is_default;
-    uint32_t algo;     /* enum rl_algo_id */
+    uint32_t algo; /* enum rl_algo_id */
     struct rl_limit limits[RL_KIND_COUNT][RL_MAX_RATES];
     unsigned nlimits[RL_KIND_COUNT]; /* 0 = that kind is not limited */
-    struct rl_dest *to;
-    size_t nto;        /* 0 = every destination */
-    int on_deny;       /* enum rl_on_deny (inherited from [rlshim]) */
+    struct rl_dest *to;              /* dest.h */
+    size_t nto;                      /* 0 = every destination */
+    int on_deny; /* enum rl_on_deny (inherited from [rlshim]) */
     uint64_t max_delay_ns;
-    int deny_errno;    /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
+    int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
-    unsigned line;     /* where the section starts, for messages */
+    unsigned line; /* where the section starts, for messages */
 };
 
 struct rl_config {
     char *path;
-    int key_mode;     /* enum rl_key_mode */
-    int on_deny;      /* enum rl_on_deny */
+    int key_mode; /* enum rl_key_mode */
+    int on_deny;  /* enum rl_on_deny */
     uint64_t max_delay_ns;
     int deny_errno;
-    int state_mode;   /* enum rl_state_mode */
-    int unknown;      /* enum rl_unknown */
-    int log_target;   /* enum rl_log_target */
-    char *log_path;   /* RL_LOG_FILE */
+    int state_mode; /* enum rl_state_mode */
+    int unknown;    /* enum rl_unknown */
+    int log_target; /* enum rl_log_target */
+    char *log_path; /* RL_LOG_FILE */
     char *decision_log; /* SPEC §9, NULL: off (RLSHIM_DECISION_LOG wins) */
     bool dry_run;
     bool report;
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;
-    uint64_t hash;    /* stable hash of what shapes the budgets: rules,
-                         algorithms, limits, max_users (not of the text,
-                         nor of on_deny/errno/to/log...: see config.c) */
+    uint64_t hash; /* stable hash of what shapes the budgets: rules,
+                      algorithms, limits, max_users (not of the text,
+                      nor of on_deny/errno/to/log...: see config.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it
@@ -155,8 +147,11 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
  * families never match. A rule with no `to` list covers every inet
  * destination. */
-bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
-                    unsigned salen);
+static inline bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
+                                  unsigned salen)
+{
+    return rl_dests_cover(rule->to, rule->nto, sa, salen);
+}
 
 /* Names for messages and for `rlshim check`/`stat`. */
 const char *rl_kind_name(int kind); /* "connect", "send", "send_bytes" */
@@ -168,6 +163,15 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
                           size_t len);
 
 /* A `to` entry as the file would spell it ("10.0.0.0/8", "[::1]:443"). */
-int rl_config_format_dest(const struct rl_dest *d, char *buf, size_t len);
+static inline int rl_config_format_dest(const struct rl_dest *d, char *buf,
+                                        size_t len)
+{
+    return rl_dest_format(d, buf, len);
+}
+
+/* The keys the file may hold, in the parser's table: i from 0 to
+ * rl_config_key_count() - 1 (for tests that keep the docs honest). */
+size_t rl_config_key_count(void);
+const char *rl_config_key_name(size_t i);
 
 #endif

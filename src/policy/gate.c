@@ -1,8 +1,9 @@
 /* gate.c — one decision per call (see gate.h).
  *
- * Process-wide state, written once by rl_gate_init (at load, before any
- * hook acts) and then only read, except `cur`, the budget in use, which is
- * swapped when the segment goes stale (another process replaced it). */
+ * The process's state is one struct rl_gate (gate_int.h). A decision
+ * builds the list of budgets the call is charged to (today: the rule's
+ * one budget), takes from each, and gives back to all when one denies;
+ * leases (lease.c) and the exit report (report.c) sit beside it. */
 #include "policy/gate.h"
 
 #include <arpa/inet.h>
@@ -13,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <pthread.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "limit/limit.h"
-#include "policy/budget.h"
+#include "policy/gate_int.h"
 #include "policy/gate_log.h"
+#include "policy/lease.h"
+#include "policy/report.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -27,83 +28,29 @@
 #include "util/log.h"
 #include "util/ownerlock.h"
 
-/* The rule's slot in one open store, with each limit's state words. */
-struct budget {
-    struct rl_store *store;
-    struct rl_slot slot;
-    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
-    /* The budget this one replaced: never freed, since another thread may
-     * still be deciding in it, and kept reachable from here. */
-    struct budget *replaced;
+struct rl_gate rl_gate = {
+    .max_bytes = UINT64_MAX,
+    .reopening = ATOMIC_FLAG_INIT,
 };
-
-static const struct rl_config *cfg;
-static const struct rl_rule *rule; /* NULL: no section for this user */
-static bool deny_all;              /* no rule and unknown = deny */
-static bool active;
-static bool charges_sends;
-static struct rl_budget_layout layout;
-static struct rl_store_opts store_opts;
-static uint64_t slot_tag, overflow_tag;
-static char label[RL_STORE_LABEL_MAX];
-static char user[RL_IDENTITY_MAX + 16];
-static uint64_t max_bytes = UINT64_MAX;
-
-static _Atomic(struct budget *) cur;
-static atomic_flag reopening = ATOMIC_FLAG_INIT;
-
-/* What this process decided, per kind and stat (RL_STAT_*), for the exit
- * report; only counted when the report is on. Relaxed adds by any thread,
- * read once at exit. */
-static bool report_on;
-static rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
-
-/* Leases. While a budget is far from binding, a thread takes send tokens
- * a few at a time from the shared bucket into a lease of its own, then
- * spends them with no clock read but the coarse one, no atomic and no
- * lock. Leased tokens are already taken from the bucket, so nothing can
- * be over-admitted. A lease is taken only while the bucket holds at least
- * half its burst, so a limit that binds is decided call by call, exactly;
- * and what a thread holds goes back when it expires (LEASE_NS, or when
- * the lease no longer covers a call) and at thread or process exit, so
- * other threads and processes miss at most lease_size[k] per thread for
- * at most LEASE_NS. Only for rules whose send and send_bytes are each at
- * most one token bucket, and not in dry-run (every call is logged).
- * Written once by rl_gate_init. */
-#define LEASE_NS 4000000u /* coarse clock ticks every 4 ms */
-#define LEASE_CALLS 64u
-#define LEASE_BYTES (256u * 1024u)
-static bool lease_on;
-static bool lease_calls, lease_bytes; /* send, send_bytes limited */
-static uint64_t lease_size[RL_KIND_COUNT];
-
-/* A thread's lease: units of send and send_bytes taken from `from` and not
- * spent yet. Only its own thread touches it (and the thread's exit). */
-struct lease {
-    struct budget *from;
-    uint64_t left[RL_KIND_COUNT];
-    uint64_t until; /* coarse ns */
-};
-static __thread struct lease lease
-    __attribute__((tls_model("initial-exec")));
-static pthread_key_t lease_key;
-static void lease_at_thread_exit(void *arg);
 
 static int claim(struct rl_store *st, struct budget *b)
 {
+    struct rl_gate *g = &rl_gate;
     bool overflowed = false;
-    int r = rl_store_slot(st, slot_tag, label, layout.nwords, overflow_tag,
-                          &b->slot, &overflowed);
+    b->rule = g->rule;
+    rl_budget_layout(g->rule, &b->layout);
+    int r = rl_store_slot(st, g->slot_tag, g->label, b->layout.nwords,
+                          g->overflow_tag, &b->slot, &overflowed);
     if (r < 0)
         return r;
     b->store = st;
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        for (unsigned i = 0; i < rule->nlimits[k]; i++)
-            b->states[k][i] = b->slot.words + layout.offset[k][i];
+        for (unsigned i = 0; i < b->rule->nlimits[k]; i++)
+            b->states[k][i] = b->slot.words + b->layout.offset[k][i];
     return 0;
 }
 
-static uint64_t arena_words(void)
+static uint64_t arena_words(const struct rl_config *cfg)
 {
     uint64_t words = 0;
     for (size_t i = 0; i < cfg->nrules; i++) {
@@ -118,70 +65,60 @@ static uint64_t arena_words(void)
 int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
                  char *why, size_t whylen)
 {
-    cfg = c;
+    struct rl_gate *g = &rl_gate;
+    g->cfg = c;
     /* SPEC §9: the environment wins, so a test needs no config edit. */
     const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
-    if (rl_declog_setup(dlog != NULL ? dlog : c->decision_log) < 0)
+    if (dlog == NULL)
+        dlog = c->decision_log;
+    if (rl_declog_setup(dlog) < 0)
         rl_log_stderr("decision_log %s: not an absolute path, or too long: "
-                      "decisions are not logged", dlog ? dlog : c->decision_log);
-    rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
-                               id->has_login ? id->login : NULL);
+                      "decisions are not logged", dlog);
+    g->rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
+                                  id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
     const char *who = rl_identity_user(id, caller, sizeof caller);
-    snprintf(user, sizeof user, "%s", who);
+    snprintf(g->user, sizeof g->user, "%s", who);
+    const struct rl_rule *rule = g->rule;
     if (rule == NULL) {
-        deny_all = c->unknown == RL_UNKNOWN_DENY;
-        active = deny_all;
-        charges_sends = deny_all;
+        g->deny_all = c->unknown == RL_UNKNOWN_DENY;
+        g->active = g->deny_all;
+        g->charges_sends = g->deny_all;
         return 0;
     }
     for (unsigned i = 0; i < rule->nlimits[RL_KIND_SEND_BYTES]; i++) {
         const struct rl_limit *l = &rule->limits[RL_KIND_SEND_BYTES][i];
         uint64_t cap = l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
-        if (cap < max_bytes)
-            max_bytes = cap;
+        if (cap < g->max_bytes)
+            g->max_bytes = cap;
     }
-    charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
-                    rule->nlimits[RL_KIND_SEND_BYTES] > 0;
-    rl_budget_layout(rule, &layout);
+    g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
+                       rule->nlimits[RL_KIND_SEND_BYTES] > 0;
     /* Run the window lock's one-time setup (pthread_once) now, so that a
      * signal handler deciding a send (rl_gate_send_reentered) never runs
      * it, nor waits on it inside the frame it interrupted. */
     (void)rl_ownerlock_self();
+    rl_lease_setup();
     /* The decision log has one line per call: no call goes unseen in a
      * lease. */
-    lease_on = !rule->dry_run && !c->dry_run && !rl_declog_enabled() &&
-               pthread_key_create(&lease_key, lease_at_thread_exit) == 0;
-    lease_calls = rule->nlimits[RL_KIND_SEND] != 0;
-    lease_bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        if (rule->nlimits[k] == 0)
-            continue;
-        const struct rl_limit *l = &rule->limits[k][0];
-        uint64_t cap = k == RL_KIND_SEND ? LEASE_CALLS : LEASE_BYTES;
-        lease_size[k] = l->burst / 64 < cap ? l->burst / 64 : cap;
-        /* Several rates, a window, or a burst too small to share out:
-         * every call is decided on its own. */
-        if (rule->nlimits[k] > 1 || l->algo != RL_ALGO_TOKEN_BUCKET ||
-            lease_size[k] < 2)
-            lease_on = false;
-    }
-    slot_tag =
-        rl_budget_label(rule, rl_budget_user(rule, who), label, sizeof label);
-    overflow_tag = rl_budget_overflow_tag(rule);
-    store_opts = (struct rl_store_opts){
+    if (rl_declog_enabled())
+        g->lease.on = false;
+    g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
+                                  sizeof g->label);
+    g->overflow_tag = rl_budget_overflow_tag(rule);
+    g->store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
         .uid = (uint32_t)getuid(),
-        .config_hash = c->hash,
+        .config_hash = rl_budget_hash(c),
         .nslots = c->max_users + (uint32_t)c->nrules,
-        .arena_words = arena_words(),
+        .arena_words = arena_words(c),
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
         return -ENOMEM;
     struct rl_store *st = NULL;
-    int r = rl_store_open(&st, &store_opts, why, whylen);
+    int r = rl_store_open(&st, &g->store_opts, why, whylen);
     if (r < 0)
         goto fail;
     r = claim(st, b);
@@ -189,8 +126,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         rl_store_close(st);
         goto fail;
     }
-    atomic_store_explicit(&cur, b, memory_order_release);
-    active = true;
+    atomic_store_explicit(&g->cur, b, memory_order_release);
+    g->active = true;
     return 0;
 fail:
     free(b);
@@ -199,32 +136,30 @@ fail:
 
 void rl_gate_atfork_child(void)
 {
-    atomic_flag_clear_explicit(&reopening, memory_order_relaxed);
-    /* The parent keeps its lease: the child's copy of it was never taken
-     * for the child, and spending it twice would over-admit. */
-    lease = (struct lease){0};
+    atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
+    rl_lease_atfork_child();
 }
 
 bool rl_gate_charges_sends(void)
 {
-    return charges_sends;
+    return rl_gate.charges_sends;
 }
 
 bool rl_gate_active(void)
 {
-    return active;
+    return rl_gate.active;
 }
 
 uint64_t rl_gate_max_bytes(void)
 {
-    return max_bytes;
+    return rl_gate.max_bytes;
 }
 
 bool rl_gate_covers(const void *sa, unsigned salen)
 {
-    if (rule != NULL)
-        return rl_rule_covers(rule, sa, salen);
-    if (!deny_all || sa == NULL || salen < sizeof(sa_family_t))
+    if (rl_gate.rule != NULL)
+        return rl_rule_covers(rl_gate.rule, sa, salen);
+    if (!rl_gate.deny_all || sa == NULL || salen < sizeof(sa_family_t))
         return false;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     return fam == AF_INET || fam == AF_INET6;
@@ -237,28 +172,27 @@ bool rl_gate_covers(const void *sa, unsigned salen)
  * of the segment it has (no longer shared with newcomers). */
 #define MAX_REOPENS 4
 
-static rl_atomic_u64 reopens;
-
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
  * may still be inside it, so the old one is never unmapped). */
 static struct budget *budget(void)
 {
+    struct rl_gate *g = &rl_gate;
     /* Pairs with the release stores in rl_gate_init and below. */
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
     if (b == NULL || !rl_store_is_stale(b->store) ||
-        rl_load_relaxed_u64(&reopens) >= MAX_REOPENS)
+        rl_load_relaxed_u64(&g->reopens) >= MAX_REOPENS)
         return b;
-    if (atomic_flag_test_and_set_explicit(&reopening, memory_order_acquire))
+    if (atomic_flag_test_and_set_explicit(&g->reopening, memory_order_acquire))
         return b;
-    rl_add_relaxed_u64(&reopens, 1);
+    rl_add_relaxed_u64(&g->reopens, 1);
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
-    if (nb != NULL && rl_store_open(&st, &store_opts, NULL, 0) == 0) {
+    if (nb != NULL && rl_store_open(&st, &g->store_opts, NULL, 0) == 0) {
         if (claim(st, nb) == 0) {
             nb->replaced = b;
-            atomic_store_explicit(&cur, nb, memory_order_release);
+            atomic_store_explicit(&g->cur, nb, memory_order_release);
             b = nb;
             nb = NULL;
         } else {
@@ -266,21 +200,43 @@ static struct budget *budget(void)
         }
     }
     free(nb);
-    atomic_flag_clear_explicit(&reopening, memory_order_release);
+    atomic_flag_clear_explicit(&g->reopening, memory_order_release);
     return b;
 }
 
-static void count(struct budget *b, int kind, int stat, uint64_t n)
+void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n)
+{
+    uint64_t v = rl_load_relaxed_u64(p);
+    while (!atomic_compare_exchange_weak_explicit(
+        p, &v, v > n ? v - n : 0, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+static rl_atomic_u64 *counter(struct budget *b, int kind, int stat)
+{
+    return &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat];
+}
+
+void rl_gate_count(struct budget *b, int kind, int stat, uint64_t n)
 {
     if (n == 0)
         return;
-    if (report_on)
-        rl_add_relaxed_u64(&mine[kind][stat], n);
+    rl_report_add(&rl_gate.report, kind, stat, n);
     if (b != NULL)
-        rl_add_relaxed_u64(
-            &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
+        rl_add_relaxed_u64(counter(b, kind, stat), n);
 }
 
+void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n)
+{
+    if (n == 0)
+        return;
+    rl_report_sub(&rl_gate.report, kind, stat, n);
+    if (b != NULL)
+        rl_sub_sat_u64(counter(b, kind, stat), n);
+}
+
+/* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer
+ * when sa is NULL: call only once the log has said it will write. */
 static void describe(char *buf, size_t len, int fd, const void *sa,
                      unsigned salen)
 {
@@ -312,207 +268,206 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-static void log_event(uint64_t now, const char *what, const char *call, int fd,
-                      const void *sa, unsigned salen, const char *detail)
+/* What a log line names: the call and its destination. */
+struct call {
+    const char *name;
+    int fd;
+    const void *sa;
+    unsigned salen;
+};
+
+/* What a log line says about a decision. */
+struct verdict_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+};
+
+/* One log line. Nothing is done (no getpeername, no formatting) unless
+ * the log's rate limit says the line will be written: a client spinning
+ * on denials pays no system call for lines never written. */
+static void log_event(uint64_t now, const struct call *c,
+                      const struct verdict_line *d)
 {
-    if (!rl_log_enabled())
+    if (!rl_log_admit(now))
         return;
-    char dest[96];
-    describe(dest, sizeof dest, fd, sa, salen);
-    rl_log_event(now, "%s %s %s%s (user %s, rule [%s])", what, call, dest,
-                 detail, user, rule != NULL ? rule->section : "none");
+    char dest[96], detail[96];
+    describe(dest, sizeof dest, c->fd, c->sa, c->salen);
+    if (d->wait_ns > 0)
+        snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
+                 (unsigned long long)(d->wait_ns / 1000000),
+                 (unsigned long long)(d->wait_ns / 1000 % 1000),
+                 d->dry ? " (dry run: not slept)" : "");
+    else
+        snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->dry ? " (dry run)" : "");
+    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
+                    detail, rl_gate.user,
+                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
 }
 
-static uint64_t max_wait(void)
+static bool dry_run(void)
+{
+    return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
+}
+
+/* The budgets this call is charged to, into t->charge[]; t->ncharges of
+ * them. One today (the rule's); per-destination budgets and sites add
+ * theirs here. A store that could not be set up charges none. */
+static void charges(struct rl_gate_ticket *t)
+{
+    struct budget *b = budget();
+    t->ncharges = 0;
+    if (b != NULL)
+        t->charge[t->ncharges++].budget = b;
+}
+
+static struct budget *budget_of(const struct rl_gate_charge *c)
+{
+    return c->budget;
+}
+
+static uint64_t max_wait(const struct rl_rule *rule)
 {
     return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
 }
 
-/* Take `want` (at least `min`) units of `kind`; true when granted. */
-static bool take(struct budget *b, struct rl_gate_ticket *t, int kind,
-                 uint64_t want, uint64_t min, uint64_t *granted)
+static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+                   uint64_t units)
 {
-    unsigned n = rule->nlimits[kind];
-    if (n == 0 || want == 0 || b == NULL) {
-        *granted = want;
-        return true;
+    struct budget *b = budget_of(c);
+    if (!c->took[kind] || units == 0)
+        return;
+    rl_multi_refund(b->states[kind], b->rule->limits[kind],
+                    b->rule->nlimits[kind], t->now, c->v[kind], units);
+}
+
+/* Give back what every charge took of `kind`, and forget it. */
+static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        untake(t, &t->charge[i], kind, units);
+        t->charge[i].took[kind] = false;
     }
-    struct rl_verdict v =
-        rl_multi_take(b->states[kind], rule->limits[kind], n, t->now, want, min,
-                      max_wait(), t->v[kind]);
-    if (v.granted == 0)
-        return false;
-    t->took[kind] = true;
-    if (v.wait_ns > t->wait_ns)
-        t->wait_ns = v.wait_ns;
-    *granted = v.granted;
+}
+
+/* Take `want` (at least `min`) units of `kind` from every charge: true
+ * when all granted, *granted the least of their grants (what more the
+ * others took goes back). On false nothing of `kind` is held. */
+static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
+                 uint64_t min, uint64_t *granted)
+{
+    uint64_t least = want;
+    *granted = want;
+    if (want == 0)
+        return true;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        struct budget *b = budget_of(c);
+        unsigned n = b->rule->nlimits[kind];
+        if (n == 0)
+            continue;
+        struct rl_verdict v =
+            rl_multi_take(b->states[kind], b->rule->limits[kind], n, t->now,
+                          least, min, max_wait(b->rule), c->v[kind]);
+        if (v.granted == 0) {
+            untake_all(t, kind, least);
+            return false;
+        }
+        c->took[kind] = true;
+        c->granted[kind] = v.granted;
+        if (v.wait_ns > t->wait_ns)
+            t->wait_ns = v.wait_ns;
+        if (v.granted < least)
+            least = v.granted;
+    }
+    /* A later charge granted less: the earlier ones keep only that. */
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (c->took[kind] && c->granted[kind] > least) {
+            untake(t, c, kind, c->granted[kind] - least);
+            c->granted[kind] = least;
+        }
+    }
+    *granted = least;
     return true;
 }
 
-static void untake(struct budget *b, struct rl_gate_ticket *t, int kind,
-                   uint64_t units)
+static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
+                const struct call *c)
 {
-    if (!t->took[kind] || units == 0 || b == NULL)
-        return;
-    rl_multi_refund(b->states[kind], rule->limits[kind], rule->nlimits[kind],
-                    t->now, t->v[kind], units);
-}
-
-static int deny(struct budget *b, struct rl_gate_ticket *t, int kind,
-                uint64_t units, const char *call, int fd, const void *sa,
-                unsigned salen)
-{
-    count(b, kind, RL_STAT_DENIED, units);
+    if (t->ncharges == 0)
+        rl_gate_count(NULL, kind, RL_STAT_DENIED, units);
+    for (unsigned i = 0; i < t->ncharges; i++)
+        rl_gate_count(budget_of(&t->charge[i]), kind, RL_STAT_DENIED, units);
     if (rl_declog_enabled())
-        rl_gate_log_decision(t, user, rule, kind, units, call, fd, sa, salen);
-    bool dry = rule != NULL ? rule->dry_run : cfg->dry_run;
-    char detail[64];
-    snprintf(detail, sizeof detail, ": %s %llu over quota%s",
-             rl_kind_name(kind), (unsigned long long)units,
-             dry ? " (dry run)" : "");
-    log_event(t->now, dry ? "would deny" : "denied", call, fd, sa, salen,
-              detail);
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units,
+                             c->name, c->fd, c->sa, c->salen);
+    bool dry = dry_run();
+    const struct verdict_line d = {dry ? "would deny" : "denied", kind, units,
+                                   0, dry};
+    log_event(t->now, c, &d);
+    /* What an earlier limit of this call reserved was given back: there
+     * is no turn to sleep until (a dry run goes at once). */
+    t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = rule != NULL ? rule->deny_errno : cfg->deny_errno;
+    t->err = rl_gate.rule != NULL ? rl_gate.rule->deny_errno
+                                  : rl_gate.cfg->deny_errno;
     return RL_GATE_FAIL;
 }
 
-static void granted(struct budget *b, struct rl_gate_ticket *t,
-                    const char *call, int fd, const void *sa, unsigned salen)
+static void granted(struct rl_gate_ticket *t, const struct call *c)
 {
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (!t->took[k])
-            continue;
-        count(b, k, RL_STAT_ALLOWED, units[k]);
-        if (t->wait_ns > 0) {
-            count(b, k, RL_STAT_DELAYED, units[k]);
-            count(b, k, RL_STAT_DELAYED_NS, t->wait_ns);
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *ch = &t->charge[i];
+        for (int k = 0; k < RL_KIND_COUNT; k++) {
+            if (!ch->took[k])
+                continue;
+            rl_gate_count(budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
+            if (t->wait_ns > 0) {
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED, units[k]);
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS, t->wait_ns);
+            }
         }
     }
     if (rl_declog_enabled())
-        rl_gate_log_decision(t, user, rule, -1, 0, call, fd, sa, salen);
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c->name,
+                             c->fd, c->sa, c->salen);
     if (t->wait_ns == 0)
         return;
-    char detail[64];
-    snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
-             (unsigned long long)(t->wait_ns / 1000000),
-             (unsigned long long)(t->wait_ns / 1000 % 1000),
-             rule->dry_run ? " (dry run: not slept)" : "");
-    log_event(t->now, "delayed", call, fd, sa, salen, detail);
-    if (rule->dry_run)
+    bool dry = dry_run();
+    const struct verdict_line d = {"delayed", 0, 0, t->wait_ns, dry};
+    log_event(t->now, c, &d);
+    if (dry)
         t->wait_ns = 0;
 }
 
-static uint64_t coarse_ns(void)
+static void ticket(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
+                   uint64_t bytes)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Give what the thread's lease holds back to the bucket it came from, and
- * take it out of the allowed counters (it was counted when leased). */
-static void lease_return(struct lease *l)
-{
-    struct budget *b = l->from;
-    l->from = NULL;
-    if (b == NULL)
-        return;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        uint64_t n = l->left[k];
-        l->left[k] = 0;
-        if (n == 0 || rule->nlimits[k] == 0)
-            continue;
-        struct rl_verdict v = {n, 0, 0};
-        rl_multi_refund(b->states[k], rule->limits[k], 1, 0, &v, n);
-        count(b, k, RL_STAT_ALLOWED, (uint64_t)0 - n);
-    }
-}
-
-static void lease_at_thread_exit(void *arg)
-{
-    lease_return(arg);
-}
-
-/* After a grant of `bytes` that did not wait: fill the thread's lease up
- * again from each bucket that holds at least half its burst. */
-static void lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
-{
-    struct lease *l = &lease;
-    if (l->from != b)
-        lease_return(l);
-    /* A lease that would not cover a few calls like this one is no use. */
-    if (rule->nlimits[RL_KIND_SEND_BYTES] != 0 &&
-        lease_size[RL_KIND_SEND_BYTES] / 4 < bytes)
-        return;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
-        if (rule->nlimits[k] == 0 || l->left[k] >= lease_size[k] / 2)
-            continue;
-        const struct rl_limit *lim = &rule->limits[k][0];
-        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
-        if (a->available(b->states[k][0], lim, now) < lim->burst / 2)
-            continue;
-        uint64_t n = lease_size[k] - l->left[k];
-        struct rl_verdict v = a->take(b->states[k][0], lim, now, n, n, 0);
-        l->left[k] += v.granted;
-        count(b, k, RL_STAT_ALLOWED, v.granted);
-    }
-    if (l->from == NULL) {
-        /* The first lease of this thread: hand it back at thread exit. */
-        pthread_setspecific(lease_key, l);
-        l->from = b;
-    }
-    l->until = coarse_ns() + LEASE_NS;
-}
-
-/* One send call of `bytes` out of the thread's lease: true when it covered
- * them (and took them). */
-static inline bool lease_take(uint64_t bytes)
-{
-    struct lease *l = &lease;
-    if (l->from == NULL || (lease_calls && l->left[RL_KIND_SEND] == 0) ||
-        (lease_bytes && l->left[RL_KIND_SEND_BYTES] < bytes))
-        return false;
-    if (coarse_ns() >= l->until)
-        return false;
-    if (lease_calls)
-        l->left[RL_KIND_SEND]--;
-    if (lease_bytes)
-        l->left[RL_KIND_SEND_BYTES] -= bytes;
-    return true;
-}
-
-/* lease_take for rl_gate_send, with the ticket saying so (nothing to
- * sleep, nothing logged). */
-static bool from_lease(struct rl_gate_ticket *t, uint64_t bytes)
-{
-    if (!lease_take(bytes))
-        return false;
-    t->now = 0;
-    t->wait_ns = 0;
-    t->calls = 1;
+    memset(t, 0, sizeof *t);
+    t->now = now;
+    t->calls = calls;
     t->bytes = bytes;
-    t->err = 0;
-    t->leased = true;
-    return true;
 }
 
 int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                        int fd, const void *sa, unsigned salen)
 {
-    memset(t, 0, sizeof *t);
-    t->now = now;
-    t->calls = 1;
-    if (rule == NULL)
-        return deny_all ? deny(NULL, t, RL_KIND_CONNECT, 1, call, fd, sa, salen)
-                        : RL_GATE_GO;
-    struct budget *b = budget();
+    const struct call c = {call, fd, sa, salen};
+    ticket(t, now, 1, 0);
+    if (rl_gate.rule == NULL)
+        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
+    charges(t);
     uint64_t g;
-    if (!take(b, t, RL_KIND_CONNECT, 1, 1, &g))
-        return deny(b, t, RL_KIND_CONNECT, 1, call, fd, sa, salen);
-    granted(b, t, call, fd, sa, salen);
+    if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
+        return deny(t, RL_KIND_CONNECT, 1, &c);
+    granted(t, &c);
     return RL_GATE_GO;
 }
 
@@ -526,18 +481,18 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    memset(t, 0, sizeof *t);
-    t->now = now;
-    t->calls = calls;
-    t->bytes = bytes;
+    const struct rl_rule *rule = rl_gate.rule;
+    const struct call c = {call, fd, sa, salen};
+    ticket(t, now, calls, bytes);
     if (rule == NULL)
-        return deny_all
-                   ? deny(NULL, t, RL_KIND_SEND, calls, call, fd, sa, salen)
-                   : RL_GATE_GO;
-    struct budget *b = budget();
+        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
+    charges(t);
+    /* Units leased to threads that went quiet come back first. */
+    for (unsigned i = 0; i < t->ncharges; i++)
+        rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
-    if (!take(b, t, RL_KIND_SEND, calls, calls_min, &gc))
-        return deny(b, t, RL_KIND_SEND, calls, call, fd, sa, salen);
+    if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
+        return deny(t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
     if (bytes_min < bytes && rule->on_deny == RL_DENY_DELAY) {
@@ -546,20 +501,20 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
          * and sleep. With a minimum of 1 byte, a client that comes back
          * a few microseconds later would get a few bytes per call: a busy
          * loop of tiny writes instead of a sleep. */
-        uint64_t chunk = max_bytes / 16 > 0 ? max_bytes / 16 : 1;
+        uint64_t chunk =
+            rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
         if (chunk > bytes_min)
             bytes_min = chunk < bytes ? chunk : bytes;
     }
-    if (!take(b, t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
-        untake(b, t, RL_KIND_SEND, gc);
-        t->took[RL_KIND_SEND] = false;
-        return deny(b, t, RL_KIND_SEND_BYTES, bytes, call, fd, sa, salen);
+    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
+        untake_all(t, RL_KIND_SEND, gc);
+        return deny(t, RL_KIND_SEND_BYTES, bytes, &c);
     }
     t->calls = gc;
     t->bytes = gb;
-    granted(b, t, call, fd, sa, salen);
-    if (lease_on && calls == 1 && t->wait_ns == 0 && b != NULL)
-        lease_refill(b, now, gb);
+    granted(t, &c);
+    if (rl_gate.lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
+        rl_lease_refill(budget_of(&t->charge[0]), now, gb);
     return RL_GATE_GO;
 }
 
@@ -567,14 +522,17 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    if (lease_on && calls == 1) {
-        if (from_lease(t, bytes))
+    if (rl_gate.lease.on && calls == 1) {
+        if (rl_lease_take(bytes)) {
+            /* Nothing to sleep, nothing logged. */
+            ticket(t, 0, 1, bytes);
+            t->leased = true;
             return RL_GATE_GO;
+        }
         /* Spent, expired or too small for this call: what is left goes
          * back before the call is decided on its own, so that a thread
          * never holds units while its own calls wait or are denied. */
-        if (lease.from != NULL)
-            lease_return(&lease);
+        rl_lease_drop();
     }
     return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
                            calls_min, bytes, bytes_min);
@@ -583,16 +541,17 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
 int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
                            uint64_t *granted, int *err)
 {
+    const struct rl_rule *rule = rl_gate.rule;
     *granted = bytes;
     if (rule == NULL) {
-        if (!deny_all)
+        if (!rl_gate.deny_all)
             return RL_GATE_GO;
-        count(NULL, RL_KIND_SEND, RL_STAT_DENIED, calls);
-        *err = cfg->deny_errno;
-        return cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
+        rl_gate_count(NULL, RL_KIND_SEND, RL_STAT_DENIED, calls);
+        *err = rl_gate.cfg->deny_errno;
+        return rl_gate.cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
     /* The budget as it is: budget() may re-open the store (malloc). */
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
     if (b == NULL)
         return RL_GATE_GO;
     uint64_t now = rl_clock_now_ns();
@@ -603,114 +562,84 @@ int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
     int denied = -1;
     uint64_t got = bytes;
     if (nc > 0 && calls > 0 &&
-        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND],
-                      nc, now, calls, calls, 0, vc)
+        rl_multi_take(b->states[RL_KIND_SEND], rule->limits[RL_KIND_SEND], nc,
+                      now, calls, calls, 0, vc)
                 .granted == 0)
         denied = RL_KIND_SEND;
     if (denied < 0 && nb > 0 && bytes > 0) {
         struct rl_verdict v = rl_multi_take(
-            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES],
-            nb, now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
+            b->states[RL_KIND_SEND_BYTES], rule->limits[RL_KIND_SEND_BYTES], nb,
+            now, bytes, bytes_min > 0 ? bytes_min : 1, 0, vb);
         got = v.granted;
         if (got == 0) {
             denied = RL_KIND_SEND_BYTES;
             if (nc > 0 && calls > 0)
                 rl_multi_refund(b->states[RL_KIND_SEND],
-                                rule->limits[RL_KIND_SEND], nc, now, vc,
-                                calls);
+                                rule->limits[RL_KIND_SEND], nc, now, vc, calls);
         }
     }
     if (denied >= 0) {
-        count(b, denied, RL_STAT_DENIED,
-              denied == RL_KIND_SEND ? calls : bytes);
+        rl_gate_count(b, denied, RL_STAT_DENIED,
+                      denied == RL_KIND_SEND ? calls : bytes);
         *err = rule->deny_errno;
         return rule->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
     if (nc > 0)
-        count(b, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+        rl_gate_count(b, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
     if (nb > 0)
-        count(b, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, got);
+        rl_gate_count(b, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, got);
     *granted = got;
     return RL_GATE_GO;
 }
 
 void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
 {
+    if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
+        return;
     if (t->leased) {
         /* Back into the lease it came from, if the thread still holds it
          * (else it stays spent: never more than was granted). */
-        if (lease.from != NULL && kind >= RL_KIND_SEND &&
-            kind <= RL_KIND_SEND_BYTES && units <= t->bytes)
-            lease.left[kind] += units;
+        if (kind == RL_KIND_SEND && units <= t->calls)
+            rl_lease_refund(units, 0);
+        else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
+            rl_lease_refund(0, units);
         return;
     }
-    if (rule == NULL || kind < 0 || kind >= RL_KIND_COUNT || units == 0 ||
-        !t->took[kind])
-        return;
-    struct budget *b = atomic_load_explicit(&cur, memory_order_acquire);
-    untake(b, t, kind, units);
-    if (b != NULL) {
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (!c->took[kind])
+            continue;
+        untake(t, c, kind, units);
         /* Lower `allowed` by what was not spent after all. */
-        count(b, kind, RL_STAT_ALLOWED, (uint64_t)0 - units);
+        rl_gate_uncount(budget_of(c), kind, RL_STAT_ALLOWED, units);
     }
 }
 
 void rl_gate_report_enable(void)
 {
-    report_on = true;
+    rl_gate.report.on = true;
 }
 
 void rl_gate_finish(void)
 {
-    if (cfg == NULL)
+    if (rl_gate.cfg == NULL)
         return;
-    if (rule != NULL)
-        lease_return(&lease);
-    if (!report_on)
-        return;
-    int pid = (int)getpid();
-    if (rule == NULL && !deny_all) {
-        rl_log_stderr("report: pid %d user %s: no section of %s applies "
-                      "(unknown = allow): nothing was throttled",
-                      pid, user, cfg->path);
-        return;
+    rl_lease_finish();
+    if (rl_gate.report.on) {
+        rl_lease_report();
+        rl_report_write();
     }
-    const char *sec = rule != NULL ? rule->section : "none, unknown = deny";
-    uint64_t seen_all = 0;
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (rule != NULL ? rule->nlimits[k] == 0 : k == RL_KIND_SEND_BYTES)
-            continue;
-        uint64_t a = rl_load_relaxed_u64(&mine[k][RL_STAT_ALLOWED]);
-        uint64_t d = rl_load_relaxed_u64(&mine[k][RL_STAT_DENIED]);
-        uint64_t w = rl_load_relaxed_u64(&mine[k][RL_STAT_DELAYED]);
-        seen_all += a + d;
-        rl_log_stderr("report: pid %d user %s rule [%s]: %s seen %llu, "
-                      "allowed %llu, denied %llu, delayed %llu",
-                      pid, user, sec, rl_kind_name(k),
-                      (unsigned long long)(a + d), (unsigned long long)a,
-                      (unsigned long long)d, (unsigned long long)w);
-    }
-    if (seen_all == 0)
-        rl_log_stderr("report: pid %d user %s rule [%s]: no call went to a "
-                      "destination of the rule: nothing was throttled",
-                      pid, user, sec);
 }
-
 
 uint64_t rl_gate_send_leased(uint64_t len, bool stream)
 {
-    if (!lease_on)
+    if (!rl_gate.lease.on)
         return 0;
-    uint64_t want = stream && len > max_bytes ? max_bytes : len;
-    return want > 0 && lease_take(want) ? want : 0;
+    uint64_t want = stream && len > rl_gate.max_bytes ? rl_gate.max_bytes : len;
+    return want > 0 && rl_lease_take(want) ? want : 0;
 }
 
 void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
 {
-    if (lease.from == NULL)
-        return;
-    if (lease_calls)
-        lease.left[RL_KIND_SEND] += calls;
-    if (lease_bytes)
-        lease.left[RL_KIND_SEND_BYTES] += bytes;
+    rl_lease_refund(calls, bytes);
 }

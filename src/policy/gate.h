@@ -4,7 +4,9 @@
  * budget slot in the state store, and the log settings. The shim asks it;
  * it never sleeps and never touches an fd of the program: it returns how
  * long to sleep and the hook does that with nothing held. Counters in the
- * slot are updated here (relaxed adds: statistics only).
+ * slot are updated here (relaxed adds: statistics only), counting units
+ * when spent: a unit leased ahead counts when a call spends it, a unit
+ * given back (rl_gate_refund) is taken off, never below zero.
  *
  * Each decision reads the clock once; the *_at forms take `now` instead,
  * for tests that step time by hand. Not async-signal-safe beyond what the
@@ -19,9 +21,22 @@
 #include "policy/config.h"
 #include "policy/identity.h"
 
+struct budget;
+
 enum rl_gate_act {
     RL_GATE_GO = 0,   /* call the real function, after sleeping wait_ns */
     RL_GATE_FAIL = 1, /* return -1 with errno = err, do nothing */
+};
+
+/* One budget a call is charged to, and what the decision took there.
+ * A call may be charged to several (RL_GATE_MAX_CHARGES): all must
+ * allow, and a refund goes back to each. */
+#define RL_GATE_MAX_CHARGES 1
+struct rl_gate_charge {
+    struct budget *budget; /* gate-private */
+    bool took[RL_KIND_COUNT];
+    uint64_t granted[RL_KIND_COUNT];
+    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 
 /* What one decision granted, kept by the hook until the real call has
@@ -32,9 +47,9 @@ struct rl_gate_ticket {
     uint64_t calls;   /* `send` units granted (connect: 1) */
     uint64_t bytes;   /* `send_bytes` units granted */
     int err;          /* RL_GATE_FAIL: the errno to set */
-    bool leased;       /* granted from the thread's lease (rl_gate_send) */
-    bool took[RL_KIND_COUNT];
-    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    bool leased;      /* granted from the thread's lease (rl_gate_send) */
+    unsigned ncharges;
+    struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
@@ -103,8 +118,9 @@ void rl_gate_atfork_child(void);
 
 /* The hot path of a send of one call and `len` bytes (a stream send may
  * be cut to rl_gate_max_bytes()): the units come out of the calling
- * thread's lease, with no clock read but the coarse one, no atomic and
- * nothing logged. Returns the bytes granted, or 0 when the lease cannot
+ * thread's lease (policy/lease.c), with no clock read but the coarse one,
+ * one uncontended CAS on a cache line of the thread's own, nothing
+ * logged. Returns the bytes granted, or 0 when the lease cannot
  * cover the call (then decide it with rl_gate_send). */
 uint64_t rl_gate_send_leased(uint64_t len, bool stream);
 
@@ -117,8 +133,9 @@ void rl_gate_report_enable(void);
 
 /* At process exit: give the calling thread's lease back and, when the
  * report is on, write one stderr line per limit of the rule (calls seen,
- * allowed, denied, delayed by this process), or one line saying why
- * nothing was throttled. */
+ * allowed, denied, delayed by this process, leased units counted as
+ * spent, as `rlshim stat` counts them), or one line saying why nothing
+ * was throttled. Other threads' leases go back when idle (lease.c). */
 void rl_gate_finish(void);
 
 /* The largest stream send that can ever be granted at once (the smallest

@@ -33,7 +33,12 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
     r.verdict = t->wait_ns > 0 ? RL_DECLOG_DELAY : RL_DECLOG_ALLOW;
     r.wait_ns = t->wait_ns;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (!t->took[k])
+        /* Charged when any budget of the call took it (each charge took
+         * the same units). */
+        bool took = false;
+        for (unsigned i = 0; i < t->ncharges; i++)
+            took = took || t->charge[i].took[k];
+        if (!took)
             continue;
         r.limit = rl_kind_name(k);
         r.units = units[k];

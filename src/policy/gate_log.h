@@ -9,8 +9,8 @@
 #include "policy/gate.h"
 
 /* `denied_kind` is the limit that refused `denied_units`, or -1 when the
- * ticket was granted (then t->took[], t->calls, t->bytes and t->wait_ns
- * say what). `rule` may be NULL (no section; unknown = deny). Call only
+ * ticket was granted (then its charges' took[], t->calls, t->bytes and
+ * t->wait_ns say what). `rule` may be NULL (no section; unknown = deny). Call only
  * when rl_declog_enabled(). */
 void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
                           const struct rl_rule *rule, int denied_kind,

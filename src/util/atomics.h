@@ -43,11 +43,6 @@ static inline uint64_t rl_add_relaxed_u64(rl_atomic_u64 *p, uint64_t v)
     return atomic_fetch_add_explicit(p, v, memory_order_relaxed);
 }
 
-static inline uint64_t rl_add_acq_rel_u64(rl_atomic_u64 *p, uint64_t v)
-{
-    return atomic_fetch_add_explicit(p, v, memory_order_acq_rel);
-}
-
 static inline uint64_t rl_xchg_acq_rel_u64(rl_atomic_u64 *p, uint64_t v)
 {
     return atomic_exchange_explicit(p, v, memory_order_acq_rel);

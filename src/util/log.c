@@ -40,11 +40,6 @@ int rl_log_setup(int t, const char *path)
     return 0;
 }
 
-bool rl_log_enabled(void)
-{
-    return target != T_OFF;
-}
-
 /* write(2) through the system call itself: never the hooked name, and
  * nothing buffered. Loops over short writes; gives up on errors. */
 static void write_all(int fd, const char *p, size_t n)
@@ -137,14 +132,19 @@ static size_t format(char *buf, size_t size, const char *fmt, va_list ap)
     return len;
 }
 
-void rl_log_event(uint64_t now, const char *fmt, ...)
+bool rl_log_admit(uint64_t now)
 {
     if (target == T_OFF)
-        return;
+        return false;
     if (!admit(now)) {
         rl_add_relaxed_u64(&suppressed, 1);
-        return;
+        return false;
     }
+    return true;
+}
+
+static void write_admitted(const char *fmt, va_list ap)
+{
     char buf[LINE_MAX_BYTES];
     uint64_t lost = rl_xchg_acq_rel_u64(&suppressed, 0);
     if (lost > 0) {
@@ -154,11 +154,18 @@ void rl_log_event(uint64_t now, const char *fmt, ...)
         if (n > 0 && (size_t)n < sizeof buf)
             emit(buf, (size_t)n);
     }
+    size_t len = format(buf, sizeof buf, fmt, ap);
+    emit(buf, len);
+}
+
+void rl_log_admitted(const char *fmt, ...)
+{
+    if (target == T_OFF)
+        return;
     va_list ap;
     va_start(ap, fmt);
-    size_t len = format(buf, sizeof buf, fmt, ap);
+    write_admitted(fmt, ap);
     va_end(ap);
-    emit(buf, len);
 }
 
 void rl_log_stderr(const char *fmt, ...)

@@ -4,7 +4,8 @@
  * file is opened O_APPEND|O_CLOEXEC, written and closed per line; syslog
  * goes through a datagram socket to /dev/log made and closed per line (not
  * syslog(3), whose socket stays open and may be closed and reused by the
- * program). Lines from rl_log_event are rate-limited per process. */
+ * program). Event lines are rate-limited per process: rl_log_admit first,
+ * then rl_log_admitted. */
 #ifndef RL_UTIL_LOG_H
 #define RL_UTIL_LOG_H
 
@@ -15,18 +16,22 @@
  * counted and reported in one "N lines suppressed" line. */
 #define RL_LOG_LINES_PER_S 10
 
-/* Where rl_log_event writes: `target` takes the values of enum
+/* Where event lines go: `target` takes the values of enum
  * rl_log_target (0 off, 1 stderr, 2 syslog, 3 file); `path` (file) is
  * copied. Call once at load, before any event. Returns 0 or -ENAMETOOLONG. */
 int rl_log_setup(int target, const char *path);
 
-/* Is event logging on? (Callers skip formatting work when not.) */
-bool rl_log_enabled(void);
+/* Will an event line at `now` be written? Answers the rate limit's
+ * question once, and counts the line as written (true) or suppressed
+ * (false): a caller asks first and does the costly part of a line (a
+ * getpeername, the formatting) only on true, then writes it with
+ * rl_log_admitted. false when logging is off. */
+bool rl_log_admit(uint64_t now);
 
-/* One event line ("rlshim: " is prepended, "\n" appended), subject to the
- * rate limit at time `now` (CLOCK_MONOTONIC ns). */
-void rl_log_event(uint64_t now, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Write an event line that rl_log_admit said yes to (and first the count
+ * of lines suppressed before it, if any). */
+void rl_log_admitted(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* One line to stderr, always (start-up problems); "\n" appended. */
 void rl_log_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -114,16 +114,6 @@ static int number_unit(const char *s, size_t n, const struct unit *u, size_t nu,
     return 0;
 }
 
-int rl_parse_period(const char *unit, uint64_t *period_ns)
-{
-    uint64_t mul = find_unit(periods, NUNITS(periods), unit, strlen(unit));
-
-    if (mul == 0)
-        return -EDOM;
-    *period_ns = mul;
-    return 0;
-}
-
 int rl_parse_duration(const char *s, uint64_t *ns)
 {
     size_t n = strlen(s);

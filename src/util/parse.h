@@ -35,9 +35,6 @@ int rl_parse_u64(const char *s, uint64_t *out);
 /* The same, for the first n bytes of s (no NUL needed). */
 int rl_parse_u64_n(const char *s, unsigned n, uint64_t *out);
 
-/* A period unit alone: "ms", "s", "min", "h". -EDOM otherwise. */
-int rl_parse_period(const char *unit, uint64_t *period_ns);
-
 /* A duration: digits then ns, us, ms, s, min or h ("500ms", "10s",
  * "2min", "1h"). A bare "0" is allowed; any other bare number is -EDOM
  * (a unit is required, so "10" cannot mean 10 ns by surprise). */

@@ -2,7 +2,8 @@
  *
  * Any bytes go in as a file's text; the loader must return a table or
  * errors, never crash, hang or leak. A table that loads is also printed
- * back and queried, so the code that reads it is exercised too. */
+ * back and queried, so the code that reads it is exercised too; a `to`
+ * entry printed back must parse to the same entry. */
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,8 +11,16 @@
 #include <string.h>
 
 #include "policy/config.h"
+#include "policy/dest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int same_dest(const struct rl_dest *a, const struct rl_dest *b)
+{
+    return a->form == b->form && a->family == b->family &&
+           a->prefix == b->prefix && a->port == b->port &&
+           memcmp(a->addr, b->addr, sizeof a->addr) == 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -39,8 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const struct rl_rule *r = &cfg->rules[i];
             (void)rl_rule_covers(r, &in, sizeof in);
             (void)rl_rule_covers(r, &in6, sizeof in6);
-            for (size_t j = 0; j < r->nto; j++)
-                rl_config_format_dest(&r->to[j], buf, sizeof buf);
+            for (size_t j = 0; j < r->nto; j++) {
+                struct rl_dest again;
+                rl_dest_format(&r->to[j], buf, sizeof buf);
+                if (rl_dest_parse(buf, &again) != NULL ||
+                    !same_dest(&again, &r->to[j]))
+                    abort(); /* printed back, it means something else */
+            }
             for (int k = 0; k < RL_KIND_COUNT; k++)
                 for (unsigned n = 0; n < r->nlimits[k]; n++)
                     rl_config_format_rate(k, &r->limits[k][n], buf, sizeof buf);

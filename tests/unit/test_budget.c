@@ -124,3 +124,80 @@ Test(budget, finds_the_rule_and_user_back_from_a_label)
     cr_assert_null(rl_budget_parse_label(&cfg, "user:gone|gone", &user));
     cr_assert_str_eq(user, "gone");
 }
+
+Test(budget, a_leasable_rule_gets_a_lease_area_after_its_limits)
+{
+    struct rl_rule r = named();
+    struct rl_budget_layout l;
+
+    r.nlimits[RL_KIND_CONNECT] = 1;
+    r.limits[RL_KIND_CONNECT][0].algo = RL_ALGO_TOKEN_BUCKET;
+    r.nlimits[RL_KIND_SEND_BYTES] = 1;
+    r.limits[RL_KIND_SEND_BYTES][0].algo = RL_ALGO_TOKEN_BUCKET;
+    r.limits[RL_KIND_SEND_BYTES][0].burst = 128;
+    cr_assert(rl_budget_leasable(&r));
+    rl_budget_layout(&r, &l);
+    cr_assert_eq(l.lease, 2);
+    cr_assert_eq(l.nwords, 2 + RL_LEASE_AREA_WORDS);
+    /* Too shallow to share out, a window, or two rates: no leases. */
+    r.limits[RL_KIND_SEND_BYTES][0].burst = 127;
+    cr_assert(!rl_budget_leasable(&r));
+    rl_budget_layout(&r, &l);
+    cr_assert_eq(l.lease, 0);
+    cr_assert_eq(l.nwords, 2);
+    r.limits[RL_KIND_SEND_BYTES][0].burst = 1000;
+    r.nlimits[RL_KIND_SEND] = 1;
+    r.limits[RL_KIND_SEND][0].algo = RL_ALGO_SLIDING_WINDOW;
+    r.limits[RL_KIND_SEND][0].count = 1000;
+    cr_assert(!rl_budget_leasable(&r));
+}
+
+Test(budget, the_lease_area_fits_its_words_and_each_record_owns_a_line)
+{
+    struct rl_budget_layout l = {.lease = 3};
+    _Alignas(64) rl_atomic_u64 words[3 + RL_LEASE_AREA_WORDS + 8];
+
+    for (unsigned shift = 0; shift < 8; shift++) {
+        rl_atomic_u64 *base = words + shift;
+        rl_atomic_u64 *area = rl_budget_lease_bitmap(&l, base);
+        cr_assert_eq((uintptr_t)area % 64, 0);
+        cr_assert_geq(area, base + 3);
+        rl_atomic_u64 *last =
+            area + RL_LEASE_WORDS * RL_LEASE_RECORDS + RL_LEASE_WORDS;
+        cr_assert_leq(last, base + 3 + RL_LEASE_AREA_WORDS);
+    }
+}
+
+Test(budget, a_record_packs_units_left_and_spent_without_carries)
+{
+    struct rl_lease_units u = {{0}, {0}}, v;
+
+    u.left[RL_KIND_SEND] = RL_LEASE_MAX_CALLS;
+    u.spent[RL_KIND_SEND] = RL_LEASE_MAX_CALLS;
+    u.left[RL_KIND_SEND_BYTES] = RL_LEASE_MAX_BYTES;
+    u.spent[RL_KIND_SEND_BYTES] = RL_LEASE_MAX_BYTES;
+    uint64_t w = rl_lease_pack(0xfff, &u);
+    rl_lease_unpack(w, &v);
+    cr_assert_eq(memcmp(&u, &v, sizeof u), 0);
+    cr_assert_eq(w >> RL_LEASE_GEN_SHIFT, 0xfff);
+}
+
+Test(budget, a_lease_is_idle_after_8_ms_of_the_coarse_clock)
+{
+    cr_assert(!rl_lease_idle(1000000000, 1000000000 + RL_LEASE_IDLE_NS - 1));
+    cr_assert(rl_lease_idle(1000000000, 1000000000 + RL_LEASE_IDLE_NS));
+    /* A stamp ahead of the reader's clock is not idle. */
+    cr_assert(!rl_lease_idle(2000000000, 1000000000));
+}
+
+Test(budget, segments_of_another_budget_format_do_not_match)
+{
+    struct rl_config c;
+
+    memset(&c, 0, sizeof c);
+    c.hash = 42;
+    cr_assert_neq(rl_budget_hash(&c), 42);
+    uint64_t h = rl_budget_hash(&c);
+    c.hash = 43;
+    cr_assert_neq(rl_budget_hash(&c), h);
+}

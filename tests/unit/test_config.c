@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "policy/config.h"
+#include "policy/dest.h"
+#include "policy/suggest.h"
 #include "util/parse.h"
 
 static const char *src_dir(void)
@@ -280,6 +282,33 @@ Test(config, counts_lines_with_crlf_endings_and_a_bom)
                                 "sned = 5/s\r\n");
     cr_expect_str_eq(d.msgs[0], "t.ini:4: unknown key 'sned' in [default] "
                                 "(did you mean 'send'?)");
+    rl_diag_free(&d);
+}
+
+Test(config, skips_a_bom_only_on_the_first_line)
+{
+#define BOM "\xef\xbb\xbf"
+    struct rl_diag d =
+        load_bad("; a comment first\n[default]\n" BOM "connect = 5/s\n");
+    cr_expect_eq(d.n, 1);
+    cr_expect_str_eq(d.msgs[0],
+                     "t.ini:3: unknown key '" BOM "connect' in [default]");
+#undef BOM
+    rl_diag_free(&d);
+}
+
+Test(config, reports_every_syntax_error_not_only_the_first)
+{
+    struct rl_diag d = load_bad("[default\nnothing\n= 1/s\n: 2/s\n"
+                                "[default]\nconnect\n");
+    cr_assert_eq(d.n, 5);
+    cr_expect_str_eq(d.msgs[0], "t.ini:1: missing ']' in section header");
+    cr_expect_str_eq(d.msgs[1],
+                     "t.ini:2: expected 'key = value' or '[section]'");
+    cr_expect_str_eq(d.msgs[2], "t.ini:3: missing key name before '='");
+    cr_expect_str_eq(d.msgs[3], "t.ini:4: missing key name before ':'");
+    cr_expect_str_eq(d.msgs[4],
+                     "t.ini:6: expected 'key = value' or '[section]'");
     rl_diag_free(&d);
 }
 
@@ -587,4 +616,155 @@ Test(config, refuses_a_file_over_the_size_cap)
     cr_expect(strstr(d.msgs[0], ": larger than 1048576 bytes"));
     rl_diag_free(&d);
     unlink(path);
+}
+
+/* ---- the key table and the docs ----------------------------------------*/
+
+static bool in_table(const char *name)
+{
+    for (size_t i = 0; i < rl_config_key_count(); i++)
+        if (strcmp(rl_config_key_name(i), name) == 0)
+            return true;
+    return false;
+}
+
+/* The keys a document names, into names[] (at most max); returns how
+ * many. conf: every `key = value` line. man: every ".It Cm a , b = ..."
+ * item (the words before " =", split at " , "). */
+static size_t doc_keys(const char *path, bool man, char names[][40], size_t max)
+{
+    char line[512];
+    size_t n = 0;
+    FILE *f = fopen(path, "r");
+
+    cr_assert_not_null(f, "%s", path);
+    while (fgets(line, sizeof line, f) != NULL && n < max) {
+        char *p = line, *end;
+        if (man) {
+            if (strncmp(line, ".It Cm ", 7) != 0)
+                continue;
+            p = line + 7;
+            end = strstr(p, " =");
+            if (end == NULL)
+                end = p + strcspn(p, "\n");
+            *end = '\0';
+            for (char *w = strtok(p, " ,"); w != NULL && n < max;
+                 w = strtok(NULL, " ,"))
+                snprintf(names[n++], sizeof names[0], "%s", w);
+        } else {
+            p += strspn(p, " \t");
+            if (*p == ';' || *p == '#' || *p == '[' || strchr(p, '=') == NULL)
+                continue;
+            end = p + strcspn(p, " \t=");
+            *end = '\0';
+            snprintf(names[n++], sizeof names[0], "%s", p);
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+Test(keys, has_no_name_twice)
+{
+    size_t n = rl_config_key_count();
+
+    cr_assert_geq(n, 18);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            cr_expect_str_neq(rl_config_key_name(i), rl_config_key_name(j),
+                              "rows %zu and %zu", i, j);
+    cr_expect_null(rl_config_key_name(n));
+}
+
+Test(keys, are_the_keys_of_the_example_file_and_the_man_page)
+{
+    static const struct {
+        const char *path;
+        bool man;
+    } docs[] = {{"conf/rlshim.ini", false}, {"src/man/rlshim.ini.5", true}};
+    static char names[256][40];
+
+    for (size_t d = 0; d < sizeof docs / sizeof docs[0]; d++) {
+        char path[1024];
+        size_t n;
+
+        snprintf(path, sizeof path, "%s/%s", src_dir(), docs[d].path);
+        n = doc_keys(path, docs[d].man, names, 256);
+        cr_expect_geq(n, 18, "%s: only %zu keys found", path, n);
+        /* Every key the doc names is one the parser knows ... */
+        for (size_t i = 0; i < n; i++)
+            cr_expect(in_table(names[i]), "%s names '%s', not in the table",
+                      path, names[i]);
+        /* ... and every key the parser knows is in the doc. */
+        for (size_t k = 0; k < rl_config_key_count(); k++) {
+            bool found = false;
+            for (size_t i = 0; i < n && !found; i++)
+                found = strcmp(names[i], rl_config_key_name(k)) == 0;
+            cr_expect(found, "key '%s' is missing from %s",
+                      rl_config_key_name(k), path);
+        }
+    }
+}
+
+/* ---- did you mean ------------------------------------------------------*/
+
+Test(suggest, counts_an_adjacent_swap_as_one_edit)
+{
+    cr_expect_eq(rl_edit_distance("connect", "connect"), 0);
+    cr_expect_eq(rl_edit_distance("conect", "connect"), 1);
+    cr_expect_eq(rl_edit_distance("connetc", "connect"), 1);
+    cr_expect_eq(rl_edit_distance("", "to"), 2);
+    cr_expect_eq(rl_edit_distance("sned", "send"), 1);
+    cr_expect_eq(rl_edit_distance("abcdefghijklmnopqrstuvwxyzabcdefg", "a"),
+                 RL_SUGGEST_FAR);
+}
+
+Test(suggest, keeps_the_closest_and_never_a_word_as_far_as_it_is_long)
+{
+    struct rl_suggest s;
+
+    rl_suggest_init(&s, "sned", 2);
+    rl_suggest_offer(&s, "to");
+    rl_suggest_offer(&s, "send_bytes");
+    rl_suggest_offer(&s, "send");
+    rl_suggest_offer(&s, "seed"); /* as close as "send", offered later */
+    cr_expect_str_eq(s.best, "send");
+
+    rl_suggest_init(&s, "x", 2);
+    rl_suggest_offer(&s, "to"); /* 2 edits for a 1-byte word */
+    cr_expect_null(s.best);
+
+    rl_suggest_init(&s, "connnnnect", 2);
+    rl_suggest_offer(&s, "connect"); /* 3 edits */
+    cr_expect_null(s.best);
+}
+
+/* ---- destinations, directly ---------------------------------------------*/
+
+Test(dest, parses_each_form_and_matches_a_peer)
+{
+    struct rl_dest d[3];
+    struct rl_peer p;
+    struct sockaddr_in in = {.sin_family = AF_INET,
+                             .sin_port = htons(443),
+                             .sin_addr.s_addr = htonl(0x0a010203)};
+
+    cr_assert_null(rl_dest_parse("10.0.0.0/8", &d[0]));
+    cr_assert_null(rl_dest_parse("*:443", &d[1]));
+    cr_assert_null(rl_dest_parse("[::1]:80", &d[2]));
+    cr_expect_eq(d[0].form, RL_DEST_ADDR);
+    cr_expect_eq(d[1].form, RL_DEST_ANY);
+    cr_expect_str_eq(rl_dest_parse("10.0.0.1:0", &d[0]),
+                     "bad port (1 to 65535)");
+    cr_expect_str_eq(rl_dest_parse("*", &d[0]), "'*' needs a port ('*:PORT')");
+
+    cr_assert(rl_peer_from_addr(&in, sizeof in, &p));
+    cr_expect_eq(p.family, AF_INET);
+    cr_expect_eq(p.port, 443);
+    cr_expect(rl_dest_match(&d[1], &p));
+    cr_expect_not(rl_dest_match(&d[2], &p));
+    cr_expect(rl_dests_cover(d + 1, 2, &in, sizeof in));
+    cr_expect_not(rl_dests_cover(d + 2, 1, &in, sizeof in));
+    cr_expect(rl_dests_cover(NULL, 0, &in, sizeof in));
+    cr_expect_not(rl_dests_cover(NULL, 0, &in, sizeof in - 1));
 }

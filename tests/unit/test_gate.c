@@ -339,8 +339,8 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
 {
     gate_with("[user:tester]\nalgorithm = sliding_window\nsend = 5/s\n");
     rl_window_set_lock_ops(&landing_ops);
-    int act = rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1,
-                              0, 0);
+    int act =
+        rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1, 0, 0);
     rl_window_set_lock_ops(NULL);
     cr_expect_eq(act, RL_GATE_GO);
     /* Denied, not waited for (that would never end), and the update it
@@ -352,4 +352,289 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
                      RL_GATE_GO, "%d", i);
     cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
                  RL_GATE_FAIL);
+}
+
+/* --- leases: counted when spent, never leaked, never resurrected --- */
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "policy/budget.h"
+
+/* A send of `bytes` as the shim makes it on the real clock (leased when a
+ * lease covers it). */
+static int live_send(uint64_t bytes)
+{
+    return rl_gate_send(&t, "send", 3, NULL, 0, 1, 1, bytes, bytes);
+}
+
+/* A datagram of `bytes` decided on its own, all or nothing, now. */
+static int whole(uint64_t bytes)
+{
+    struct rl_gate_ticket d;
+    return rl_gate_send_at(&d, rl_clock_now_ns(), "sendto", 3, NULL, 0, 1, 1,
+                           bytes, bytes);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* 64000 bytes an hour: a bucket that does not refill during a test, deep
+ * enough for leases of 1000 bytes (burst / 64). */
+#define LEASING "[user:tester]\nsend_bytes = 64000/h\nsend = 6400/h\n"
+
+Test(gate, counts_leased_units_when_spent_not_when_taken)
+{
+    gate_with(LEASING);
+    cr_assert_eq(live_send(100), RL_GATE_GO);
+    cr_expect(!t.leased, "the first send is decided on its own");
+    cr_assert_eq(live_send(100), RL_GATE_GO);
+    cr_expect(t.leased, "the second comes out of the lease");
+    /* Counted in the record, not yet in the counters; never the lease. */
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 100);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 1);
+    rl_gate_finish();
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 200);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 2);
+    /* Given back: the whole rest of the bucket is there. */
+    cr_expect_eq(whole(64000 - 200), RL_GATE_GO);
+}
+
+static int hold_pipe[2], go_pipe[2];
+
+/* Checks that a lease is still out right after its holder's last call
+ * (`last`, CLOCK_MONOTONIC ns): a denial changes nothing. Meaningful only
+ * while the record cannot be idle yet (under 4 ms, a tick of the coarse
+ * clock); a slower machine skips it, saying so. */
+static void ten_ms_after(uint64_t last)
+{
+    uint64_t since = rl_clock_now_ns() - last;
+    if (since < 10 * MS)
+        sleep_ms((unsigned)((10 * MS - since + MS - 1) / MS));
+}
+
+static void still_out(uint64_t rest, uint64_t last)
+{
+    int act = whole(rest);
+    uint64_t took = rl_clock_now_ns() - last;
+    if (took < 4 * MS)
+        cr_expect_eq(act, RL_GATE_FAIL, "the lease is out of the bucket");
+    else
+        cr_log_warn("%.1f ms after the holder's last call: too late to "
+                    "see the lease out of the bucket",
+                    (double)took / MS);
+}
+
+/* Takes a lease, says so, then blocks in read() holding it. */
+static void *holder_thread(void *arg)
+{
+    (void)arg;
+    cr_assert_eq(live_send(10), RL_GATE_GO);
+    cr_assert_eq(live_send(10), RL_GATE_GO);
+    cr_assert(t.leased);
+    uint64_t last = rl_clock_now_ns();
+    cr_assert_eq(write(hold_pipe[1], &last, sizeof last), sizeof last);
+    char c;
+    cr_assert_eq(read(go_pipe[0], &c, 1), 1);
+    return NULL;
+}
+
+/* In a child: all but what was spent, at once (1 when granted). */
+static int child_takes_all(uint64_t bytes)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        rl_gate_atfork_child();
+        _exit(whole(bytes) == RL_GATE_GO ? 1 : 0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+Test(gate, a_lease_held_by_a_blocked_thread_comes_back_within_10_ms)
+{
+    gate_with(LEASING);
+    cr_assert_eq(pipe(hold_pipe), 0);
+    cr_assert_eq(pipe(go_pipe), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, holder_thread, NULL), 0);
+    uint64_t last = 0;
+    cr_assert_eq(read(hold_pipe[0], &last, sizeof last), sizeof last);
+    uint64_t rest = 64000 - 20;
+    /* Asked here, at once: a fork may take longer than the lease lives. */
+    still_out(rest, last);
+    ten_ms_after(last);
+    cr_expect_eq(child_takes_all(rest), 1,
+                 "another process gets the whole budget back after 10 ms");
+    char c = 1;
+    cr_assert_eq(write(go_pipe[1], &c, 1), 1);
+    pthread_join(th, NULL);
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 20 + rest);
+}
+
+Test(gate, a_lease_held_by_a_killed_process_comes_back_within_10_ms)
+{
+    gate_with(LEASING);
+    cr_assert_eq(pipe(hold_pipe), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        rl_gate_atfork_child();
+        int ok = live_send(10) == RL_GATE_GO && live_send(10) == RL_GATE_GO &&
+                 t.leased;
+        uint64_t last = ok ? rl_clock_now_ns() : 0;
+        if (write(hold_pipe[1], &last, sizeof last) != sizeof last)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    uint64_t last = 0;
+    cr_assert_eq(read(hold_pipe[0], &last, sizeof last), sizeof last);
+    cr_assert_neq(last, 0, "the child could not take a lease");
+    uint64_t rest = 64000 - 20;
+    still_out(rest, last);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ten_ms_after(last);
+    cr_expect_eq(whole(rest), RL_GATE_GO,
+                 "the whole budget is back 10 ms after the holder died");
+    /* What the dead process spent is counted by whoever took it back. */
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 20 + rest);
+}
+
+static int reset_slot(const struct rl_slot_info *info, struct rl_slot *slot,
+                      void *arg)
+{
+    (void)slot;
+    rl_store_reset_slot(arg, info->index);
+    return 0;
+}
+
+/* What `rlshim reset` does without a config: every word and counter of
+ * the slot to zero. */
+static void reset_all(void)
+{
+    struct rl_store *s = NULL;
+    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), NULL, 0), 0);
+    rl_store_each(s, reset_slot, s);
+    rl_store_close(s);
+}
+
+Test(gate, a_reset_while_a_lease_is_held_neither_over_admits_nor_wraps)
+{
+    gate_with(LEASING);
+    cr_assert_eq(live_send(100), RL_GATE_GO);
+    cr_assert_eq(live_send(100), RL_GATE_GO);
+    cr_assert(t.leased);
+    /* A send decided on its own, to be refunded after the reset. */
+    struct rl_gate_ticket own;
+    cr_assert_eq(rl_gate_send_at(&own, rl_clock_now_ns(), "sendmmsg", 3, NULL,
+                                 0, 2, 2, 300, 300),
+                 RL_GATE_GO);
+    reset_all();
+    /* The old lease is gone with the old bucket: a full burst and no
+     * more, whatever the thread held. */
+    cr_expect_eq(rl_gate_send_leased(100, true), 0);
+    rl_gate_refund(&own, RL_KIND_SEND_BYTES, 300);
+    rl_gate_refund(&own, RL_KIND_SEND, 2);
+    rl_gate_finish();
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 0);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 0);
+    cr_expect_eq(whole(64000), RL_GATE_GO);
+    cr_expect_eq(whole(1), RL_GATE_FAIL);
+}
+
+Test(gate, never_waits_and_never_denies_in_dry_run_with_delay)
+{
+    gate_with("[user:tester]\nsend = 1/s\non_deny = delay\ndry_run = yes\n");
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(send_(T0, 10, 10), RL_GATE_GO);
+        cr_expect_eq(t.wait_ns, 0, "send %d would sleep %llu ns", i,
+                     (unsigned long long)t.wait_ns);
+    }
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 3);
+    cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_DELAYED), 2);
+}
+
+/* --- the denial path pays no system call for log lines never written --- */
+
+#include <dlfcn.h>
+
+#include "util/log.h"
+
+/* Every getpeername of this test binary (the gate's describe() among
+ * them) is counted, then done. */
+static unsigned peer_calls;
+
+int getpeername(int fd, struct sockaddr *restrict sa, socklen_t *restrict len)
+{
+    static int (*real)(int, struct sockaddr *, socklen_t *);
+    __atomic_add_fetch(&peer_calls, 1, __ATOMIC_RELAXED);
+    if (real == NULL)
+        *(void **)&real = dlsym(RTLD_NEXT, "getpeername");
+    return real(fd, sa, len);
+}
+
+Test(gate, asks_no_peer_name_for_denials_the_log_does_not_write)
+{
+    gate_with("[user:tester]\nsend = 1/h\n");
+    char path[128];
+    snprintf(path, sizeof path, "%s/log", dir);
+    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert_eq(send_(T0, 1, 1), RL_GATE_GO);
+    peer_calls = 0;
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(send_(T0 + (uint64_t)i * 1000, 1, 1), RL_GATE_FAIL);
+    cr_expect_eq(peer_calls, RL_LOG_LINES_PER_S,
+                 "%u getpeername calls for %d lines written", peer_calls,
+                 RL_LOG_LINES_PER_S);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int lines = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        lines += c == '\n';
+    fclose(f);
+    cr_expect_eq(lines, RL_LOG_LINES_PER_S);
+}
+
+Test(gate, the_log_admits_lines_at_its_rate_and_counts_the_rest)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/log", dir);
+    cr_assert(!rl_log_admit(T0), "logging is off");
+    cr_assert_eq(rl_log_setup(3, path), 0);
+    for (int i = 0; i < RL_LOG_LINES_PER_S; i++)
+        cr_expect(rl_log_admit(T0 + (uint64_t)i));
+    cr_expect(!rl_log_admit(T0 + 999 * MS));
+    cr_expect(!rl_log_admit(T0 + 999 * MS));
+    cr_assert(rl_log_admit(T0 + S));
+    rl_log_admitted("next second");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[256] = "";
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_expect_str_eq(line, "rlshim: 2 lines suppressed (at most 10/s)\n");
+}
+
+Test(gate, never_waits_in_dry_run_when_a_second_limit_would_deny)
+{
+    /* send reserves a turn (1 s), then send_bytes would deny: the call
+     * goes, at once. */
+    gate_with("[user:tester]\nsend = 1/s\nsend_bytes = 100/s\n"
+              "on_deny = delay\ndry_run = yes\n");
+    cr_expect_eq(send_(T0, 10, 10), RL_GATE_GO);
+    cr_expect_eq(send_(T0, 500, 500), RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 0, "would sleep %llu ns",
+                 (unsigned long long)t.wait_ns);
+    cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_DENIED), 500);
 }

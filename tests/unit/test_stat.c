@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "limit/limit.h"
@@ -28,7 +29,9 @@ static const char cfg_text[] = "[rlshim]\n"
                                "send = 10/h\n"
                                "[user:scraper]\n"
                                "algorithm = sliding_window\n"
-                               "connect = 2/h\n";
+                               "connect = 2/h\n"
+                               "[user:bulk]\n"
+                               "send_bytes = 64000/h\n";
 
 static void setup(void)
 {
@@ -74,7 +77,7 @@ static void open_store(void)
         .shared = true,
         .dir = dir,
         .uid = (uint32_t)getuid(),
-        .config_hash = cfg->hash,
+        .config_hash = rl_budget_hash(cfg),
         .nslots = 32,
         .arena_words = 1024,
     };
@@ -361,4 +364,93 @@ Test(stat, says_counters_are_per_process_under_state_process)
     snprintf(args, sizeof args, "stat -c %s", path);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "state = process"), "%s", out);
+}
+
+/* A lease as the gate keeps one (policy/lease.c): `taken` bytes out of
+ * bulk's bucket into record 0, `spent` of them spent, the holder's last
+ * call `ago_ms` ago on the coarse clock (negative: a live lease that stays
+ * live however slowly the CLI starts). Returns the record's words. */
+static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, int ago_ms)
+{
+    const struct rl_rule *rule = NULL;
+    struct rl_budget_layout l;
+    struct rl_slot sl;
+    char label[RL_STORE_LABEL_MAX];
+    bool ovf;
+
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (!strcmp(cfg->rules[i].section, "user:bulk"))
+            rule = &cfg->rules[i];
+    cr_assert_not_null(rule);
+    rl_budget_layout(rule, &l);
+    cr_assert_neq(l.lease, 0);
+    uint64_t tag = rl_budget_label(rule, "bulk", label, sizeof label);
+    cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
+                               rl_budget_overflow_tag(rule), &sl, &ovf),
+                 0);
+    const struct rl_limit *lim = &rule->limits[RL_KIND_SEND_BYTES][0];
+    struct rl_verdict v = rl_algorithm_get(lim->algo)->take(
+        sl.words + l.offset[RL_KIND_SEND_BYTES][0], lim, rl_clock_now_ns(),
+        taken, taken, 0);
+    cr_assert_eq(v.granted, taken);
+    rl_atomic_u64 *area = rl_budget_lease_bitmap(&l, sl.words);
+    rl_atomic_u64 *rec = area + RL_LEASE_WORDS;
+    struct rl_lease_units u = {{0}, {0}};
+    u.left[RL_KIND_SEND_BYTES] = taken - spent;
+    u.spent[RL_KIND_SEND_BYTES] = spent;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    rl_store_relaxed_u64(&rec[1], now - (uint64_t)((int64_t)ago_ms * 1000000));
+    rl_store_relaxed_u64(&rec[0], rl_lease_pack(1, &u));
+    rl_store_relaxed_u64(&area[0], 1);
+    return rec;
+}
+
+#define BULK_BYTES                                                             \
+    "{\"user\": \"bulk\", \"rule\": \"user:bulk\", \"limit\": "                \
+    "\"send_bytes\", \"algorithm\": \"token_bucket\", "
+
+Test(stat, counts_what_leases_spent_and_leaves_out_what_they_hold)
+{
+    char out[8192];
+
+    open_store();
+    lease(1000, 400, -10000);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out,
+                              BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
+                                         "\"delayed\": 0, \"delayed_ns\": "
+                                         "0, \"available\": 63000}"),
+                       "%s", out);
+}
+
+Test(stat, counts_an_idle_lease_as_available_again)
+{
+    char out[8192];
+
+    open_store();
+    lease(1000, 400, 20);
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out,
+                              BULK_BYTES "\"allowed\": 400, \"denied\": 0, "
+                                         "\"delayed\": 0, \"delayed_ns\": "
+                                         "0, \"available\": 63600}"),
+                       "%s", out);
+}
+
+Test(stat, reset_takes_back_leases_with_the_buckets)
+{
+    char out[8192], args[256];
+
+    open_store();
+    rl_atomic_u64 *rec = lease(1000, 400, -10000);
+    snprintf(args, sizeof args, "reset -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_expect_eq(rl_load_relaxed_u64(&rec[0]), 0, "the record is free");
+    stat_json(out, sizeof out);
+    cr_assert_not_null(strstr(out, BULK_BYTES "\"allowed\": 0, \"denied\": 0, "
+                                              "\"delayed\": 0, \"delayed_ns\": "
+                                              "0, \"available\": 64000}"),
+                       "%s", out);
 }

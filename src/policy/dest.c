@@ -1,0 +1,253 @@
+/* dest.c — `to` entries: parsing, printing, matching (see dest.h). */
+#include "policy/dest.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "util/parse.h"
+
+/* Zero the host bits, so that matching compares whole bytes. */
+static void mask_prefix(uint8_t *addr, unsigned bytes, unsigned prefix)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        unsigned bit = i * 8;
+        if (prefix >= bit + 8)
+            continue;
+        addr[i] &= prefix <= bit ? 0 : (uint8_t)(0xff << (8 - (prefix - bit)));
+    }
+}
+
+/* ::ffff:0:0/96 (IN6_IS_ADDR_V4MAPPED wants an aligned struct in6_addr). */
+static bool v4mapped(const uint8_t *a)
+{
+    static const uint8_t head[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(a, head, sizeof head) == 0;
+}
+
+/* "A.B.C.D[/P][:PORT]", "[V6][/P][:PORT]", "[V6/P][:PORT]", "V6[/P]",
+ * "*:PORT". */
+const char *rl_dest_parse(const char *s, struct rl_dest *d)
+{
+    char addr[64] = "";
+    const char *p = s, *port = NULL, *pfx = NULL, *pfx_end = NULL;
+    uint64_t v;
+    int family;
+    size_t n;
+
+    memset(d, 0, sizeof *d);
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL)
+            return "missing ']'";
+        n = (size_t)(close - s - 1);
+        if (n == 0 || n >= sizeof addr)
+            return "bad IPv6 address";
+        memcpy(addr, s + 1, n);
+        addr[n] = '\0';
+        char *slash = strchr(addr, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            pfx = s + 1 + (slash - addr) + 1;
+            pfx_end = close;
+        }
+        p = close + 1;
+        if (*p == '/') {
+            if (pfx != NULL)
+                return "two prefix lengths";
+            pfx = p + 1;
+            p += strcspn(p, ":");
+            pfx_end = p;
+        }
+        if (*p == ':')
+            port = p + 1;
+        else if (*p != '\0')
+            return "unexpected text after ']'";
+        family = AF_INET6;
+    } else if (*s == '*') {
+        if (s[1] != ':')
+            return "'*' needs a port ('*:PORT')";
+        port = s + 2;
+        family = AF_UNSPEC;
+    } else if (strchr(s, '.') != NULL && strchr(s, ':') == strrchr(s, ':')) {
+        /* IPv4: at most one ':' (the port). */
+        n = strcspn(s, "/:");
+        if (n >= sizeof addr)
+            return "bad IPv4 address";
+        memcpy(addr, s, n);
+        addr[n] = '\0';
+        p = s + n;
+        if (*p == '/') {
+            pfx = p + 1;
+            p += strcspn(p, ":");
+            pfx_end = p;
+        }
+        if (*p == ':')
+            port = p + 1;
+        family = AF_INET;
+    } else {
+        /* A bare IPv6 address: no port possible, "::1/128". */
+        n = strcspn(s, "/");
+        if (n >= sizeof addr)
+            return "bad IPv6 address";
+        memcpy(addr, s, n);
+        addr[n] = '\0';
+        if (s[n] == '/') {
+            pfx = s + n + 1;
+            pfx_end = pfx + strlen(pfx);
+        }
+        family = AF_INET6;
+    }
+
+    if (family == AF_INET) {
+        if (inet_pton(AF_INET, addr, d->addr) != 1)
+            return "bad IPv4 address";
+        d->prefix = 32;
+    } else if (family == AF_INET6) {
+        if (inet_pton(AF_INET6, addr, d->addr) != 1)
+            return "bad IPv6 address";
+        d->prefix = 128;
+    }
+    d->form = family == AF_UNSPEC ? RL_DEST_ANY : RL_DEST_ADDR;
+    d->family = (uint8_t)family;
+
+    if (pfx != NULL) {
+        size_t pl = (size_t)(pfx_end - pfx);
+        if (pl == 0 || pl > 3 || rl_parse_u64_n(pfx, (unsigned)pl, &v) < 0 ||
+            v > (family == AF_INET ? 32u : 128u))
+            return family == AF_INET ? "bad prefix length (0 to 32)"
+                                     : "bad prefix length (0 to 128)";
+        d->prefix = (uint8_t)v;
+    }
+    if (port != NULL) {
+        size_t pl = strlen(port);
+        if (pl == 0 || pl > 5 || rl_parse_u64_n(port, (unsigned)pl, &v) < 0 ||
+            v == 0 || v > 65535)
+            return "bad port (1 to 65535)";
+        d->port = (uint16_t)v;
+    }
+    if (family == AF_INET6 && d->prefix >= 96 && v4mapped(d->addr)) {
+        /* ::ffff:a.b.c.d is matched as IPv4 (SPEC §1). */
+        memmove(d->addr, d->addr + 12, 4);
+        memset(d->addr + 4, 0, 12);
+        d->family = AF_INET;
+        d->prefix = (uint8_t)(d->prefix - 96);
+    }
+    if (d->family == AF_INET)
+        mask_prefix(d->addr, 4, d->prefix);
+    else if (d->family == AF_INET6)
+        mask_prefix(d->addr, 16, d->prefix);
+    return NULL;
+}
+
+int rl_dest_format(const struct rl_dest *d, char *buf, size_t len)
+{
+    char a[INET6_ADDRSTRLEN] = "";
+    char port[8] = "";
+
+    if (d->port != 0)
+        snprintf(port, sizeof port, ":%u", d->port);
+    if (d->form == RL_DEST_ANY)
+        return snprintf(buf, len, "*%s", port);
+    inet_ntop(d->family == AF_INET ? AF_INET : AF_INET6, d->addr, a, sizeof a);
+    if (d->family == AF_INET) {
+        if (d->prefix == 32)
+            return snprintf(buf, len, "%s%s", a, port);
+        return snprintf(buf, len, "%s/%u%s", a, d->prefix, port);
+    }
+    if (d->prefix == 128)
+        return snprintf(buf, len, "[%s]%s", a, port);
+    return snprintf(buf, len, "[%s]/%u%s", a, d->prefix, port);
+}
+
+bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p)
+{
+    sa_family_t fam;
+
+    if (sa == NULL || salen < sizeof fam)
+        return false;
+    memcpy(&fam, sa, sizeof fam); /* sa may be unaligned */
+    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+        struct sockaddr_in in;
+        memcpy(&in, sa, sizeof in);
+        memcpy(p->addr, &in.sin_addr, 4);
+        p->port = ntohs(in.sin_port);
+        p->family = AF_INET;
+        return true;
+    }
+    if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+        struct sockaddr_in6 in6;
+        memcpy(&in6, sa, sizeof in6);
+        p->port = ntohs(in6.sin6_port);
+        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+            memcpy(p->addr, in6.sin6_addr.s6_addr + 12, 4);
+            p->family = AF_INET;
+        } else {
+            memcpy(p->addr, in6.sin6_addr.s6_addr, 16);
+            p->family = AF_INET6;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* The first `prefix` bits of 64 bits at a and b are equal (b's host bits
+ * are zero, a's may not be). Whole words, in network order. */
+static inline bool word_match(const uint8_t *a, const uint8_t *b,
+                              unsigned prefix)
+{
+    uint64_t x, y, mask;
+
+    if (prefix == 0)
+        return true;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    mask = prefix >= 64 ? ~0ull : ~(~0ull >> prefix);
+    return (be64toh(x) & mask) == be64toh(y);
+}
+
+static inline bool match(const struct rl_dest *d, const struct rl_peer *p)
+{
+    if (d->port != 0 && d->port != p->port)
+        return false;
+    if (d->form == RL_DEST_ANY)
+        return true;
+    if (d->family != p->family)
+        return false;
+    if (d->family == AF_INET) {
+        uint32_t x, y, mask;
+        if (d->prefix == 0)
+            return true;
+        memcpy(&x, p->addr, 4);
+        memcpy(&y, d->addr, 4);
+        mask = ~(~0u >> 1 >> (d->prefix - 1));
+        return (ntohl(x) & mask) == ntohl(y);
+    }
+    if (d->prefix <= 64)
+        return word_match(p->addr, d->addr, d->prefix);
+    return memcmp(p->addr, d->addr, 8) == 0 &&
+           word_match(p->addr + 8, d->addr + 8, d->prefix - 64u);
+}
+
+bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p)
+{
+    return match(d, p);
+}
+
+bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
+                    unsigned salen)
+{
+    struct rl_peer p;
+
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return false;
+    if (n == 0)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if (match(&list[i], &p))
+            return true;
+    return false;
+}

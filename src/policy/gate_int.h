@@ -1,0 +1,83 @@
+/* gate_int.h — the gate's process state, shared by gate.c (the decision),
+ * lease.c (units a thread takes ahead) and report.c (the exit report).
+ * Not for the shim: it sees gate.h only.
+ *
+ * One struct rl_gate per process (the way libuv keeps a loop): written by
+ * rl_gate_init at load, before any hook acts, then only read, except the
+ * fields marked otherwise. */
+#ifndef RL_POLICY_GATE_INT_H
+#define RL_POLICY_GATE_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "limit/limit.h"
+#include "policy/budget.h"
+#include "policy/config.h"
+#include "policy/identity.h"
+#include "state/store.h"
+#include "util/atomics.h"
+
+/* One budget a call may be charged to: a rule's slot in one open store,
+ * with each limit's state words. */
+struct budget {
+    const struct rl_rule *rule;
+    struct rl_budget_layout layout;
+    struct rl_store *store;
+    struct rl_slot slot;
+    rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+    /* The budget this one replaced: never freed, since another thread may
+     * still be deciding in it, and kept reachable from here. */
+    struct budget *replaced;
+};
+
+/* What this process decided, per kind and stat (RL_STAT_*), for the exit
+ * report; only counted when the report is on. Relaxed adds by any thread,
+ * read once at exit. */
+struct rl_report {
+    bool on;
+    rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
+};
+
+/* The lease settings (lease.c), fixed at init. */
+struct rl_lease_conf {
+    bool on;
+    bool calls, bytes; /* send, send_bytes limited */
+    uint64_t size[RL_KIND_COUNT];
+};
+
+struct rl_gate {
+    const struct rl_config *cfg;
+    const struct rl_rule *rule; /* NULL: no section for this user */
+    bool deny_all;              /* no rule and unknown = deny */
+    bool active;
+    bool charges_sends;
+    struct rl_store_opts store_opts;
+    uint64_t slot_tag, overflow_tag;
+    char label[RL_STORE_LABEL_MAX];
+    char user[RL_IDENTITY_MAX + 16];
+    uint64_t max_bytes;
+    struct rl_lease_conf lease;
+    struct rl_report report;
+
+    /* The budget in use: swapped when the segment goes stale (another
+     * process replaced it); one thread at a time re-opens. */
+    _Atomic(struct budget *) cur;
+    atomic_flag reopening;
+    rl_atomic_u64 reopens;
+};
+
+extern struct rl_gate rl_gate;
+
+/* Add n to counter (kind, stat) of b (NULL: the report only). */
+void rl_gate_count(struct budget *b, int kind, int stat, uint64_t n);
+
+/* Take n off counter (kind, stat), never below zero (a reset may have
+ * zeroed it meanwhile). */
+void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n);
+
+/* Subtract n from *p, stopping at zero; relaxed. */
+void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n);
+
+#endif

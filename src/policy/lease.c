@@ -1,0 +1,439 @@
+/* lease.c — leases (lease.h).
+ *
+ * While a budget is far from binding, a thread takes send tokens a few at
+ * a time from the shared bucket into a lease, then spends them with no
+ * clock read but the coarse one and one uncontended CAS on a cache line
+ * of its own. The lease is a record in the budget's state words
+ * (budget.h): units left and units spent, packed in one word, and the
+ * coarse time of the holder's last call.
+ *
+ * Invariants:
+ * - Leased units are already taken from the bucket: nothing can be
+ *   over-admitted. A lease is taken only while the bucket holds at least
+ *   half its burst, so a limit that binds is decided call by call.
+ * - `allowed` counts units when spent: spent units sit in the record
+ *   until folded into the counters (by the holder when it refills or
+ *   gives the record back, or by whoever takes the record back); `rlshim
+ *   stat` adds what held records have spent.
+ * - A record is changed only by CAS on word 0. Its holder knows the value
+ *   it last wrote; when its CAS fails, the record was taken back (idle, or
+ *   zeroed by `rlshim reset`) and the holder simply forgets it: units left
+ *   went back with it, units spent were counted by the taker.
+ * - Any decision (any thread, any process) takes back records idle for
+ *   RL_LEASE_IDLE_NS of the coarse clock: units left go back within 10 ms
+ *   of the holder's last call, whatever the holder does next (blocks,
+ *   sleeps, is killed).
+ * - A refill first makes the record live and empty, then takes from the
+ *   bucket, then publishes what it took by CAS from that value: a reset or
+ *   a take-back in between makes the CAS fail, and the units go back.
+ *
+ * What this process spent (the exit report) is kept per thread in a
+ * process table (struct holder), folded into the report at the same
+ * moments as the record is folded into the counters. */
+#include "policy/lease.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <string.h>
+#include <time.h>
+
+#include "policy/gate_int.h"
+#include "policy/report.h"
+#include "util/ownerlock.h"
+
+/* Threads of one process that may hold a lease at once; others decide
+ * every call on their own. */
+#define HOLDERS 64
+
+/* A thread's side of its lease. Only its thread writes it (and, at exit,
+ * the exiting thread reads `spent`: relaxed atomics). */
+struct holder {
+    alignas(64) rl_atomic_u64 in_use;   /* claimed by a thread */
+    struct budget *from;                /* NULL: holds no record */
+    rl_atomic_u64 *rec;                 /* the record's words */
+    uint64_t word;                      /* word 0 as last written */
+    uint64_t last;                      /* word 1 as last written */
+    unsigned index;                     /* the record's bit */
+    rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
+};
+
+static struct holder holders[HOLDERS];
+static __thread struct holder *me __attribute__((tls_model("initial-exec")));
+static pthread_key_t key;
+
+static void at_thread_exit(void *arg);
+
+void rl_lease_setup(void)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    struct rl_lease_conf *c = &rl_gate.lease;
+
+    c->on = !rule->dry_run && !rl_gate.cfg->dry_run &&
+            rl_budget_leasable(rule) &&
+            pthread_key_create(&key, at_thread_exit) == 0;
+    c->calls = rule->nlimits[RL_KIND_SEND] != 0;
+    c->bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        uint64_t cap =
+            k == RL_KIND_SEND ? RL_LEASE_MAX_CALLS : RL_LEASE_MAX_BYTES;
+        uint64_t b = rule->limits[k][0].burst;
+        c->size[k] = b / 64 < cap ? b / 64 : cap;
+    }
+}
+
+void rl_lease_atfork_child(void)
+{
+    /* The parent's leases are the parent's: spending them here too would
+     * over-admit, and what its threads spent is its own report's. */
+    memset(holders, 0, sizeof holders);
+    me = NULL;
+}
+
+static uint64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static rl_atomic_u64 *area(struct budget *b)
+{
+    return rl_budget_lease_bitmap(&b->layout, b->slot.words);
+}
+
+static rl_atomic_u64 *record(struct budget *b, unsigned i)
+{
+    return area(b) + RL_LEASE_WORDS * (1 + i);
+}
+
+/* Units left go back to b's buckets, units spent into its counters. */
+static void settle(struct budget *b, const struct rl_lease_units *u)
+{
+    const struct rl_rule *rule = b->rule;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        if (u->left[k] != 0) {
+            struct rl_verdict v = {u->left[k], 0, 0};
+            rl_multi_refund(b->states[k], rule->limits[k], 1, 0, &v,
+                            u->left[k]);
+        }
+        if (u->spent[k] != 0)
+            rl_add_relaxed_u64(&b->slot.counters[k * RL_STORE_STATS_PER_KIND +
+                                                 RL_STAT_ALLOWED],
+                               u->spent[k]);
+    }
+}
+
+/* What this thread spent goes into the report. */
+static void fold_mine(struct holder *h)
+{
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        uint64_t n = rl_load_relaxed_u64(&h->spent[k]);
+        if (n != 0) {
+            rl_store_relaxed_u64(&h->spent[k], 0);
+            rl_report_add(&rl_gate.report, k, RL_STAT_ALLOWED, n);
+        }
+    }
+}
+
+/* The holder's record is gone (taken back, or reset): forget it. */
+static void lost(struct holder *h)
+{
+    fold_mine(h);
+    h->from = NULL;
+}
+
+/* Free record i of b: word 0 was set to 0 by the caller's CAS. */
+static void unclaim(struct budget *b, unsigned i)
+{
+    atomic_fetch_and_explicit(area(b), ~(1ull << i), memory_order_acq_rel);
+}
+
+/* Give the holder's record back: what is left to the bucket, what was
+ * spent to the counters. */
+static void give_back(struct holder *h)
+{
+    struct budget *b = h->from;
+    if (b == NULL)
+        return;
+    uint64_t w = h->word;
+    if (atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, 0, memory_order_acq_rel, memory_order_relaxed)) {
+        struct rl_lease_units u;
+        rl_lease_unpack(h->word, &u);
+        settle(b, &u);
+        unclaim(b, h->index);
+    }
+    lost(h);
+}
+
+static void at_thread_exit(void *arg)
+{
+    struct holder *h = arg;
+    give_back(h);
+    rl_store_release_u64(&h->in_use, 0);
+}
+
+void rl_lease_drop(void)
+{
+    struct holder *h = me;
+    if (h == NULL || h->from == NULL)
+        return;
+    /* Empty the record but keep it: what is left goes back, what was
+     * spent is counted, and the next refill needs no claim. An empty
+     * record left alone is taken back like any idle one. */
+    uint64_t w = h->word;
+    uint64_t nw = w & ~((1ull << RL_LEASE_GEN_SHIFT) - 1);
+    if (w == nw)
+        return;
+    if (!atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
+        lost(h);
+        return;
+    }
+    h->word = nw;
+    struct rl_lease_units u;
+    rl_lease_unpack(w, &u);
+    settle(h->from, &u);
+    fold_mine(h);
+}
+
+void rl_lease_finish(void)
+{
+    if (me != NULL)
+        give_back(me);
+}
+
+/* Could a call of `calls` and `bytes` at `now` use units idle leases
+ * hold? When every bucket it needs holds what it asks and half its burst,
+ * no: leases are still being taken, and the call has what it wants. Then
+ * the scan (loads of other threads' lines) is not worth its cost. */
+static bool short_of(struct budget *b, uint64_t now, uint64_t calls,
+                     uint64_t bytes)
+{
+    const struct rl_rule *rule = b->rule;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        const struct rl_limit *lim = &rule->limits[k][0];
+        uint64_t want = k == RL_KIND_SEND ? calls : bytes;
+        uint64_t avail =
+            rl_algorithm_get(lim->algo)->available(b->states[k][0], lim, now);
+        if (avail < want || avail < lim->burst / 2)
+            return true;
+    }
+    return false;
+}
+
+void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
+                      uint64_t bytes)
+{
+    if (b->layout.lease == 0)
+        return;
+    uint64_t bits = rl_load_relaxed_u64(area(b));
+    if (bits == 0 || !short_of(b, now, calls, bytes))
+        return;
+    uint64_t cnow = coarse_ns();
+    for (unsigned i = 0; i < RL_LEASE_RECORDS; i++) {
+        if (!(bits & (1ull << i)))
+            continue;
+        rl_atomic_u64 *rec = record(b, i);
+        uint64_t w = rl_load_acquire_u64(&rec[0]);
+        if (w == 0 || !rl_lease_idle(rl_load_relaxed_u64(&rec[1]), cnow))
+            continue;
+        if (!atomic_compare_exchange_strong_explicit(
+                &rec[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))
+            continue; /* its holder just spent: not idle */
+        struct rl_lease_units u;
+        rl_lease_unpack(w, &u);
+        settle(b, &u);
+        unclaim(b, i);
+    }
+}
+
+/* A holder entry for the calling thread, or NULL when all are taken. */
+static struct holder *holder(void)
+{
+    if (me != NULL)
+        return me;
+    for (unsigned i = 0; i < HOLDERS; i++) {
+        uint64_t z = 0;
+        if (rl_load_relaxed_u64(&holders[i].in_use) == 0 &&
+            rl_cas_strong_acq_rel_u64(&holders[i].in_use, &z, 1)) {
+            me = &holders[i];
+            me->from = NULL;
+            /* Given back at thread exit. */
+            pthread_setspecific(key, me);
+            return me;
+        }
+    }
+    return NULL;
+}
+
+/* Claim a free record of b for h, live and empty. */
+static bool claim_record(struct holder *h, struct budget *b, uint64_t now)
+{
+    rl_atomic_u64 *bitmap = area(b);
+    uint64_t bits = rl_load_relaxed_u64(bitmap);
+    for (unsigned i = 0; i < RL_LEASE_RECORDS; i++) {
+        if (bits & (1ull << i))
+            continue;
+        if (!rl_cas_strong_acq_rel_u64(bitmap, &bits, bits | (1ull << i))) {
+            i = (unsigned)-1; /* bits reloaded: look again from 0 */
+            continue;
+        }
+        rl_atomic_u64 *rec = record(b, i);
+        uint64_t gen = (rl_load_relaxed_u64(&rec[2]) + 1) & 0xfffu;
+        if (gen == 0)
+            gen = 1;
+        rl_store_relaxed_u64(&rec[2], gen);
+        /* Fresh before live, so no one finds it idle at once. */
+        rl_store_relaxed_u64(&rec[1], now);
+        uint64_t zero = 0, w = gen << RL_LEASE_GEN_SHIFT;
+        if (!rl_cas_strong_acq_rel_u64(&rec[0], &zero, w)) {
+            unclaim(b, i);
+            return false;
+        }
+        h->from = b;
+        h->rec = rec;
+        h->word = w;
+        h->last = now;
+        h->index = i;
+        return true;
+    }
+    return false;
+}
+
+void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
+{
+    const struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_rule *rule = b->rule;
+    struct holder *h = holder();
+    if (h == NULL)
+        return;
+    if (h->from != b)
+        give_back(h);
+    /* A lease that would not cover a few calls like this one is no use. */
+    if (c->bytes && c->size[RL_KIND_SEND_BYTES] / 4 < bytes)
+        return;
+    uint64_t cnow = coarse_ns();
+    if (h->from == NULL && !claim_record(h, b, cnow))
+        return;
+    struct rl_lease_units u;
+    rl_lease_unpack(h->word, &u);
+    uint64_t gen = h->word >> RL_LEASE_GEN_SHIFT;
+    /* Top up each kind from a bucket that holds at least half its burst. */
+    struct rl_lease_units took = {{0}, {0}}, next = u;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+        next.spent[k] = 0;
+        if (rule->nlimits[k] == 0 || u.left[k] >= c->size[k] / 2)
+            continue;
+        const struct rl_limit *lim = &rule->limits[k][0];
+        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+        if (a->available(b->states[k][0], lim, now) < lim->burst / 2)
+            continue;
+        uint64_t n = c->size[k] - u.left[k];
+        struct rl_verdict v = a->take(b->states[k][0], lim, now, n, n, 0);
+        took.left[k] = v.granted;
+        next.left[k] += v.granted;
+    }
+    /* One CAS publishes what was taken and folds what was spent; it fails
+     * when the record was taken back or reset meanwhile, and then what
+     * was taken goes back. */
+    uint64_t w = h->word, nw = rl_lease_pack(gen, &next);
+    if (nw != w) {
+        if (!atomic_compare_exchange_strong_explicit(&h->rec[0], &w, nw,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed)) {
+            settle(b, &took);
+            lost(h);
+            return;
+        }
+        h->word = nw;
+        struct rl_lease_units spent = {{0}, {0}};
+        spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
+        spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
+        settle(b, &spent);
+        fold_mine(h);
+    }
+    if (cnow != h->last) {
+        h->last = cnow;
+        rl_store_relaxed_u64(&h->rec[1], cnow);
+    }
+}
+
+bool rl_lease_take(uint64_t bytes)
+{
+    const struct rl_lease_conf *c = &rl_gate.lease;
+    struct holder *h = me;
+    if (h == NULL || h->from == NULL)
+        return false;
+    uint64_t w = h->word;
+    uint64_t calls = c->calls ? 1 : 0;
+    if (!c->bytes)
+        bytes = 0;
+    if (((w >> RL_LEASE_CL_SHIFT) & RL_LEASE_C_MASK) < calls ||
+        ((w >> RL_LEASE_BL_SHIFT) & RL_LEASE_B_MASK) < bytes)
+        return false;
+    /* Spent never exceeds what was leased since the last fold, so the
+     * fields cannot carry into each other. */
+    uint64_t nw = w - (calls << RL_LEASE_CL_SHIFT) +
+                  (calls << RL_LEASE_CS_SHIFT) - (bytes << RL_LEASE_BL_SHIFT) +
+                  (bytes << RL_LEASE_BS_SHIFT);
+    if (!atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
+        lost(h);
+        return false;
+    }
+    h->word = nw;
+    uint64_t now = coarse_ns();
+    if (now != h->last) {
+        h->last = now;
+        rl_store_relaxed_u64(&h->rec[1], now);
+    }
+    if (calls)
+        rl_store_relaxed_u64(&h->spent[RL_KIND_SEND],
+                             rl_load_relaxed_u64(&h->spent[RL_KIND_SEND]) + 1);
+    if (bytes)
+        rl_store_relaxed_u64(
+            &h->spent[RL_KIND_SEND_BYTES],
+            rl_load_relaxed_u64(&h->spent[RL_KIND_SEND_BYTES]) + bytes);
+    return true;
+}
+
+void rl_lease_refund(uint64_t calls, uint64_t bytes)
+{
+    const struct rl_lease_conf *c = &rl_gate.lease;
+    struct holder *h = me;
+    if (h == NULL || h->from == NULL)
+        return;
+    if (!c->calls)
+        calls = 0;
+    if (!c->bytes)
+        bytes = 0;
+    uint64_t w = h->word;
+    if (((w >> RL_LEASE_CS_SHIFT) & RL_LEASE_C_MASK) < calls ||
+        ((w >> RL_LEASE_BS_SHIFT) & RL_LEASE_B_MASK) < bytes)
+        return;
+    uint64_t nw = w + (calls << RL_LEASE_CL_SHIFT) -
+                  (calls << RL_LEASE_CS_SHIFT) + (bytes << RL_LEASE_BL_SHIFT) -
+                  (bytes << RL_LEASE_BS_SHIFT);
+    if (!atomic_compare_exchange_strong_explicit(
+            &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
+        lost(h);
+        return;
+    }
+    h->word = nw;
+    rl_sub_sat_u64(&h->spent[RL_KIND_SEND], calls);
+    rl_sub_sat_u64(&h->spent[RL_KIND_SEND_BYTES], bytes);
+}
+
+void rl_lease_report(void)
+{
+    for (unsigned i = 0; i < HOLDERS; i++)
+        if (rl_load_relaxed_u64(&holders[i].in_use))
+            fold_mine(&holders[i]);
+}

@@ -1,0 +1,48 @@
+/* lease.h — units a thread takes ahead from a budget and spends with no
+ * clock read but the coarse one (see lease.c for the invariants). */
+#ifndef RL_POLICY_LEASE_H
+#define RL_POLICY_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct budget;
+
+/* At init, once the rule is known: fill rl_gate.lease (on, sizes). */
+void rl_lease_setup(void);
+
+/* One send call of `bytes` out of the calling thread's lease: true when
+ * the lease covered it (and it is spent). */
+bool rl_lease_take(uint64_t bytes);
+
+/* Empty the calling thread's lease (what is left goes back to the budget
+ * it came from, what was spent is counted), keeping its record for the
+ * next refill. */
+void rl_lease_drop(void);
+
+/* Give the calling thread's lease and its record back (process exit). */
+void rl_lease_finish(void);
+
+/* After a send decided on its own that granted `bytes` without a wait:
+ * fill the calling thread's lease again from b when b is far from
+ * binding. */
+void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes);
+
+/* Give back to the thread's lease what a leased send did not use. */
+void rl_lease_refund(uint64_t calls, uint64_t bytes);
+
+/* Before a decision of `calls` and `bytes` at `now` (any thread, any
+ * process): when b's buckets are short of them or under half full, take
+ * back every record idle for RL_LEASE_IDLE_NS: units left go back to the
+ * bucket, units spent into the counters. */
+void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
+                      uint64_t bytes);
+
+/* At exit, before the report: add what every thread of this process
+ * spent from its lease and did not fold yet. */
+void rl_lease_report(void);
+
+/* In the child after fork: the leases are the parent's. */
+void rl_lease_atfork_child(void);
+
+#endif

@@ -1,0 +1,54 @@
+/* report.c — the exit report (report.h). */
+#include "policy/report.h"
+
+#include <unistd.h>
+
+#include "policy/gate_int.h"
+#include "util/log.h"
+
+void rl_report_add(struct rl_report *r, int kind, int stat, uint64_t n)
+{
+    if (r->on && n != 0)
+        rl_add_relaxed_u64(&r->mine[kind][stat], n);
+}
+
+void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n)
+{
+    if (r->on && n != 0)
+        rl_sub_sat_u64(&r->mine[kind][stat], n);
+}
+
+void rl_report_write(void)
+{
+    const struct rl_gate *g = &rl_gate;
+    struct rl_report *r = &rl_gate.report;
+    int pid = (int)getpid();
+
+    if (g->rule == NULL && !g->deny_all) {
+        rl_log_stderr("report: pid %d user %s: no section of %s applies "
+                      "(unknown = allow): nothing was throttled",
+                      pid, g->user, g->cfg->path);
+        return;
+    }
+    const char *sec =
+        g->rule != NULL ? g->rule->section : "none, unknown = deny";
+    uint64_t seen_all = 0;
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (g->rule != NULL ? g->rule->nlimits[k] == 0
+                            : k == RL_KIND_SEND_BYTES)
+            continue;
+        uint64_t a = rl_load_relaxed_u64(&r->mine[k][RL_STAT_ALLOWED]);
+        uint64_t d = rl_load_relaxed_u64(&r->mine[k][RL_STAT_DENIED]);
+        uint64_t w = rl_load_relaxed_u64(&r->mine[k][RL_STAT_DELAYED]);
+        seen_all += a + d;
+        rl_log_stderr("report: pid %d user %s rule [%s]: %s seen %llu, "
+                      "allowed %llu, denied %llu, delayed %llu",
+                      pid, g->user, sec, rl_kind_name(k),
+                      (unsigned long long)(a + d), (unsigned long long)a,
+                      (unsigned long long)d, (unsigned long long)w);
+    }
+    if (seen_all == 0)
+        rl_log_stderr("report: pid %d user %s rule [%s]: no call went to a "
+                      "destination of the rule: nothing was throttled",
+                      pid, g->user, sec);
+}

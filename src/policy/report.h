@@ -1,0 +1,21 @@
+/* report.h — the exit report (`report = yes`): what this process decided,
+ * per limit of its rule, counted by the same decisions that count the
+ * segment's counters, so that it says the same truth as `rlshim stat`. */
+#ifndef RL_POLICY_REPORT_H
+#define RL_POLICY_REPORT_H
+
+#include <stdint.h>
+
+struct rl_report;
+
+/* Add n to this process's (kind, stat) count; nothing when the report is
+ * off. Relaxed: read once, at exit. */
+void rl_report_add(struct rl_report *r, int kind, int stat, uint64_t n);
+
+/* Take n off, never below zero. */
+void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n);
+
+/* Write the report's lines to stderr (rl_gate_finish, when on). */
+void rl_report_write(void);
+
+#endif
