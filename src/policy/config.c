@@ -462,7 +462,6 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
         *target = RL_LOG_SYSLOG;
     } else if (v[0] == '/') {
         free(cfg->log_path);
-    free(cfg->decision_log);
         cfg->log_path = strdup(v);
         if (cfg->log_path == NULL)
             ps->nomem = true;
@@ -1124,6 +1123,7 @@ void rl_config_free(struct rl_config *cfg)
     }
     free(cfg->rules);
     free(cfg->log_path);
+    free(cfg->decision_log);
     free(cfg->path);
     free(cfg);
 }

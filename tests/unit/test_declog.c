@@ -275,7 +275,8 @@ Test(declog, the_config_key_takes_an_absolute_path)
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     FILE *f = fdopen(fd, "w");
-    fputs("[rlshim]\ndecision_log = /var/tmp/x.jsonl\n[default]\n"
+    fputs("[rlshim]\ndecision_log = /var/tmp/x.jsonl\nlog = /var/tmp/l\n"
+          "[default]\n"
           "connect = 1/s\nto = 127.0.0.1\n",
           f);
     fclose(f);
