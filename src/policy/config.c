@@ -481,10 +481,15 @@ static void p_decision_log(struct pstate *ps, const struct key *k,
     char **path = field;
 
     (void)k;
+    if (strcmp(v, "off") == 0) {
+        free(*path);
+        *path = NULL;
+        return;
+    }
     if (v[0] != '/') {
         err(ps, ps->lineno,
-            "bad value '%s' for 'decision_log' in [rlshim] (use an absolute "
-            "path)",
+            "bad value '%s' for 'decision_log' in [rlshim] (use off or an "
+            "absolute path)",
             v);
         return;
     }

@@ -296,6 +296,16 @@ Test(declog, the_config_key_takes_an_absolute_path)
     cr_assert_gt(d.n, 0);
     cr_assert(strstr(d.msgs[0], "decision_log") != NULL, "%s", d.msgs[0]);
     rl_diag_free(&d);
+    f = fopen(path, "w");
+    fputs("[rlshim]\ndecision_log = off\n[default]\n"
+          "connect = 1/s\nto = 127.0.0.1\n",
+          f);
+    fclose(f);
+    d = (struct rl_diag){0};
+    cr_assert_eq(rl_config_load(path, &cfg, &d), 0);
+    cr_assert_null(cfg->decision_log);
+    rl_config_free(cfg);
+    rl_diag_free(&d);
     unlink(path);
 }
 

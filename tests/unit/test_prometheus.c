@@ -44,7 +44,7 @@ static void setup(void)
         .shared = true,
         .dir = dir,
         .uid = (uint32_t)getuid(),
-        .config_hash = cfg->hash,
+        .config_hash = rl_budget_hash(cfg),
         .nslots = 32,
         .arena_words = 1024,
     };
