@@ -9,7 +9,8 @@ bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 
 # The .so exports exactly the hooked libc names, nothing of inih or ours.
 allowed="connect send sendto sendmsg sendmmsg write writev sendfile sendfile64
-close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose"
+close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose
+socket socketpair accept accept4 syscall"
 exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |
     sed 's/@.*//' | sort -u)
 extra=""

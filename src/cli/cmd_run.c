@@ -6,7 +6,9 @@
  * (absolute) and RLSHIM_KEY, and execs PROGRAM. PROGRAM is searched in
  * PATH here, never in "." unless PATH says so. When PROGRAM cannot be
  * interposed (static, Go, setuid/setgid, file capabilities) one warning
- * line says so and it runs anyway. */
+ * line says so (suggesting --seccomp for static and Go programs) and it
+ * runs anyway. With --seccomp, cmd_run_seccomp.c takes over once PROGRAM
+ * is found and the config checked. */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cli/cmd_run_seccomp.h"
 #include "cli/commands.h"
 #include "policy/config.h"
 
@@ -30,7 +33,8 @@
 #define EXIT_CANNOT_EXEC 126
 
 static const char usage[] =
-    "usage: rlshim run [-c FILE] [-k KEY] [--] PROGRAM [ARGS...]\n"
+    "usage: rlshim run [--seccomp] [-c FILE] [-k KEY] [--] PROGRAM "
+    "[ARGS...]\n"
     "\n"
     "Run PROGRAM with librlshim.so preloaded, so that its connects and sends\n"
     "are throttled by the config. Exits with PROGRAM's status; 1 for a bad\n"
@@ -40,6 +44,9 @@ static const char usage[] =
     "  -c, --config FILE  the config (default: $RLSHIM_CONFIG, else\n"
     "                     " RL_SYSCONFDIR "/rlshim.ini)\n"
     "  -k, --key KEY      run as user KEY (sets RLSHIM_KEY)\n"
+    "      --seccomp      for static and Go programs: no preload; this\n"
+    "                     process stays as a seccomp supervisor that\n"
+    "                     decides their connects and addressed datagrams\n"
     "  -h, --help         this text\n"
     "  -V, --version      the version\n";
 
@@ -339,11 +346,13 @@ int rl_cmd_run(int argc, char **argv)
         {"key", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"seccomp", no_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     const char *copt = NULL, *key = NULL;
     char lib[PATH_MAX], prog[PATH_MAX], why[256];
     int c, rc;
+    bool seccomp = false;
 
     while ((c = getopt_long(argc, argv, "+c:k:hV", opts, NULL)) != -1) {
         switch (c) {
@@ -359,6 +368,9 @@ int rl_cmd_run(int argc, char **argv)
         case 'V':
             printf("rlshim %s\n", RL_VERSION);
             return 0;
+        case 'S':
+            seccomp = true;
+            break;
         default:
             fputs(usage, stderr);
             return 2;
@@ -391,6 +403,8 @@ int rl_cmd_run(int argc, char **argv)
         perror("rlshim run: setenv");
         return 1;
     }
+    if (seccomp)
+        return rl_run_seccomp(prog, argv + optind);
     rc = find_library(lib, sizeof lib);
     if (rc < 0) {
         fprintf(stderr,
@@ -408,8 +422,11 @@ int rl_cmd_run(int argc, char **argv)
     if (why[0] != '\0')
         fprintf(stderr,
                 "rlshim: warning: the shim cannot see the calls of %s (%s); "
-                "running it unthrottled\n",
-                argv[optind], why + 2);
+                "running it unthrottled%s\n",
+                argv[optind], why + 2,
+                strstr(why, "static") || strstr(why, "Go")
+                    ? " (rlshim run --seccomp throttles it)"
+                    : "");
 
     execv(prog, argv + optind);
     rc = errno;

@@ -193,9 +193,80 @@ static int show(struct rl_store *s, struct view *v)
     rl_store_each(s, show_slot, v);
     if (v->json)
         fputs(v->rows ? "\n]\n" : "]\n", v->out);
-    if (v->prom)
-        rl_prom_print(v->out);
     fflush(v->out);
+    return 0;
+}
+
+/* --all (store part): every segment of the uid, one table each under a
+ * line naming it (JSON: one object per segment, its rows in "budgets"). */
+struct all {
+    struct view *v;
+    unsigned n;
+    int status;
+};
+
+static int show_segment(uint64_t hash, void *arg)
+{
+    struct all *a = arg;
+    struct rl_store *s = NULL;
+    struct rl_store_desc d;
+    char why[512];
+    int r = rl_store_attach(&s, NULL, (uint32_t)getuid(), hash, why,
+                            sizeof why);
+
+    if (r < 0) {
+        if (r != -ENOENT)
+            fprintf(stderr, "rlshim: %s\n", why);
+        return 0;
+    }
+    rl_store_describe(s, &d);
+    double ago = (double)(rl_clock_now_ns() - d.last_used_ns) / 1e9;
+    if (a->v->json)
+        fprintf(a->v->out,
+                "%s{\"config_hash\": \"%016llx\", \"last_used_s_ago\": "
+                "%.1f, \"longest_period_s\": %.3f, \"budgets\": ",
+                a->n ? ",\n " : "", (unsigned long long)hash, ago,
+                (double)d.max_period_ns / 1e9);
+    else if (!a->v->prom) /* its rows are merged into one exposition */
+        fprintf(a->v->out,
+                "%ssegment rlshim-%u-%016llx: used %.1f s ago, longest "
+                "period %.3f s%s\n",
+                a->n ? "\n" : "", (unsigned)getuid(),
+                (unsigned long long)hash, ago, (double)d.max_period_ns / 1e9,
+                a->v->cfg && rl_budget_hash(a->v->cfg) == hash ? " (this config)"
+                                                         : "");
+    /* Another config's segment: its words are read with no config, never
+     * through this one's layout. */
+    const struct rl_config *cfg = a->v->cfg;
+    if (cfg && rl_budget_hash(cfg) != hash)
+        a->v->cfg = NULL;
+    show(s, a->v);
+    a->v->cfg = cfg;
+    if (a->v->json)
+        fputs("}", a->v->out);
+    rl_store_close(s);
+    a->n++;
+    return 0;
+}
+
+static int show_all(struct view *v)
+{
+    struct all a = {v, 0, 0};
+
+    if (v->json)
+        fputc('[', v->out);
+    int r = rl_store_each_segment(NULL, (uint32_t)getuid(), show_segment, &a);
+    if (v->json)
+        fputs("]\n", v->out);
+    else if (v->prom)
+        rl_prom_print(v->out);
+    else if (a.n == 0 && r == 0)
+        fprintf(stderr, "rlshim: nothing counted yet\n");
+    if (r < 0) {
+        fprintf(stderr, "rlshim: the state dir cannot be read: %s\n",
+                strerror(-r));
+        return 1;
+    }
     return 0;
 }
 
@@ -209,7 +280,8 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: rlshim stat [-c FILE] [--json | --prometheus] [--watch]\n",
+    fputs("usage: rlshim stat [-c FILE] [--json | --prometheus] [--watch] "
+          "[--all]\n",
           f);
 }
 
@@ -240,6 +312,7 @@ int rl_cmd_stat(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"prometheus", no_argument, NULL, 'P'},
         {"watch", no_argument, NULL, 'w'},
+        {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -247,14 +320,17 @@ int rl_cmd_stat(int argc, char **argv)
     struct rl_config *cfg = NULL;
     struct rl_store *s = NULL;
     const char *copt = NULL;
-    bool watch = false;
+    bool watch = false, all = false;
     char why[512];
     int c, r, status = 0;
 
     optind = 1;
     opterr = 0; /* our own message, named after the command */
-    while ((c = getopt_long(argc, argv, ":c:jwh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:jwah", longopts, NULL)) != -1) {
         switch (c) {
+        case 'a':
+            all = true;
+            break;
         case 'c':
             copt = optarg;
             break;
@@ -296,9 +372,22 @@ int rl_cmd_stat(int argc, char **argv)
                 cfg->path ? cfg->path : "the config");
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    if (all || !cfg) {
+        /* Without a config, which segment is meant is unknown: all. */
+        do {
+            if (watch && !v.json)
+                fputs("\033[H\033[2J", stdout);
+            status = show_all(&v);
+            if (watch)
+                sleep(1);
+        } while (watch && !stop && status == 0);
+        goto out;
+    }
     do {
         if (!s) {
-            r = rl_store_attach(&s, NULL, (uint32_t)getuid(), why, sizeof why);
+            r = rl_store_attach(&s, NULL, (uint32_t)getuid(),
+                                cfg ? rl_budget_hash(cfg) : 0, why,
+                                sizeof why);
             if (r == -ENOENT && !watch) {
                 /* Nothing has been counted yet: an empty table. */
                 if (v.json)
@@ -323,6 +412,8 @@ int rl_cmd_stat(int argc, char **argv)
                 fprintf(stderr, "rlshim: the state was made for another "
                                 "config: budgets are not shown\n");
             show(s, &v);
+            if (v.prom)
+                rl_prom_print(stdout);
             /* Replaced meanwhile: follow the new segment. */
             if (rl_store_is_stale(s)) {
                 rl_store_close(s);

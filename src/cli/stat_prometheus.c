@@ -30,6 +30,21 @@ static size_t nrows;
 int rl_prom_add(const char *user, const char *rule, const char *limit,
                 const uint64_t *counters, bool has_avail, uint64_t avail)
 {
+    /* The same labels from another segment (--all: an older config's):
+     * one series, counted together; a series appears once. */
+    for (size_t i = 0; i < nrows; i++) {
+        struct prow *r = &rows[i];
+        if (strcmp(r->user, user) != 0 || strcmp(r->rule, rule) != 0 ||
+            strcmp(r->limit, limit) != 0)
+            continue;
+        for (int k = 0; k < RL_STORE_STATS_PER_KIND; k++)
+            r->c[k] += counters[k];
+        if (has_avail && !r->has_avail) {
+            r->has_avail = true;
+            r->avail = avail;
+        }
+        return 0;
+    }
     struct prow *nr = realloc(rows, (nrows + 1) * sizeof *nr);
     if (nr == NULL)
         return -ENOMEM;

@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Add one row: counters[RL_STAT_*] of one limit. Returns 0 or -ENOMEM. */
+/* Add one row: counters[RL_STAT_*] of one limit (added to a row of the
+ * same labels, if any). Returns 0 or -ENOMEM. */
 int rl_prom_add(const char *user, const char *rule, const char *limit,
                 const uint64_t *counters, bool has_avail, uint64_t avail);
 

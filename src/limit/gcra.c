@@ -212,10 +212,20 @@ static uint64_t gcra_available(rl_word *st, const struct rl_limit *lim,
     return tokens_free(lim, t, tat > t ? tat : t);
 }
 
+/* One word, one store: a CAS of a decision in flight keeps the value of
+ * whichever lands last, either of which is a budget no fuller than full. */
+static int gcra_reset(rl_word *st, const struct rl_limit *lim)
+{
+    (void)lim;
+    atomic_store_explicit(st, 0, memory_order_release);
+    return 0;
+}
+
 const struct rl_algorithm rl_token_bucket = {
     .name = "token_bucket",
     .state_words = gcra_state_words,
     .take = gcra_take,
     .refund = gcra_refund,
     .available = gcra_available,
+    .reset = gcra_reset,
 };

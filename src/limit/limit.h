@@ -31,9 +31,11 @@ enum rl_algo_id {
  * config is refused. */
 #define RL_WINDOW_MAX_COUNT 65536u
 
-/* A window's state: [lock owner, head, job, job stamp] then the ring of N
- * stamps (window.c). */
-#define RL_WINDOW_STATE_WORDS 4u
+/* A window's state: the lock (RL_WINDOW_LOCK_WORDS words, struct
+ * rl_lock_ops), then head, job and job stamp, then the ring of N stamps
+ * (window.c). */
+#define RL_WINDOW_LOCK_WORDS 6u
+#define RL_WINDOW_STATE_WORDS (RL_WINDOW_LOCK_WORDS + 3u)
 
 /* What rl_limit_prepare returns; limit/ cannot include <errno.h>, so these
  * are spelled out: they equal -EINVAL and -ERANGE on Linux (a test checks). */
@@ -98,26 +100,39 @@ struct rl_algorithm {
     /* Units that could be taken at `now` without waiting (for stat). */
     uint64_t (*available)(rl_word *st, const struct rl_limit *lim,
                           uint64_t now);
+
+    /* A full budget again (`rlshim reset`), while other processes may be
+     * deciding on the same words: the token bucket stores 0 in its word;
+     * the window empties its ring under its lock. Returns 0, or -1 when
+     * the lock could not be had (RL_LOCK_BUSY): nothing was changed. */
+    int (*reset)(rl_word *st, const struct rl_limit *lim);
 };
 
 extern const struct rl_algorithm rl_token_bucket;
 extern const struct rl_algorithm rl_sliding_window;
 
-/* The sliding window's lock is one word of its state: 0 when free, else
- * the owner's id, taken by CAS. A waiter spins, then yields, and now and
- * then asks whether the owner still exists; when it does not (the process
- * was killed inside the few stores of an update), the waiter takes the
- * lock over by CAS. The ring stays usable because every store to it is one
- * word. What needs the OS (who am I, is that thread alive, yield) sits
- * behind these ops, so that limit/ stays free of system headers. */
+/* The sliding window's lock: RL_WINDOW_LOCK_WORDS words at the start of
+ * its state, all zero at first, whose meaning belongs to the ops (the
+ * default ones keep a robust process-shared mutex there, util/ownerlock.c:
+ * waiters sleep, and a holder killed anywhere is taken over at once, in
+ * any PID namespace). What needs the OS sits behind these ops, so that
+ * limit/ stays free of system headers. A holder killed half-way through
+ * an update leaves a job record that the next holder finishes
+ * (window.c). */
+enum {
+    RL_LOCK_OK = 0,        /* held */
+    RL_LOCK_RECOVERED = 1, /* held; its previous holder died holding it */
+    RL_LOCK_BUSY = -1,     /* not held: this thread is already inside a
+                              window's lock (a signal handler interrupted
+                              it there), or the holder kept it longer than
+                              RL_LOCK_WAIT_NS (stopped): the caller denies */
+};
+
+#define RL_LOCK_WAIT_NS 1000000000ull /* 1 s */
+
 struct rl_lock_ops {
-    /* Non-zero id of the calling thread, unique on the host while the
-     * thread lives ((pid << 32) | tid). */
-    uint64_t (*self)(void);
-    /* false only when the thread `owner` certainly no longer exists. */
-    bool (*alive)(uint64_t owner);
-    /* Let the owner run (sched_yield). */
-    void (*yield)(void);
+    int (*lock)(rl_word *lk);
+    void (*unlock)(rl_word *lk);
     /* Tests only (NULL otherwise): called with the lock held, between
      * stores of the ring, so a test can park or kill the holder there. */
     void (*in_critical)(rl_word *st);

@@ -1,7 +1,8 @@
 /* window.c — the exact sliding window: at most N units in any W.
  *
  * State (RL_WINDOW_STATE_WORDS + N words, all zero at first):
- *   [W_LOCK]   0, or the id of the thread inside (struct rl_lock_ops);
+ *   [W_LOCK..] RL_WINDOW_LOCK_WORDS words of the lock (struct
+ *              rl_lock_ops: a robust process-shared mutex by default);
  *   [W_HEAD]   index in the ring of the oldest stamp, 0..N-1;
  *   [W_JOB]    0, or the update in progress (see below);
  *   [W_JSTAMP] the stamp that update writes;
@@ -21,13 +22,19 @@
  * an update first writes what it is about to do into W_JSTAMP and W_JOB
  * (which ring slots, which head), then the slots, then the head, then
  * clears W_JOB; all with release stores, in that order. Whoever takes the
- * lock over from a dead holder finds W_JOB set and finishes the update
+ * lock after a dead holder (the kernel releases a robust mutex whose holder
+ * dies, and wakes a waiter) finds W_JOB set and finishes the update
  * (redoing it is harmless: it writes the same values), so the ring is
  * never left half-written or out of order. A take finished this way counts
  * units its caller never used: conservative, never over-admitting. */
 #include "limit/internal.h"
 
-enum { W_LOCK = 0, W_HEAD = 1, W_JOB = 2, W_JSTAMP = 3 };
+enum {
+    W_LOCK = 0,
+    W_HEAD = RL_WINDOW_LOCK_WORDS,
+    W_JOB = RL_WINDOW_LOCK_WORDS + 1,
+    W_JSTAMP = RL_WINDOW_LOCK_WORDS + 2,
+};
 enum { D_N = 0, D_W = 1 };
 
 /* W_JOB: JOB_VALID | kind | count << 32 | head before the update. */
@@ -36,7 +43,8 @@ enum { D_N = 0, D_W = 1 };
 #define JOB_COUNT(j) (((j) >> 32) & 0x3FFFFu)
 #define JOB_HEAD(j) ((j) & 0xFFFFFFFFu)
 
-_Static_assert(RL_WINDOW_STATE_WORDS == 4, "lock, head, job, job stamp");
+_Static_assert(RL_WINDOW_STATE_WORDS == RL_WINDOW_LOCK_WORDS + 3,
+               "lock, head, job, job stamp");
 _Static_assert(RL_WINDOW_MAX_COUNT < 0x3FFFFu, "a count fits in a job");
 
 /* The ops in use: the default needs no set-up (a static initialiser);
@@ -61,13 +69,6 @@ int rl_window_derive(struct rl_limit *lim)
 static uint32_t window_state_words(const struct rl_limit *lim)
 {
     return RL_WINDOW_STATE_WORDS + (uint32_t)lim->count;
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
 }
 
 static uint64_t get(rl_word *w)
@@ -140,56 +141,29 @@ static void run_job(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
     apply(st, n, job, stamp, ops);
 }
 
-/* Spins a little, then yields; every 64 yields asks whether the owner is
- * still alive and takes the lock over from a dead one, finishing its job.
- * Returns our id, or 0 when this thread already holds the lock (a signal
- * handler re-entering a take it interrupted): the caller must not touch
- * the ring then. */
-static uint64_t lock(rl_word *st, uint64_t n, const struct rl_lock_ops *ops)
+/* Take the lock and finish a dead holder's job if it left one. Returns
+ * false when the lock cannot be had (RL_LOCK_BUSY: a signal handler
+ * re-entering a lock its thread is inside of, or a holder stopped for
+ * longer than RL_LOCK_WAIT_NS): the caller must not touch the ring then. */
+static bool lock(rl_word *st, uint64_t n, const struct rl_lock_ops *ops)
 {
-    uint64_t self = ops->self(), cur, job;
-    unsigned tries = 0;
+    uint64_t job;
 
-    for (;;) {
-        cur = 0;
-        /* Acquire pairs with the release in unlock(), so the ring stores
-         * of the previous holder are visible to us. */
-        if (atomic_compare_exchange_weak_explicit(&st[W_LOCK], &cur, self,
-                                                  memory_order_acquire,
-                                                  memory_order_relaxed))
-            break;
-        if (cur == self)
-            return 0;
-        if (cur == 0)
-            continue;
-        if (++tries < 100) {
-            cpu_relax();
-            continue;
-        }
-        ops->yield();
-        if (tries % 64 == 0 && !ops->alive(cur) &&
-            atomic_compare_exchange_strong_explicit(
-                &st[W_LOCK], &cur, self, memory_order_acquire,
-                memory_order_relaxed))
-            break;
-    }
+    if (ops->lock(&st[W_LOCK]) == RL_LOCK_BUSY)
+        return false;
     /* Acquire pairs with the release stores of the job's writer. Set only
-     * when a holder died inside an update (or the state is corrupt). */
+     * when a holder died inside an update (or the state is corrupt): the
+     * lock said RL_LOCK_RECOVERED then, but a job is finished whenever it
+     * is found, which covers a corrupt word too. */
     job = atomic_load_explicit(&st[W_JOB], memory_order_acquire);
     if (job)
         apply(st, n, job, get(&st[W_JSTAMP]), 0);
-    return self;
+    return true;
 }
 
-static void unlock(rl_word *st, uint64_t self)
+static void unlock(rl_word *st, const struct rl_lock_ops *ops)
 {
-    uint64_t cur = self;
-
-    /* Release pairs with the acquire in lock(). A CAS, not a store: should
-     * a waiter have wrongly judged us dead, we leave its lock alone. */
-    atomic_compare_exchange_strong_explicit(&st[W_LOCK], &cur, 0,
-                                            memory_order_release,
-                                            memory_order_relaxed);
+    ops->unlock(&st[W_LOCK]);
 }
 
 /* A stamp that no longer counts at `now`: stamp + W <= now, saturating so
@@ -233,7 +207,7 @@ static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
     const struct rl_lock_ops *ops = ops_now();
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
     struct rl_verdict v = {0, 0, 0};
-    uint64_t self, head, newest, grant, stamp, wait, oldest;
+    uint64_t head, newest, grant, stamp, wait, oldest;
 
     if (min == 0)
         min = 1;
@@ -243,8 +217,7 @@ static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
         v.wait_ns = UINT64_MAX;
         return v;
     }
-    self = lock(st, n, ops);
-    if (self == 0)
+    if (!lock(st, n, ops))
         return v;
     head = head_of(st, n);
     newest = get(&ring[back(head, 1, n)]);
@@ -269,13 +242,13 @@ static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
     if (stamp == 0) /* 0 means unused: a stamp at time 0 is kept as 1 */
         stamp = 1;
     run_job(st, n, JOB_VALID | grant << 32 | head, stamp, ops);
-    unlock(st, self);
+    unlock(st, ops);
     v.granted = grant;
     v.wait_ns = wait;
     v.stamp = stamp;
     return v;
 deny:
-    unlock(st, self);
+    unlock(st, ops);
     v.wait_ns = wait;
     return v;
 }
@@ -295,7 +268,7 @@ static void window_refund(rl_word *st, const struct rl_limit *lim,
     const uint64_t n = lim->derived[D_N];
     const struct rl_lock_ops *ops = ops_now();
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
-    uint64_t self, head, k;
+    uint64_t head, k;
 
     (void)now;
     if (units > verdict->granted)
@@ -304,8 +277,7 @@ static void window_refund(rl_word *st, const struct rl_limit *lim,
         units = n;
     if (units == 0 || verdict->stamp == 0)
         return;
-    self = lock(st, n, ops);
-    if (self == 0)
+    if (!lock(st, n, ops))
         return;
     head = head_of(st, n);
     for (k = 0; k < units; k++)
@@ -313,7 +285,7 @@ static void window_refund(rl_word *st, const struct rl_limit *lim,
             break;
     if (k > 0)
         run_job(st, n, JOB_VALID | JOB_REFUND | k << 32 | head, 0, ops);
-    unlock(st, self);
+    unlock(st, ops);
 }
 
 static uint64_t window_available(rl_word *st, const struct rl_limit *lim,
@@ -321,16 +293,36 @@ static uint64_t window_available(rl_word *st, const struct rl_limit *lim,
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
-    uint64_t self, head, k = 0;
+    const struct rl_lock_ops *ops = ops_now();
+    uint64_t head, k = 0;
 
-    self = lock(st, n, ops_now());
-    if (self == 0)
+    if (!lock(st, n, ops))
         return 0;
     head = head_of(st, n);
     if (expired(get(&ring[head]), now, w))
         k = expired_count(ring, head, n, w, now, 1, n);
-    unlock(st, self);
+    unlock(st, ops);
     return k;
+}
+
+/* Empty the ring under the lock, so that no holder is ever inside a ring
+ * that changes under it: every take after the reset sees an empty window,
+ * every take before it finished in the old one. The lock words are not
+ * touched. */
+static int window_reset(rl_word *st, const struct rl_limit *lim)
+{
+    const uint64_t n = lim->derived[D_N];
+    const struct rl_lock_ops *ops = ops_now();
+    uint64_t i;
+
+    if (!lock(st, n, ops))
+        return -1;
+    for (i = 0; i < n; i++)
+        put(&st[RL_WINDOW_STATE_WORDS + i], 0);
+    put(&st[W_HEAD], 0);
+    put(&st[W_JSTAMP], 0);
+    unlock(st, ops);
+    return 0;
 }
 
 const struct rl_algorithm rl_sliding_window = {
@@ -339,4 +331,5 @@ const struct rl_algorithm rl_sliding_window = {
     .take = window_take,
     .refund = window_refund,
     .available = window_available,
+    .reset = window_reset,
 };

@@ -78,12 +78,13 @@ struct words {
 
 /* The word's index is its value: the enums of config.h count from 0. */
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
-                   RL_UNKNOWN_DENY == 1,
+                   RL_UNKNOWN_DENY == 1 && RL_IO_URING_ALLOW == 1,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
+static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
                                           "ENETUNREACH"};
@@ -96,6 +97,8 @@ static const struct words on_deny_words = {on_deny_names, NULL,
 static const struct words state_words = {state_names, NULL, NELEM(state_names)};
 static const struct words unknown_words = {unknown_names, NULL,
                                            NELEM(unknown_names)};
+static const struct words io_uring_words = {io_uring_names, NULL,
+                                            NELEM(io_uring_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
@@ -152,6 +155,7 @@ static const struct key keys[] = {
     {"decision_log", IN_RLSHIM, p_decision_log, CFG(decision_log)},
     {"dry_run", IN_RLSHIM | IN_RULE, p_bool, CFG(dry_run), RULE(dry_run)},
     {"report", IN_RLSHIM, p_bool, CFG(report)},
+    {"io_uring", IN_RLSHIM, p_word, CFG(io_uring), .words = &io_uring_words},
     {"max_users", IN_RLSHIM, p_max_users, CFG(max_users)},
     {"algorithm", IN_RULE, p_algorithm, RULE(algo)},
     {"connect", IN_RULE, p_rates, .kind = RL_KIND_CONNECT},

@@ -52,6 +52,9 @@ enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
+/* io_uring = deny: under a rule, syscall(SYS_io_uring_setup) answers
+ * ENOSYS (so runtimes fall back to calls the shim sees); allow: untouched. */
+enum rl_io_uring { RL_IO_URING_DENY = 0, RL_IO_URING_ALLOW = 1 };
 enum rl_log_target {
     RL_LOG_OFF = 0,
     RL_LOG_STDERR = 1,
@@ -88,6 +91,7 @@ struct rl_config {
     char *decision_log; /* SPEC §9, NULL: off (RLSHIM_DECISION_LOG wins) */
     bool dry_run;
     bool report;
+    int io_uring;   /* enum rl_io_uring */
     uint32_t max_users;
     struct rl_rule *rules; /* in file order */
     size_t nrules;

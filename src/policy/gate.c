@@ -50,6 +50,19 @@ static int claim(struct rl_store *st, struct budget *b)
     return 0;
 }
 
+/* The longest period of any limit: the store removes a segment unused for
+ * longer (store.h). */
+static uint64_t max_period_ns(const struct rl_config *cfg)
+{
+    uint64_t p = 0;
+    for (size_t i = 0; i < cfg->nrules; i++)
+        for (int k = 0; k < RL_KIND_COUNT; k++)
+            for (unsigned j = 0; j < cfg->rules[i].nlimits[k]; j++)
+                if (cfg->rules[i].limits[k][j].period_ns > p)
+                    p = cfg->rules[i].limits[k][j].period_ns;
+    return p;
+}
+
 static uint64_t arena_words(const struct rl_config *cfg)
 {
     uint64_t words = 0;
@@ -113,6 +126,7 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         .config_hash = rl_budget_hash(c),
         .nslots = c->max_users + (uint32_t)c->nrules,
         .arena_words = arena_words(c),
+        .max_period_ns = max_period_ns(c),
     };
     struct budget *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -165,13 +179,6 @@ bool rl_gate_covers(const void *sa, unsigned salen)
     return fam == AF_INET || fam == AF_INET6;
 }
 
-/* How many times a process follows a replaced segment. Two processes
- * with different configs (an old one still running after an edit) would
- * otherwise replace each other's segment at every decision, resetting
- * both budgets each time; after this many, the process keeps the budgets
- * of the segment it has (no longer shared with newcomers). */
-#define MAX_REOPENS 4
-
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
@@ -181,12 +188,10 @@ static struct budget *budget(void)
     struct rl_gate *g = &rl_gate;
     /* Pairs with the release stores in rl_gate_init and below. */
     struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
-    if (b == NULL || !rl_store_is_stale(b->store) ||
-        rl_load_relaxed_u64(&g->reopens) >= MAX_REOPENS)
+    if (b == NULL || !rl_store_is_stale(b->store))
         return b;
     if (atomic_flag_test_and_set_explicit(&g->reopening, memory_order_acquire))
         return b;
-    rl_add_relaxed_u64(&g->reopens, 1);
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
     if (nb != NULL && rl_store_open(&st, &g->store_opts, NULL, 0) == 0) {

@@ -65,7 +65,6 @@ struct rl_gate {
      * process replaced it); one thread at a time re-opens. */
     _Atomic(struct budget *) cur;
     atomic_flag reopening;
-    rl_atomic_u64 reopens;
 };
 
 extern struct rl_gate rl_gate;

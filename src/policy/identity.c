@@ -89,6 +89,12 @@ static bool login_name(uid_t uid, char *out)
 
 int rl_identity_resolve(struct rl_identity *id, int key_mode)
 {
+    return rl_identity_resolve_login(id, key_mode, true);
+}
+
+int rl_identity_resolve_login(struct rl_identity *id, int key_mode,
+                              bool want_login)
+{
     const char *key = secure_getenv("RLSHIM_KEY");
 
     memset(id, 0, sizeof *id);
@@ -100,7 +106,7 @@ int rl_identity_resolve(struct rl_identity *id, int key_mode)
         id->has_key = id->key[0] != '\0';
     }
     id->uid = (uint32_t)getuid();
-    id->has_login = login_name((uid_t)id->uid, id->login);
+    id->has_login = want_login && login_name((uid_t)id->uid, id->login);
     return 0;
 }
 

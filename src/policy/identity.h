@@ -25,6 +25,12 @@ struct rl_identity {
 /* Fill `id` for this process; key_mode is enum rl_key_mode. Returns 0. */
 int rl_identity_resolve(struct rl_identity *id, int key_mode);
 
+/* The same, with the login looked up only when `want_login` (NSS costs a
+ * process tens of microseconds and files, sockets of its own: skip it when
+ * no section could be named by a login). */
+int rl_identity_resolve_login(struct rl_identity *id, int key_mode,
+                              bool want_login);
+
 /* The user string a [default] budget is keyed by: the key, else the uid in
  * decimal. */
 const char *rl_identity_user(const struct rl_identity *id, char *buf,

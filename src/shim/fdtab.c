@@ -29,8 +29,10 @@ static _Atomic uint32_t *page_make(unsigned fd)
     _Atomic uint32_t *p = page_of(fd);
     if (p != NULL)
         return p;
+    int saved = errno;
     void *m = mmap(NULL, PAGE_SIZE_FDS * sizeof(uint32_t),
                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
     if (m == MAP_FAILED)
         return NULL;
     _Atomic uint32_t *expected = NULL;
@@ -96,4 +98,38 @@ void rl_fdtab_copy(int from, int to)
         rl_fdtab_set(to, m);
     else
         rl_fdtab_clear(to);
+}
+
+void rl_fdtab_drop_with(unsigned last, uint32_t bit)
+{
+    if (last >= RL_FDTAB_MAX)
+        last = RL_FDTAB_MAX - 1;
+    for (unsigned fd = 0; fd <= last; fd++) {
+        _Atomic uint32_t *p = page_of(fd);
+        if (p == NULL) {
+            fd |= PAGE_MASK_FDS; /* skip the page that does not exist */
+            continue;
+        }
+        _Atomic uint32_t *w = &p[fd & PAGE_MASK_FDS];
+        uint32_t m = atomic_load_explicit(w, memory_order_relaxed);
+        /* CAS: a socket() of another thread may have just re-marked the
+         * number; only the provisional mark itself is dropped. */
+        if (m & bit)
+            atomic_compare_exchange_strong_explicit(
+                w, &m, 0, memory_order_relaxed, memory_order_relaxed);
+    }
+}
+
+bool rl_fdtab_cas(int fd, uint32_t *expect, uint32_t mark)
+{
+    if ((unsigned)fd >= RL_FDTAB_MAX)
+        return false;
+    _Atomic uint32_t *p = page_of((unsigned)fd);
+    if (p == NULL) {
+        *expect = 0;
+        return false;
+    }
+    return atomic_compare_exchange_strong_explicit(
+        &p[(unsigned)fd & PAGE_MASK_FDS], expect, mark, memory_order_relaxed,
+        memory_order_relaxed);
 }

@@ -12,6 +12,7 @@
 #define RL_SHIM_FDTAB_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,15 @@
 #define RL_FD_STREAM 0x2u  /* SOCK_STREAM (type known) */
 #define RL_FD_DGRAM 0x4u   /* SOCK_DGRAM or SOCK_SEQPACKET... datagram */
 #define RL_FD_CHARGED 0x8u /* a connect attempt was charged already */
+#define RL_FD_KNOWN                                                            \
+    0x10u /* the shim knows what this fd is: it saw it                         \
+             made (socket, socketpair, accept*) or asked                       \
+             the kernel once; STREAM/DGRAM are then exact                      \
+             (neither: not an inet stream or datagram) */
+#define RL_FD_INHERITED                                                        \
+    0x20u /* a connected inet socket found at start-up                         \
+             (inherited across exec): MATCHED until the                        \
+             first send asks the rule about its peer */
 
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
@@ -47,8 +57,29 @@ static inline uint32_t rl_fdtab_get(int fd)
 }
 
 /* Replace the mark of `fd`. Returns 0, -EBADF for an fd out of range, or
- * -ENOMEM when a page cannot be mapped (the fd then stays unmarked). */
+ * -ENOMEM when a page cannot be mapped (the fd then stays unmarked).
+ * errno is kept either way. */
 int rl_fdtab_set(int fd, uint32_t mark);
+
+/* rl_fdtab_set, inline when the fd's page exists (the common case: a
+ * process's fds are mostly below 16384): one load and one store, for the
+ * socket and connect hooks. */
+static inline int rl_fdtab_put(int fd, uint32_t mark)
+{
+    if ((unsigned)fd < RL_FDTAB_MAX && mark != 0) {
+        /* Pairs with the release CAS that publishes a page (fdtab.c). */
+        _Atomic uint32_t *p = atomic_load_explicit(
+            &rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
+            memory_order_acquire);
+        if (p != NULL) {
+            atomic_store_explicit(
+                &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)], mark,
+                memory_order_relaxed);
+            return 0;
+        }
+    }
+    return rl_fdtab_set(fd, mark);
+}
 
 /* Forget `fd` (cheap when it has no page). */
 void rl_fdtab_clear(int fd);
@@ -59,5 +90,13 @@ void rl_fdtab_clear_range(unsigned first, unsigned last);
 
 /* dup: `to` gets `from`'s mark (or none). */
 void rl_fdtab_copy(int from, int to);
+
+/* Replace fd's mark by `mark` only while it is still *expect (else
+ * *expect is what it is now). For marks that exist (their page does). */
+bool rl_fdtab_cas(int fd, uint32_t *expect, uint32_t mark);
+
+/* Forget the marks that carry `bit` among fds [0, last]: the provisional
+ * marks of inherited sockets, when no rule applies after all. */
+void rl_fdtab_drop_with(unsigned last, uint32_t bit);
 
 #endif

@@ -16,10 +16,21 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/shim.h"
+
+/* A copy of `from`'s mark onto `to` changes something (and is not made by
+ * a vfork child in its parent's memory). */
+static void copy_mark(int from, int to)
+{
+    if ((rl_fdtab_get(from) | rl_fdtab_get(to)) != 0 &&
+        !rl_shim_in_vfork_child())
+        rl_fdtab_copy(from, to);
+}
 
 RL_EXPORT int close(int fd)
 {
-    rl_fdtab_clear(fd);
+    if (rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
+        rl_fdtab_clear(fd);
     return REAL(close)(fd);
 }
 
@@ -28,14 +39,15 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
     /* CLOSE_RANGE_CLOEXEC closes nothing now (only at exec, where a new
      * image starts with an empty table): the marks stay. Invalid ranges
      * close nothing either. */
-    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC) &&
+        !rl_shim_in_vfork_child())
         rl_fdtab_clear_range(first, last);
     return REAL(close_range)(first, last, flags);
 }
 
 RL_EXPORT void closefrom(int lowfd)
 {
-    if (lowfd >= 0)
+    if (lowfd >= 0 && !rl_shim_in_vfork_child())
         rl_fdtab_clear_range((unsigned)lowfd, ~0u);
     REAL(closefrom)(lowfd);
 }
@@ -45,7 +57,7 @@ RL_EXPORT int dup(int fd)
     int r = REAL(dup)(fd);
     if (r >= 0) {
         int saved = errno;
-        rl_fdtab_copy(fd, r);
+        copy_mark(fd, r);
         errno = saved;
     }
     return r;
@@ -56,7 +68,7 @@ RL_EXPORT int dup2(int from, int to)
     int r = REAL(dup2)(from, to);
     if (r >= 0 && from != to) {
         int saved = errno;
-        rl_fdtab_copy(from, to);
+        copy_mark(from, to);
         errno = saved;
     }
     return r;
@@ -67,7 +79,7 @@ RL_EXPORT int dup3(int from, int to, int flags)
     int r = REAL(dup3)(from, to, flags);
     if (r >= 0) {
         int saved = errno;
-        rl_fdtab_copy(from, to);
+        copy_mark(from, to);
         errno = saved;
     }
     return r;
@@ -81,7 +93,7 @@ static int after_fcntl(int fd, int cmd, int r)
 {
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
         int saved = errno;
-        rl_fdtab_copy(fd, r);
+        copy_mark(fd, r);
         errno = saved;
     }
     return r;
@@ -109,7 +121,7 @@ RL_EXPORT int fclose(FILE *fp)
 {
     if (fp != NULL) {
         int fd = fileno(fp);
-        if (fd >= 0)
+        if (fd >= 0 && rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
             rl_fdtab_clear(fd);
     }
     return REAL(fclose)(fp);

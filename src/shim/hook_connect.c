@@ -18,9 +18,10 @@
 
 uint32_t rl_hook_sock_type(int fd, uint32_t mark)
 {
-    uint32_t known = mark & (RL_FD_STREAM | RL_FD_DGRAM);
-    if (known != 0)
-        return known;
+    if (mark & RL_FD_KNOWN)
+        return mark & (RL_FD_STREAM | RL_FD_DGRAM);
+    /* Made where the shim did not see it (inherited, a raw system call):
+     * ask the kernel, once. */
     int type = 0;
     socklen_t l = sizeof type;
     int saved = errno;
@@ -28,11 +29,16 @@ uint32_t rl_hook_sock_type(int fd, uint32_t mark)
         errno = saved;
         return 0;
     }
-    if (type == SOCK_STREAM)
-        return RL_FD_STREAM;
-    if (type == SOCK_DGRAM)
-        return RL_FD_DGRAM;
-    return 0;
+    uint32_t t = type == SOCK_STREAM  ? RL_FD_STREAM
+                 : type == SOCK_DGRAM ? RL_FD_DGRAM
+                                      : 0;
+    uint32_t expect = mark;
+    if (mark != 0)
+        rl_fdtab_cas(fd, &expect, mark | RL_FD_KNOWN | t);
+    else if (rl_shim_may_act())
+        rl_fdtab_set(fd, RL_FD_KNOWN | t);
+    errno = saved;
+    return t;
 }
 
 int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
@@ -44,20 +50,20 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     if (sa->sa_family == AF_UNSPEC) {
         /* Dissolves a datagram association: its sends are free again. */
         if (m & RL_FD_DGRAM)
-            rl_fdtab_set(fd, RL_FD_DGRAM);
+            rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM);
         return RL_HOOK_PASS;
     }
     if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
         return RL_HOOK_PASS;
-    /* Ask the kernel at every connect (not the mark): a number whose
-     * close the shim never saw must not pass for the socket it was. */
-    uint32_t type = rl_hook_sock_type(fd, 0);
+    /* The mark says what the socket is: socket() gave it a fresh one, so
+     * a number whose close the shim never saw carries nothing stale. */
+    uint32_t type = rl_hook_sock_type(fd, m);
     bool covered = rl_gate_covers(sa, len);
     /* MATCHED only when sends are charged at all: with a connect-only
      * quota, sends on the socket stay as cheap as on any other fd. */
     uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM) {
-        rl_fdtab_set(fd, RL_FD_DGRAM | matched);
+        rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
         return RL_HOOK_PASS;
     }
     if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
@@ -65,7 +71,7 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     int act = rl_gate_connect(t, call, fd, sa, len);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
-    rl_fdtab_set(fd, RL_FD_STREAM | matched | RL_FD_CHARGED);
+    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
     return RL_HOOK_GO;
 }
 
@@ -76,7 +82,7 @@ void rl_hook_connect_end(int fd, int r, int err)
         return;
     /* Refused, unreachable, ...: this attempt is over (and was charged);
      * a connect on the same socket again is a new attempt. */
-    rl_fdtab_set(fd, RL_FD_STREAM);
+    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM);
 }
 
 int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
@@ -91,9 +97,20 @@ int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
     return 0;
 }
 
+/* Only inet destinations (and AF_UNSPEC, which ends a datagram
+ * association) concern the shim: an AF_UNIX connect (nscd, dbus, X) goes
+ * straight through, without even setting the shim up. */
+static bool concerns(const struct sockaddr *sa, socklen_t len)
+{
+    if (sa == NULL || len < sizeof(sa_family_t))
+        return false;
+    sa_family_t f = sa->sa_family;
+    return f == AF_INET || f == AF_INET6 || f == AF_UNSPEC;
+}
+
 RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    if (!rl_shim_enter())
+    if (!concerns(sa, len) || !rl_shim_enter())
         return REAL(connect)(fd, sa, len);
     int saved = errno;
     struct rl_gate_ticket t;

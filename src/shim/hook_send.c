@@ -1,5 +1,5 @@
-/* hook_send.c — send, sendto, sendmsg, sendmmsg, and the send halves that
- * hook_write.c shares.
+/* hook_send.c — the one shape of every charged send (rl_send_begin and
+ * rl_send_settle, see hooks.h), and send, sendto, sendmsg, sendmmsg.
  *
  * A send is charged when its fd is marked MATCHED (it connected to a
  * covered destination) or, on a datagram socket, when its explicit
@@ -17,90 +17,25 @@
 #include "shim/real.h"
 #include "shim/shim.h"
 
+static bool inet(const struct sockaddr *sa, socklen_t len)
+{
+    return sa != NULL && len >= sizeof(sa_family_t) &&
+           (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+}
+
 uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len)
 {
-    bool inet = sa != NULL && len >= sizeof(sa_family_t) &&
-                (sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
-    if (inet) {
-        uint32_t type = rl_hook_sock_type(fd, m);
-        if (type == RL_FD_DGRAM) {
-            if (m == 0)
-                /* Remember the type: the next sendto asks no kernel. */
-                rl_fdtab_set(fd, RL_FD_DGRAM);
-            return rl_gate_charges_sends() && rl_gate_covers(sa, len)
-                       ? RL_FD_DGRAM
-                       : 0;
-        }
-        /* A stream socket ignores the address (MSG_FASTOPEN aside, which
-         * the caller handled): its mark decides. */
-    }
+    if (inet(sa, len) && rl_hook_sock_type(fd, m) == RL_FD_DGRAM)
+        return rl_gate_charges_sends() && rl_gate_covers(sa, len) ? RL_FD_DGRAM
+                                                                  : 0;
+    /* A stream socket ignores the address (MSG_FASTOPEN aside, which
+     * rl_send_begin handles): its mark decides. */
+    if (m & RL_FD_INHERITED)
+        return rl_hook_inherited_kind(fd, m);
     if (!(m & RL_FD_MATCHED))
         return 0;
     return m & RL_FD_STREAM ? RL_FD_STREAM : RL_FD_DGRAM;
-}
-
-int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
-                       const struct sockaddr *sa, socklen_t salen, size_t len,
-                       struct rl_gate_ticket *t, size_t *grant)
-{
-    uint64_t want = len, min = len;
-    if (kind == RL_FD_STREAM) {
-        uint64_t cap = rl_gate_max_bytes();
-        if (want > cap)
-            want = cap;
-        min = 1;
-    }
-    int act = rl_gate_send(t, call, fd, sa, salen, 1, 1, want, min);
-    if (act == RL_GATE_FAIL)
-        return RL_HOOK_FAIL;
-    *grant = (size_t)t->bytes;
-    if (*grant > len)
-        *grant = len;
-    return RL_HOOK_GO;
-}
-
-void rl_hook_send_end(struct rl_gate_ticket *t, ssize_t r)
-{
-    if (r >= 0 && (uint64_t)r >= t->bytes)
-        return;
-    int saved = errno;
-    if (rl_shim_enter()) {
-        if (r < 0) {
-            rl_gate_refund(t, RL_KIND_SEND, t->calls);
-            rl_gate_refund(t, RL_KIND_SEND_BYTES, t->bytes);
-        } else {
-            rl_gate_refund(t, RL_KIND_SEND_BYTES, t->bytes - (uint64_t)r);
-        }
-        rl_shim_leave();
-    }
-    errno = saved;
-}
-
-int rl_hook_reentered(uint32_t m, uint64_t calls, size_t len, bool whole,
-                      size_t *grant)
-{
-    *grant = len;
-    /* Not ready: rl_shim_enter() failed for that, not for the guard. */
-    if (!(m & RL_FD_MATCHED) ||
-        !__atomic_load_n(&rl_shim_ready, __ATOMIC_ACQUIRE) || !rl_shim_busy)
-        return RL_HOOK_PASS;
-    uint64_t want = len, min = len;
-    if ((m & RL_FD_STREAM) && !whole) {
-        uint64_t cap = rl_gate_max_bytes();
-        if (want > cap)
-            want = cap;
-        min = 1;
-    }
-    uint64_t g = 0;
-    int err = 0;
-    if (rl_gate_send_reentered(calls, want, min, &g, &err) == RL_GATE_FAIL) {
-        errno = err;
-        return RL_HOOK_FAIL;
-    }
-    if (g < len)
-        *grant = (size_t)g;
-    return RL_HOOK_GO;
 }
 
 size_t rl_hook_iov_len(const struct iovec *iov, size_t n)
@@ -129,323 +64,311 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
     return k;
 }
 
-/* The charged half of send and write (write passes a `real` that drops the
- * flags): spend the thread's lease when it covers the call, else ask the
- * gate. Out of line, so an unmarked fd costs the exported name a load, a
- * test and a tail call. */
-__attribute__((noinline)) ssize_t rl_hook_plain_send(int fd, const void *buf,
-                                                     size_t len, int flags,
-                                                     uint32_t m,
-                                                     const char *call,
-                                                     rl_plain_send_fn real)
+/* The bytes a grant must hold at least, and how many to ask for: a stream
+ * send may be cut short (to the smallest byte burst, at least 1 byte); a
+ * datagram or a whole batch goes whole or not at all. */
+static void byte_range(const struct rl_send *s, bool stream, uint64_t *want,
+                       uint64_t *min)
 {
-    if (!(m & RL_FD_MATCHED))
-        return real(fd, buf, len, flags);
-    if (!rl_shim_enter()) {
-        size_t rg;
-        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL)
-            return -1;
-        return real(fd, buf, rg, flags);
+    *want = s->len;
+    *min = s->len_min != 0 ? s->len_min : s->len;
+    if (stream && s->len_min == 0) {
+        uint64_t cap = rl_gate_max_bytes();
+        if (*want > cap)
+            *want = cap;
+        *min = 1;
     }
-    size_t g = rl_hook_leased(m, len);
-    if (g > 0) {
-        rl_shim_leave();
-        ssize_t r = real(fd, buf, g, flags);
-        if (r < 0 || (size_t)r < g) {
-            int e = errno;
-            if (rl_shim_enter()) {
-                rl_hook_leased_end(g, r);
-                rl_shim_leave();
-            }
-            errno = e;
-        }
-        return r;
-    }
-    int saved = errno;
-    struct rl_gate_ticket t;
-    size_t grant = len;
-    uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act =
-        kind ? rl_hook_send_begin(fd, kind, call, NULL, 0, len, &t, &grant)
-             : RL_HOOK_PASS;
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
-        return -1;
-    ssize_t r = real(fd, buf, grant, flags);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
-    return r;
 }
 
-static ssize_t real_send(int fd, const void *buf, size_t len, int flags)
+/* A signal handler interrupted this thread inside the shim (the guard is
+ * held): decide from the shared limiters, touching nothing the
+ * interrupted frame may be updating; never sleeps. */
+static int decide_in_handler(struct rl_send *s)
 {
-    return REAL(send)(fd, buf, len, flags);
+    s->how = RL_SEND_FREE;
+    if (!(s->mark & RL_FD_MATCHED) || !rl_shim_ready() || !rl_shim_busy)
+        return 0; /* not ready: the guard failed for that, not re-entry */
+    uint64_t want, min, g = 0;
+    byte_range(s, (s->mark & RL_FD_STREAM) != 0, &want, &min);
+    int err = 0;
+    if (rl_gate_send_reentered(s->calls, want, min, &g, &err) == RL_GATE_FAIL) {
+        errno = err;
+        return -1;
+    }
+    s->how = RL_SEND_HANDLER;
+    s->grant_calls = s->calls;
+    if (g < s->len)
+        s->grant = (size_t)g;
+    return 0;
+}
+
+/* MSG_FASTOPEN with an address on a stream socket connects: its connect
+ * is decided first (hook_connect.c). */
+static int fastopen_begin(struct rl_send *s)
+{
+    if (!(s->flags & MSG_FASTOPEN) || s->sa == NULL ||
+        rl_hook_sock_type(s->fd, s->mark) != RL_FD_STREAM)
+        return RL_HOOK_PASS;
+    int act = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call, &s->tc);
+    s->mark = rl_fdtab_get(s->fd);
+    return act;
+}
+
+/* The gate's decision of a send that needs one (the guard is held). */
+static int decide(struct rl_send *s)
+{
+    memset(&s->tc, 0, sizeof s->tc);
+    s->cact = fastopen_begin(s);
+    if (s->cact == RL_HOOK_FAIL) {
+        s->t = s->tc;
+        return RL_HOOK_FAIL;
+    }
+    uint32_t kind = s->kind != 0
+                        ? s->kind
+                        : rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
+    if (kind == 0) {
+        /* Only the connect (if any) was charged: sleep as it says. */
+        s->t = s->tc;
+        s->t.calls = s->t.bytes = 0;
+        return s->cact;
+    }
+    uint64_t want, min;
+    byte_range(s, kind == RL_FD_STREAM, &want, &min);
+    int act = rl_gate_send(&s->t, s->call, s->fd, s->sa, s->salen, s->calls, 1,
+                           want, min) == RL_GATE_FAIL
+                  ? RL_HOOK_FAIL
+                  : RL_HOOK_GO;
+    if (act == RL_HOOK_FAIL) {
+        if (s->cact == RL_HOOK_GO) {
+            /* The denied call leaves nothing behind: its connect goes
+             * back and the socket is unmarked. */
+            rl_gate_refund(&s->tc, RL_KIND_CONNECT, 1);
+            rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
+        }
+        return RL_HOOK_FAIL;
+    }
+    s->how = RL_SEND_GATE;
+    s->grant_calls = s->t.calls;
+    if (s->t.bytes < s->len)
+        s->grant = (size_t)s->t.bytes;
+    if (s->cact == RL_HOOK_GO &&
+        s->tc.now + s->tc.wait_ns > s->t.now + s->t.wait_ns)
+        /* One sleep covers both: until the later reservation. */
+        s->t.wait_ns = s->tc.now + s->tc.wait_ns - s->t.now;
+    return act;
+}
+
+int rl_send_begin(struct rl_send *s)
+{
+    s->how = RL_SEND_FREE;
+    s->cact = RL_HOOK_PASS;
+    s->grant = s->len;
+    s->grant_calls = s->calls;
+    if (!rl_shim_enter())
+        return decide_in_handler(s);
+    int saved = errno;
+    /* The hot path: one unit to the fd's own peer, out of the lease. */
+    if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&
+        (s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) == RL_FD_MATCHED) {
+        size_t g =
+            (size_t)rl_gate_send_leased(s->len, (s->mark & RL_FD_STREAM) != 0);
+        if (g > 0) {
+            rl_shim_leave();
+            s->how = RL_SEND_LEASED;
+            s->grant = g;
+            s->t.calls = 1; /* what settles against the lease */
+            s->t.bytes = g;
+            return 0;
+        }
+    }
+    int act = decide(s);
+    rl_shim_leave();
+    if (act == RL_HOOK_PASS)
+        s->how = RL_SEND_FREE;
+    return rl_hook_apply(act, &s->t, saved);
+}
+
+void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
+{
+    int err = errno;
+    if (s->cact == RL_HOOK_GO)
+        rl_hook_connect_end(s->fd, r < 0 ? -1 : 0, err);
+    /* What was taken (the ticket, or the lease's grant): the hook may have
+     * passed less (a trimmed iovec), and what it did not pass goes back. */
+    uint64_t gc = s->t.calls, gb = s->t.bytes;
+    if (s->how != RL_SEND_LEASED && s->how != RL_SEND_GATE) {
+        errno = err;
+        return;
+    }
+    if (calls > gc)
+        calls = gc;
+    if (bytes > gb)
+        bytes = gb;
+    if ((calls < gc || bytes < gb) && rl_shim_enter()) {
+        if (s->how == RL_SEND_LEASED) {
+            rl_gate_lease_refund(gc - calls, gb - bytes);
+        } else {
+            if (calls < gc)
+                rl_gate_refund(&s->t, RL_KIND_SEND, gc - calls);
+            if (bytes < gb)
+                rl_gate_refund(&s->t, RL_KIND_SEND_BYTES, gb - bytes);
+        }
+        s->t.calls = calls;
+        s->t.bytes = bytes;
+        rl_shim_leave();
+    }
+    errno = err;
 }
 
 RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
     ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && real != NULL, 1))
+    if (__builtin_expect(
+            !(m & RL_FD_MATCHED) && real != NULL && !rl_shim_scan_due(), 1))
         return real(fd, buf, len, flags);
-    return rl_hook_plain_send(fd, buf, len, flags, m, "send", real_send);
-}
-
-/* A MSG_FASTOPEN send with an address on a stream socket connects: charge
- * the connect first. Returns the connect's act; on FAIL the call fails. */
-static int fastopen_begin(int fd, int flags, const struct sockaddr *sa,
-                          socklen_t len, const char *call,
-                          struct rl_gate_ticket *tc)
-{
-    if (!(flags & MSG_FASTOPEN) || sa == NULL)
-        return RL_HOOK_PASS;
-    if (rl_hook_sock_type(fd, rl_fdtab_get(fd)) != RL_FD_STREAM)
-        return RL_HOOK_PASS;
-    return rl_hook_connect_begin(fd, sa, len, call, tc);
-}
-
-/* The sends of sendto/sendmsg after an optional fastopen connect charge:
- * when the send is denied, the connect is given back and unmarked, so the
- * denied call leaves nothing behind. */
-static int send_after_connect(int fd, int cact, struct rl_gate_ticket *tc,
-                              const char *call, const struct sockaddr *sa,
-                              socklen_t salen, size_t len,
-                              struct rl_gate_ticket *t, size_t *grant)
-{
-    uint32_t m = rl_fdtab_get(fd);
-    uint32_t kind = rl_hook_send_kind(fd, m, sa, salen);
-    if (kind == 0) {
-        /* Only the connect (if any) was charged: sleep as it says. */
-        *t = *tc;
-        t->calls = t->bytes = 0;
-        return cact;
-    }
-    int act = rl_hook_send_begin(fd, kind, call, sa, salen, len, t, grant);
-    if (act == RL_HOOK_FAIL && cact == RL_HOOK_GO) {
-        rl_gate_refund(tc, RL_KIND_CONNECT, 1);
-        rl_fdtab_set(fd, RL_FD_STREAM);
-    }
-    if (act == RL_HOOK_GO && cact == RL_HOOK_GO &&
-        tc->now + tc->wait_ns > t->now + t->wait_ns)
-        /* One sleep covers both: until the later reservation. */
-        t->wait_ns = tc->now + tc->wait_ns - t->now;
-    return act;
-}
-
-/* The two decisions of a send that may carry an address and MSG_FASTOPEN
- * (sendto, sendmsg): the connect it makes first (*cact, ticket tc), then
- * the send. Returns the act to apply with *t. */
-static int addressed_send_begin(int fd, int flags, const struct sockaddr *sa,
-                                socklen_t salen, const char *call, size_t len,
-                                struct rl_gate_ticket *t,
-                                struct rl_gate_ticket *tc, int *cact,
-                                size_t *grant)
-{
-    memset(tc, 0, sizeof *tc);
-    *cact = fastopen_begin(fd, flags, sa, salen, call, tc);
-    if (*cact == RL_HOOK_FAIL) {
-        *t = *tc;
-        return RL_HOOK_FAIL;
-    }
-    return send_after_connect(fd, *cact, tc, call, sa, salen, len, t, grant);
-}
-
-/* After the real call returned r: settle the connect and the send.
- * Preserves errno. */
-static void addressed_send_end(int fd, int cact, int act,
-                               struct rl_gate_ticket *t, ssize_t r)
-{
-    int err = errno;
-    if (cact == RL_HOOK_GO)
-        rl_hook_connect_end(fd, r < 0 ? -1 : 0, err);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(t, r);
-    errno = err;
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_MATCHED))
+        return REAL(send)(fd, buf, len, flags);
+    struct rl_send s = rl_send_of(fd, m, "send", len);
+    s.flags = flags;
+    if (rl_send_begin(&s) < 0)
+        return -1;
+    ssize_t r = REAL(send)(fd, buf, s.grant, flags);
+    rl_send_end(&s, r);
+    return r;
 }
 
 RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                          const struct sockaddr *sa, socklen_t salen)
 {
-    uint32_t m = rl_fdtab_get(fd);
-    if (sa == NULL && !(m & RL_FD_MATCHED))
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
+    if (!(m & RL_FD_MATCHED) && !inet(sa, salen))
         return REAL(sendto)(fd, buf, len, flags, sa, salen);
-    if (!rl_shim_enter()) {
-        size_t rg;
-        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL)
-            return -1;
-        return REAL(sendto)(fd, buf, rg, flags, sa, salen);
-    }
-    int saved = errno;
-    struct rl_gate_ticket t, tc;
-    size_t grant = len;
-    int cact;
-    int act = addressed_send_begin(fd, flags, sa, salen, "sendto", len, &t,
-                                   &tc, &cact, &grant);
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
+    struct rl_send s = rl_send_of(fd, m, "sendto", len);
+    s.sa = sa;
+    s.salen = salen;
+    s.flags = flags;
+    if (rl_send_begin(&s) < 0)
         return -1;
-    ssize_t r = REAL(sendto)(fd, buf, grant, flags, sa, salen);
-    addressed_send_end(fd, cact, act, &t, r);
+    ssize_t r = REAL(sendto)(fd, buf, s.grant, flags, sa, salen);
+    rl_send_end(&s, r);
     return r;
-}
-
-/* sendmsg from a handler that interrupted the shim (rl_hook_reentered),
- * a shorter grant sending a trimmed copy of the iovec. */
-static ssize_t reentered_sendmsg(int fd, const struct msghdr *msg, int flags,
-                                 uint32_t m)
-{
-    size_t len = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen), grant;
-    int act = rl_hook_reentered(m, 1, len, false, &grant);
-    if (act == RL_HOOK_FAIL)
-        return -1;
-    if (grant >= len)
-        return REAL(sendmsg)(fd, msg, flags);
-    struct msghdr copy = *msg;
-    struct iovec iov[RL_HOOK_IOV_MAX];
-    copy.msg_iov = iov;
-    copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, grant,
-                                       iov, RL_HOOK_IOV_MAX, &grant);
-    return REAL(sendmsg)(fd, &copy, flags);
 }
 
 RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    uint32_t m = rl_fdtab_get(fd);
-    const struct sockaddr *sa = msg != NULL ? msg->msg_name : NULL;
-    socklen_t salen = msg != NULL ? msg->msg_namelen : 0;
-    if ((sa == NULL && !(m & RL_FD_MATCHED)) || msg == NULL)
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
+    if (msg == NULL ||
+        (!(m & RL_FD_MATCHED) &&
+         !inet(msg->msg_name, msg->msg_name != NULL ? msg->msg_namelen : 0)))
         return REAL(sendmsg)(fd, msg, flags);
-    if (!rl_shim_enter())
-        return reentered_sendmsg(fd, msg, flags, m);
-    int saved = errno;
-    struct rl_gate_ticket t, tc;
-    size_t len = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen);
-    size_t grant = len;
-    int cact;
-    int act = addressed_send_begin(fd, flags, sa, salen, "sendmsg", len, &t,
-                                   &tc, &cact, &grant);
-    /* A stream grant shorter than asked: send a trimmed copy of the
-     * iovec (bounded, on the stack; a longer prefix is cut further and
-     * the rest given back at the end). */
+    struct rl_send s = rl_send_of(
+        fd, m, "sendmsg", rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen));
+    s.sa = msg->msg_name;
+    s.salen = msg->msg_name != NULL ? msg->msg_namelen : 0;
+    s.flags = flags;
+    if (rl_send_begin(&s) < 0)
+        return -1;
+    /* A stream grant shorter than asked: send a trimmed copy of the iovec
+     * (bounded, on the stack; a longer prefix is cut further and the rest
+     * given back by the settlement). */
     struct msghdr copy;
     struct iovec iov[RL_HOOK_IOV_MAX];
     const struct msghdr *use = msg;
-    if (act == RL_HOOK_GO && grant < len) {
+    if (s.grant < s.len) {
         copy = *msg;
         copy.msg_iov = iov;
-        copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, grant,
-                                           iov, RL_HOOK_IOV_MAX, &grant);
+        copy.msg_iovlen =
+            rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, s.grant, iov,
+                             RL_HOOK_IOV_MAX, &s.grant);
         use = &copy;
     }
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
-        return -1;
     ssize_t r = REAL(sendmsg)(fd, use, flags);
-    addressed_send_end(fd, cact, act, &t, r);
+    rl_send_end(&s, r);
     return r;
-}
-
-/* Give back what a ticket granted beyond (calls, bytes); the guard must
- * be held. Leaves the ticket saying what is kept. */
-static void keep_only(struct rl_gate_ticket *t, uint64_t calls, uint64_t bytes)
-{
-    if (t->calls > calls)
-        rl_gate_refund(t, RL_KIND_SEND, t->calls - calls);
-    if (t->bytes > bytes)
-        rl_gate_refund(t, RL_KIND_SEND_BYTES, t->bytes - bytes);
-    t->calls = calls;
-    t->bytes = bytes;
 }
 
 #define MMSG_MAX 1024 /* UIO_MAXIOV: the kernel sends no more per call */
 
+static uint64_t msg_len(const struct mmsghdr *v)
+{
+    return rl_hook_iov_len(v->msg_hdr.msg_iov, v->msg_hdr.msg_iovlen);
+}
+
+/* sendmmsg classifies each message (a batch may mix covered and other
+ * destinations): only the covered ones are charged, and the call sends
+ * the longest prefix whose charged messages the grant covers whole. */
 RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
                        int flags)
 {
-    uint32_t m = rl_fdtab_get(fd);
+    uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (vec == NULL || vlen == 0)
         return REAL(sendmmsg)(fd, vec, vlen, flags);
-    bool named = false;
     unsigned n = vlen < MMSG_MAX ? vlen : MMSG_MAX;
-    if (!(m & RL_FD_MATCHED))
-        for (unsigned i = 0; i < n && !named; i++)
-            named = vec[i].msg_hdr.msg_name != NULL;
+    bool named = false;
+    for (unsigned i = 0; i < n && !named && !(m & RL_FD_MATCHED); i++)
+        named = inet(vec[i].msg_hdr.msg_name, vec[i].msg_hdr.msg_namelen);
     if (!named && !(m & RL_FD_MATCHED))
         return REAL(sendmmsg)(fd, vec, vlen, flags);
-    if (!rl_shim_enter()) {
-        /* From a handler inside the shim: the whole batch, or nothing. */
-        uint64_t all = 0;
-        for (unsigned i = 0; i < n; i++) {
-            size_t sz = rl_hook_iov_len(vec[i].msg_hdr.msg_iov,
-                                        vec[i].msg_hdr.msg_iovlen);
-            all = all + sz < all ? UINT64_MAX : all + sz;
-        }
-        size_t rg;
-        int ract = rl_hook_reentered(m, n, (size_t)all, true, &rg);
-        if (ract == RL_HOOK_FAIL)
-            return -1;
-        return REAL(sendmmsg)(fd, vec, ract == RL_HOOK_GO ? n : vlen, flags);
-    }
-    int saved = errno;
-    /* Which messages are charged, and what they carry. */
+    /* Which messages are charged, and what they carry. Classifying may
+     * need the rule: decided under the guard, like everything else. */
     unsigned char charged[MMSG_MAX];
     uint64_t calls = 0, bytes = 0, first = 0;
+    bool ready = rl_shim_enter();
     for (unsigned i = 0; i < n; i++) {
         const struct msghdr *h = &vec[i].msg_hdr;
-        uint32_t k = rl_hook_send_kind(fd, rl_fdtab_get(fd), h->msg_name,
-                                       h->msg_namelen);
-        charged[i] = k != 0;
+        charged[i] =
+            !ready || rl_hook_send_kind(fd, rl_fdtab_get(fd), h->msg_name,
+                                        h->msg_namelen) != 0;
         if (!charged[i])
             continue;
-        uint64_t sz = rl_hook_iov_len(h->msg_iov, h->msg_iovlen);
+        uint64_t sz = msg_len(&vec[i]);
         if (calls++ == 0)
             first = sz;
-        bytes += sz;
+        bytes = bytes + sz < bytes ? UINT64_MAX : bytes + sz;
     }
-    struct rl_gate_ticket t;
-    int act = RL_HOOK_PASS;
+    if (ready)
+        rl_shim_leave();
+    if (calls == 0)
+        return REAL(sendmmsg)(fd, vec, vlen, flags);
+    struct rl_send s =
+        rl_send_of(fd, rl_fdtab_get(fd), "sendmmsg", (size_t)bytes);
+    s.calls = calls;
+    s.flags = flags;
+    s.len_min = ready ? (size_t)first : (size_t)bytes; /* handler: whole */
+    s.kind = RL_FD_DGRAM;
+    if (rl_send_begin(&s) < 0)
+        return -1;
     unsigned send_n = vlen;
-    if (calls > 0) {
-        act = rl_gate_send(&t, "sendmmsg", fd, NULL, 0, calls, 1, bytes,
-                           first) == RL_GATE_FAIL
-                  ? RL_HOOK_FAIL
-                  : RL_HOOK_GO;
-    }
-    if (act == RL_HOOK_GO) {
+    if (s.how == RL_SEND_GATE) {
         /* The longest prefix of whole messages the grant covers. */
         uint64_t c = 0, b = 0;
         unsigned i;
         for (i = 0; i < n; i++) {
             if (!charged[i])
                 continue;
-            const struct msghdr *h = &vec[i].msg_hdr;
-            uint64_t sz = rl_hook_iov_len(h->msg_iov, h->msg_iovlen);
-            if (c + 1 > t.calls || b + sz > t.bytes)
+            uint64_t sz = msg_len(&vec[i]);
+            if (c + 1 > s.t.calls || b + sz > s.t.bytes)
                 break;
             c++;
             b += sz;
         }
         if (i < n)
             send_n = i;
-        keep_only(&t, c, b);
+        s.grant_calls = c;
+        s.grant = (size_t)b;
+        rl_send_settle(&s, 0, c, b); /* what the prefix leaves out */
     }
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
-        return -1;
     int r = REAL(sendmmsg)(fd, vec, send_n, flags);
-    if (act == RL_HOOK_GO) {
-        int err = errno;
+    if (s.how == RL_SEND_GATE) {
         uint64_t c = 0, b = 0;
         for (int i = 0; i < r && (unsigned)i < n; i++)
             if (charged[i]) {
                 c++;
                 b += vec[i].msg_len;
             }
-        if ((c < t.calls || b < t.bytes) && rl_shim_enter()) {
-            keep_only(&t, c, b);
-            rl_shim_leave();
-        }
-        errno = err;
+        rl_send_settle(&s, r, c, b);
     }
     return r;
 }

@@ -2,7 +2,8 @@
  *
  * These are the hottest names in any program (files, pipes, terminals),
  * so an fd without the MATCHED mark costs one table load and goes
- * straight to libc. */
+ * straight to libc; a marked one takes the one shape of a charged send
+ * (rl_send_begin, hook_send.c). */
 #include <errno.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -16,72 +17,59 @@
 
 /* The charged halves live out of line (noinline), so that the common case
  * in the exported name stays a table load, a test and a tail call into
- * libc, with no registers saved and no stack frame for a ticket. They
+ * libc, with no registers saved and no stack frame for a decision. They
  * also take the rare unmarked call made before the real functions were
- * resolved (REAL resolves them). write shares send's, with the flags
- * dropped. */
-static ssize_t real_write(int fd, const void *buf, size_t len, int flags)
+ * resolved (REAL resolves them). */
+static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
+                                                      size_t len, uint32_t m)
 {
-    (void)flags;
-    return REAL(write)(fd, buf, len);
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_MATCHED))
+        return REAL(write)(fd, buf, len);
+    struct rl_send s = rl_send_of(fd, m, "write", len);
+    if (rl_send_begin(&s) < 0)
+        return -1;
+    ssize_t r = REAL(write)(fd, buf, s.grant);
+    rl_send_end(&s, r);
+    return r;
 }
 
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
         return rl_real.write(fd, buf, len); /* never NULL (real.h) */
-    return rl_hook_plain_send(fd, buf, len, 0, m, "write", real_write);
+    return write_marked(fd, buf, len, m);
 }
 
-static __attribute__((noinline)) ssize_t writev_marked(int fd,
-                                                       const struct iovec *iov,
-                                                       int iovcnt, uint32_t m)
+static __attribute__((noinline)) ssize_t
+writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
 {
+    m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED) || iovcnt <= 0)
         return REAL(writev)(fd, iov, iovcnt);
-    if (!rl_shim_enter()) {
-        /* From a handler inside the shim (rl_hook_reentered). */
-        size_t all = rl_hook_iov_len(iov, (size_t)iovcnt), rg;
-        if (rl_hook_reentered(m, 1, all, false, &rg) == RL_HOOK_FAIL)
-            return -1;
-        if (rg >= all)
-            return REAL(writev)(fd, iov, iovcnt);
-        struct iovec cut[RL_HOOK_IOV_MAX];
-        int k = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, rg, cut,
-                                      RL_HOOK_IOV_MAX, &rg);
-        return REAL(writev)(fd, cut, k);
-    }
-    int saved = errno;
-    struct rl_gate_ticket t;
-    size_t len = rl_hook_iov_len(iov, (size_t)iovcnt);
-    size_t grant = len;
-    uint32_t kind = rl_hook_send_kind(fd, m, NULL, 0);
-    int act =
-        kind ? rl_hook_send_begin(fd, kind, "writev", NULL, 0, len, &t, &grant)
-             : RL_HOOK_PASS;
+    struct rl_send s =
+        rl_send_of(fd, m, "writev", rl_hook_iov_len(iov, (size_t)iovcnt));
+    if (rl_send_begin(&s) < 0)
+        return -1;
     /* A shorter grant: write a trimmed copy of the iovec's prefix. */
     struct iovec trimmed[RL_HOOK_IOV_MAX];
     const struct iovec *use = iov;
     int cnt = iovcnt;
-    if (act == RL_HOOK_GO && grant < len) {
-        cnt = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, grant, trimmed,
-                                    RL_HOOK_IOV_MAX, &grant);
+    if (s.grant < s.len) {
+        cnt = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, s.grant, trimmed,
+                                    RL_HOOK_IOV_MAX, &s.grant);
         use = trimmed;
     }
-    rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
-        return -1;
     ssize_t r = REAL(writev)(fd, use, cnt);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
+    rl_send_end(&s, r);
     return r;
 }
 
 RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
         return rl_real.writev(fd, iov, iovcnt); /* never NULL (real.h) */
     return writev_marked(fd, iov, iovcnt, m);
 }
@@ -103,66 +91,47 @@ static size_t file_left(int in, int64_t off, size_t count)
     return left < count ? (size_t)left : count;
 }
 
-/* Both sendfile names: one decision, then the caller's real function.
- * `off` is the caller's offset, or -1 for the file position. */
-static int sendfile_begin(int out, int in, int64_t off, size_t count,
-                          const char *call, struct rl_gate_ticket *t,
-                          size_t *grant, int *saved)
+/* Both sendfile names: one decision on what the file can carry, then the
+ * caller's real function. `off` is the caller's offset, or -1 for the file
+ * position. */
+static int sendfile_begin(struct rl_send *s, int out, int in, int64_t off,
+                          size_t count, const char *call)
 {
     uint32_t m = rl_fdtab_get(out);
-    if (__builtin_expect(!(m & RL_FD_MATCHED), 1))
-        return RL_HOOK_PASS;
-    if (!rl_shim_enter()) {
-        /* From a handler inside the shim (rl_hook_reentered): nothing to
-         * give back afterwards, so the hook sees PASS with the grant. */
-        size_t len = file_left(in, off, count), rg;
-        if (len == 0)
-            return RL_HOOK_PASS;
-        if (rl_hook_reentered(m, 1, len, false, &rg) == RL_HOOK_FAIL) {
-            t->err = errno;
-            return RL_HOOK_FAIL;
-        }
-        *grant = rg;
-        *saved = errno;
-        return RL_HOOK_PASS;
+    *s = rl_send_of(out, m, call, count);
+    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
+        return 0;
+    s->mark = m = rl_hook_mark_scanned(out, m);
+    if (!(m & RL_FD_MATCHED))
+        return 0;
+    int saved = errno;
+    s->len = file_left(in, off, count);
+    errno = saved;
+    if (s->len == 0) {
+        s->len = count; /* nothing to carry: nothing to charge */
+        return 0;
     }
-    *saved = errno;
-    int act = RL_HOOK_PASS;
-    uint32_t kind = rl_hook_send_kind(out, m, NULL, 0);
-    size_t len = kind ? file_left(in, off, count) : 0;
-    if (len > 0) {
-        act = rl_hook_send_begin(out, kind, call, NULL, 0, len, t, grant);
-    }
-    rl_shim_leave();
-    return act;
+    return rl_send_begin(s);
 }
 
 RL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
-    struct rl_gate_ticket t;
-    size_t grant = count;
-    int saved = errno;
-    int act = sendfile_begin(out, in, off != NULL ? (int64_t)*off : -1, count,
-                             "sendfile", &t, &grant, &saved);
-    if (rl_hook_apply(act, &t, saved) < 0)
+    struct rl_send s;
+    if (sendfile_begin(&s, out, in, off != NULL ? (int64_t)*off : -1, count,
+                       "sendfile") < 0)
         return -1;
-    ssize_t r = REAL(sendfile)(out, in, off, grant);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
+    ssize_t r = REAL(sendfile)(out, in, off, s.grant);
+    rl_send_end(&s, r);
     return r;
 }
 
 RL_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
 {
-    struct rl_gate_ticket t;
-    size_t grant = count;
-    int saved = errno;
-    int act = sendfile_begin(out, in, off != NULL ? (int64_t)*off : -1, count,
-                             "sendfile64", &t, &grant, &saved);
-    if (rl_hook_apply(act, &t, saved) < 0)
+    struct rl_send s;
+    if (sendfile_begin(&s, out, in, off != NULL ? (int64_t)*off : -1, count,
+                       "sendfile64") < 0)
         return -1;
-    ssize_t r = REAL(sendfile64)(out, in, off, grant);
-    if (act == RL_HOOK_GO)
-        rl_hook_send_end(&t, r);
+    ssize_t r = REAL(sendfile64)(out, in, off, s.grant);
+    rl_send_end(&s, r);
     return r;
 }

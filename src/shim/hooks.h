@@ -1,11 +1,13 @@
 /* hooks.h — what the hook files share: the connect decision (also used by
- * MSG_FASTOPEN sends), and the begin/end halves of a charged send.
+ * MSG_FASTOPEN sends), the one shape of a charged send (struct rl_send:
+ * rl_send_begin, then the real call, then rl_send_settle), the marks of new
+ * and inherited sockets.
  *
- * A *_begin runs with the re-entry guard held and returns what the hook
- * does next; the hook releases the guard, sleeps if told, makes the real
- * call, and hands the result to *_end (which takes the guard again for
- * the refund). No quota logic here: only what a call carries and what to
- * trim. */
+ * rl_hook_connect_begin runs with the re-entry guard held and returns what
+ * the hook does next; the hook releases the guard, sleeps if told, makes
+ * the real call, and hands the result to rl_hook_connect_end. rl_send_begin
+ * and rl_send_settle take and release the guard themselves. No quota logic
+ * here: only what a call carries and what to trim. */
 #ifndef RL_SHIM_HOOKS_H
 #define RL_SHIM_HOOKS_H
 
@@ -18,6 +20,7 @@
 
 #include "policy/gate.h"
 #include "shim/fdtab.h"
+#include "shim/shim.h"
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
@@ -27,9 +30,26 @@ enum rl_hook_act {
     RL_HOOK_FAIL = 2, /* denied: errno = t.err, return -1 */
 };
 
-/* Bits RL_FD_STREAM / RL_FD_DGRAM for fd, from its mark or (once) from the
- * kernel. 0 for anything else. */
+/* Bits RL_FD_STREAM / RL_FD_DGRAM for fd, from its mark when KNOWN, else
+ * from the kernel once (the answer is kept in the mark). 0 for anything
+ * else. */
 uint32_t rl_hook_sock_type(int fd, uint32_t mark);
+
+/* The mark of a socket just made with (domain, type): KNOWN, and STREAM or
+ * DGRAM for an inet one. */
+uint32_t rl_hook_new_socket_mark(int domain, int type);
+
+/* At start-up: give the connected inet sockets the process inherited a
+ * provisional mark (inherit.c). */
+void rl_hook_inherited_scan(void);
+
+/* No rule applies after all: forget the provisional marks. */
+void rl_hook_inherited_drop(void);
+
+/* The first send on an inherited socket (mark m has INHERITED; the shim
+ * is ready): ask the rule about its peer, settle its mark, and return
+ * what rl_hook_send_kind would (0: not charged). */
+uint32_t rl_hook_inherited_kind(int fd, uint32_t m);
 
 /* The connect decision for a stream or datagram socket (marks the fd). */
 int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
@@ -38,21 +58,20 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
 /* After the real connect of a charged attempt returned r (errno err). */
 void rl_hook_connect_end(int fd, int r, int err);
 
+/* The mark of fd for a send-like call: m, or, when the look at inherited
+ * sockets is still due, what fd carries after it ran. */
+static inline uint32_t rl_hook_mark_scanned(int fd, uint32_t m)
+{
+    if (!rl_shim_scan_due())
+        return m;
+    rl_shim_scan_now();
+    return rl_fdtab_get(fd);
+}
+
 /* Is a send on fd (mark m) to sa (NULL: its peer) charged? 0 when not,
  * else RL_FD_STREAM or RL_FD_DGRAM. */
 uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len);
-
-/* Decide a send of `len` bytes of that kind; on GO *grant is the length to
- * pass to the real call (stream sends may be cut short). */
-int rl_hook_send_begin(int fd, uint32_t kind, const char *call,
-                       const struct sockaddr *sa, socklen_t salen, size_t len,
-                       struct rl_gate_ticket *t, size_t *grant);
-
-/* After the real call returned r: give back the granted bytes (t->bytes)
- * the kernel did not take (all of them, and the call, when r < 0).
- * Preserves errno. */
-void rl_hook_send_end(struct rl_gate_ticket *t, ssize_t r);
 
 /* Apply the verdict before the real call: sleep if told. Returns -1 with
  * errno set when denied, else 0 with errno restored to `saved`. */
@@ -69,41 +88,83 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
 
 #define RL_HOOK_IOV_MAX 64
 
-/* send(2) or a write(2) that ignores the flags. */
-typedef ssize_t (*rl_plain_send_fn)(int fd, const void *buf, size_t len,
-                                    int flags);
+/* One charged send, whatever its name (send, sendto, sendmsg, sendmmsg,
+ * write, writev, sendfile*): every hook has the same shape,
+ *
+ *     struct rl_send s = rl_send_of(fd, m, "writev", len);
+ *     if (rl_send_begin(&s) < 0)       classify, ask the gate, apply the
+ *         return -1;                   verdict (sleep, or fail)
+ *     r = real(..., s.grant bytes);    the hook trims its own buffers
+ *     rl_send_end(&s, r);              give back what the kernel did not
+ *                                      take
+ *
+ * and rl_send_begin alone knows the three ways a call is decided: from
+ * the thread's lease (no clock, no atomic), by the gate, or, when a signal
+ * handler interrupted this thread inside the shim, straight from the
+ * shared limiters (rl_gate_send_reentered, async-signal-safe). The hook
+ * fills what the call carries; rl_send_begin fills the rest. */
+struct rl_send {
+    /* What the call carries. */
+    int fd;
+    uint32_t mark;
+    const char *call;          /* its name in log lines */
+    const struct sockaddr *sa; /* explicit destination, or NULL */
+    socklen_t salen;
+    int flags;      /* the call's (write*, sendfile*: 0); MSG_FASTOPEN
+                       with sa connects first */
+    size_t len;     /* bytes */
+    uint64_t calls; /* `send` units: 1, or sendmmsg's messages */
+    size_t len_min; /* bytes the grant must hold at least (0:
+                       1 for a stream, all for a datagram) */
+    uint32_t kind;  /* preset by sendmmsg (it classifies each
+                       message); 0: rl_send_begin classifies */
+    /* What was decided. */
+    int how;                  /* RL_SEND_* */
+    size_t grant;             /* bytes to pass to the real call */
+    uint64_t grant_calls;     /* units granted (sendmmsg's prefix) */
+    int cact;                 /* the MSG_FASTOPEN connect's act */
+    struct rl_gate_ticket t;  /* the send's decision */
+    struct rl_gate_ticket tc; /* the MSG_FASTOPEN connect's */
+};
 
-/* The charged half of send and write on an fd with mark m (see
- * hook_send.c); `call` names it in log lines. */
-ssize_t rl_hook_plain_send(int fd, const void *buf, size_t len, int flags,
-                           uint32_t m, const char *call, rl_plain_send_fn real);
+enum {
+    RL_SEND_FREE = 0,    /* not charged: pass as is */
+    RL_SEND_LEASED = 1,  /* from the thread's lease */
+    RL_SEND_GATE = 2,    /* decided by the gate: settle the ticket */
+    RL_SEND_HANDLER = 3, /* decided in a signal handler: nothing to give
+                            back */
+};
 
-/* A send-like call on an fd with mark m, made while this thread is inside
- * the shim (rl_shim_enter() failed): a signal handler interrupted it. When
- * the fd is MATCHED and the shim is ready, the call is charged anyway,
- * straight from the shared limiters (rl_gate_send_reentered), touching
- * nothing the interrupted frame may be updating. RL_HOOK_PASS: not
- * charged, *grant = len; RL_HOOK_GO: pass *grant bytes; RL_HOOK_FAIL:
- * errno is set, return -1. `whole`: all or nothing even on a stream.
- * Async-signal-safe; never sleeps. */
-int rl_hook_reentered(uint32_t m, uint64_t calls, size_t len, bool whole,
-                      size_t *grant);
-
-/* The leased fast path of a send-like call on a MATCHED fd with no
- * address, run with the guard held: how many bytes to pass to the real
- * call, 0 when the call must be decided in full. */
-static inline size_t rl_hook_leased(uint32_t m, size_t len)
+static inline struct rl_send rl_send_of(int fd, uint32_t mark, const char *call,
+                                        size_t len)
 {
-    return (size_t)rl_gate_send_leased(len, (m & RL_FD_STREAM) != 0);
+    return (struct rl_send){
+        .fd = fd,
+        .mark = mark,
+        .call = call,
+        .len = len,
+        .calls = 1,
+        .grant = len,
+        .grant_calls = 1,
+    };
 }
 
-/* After the real call of a leased grant of `grant` bytes returned r: give
- * back what was not sent (errno kept). */
-static inline void rl_hook_leased_end(size_t grant, ssize_t r)
+/* Decide the call and apply the verdict. Returns 0 (s->grant bytes,
+ * s->grant_calls units may go; errno as the caller left it) or -1 with
+ * errno set (denied: nothing happened). */
+int rl_send_begin(struct rl_send *s);
+
+/* After the real call: it took `calls` units and `bytes` bytes (a failed
+ * call: 0, 0); what was granted beyond that goes back (and a MSG_FASTOPEN
+ * connect is settled). Preserves errno. */
+void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes);
+
+/* rl_send_settle for a call of one unit that returned r bytes. */
+static inline void rl_send_end(struct rl_send *s, ssize_t r)
 {
-    if (r >= 0 && (size_t)r >= grant)
-        return;
-    rl_gate_lease_refund(r < 0 ? 1 : 0, r < 0 ? grant : grant - (size_t)r);
+    if (s->how != RL_SEND_FREE || s->cact != 0)
+        rl_send_settle(s, r < 0 ? -1 : 0, r < 0 ? 0 : 1,
+                       r < 0 ? 0 : (uint64_t)r);
 }
 
 #endif

@@ -2,6 +2,7 @@
 #include "shim/real.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -26,84 +27,133 @@ static ssize_t first_writev(int fd, const struct iovec *iov, int n)
 
 struct rl_real rl_real = {.write = first_write, .writev = first_writev};
 
+/* The system call itself, never through libc's syscall(), which this
+ * library wraps (a fallback calling it would come back to our hook). */
+long rl_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
+                    long a6)
+{
+    long r;
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    register long r9 __asm__("r9") = a6;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8),
+                       "r"(r9)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr;
+    register long x0 __asm__("x0") = a1;
+    register long x1 __asm__("x1") = a2;
+    register long x2 __asm__("x2") = a3;
+    register long x3 __asm__("x3") = a4;
+    register long x4 __asm__("x4") = a5;
+    register long x5 __asm__("x5") = a6;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    r = x0;
+#else
+#error "rl_raw_syscall: add this architecture's system call instruction"
+#endif
+    if (r < 0 && r > -4096) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
 /* Fallbacks: the raw system call, for a libc without the name or a chain
  * in which RTLD_NEXT finds only ourselves. */
 static int fb_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    return (int)syscall(SYS_connect, fd, sa, len);
+    return (int)rl_raw_syscall(SYS_connect, (long)fd, (long)(sa), (long)len, 0,
+                               0, 0);
 }
 
 static ssize_t fb_send(int fd, const void *b, size_t n, int fl)
 {
-    return syscall(SYS_sendto, fd, b, n, fl, NULL, 0);
+    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl,
+                          (long)(NULL), (long)0);
 }
 
 static ssize_t fb_sendto(int fd, const void *b, size_t n, int fl,
                          const struct sockaddr *sa, socklen_t len)
 {
-    return syscall(SYS_sendto, fd, b, n, fl, sa, len);
+    return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl,
+                          (long)(sa), (long)len);
 }
 
 static ssize_t fb_sendmsg(int fd, const struct msghdr *m, int fl)
 {
-    return syscall(SYS_sendmsg, fd, m, fl);
+    return rl_raw_syscall(SYS_sendmsg, (long)fd, (long)(m), (long)fl, 0, 0, 0);
 }
 
 static int fb_sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int fl)
 {
-    return (int)syscall(SYS_sendmmsg, fd, v, n, fl);
+    return (int)rl_raw_syscall(SYS_sendmmsg, (long)fd, (long)(v), (long)n,
+                               (long)fl, 0, 0);
 }
 
 static ssize_t fb_write(int fd, const void *b, size_t n)
 {
-    return syscall(SYS_write, fd, b, n);
+    return rl_raw_syscall(SYS_write, (long)fd, (long)(b), (long)n, 0, 0, 0);
 }
 
 static ssize_t fb_writev(int fd, const struct iovec *v, int n)
 {
-    return syscall(SYS_writev, fd, v, n);
+    return rl_raw_syscall(SYS_writev, (long)fd, (long)(v), (long)n, 0, 0, 0);
 }
 
 static ssize_t fb_sendfile(int out, int in, off_t *off, size_t n)
 {
-    return syscall(SYS_sendfile, out, in, off, n);
+    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off),
+                          (long)n, 0, 0);
 }
 
 static ssize_t fb_sendfile64(int out, int in, off64_t *off, size_t n)
 {
-    return syscall(SYS_sendfile, out, in, off, n);
+    return rl_raw_syscall(SYS_sendfile, (long)out, (long)in, (long)(off),
+                          (long)n, 0, 0);
 }
 
 static int fb_close(int fd)
 {
-    return (int)syscall(SYS_close, fd);
+    return (int)rl_raw_syscall(SYS_close, (long)fd, 0, 0, 0, 0, 0);
 }
 
 static int fb_close_range(unsigned int a, unsigned int b, int fl)
 {
-    return (int)syscall(SYS_close_range, a, b, fl);
+    return (int)rl_raw_syscall(SYS_close_range, (long)a, (long)(b), (long)fl, 0,
+                               0, 0);
 }
 
 static void fb_closefrom(int fd)
 {
-    syscall(SYS_close_range, (unsigned)fd, ~0u, 0);
+    rl_raw_syscall(SYS_close_range, (long)((unsigned)fd), (long)(~0u), (long)0,
+                   0, 0, 0);
 }
 
 static int fb_dup(int fd)
 {
-    return (int)syscall(SYS_dup, fd);
+    return (int)rl_raw_syscall(SYS_dup, (long)fd, 0, 0, 0, 0, 0);
 }
 
 static int fb_dup2(int a, int b)
 {
     if (a == b)
-        return (int)syscall(SYS_fcntl, a, F_GETFD) < 0 ? -1 : b;
-    return (int)syscall(SYS_dup3, a, b, 0);
+        return (int)rl_raw_syscall(SYS_fcntl, (long)a, (long)F_GETFD, 0, 0, 0,
+                                   0) < 0
+                   ? -1
+                   : b;
+    return (int)rl_raw_syscall(SYS_dup3, (long)a, (long)(b), (long)0, 0, 0, 0);
 }
 
 static int fb_dup3(int a, int b, int fl)
 {
-    return (int)syscall(SYS_dup3, a, b, fl);
+    return (int)rl_raw_syscall(SYS_dup3, (long)a, (long)(b), (long)fl, 0, 0, 0);
 }
 
 /* Like glibc, the third argument is read as a pointer whatever cmd is:
@@ -114,7 +164,8 @@ static int fb_fcntl(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    return (int)rl_raw_syscall(SYS_fcntl, (long)fd, (long)cmd, (long)arg, 0, 0,
+                               0);
 }
 
 static int fb_fclose(FILE *fp)
@@ -124,6 +175,40 @@ static int fb_fclose(FILE *fp)
 }
 
 #define fb_fcntl64 fb_fcntl
+
+static int fb_socket(int dom, int type, int proto)
+{
+    return (int)rl_raw_syscall(SYS_socket, dom, type, proto, 0, 0, 0);
+}
+
+static int fb_socketpair(int dom, int type, int proto, int sv[2])
+{
+    return (int)rl_raw_syscall(SYS_socketpair, dom, type, proto, (long)sv, 0,
+                               0);
+}
+
+static int fb_accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    return (int)rl_raw_syscall(SYS_accept4, fd, (long)sa, (long)len, 0, 0, 0);
+}
+
+static int fb_accept4(int fd, struct sockaddr *sa, socklen_t *len, int fl)
+{
+    return (int)rl_raw_syscall(SYS_accept4, fd, (long)sa, (long)len, fl, 0, 0);
+}
+
+/* libc always has syscall(); should RTLD_NEXT find only ourselves, the
+ * raw call with six arguments is what it does. */
+static long fb_syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = va_arg(ap, long);
+    va_end(ap);
+    return rl_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
 
 static void *next(const char *name, void *self, void *fallback)
 {
@@ -138,6 +223,8 @@ int connect(int, const struct sockaddr *, socklen_t);
 int fcntl64(int, int, ...);
 void closefrom(int);
 int close_range(unsigned int, unsigned int, int);
+int accept4(int, struct sockaddr *, socklen_t *, int);
+long syscall(long, ...);
 
 #define RESOLVE(name) tmp.name = next(#name, (void *)name, (void *)fb_##name)
 
@@ -167,6 +254,11 @@ void rl_real_resolve(void)
     RESOLVE(fcntl);
     RESOLVE(fcntl64);
     RESOLVE(fclose);
+    RESOLVE(socket);
+    RESOLVE(socketpair);
+    RESOLVE(accept);
+    RESOLVE(accept4);
+    RESOLVE(syscall);
     /* Word-sized stores of the same values by every racer; a reader that
      * sees a non-NULL pointer may use it. */
     void *const *src = (void *const *)&tmp;

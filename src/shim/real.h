@@ -33,12 +33,22 @@ struct rl_real {
     int (*fcntl)(int, int, ...);
     int (*fcntl64)(int, int, ...);
     int (*fclose)(FILE *);
+    int (*socket)(int, int, int);
+    int (*socketpair)(int, int, int, int[2]);
+    int (*accept)(int, struct sockaddr *, socklen_t *);
+    int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+    long (*syscall)(long, ...);
 };
 
 /* Written once by rl_real_resolve (every writer stores the same values),
  * then only read. `write` and `writev` are never NULL: they start as
  * trampolines that resolve first. */
 extern struct rl_real rl_real;
+
+/* The system call `nr` with six arguments, made directly (never through
+ * libc's syscall(), which the shim wraps). -1 with errno on error. */
+long rl_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
+                    long a6);
 
 /* Resolve every pointer; idempotent and cheap after the first call. */
 void rl_real_resolve(void);

@@ -9,11 +9,24 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
-/* Set by the constructor when a config applies to this process; until
- * then (and for ever when there is nothing to enforce) hooks pass through.
- * Written once, before any mark exists. */
-extern bool rl_shim_ready;
+/* Where the shim stands in this process image. The constructor parses
+ * the config (so a broken one says so, or exits under RLSHIM_STRICT=1, at
+ * start-up) and leaves PENDING; the rest of the set-up (identity, segment,
+ * budgets) waits for the first call that could be charged, which runs it
+ * once (rl_shim_start) while every other thread that needs it waits. Only
+ * READY lets hooks act; BOOT (constructor not run yet) and OFF (nothing to
+ * enforce) pass everything through. Written with release stores, read
+ * with acquire loads (pairs in init.c). */
+enum rl_shim_state {
+    RL_SHIM_BOOT = 0,
+    RL_SHIM_OFF = 1,
+    RL_SHIM_PENDING = 2,
+    RL_SHIM_INIT = 3, /* one thread is running the deferred set-up */
+    RL_SHIM_READY = 4,
+};
+extern int rl_shim_state;
 
 /* The thread's re-entry guard: set while the shim does its own work
  * (config, store, log), so that any hooked call made from inside passes
@@ -23,9 +36,63 @@ extern bool rl_shim_ready;
  * first access. */
 extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
+/* The pid this image runs as, set by the constructor and in a fork child.
+ * A vfork child (python's subprocess, for one) runs in its parent's memory
+ * until it execs: its close/dup calls must not change the parent's marks,
+ * so the bookkeeping hooks ask rl_shim_in_vfork_child() before they touch
+ * a mark (one getpid(2), paid only when a mark would change). */
+extern int rl_shim_pid;
+
+static inline bool rl_shim_in_vfork_child(void)
+{
+    return getpid() != __atomic_load_n(&rl_shim_pid, __ATOMIC_RELAXED);
+}
+
+/* The deferred set-up, once: true when the shim is READY after it. Never
+ * waits on itself (a call from inside the shim, or from a signal handler
+ * that interrupted the set-up, passes through), and waits for another
+ * thread's set-up at most a bounded time (a handler that interrupted a
+ * lock holder the set-up needs must not hang), then passes through. */
+bool rl_shim_start(int state);
+
+/* The look at inherited sockets (inherit.c): DUE from start-up (when
+ * there is a config) until the first send-like call on any fd runs it,
+ * RUNNING meanwhile, then DONE. */
+enum { RL_SCAN_DONE = 0, RL_SCAN_DUE = 1, RL_SCAN_RUNNING = 2 };
+extern int rl_shim_scan;
+
+/* Run the scan if it is still due (once; others wait, bounded). */
+void rl_shim_scan_now(void);
+
+/* Is the scan still to run? One load on the hot path of write and send. */
+static inline bool rl_shim_scan_due(void)
+{
+    return __builtin_expect(
+        __atomic_load_n(&rl_shim_scan, __ATOMIC_ACQUIRE) != RL_SCAN_DONE, 0);
+}
+
+/* `[rlshim] io_uring = allow` in the config in use (only asked once the
+ * shim is READY). */
+bool rl_shim_io_uring_allowed(void);
+
+static inline bool rl_shim_ready(void)
+{
+    return __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE) == RL_SHIM_READY;
+}
+
+/* May the shim act in this process at all (not OFF)? Bookkeeping hooks
+ * skip their marks when it may not. */
+static inline bool rl_shim_may_act(void)
+{
+    return __atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) != RL_SHIM_OFF;
+}
+
 static inline bool rl_shim_enter(void)
 {
-    if (!__atomic_load_n(&rl_shim_ready, __ATOMIC_ACQUIRE) || rl_shim_busy)
+    int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(s != RL_SHIM_READY, 0) && !rl_shim_start(s))
+        return false;
+    if (rl_shim_busy)
         return false;
     rl_shim_busy = 1;
     /* Keep the compiler from moving the shim's work above the flag: a

@@ -2,7 +2,14 @@
  * and by every build that carries the same RL_LAYOUT_VERSION.
  *
  * Fixed-width only: uint32_t, uint64_t, 64-bit atomic words and chars; no
- * pointers, no long, no pthread types. Any change to a field, its size or
+ * pointers, no long. One exception, in the arena: a sliding window's first
+ * RL_WINDOW_LOCK_WORDS state words hold a robust process-shared
+ * pthread_mutex_t (util/ownerlock.c), because only the kernel's robust
+ * futex list releases a lock whose holder was killed, at once and in any
+ * PID namespace, while its waiters sleep. Its bytes are glibc's ABI for
+ * process-shared mutexes (the same in every process of one host's libc);
+ * its size is pinned below so that it can never outgrow its words. Any
+ * change to a field, its size or
  * its offset bumps RL_LAYOUT_VERSION; the _Static_asserts below and the unit
  * test `layout` pin them, so a change cannot go unnoticed.
  *
@@ -12,19 +19,24 @@
  *   struct rl_seg_slot[noverflow]        overflow slots, reserved up front
  *   uint64 arena[arena_words]            state words of table slots
  *   uint64 overflow_arena[overflow_words] state words of overflow slots
- * Everything is zero when the file is made (ftruncate of a new file), and
- * zero is what every state word and counter starts at. */
+ * Everything is zero when the file is made (posix_fallocate of a new file:
+ * every page is allocated then, so a full tmpfs is an error at creation,
+ * never a SIGBUS at first touch), and zero is what every state word and
+ * counter starts at. */
 #ifndef RL_STATE_LAYOUT_H
 #define RL_STATE_LAYOUT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "limit/limit.h"
 
 #include "state/store.h"
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 1u
+#define RL_LAYOUT_VERSION 2u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -36,7 +48,14 @@
  *              attached processes poll it with one relaxed load
  *              (rl_store_is_stale) and re-open;
  *   arena_used, overflow_used
- *              bump allocators, atomic fetch-add by any claimer. */
+ *              bump allocators, atomic fetch-add by any claimer;
+ *   last_used  CLOCK_MONOTONIC_COARSE ns of the latest decision, relaxed
+ *              stores by any user at most every RL_STORE_TOUCH_NS, read
+ *              by the creator of another segment to remove this one once
+ *              it has been unused for longer than max_period_ns.
+ * boot_id is /proc/sys/kernel/random/boot_id as 16 bytes: CLOCK_MONOTONIC
+ * readings (the window's stamps, the bucket's time) mean nothing in another
+ * boot, so a segment of another boot is replaced, never trusted. */
 struct rl_seg_header {
     uint64_t magic;          /* RL_LAYOUT_MAGIC */
     uint32_t version;        /* RL_LAYOUT_VERSION */
@@ -53,7 +72,10 @@ struct rl_seg_header {
     rl_atomic_u64 stale;     /* non-zero: replaced, re-open */
     rl_atomic_u64 arena_used;
     rl_atomic_u64 overflow_used;
-    uint64_t reserved[6]; /* zero; room for later fields */
+    uint64_t boot_id[2];     /* the boot it was made in; 0: unknown */
+    uint64_t max_period_ns;  /* the longest period of its budgets */
+    rl_atomic_u64 last_used; /* coarse monotonic ns */
+    uint64_t reserved[2];    /* zero; room for later fields */
 };
 
 #define RL_SEG_HEADER_SIZE 144u
@@ -95,13 +117,21 @@ _Static_assert(offsetof(struct rl_seg_header, arena_words) == 48, "arena");
 _Static_assert(offsetof(struct rl_seg_header, ready) == 64, "ready");
 _Static_assert(offsetof(struct rl_seg_header, stale) == 72, "stale");
 _Static_assert(offsetof(struct rl_seg_header, arena_used) == 80, "used");
-_Static_assert(offsetof(struct rl_seg_header, reserved) == 96, "reserved");
+_Static_assert(offsetof(struct rl_seg_header, boot_id) == 96, "boot id");
+_Static_assert(offsetof(struct rl_seg_header, max_period_ns) == 112, "period");
+_Static_assert(offsetof(struct rl_seg_header, last_used) == 120, "last used");
+_Static_assert(offsetof(struct rl_seg_header, reserved) == 128, "reserved");
 _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");
 _Static_assert(offsetof(struct rl_seg_slot, meta) == 8, "meta");
 _Static_assert(offsetof(struct rl_seg_slot, label) == 16, "label");
 _Static_assert(offsetof(struct rl_seg_slot, counters) == 80, "counters");
+_Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8 &&
+                   _Alignof(pthread_mutex_t) <= 8,
+               "a window's lock words hold a pthread_mutex_t (see the top)");
+_Static_assert(RL_WINDOW_LOCK_WORDS == 6 && RL_WINDOW_STATE_WORDS == 9,
+               "a window's state words are part of the layout version");
 _Static_assert(RL_SEG_HEADER_SIZE % 8 == 0 && RL_SEG_SLOT_SIZE % 8 == 0,
                "every word stays 8-byte aligned");
 

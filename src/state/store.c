@@ -13,7 +13,13 @@
  *
  * Nothing here keeps a file descriptor: each fd is closed once mapped. A
  * process killed while building leaves its temporary file; the next
- * process to make a segment sweeps such files away (sweep_temps). */
+ * process to make a segment sweeps such files away (sweep_temps), and the
+ * uid's segments that no longer carry information with them (sweep_old).
+ *
+ * The file is allocated in full (posix_fallocate) before it is mapped: on
+ * a full tmpfs the creation fails, the temporary file is removed and the
+ * process keeps its budgets in its own memory; a sparse file would map
+ * fine and kill its host with SIGBUS at the first page it touches. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +58,7 @@ struct geometry {
     uint32_t noverflow;
     uint64_t arena_words;
     uint64_t overflow_words;
+    uint64_t max_period_ns;
 };
 
 static void say(char *why, size_t whylen, const char *fmt, const char *path,
@@ -73,9 +80,11 @@ static const char *state_dir(const char *dir)
     return "/dev/shm";
 }
 
-int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid)
+int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
+                  uint64_t config_hash)
 {
-    int n = snprintf(buf, len, "%s/rlshim-%u", state_dir(dir), uid);
+    int n = snprintf(buf, len, "%s/rlshim-%u-%016llx", state_dir(dir), uid,
+                     (unsigned long long)config_hash);
 
     if (n < 0 || (size_t)n >= len)
         return -ENAMETOOLONG;
@@ -99,6 +108,86 @@ static void geometry_from(const struct rl_store_opts *o, struct geometry *g)
     g->overflow_words =
         clamp(o->overflow_words ? o->overflow_words : g->arena_words / 4 + 4096,
               RL_STORE_ARENA_MAX);
+    g->max_period_ns = o->max_period_ns;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* The 32 hex digits of a boot id ("8-4-4-4-12") as two words; false when
+ * the text is not one. */
+static bool parse_boot_id(const char *t, uint64_t out[2])
+{
+    unsigned digits = 0;
+
+    out[0] = out[1] = 0;
+    for (; *t && *t != '\n'; t++) {
+        int v = hexval(*t);
+        if (*t == '-')
+            continue;
+        if (v < 0 || digits == 32)
+            return false;
+        out[digits / 16] = out[digits / 16] << 4 | (uint64_t)v;
+        digits++;
+    }
+    return digits == 32;
+}
+
+void rl_store_boot_id(uint64_t out[2])
+{
+    /* Computed once; racing first readers compute the same words. Word 2
+     * says the other two are set (release, paired with the acquire). */
+    static rl_atomic_u64 cached[3];
+    char buf[64];
+    uint64_t id[2] = {0, 0};
+
+    if (rl_load_acquire_u64(&cached[2])) {
+        out[0] = rl_load_relaxed_u64(&cached[0]);
+        out[1] = rl_load_relaxed_u64(&cached[1]);
+        return;
+    }
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        if (!parse_boot_id(buf, id))
+            id[0] = id[1] = 0;
+    }
+    rl_store_relaxed_u64(&cached[0], id[0]);
+    rl_store_relaxed_u64(&cached[1], id[1]);
+    rl_store_release_u64(&cached[2], 1);
+    out[0] = id[0];
+    out[1] = id[1];
+}
+
+/* Was a segment with this boot id made in another boot? Not when either
+ * side does not know (no /proc): a process without /proc must not replace
+ * the segments of those with it, over and over. */
+static bool other_boot(const uint64_t theirs[2])
+{
+    uint64_t mine[2];
+
+    rl_store_boot_id(mine);
+    if ((mine[0] | mine[1]) == 0 || (theirs[0] | theirs[1]) == 0)
+        return (mine[0] | mine[1]) != 0 && (theirs[0] | theirs[1]) == 0;
+    return mine[0] != theirs[0] || mine[1] != theirs[1];
+}
+
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Point `s` at a mapping whose header has been validated or just built. */
@@ -126,6 +215,7 @@ static void init_header(void *map, uint64_t size, const struct geometry *g,
                         uint64_t hash, uint32_t uid)
 {
     struct rl_seg_header *h = map;
+    uint64_t boot[2];
 
     h->magic = RL_LAYOUT_MAGIC;
     h->version = RL_LAYOUT_VERSION;
@@ -138,6 +228,11 @@ static void init_header(void *map, uint64_t size, const struct geometry *g,
     h->uid = uid;
     h->arena_words = g->arena_words;
     h->overflow_words = g->overflow_words;
+    rl_store_boot_id(boot);
+    h->boot_id[0] = boot[0];
+    h->boot_id[1] = boot[1];
+    h->max_period_ns = g->max_period_ns;
+    rl_store_relaxed_u64(&h->last_used, coarse_now_ns());
     /* Pairs with the acquire load of `ready` in header_ok: every field
      * above is visible to whoever sees READY. */
     rl_store_release_u64(&h->ready, RL_SEG_READY);
@@ -208,8 +303,14 @@ static int build_file(const char *dir, uint32_t uid, const struct geometry *g,
     if (fd < 0)
         return -EEXIST;
     /* The umask may only have removed bits; validation wants exactly 0600. */
-    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)sz) < 0) {
+    if (fchmod(fd, 0600) < 0) {
         r = -errno;
+        goto fail;
+    }
+    /* Every page now, or ENOSPC now: never a SIGBUS later (see the top). */
+    r = posix_fallocate(fd, 0, (off_t)sz);
+    if (r != 0) {
+        r = -r;
         goto fail;
     }
     *map = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -387,13 +488,127 @@ static void sweep_temps(const char *dir, uint32_t uid)
     closedir(d);
 }
 
+/* Is this entry name a segment of `uid` ("rlshim-UID-HASH")? Sets *hash. */
+static bool segment_name(const char *name, uint32_t uid, uint64_t *hash)
+{
+    char prefix[32];
+    int n = snprintf(prefix, sizeof prefix, "rlshim-%u-", uid);
+    uint64_t h = 0;
+    const char *p = name + n;
+    int digits = 0;
+
+    if (strncmp(name, prefix, (size_t)n) != 0)
+        return false;
+    for (; *p; p++, digits++) {
+        int v = hexval(*p);
+        if (v < 0 || (*p >= 'A' && *p <= 'F') || digits == 16)
+            return false;
+        h = h << 4 | (uint64_t)v;
+    }
+    *hash = h;
+    return digits == 16;
+}
+
+int rl_store_each_segment(const char *dir, uint32_t uid,
+                          int (*fn)(uint64_t config_hash, void *arg),
+                          void *arg)
+{
+    DIR *d = opendir(state_dir(dir));
+    struct dirent *e;
+    int r = 0;
+
+    if (!d)
+        return -errno;
+    while (r == 0 && (e = readdir(d))) {
+        uint64_t hash;
+
+        if (segment_name(e->d_name, uid, &hash))
+            r = fn(hash, arg);
+    }
+    closedir(d);
+    return r;
+}
+
+/* Remove the segment at `path` (open as `fd`, header mapped at `h`) if it
+ * is still the file we looked at: mark it stale first, so that a process
+ * still attached to it moves to a new one at its next decision. Under the
+ * same flock as replace(), so a replacement and a removal never cross. */
+static void remove_segment(const char *path, int fd, const struct stat *st,
+                           struct rl_seg_header *h)
+{
+    struct stat now;
+
+    if (flock(fd, LOCK_EX) < 0)
+        return;
+    if (lstat(path, &now) == 0 && now.st_ino == st->st_ino &&
+        now.st_dev == st->st_dev) {
+        /* Pairs with the relaxed load in rl_store_is_stale. */
+        rl_store_release_u64(&h->stale, 1);
+        unlink(path);
+    }
+    flock(fd, LOCK_UN);
+}
+
+struct sweep {
+    const char *dir;
+    uint32_t uid;
+    uint64_t keep_hash; /* the segment being made: never removed here */
+    uint64_t now;
+};
+
+/* One segment of the uid: removed when it was made in another boot, or
+ * has been unused for longer than its longest period (every budget in it
+ * is full again, so it says nothing a new segment would not). */
+static int sweep_one(uint64_t hash, void *arg)
+{
+    struct sweep *w = arg;
+    char path[4096];
+    struct stat st;
+    struct rl_seg_header *h;
+    int fd;
+
+    if (hash == w->keep_hash ||
+        rl_store_path(path, sizeof path, w->dir, w->uid, hash) < 0)
+        return 0;
+    fd = open_checked(path, w->uid, &st, NULL, 0);
+    if (fd < 0)
+        return 0;
+    if ((uint64_t)st.st_size < RL_SEG_HEADER_SIZE) {
+        close(fd);
+        return 0;
+    }
+    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
+    if (h != MAP_FAILED) {
+        if (header_ok(h, (uint64_t)st.st_size)) {
+            uint64_t keep = h->max_period_ns ? h->max_period_ns
+                                             : RL_STORE_KEEP_UNKNOWN_NS;
+            uint64_t last = rl_load_relaxed_u64(&h->last_used);
+
+            keep += RL_STORE_SWEEP_SLACK_NS;
+            if (other_boot(h->boot_id) || (w->now > last && w->now - last > keep))
+                remove_segment(path, fd, &st, h);
+        }
+        munmap(h, RL_SEG_HEADER_SIZE);
+    }
+    close(fd);
+    return 0;
+}
+
+static void sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash)
+{
+    struct sweep w = {dir, uid, keep_hash, coarse_now_ns()};
+
+    rl_store_each_segment(dir, uid, sweep_one, &w);
+}
+
 static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
                        const struct geometry *g, char *why, size_t whylen)
 {
     const char *dir = state_dir(o->dir);
     char path[4096];
     char tmp[4096];
-    int r = rl_store_path(path, sizeof path, o->dir, o->uid);
+    int r = rl_store_path(path, sizeof path, o->dir, o->uid, o->config_hash);
 
     if (r < 0) {
         say(why, whylen, "state dir %s%s: name too long", dir, "");
@@ -410,6 +625,7 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
 
         if (fd == -ENOENT) {
             sweep_temps(dir, o->uid);
+            sweep_old(dir, o->uid, o->config_hash);
             r = build_file(dir, o->uid, g, o->config_hash, tmp, sizeof tmp,
                            &map, &size);
             if (r < 0) {
@@ -435,13 +651,17 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
         r = map_valid(fd, &st, s, &hdr_map);
         old_map = hdr_map;
         old_len = RL_SEG_HEADER_SIZE;
-        if (r == 1 && s->hdr->config_hash == o->config_hash) {
+        if (r == 1 && s->hdr->config_hash == o->config_hash &&
+            !other_boot(s->hdr->boot_id)) {
             close(fd);
+            rl_store_relaxed_u64(&s->hdr->last_used, coarse_now_ns());
             return 0;
         }
         if (r == 1) {
-            /* Valid, but made for another config: replace it, and tell its
-             * users through the mapping we already have. */
+            /* Valid, but made for another config (a file renamed by hand)
+             * or in an earlier boot, whose clock readings mean nothing
+             * now: replace it, and tell its users through the mapping we
+             * already have. */
             old_map = s->hdr;
             old_len = s->map_len;
             r = 0;
@@ -502,7 +722,7 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
 }
 
 int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
-                    char *why, size_t whylen)
+                    uint64_t config_hash, char *why, size_t whylen)
 {
     struct rl_store *s;
     char path[4096];
@@ -514,7 +734,7 @@ int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
     *out = NULL;
     if (why && whylen)
         why[0] = '\0';
-    r = rl_store_path(path, sizeof path, dir, uid);
+    r = rl_store_path(path, sizeof path, dir, uid, config_hash);
     if (r < 0)
         return r;
     fd = open_checked(path, uid, &st, why, whylen);
@@ -531,6 +751,13 @@ int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
     close(fd);
     if (hdr_map)
         munmap(hdr_map, RL_SEG_HEADER_SIZE);
+    if (r == 1 && other_boot(s->hdr->boot_id)) {
+        munmap(s->hdr, s->map_len);
+        free(s);
+        say(why, whylen, "state file %s is %s", path,
+            "from an earlier boot (its next user replaces it)");
+        return -EINVAL;
+    }
     if (r == 1) {
         *out = s;
         return 0;
@@ -559,10 +786,73 @@ bool rl_store_is_shared(const struct rl_store *s)
 
 bool rl_store_is_stale(const struct rl_store *s)
 {
+    struct rl_seg_header *h = s->hdr;
+    uint64_t now = coarse_now_ns();
+
+    /* Relaxed: a statistic of use, read only to judge a segment unused
+     * for far longer than RL_STORE_TOUCH_NS. Read first, so that the
+     * cache line is written once per RL_STORE_TOUCH_NS, not per call. */
+    if (now - rl_load_relaxed_u64(&h->last_used) >= RL_STORE_TOUCH_NS &&
+        now > rl_load_relaxed_u64(&h->last_used))
+        rl_store_relaxed_u64(&h->last_used, now);
     /* Relaxed: a hint checked on every decision. The replacer's release
      * store (replace) is seen soon enough; the re-open that follows does
      * its own acquire of the new segment's `ready`. */
-    return rl_load_relaxed_u64(&s->hdr->stale) != 0;
+    return rl_load_relaxed_u64(&h->stale) != 0;
+}
+
+void rl_store_describe(const struct rl_store *s, struct rl_store_desc *out)
+{
+    out->config_hash = s->hdr->config_hash;
+    out->max_period_ns = s->hdr->max_period_ns;
+    out->last_used_ns = rl_load_relaxed_u64(&s->hdr->last_used);
+    out->shared = s->shared;
+}
+
+int rl_store_renew(struct rl_store *s, const char *dir, uint32_t uid,
+                   char *why, size_t whylen)
+{
+    const struct geometry g = {s->nslots, s->noverflow, s->arena_words,
+                               s->overflow_words, s->hdr->max_period_ns};
+    uint64_t hash = s->hdr->config_hash;
+    char path[4096];
+    struct rl_store fresh;
+    struct rl_seg_header *h;
+    struct stat st;
+    int fd, r;
+
+    if (!s->shared)
+        return -EINVAL;
+    r = rl_store_path(path, sizeof path, dir, uid, hash);
+    if (r < 0)
+        return r;
+    fd = open_checked(path, uid, &st, why, whylen);
+    if (fd < 0) {
+        if (fd == -ENOENT)
+            say(why, whylen, "no state file %s%s", path, "");
+        return fd;
+    }
+    /* The header of the file at the path now (the one we attached to, or
+     * a newer one, renewed again): replace() marks it stale for its
+     * users. */
+    h = mmap(NULL, RL_SEG_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             0);
+    if ((uint64_t)st.st_size < RL_SEG_HEADER_SIZE || h == MAP_FAILED) {
+        if (h != MAP_FAILED)
+            munmap(h, RL_SEG_HEADER_SIZE);
+        h = NULL;
+    }
+    r = replace(state_dir(dir), path, fd, &st, h, &g, hash, uid, &fresh);
+    if (h)
+        munmap(h, RL_SEG_HEADER_SIZE);
+    close(fd);
+    if (r == 1) {
+        munmap(fresh.hdr, fresh.map_len);
+        return 0;
+    }
+    say(why, whylen, "state file %s cannot be renewed: %s", path,
+        r == 0 ? "it is changing" : strerror(-r));
+    return r == 0 ? -EAGAIN : r;
 }
 
 uint64_t rl_store_config_hash(const struct rl_store *s)

@@ -7,18 +7,22 @@
  * carved from an arena on first claim. Limiter algorithms keep their state
  * in those words.
  *
- * Shared mode: one file per uid in /dev/shm (or $RLSHIM_STATE_DIR), mode
- * 0600, created race-free, validated before it is trusted (magic, layout
- * version, size, config hash), replaced when it is ours but wrong, refused
- * when it is foreign. Process mode: the same layout in this process's
- * anonymous memory (shared with forked children, gone at exec). The store
- * keeps no file descriptor open.
+ * Shared mode: one file per uid and config in /dev/shm (or
+ * $RLSHIM_STATE_DIR), named rlshim-UID-HASH after the budget-shaping hash of
+ * the config, so that two configs in use at once keep apart. Mode 0600,
+ * created race-free and allocated in full, validated before it is trusted
+ * (magic, layout version, size, config hash, boot id), replaced when it is
+ * ours but wrong, refused when it is foreign. The creator of a new segment
+ * removes the uid's segments unused for longer than the longest period
+ * they hold (every budget in them has refilled) or made in another boot.
+ * Process mode: the same layout in this process's anonymous memory (shared
+ * with forked children, gone at exec). The store keeps no file descriptor
+ * open.
  *
- * Known limits: processes of one uid running with two different configs
- * replace each other's segment in turn (each judges the other's wrong), so
- * their budgets restart at every swap; a segment deleted by hand is not
- * noticed by processes already attached to it (they keep the orphan, new
- * processes make a new one). */
+ * Known limits: a segment deleted by hand is not noticed by processes
+ * already attached to it (they keep the orphan, new processes make a new
+ * one); a process whose decision is in flight while its segment is swept
+ * as unused spends that one decision in the old segment. */
 #ifndef RL_STATE_STORE_H
 #define RL_STATE_STORE_H
 
@@ -55,7 +59,17 @@ struct rl_store_opts {
      * + 4096. */
     uint32_t noverflow;
     uint64_t overflow_words;
+    /* The longest period of any budget in the segment: unused for longer
+     * than that, it carries no information and may be removed. 0: not
+     * known, kept RL_STORE_KEEP_UNKNOWN_NS. */
+    uint64_t max_period_ns;
 };
+
+#define RL_STORE_KEEP_UNKNOWN_NS (24ull * 3600 * 1000000000ull) /* a day */
+/* last_used is written at most this often, and a segment is removed only
+ * this much after its period has passed (the coarse clock's slack). */
+#define RL_STORE_TOUCH_NS 100000000ull  /* 100 ms */
+#define RL_STORE_SWEEP_SLACK_NS 1000000000ull /* 1 s */
 
 /* Bounds on what opts may ask for; beyond them users overflow. A segment
  * is sparse (tmpfs allocates only the pages touched), so these bound the
@@ -96,8 +110,11 @@ int rl_store_slot(struct rl_store *s, uint64_t tag, const char *label,
                   bool *overflowed);
 
 /* True when the segment this process is attached to has been replaced by
- * another process; one relaxed load, for the hot path. The caller then
- * re-opens and re-claims its slots. */
+ * another process (or removed as unused); one relaxed load, for the hot
+ * path. The caller then re-opens and re-claims its slots. Also records
+ * that the segment is in use (last_used, a coarse clock read and at most
+ * one relaxed store every RL_STORE_TOUCH_NS): the gate calls it once per
+ * decision. */
 bool rl_store_is_stale(const struct rl_store *s);
 
 #define RL_STORE_CLAIM_WAIT_NS 20000000ull /* 20 ms */
@@ -112,9 +129,23 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
 /* What the segment was made for, for `rlshim stat`. */
 uint64_t rl_store_config_hash(const struct rl_store *s);
 
-/* The segment's file name for `uid` in `dir` (NULL: as rl_store_open).
- * Returns 0 or -ENAMETOOLONG. */
-int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid);
+/* The segment's file name for `uid` and `config_hash` in `dir` (NULL: as
+ * rl_store_open). Returns 0 or -ENAMETOOLONG. */
+int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
+                  uint64_t config_hash);
+
+/* The boot id of this boot (/proc/sys/kernel/random/boot_id) as two
+ * words; both 0 when it cannot be read. Read once per process. */
+void rl_store_boot_id(uint64_t out[2]);
+
+/* What `rlshim stat --all` shows of a segment. */
+struct rl_store_desc {
+    uint64_t config_hash;
+    uint64_t max_period_ns;
+    uint64_t last_used_ns; /* coarse CLOCK_MONOTONIC ns; 0: never */
+    bool shared;
+};
+void rl_store_describe(const struct rl_store *s, struct rl_store_desc *out);
 
 /* Read API for `rlshim stat`/`reset`: never disturbs running processes. */
 struct rl_slot_info {
@@ -142,11 +173,26 @@ void rl_store_reset_counters(struct rl_store *s, uint32_t index);
 void rl_store_reset_words(struct rl_store *s, uint32_t index, uint32_t first,
                           uint32_t n);
 
-/* Open an existing segment read-write without creating or replacing it
- * (for the CLI), whatever config it was made for. -ENOENT when there is
- * none, -EPERM when it is foreign, -EINVAL when it is not a valid
- * segment; `why` says which. */
+/* Open the existing segment of `uid` and `config_hash` read-write without
+ * creating or replacing it (for the CLI). -ENOENT when there is none,
+ * -EPERM when it is foreign, -EINVAL when it is not a valid segment of
+ * this layout and boot; `why` says which. */
 int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
-                    char *why, size_t whylen);
+                    uint64_t config_hash, char *why, size_t whylen);
+
+/* Call fn with the config hash of every segment file of `uid` in `dir`
+ * (by name: attach each to know more), in no particular order; stops when
+ * fn returns non-zero and returns that, else 0 (or -errno when the
+ * directory cannot be read). */
+int rl_store_each_segment(const char *dir, uint32_t uid,
+                          int (*fn)(uint64_t config_hash, void *arg),
+                          void *arg);
+
+/* Replace the segment `s` is attached to by a fresh one (every budget
+ * full, every counter zero): its users move over at their next decision
+ * (rl_store_is_stale). For `rlshim reset` when it cannot tell a
+ * segment's layout. Returns 0 or -errno. */
+int rl_store_renew(struct rl_store *s, const char *dir, uint32_t uid,
+                   char *why, size_t whylen);
 
 #endif

@@ -1,84 +1,187 @@
-/* ownerlock.c — rl_ownerlock_ops: the default ops of the window lock. */
+/* ownerlock.c — rl_ownerlock_ops: the window lock as a robust,
+ * process-shared pthread mutex in shared memory (see ownerlock.h).
+ *
+ * The words start zeroed (a new segment, a reset ring). A zeroed
+ * pthread_mutex_t is a valid mutex, but a private, non-robust one; the
+ * attributes live in a few of its bytes (glibc: the `kind` field). So the
+ * image of a mutex made by pthread_mutex_init with our attributes is
+ * computed once per process, and before every lock each word where that
+ * image is not zero is put in place by a CAS from zero: every process
+ * writes the same values, the words that change while the mutex is used
+ * (lock word, owner, robust list links) are zero in the image and never
+ * touched, and no process locks before the attributes are in. No separate
+ * "initialised" flag, so nothing for a killed initialiser to leave half
+ * done.
+ *
+ * Re-entry: a signal handler that decides a send while its thread is
+ * inside a window's lock (waiting, holding, or in glibc's robust-list
+ * bookkeeping) must neither deadlock nor touch that bookkeeping: `inside`
+ * (a thread-local flag set before the mutex call and cleared after the
+ * unlock returns) makes such a lock return RL_LOCK_BUSY, which the window
+ * turns into a denial. */
 #include "util/ownerlock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Written only by its own thread; reset in a fork child, whose only thread
- * has a new tid and a new pid. */
-static __thread uint64_t self_id;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+_Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8,
+               "the mutex fits the window's lock words (layout.h)");
+_Static_assert(_Alignof(pthread_mutex_t) <= 8,
+               "state words are 8-byte aligned");
 
-static void forget_self(void)
+/* Atomic words: racing first callers store the same values. `image_bits`
+ * has bit i set when image[i] is not zero, and READY once `image` is
+ * complete (release, paired with the acquire in image_words). */
+static _Atomic uint64_t image[RL_WINDOW_LOCK_WORDS];
+static atomic_uint image_bits;
+#define READY (1u << 31)
+
+static __thread volatile sig_atomic_t inside
+    __attribute__((tls_model("initial-exec")));
+
+/* pthread_mutex_init on a local mutex only writes memory: safe to redo by
+ * racing first callers, which all compute the same image. */
+static unsigned make_image(void)
 {
-    self_id = 0;
+    union {
+        pthread_mutex_t m;
+        uint64_t w[RL_WINDOW_LOCK_WORDS];
+    } u;
+    pthread_mutexattr_t a;
+    unsigned bits = READY;
+
+    memset(&u, 0, sizeof u);
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_NORMAL);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&u.m, &a);
+    pthread_mutexattr_destroy(&a);
+    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++) {
+        atomic_store_explicit(&image[i], u.w[i], memory_order_relaxed);
+        if (u.w[i])
+            bits |= 1u << i;
+    }
+    atomic_store_explicit(&image_bits, bits, memory_order_release);
+    return bits;
 }
 
-static void install_atfork(void)
+/* Which words of the image are not zero (bits), once it is made. */
+static inline unsigned image_words(void)
 {
-    pthread_atfork(NULL, NULL, forget_self);
+    unsigned bits = atomic_load_explicit(&image_bits, memory_order_acquire);
+
+    return (bits ? bits : make_image()) & ~READY;
 }
 
 uint64_t rl_ownerlock_self(void)
 {
-    if (self_id == 0) {
-        pthread_once(&atfork_once, install_atfork);
-        self_id = ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)gettid();
+    (void)image_words();
+    return ((uint64_t)(uint32_t)getpid() << 32) | (uint32_t)gettid();
+}
+
+/* Put the attributes in (see the top). A word that is neither zero nor
+ * the image was never written by a process of ours there: written over. */
+static inline void ensure_mutex(rl_word *lk)
+{
+    for (unsigned bits = image_words(); bits; bits &= bits - 1) {
+        unsigned i = (unsigned)__builtin_ctz(bits);
+        uint64_t want = atomic_load_explicit(&image[i], memory_order_relaxed);
+        /* Relaxed is enough for the fast path: the CAS (seq_cst) below or
+         * an earlier one orders the words before glibc reads them;
+         * glibc's own lock CAS orders the rest. */
+        uint64_t cur = atomic_load_explicit(&lk[i], memory_order_relaxed);
+
+        if (cur == want)
+            continue;
+        if (!atomic_compare_exchange_strong(&lk[i], &cur, want) && cur != want)
+            atomic_store(&lk[i], want);
     }
-    return self_id;
 }
 
-/* A killed process that its parent has not reaped yet is a zombie: its
- * main thread still answers tgkill, yet it will never release a lock, and
- * a parent that never calls wait() would wedge the window for good. The
- * state letter follows the last ')' of /proc/PID/task/TID/stat (the
- * command name before it may hold anything). Without /proc, tgkill's word
- * stands. Slow path only: asked after a holder has kept the lock ~1 ms. */
-static bool is_zombie(pid_t pid, pid_t tid)
+#define SPINS 100
+#define YIELDS 64
+
+static void cpu_relax(void)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
 }
 
-bool rl_ownerlock_alive(uint64_t owner)
+static void deadline(struct timespec *ts)
 {
-    int saved = errno;
-    pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(uint32_t)owner;
-    bool alive = true;
-
-    if (syscall(SYS_tgkill, pid, tid, 0) == -1 && errno == ESRCH)
-        alive = false;
-    else if (is_zombie(pid, tid))
-        alive = false;
-    errno = saved;
-    return alive;
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)(RL_LOCK_WAIT_NS / 1000000000ull);
+    ts->tv_nsec += (long)(RL_LOCK_WAIT_NS % 1000000000ull);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
 }
 
-static void yield_cpu(void)
+int rl_ownerlock_lock(rl_word *lk)
 {
-    sched_yield();
+    pthread_mutex_t *m = (pthread_mutex_t *)(void *)lk;
+    struct timespec ts;
+    int r;
+
+    if (inside)
+        return RL_LOCK_BUSY;
+    inside = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    ensure_mutex(lk);
+    r = pthread_mutex_trylock(m);
+    /* A holder is inside for well under a microsecond: look at the lock
+     * word a little before sleeping in the kernel (glibc keeps the
+     * holder's tid in the mutex's first int; only a hint, trylock
+     * decides). A stopped or dead holder costs these few loads. */
+    for (unsigned spin = 0; r == EBUSY && spin < SPINS + YIELDS; spin++) {
+        if ((uint32_t)atomic_load_explicit(&lk[0], memory_order_relaxed) == 0)
+            r = pthread_mutex_trylock(m);
+        else if (spin < SPINS)
+            cpu_relax();
+        else
+            sched_yield(); /* a holder preempted on a busy machine */
+    }
+    if (r == EBUSY) {
+        deadline(&ts);
+        r = pthread_mutex_timedlock(m, &ts);
+    }
+    if (r == ENOTRECOVERABLE) {
+        /* Unlocked once without being made consistent (by no code of
+         * ours): no one can hold it, so a fresh mutex is as good. */
+        for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++)
+            atomic_store(&lk[i], atomic_load(&image[i]));
+        r = pthread_mutex_trylock(m);
+    }
+    if (r == EOWNERDEAD) {
+        pthread_mutex_consistent(m);
+        return RL_LOCK_RECOVERED;
+    }
+    if (r == 0)
+        return RL_LOCK_OK;
+    atomic_signal_fence(memory_order_seq_cst);
+    inside = 0;
+    return RL_LOCK_BUSY;
+}
+
+void rl_ownerlock_unlock(rl_word *lk)
+{
+    pthread_mutex_unlock((pthread_mutex_t *)(void *)lk);
+    atomic_signal_fence(memory_order_seq_cst);
+    inside = 0;
 }
 
 const struct rl_lock_ops rl_ownerlock_ops = {
-    .self = rl_ownerlock_self,
-    .alive = rl_ownerlock_alive,
-    .yield = yield_cpu,
+    .lock = rl_ownerlock_lock,
+    .unlock = rl_ownerlock_unlock,
     .in_critical = NULL,
 };

@@ -1,6 +1,13 @@
 /* ownerlock.h — the OS half of the sliding window's lock (limit.h's
- * struct rl_lock_ops): who the calling thread is, and whether a thread that
- * holds a lock in shared memory still exists. */
+ * struct rl_lock_ops): a robust, process-shared pthread mutex kept in the
+ * window's first RL_WINDOW_LOCK_WORDS state words.
+ *
+ * Why a robust mutex: waiters sleep in the kernel (futex) instead of
+ * spinning, so a stopped holder costs them nothing; the kernel itself
+ * releases a mutex whose holder dies (the thread's robust list, walked at
+ * exit whatever killed it), which needs no pid of ours and so works across
+ * PID namespaces, where a pid read in one namespace names another process
+ * (or none) in the next. */
 #ifndef RL_UTIL_OWNERLOCK_H
 #define RL_UTIL_OWNERLOCK_H
 
@@ -9,13 +16,13 @@
 
 #include "limit/limit.h"
 
-/* (pid << 32) | tid of the calling thread, cached per thread (and
- * forgotten in the child after fork). Never 0. */
+/* Prepare the lock's one-time state (the mutex image) now, so that a
+ * signal handler deciding a send never does it. Returns a non-zero id of
+ * the calling thread ((pid << 32) | tid), for logs and tests. */
 uint64_t rl_ownerlock_self(void);
 
-/* false only when tgkill(pid, tid, 0) says ESRCH: that thread of that
- * process is gone (a tid reused by another process does not match the
- * pid). Any other answer, EPERM included, counts as alive. Keeps errno. */
-bool rl_ownerlock_alive(uint64_t owner);
+/* The default ops: lock, unlock. */
+int rl_ownerlock_lock(rl_word *lk);
+void rl_ownerlock_unlock(rl_word *lk);
 
 #endif

@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-"""What the shim costs a program whose quota never binds, against bare and
-against trickle (Debian's package, huge limits), measured in one run.
+"""What the shim costs a program whose quota never binds, against bare, an
+empty preload and trickle (Debian's package, huge limits), measured in one
+run; then what it adds to a process's start-up; then which of the
+project's bars are met.
 
 Each workload runs ROUNDS times per variant, the variants alternating so
 that the noise of a shared 2-core machine falls on all of them alike; the
 figure is the median of the loop times each run prints, and the ratio is
 bare / variant (1.00 = as fast as bare, 0.50 = half the throughput).
 Client and sink are pinned to different CPUs: unpinned, two runs of one
-binary differ by up to 15 % here."""
+binary differ by up to 15 % here.
+
+Start-up: /bin/true spawned STARTUP_RUNS times per variant, alternating,
+timed with time.perf_counter around posix_spawn + waitpid; the figure is
+the median, and the cost of the shim is its median minus that of an empty
+preload (passthrough.so: loading any preload costs that much).
+
+Environment: BENCH_ROUNDS (11), BENCH_STARTUP_RUNS (300)."""
 import os
 import shutil
 import statistics
@@ -17,7 +26,8 @@ import tempfile
 import time
 
 build = os.environ.get("RLSHIM_BUILD", os.path.abspath("build"))
-rounds = int(os.environ.get("BENCH_ROUNDS", "7"))
+rounds = int(os.environ.get("BENCH_ROUNDS", "11"))
+startup_runs = int(os.environ.get("BENCH_STARTUP_RUNS", "300"))
 helper = os.path.join(build, "tests", "helpers", "bench_net")
 shim = os.path.join(build, "librlshim.so")
 tmp = tempfile.mkdtemp(prefix="rlshim-bench-")
@@ -27,6 +37,15 @@ with open(ini, "w") as f:
             "connect = 1000000/s\nconnect_burst = 1000000000\n"
             "send = 1000000/s\nsend_burst = 1000000000\n"
             "send_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n")
+
+# The bars (rlshim / bare throughput), by workload title; and the start-up
+# bar, in ms over an empty preload.
+BARS = {
+    "connect+close (linger 0)": 0.97,
+    "send 64 B, 1 thread": 0.95,
+    "write 64 B to /dev/null": 0.98,
+}
+STARTUP_BAR_MS = 0.1
 
 cpus = os.sched_getaffinity(0)
 pin_client, pin_sink = [], []
@@ -43,8 +62,8 @@ for _ in range(100):
 port, abort_port = open(portfile).read().split()
 
 # The control: a preload that only passes each call on (tests/bench/
-# control/passthrough.c). Any preload costs this much; rlshim / passthrough is what
-# rlshim itself adds.
+# control/passthrough.c). Any preload costs this much; rlshim / passthrough
+# is what rlshim itself adds.
 passthrough = os.path.join(tmp, "passthrough.so")
 subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", passthrough,
                 os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -65,13 +84,18 @@ workloads = [
 ]
 
 
-def once(variant, args):
-    prefix, env_extra = variants[variant]
+def environ(extra):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    env.update(env_extra)
-    p = subprocess.run(pin_client + prefix + [helper] + args, env=env,
-                       capture_output=True, text=True, timeout=120)
+    env.update(extra)
+    return env
+
+
+def once(variant, args):
+    prefix, env_extra = variants[variant]
+    p = subprocess.run(pin_client + prefix + [helper] + args,
+                       env=environ(env_extra), capture_output=True, text=True,
+                       timeout=120)
     if p.returncode != 0:
         return None
     return int(p.stdout.strip().splitlines()[-1])
@@ -117,5 +141,58 @@ for title, med, crashes in rows:
     if crashes["rlshim"]:
         line += f"  (rlshim failed {crashes['rlshim']} runs)"
     print(line)
+sys.stdout.flush()
+
+# Start-up: /bin/true, alternating bare / empty preload / rlshim, from this
+# process pinned to one CPU (the children inherit it).
+true = shutil.which("true") or "/bin/true"
+if pin_client:
+    os.sched_setaffinity(0, {sorted(cpus)[0]})
+start_env = {n: environ(variants[n][1]) for n in ("bare", "passthrough", "rlshim")}
+start = {n: [] for n in start_env}
+start_failed = {n: 0 for n in start_env}
+for _ in range(startup_runs):
+    for n, env in start_env.items():
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(true, [true], env)
+        _, status = os.waitpid(pid, 0)
+        dt = time.perf_counter() - t0
+        if status != 0:
+            start_failed[n] += 1
+        else:
+            start[n].append(dt * 1e3)
+os.sched_setaffinity(0, cpus)
+smed = {n: statistics.median(v) if v else float("nan") for n, v in start.items()}
+startup_cost = smed["rlshim"] - smed["passthrough"]
+print()
+print(f"start-up of {true}: median of {startup_runs} alternating runs, "
+      "posix_spawn to waitpid")
+print(f"{'bare':<28}{smed['bare']:>9.3f} ms")
+print(f"{'empty preload (passthrough)':<28}{smed['passthrough']:>9.3f} ms"
+      f"  (+{smed['passthrough'] - smed['bare']:.3f} ms over bare)")
+print(f"{'rlshim':<28}{smed['rlshim']:>9.3f} ms"
+      f"  (+{startup_cost:.3f} ms over the empty preload)")
 shutil.rmtree(tmp, ignore_errors=True)
-sys.exit(1 if any(c["rlshim"] for _, _, c in rows) else 0)
+
+# Which bars are met, in this run.
+print()
+print("bars, rlshim against bare in this run:")
+met = total = 0
+for title, med, _ in rows:
+    if title not in BARS:
+        continue
+    total += 1
+    bar = BARS[title]
+    ratio = med["bare"] / med["rlshim"] if med["rlshim"] else 0.0
+    ok = ratio >= bar
+    met += ok
+    print(f"  {title:<28}{ratio:>6.2f}  bar >= {bar:.2f}  "
+          f"{'met' if ok else 'NOT MET'}")
+total += 1
+ok = startup_cost <= STARTUP_BAR_MS
+met += ok
+print(f"  {'start-up over empty preload':<28}{startup_cost:>6.3f} ms  bar <= "
+      f"{STARTUP_BAR_MS:.2f} ms  {'met' if ok else 'NOT MET'}")
+print(f"bench: {met} of {total} bars met")
+failed = any(c["rlshim"] for _, _, c in rows) or any(start_failed.values())
+sys.exit(1 if failed else 0)

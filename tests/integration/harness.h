@@ -88,6 +88,15 @@ H_FN void h_teardown(void)
     }
 }
 
+/* Skip the test, saying why. Criterion runs no .fini after a skip: the
+ * temp dir goes here, and servers and sinks die with the test's process
+ * (PR_SET_PDEATHSIG) instead of holding its output open. */
+#define h_skip(...)                                                          \
+    do {                                                                     \
+        h_teardown();                                                        \
+        cr_skip_test(__VA_ARGS__);                                           \
+    } while (0)
+
 /* Write the config file from a format string. */
 __attribute__((format(printf, 1, 2))) static void
 h_config_write(const char *fmt, ...)
@@ -193,11 +202,13 @@ H_FN int h_server_wait(const struct server *s, const char *prefix, int want,
     return n;
 }
 
-/* Run argv with the shim preloaded, the test's config and state dir, and
- * RLSHIM_STRICT=1 (a config the shim rejects fails the test, never runs
- * unthrottled). `preload` false runs it bare. Kills it after `timeout`
- * seconds (status -1). */
-H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
+/* Run argv with the shim preloaded, `config` and `state`, its stderr
+ * appended to h_dir/`errname`, and RLSHIM_STRICT=1 (a config the shim
+ * rejects fails the test, never runs unthrottled). `preload` false runs it
+ * bare. Kills it after `timeout` seconds (status -1). */
+H_FN void h_run_with(struct run *r, bool preload, double timeout,
+                     char *const argv[], const char *config,
+                     const char *state, const char *errname)
 {
     /* A libasan preloaded into curl or wget hangs them in glibc's setlocale
      * lock, with or without the shim; their runs are in `make ubsan`. */
@@ -206,7 +217,8 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
                                              : argv[0];
     if (preload && sanitizer != NULL && strcmp(sanitizer, "address") == 0 &&
         (strcmp(prog, "curl") == 0 || strcmp(prog, "wget") == 0))
-        cr_skip_test("%s hangs under a preloaded libasan; see make ubsan",
+        h_skip("%s hangs under a preloaded libasan, shim or not "
+                     "(glibc's setlocale lock); make ubsan runs it",
                      prog);
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -221,7 +233,7 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
         int null = open("/dev/null", O_RDONLY);
         dup2(null, 0);
         char errlog[300];
-        snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+        snprintf(errlog, sizeof errlog, "%s/%s", h_dir, errname);
         int e = open(errlog, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (e >= 0)
             dup2(e, 2);
@@ -244,8 +256,8 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
             if (h_no_config)
                 unsetenv("RLSHIM_CONFIG");
             else
-                setenv("RLSHIM_CONFIG", h_config, 1);
-            setenv("RLSHIM_STATE_DIR", h_state, 1);
+                setenv("RLSHIM_CONFIG", config, 1);
+            setenv("RLSHIM_STATE_DIR", state, 1);
             if (h_no_strict)
                 unsetenv("RLSHIM_STRICT");
             else
@@ -286,6 +298,63 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
     r->out[n] = '\0';
     close(p[0]);
 }
+
+/* Run argv under the test's config and state dir: see h_run_with. */
+H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
+{
+    h_run_with(r, preload, timeout, argv, h_config, h_state, "stderr.log");
+}
+
+/* The control of a CPU assertion: argv run the same way as h_run runs it
+ * (the same build of the shim preloaded, under the same sanitizer), with
+ * a config whose limits never bind and a state dir of its own, so that
+ * what the client costs by itself (python's allocations through the ASan
+ * runtime, a JVM's start) is measured, not guessed. Its stderr goes to
+ * control.log: the test's stderr.log stays the throttled run's. Run it
+ * after the test has read its servers' logs: the control reaches them
+ * too. */
+/* A config whose limits never bind: the control's. */
+static const char h_never_binds[] =
+    "[default]\n"
+    "connect = 1000000/s\nconnect_burst = 1000000000\n"
+    "send = 1000000/s\nsend_burst = 1000000000\n"
+    "send_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n";
+
+H_FN void h_run_control(struct run *c, double timeout, char *const argv[])
+{
+    char config[300], state[300];
+    snprintf(config, sizeof config, "%s/control.ini", h_dir);
+    snprintf(state, sizeof state, "%s/control-state", h_dir);
+    FILE *f = fopen(config, "w");
+    cr_assert_not_null(f);
+    fputs(h_never_binds, f);
+    fclose(f);
+    if (mkdir(state, 0700) != 0)
+        cr_assert_eq(errno, EEXIST);
+    bool no_config = h_no_config;
+    h_no_config = false;
+    h_run_with(c, true, timeout, argv, config, state, "control.log");
+    h_no_config = no_config;
+    cr_assert_eq(c->status, 0, "the control run failed: status %d\n%s",
+                 c->status, c->out);
+}
+
+/* What waiting cost: the throttled run's CPU beyond its control's (the same
+ * client, build and work with nothing throttled) is under `share` of the
+ * throttled run's wall time. A throttled client that sleeps costs what
+ * its control costs; one that spins burns up to its whole wall time. */
+#define h_expect_no_spin(r, ctl, share, who)                                 \
+    do {                                                                     \
+        cr_log_info("%s: cpu %.2f s throttled in %.2f s, %.2f s "            \
+                    "unthrottled in %.2f s",                                 \
+                    (who), (r)->cpu, (r)->wall, (ctl)->cpu, (ctl)->wall);    \
+        cr_expect_lt((r)->cpu - (ctl)->cpu, (share) * (r)->wall,            \
+                     "%s spun: cpu %.2f s throttled in %.2f s, %.2f s "     \
+                     "unthrottled (the control, in %.2f s): over %.2f s "   \
+                     "is spin",                                              \
+                     (who), (r)->cpu, (r)->wall, (ctl)->cpu, (ctl)->wall,    \
+                     (ctl)->cpu + (share) * (r)->wall);                      \
+    } while (0)
 
 /* The helper program NAME built beside the shim. */
 H_FN const char *h_helper(const char *name, char *buf, size_t len)

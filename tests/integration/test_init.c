@@ -139,3 +139,32 @@ Test(init, picks_the_section_of_the_key_in_the_environment)
     connects_as(NULL);
     cr_expect_eq(h_out_long(&r, "ok", -1), 3);
 }
+
+/* `sh -c true`-like programs make no network call: what the shim must
+ * still do for them at start-up, and at exit. */
+static void run_true(const char *report)
+{
+    char kv[32];
+    snprintf(kv, sizeof kv, "RLSHIM_REPORT=%s", report);
+    char *argv[] = {"env", kv, "true", NULL};
+    h_run(&r, true, 10, argv);
+}
+
+Test(init, exits_78_before_main_for_a_broken_config_when_strict)
+{
+    h_config_write("[default]\nconect = 1/h\n");
+    run_true("0");
+    cr_expect_eq(r.status, 78, "a program with no network call ran");
+    cr_expect_eq(h_file_lines(errlog, ":2: unknown key 'conect'"), 1);
+}
+
+Test(init, reports_at_exit_a_process_that_made_no_network_call)
+{
+    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    run_true("1");
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(h_file_lines(errlog, "rlshim: report: pid "), 2);
+    cr_expect_eq(h_file_lines(errlog, "connect seen 0, allowed 0"), 1);
+    cr_expect_eq(h_file_lines(errlog, "no call went to a destination"), 1);
+}

@@ -3,7 +3,7 @@
 #include "harness.h"
 
 static struct server srv;
-static struct run r;
+static struct run r, ctl;
 
 static void setup(void)
 {
@@ -22,15 +22,20 @@ TestSuite(python, .init = setup, .fini = teardown, .timeout = 30);
 /* 16 threads request in a loop for 3 s; then the process exits at once
  * (requests still asleep in the shim never happen). Prints its start on
  * CLOCK_MONOTONIC (the server stamps with the same clock), then the
- * counts. */
+ * counts. With a second argument N, the threads stop after N requests in
+ * all: the control does the throttled run's work, no more. */
 static const char *threads_py =
     "import os, sys, threading, time, urllib.request\n"
     "url = sys.argv[1]\n"
+    "most = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 30\n"
     "t0 = time.monotonic()\n"
     "print('t0=%d' % int(t0 * 1e6), flush=True)\n"
-    "ok = [0]; err = [0]; lock = threading.Lock()\n"
+    "ok = [0]; err = [0]; lock = threading.Lock(); started = [0]\n"
     "def run():\n"
     "    while time.monotonic() < t0 + 3:\n"
+    "        with lock:\n"
+    "            if started[0] >= most: break\n"
+    "            started[0] += 1\n"
     "        try:\n"
     "            urllib.request.urlopen(url, timeout=10).read()\n"
     "            with lock: ok[0] += 1\n"
@@ -65,5 +70,13 @@ Test(python, urllib_threads_get_ten_plus_ten_per_second_in_delay_mode)
         if (atof(h_server_line(&srv, "", i, line, sizeof line)) <= t0 + 3.0)
             in++;
     cr_expect(in >= 38 && in <= 42, "%d requests in 3 s (%d in all)", in, n);
-    cr_expect_lt(r.cpu, 0.3 * r.wall, "cpu %.2f s of %.2f s", r.cpu, r.wall);
+    /* The control: the same 16 threads make the requests the throttled
+     * run completed, unthrottled, and idle out the same 3 s. */
+    char most[32];
+    snprintf(most, sizeof most, "%ld", h_out_long(&r, "ok", 0));
+    char *again[] = {"python3", "-c", (char *)threads_py, url, most, NULL};
+    h_run_control(&ctl, 20, again);
+    cr_expect_eq(h_out_long(&ctl, "ok", -1), h_out_long(&r, "ok", 0), "%s",
+                 ctl.out);
+    h_expect_no_spin(&r, &ctl, 0.1, "python urllib");
 }

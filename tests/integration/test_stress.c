@@ -41,6 +41,9 @@ static void sink_start(void)
     sink_pid = fork();
     cr_assert_neq(sink_pid, -1);
     if (sink_pid == 0) {
+        /* Dies with the test's process, even one that skipped (Criterion
+         * runs no .fini then) or timed out. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
@@ -126,7 +129,7 @@ static void ubsan_shim(char *so, size_t len)
      * one must have libasan first): there the plain build's run covers it. */
     const char *san = getenv("RLSHIM_SANITIZER");
     if (san != NULL && *san != '\0')
-        cr_skip_test("the UBSan-shim storm runs in the plain make test");
+        h_skip("the UBSan-shim storm runs in the plain make test");
     const char *src = h_env("RLSHIM_SRC");
     snprintf(so, len, "%s/build-ubsan/librlshim.so", src);
     char cmd[1200];

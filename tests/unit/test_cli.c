@@ -451,7 +451,10 @@ Test(run, calls_a_missing_program_a_usage_error)
     cr_expect_eq(r.status, 2);
 }
 
-static void expect_one_warning(const char *prog, const char *reason)
+/* `tail`: what follows "unthrottled" (for static and Go programs, the
+ * hint to use --seccomp). */
+static void expect_one_warning_tail(const char *prog, const char *reason,
+                                    const char *tail)
 {
     struct result r;
     char dir[64], bin[128], want[512];
@@ -463,8 +466,8 @@ static void expect_one_warning(const char *prog, const char *reason)
     run(&r, argv, base_env, NULL);
     snprintf(want, sizeof want,
              "rlshim: warning: the shim cannot see the calls of %s (%s); "
-             "running it unthrottled\n",
-             prog, reason);
+             "running it unthrottled%s\n",
+             prog, reason, tail);
     cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
     cr_expect(strncmp(r.err, want, strlen(want)) == 0, "want %s got %s", want,
               r.err);
@@ -472,12 +475,20 @@ static void expect_one_warning(const char *prog, const char *reason)
     remove_tree(dir);
 }
 
+static void expect_one_warning(const char *prog, const char *reason)
+{
+    expect_one_warning_tail(prog, reason, "");
+}
+
+static const char seccomp_hint[] = " (rlshim run --seccomp throttles it)";
+
 Test(run, warns_once_and_runs_a_statically_linked_program)
 {
     /* Debian's ldconfig is static-pie. */
     if (access("/sbin/ldconfig", X_OK) != 0)
         cr_skip_test("no /sbin/ldconfig");
-    expect_one_warning("/sbin/ldconfig", "statically linked");
+    expect_one_warning_tail("/sbin/ldconfig", "statically linked",
+                            seccomp_hint);
 }
 
 Test(run, warns_about_setuid_and_setgid_programs)
@@ -506,7 +517,8 @@ Test(run, warns_about_a_go_program)
         unlink(p);
         cr_skip_test("objcopy is not available");
     }
-    expect_one_warning(p, "a Go program (raw system calls)");
+    expect_one_warning_tail(p, "a Go program (raw system calls)",
+                            seccomp_hint);
     unlink(p);
 }
 

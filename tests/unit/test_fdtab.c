@@ -97,3 +97,34 @@ Test(fdtab, keeps_every_mark_when_threads_race_to_create_a_page)
     for (int fd = 500000; fd < 504000; fd++)
         cr_assert_eq(rl_fdtab_get(fd), RL_FD_MATCHED, "fd %d", fd);
 }
+
+Test(fdtab, replaces_a_mark_only_while_it_is_what_was_expected)
+{
+    cr_assert_eq(rl_fdtab_set(7, RL_FD_MATCHED | RL_FD_INHERITED), 0);
+    uint32_t expect = RL_FD_MATCHED | RL_FD_INHERITED;
+    cr_assert(rl_fdtab_cas(7, &expect, RL_FD_KNOWN | RL_FD_STREAM));
+    cr_assert_eq(rl_fdtab_get(7), RL_FD_KNOWN | RL_FD_STREAM);
+    /* Another thread re-marked it meanwhile: left alone, and told. */
+    expect = RL_FD_MATCHED | RL_FD_INHERITED;
+    cr_assert_not(rl_fdtab_cas(7, &expect, 0));
+    cr_assert_eq(expect, RL_FD_KNOWN | RL_FD_STREAM);
+    cr_assert_eq(rl_fdtab_get(7), RL_FD_KNOWN | RL_FD_STREAM);
+    /* No page: nothing to replace. */
+    expect = 1;
+    cr_assert_not(rl_fdtab_cas(900000000, &expect, RL_FD_KNOWN));
+    cr_assert_eq(rl_fdtab_get(900000000), 0);
+}
+
+Test(fdtab, drops_only_the_marks_with_a_bit_up_to_the_last_fd)
+{
+    rl_fdtab_set(3, RL_FD_MATCHED | RL_FD_INHERITED);
+    rl_fdtab_set(4, RL_FD_KNOWN | RL_FD_STREAM);
+    rl_fdtab_set(20000, RL_FD_MATCHED | RL_FD_INHERITED);
+    rl_fdtab_set(40000, RL_FD_MATCHED | RL_FD_INHERITED);
+    rl_fdtab_drop_with(20000, RL_FD_INHERITED);
+    cr_assert_eq(rl_fdtab_get(3), 0);
+    cr_assert_eq(rl_fdtab_get(4), RL_FD_KNOWN | RL_FD_STREAM);
+    cr_assert_eq(rl_fdtab_get(20000), 0);
+    cr_assert_eq(rl_fdtab_get(40000), RL_FD_MATCHED | RL_FD_INHERITED,
+                 "beyond `last`");
+}

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "state/store.h"
@@ -43,6 +44,8 @@ static void teardown(void)
 TestSuite(gate, .init = setup, .fini = teardown);
 
 /* Load `text` and set the gate up for user key "tester". */
+static uint64_t gate_hash; /* the config's, names its segment */
+
 static void gate_with(const char *text)
 {
     struct rl_config *cfg = NULL;
@@ -50,6 +53,7 @@ static void gate_with(const char *text)
     int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
     cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
     rl_diag_free(&diag);
+    gate_hash = rl_budget_hash(cfg);
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "tester");
     char why[256] = "";
@@ -95,7 +99,8 @@ static int read_counter(const struct rl_slot_info *info, struct rl_slot *slot,
 static uint64_t counter(int kind, int stat)
 {
     struct rl_store *s = NULL;
-    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), NULL, 0), 0);
+    cr_assert_eq(
+        rl_store_attach(&s, dir, (uint32_t)getuid(), gate_hash, NULL, 0), 0);
     struct counter_arg a = {kind * RL_STORE_STATS_PER_KIND + stat, 0, 0};
     rl_store_each(s, read_counter, &a);
     rl_store_close(s);
@@ -222,8 +227,18 @@ Test(gate, caps_a_stream_send_at_the_smallest_byte_burst)
     cr_expect_leq(rl_gate_max_bytes(), 800);
 }
 
-/* What another process with another config does: replace the segment. */
+/* What `rlshim reset` without a config does: renew the segment. */
 static void replace_segment(void)
+{
+    struct rl_store *s = NULL;
+    cr_assert_eq(
+        rl_store_attach(&s, dir, (uint32_t)getuid(), gate_hash, NULL, 0), 0);
+    cr_assert_eq(rl_store_renew(s, dir, (uint32_t)getuid(), NULL, 0), 0);
+    rl_store_close(s);
+}
+
+/* What a process with another config does: open its own segment. */
+static void open_other_config(void)
 {
     struct rl_store_opts o = {
         .shared = true,
@@ -238,20 +253,23 @@ static void replace_segment(void)
     rl_store_close(s);
 }
 
-Test(gate, follows_a_replaced_segment_but_stops_ping_ponging)
+Test(gate, follows_every_replaced_segment_and_ignores_other_configs)
 {
     gate_with("[user:tester]\nconnect = 1/s\n");
     cr_expect_eq(conn(T0), RL_GATE_GO);
     cr_expect_eq(conn(T0), RL_GATE_FAIL);
-    /* Each replacement is followed: a fresh segment, a full budget. */
-    for (int i = 0; i < 4; i++) {
+    /* Another config's segment is another file: this budget is kept. */
+    for (int i = 0; i < 3; i++) {
+        open_other_config();
+        cr_expect_eq(conn(T0), RL_GATE_FAIL, "other config %d", i);
+    }
+    /* Each replacement is followed, however many: a fresh segment, a full
+     * budget (nothing ping-pongs any more, so there is no cap). */
+    for (int i = 0; i < 8; i++) {
         replace_segment();
         cr_expect_eq(conn(T0), RL_GATE_GO, "re-open %d", i);
         cr_expect_eq(conn(T0), RL_GATE_FAIL);
     }
-    /* Then the process keeps what it has. */
-    replace_segment();
-    cr_expect_eq(conn(T0), RL_GATE_FAIL);
 }
 
 Test(gate, charges_no_sends_for_a_connect_only_quota)
@@ -276,8 +294,9 @@ static int reentered(uint64_t calls, uint64_t bytes, uint64_t min,
 
 Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
 {
-    gate_with("[user:tester]\nsend = 3/s\non_deny = delay\n"
-              "errno = ECONNREFUSED\n");
+    /* Per minute: on the real clock the 4 calls never see a refill. */
+    gate_with("[user:tester]\nsend = 3/min\non_deny = delay\n"
+              "max_delay = 30s\nerrno = ECONNREFUSED\n");
     uint64_t g = 0;
     int err = 0;
     for (int i = 0; i < 3; i++)
@@ -295,7 +314,7 @@ Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
 
 Test(gate, grants_part_of_a_reentered_stream_send_and_gives_back_the_call)
 {
-    gate_with("[user:tester]\nsend = 10/s\nsend_bytes = 100/s\n");
+    gate_with("[user:tester]\nsend = 10/h\nsend_bytes = 100/h\n");
     uint64_t g = 0;
     int err = 0;
     cr_expect_eq(reentered(1, 150, 1, &g, &err), RL_GATE_GO);
@@ -322,15 +341,9 @@ static void land_inside(rl_word *st)
         inner_act = rl_gate_send_reentered(1, 0, 0, &g, &err);
 }
 
-static void yield_cpu(void)
-{
-    sched_yield();
-}
-
 static const struct rl_lock_ops landing_ops = {
-    .self = rl_ownerlock_self,
-    .alive = rl_ownerlock_alive,
-    .yield = yield_cpu,
+    .lock = rl_ownerlock_lock,
+    .unlock = rl_ownerlock_unlock,
     .in_critical = land_inside,
 };
 
@@ -338,15 +351,16 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
      .timeout = 10)
 {
     gate_with("[user:tester]\nalgorithm = sliding_window\nsend = 5/s\n");
+    /* One instant for every call: on the real clock a loaded machine could
+     * let the first stamp age out of the window before the last. */
+    uint64_t now = rl_clock_now_ns();
     rl_window_set_lock_ops(&landing_ops);
-    int act =
-        rl_gate_send_at(&t, rl_clock_now_ns(), "send", 3, NULL, 0, 1, 1, 0, 0);
+    int act = rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0);
     rl_window_set_lock_ops(NULL);
     cr_expect_eq(act, RL_GATE_GO);
     /* Denied, not waited for (that would never end), and the update it
      * interrupted was left whole: exactly 4 more fit in the window. */
     cr_expect_eq(inner_act, RL_GATE_FAIL);
-    uint64_t now = rl_clock_now_ns();
     for (int i = 0; i < 4; i++)
         cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
                      RL_GATE_GO, "%d", i);
@@ -524,7 +538,8 @@ static int reset_slot(const struct rl_slot_info *info, struct rl_slot *slot,
 static void reset_all(void)
 {
     struct rl_store *s = NULL;
-    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), NULL, 0), 0);
+    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), gate_hash,
+                                 NULL, 0), 0);
     rl_store_each(s, reset_slot, s);
     rl_store_close(s);
 }

@@ -418,8 +418,9 @@ Test(gcra, never_exceeds_burst_plus_rate_with_stale_and_skewed_clocks)
               "admitted only %lu", admitted);
 }
 
-/* 100 real threads released together on one fresh bucket with the real
- * clock: exactly 5 go, 200 times over. */
+/* 100 real threads released together on one fresh bucket, all at one
+ * instant (on the real clock, a round slower than 200 ms on a loaded
+ * machine would earn a sixth token): exactly 5 go, 200 times over. */
 struct herd {
     pthread_barrier_t start, done;
     const struct rl_algorithm *alg;
@@ -436,7 +437,7 @@ static void *herd_worker(void *arg)
 
     for (r = 0; r < h->rounds; r++) {
         pthread_barrier_wait(&h->start);
-        if (h->alg->take(h->st, &h->lim, rl_clock_now_ns(), 1, 1, 0).granted)
+        if (h->alg->take(h->st, &h->lim, 100 * SEC, 1, 1, 0).granted)
             atomic_fetch_add(&h->admitted, 1);
         pthread_barrier_wait(&h->done);
     }
@@ -492,7 +493,7 @@ static void *racer(void *arg)
     return NULL;
 }
 
-Test(gcra, admits_exactly_burst_plus_rate_under_contention)
+Test(gcra, admits_at_most_burst_plus_rate_under_contention)
 {
     static struct race r;
     pthread_t th[4];

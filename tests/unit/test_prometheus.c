@@ -73,7 +73,13 @@ static void teardown(void)
 TestSuite(prometheus, .init = setup, .fini = teardown, .timeout = 20);
 
 /* Spend n connects as the gate would; one of them "delayed" 1.5 s. */
+static void spend_in(struct rl_store *st, unsigned n);
 static void spend(unsigned n)
+{
+    spend_in(store, n);
+}
+
+static void spend_in(struct rl_store *st, unsigned n)
 {
     const struct rl_rule *rule = &cfg->rules[0];
     struct rl_budget_layout l;
@@ -83,7 +89,7 @@ static void spend(unsigned n)
     rl_budget_layout(rule, &l);
     uint64_t tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label,
                                    sizeof label);
-    cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
+    cr_assert_eq(rl_store_slot(st, tag, label, l.nwords,
                                rl_budget_overflow_tag(rule), &sl, &ovf),
                  0);
     const struct rl_limit *lim = &rule->limits[RL_KIND_CONNECT][0];
@@ -289,5 +295,40 @@ Test(prometheus, nothing_counted_yet_is_still_valid)
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     cr_assert_eq(check_exposition(out, NULL), 0);
     cr_assert(strstr(out, "# TYPE rlshim_calls_total counter\n") != NULL);
+    promtool(out);
+}
+
+/* --all: another config's segment of the same user and rule is one series
+ * with this one's (counted together), in one exposition. */
+Test(prometheus, all_segments_make_one_exposition)
+{
+    spend(3);
+    struct rl_store *old = NULL;
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = rl_budget_hash(cfg) ^ 1,
+        .nslots = 32,
+        .arena_words = 1024,
+    };
+    cr_assert_eq(rl_store_open(&old, &o, NULL, 0), 0);
+    spend_in(old, 1);
+    char out[16384], args[256];
+    snprintf(args, sizeof args, "stat --prometheus --all -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    rl_store_close(old);
+    const char *lbl = "user=\"al\\\"ice\",rule=\"user:al\\\"ice\",limit=\"connect\"";
+    char want[512];
+    /* allowed 2 + 1, of which delayed 1 + 1 */
+    snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"allow\"} 1",
+             lbl);
+    check_exposition(out, want);
+    snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"delay\"} 2",
+             lbl);
+    check_exposition(out, want);
+    snprintf(want, sizeof want, "rlshim_delayed_seconds_total{%s} 3.000000000",
+             lbl);
+    check_exposition(out, want);
     promtool(out);
 }

@@ -218,9 +218,43 @@ Test(stat, hides_budgets_read_under_another_config)
     };
     char out[8192];
 
+    char args[256];
+
     cr_assert_eq(rl_store_open(&store, &o, NULL, 0), 0);
+    /* Segments are named by config: this config has none yet. */
     stat_json(out, sizeof out);
-    cr_assert_not_null(strstr(out, "another config"), "%s", out);
+    cr_assert_str_eq(out, "[]\n");
+    /* --all lists the other one, with no budgets read through this
+     * config's layout. */
+    snprintf(args, sizeof args, "stat --all --json -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(
+        strstr(out, "[{\"config_hash\": \"0000000000000001\""), "%s", out);
+    cr_assert_not_null(strstr(out, "\"budgets\": []\n}]"), "%s", out);
+}
+
+Test(stat, all_lists_every_segment_of_the_uid_with_its_budgets)
+{
+    char out[8192], args[256];
+    struct rl_store_opts o = {
+        .shared = true,
+        .dir = dir,
+        .uid = (uint32_t)getuid(),
+        .config_hash = 1,
+        .nslots = 32,
+        .arena_words = 1024,
+    };
+    struct rl_store *other = NULL;
+
+    open_store();
+    spend("user:alice", RL_KIND_CONNECT, 6);
+    cr_assert_eq(rl_store_open(&other, &o, NULL, 0), 0);
+    snprintf(args, sizeof args, "stat --all -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "-0000000000000001: used"), "%s", out);
+    cr_assert_not_null(strstr(out, " (this config)\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "alice"), "%s", out);
+    rl_store_close(other);
 }
 
 Test(stat, refuses_a_foreign_state_file_with_one_line)
@@ -228,7 +262,9 @@ Test(stat, refuses_a_foreign_state_file_with_one_line)
     char out[1024], path[256], args[256];
 
     open_store();
-    snprintf(path, sizeof path, "%s/rlshim-%u", dir, (unsigned)getuid());
+    cr_assert_eq(rl_store_path(path, sizeof path, dir, (uint32_t)getuid(),
+                               rl_budget_hash(cfg)),
+                 0);
     cr_assert_eq(chmod(path, 0666), 0);
     snprintf(args, sizeof args, "stat --json -c %s", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 1);

@@ -88,7 +88,7 @@ static struct rl_store *open_ok(uint64_t hash, bool want_shared)
 
 static void seg_path(char *buf, size_t len)
 {
-    cr_assert_eq(rl_store_path(buf, len, dir, (uint32_t)getuid()), 0);
+    cr_assert_eq(rl_store_path(buf, len, dir, (uint32_t)getuid(), HASH_A), 0);
 }
 
 static unsigned take_all(struct rl_store *s, uint64_t tag, uint64_t limit,
@@ -168,6 +168,15 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, stale), 72);
     cr_assert_eq(offsetof(struct rl_seg_header, arena_used), 80);
     cr_assert_eq(offsetof(struct rl_seg_header, overflow_used), 88);
+    cr_assert_eq(offsetof(struct rl_seg_header, boot_id), 96);
+    cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
+    cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
+    cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
+    cr_assert_eq(RL_LAYOUT_VERSION, 2, "boot id, period and last use");
+    /* A window's lock words hold a pthread_mutex_t (layout.h). */
+    cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
+    cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
+    cr_assert_leq(sizeof(pthread_mutex_t), RL_WINDOW_LOCK_WORDS * 8);
     cr_assert_eq(sizeof(struct rl_seg_slot), 176);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
@@ -231,19 +240,19 @@ Test(store, sweeps_temporary_files_of_dead_builders_when_making_one)
     rl_store_close(s);
 }
 
-Test(store, names_the_segment_after_the_uid_in_the_state_dir)
+Test(store, names_the_segment_after_the_uid_and_config_in_the_state_dir)
 {
     char p[256];
 
-    cr_assert_eq(rl_store_path(p, sizeof p, "/x", 1000), 0);
-    cr_assert_str_eq(p, "/x/rlshim-1000");
+    cr_assert_eq(rl_store_path(p, sizeof p, "/x", 1000, HASH_A), 0);
+    cr_assert_str_eq(p, "/x/rlshim-1000-1111222233334444");
     setenv("RLSHIM_STATE_DIR", "/y", 1);
-    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7), 0);
-    cr_assert_str_eq(p, "/y/rlshim-7");
+    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7, 0xab), 0);
+    cr_assert_str_eq(p, "/y/rlshim-7-00000000000000ab");
     unsetenv("RLSHIM_STATE_DIR");
-    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7), 0);
-    cr_assert_str_eq(p, "/dev/shm/rlshim-7");
-    cr_assert_eq(rl_store_path(p, 8, "/x", 1000), -ENAMETOOLONG);
+    cr_assert_eq(rl_store_path(p, sizeof p, NULL, 7, 0xab), 0);
+    cr_assert_str_eq(p, "/dev/shm/rlshim-7-00000000000000ab");
+    cr_assert_eq(rl_store_path(p, 8, "/x", 1000, 1), -ENAMETOOLONG);
 }
 
 Test(store, finds_the_slot_it_claimed_and_its_words_again)
@@ -396,7 +405,8 @@ Test(store, lists_claimed_slots_with_labels_for_the_cli)
     cr_assert_eq(rl_store_slot(s, 6, "default|1000", 1, 9, &sl, &ovf), 0);
     cr_assert(ovf);
     cr_assert_eq(
-        rl_store_attach(&cli, dir, (uint32_t)getuid(), why, sizeof why), 0,
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
+                        sizeof why), 0,
         "%s", why);
     cr_assert_eq(rl_store_each(cli, collect, seen), 0);
     cr_assert_str_eq(seen, "user:bob|bob;default|*(o);");
@@ -423,7 +433,7 @@ Test(store, reset_gives_back_a_full_budget_and_zero_counters)
     cr_assert_eq(take_all(s, 5, 3, 10), 3);
     cr_assert_eq(rl_store_slot(s, 5, "sec|user", 1, 1, &sl, &ovf), 0);
     rl_store_count(&sl, 2, RL_STAT_ALLOWED, 3);
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), NULL, 0), 0);
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, NULL, 0), 0);
     cr_assert_eq(rl_store_each(cli, grab_counters, c), 1);
     cr_assert_eq(c[2 * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED], 3);
     rl_store_reset_slot(cli, sl.index);
@@ -440,7 +450,8 @@ Test(store, attach_does_not_create_a_segment)
     char why[256];
 
     cr_assert_eq(
-        rl_store_attach(&cli, dir, (uint32_t)getuid(), why, sizeof why),
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
+                        sizeof why),
         -ENOENT);
     cr_assert_neq(why[0], '\0');
     cr_assert_eq(count_files(), 0);
@@ -591,13 +602,64 @@ Test(store, replaces_a_segment_whose_ready_word_was_never_published)
     expect_replaced();
 }
 
-Test(store, replaces_a_segment_made_for_another_config)
+Test(store, replaces_a_segment_whose_header_names_another_config)
 {
-    struct rl_store *s = open_ok(HASH_B, true);
+    struct rl_store *s = open_ok(HASH_A, true);
+    uint64_t other = HASH_B;
+    char path[256];
 
     cr_assert_eq(take_all(s, 3, 5, 9), 5);
     rl_store_close(s);
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, config_hash), &other, 8);
     expect_replaced();
+}
+
+Test(store, replaces_a_segment_made_in_another_boot)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_store *cli;
+    uint64_t mine[2], other[2];
+    char path[256], why[256];
+
+    rl_store_boot_id(mine);
+    cr_assert_neq(mine[0] | mine[1], 0, "this boot's id is known");
+    other[0] = mine[0] ^ 1;
+    other[1] = mine[1];
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, boot_id), other, 16);
+    /* The CLI does not trust it either, and says why. */
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
+                                 sizeof why),
+                 -EINVAL);
+    cr_assert_not_null(strstr(why, "earlier boot"), "%s", why);
+    expect_replaced();
+}
+
+Test(store, two_configs_of_one_uid_keep_two_segments_apart)
+{
+    struct rl_store *a = open_ok(HASH_A, true);
+    struct rl_store *b = open_ok(HASH_B, true);
+    struct rl_store *a2, *b2;
+
+    cr_assert_eq(count_files(), 2);
+    cr_assert_not(rl_store_is_stale(a));
+    cr_assert_not(rl_store_is_stale(b));
+    cr_assert_eq(take_all(a, 3, 5, 4), 4);
+    cr_assert_eq(take_all(b, 3, 5, 2), 2);
+    /* Opened again, alternately: each finds its own budget as it was. */
+    a2 = open_ok(HASH_A, true);
+    b2 = open_ok(HASH_B, true);
+    cr_assert_not(rl_store_is_stale(a));
+    cr_assert_not(rl_store_is_stale(b));
+    cr_assert_eq(take_all(a2, 3, 5, 9), 1);
+    cr_assert_eq(take_all(b2, 3, 5, 9), 3);
+    rl_store_close(a);
+    rl_store_close(b);
+    rl_store_close(a2);
+    rl_store_close(b2);
 }
 
 Test(store, a_process_attached_before_moves_to_the_new_segment)
@@ -652,15 +714,131 @@ Test(store, random_bytes_under_an_attached_process_crash_nothing)
     rl_store_close(now);
 }
 
-Test(store, a_process_of_another_config_marks_the_old_segment_stale)
+/* A segment's header with last_used moved `ago` ns into the past. */
+static void age_segment(uint64_t hash, uint64_t ago)
 {
-    struct rl_store *old = open_ok(HASH_A, true);
-    struct rl_store *now = open_ok(HASH_B, true);
+    char path[256];
+    uint64_t last;
+    int fd;
 
-    cr_assert(rl_store_is_stale(old));
-    cr_assert_not(rl_store_is_stale(now));
-    rl_store_close(old);
-    rl_store_close(now);
+    cr_assert_eq(rl_store_path(path, sizeof path, dir, (uint32_t)getuid(),
+                               hash),
+                 0);
+    fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pread(fd, &last, 8, offsetof(struct rl_seg_header,
+                                              last_used)),
+                 8);
+    last = last > ago ? last - ago : 1;
+    cr_assert_eq(pwrite(fd, &last, 8, offsetof(struct rl_seg_header,
+                                               last_used)),
+                 8);
+    close(fd);
+}
+
+Test(store, the_maker_of_a_segment_removes_those_unused_past_their_period)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *a, *b, *c;
+    char path[256];
+
+    o.max_period_ns = 2000000000ull; /* 2 s */
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    cr_assert_eq(take_all(a, 3, 5, 9), 5);
+    /* Unused for 2.5 s: within its period and the slack, kept. */
+    age_segment(HASH_A, 2500000000ull);
+    b = open_ok(HASH_B, true);
+    cr_assert_eq(count_files(), 2);
+    cr_assert_not(rl_store_is_stale(a));
+    /* Unused for 4 s: longer than 2 s and the slack: removed by the
+     * next process that makes a segment, and its user is told. */
+    age_segment(HASH_A, 4000000000ull);
+    rl_store_close(b);
+    cr_assert_eq(rl_store_path(path, sizeof path, dir, (uint32_t)getuid(),
+                               HASH_B),
+                 0);
+    cr_assert_eq(unlink(path), 0);
+    c = open_ok(HASH_B, true);
+    cr_assert_eq(count_files(), 1);
+    seg_path(path, sizeof path);
+    cr_assert_neq(access(path, F_OK), 0, "the unused one is gone");
+    cr_assert(rl_store_is_stale(a));
+    rl_store_close(a);
+    rl_store_close(c);
+}
+
+Test(store, a_segment_in_use_is_kept_and_one_of_unknown_period_for_a_day)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *a, *b;
+
+    o.max_period_ns = 0;
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    age_segment(HASH_A, 3600000000000ull); /* an hour */
+    b = open_ok(HASH_B, true);
+    cr_assert_eq(count_files(), 2);
+    rl_store_close(b);
+    rl_store_close(a);
+    /* In use: a decision records it (at most every 100 ms). */
+    o.max_period_ns = 1000000000ull;
+    remove_dir();
+    make_dir();
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    age_segment(HASH_A, 10000000000ull);
+    cr_assert_not(rl_store_is_stale(a));
+    b = open_ok(HASH_B, true);
+    cr_assert_eq(count_files(), 2, "used just now");
+    rl_store_close(b);
+    rl_store_close(a);
+}
+
+Test(store, renew_gives_every_user_a_fresh_segment)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_store *cli, *again;
+    char why[256];
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
+                                 sizeof why),
+                 0, "%s", why);
+    cr_assert_eq(rl_store_renew(cli, dir, (uint32_t)getuid(), why, sizeof why),
+                 0, "%s", why);
+    rl_store_close(cli);
+    cr_assert(rl_store_is_stale(s), "its user is told to move");
+    again = open_ok(HASH_A, true);
+    cr_assert_eq(take_all(again, 3, 5, 9), 5);
+    cr_assert_eq(count_files(), 1);
+    rl_store_close(again);
+    rl_store_close(s);
+}
+
+static int list_hash(uint64_t hash, void *arg)
+{
+    uint64_t *seen = arg;
+
+    seen[hash == HASH_A ? 0 : hash == HASH_B ? 1 : 2]++;
+    return 0;
+}
+
+Test(store, lists_every_segment_of_the_uid_by_name)
+{
+    struct rl_store *a = open_ok(HASH_A, true);
+    struct rl_store *b = open_ok(HASH_B, true);
+    uint64_t seen[3] = {0, 0, 0};
+    char other[300];
+
+    snprintf(other, sizeof other, "%s/rlshim-%u-1111222233334444",
+             dir, (unsigned)getuid() + 1);
+    make_path(other, 0600); /* another uid's name: not listed */
+    cr_assert_eq(rl_store_each_segment(dir, (uint32_t)getuid(), list_hash,
+                                       seen),
+                 0);
+    cr_assert_eq(seen[0], 1);
+    cr_assert_eq(seen[1], 1);
+    cr_assert_eq(seen[2], 0);
+    rl_store_close(a);
+    rl_store_close(b);
 }
 
 /* A refused file: process-local budgets, one reason, the file untouched. */
@@ -693,7 +871,7 @@ static void expect_refused(const char *path, const char *content,
         cr_assert_eq(n0, n1);
         cr_assert_eq(memcmp(before, after, n0), 0, "never written");
     }
-    cr_assert_lt(rl_store_attach(&s, dir, (uint32_t)getuid(), NULL, 0), 0);
+    cr_assert_lt(rl_store_attach(&s, dir, (uint32_t)getuid(), HASH_A, NULL, 0), 0);
 }
 
 /* A valid segment of ours at `path`, for the foreign cases to start from. */
@@ -988,8 +1166,8 @@ static void window_slot(struct rl_store **s, struct rl_limit *lim,
 static uint64_t take_after_killed_holder(void)
 {
     static const struct rl_lock_ops parking = {
-        .self = rl_ownerlock_self,
-        .alive = rl_ownerlock_alive,
+        .lock = rl_ownerlock_lock,
+        .unlock = rl_ownerlock_unlock,
         .in_critical = park,
     };
     struct rl_lock_ops ops = parking;
@@ -1005,7 +1183,6 @@ static uint64_t take_after_killed_holder(void)
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(kpage, MAP_FAILED);
     window_slot(&s, &lim, &sl);
-    ops.yield = rl_ownerlock_ops.yield;
     holder = fork();
     cr_assert_geq(holder, 0);
     if (holder == 0) {
@@ -1019,7 +1196,9 @@ static uint64_t take_after_killed_holder(void)
     }
     while (atomic_load(&kpage->parked) == 0)
         usleep(1000);
-    cr_assert_neq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is held");
+    /* The mutex's lock word (glibc: its first int) holds the holder's tid. */
+    cr_assert_neq((uint32_t)rl_load_relaxed_u64(&sl.words[0]), 0,
+                  "the lock is held");
     for (int i = 0; i < WAITERS; i++) {
         waiters[i] = fork();
         cr_assert_geq(waiters[i], 0);
@@ -1056,7 +1235,8 @@ static uint64_t take_after_killed_holder(void)
     got = atomic_load(&kpage->granted);
     for (int i = 0; i < 10; i++)
         got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
-    cr_assert_eq(rl_load_relaxed_u64(&sl.words[0]), 0, "the lock is free");
+    cr_assert_eq((uint32_t)rl_load_relaxed_u64(&sl.words[0]), 0,
+                 "the lock is free");
     rl_store_close(s);
     munmap(kpage, sizeof *kpage);
     return got;
@@ -1187,4 +1367,173 @@ Test(store_race, concurrent_claimers_agree_on_every_slot_and_overflow_alike)
     cr_assert_eq(in_table, 256, "the table fills up completely");
     cr_assert_eq(overflowed, FILL_TAGS - 256);
     munmap(page, sizeof *page);
+}
+
+/* ---- window lock holders in another PID namespace ---------------------- */
+
+/* `unshare -p -f --mount-proc` (root only) running store_window_ns. */
+static void ns_helper_path(char *buf, size_t len)
+{
+    const char *build = getenv("RLSHIM_BUILD");
+
+    if (geteuid() != 0 || system("command -v unshare >/dev/null 2>&1") != 0)
+        cr_skip_test("PID namespaces need root and unshare(1)");
+    snprintf(buf, len, "%s/tests/helpers/store_window_ns",
+             build ? build : "build");
+    if (access(buf, X_OK) != 0)
+        cr_assert_fail("%s is not built (make unit builds it)", buf);
+}
+
+struct ns_page {
+    _Atomic uint64_t decided_at, granted, cpu_ns, wall_ns;
+};
+
+static uint64_t proc_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over,
+     .timeout = 20)
+{
+    const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
+    char prog[512], hash[32], line[64] = "";
+    struct rl_store *s;
+    struct rl_limit lim;
+    struct rl_slot sl;
+    struct ns_page *pg;
+    pid_t holder, waiter;
+    uint64_t killed_at, got;
+    int p[2], status;
+    FILE *f;
+
+    ns_helper_path(prog, sizeof prog);
+    window_slot(&s, &lim, &sl);
+    pg = mmap(NULL, sizeof *pg, PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(pg, MAP_FAILED);
+    snprintf(hash, sizeof hash, "%#llx", (unsigned long long)HASH_A);
+    cr_assert_eq(pipe(p), 0);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execlp("unshare", "unshare", "-p", "-f", "--mount-proc",
+               "--kill-child", prog, dir, hash, "park", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    f = fdopen(p[0], "r");
+    cr_assert_not_null(fgets(line, sizeof line, f), "the holder started");
+    cr_assert_str_eq(line, "parked\n");
+    waiter = fork();
+    cr_assert_geq(waiter, 0);
+    if (waiter == 0) {
+        uint64_t t0 = rl_clock_now_ns(), c0 = proc_cpu_ns();
+        uint64_t g = win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0)
+                         .granted;
+
+        atomic_store(&pg->decided_at, rl_clock_now_ns());
+        atomic_store(&pg->cpu_ns, proc_cpu_ns() - c0);
+        atomic_store(&pg->wall_ns, rl_clock_now_ns() - t0);
+        atomic_store(&pg->granted, g);
+        _exit(0);
+    }
+    usleep(400000);
+    uint64_t early = atomic_load(&pg->decided_at);
+    killed_at = rl_clock_now_ns();
+    /* Before any assertion: --kill-child takes its child along. */
+    cr_assert_eq(kill(holder, SIGKILL), 0);
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert_eq(early, 0, "a live holder in another namespace is not robbed");
+    cr_assert_eq(waitpid(waiter, &status, 0), waiter);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_lt(atomic_load(&pg->decided_at) - killed_at, 1000000000ull,
+                 "taken over %llu ns after the kill",
+                 (unsigned long long)(atomic_load(&pg->decided_at) -
+                                      killed_at));
+    cr_assert_lt(atomic_load(&pg->cpu_ns) * 100, atomic_load(&pg->wall_ns),
+                 "the waiter slept: %llu ns of CPU in %llu ns",
+                 (unsigned long long)atomic_load(&pg->cpu_ns),
+                 (unsigned long long)atomic_load(&pg->wall_ns));
+    /* The dead holder's unit counts (its job was finished), and the ring
+     * is whole: exactly 5 - 1 for everyone else. */
+    got = atomic_load(&pg->granted);
+    for (int i = 0; i < 10; i++)
+        got += win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
+    cr_assert_eq(got, 4, "got %llu", (unsigned long long)got);
+    fclose(f);
+    munmap(pg, sizeof *pg);
+    rl_store_close(s);
+}
+
+/* Run store_window_ns take in a new PID namespace; its output line. */
+static void ns_take(const char *prog, char *out, size_t len)
+{
+    char cmd[1024];
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd,
+             "unshare -p -f --mount-proc '%s' '%s' %#llx take", prog, dir,
+             (unsigned long long)HASH_A);
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    out[0] = '\0';
+    cr_assert_not_null(fgets(out, (int)len, f), "the waiter ran");
+    pclose(f);
+}
+
+Test(store_race, a_waiter_in_another_pid_namespace_never_robs_a_live_holder,
+     .timeout = 20)
+{
+    static const struct rl_lock_ops parking = {
+        .lock = rl_ownerlock_lock,
+        .unlock = rl_ownerlock_unlock,
+        .in_critical = park,
+    };
+    char prog[512], out[128];
+    struct rl_store *s;
+    struct rl_limit lim;
+    struct rl_slot sl;
+    unsigned long long g, ms;
+    double cpu;
+    pid_t holder;
+    int status;
+
+    ns_helper_path(prog, sizeof prog);
+    kpage = mmap(NULL, sizeof *kpage, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(kpage, MAP_FAILED);
+    window_slot(&s, &lim, &sl);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        rl_window_set_lock_ops(&parking);
+        rl_sliding_window.take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0);
+        _exit(3);
+    }
+    while (atomic_load(&kpage->parked) == 0)
+        usleep(1000);
+    /* Its pid means nothing in the waiter's namespace: still waited for
+     * (up to the lock's bound, asleep), then denied, never robbed. */
+    ns_take(prog, out, sizeof out);
+    kill(holder, SIGKILL);
+    waitpid(holder, &status, 0);
+    cr_assert_eq(sscanf(out, "granted=%llu ms=%llu cpu_ms=%lf", &g, &ms, &cpu),
+                 3, "%s", out);
+    cr_assert_eq(g, 0, "%s", out);
+    cr_assert_geq(ms, 900, "%s", out);
+    cr_assert_lt(cpu * 100, (double)ms, "%s", out);
+    /* The holder killed: the next waiter there goes at once. */
+    ns_take(prog, out, sizeof out);
+    cr_assert_eq(sscanf(out, "granted=%llu ms=%llu cpu_ms=%lf", &g, &ms, &cpu),
+                 3, "%s", out);
+    cr_assert_eq(g, 1, "%s", out);
+    cr_assert_lt(ms, 1000, "%s", out);
+    munmap(kpage, sizeof *kpage);
+    rl_store_close(s);
 }

@@ -290,8 +290,9 @@ Test(window, refuses_a_count_over_the_cap_and_a_burst)
     cr_assert_str_eq(win->name, "sliding_window");
 }
 
-/* 100 real threads released together on one fresh window with the real
- * clock: exactly 5 go, 200 times over. */
+/* 100 real threads released together on one fresh window, all at one
+ * instant (on the real clock, a round slower than the window on a loaded
+ * machine would let a sixth in): exactly 5 go, 200 times over. */
 struct herd {
     pthread_barrier_t start, done;
     struct rl_limit lim;
@@ -307,7 +308,7 @@ static void *herd_worker(void *arg)
 
     for (r = 0; r < h->rounds; r++) {
         pthread_barrier_wait(&h->start);
-        if (win->take(h->st, &h->lim, rl_clock_now_ns(), 1, 1, 0).granted)
+        if (win->take(h->st, &h->lim, 100 * SEC, 1, 1, 0).granted)
             atomic_fetch_add(&h->admitted, 1);
         pthread_barrier_wait(&h->done);
     }
@@ -388,7 +389,9 @@ static pid_t kill_a_holder_of(const struct rl_limit *lim)
     }
     while (!atomic_load(&shm->parked))
         usleep(1000);
-    cr_assert_neq(atomic_load(&shm->st[0]), 0, "the child holds the lock");
+    /* The mutex's lock word (glibc: its first int) holds the child's tid. */
+    cr_assert_neq((uint32_t)atomic_load(&shm->st[0]), 0,
+                  "the child holds the lock");
     atomic_store(&shm->park, 0);
     kill(pid, SIGKILL);
     return pid;
@@ -412,7 +415,8 @@ Test(window, a_killed_lock_holder_does_not_wedge_the_others, .timeout = 10)
      * the head. Its job is finished for it (the ring stays in order): its
      * two units count, though it never went, and two are left. */
     cr_assert_eq(v.granted, 2, "granted %lu", v.granted);
-    cr_assert_eq(atomic_load(&shm->st[0]), 0, "and the lock is free again");
+    cr_assert_eq((uint32_t)atomic_load(&shm->st[0]), 0,
+                 "and the lock is free again");
     cr_assert_eq(take(shm->st, &lim, 10 * SEC, 1, 1), 0);
     cr_assert_eq(take(shm->st, &lim, 11 * SEC, 4, 4), 4);
     rl_window_set_lock_ops(NULL);
@@ -495,18 +499,48 @@ Test(window, a_live_slow_holder_is_waited_for, .timeout = 10)
     free(shm);
 }
 
-Test(window, a_handler_reentering_the_lock_is_denied_not_deadlocked)
+/* A signal handler that decides on the window while its thread is inside
+ * the lock: denied at once, never waiting for itself. */
+static rl_word *reenter_st;
+static const struct rl_limit *reenter_lim;
+static int reenter_granted = -1;
+
+static void reenter_inside(rl_word *st)
 {
+    (void)st;
+    if (reenter_granted < 0)
+        reenter_granted =
+            (int)win->take(reenter_st, reenter_lim, SEC, 1, 1, 0).granted;
+}
+
+Test(window, a_handler_reentering_the_lock_is_denied_not_deadlocked,
+     .timeout = 10)
+{
+    static struct rl_lock_ops ops;
     struct rl_limit lim = window(4, SEC);
     rl_word *st = state(&lim);
-    struct rl_verdict v;
+    rl_word *other = state(&lim);
 
-    atomic_store(&st[0], rl_ownerlock_ops.self());
-    v = win->take(st, &lim, SEC, 1, 1, 0);
-    cr_assert_eq(v.granted, 0);
-    atomic_store(&st[0], 0);
+    ops = rl_ownerlock_ops;
+    ops.in_critical = reenter_inside;
+    reenter_st = st;
+    reenter_lim = &lim;
+    rl_window_set_lock_ops(&ops);
     cr_assert_eq(take(st, &lim, SEC, 1, 1), 1);
+    cr_assert_eq(reenter_granted, 0, "the same window: denied");
+    /* Another window, while inside this one: denied too (the thread may
+     * be inside glibc's robust-list bookkeeping, which is not
+     * re-entrant). */
+    reenter_granted = -1;
+    reenter_st = other;
+    cr_assert_eq(take(st, &lim, SEC, 1, 1), 1);
+    cr_assert_eq(reenter_granted, 0);
+    rl_window_set_lock_ops(NULL);
+    /* The outer takes were whole: 2 of 4 spent, and nothing else. */
+    cr_assert_eq(take(st, &lim, SEC, 4, 1), 2);
+    cr_assert_eq(take(other, &lim, SEC, 4, 1), 4);
     free(st);
+    free(other);
 }
 
 /* Four threads on one window, each reading a shared fake clock (so the
@@ -577,31 +611,88 @@ Test(window, never_admits_n_plus_one_in_a_window_under_contention)
     free(r.st);
 }
 
-Test(window, the_default_lock_ops_tell_the_living_from_the_dead)
+/* A holder stopped inside the lock (SIGSTOP): its waiters sleep. Each
+ * waiter measures its own CPU time (getrusage) over the wall time of the
+ * same wait, taking in a loop for 1.5 s; a spinning or yielding waiter
+ * would use most of a core. */
+struct stop_page {
+    _Atomic int parked;
+    _Atomic uint64_t cpu_ns[2], wall_ns[2], decided[2];
+    rl_word st[RL_WINDOW_STATE_WORDS + 4];
+};
+
+static struct stop_page *spage;
+
+static void park_stopped(rl_word *st)
 {
-    uint64_t me = rl_ownerlock_ops.self(), child_id;
-    _Atomic uint64_t *box;
-    pid_t pid;
+    (void)st;
+    atomic_store(&spage->parked, 1);
+    for (;;)
+        pause();
+}
+
+static uint64_t self_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+Test(window, a_stopped_holder_makes_its_waiters_sleep, .timeout = 20)
+{
+    static struct rl_lock_ops ops;
+    struct rl_limit lim = window(4, SEC);
+    pid_t holder, w[2];
     int status;
 
-    box = mmap(NULL, sizeof(*box), PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(box, MAP_FAILED);
-    cr_assert_neq(me, 0);
-    cr_assert_eq(me >> 32, (uint64_t)getpid());
-    cr_assert(rl_ownerlock_ops.alive(me));
-    pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        atomic_store(box, rl_ownerlock_ops.self());
-        _exit(0);
+    spage = mmap(NULL, sizeof(*spage), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(spage, MAP_FAILED);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        ops = rl_ownerlock_ops;
+        ops.in_critical = park_stopped;
+        rl_window_set_lock_ops(&ops);
+        win->take(spage->st, &lim, 10 * SEC, 1, 1, 0);
+        _exit(3);
     }
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    child_id = atomic_load(box);
-    cr_assert_eq(child_id, ((uint64_t)pid << 32) | (uint32_t)pid,
-                 "a fork child is itself, not its parent's thread");
-    cr_assert_not(rl_ownerlock_ops.alive(child_id));
-    munmap(box, sizeof(*box));
+    while (!atomic_load(&spage->parked))
+        usleep(1000);
+    cr_assert_eq(kill(holder, SIGSTOP), 0);
+    for (int i = 0; i < 2; i++) {
+        w[i] = fork();
+        cr_assert_geq(w[i], 0);
+        if (w[i] == 0) {
+            uint64_t c0 = self_cpu_ns(), t0 = rl_clock_now_ns(), n = 0;
+
+            while (rl_clock_now_ns() - t0 < 1500 * MS)
+                n += win->take(spage->st, &lim, 10 * SEC, 1, 1, 0).granted;
+            atomic_store(&spage->cpu_ns[i], self_cpu_ns() - c0);
+            atomic_store(&spage->wall_ns[i], rl_clock_now_ns() - t0);
+            atomic_store(&spage->decided[i], n);
+            _exit(0);
+        }
+    }
+    int wst[2];
+    for (int i = 0; i < 2; i++)
+        waitpid(w[i], &wst[i], 0);
+    kill(holder, SIGKILL); /* before any assertion can leave it stopped */
+    waitpid(holder, &status, 0);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(WIFEXITED(wst[i]) && WEXITSTATUS(wst[i]) == 0);
+        double cpu = (double)atomic_load(&spage->cpu_ns[i]);
+        double wall = (double)atomic_load(&spage->wall_ns[i]);
+
+        cr_assert_eq(atomic_load(&spage->decided[i]), 0,
+                     "nobody passes a stopped holder");
+        cr_assert_lt(cpu, wall / 100, "waiter %d: %.0f ns of CPU in %.0f ns",
+                     i, cpu, wall);
+    }
+    /* Killed at last: the next take goes through at once. */
+    cr_assert_eq(take(spage->st, &lim, 10 * SEC, 1, 1), 1);
+    munmap(spage, sizeof(*spage));
 }
 
 Test(window, a_killed_holder_not_yet_reaped_counts_as_dead, .timeout = 10)

@@ -1,4 +1,4 @@
-/* bench_net — the workloads of tests/bench/run.sh, timed from inside.
+/* bench_net — the workloads of tests/bench/shim_overhead.py, timed from inside.
  *
  *   bench_net sink PORTFILE            listen on two ports of 127.0.0.1 and
  *                                      write "DRAIN ABORT" to PORTFILE: the

@@ -23,12 +23,30 @@
  *                                 20 us of work between calls
  *   client shortfill PORT TOTAL   non-blocking sends of 10000 B into a
  *                                 small send buffer, up to TOTAL bytes
+ *   client rawconnect PORT        two syscall(SYS_socket)+syscall(SYS_connect)
+ *   client rawsend PORT           syscall() write, sendto, writev, sendmsg,
+ *                                 sendmmsg of 600 B each on one connection
+ *   client rawclose PORT DIR      syscall(SYS_close/close_range/dup/dup3)
+ *                                 forget or copy marks like the named calls
+ *   client iouring PORT           syscall(SYS_io_uring_setup): errno
+ *   client stale PORT OTHER       a socket closed behind the shim's back
+ *                                 (inline system call), its number reused
+ *                                 by socket() and by an inline socket
+ *   client inherit PORT OTHER     connect to both, then exec `inherited`
+ *   client inherited PORT FD FD2  (after exec) 10 B twice on FD, 100 kB on
+ *                                 FD2
+ *   client freshaccept PORT       accept and socketpair on numbers a
+ *                                 spent socket left behind unseen
+ *   client firstcalls PORT N      N threads make the process's first
+ *                                 covered call (a connect) at once
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <linux/io_uring.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -600,6 +618,254 @@ static int shortfill(long total)
     return 0;
 }
 
+/* syscall(2) itself, made with the instruction (as Go and static binaries
+ * do): no libc entry point the shim could see. */
+static long inline_syscall(long nr, long a, long b, long c)
+{
+    long r;
+#if defined(__x86_64__)
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2)
+                     : "memory");
+    r = x0;
+#else
+#error "inline_syscall: unknown architecture"
+#endif
+    return r;
+}
+
+static int rawconnect(void)
+{
+    int e[2];
+    for (int i = 0; i < 2; i++) {
+        struct sockaddr_in a = addr4(port);
+        int fd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+        long r = syscall(SYS_connect, fd, &a, sizeof a);
+        e[i] = r == 0 ? 0 : errno;
+        syscall(SYS_close, fd);
+    }
+    printf("first_errno=%d\nsecond_errno=%d\n", e[0], e[1]);
+    return 0;
+}
+
+static int rawsend(void)
+{
+    int fd = tcp_connected(port);
+    static char buf[600];
+    memset(buf, 'r', sizeof buf);
+    long w = syscall(SYS_write, fd, buf, sizeof buf);
+    long t = syscall(SYS_sendto, fd, buf, sizeof buf, MSG_NOSIGNAL, NULL, 0);
+    struct iovec iov = {buf, sizeof buf};
+    long v = syscall(SYS_writev, fd, &iov, 1);
+    int ev = errno;
+    struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1};
+    long m = syscall(SYS_sendmsg, fd, &h, MSG_NOSIGNAL);
+    int em = errno;
+    struct mmsghdr mm = {.msg_hdr = h};
+    long mmr = syscall(SYS_sendmmsg, fd, &mm, 1, MSG_NOSIGNAL);
+    int emm = errno;
+    close(fd);
+    printf("write=%ld\nsendto=%ld\nwritev=%ld\nwritev_errno=%d\nsendmsg=%ld\n"
+           "sendmsg_errno=%d\nsendmmsg=%ld\nsendmmsg_errno=%d\n",
+           w, t, v, v < 0 ? ev : 0, m, m < 0 ? em : 0, mmr, mmr < 0 ? emm : 0);
+    return 0;
+}
+
+/* After fd was closed by `how`, a file gets its number: writes pass. */
+static long reused_by_file(int fd, const char *dir, const char *how)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/raw-%s.dat", dir, how);
+    int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (f != fd) {
+        printf("%s_fd=mismatch\n", how);
+        return -1;
+    }
+    long n = write_n(f, 100000);
+    close(f);
+    return n;
+}
+
+static int rawclose(const char *dir)
+{
+    int fd = tcp_connected(port);
+    ssize_t c1 = write(fd, "xx", 2);
+    ssize_t c2 = write(fd, "xx", 2);
+    printf("control_first=%zd\ncontrol_second=%zd\n", c1, c2);
+    syscall(SYS_close, fd);
+    printf("close=%ld\n", reused_by_file(fd, dir, "close"));
+    fd = tcp_connected(port);
+    syscall(SYS_close_range, fd, fd, 0);
+    printf("close_range=%ld\n", reused_by_file(fd, dir, "close_range"));
+    fd = tcp_connected(port);
+    int d = (int)syscall(SYS_dup, fd);
+    int d3 = (int)syscall(SYS_dup3, fd, 200, 0);
+    int e1 = write(d, "xx", 2) < 0 && errno == EAGAIN;
+    int e3 = write(d3, "xx", 2) < 0 && errno == EAGAIN;
+    printf("dup_marked=%d\ndup3_marked=%d\n", e1, e3);
+    close(d);
+    close(d3);
+    close(fd);
+    return 0;
+}
+
+static int iouring(void)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    long fd = syscall(SYS_io_uring_setup, 4, &p);
+    int e = fd < 0 ? errno : 0;
+    if (fd >= 0)
+        close((int)fd);
+    printf("iouring_errno=%d\n", e);
+    return 0;
+}
+
+static int stale(int other)
+{
+    /* A socket made behind the shim's back (an inline system call, as Go
+     * makes them): the kernel is asked what it is, and its connect to the
+     * rule's destination is charged (connect = 2/h). */
+    struct sockaddr_in a = addr4(port);
+    int s0 = (int)inline_syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+    int e0 = connect_wait(s0, (struct sockaddr *)&a, sizeof a);
+    /* The budget: 1 byte. A socket that spent it is closed where the shim
+     * cannot see: its mark stays behind. */
+    int s1 = tcp_connected(port);
+    ssize_t w1 = write(s1, "x", 1);
+    ssize_t w2 = write(s1, "x", 1);
+    inline_syscall(SYS_close, s1, 0, 0);
+    /* socket() gets the number again: a fresh mark, so a connection to
+     * a destination outside the rule is free. */
+    int s2 = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in b = addr4(other);
+    int e2 = connect_wait(s2, (struct sockaddr *)&b, sizeof b);
+    long free_bytes = write_n(s2, 100000);
+    close(s2);
+    /* The raw socket's connect was charged: this third one is denied. */
+    int s3 = socket(AF_INET, SOCK_STREAM, 0);
+    int e3 = connect_wait(s3, (struct sockaddr *)&a, sizeof a);
+    close(s3);
+    close(s0);
+    printf("raw_connect_errno=%d\nfirst=%zd\nsecond=%zd\nsame_fd=%d\n"
+           "other_errno=%d\nfree=%ld\nnext_connect_errno=%d\n",
+           e0, w1, w2, s2 == s1, e2, free_bytes, e3);
+    return 0;
+}
+
+/* A socket that spent the 1-byte budget, closed where the shim cannot see:
+ * its number keeps a stale mark. Returns the number. */
+static int spent_unseen(void)
+{
+    int s = tcp_connected(port);
+    ssize_t w = write(s, "x", 1); /* the budget, the first time */
+    if (write(s, "x", 1) != -1)
+        printf("budget_not_spent=%zd\n", w);
+    inline_syscall(SYS_close, s, 0, 0);
+    return s;
+}
+
+static int freshaccept(void)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = addr4(0);
+    socklen_t l = sizeof a;
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 8) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &l) != 0)
+        return 1;
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int stale = spent_unseen();
+    connect_wait(c, (struct sockaddr *)&a, sizeof a);
+    int acc = accept4(ls, NULL, NULL, 0);
+    /* The accepted end writes into the local connection: nothing of the
+     * rule's destination, so nothing is charged. */
+    long acc_bytes = 0;
+    static char buf[65536];
+    for (int i = 0; i < 2; i++) {
+        ssize_t w = write(acc, buf, 1000);
+        if (w <= 0)
+            break;
+        acc_bytes += w;
+        if (read(c, buf, sizeof buf) <= 0)
+            break;
+    }
+    close(acc);
+    int stale2 = spent_unseen();
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    ssize_t p1 = write(sv[0], "abc", 3);
+    ssize_t p2 = write(sv[1], "abc", 3);
+    printf("accept_same_fd=%d\naccepted=%ld\npair_same_fd=%d\npair_first=%zd\n"
+           "pair_second=%zd\n",
+           acc == stale, acc_bytes, sv[0] == stale2 || sv[1] == stale2, p1,
+           p2);
+    return 0;
+}
+
+static int inherit(int other, const char *self)
+{
+    int a = tcp_connected(port);
+    int b = tcp_connected(other);
+    char fa[16], fb[16], p[16];
+    snprintf(fa, sizeof fa, "%d", a);
+    snprintf(fb, sizeof fb, "%d", b);
+    snprintf(p, sizeof p, "%d", port);
+    execl(self, self, "inherited", p, fa, fb, (char *)NULL);
+    perror("exec");
+    return 1;
+}
+
+static int inherited(int a, int b)
+{
+    ssize_t w1 = write(a, "0123456789", 10);
+    ssize_t w2 = write(a, "0123456789", 10);
+    int e2 = errno;
+    long other = write_n(b, 100000);
+    printf("first=%zd\nsecond=%zd\nsecond_errno=%d\nother=%ld\n", w1, w2,
+           w2 < 0 ? e2 : 0, other);
+    return 0;
+}
+
+static pthread_barrier_t start_line;
+static int first_ok, first_denied;
+
+static void *first_call(void *arg)
+{
+    (void)arg;
+    struct sockaddr_in a = addr4(port);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    pthread_barrier_wait(&start_line);
+    int e = connect_wait(fd, (struct sockaddr *)&a, sizeof a);
+    if (e == 0)
+        __atomic_add_fetch(&first_ok, 1, __ATOMIC_RELAXED);
+    else if (e == EAGAIN)
+        __atomic_add_fetch(&first_denied, 1, __ATOMIC_RELAXED);
+    close(fd);
+    return NULL;
+}
+
+static int firstcalls(int n)
+{
+    pthread_t t[64];
+    if (n > 64)
+        n = 64;
+    pthread_barrier_init(&start_line, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, first_call, NULL);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("ok=%d\ndenied=%d\n", first_ok, first_denied);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -645,6 +911,24 @@ int main(int argc, char **argv)
         return shortfill(parse_int(argv[3]));
     if (strcmp(mode, "bigfd") == 0 && argc == 4)
         return bigfd(argv[3]);
+    if (strcmp(mode, "rawconnect") == 0)
+        return rawconnect();
+    if (strcmp(mode, "rawsend") == 0)
+        return rawsend();
+    if (strcmp(mode, "rawclose") == 0 && argc == 4)
+        return rawclose(argv[3]);
+    if (strcmp(mode, "iouring") == 0)
+        return iouring();
+    if (strcmp(mode, "stale") == 0 && argc == 4)
+        return stale(parse_int(argv[3]));
+    if (strcmp(mode, "inherit") == 0 && argc == 4)
+        return inherit(parse_int(argv[3]), argv[0]);
+    if (strcmp(mode, "inherited") == 0 && argc == 5)
+        return inherited(parse_int(argv[3]), parse_int(argv[4]));
+    if (strcmp(mode, "freshaccept") == 0)
+        return freshaccept();
+    if (strcmp(mode, "firstcalls") == 0 && argc == 4)
+        return firstcalls(parse_int(argv[3]));
     fprintf(stderr, "unknown mode or arguments: %s\n", mode);
     return 2;
 }

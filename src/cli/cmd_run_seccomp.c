@@ -1,0 +1,537 @@
+/* cmd_run_seccomp.c — the launcher of `rlshim run --seccomp` (see
+ * cmd_run_seccomp.h).
+ *
+ * Order matters:
+ *  1. the kernel is asked whether it has user notification at all (else
+ *     one line and 126: never an unthrottled run);
+ *  2. the config is loaded and the gate set up with PROGRAM's identity
+ *     (RLSHIM_KEY, else with key = exe PROGRAM's name, else the uid), so
+ *     the supervisor decides in the same shared segment as the preloaded
+ *     shim: a Go crawler and a curl loop of one user share one budget;
+ *  3. the filter is built with libseccomp here, before fork, and exported
+ *     as BPF: the child then only makes system calls (prctl, seccomp,
+ *     sendmsg, execve), nothing that could deadlock after fork. It is
+ *     loaded with seccomp(2) directly, because Debian's libseccomp 2.5
+ *     cannot ask for SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Go preempts
+ *     its threads with SIGURG; without the flag a held call is interrupted
+ *     and re-sent in a loop);
+ *  4. the child tells its listener's fd number over a socketpair, this
+ *     process takes the fd with pidfd_getfd (not SCM_RIGHTS: see struct
+ *     hello), the child closes its own and execs PROGRAM; this process
+ *     becomes the supervisor (a child subreaper, so that it outlives no
+ *     descendant). */
+#include "cli/cmd_run_seccomp.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/supervise.h"
+#include "policy/config.h"
+#include "policy/gate.h"
+#include "policy/identity.h"
+#include "util/log.h"
+
+#define EXIT_CANNOT_EXEC 126
+
+/* Linux 6.6; Debian 12's headers predate it. The kernel answers EINVAL
+ * (older) and we go on without it. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+static const char me[] = "rlshim run --seccomp";
+
+/* ---- can this kernel do it? -------------------------------------------*/
+
+static bool kernel_has_user_notif(char *why, size_t len)
+{
+    char buf[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/seccomp/actions_avail", "re");
+    if (f == NULL) {
+        snprintf(why, len,
+                 "this kernel has no seccomp filters "
+                 "(/proc/sys/kernel/seccomp/actions_avail: %s)",
+                 strerror(errno));
+        return false;
+    }
+    bool ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    for (char *t = strtok(buf, " "); ok && t != NULL; t = strtok(NULL, " "))
+        if (strcmp(t, "user_notif") == 0)
+            return true;
+    snprintf(why, len,
+             "this kernel has no seccomp user notification "
+             "(actions_avail: %s; Linux 5.6 or later needed)",
+             buf);
+    return false;
+}
+
+/* The supervisor takes the program's sockets with pidfd_getfd (Linux
+ * 5.6): asked with an fd that cannot exist, a kernel that has it says
+ * EBADF. */
+static bool kernel_has_pidfd_getfd(char *why, size_t len)
+{
+    if (syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == ENOSYS) {
+        snprintf(why, len,
+                 "this kernel has no pidfd_getfd (Linux 5.6 or "
+                 "later needed)");
+        return false;
+    }
+    return true;
+}
+
+/* A 32-bit program would make its calls through another system-call
+ * table, which the filter does not decide: refuse it rather than run it
+ * unthrottled (the filter kills a process that switches anyway). */
+static bool is_foreign_elf(const char *path)
+{
+    unsigned char id[EI_NIDENT];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool foreign = false;
+    if (fd < 0)
+        return false;
+    if (pread(fd, id, sizeof id, 0) == (ssize_t)sizeof id &&
+        memcmp(id, ELFMAG, SELFMAG) == 0)
+        foreign = id[EI_CLASS] != ELFCLASS64;
+    close(fd);
+    return foreign;
+}
+
+/* ---- the filter --------------------------------------------------------*/
+
+/* connect always; sendto only with an address (a stream send or a send on
+ * a connected socket passes without a round trip); sendmsg and sendmmsg
+ * (the address is in memory, which BPF cannot read). When the rule charges
+ * no sends, only MSG_FASTOPEN sends, which are connects. */
+static int add_rules(scmp_filter_ctx ctx, bool sends)
+{
+    int r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+    /* io_uring's connects and sends never pass through seccomp: as under
+     * the library (SPEC §1), io_uring_setup answers ENOSYS, and runtimes
+     * fall back to the calls decided here. */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                             SCMP_SYS(io_uring_setup), 0);
+    if (r == 0 && sends) {
+        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
+                             SCMP_A4(SCMP_CMP_NE, 0));
+        if (r == 0)
+            r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 0);
+        if (r == 0)
+            r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmmsg), 0);
+    } else if (r == 0) {
+        r = seccomp_rule_add(
+            ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 2,
+            SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN),
+            SCMP_A4(SCMP_CMP_NE, 0));
+        if (r == 0)
+            r = seccomp_rule_add(
+                ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 1,
+                SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN));
+    }
+    return r;
+}
+
+/* The filter as BPF in `prog` (filter malloc'd). Returns 0 or -errno. */
+static int build_filter(struct sock_fprog *prog, bool sends)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int mfd = -1, r;
+    if (ctx == NULL)
+        return -ENOMEM;
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r == 0)
+        r = add_rules(ctx, sends);
+    if (r < 0)
+        goto out;
+    /* libseccomp 2.5 exports to an fd only. */
+    mfd = memfd_create("rlshim-filter", MFD_CLOEXEC);
+    if (mfd < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = seccomp_export_bpf(ctx, mfd);
+    if (r < 0)
+        goto out;
+    off_t size = lseek(mfd, 0, SEEK_END);
+    if (size <= 0 || size % sizeof(struct sock_filter) != 0 ||
+        size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        r = -EINVAL;
+        goto out;
+    }
+    prog->filter = malloc((size_t)size);
+    if (prog->filter == NULL) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if (pread(mfd, prog->filter, (size_t)size, 0) != size) {
+        free(prog->filter);
+        prog->filter = NULL;
+        r = -EIO;
+        goto out;
+    }
+    prog->len = (unsigned short)(size / sizeof(struct sock_filter));
+    r = 0;
+out:
+    if (mfd >= 0)
+        close(mfd);
+    seccomp_release(ctx);
+    return r;
+}
+
+/* ---- the child -----------------------------------------------------------*/
+
+/* What the child tells the parent before exec: the listener's fd number
+ * in the child, or the errno of the step that failed. The parent takes
+ * the fd itself with pidfd_getfd: passing it with SCM_RIGHTS would need a
+ * sendmsg, which the child's own filter already sends to a supervisor
+ * that does not have the listener yet. */
+struct hello {
+    int err;
+    int step;     /* 0 prctl, 1 seccomp */
+    int killable; /* WAIT_KILLABLE_RECV was accepted */
+    int lfd;      /* the listener, in the child */
+};
+
+/* After fork: only system calls from here to exec. */
+static void child(int sock, const struct sock_fprog *prog, const char *path,
+                  char *const argv[])
+{
+    struct hello h = {0, 0, 1, -1};
+    char ack;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        h.err = errno;
+        goto fail;
+    }
+    h.step = 1;
+    h.lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                         SECCOMP_FILTER_FLAG_NEW_LISTENER |
+                             SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+                         prog);
+    if (h.lfd < 0 && errno == EINVAL) {
+        /* Before Linux 5.19: the supervisor warns. */
+        h.killable = 0;
+        h.lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                             SECCOMP_FILTER_FLAG_NEW_LISTENER, prog);
+    }
+    if (h.lfd < 0) {
+        h.err = errno;
+        goto fail;
+    }
+    /* write and read: calls the filter does not name. */
+    if (write(sock, &h, sizeof h) != (ssize_t)sizeof h ||
+        read(sock, &ack, 1) != 1)
+        _exit(EXIT_CANNOT_EXEC); /* the parent is gone: never unsupervised */
+    /* The program must not hold the listener: when the supervisor dies,
+     * its pending and later calls must fail (ENOSYS), not hang. */
+    close(h.lfd);
+    close(sock);
+    execv(path, argv);
+    int e = errno;
+    dprintf(2, "rlshim: %s: %s\n", path, strerror(e));
+    _exit(e == ENOENT ? 127 : EXIT_CANNOT_EXEC);
+fail:
+    if (write(sock, &h, sizeof h) < 0)
+        _exit(EXIT_CANNOT_EXEC);
+    _exit(EXIT_CANNOT_EXEC);
+}
+
+/* The child's listener, taken into this process; -1 with h->err set (or
+ * not, when the child died first). */
+static int take_listener(int sock, pid_t pid, struct hello *h)
+{
+    ssize_t n;
+    while ((n = read(sock, h, sizeof *h)) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)sizeof *h || h->err != 0)
+        return -1;
+    int pfd = pidfd_open(pid, 0);
+    int fd = pfd >= 0 ? pidfd_getfd(pfd, h->lfd, 0) : -1;
+    if (fd < 0)
+        h->err = errno;
+    if (pfd >= 0)
+        close(pfd);
+    if (fd >= 0 && write(sock, "k", 1) != 1) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- what this mode can and cannot enforce --------------------------------*/
+
+/* One warning line for the limits of the rule that no notification can
+ * see (SPEC §10): stream bytes and sends on connected sockets. */
+static void warn_unenforced(const struct rl_config *cfg,
+                            const struct rl_identity *id)
+{
+    const struct rl_rule *rule =
+        rl_config_find_rule(cfg, id->has_key ? id->key : NULL, id->uid,
+                            id->has_login ? id->login : NULL);
+    if (rule == NULL)
+        return;
+    bool bytes = rule->nlimits[RL_KIND_SEND_BYTES] > 0;
+    bool sends = rule->nlimits[RL_KIND_SEND] > 0;
+    if (!bytes && !sends)
+        return;
+    fprintf(stderr,
+            "rlshim: warning: under --seccomp, [%s] %s%s%s is enforced on "
+            "datagrams sent to an address only, not on stream sockets nor "
+            "on connected datagram sockets\n",
+            rule->section, sends ? "send" : "", sends && bytes ? " and " : "",
+            bytes ? "send_bytes" : "");
+}
+
+/* librlshim.so has no business under the filter: a dynamically linked
+ * descendant would be charged twice (by the shim and by the supervisor).
+ * Take it out of LD_PRELOAD, leaving the rest. Returns true when it was
+ * there. */
+static bool drop_preload(void)
+{
+    const char *old = getenv("LD_PRELOAD");
+    bool found = false;
+    if (old == NULL)
+        return false;
+    char *val = calloc(1, strlen(old) + 1);
+    if (val == NULL)
+        return false;
+    for (const char *p = old; *p;) {
+        size_t n = strcspn(p, " :");
+        const char *base = p;
+        for (size_t i = 0; i < n; i++)
+            if (p[i] == '/')
+                base = p + i + 1;
+        static const char lib[] = "librlshim.so";
+        bool ours = (size_t)(p + n - base) == sizeof lib - 1 &&
+                    strncmp(base, lib, sizeof lib - 1) == 0;
+        found |= n > 0 && ours;
+        if (n > 0 && !ours) {
+            if (*val)
+                strcat(val, " ");
+            strncat(val, p, n);
+        }
+        p += n;
+        p += strspn(p, " :");
+    }
+    if (*val)
+        setenv("LD_PRELOAD", val, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    free(val);
+    return found;
+}
+
+/* When librlshim.so was preloaded into this very process, its hooks would
+ * charge (and in delay mode sleep in) the supervisor's own connects: run
+ * this command again without it. Returns only when that fails. */
+static void reexec_self(void)
+{
+    static char buf[65536];
+    char *argv[1024];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    size_t argc = 0;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0 || (size_t)n >= sizeof buf - 1)
+        return;
+    buf[n] = '\0';
+    for (char *p = buf; p < buf + n && argc < 1023; p += strlen(p) + 1)
+        argv[argc++] = p;
+    argv[argc] = NULL;
+    execv("/proc/self/exe", argv);
+}
+
+/* PROGRAM's identity: the supervisor's own (key from the environment, uid,
+ * login), but with key = exe the name of PROGRAM, not "rlshim". */
+static void target_identity(const struct rl_config *cfg, const char *path,
+                            struct rl_identity *id)
+{
+    rl_identity_resolve(id, RL_KEY_ENV);
+    if (!id->has_key && cfg->key_mode == RL_KEY_EXE) {
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        snprintf(id->key, sizeof id->key, "%s", base);
+        id->has_key = id->key[0] != '\0';
+    }
+}
+
+static bool report_wanted(const struct rl_config *cfg)
+{
+    const char *s = getenv("RLSHIM_REPORT");
+    return cfg->report || (s != NULL && strcmp(s, "1") == 0);
+}
+
+/* Nothing to enforce: PROGRAM runs as itself, no filter, no supervisor. */
+static int exec_plain(const char *path, char *const argv[])
+{
+    execv(path, argv);
+    int e = errno;
+    fprintf(stderr, "rlshim: %s: %s\n", path, strerror(e));
+    return e == ENOENT ? 127 : EXIT_CANNOT_EXEC;
+}
+
+/* ---- the launcher ---------------------------------------------------------*/
+
+static int launch(const char *path, char *const argv[], bool sends)
+{
+    struct sock_fprog prog = {0};
+    int sp[2], r, st;
+    r = build_filter(&prog, sends);
+    if (r < 0) {
+        fprintf(stderr,
+                "%s: cannot build the seccomp filter: %s; not "
+                "running %s unthrottled\n",
+                me, strerror(-r), argv[0]);
+        return EXIT_CANNOT_EXEC;
+    }
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
+        fprintf(stderr, "%s: %s\n", me, strerror(errno));
+        free(prog.filter);
+        return 1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "%s: fork: %s\n", me, strerror(errno));
+        free(prog.filter);
+        return 1;
+    }
+    if (pid == 0) {
+        close(sp[0]);
+        child(sp[1], &prog, path, argv);
+    }
+    close(sp[1]);
+    free(prog.filter);
+    struct hello h = {0};
+    int lfd = take_listener(sp[0], pid, &h);
+    close(sp[0]);
+    if (lfd < 0) {
+        if (h.err != 0)
+            fprintf(stderr,
+                    "%s: %s failed: %s (seccomp disabled in this "
+                    "container?); not running %s unthrottled\n",
+                    me,
+                    h.step == 0 ? "prctl(PR_SET_NO_NEW_PRIVS)"
+                    : h.lfd < 0 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
+                                : "pidfd_getfd(the listener)",
+                    strerror(h.err), argv[0]);
+        else
+            fprintf(stderr,
+                    "%s: the filter's listener did not arrive; not "
+                    "running %s unthrottled\n",
+                    me, argv[0]);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        return EXIT_CANNOT_EXEC;
+    }
+    if (!h.killable)
+        fprintf(stderr,
+                "rlshim: warning: this kernel (before Linux 5.19) lets a "
+                "signal interrupt a held call; Go programs retry them in a "
+                "loop and a delayed call may wait longer\n");
+    /* Linux 6.6: answers wake the waiting thread on this CPU (a few
+     * microseconds per call instead of a dozen); older kernels say EINVAL
+     * and we go on without. */
+    uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
+    (void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
+    r = rl_supervise(lfd, pid);
+    if (r < 0) {
+        fprintf(stderr, "%s: the supervisor failed: %s; stopping %s\n", me,
+                strerror(-r), argv[0]);
+        kill(pid, SIGKILL);
+        return EXIT_CANNOT_EXEC;
+    }
+    return r;
+}
+
+int rl_run_seccomp(const char *path, char *const argv[])
+{
+    char why[256];
+    if (!kernel_has_user_notif(why, sizeof why) ||
+        !kernel_has_pidfd_getfd(why, sizeof why)) {
+        fprintf(stderr, "%s: %s; not running %s unthrottled\n", me, why,
+                argv[0]);
+        return EXIT_CANNOT_EXEC;
+    }
+    if (is_foreign_elf(path)) {
+        fprintf(stderr,
+                "%s: %s is not a 64-bit program; its calls would "
+                "pass the filter undecided: not running it\n",
+                me, argv[0]);
+        return EXIT_CANNOT_EXEC;
+    }
+    if (drop_preload()) {
+        reexec_self();
+        fprintf(stderr,
+                "%s: cannot run again without librlshim.so in "
+                "LD_PRELOAD: %s\n",
+                me, strerror(errno));
+        return 1;
+    }
+
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    int r = rl_config_load_env(&cfg, &d);
+    if (r < 0) {
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "%s\n", d.msgs[i]);
+        rl_diag_free(&d);
+        return 1;
+    }
+    rl_diag_free(&d);
+    if (cfg == NULL) {
+        /* No config at all (cmd_run said so): nothing to enforce. */
+        return exec_plain(path, argv);
+    }
+    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
+        fprintf(stderr, "%s: %s: log path too long\n", me, cfg->path);
+        rl_config_free(cfg);
+        return 1;
+    }
+    struct rl_identity id;
+    target_identity(cfg, path, &id);
+    why[0] = '\0';
+    r = rl_gate_init(cfg, &id, why, sizeof why);
+    if (why[0] != '\0')
+        fprintf(stderr, "%s\n", why);
+    if (r < 0) {
+        fprintf(stderr, "%s: cannot set up budgets: %s\n", me, strerror(-r));
+        rl_config_free(cfg);
+        return 1;
+    }
+    if (report_wanted(cfg))
+        rl_gate_report_enable();
+    if (!rl_gate_active()) {
+        /* No section applies to this user: nothing is throttled, as under
+         * the preload; no filter, no supervisor. */
+        rl_gate_finish();
+        return exec_plain(path, argv);
+    }
+    warn_unenforced(cfg, &id);
+    r = launch(path, argv, rl_gate_charges_sends());
+    /* cfg stays: the gate reads it, and the supervisor's receiving thread
+     * may still be in its ioctl until the process exits. */
+    rl_gate_finish();
+    return r;
+}

@@ -1,0 +1,395 @@
+/* sup_calls.c — one decision per notified system call (see sup_calls.h).
+ *
+ * The arguments in registers (fd, lengths, flags) are the call's own; what
+ * they point to (the sockaddr, a msghdr) is read from the target's memory
+ * with process_vm_readv, and the notification is re-checked afterwards:
+ * a thread that died and whose number was reused must not be read for it.
+ * Only a stream connect is made here, on our copy of the socket and the
+ * address we read; the sends are answered "continue", so the kernel reads
+ * their address again (a program that rewrites it from another thread in
+ * between is charged for the address it showed: this is a rate limiter,
+ * not a sandbox, SPEC §7). */
+#include "cli/sup_calls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* A pidfd of one thread rather than its process (Linux 6.9); older
+ * kernels refuse it and we look the process up instead. */
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+/* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
+#define MAX_IOV 1024u
+
+bool sup_id_valid(int listener, uint64_t id)
+{
+    return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* `len` bytes at `addr` in thread `pid`: 0, or -errno (-EFAULT for a
+ * short read: the program passed a bad pointer). */
+static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    struct iovec local = {buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0)
+        return -errno;
+    return (size_t)n == len ? 0 : -EFAULT;
+}
+
+/* The thread group of a thread, from /proc (kernels before PIDFD_THREAD). */
+static pid_t tgid_of(pid_t tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "re");
+    pid_t tgid = -1;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "Tgid:", 5) == 0) {
+            tgid = (pid_t)strtol(line + 5, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return tgid;
+}
+
+/* pidfds of recent target threads, so that a thread's next call costs no
+ * pidfd_open. Only thread pidfds (PIDFD_THREAD) are kept: one names that
+ * thread for ever, so a thread number reused by another thread finds a
+ * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
+ * process pidfd kept under a thread number could name the wrong process.
+ * Only the receiving thread decides (supervise.c), so no lock. */
+#define PIDFD_CACHE 64
+static struct {
+    pid_t tid; /* 0: empty */
+    int pfd;
+} cache[PIDFD_CACHE];
+static bool thread_pidfds = true;
+
+static int open_pidfd(pid_t tid, bool *cached)
+{
+    unsigned h = (unsigned)tid % PIDFD_CACHE;
+    *cached = false;
+    if (tid != 0 && cache[h].tid == tid) {
+        *cached = true;
+        return cache[h].pfd;
+    }
+    if (thread_pidfds) {
+        int pfd = pidfd_open(tid, PIDFD_THREAD);
+        if (pfd >= 0) {
+            if (cache[h].tid != 0)
+                close(cache[h].pfd);
+            cache[h].tid = tid;
+            cache[h].pfd = pfd;
+            *cached = true;
+            return pfd;
+        }
+        if (errno != EINVAL)
+            return -1;
+        thread_pidfds = false; /* before Linux 6.9 */
+    }
+    pid_t tgid = tgid_of(tid);
+    return tgid > 0 ? pidfd_open(tgid, 0) : -1;
+}
+
+static void forget_pidfd(pid_t tid)
+{
+    unsigned h = (unsigned)tid % PIDFD_CACHE;
+    if (tid != 0 && cache[h].tid == tid) {
+        close(cache[h].pfd);
+        cache[h].tid = 0;
+    }
+}
+
+/* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
+ * pidfd is opened (or found) first and the notification checked after, so
+ * that the thread number names the caller while we take its fd. */
+static int grab(int listener, const struct sup_job *j)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool cached;
+        int pfd = open_pidfd(j->pid, &cached);
+        if (pfd < 0)
+            return -ESRCH;
+        if (!sup_id_valid(listener, j->id)) {
+            if (!cached)
+                close(pfd);
+            return -ESRCH;
+        }
+        int s = pidfd_getfd(pfd, j->fd, 0);
+        int err = errno;
+        if (!cached)
+            close(pfd);
+        if (s >= 0)
+            return s;
+        if (err != ESRCH || !cached)
+            return -err;
+        forget_pidfd(j->pid); /* a thread that is gone; its number reused */
+    }
+    return -ESRCH;
+}
+
+static int sock_type(int s)
+{
+    int type = 0;
+    socklen_t l = sizeof type;
+    return getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) == 0 ? type : -1;
+}
+
+/* A stream socket that is connecting or connected: a connect on it only
+ * reports progress (EALREADY, EISCONN) and is not a new attempt (SPEC §1).
+ * Asked of the kernel, so nothing is remembered per fd. */
+static bool in_progress(int s)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0)
+        return false;
+    return ti.tcpi_state != TCP_CLOSE;
+}
+
+static bool is_inet(const struct sup_job *j)
+{
+    sa_family_t fam = ((const struct sockaddr *)&j->sa)->sa_family;
+    return fam == AF_INET || fam == AF_INET6;
+}
+
+/* Read the sockaddr at `addr` (`len` bytes) into the job. Returns 1 for an
+ * inet address, 0 for anything we let through, or -errno. */
+static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
+{
+    if (addr == 0 || len < sizeof(sa_family_t) || len > sizeof j->sa)
+        return 0; /* the kernel gives its own EINVAL or EFAULT */
+    int r = peek(j->pid, addr, &j->sa, (size_t)len);
+    if (r < 0)
+        return r;
+    j->salen = (socklen_t)len;
+    return is_inet(j) ? 1 : 0;
+}
+
+/* What a failed read answers: the kernel's EFAULT for a bad pointer; for a
+ * thread that is gone, anything (nobody reads it). */
+static enum sup_act read_failed(struct sup_job *j, int r)
+{
+    j->err = r == -EFAULT ? EFAULT : ESRCH;
+    return SUP_ERROR;
+}
+
+static enum sup_act verdict(struct sup_job *j, int act)
+{
+    if (act == RL_GATE_FAIL) {
+        j->err = j->t.err;
+        return SUP_ERROR;
+    }
+    j->charged = true;
+    if (j->t.wait_ns > 0) {
+        j->due = j->t.now + j->t.wait_ns;
+        return SUP_DUE;
+    }
+    return j->connect ? SUP_CONNECT : SUP_CONTINUE;
+}
+
+static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
+                               struct sup_job *j)
+{
+    j->fd = (int)req->data.args[0];
+    int r = read_addr(j, req->data.args[1], req->data.args[2]);
+    if (r < 0)
+        return read_failed(j, r);
+    if (r == 0)
+        return SUP_CONTINUE;
+    int s = grab(listener, j);
+    if (s < 0) {
+        j->err = -s;
+        return SUP_ERROR; /* EBADF as the kernel says it; else gone */
+    }
+    if (sock_type(s) != SOCK_STREAM) {
+        /* A datagram connect sends nothing and is not charged. */
+        close(s);
+        return SUP_CONTINUE;
+    }
+    /* Every inet stream connect is made here, charged or not: a program
+     * cannot turn an uncharged address into a charged one after the
+     * check. */
+    j->sock = s;
+    j->connect = true;
+    if (!rl_gate_covers(&j->sa, j->salen) || in_progress(s))
+        return SUP_CONNECT;
+    return verdict(j,
+                   rl_gate_connect(&j->t, "connect", j->fd, &j->sa, j->salen));
+}
+
+/* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
+ * MSG_FASTOPEN connect on a stream socket). */
+static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
+                              uint64_t flags, uint64_t calls, uint64_t bytes)
+{
+    bool fastopen = (flags & MSG_FASTOPEN) != 0;
+    if ((!fastopen && !rl_gate_charges_sends()) ||
+        !rl_gate_covers(&j->sa, j->salen) || calls == 0)
+        return SUP_CONTINUE;
+    int s = grab(listener, j);
+    if (s < 0) {
+        j->err = -s;
+        return SUP_ERROR;
+    }
+    int type = sock_type(s);
+    bool fresh = type == SOCK_STREAM && !in_progress(s);
+    close(s);
+    if (type == SOCK_DGRAM && rl_gate_charges_sends())
+        /* Datagrams go whole or not at all. */
+        return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
+                                       calls, calls, bytes, bytes));
+    if (fastopen && fresh)
+        return verdict(j,
+                       rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen));
+    return SUP_CONTINUE;
+}
+
+static enum sup_act on_sendto(int listener, const struct seccomp_notif *req,
+                              struct sup_job *j)
+{
+    j->fd = (int)req->data.args[0];
+    int r = read_addr(j, req->data.args[4], req->data.args[5]);
+    if (r < 0)
+        return read_failed(j, r);
+    if (r == 0)
+        return SUP_CONTINUE;
+    return addressed(listener, j, "sendto", req->data.args[3], 1,
+                     req->data.args[2]);
+}
+
+/* The bytes a message carries: the sum of its iovec lengths. */
+static int msg_bytes(pid_t pid, const struct msghdr *m, uint64_t *bytes)
+{
+    size_t n = m->msg_iovlen < MAX_IOV ? m->msg_iovlen : MAX_IOV;
+    struct iovec iov[64];
+    *bytes = 0;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 64 ? n - done : 64;
+        int r =
+            peek(pid, (uintptr_t)(m->msg_iov + done), iov, k * sizeof iov[0]);
+        if (r < 0)
+            return r;
+        for (size_t i = 0; i < k; i++)
+            *bytes += iov[i].iov_len;
+        done += k;
+    }
+    return 0;
+}
+
+static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
+                               struct sup_job *j)
+{
+    struct msghdr m;
+    j->fd = (int)req->data.args[0];
+    int r = peek(j->pid, req->data.args[1], &m, sizeof m);
+    if (r < 0)
+        return read_failed(j, r);
+    r = read_addr(j, (uintptr_t)m.msg_name, m.msg_namelen);
+    if (r < 0)
+        return read_failed(j, r);
+    if (r == 0)
+        return SUP_CONTINUE;
+    uint64_t bytes = 0;
+    if (rl_gate_charges_sends()) {
+        r = msg_bytes(j->pid, &m, &bytes);
+        if (r < 0)
+            return read_failed(j, r);
+    }
+    return addressed(listener, j, "sendmsg", req->data.args[2], 1, bytes);
+}
+
+/* sendmmsg: every message with a covered inet name is charged (1 call and
+ * its bytes each), all of them or none. */
+static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
+                                struct sup_job *j)
+{
+    j->fd = (int)req->data.args[0];
+    size_t vlen = req->data.args[2] < MAX_IOV ? req->data.args[2] : MAX_IOV;
+    if (vlen == 0 || !rl_gate_charges_sends())
+        return SUP_CONTINUE;
+    struct mmsghdr *v = calloc(vlen, sizeof *v);
+    if (v == NULL)
+        return SUP_CONTINUE;
+    uint64_t calls = 0, bytes = 0;
+    struct sup_job first = *j;
+    enum sup_act act = SUP_CONTINUE;
+    int r = peek(j->pid, req->data.args[1], v, vlen * sizeof *v);
+    if (r < 0) {
+        act = read_failed(j, r);
+        goto out;
+    }
+    for (size_t i = 0; i < vlen; i++) {
+        struct sup_job one = *j;
+        uint64_t b = 0;
+        r = read_addr(&one, (uintptr_t)v[i].msg_hdr.msg_name,
+                      v[i].msg_hdr.msg_namelen);
+        if (r == 0 || (r > 0 && !rl_gate_covers(&one.sa, one.salen)))
+            continue;
+        if (r > 0)
+            r = msg_bytes(j->pid, &v[i].msg_hdr, &b);
+        if (r < 0) {
+            act = read_failed(j, r);
+            goto out;
+        }
+        if (calls++ == 0)
+            first = one;
+        bytes += b;
+    }
+    if (calls > 0) {
+        /* The log line names the first charged destination. */
+        j->sa = first.sa;
+        j->salen = first.salen;
+        act = addressed(listener, j, "sendmmsg", 0, calls, bytes);
+    }
+out:
+    free(v);
+    return act;
+}
+
+enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
+                        struct sup_job *job)
+{
+    switch (req->data.nr) {
+    case SYS_connect:
+        return on_connect(listener, req, job);
+    case SYS_sendto:
+        return on_sendto(listener, req, job);
+    case SYS_sendmsg:
+        return on_sendmsg(listener, req, job);
+    case SYS_sendmmsg:
+        return on_sendmmsg(listener, req, job);
+    default:
+        return SUP_CONTINUE;
+    }
+}
+
+void sup_refund(struct sup_job *job)
+{
+    if (!job->charged)
+        return;
+    /* The gate gives back only what the ticket took of each kind. */
+    uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
+    for (int k = 0; k < RL_KIND_COUNT; k++)
+        rl_gate_refund(&job->t, k, units[k]);
+    job->charged = false;
+}

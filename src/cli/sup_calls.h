@@ -1,0 +1,53 @@
+/* sup_calls.h — what the supervisor decides for one notified system call
+ * (connect, sendto, sendmsg, sendmmsg), and the target's memory and fds
+ * it reads to decide. The event loop (supervise.c) owns the answering,
+ * the timer queue and the threads; this part only decides. */
+#ifndef RL_CLI_SUP_CALLS_H
+#define RL_CLI_SUP_CALLS_H
+
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "policy/gate.h"
+
+/* One notification on its way to an answer. The loop owns it; a thread
+ * that makes a blocking connect owns it while it does. */
+struct sup_job {
+    uint64_t id;  /* the notification's cookie */
+    pid_t pid;    /* the calling thread (our PID namespace) */
+    int fd;       /* the program's fd number (for log lines) */
+    int sock;     /* our copy of the program's socket, or -1 */
+    int err;      /* SUP_ERROR: the errno to answer */
+    bool connect; /* when due: make the connect here (else continue) */
+    bool charged; /* the ticket took units (a refund gives them back) */
+    uint64_t due; /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
+    socklen_t salen;
+    struct sockaddr_storage sa;
+    struct rl_gate_ticket t;
+};
+
+enum sup_act {
+    SUP_CONTINUE = 0, /* let the kernel run the call as the program made it */
+    SUP_ERROR = 1,    /* answer -1 with job->err, nothing done */
+    SUP_CONNECT = 2,  /* make the connect here now, answer its result */
+    SUP_DUE = 3,      /* wait until job->due, then CONNECT or CONTINUE */
+};
+
+/* Decide one notification; fills `job` (zeroed by the caller, with id and
+ * pid set, sock = -1). `listener` is for re-checking that the
+ * notification is still alive (SECCOMP_IOCTL_NOTIF_ID_VALID) after reading
+ * the target's memory and before taking its fd. */
+enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
+                        struct sup_job *job);
+
+/* Is the notification still pending (the thread still waits in it)? */
+bool sup_id_valid(int listener, uint64_t id);
+
+/* Give back what a job's ticket took (its caller is gone before its
+ * turn). */
+void sup_refund(struct sup_job *job);
+
+#endif

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Usage: run-suite.sh NAME BINARY [CRITERION ARGS...]
+#
+# Runs a Criterion test binary, then says in one plain closing line what
+# it ran: "NAME: N passed, N failed, N skipped", with every skip and its
+# reason above it. A skip is a test that proved nothing: the suite FAILS on
+# any skip that tests/skips.allow does not allow for this build
+# (RLSHIM_SANITIZER: "" plain, address, undefined or thread).
+#
+# The counts come from Criterion's TAP report (--tap=FILE): one line per
+# test, "ok", "not ok", or "ok ... # SKIP reason". Criterion's own
+# closing line counts no skips. Tests left out by a --filter are listed
+# there as skipped with Criterion's generic message: those are counted as
+# not selected, never as skips.
+set -u
+name=$1
+bin=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+allow="$here/skips.allow"
+build=${RLSHIM_SANITIZER:-plain}
+[ "$(id -u)" = 0 ] || build="$build nonroot"
+
+tap=$(mktemp "${TMPDIR:-/tmp}/rlshim-$name-XXXXXX.tap")
+trap 'rm -f "$tap"' EXIT
+filtered=no
+for a in "$@"; do
+    case "$a" in --filter*) filtered=yes ;; esac
+done
+
+"$bin" "$@" --tap="$tap"
+rc=$?
+
+# Is this skip allowed in this build? Each allow-list line is
+# "BUILD REASON-GLOB"; BUILD is plain, address, undefined, thread, nonroot
+# or any.
+allowed() {
+    while read -r b glob; do
+        case "$b" in '' | '#'*) continue ;; esac
+        for have in $build any; do
+            [ "$b" = "$have" ] || continue
+            # shellcheck disable=SC2254 # the glob is the pattern
+            case "$1" in $glob) return 0 ;; esac
+        done
+    done <"$allow"
+    return 1
+}
+
+passed=0 failed=0 skipped=0 unselected=0 bad=0
+if [ ! -s "$tap" ]; then
+    echo "$name: the runner wrote no report (status $rc)" >&2
+    failed=1
+else
+    # "ok - suite::test  # SKIP reason" | "not ok - suite::test ..." | "ok - ..."
+    while IFS= read -r line; do
+        case "$line" in
+        "not ok"*) failed=$((failed + 1)) ;;
+        "ok "*"# SKIP "*)
+            test=${line#ok - }
+            test=${test%%  # SKIP*}
+            test=${test%% *}
+            why=${line#*# SKIP }
+            if [ "$filtered" = yes ] && [ "$why" = "test was skipped" ]; then
+                unselected=$((unselected + 1))
+                continue
+            fi
+            skipped=$((skipped + 1))
+            if allowed "$why"; then
+                echo "$name: SKIP $test: $why (allowed in this build)"
+            else
+                echo "$name: SKIP $test: $why (NOT ALLOWED: see tests/skips.allow)"
+                bad=$((bad + 1))
+            fi
+            ;;
+        "ok "*) passed=$((passed + 1)) ;;
+        esac
+    done <"$tap"
+fi
+
+[ "$unselected" -gt 0 ] && echo "$name: $unselected tests not selected by the filter"
+echo "$name: $passed passed, $failed failed, $skipped skipped"
+if [ "$bad" -gt 0 ]; then
+    echo "$name: FAILED: $bad skipped tests are not on the allow-list" >&2
+    exit 1
+fi
+[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] || exit 1
+exit 0

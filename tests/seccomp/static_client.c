@@ -1,0 +1,171 @@
+/* static_client — a client the preload cannot reach: built with
+ * `gcc -static` by the seccomp tests, it makes raw-enough calls (no
+ * dynamic libc, so no LD_PRELOAD) against 127.0.0.1:PORT and prints what
+ * it saw as key=value lines.
+ *
+ *   static_client connect PORT N [PAUSE_MS]  N blocking connects, each
+ *                                  sends "GET /" and reads the answer
+ *   static_client nbconnect PORT N  the same with non-blocking sockets
+ *                                  (connect, poll, SO_ERROR)
+ *   static_client udp PORT N       N sendto of 100 bytes
+ *   static_client count N          N getppid calls (a call the filter
+ *                                  does not name), prints ns per call
+ *   static_client sendto PORT N    N sendto as fast as it can, prints ns
+ *                                  per call (the intercepted-call cost)
+ *   static_client uring            io_uring_setup: prints uring=fd or
+ *                                  uring=ERRNO-NAME
+ *
+ * Output: pid=P first; then ok=K fail=F err=NAME (the last errno seen,
+ * or none), done=1. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct sockaddr_in target(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *name(int e)
+{
+    switch (e) {
+    case 0:
+        return "none";
+    case EAGAIN:
+        return "EAGAIN";
+    case ENOSYS:
+        return "ENOSYS";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case EINPROGRESS:
+        return "EINPROGRESS";
+    case ETIMEDOUT:
+        return "ETIMEDOUT";
+    default:
+        return strerror(e);
+    }
+}
+
+/* One GET on a connected socket: 0 when an answer came back. */
+static int get(int s)
+{
+    static const char req[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
+    char buf[512];
+    if (write(s, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
+        return errno;
+    ssize_t n = read(s, buf, sizeof buf);
+    return n > 0 ? 0 : (n == 0 ? EPIPE : errno);
+}
+
+static int one_connect(int port, int nonblock)
+{
+    struct sockaddr_in a = target(port);
+    int s = socket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
+    int err = 0;
+    if (s < 0)
+        return errno;
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        err = errno;
+        if (nonblock && err == EINPROGRESS) {
+            struct pollfd p = {.fd = s, .events = POLLOUT};
+            socklen_t l = sizeof err;
+            poll(&p, 1, 5000);
+            err = 0;
+            getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &l);
+            if (err == 0)
+                fcntl(s, F_SETFL, 0);
+        }
+    }
+    if (err == 0)
+        err = get(s);
+    close(s);
+    return err;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || (argc < 3 && strcmp(argv[1], "uring") != 0)) {
+        fprintf(stderr, "usage: static_client MODE ARGS\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("pid=%d\n", (int)getpid());
+    const char *mode = argv[1];
+    int ok = 0, fail = 0, last = 0;
+    if (strcmp(mode, "uring") == 0) {
+        char params[120]; /* struct io_uring_params */
+        memset(params, 0, sizeof params);
+        long fd = syscall(SYS_io_uring_setup, 4, params);
+        if (fd >= 0)
+            printf("uring=fd\n");
+        else
+            printf("uring=%s\n", name(errno));
+        return 0;
+    }
+    if (strcmp(mode, "count") == 0) {
+        long n = atol(argv[2]);
+        double t0 = now();
+        for (long i = 0; i < n; i++)
+            getppid();
+        printf("ns_per_call=%.1f\n", (now() - t0) * 1e9 / (double)n);
+        return 0;
+    }
+    int port = atoi(argv[2]);
+    long n = argc > 3 ? atol(argv[3]) : 1;
+    if (strcmp(mode, "connect") == 0 || strcmp(mode, "nbconnect") == 0) {
+        int pause_ms = argc > 4 ? atoi(argv[4]) : 0;
+        for (long i = 0; i < n; i++) {
+            int e = one_connect(port, mode[0] == 'n');
+            if (e == 0) {
+                ok++;
+            } else {
+                fail++;
+                last = e;
+                printf("error=%s\n", name(e));
+            }
+            if (pause_ms > 0)
+                usleep((useconds_t)pause_ms * 1000);
+        }
+    } else if (strcmp(mode, "udp") == 0 || strcmp(mode, "sendto") == 0) {
+        struct sockaddr_in a = target(port);
+        char buf[100];
+        memset(buf, 'u', sizeof buf);
+        int s = socket(AF_INET, SOCK_DGRAM, 0);
+        double t0 = now();
+        for (long i = 0; i < n; i++) {
+            if (sendto(s, buf, sizeof buf, 0, (struct sockaddr *)&a,
+                       sizeof a) == (ssize_t)sizeof buf) {
+                ok++;
+            } else {
+                fail++;
+                last = errno;
+            }
+        }
+        if (mode[1] == 'e')
+            printf("ns_per_call=%.1f\n", (now() - t0) * 1e9 / (double)n);
+        close(s);
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("ok=%d\nfail=%d\nerr=%s\ndone=1\n", ok, fail, name(last));
+    return 0;
+}
