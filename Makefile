@@ -63,6 +63,15 @@ TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
 TEST_DEPS  += golang-go:cmd:go
 ENSURE     := sh .ci/ensure-deps
 
+# Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when
+# Debian ships the archive (no new DT_NEEDED, nothing exported through the
+# version script); the tests start their own redis-server.
+BUILD_DEPS += libhiredis-dev:pc:hiredis
+TEST_DEPS  += redis-server:cmd:redis-server
+# (Debian's hiredis.pc names /usr/lib as libdir: ask the compiler instead.)
+HIREDIS_A    = $(shell $(CC) -print-file-name=libhiredis.a)
+HIREDIS_LIBS = $(if $(filter /%,$(HIREDIS_A)),$(HIREDIS_A),$(shell pkg-config --libs hiredis 2>/dev/null))
+
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
 
@@ -125,12 +134,12 @@ $(CORE_LIB): $(CORE_OBJS)
 # joins every process's DT_NEEDED; the anonymous version script exports only
 # the hooked libc names.
 $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
-	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(INIH_STATIC) \
+	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) \
 	    -Wl,--version-script=src/shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(ALL_LDFLAGS) -ldl
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
-	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
 	    $(SECCOMP_LIBS)
 
 # Test objects need Criterion's headers, so they are built after test deps.
@@ -140,12 +149,12 @@ $(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
 
 $(UNIT_BIN): $(UNIT_OBJS) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(UNIT_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(UNIT_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
 	    -lcriterion
 
 $(INTEG_BIN): $(INTEG_OBJS) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
 	    -lcriterion
 
 # Helpers may use the core library (the store's racers open segments).
@@ -153,11 +162,11 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
     $(B)/.test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
-	    $(CORE_LIB) $(ALL_LDFLAGS) -ldl
+	    $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) -ldl
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(INIH_STATIC) $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS)
 
 # Tests see the build through the environment, never through LD_PRELOAD of
 # the runner itself: helpers are spawned with the shim in *their* env.
@@ -215,7 +224,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
 	@mkdir -p $(dir $@)
 	clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ $^ $(INIH_STATIC)
+	    -o $@ $^ $(INIH_STATIC) $(HIREDIS_LIBS)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "policy/config.h"
+#include "policy/fleet.h"
 #include "util/parse.h"
 
 #ifndef RL_VERSION
@@ -157,6 +158,38 @@ static void print_table(const struct rl_config *cfg, const char *path)
     }
 }
 
+/* Which budgets live in Redis, and whether it answers (a valid config
+ * whose Redis is away still exits 0: the shim would use fleet_fallback). */
+static void print_fleet(const struct rl_config *cfg)
+{
+    static const char *const fb[] = {"share", "local", "allow", "deny"};
+    char list[1024] = "";
+    uint64_t rtt = 0;
+    char why[256] = "";
+
+    if (cfg->fleet == NULL)
+        return;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        if (cfg->rules[i].scope != RL_SCOPE_FLEET)
+            continue;
+        strncat(list, list[0] ? ", [" : "[", sizeof list - strlen(list) - 1);
+        strncat(list, cfg->rules[i].section, sizeof list - strlen(list) - 1);
+        strncat(list, "]", sizeof list - strlen(list) - 1);
+    }
+    printf("fleet: %s fallback=%s password=%s; fleet budgets: %s\n",
+           cfg->fleet, fb[cfg->fleet_fallback & 3],
+           cfg->fleet_password != NULL ? cfg->fleet_password : "none",
+           list[0] ? list : "none (every budget is host-wide)");
+    if (rl_fleet_ping(cfg, &rtt, why, sizeof why) == 0)
+        printf("fleet: %s answers (PING %llu.%03llu ms)\n", cfg->fleet,
+               (unsigned long long)(rtt / 1000000),
+               (unsigned long long)(rtt / 1000 % 1000));
+    else
+        printf("fleet: %s is not answering (%s): fleet budgets would use "
+               "fleet_fallback = %s\n",
+               cfg->fleet, why, fb[cfg->fleet_fallback & 3]);
+}
+
 int rl_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -212,6 +245,7 @@ int rl_cmd_check(int argc, char **argv)
         return 1;
     }
     print_table(cfg, path);
+    print_fleet(cfg);
     rl_config_free(cfg);
     return 0;
 }

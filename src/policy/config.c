@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "policy/fleet_addr.h"
 #include "policy/suggest.h"
 #include "util/hash.h"
 #include "util/parse.h"
@@ -78,12 +79,16 @@ struct words {
 
 /* The word's index is its value: the enums of config.h count from 0. */
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
-                   RL_UNKNOWN_DENY == 1 && RL_IO_URING_ALLOW == 1,
+                   RL_UNKNOWN_DENY == 1 && RL_FLEET_DENY == 3 &&
+                   RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
+static const char *const fallback_names[] = {"share", "local", "allow",
+                                            "deny"};
+static const char *const scope_names[] = {"host", "fleet"};
 static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
@@ -97,6 +102,10 @@ static const struct words on_deny_words = {on_deny_names, NULL,
 static const struct words state_words = {state_names, NULL, NELEM(state_names)};
 static const struct words unknown_words = {unknown_names, NULL,
                                            NELEM(unknown_names)};
+static const struct words fallback_words = {fallback_names, NULL,
+                                            NELEM(fallback_names)};
+static const struct words scope_words = {scope_names, NULL,
+                                         NELEM(scope_names)};
 static const struct words io_uring_words = {io_uring_names, NULL,
                                             NELEM(io_uring_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
@@ -130,7 +139,8 @@ struct key {
 };
 
 static key_parser p_word, p_bool, p_duration, p_log, p_decision_log,
-    p_max_users, p_algorithm, p_rates, p_bursts, p_to;
+    p_max_users, p_algorithm, p_rates, p_bursts, p_to, p_fleet,
+    p_fleet_password;
 
 #define CFG(f)                                                                 \
     .cfg_off = offsetof(struct rl_config, f),                                  \
@@ -165,6 +175,11 @@ static const struct key keys[] = {
     {"send_bytes", IN_RULE, p_rates, .kind = RL_KIND_SEND_BYTES},
     {"send_bytes_burst", IN_RULE, p_bursts, .kind = RL_KIND_SEND_BYTES},
     {"to", IN_RULE, p_to, RULE(to)},
+    {"fleet", IN_RLSHIM, p_fleet, CFG(fleet)},
+    {"fleet_password", IN_RLSHIM, p_fleet_password, CFG(fleet_password)},
+    {"fleet_fallback", IN_RLSHIM, p_word, CFG(fleet_fallback),
+     .words = &fallback_words},
+    {"scope", IN_RULE, p_word, RULE(scope), .words = &scope_words},
 };
 
 #define NKEYS NELEM(keys)
@@ -682,6 +697,68 @@ static void p_to(struct pstate *ps, const struct key *k, void *field,
     r->nto = n;
 }
 
+static void p_fleet(struct pstate *ps, const struct key *k, void *field,
+                    const char *v)
+{
+    struct rl_fleet_addr a;
+    const char *why;
+
+    (void)k;
+    if (strcmp(v, "off") == 0) {
+        free(*(char **)field);
+        *(char **)field = NULL;
+        return;
+    }
+    why = rl_fleet_addr_parse(v, &a);
+    if (why != NULL) {
+        err(ps, ps->lineno, "bad value '%s' for 'fleet' in [rlshim]: %s", v,
+            why);
+        return;
+    }
+    free(*(char **)field);
+    *(char **)field = strdup(v);
+    if (*(char **)field == NULL)
+        ps->nomem = true;
+}
+
+/* A file that holds the password, never the password itself: absolute,
+ * a regular file, mode 0600 or 0640 (or stricter). */
+static void p_fleet_password(struct pstate *ps, const struct key *k,
+                             void *field, const char *v)
+{
+    struct stat st;
+
+    (void)k;
+    if (strcmp(v, "none") == 0) {
+        free(*(char **)field);
+        *(char **)field = NULL;
+        return;
+    }
+    if (v[0] != '/') {
+        err(ps, ps->lineno,
+            "'fleet_password' in [rlshim] must be the absolute path of a "
+            "file holding the password, not '%s'",
+            v);
+        return;
+    }
+    if (stat(v, &st) != 0) {
+        err(ps, ps->lineno, "'fleet_password' in [rlshim]: cannot read '%s': %s",
+            v, strerror(errno));
+        return;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 0137) != 0) {
+        err(ps, ps->lineno,
+            "'fleet_password' in [rlshim]: '%s' must be a regular file of "
+            "mode 0600 or 0640, not %04o",
+            v, (unsigned)(st.st_mode & 07777));
+        return;
+    }
+    free(*(char **)field);
+    *(char **)field = strdup(v);
+    if (*(char **)field == NULL)
+        ps->nomem = true;
+}
+
 /* ---- sections -----------------------------------------------------------*/
 
 static bool good_label(const char *u, size_t n)
@@ -1086,6 +1163,36 @@ static void settle_rule(struct pstate *ps, struct sect *s)
     }
 }
 
+static unsigned key_line(const struct sect *s, const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return s->key_line[i];
+    return 0;
+}
+
+/* Fleet keys that mean nothing without `fleet`: an error, since a budget
+ * the user believes shared would be host-wide. */
+static void settle_fleet(struct pstate *ps)
+{
+    for (size_t i = 0; i < ps->nsects; i++) {
+        const struct sect *s = &ps->sects[i];
+        if (ps->cfg->fleet != NULL)
+            break;
+        if (s->kind == SK_RLSHIM) {
+            unsigned l = key_line(s, "fleet_password");
+            if (l != 0 && ps->cfg->fleet_password != NULL)
+                err(ps, l, "'fleet_password' without 'fleet' in [rlshim]");
+        } else if (sect_kinds[s->kind].rule &&
+                   ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET) {
+            err(ps, key_line(s, "scope"),
+                "'scope = fleet' in [%s] needs 'fleet = redis://...' in "
+                "[rlshim]",
+                s->name);
+        }
+    }
+}
+
 static uint64_t hash_limit(uint64_t h, const struct rl_limit *l)
 {
     h = rl_hash_u64(h, l->algo);
@@ -1110,6 +1217,8 @@ static uint64_t hash_config(const struct rl_config *c)
         const struct rl_rule *r = &c->rules[i];
         h = rl_hash_str(h, r->section);
         h = rl_hash_u64(h, r->algo);
+        if (r->scope != RL_SCOPE_HOST) /* host budgets hash as before */
+            h = rl_hash_u64(h, (uint64_t)r->scope);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             h = rl_hash_u64(h, r->nlimits[k]);
             for (unsigned j = 0; j < r->nlimits[k]; j++)
@@ -1133,6 +1242,8 @@ void rl_config_free(struct rl_config *cfg)
     free(cfg->rules);
     free(cfg->log_path);
     free(cfg->decision_log);
+    free(cfg->fleet);
+    free(cfg->fleet_password);
     free(cfg->path);
     free(cfg);
 }
@@ -1195,6 +1306,7 @@ int rl_config_load_string(const char *text, const char *name,
     for (size_t i = 0; i < ps.nsects; i++)
         if (sect_kinds[ps.sects[i].kind].rule)
             settle_rule(&ps, &ps.sects[i]);
+    settle_fleet(&ps);
     free(ps.sects);
 
     if (ps.nomem) {

@@ -52,6 +52,15 @@ enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
+/* Fleet budgets (SPEC §8): what a process does while Redis is away, and
+ * where a rule's budget lives. */
+enum rl_fleet_fallback {
+    RL_FLEET_SHARE = 0, /* the limits divided by the hosts seen active */
+    RL_FLEET_LOCAL = 1, /* the full limits on this host alone */
+    RL_FLEET_ALLOW = 2,
+    RL_FLEET_DENY = 3,
+};
+enum rl_scope { RL_SCOPE_HOST = 0, RL_SCOPE_FLEET = 1 };
 /* io_uring = deny: under a rule, syscall(SYS_io_uring_setup) answers
  * ENOSYS (so runtimes fall back to calls the shim sees); allow: untouched. */
 enum rl_io_uring { RL_IO_URING_DENY = 0, RL_IO_URING_ALLOW = 1 };
@@ -75,6 +84,7 @@ struct rl_rule {
     uint64_t max_delay_ns;
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
+    int scope;     /* enum rl_scope; fleet only when cfg->fleet is set */
     unsigned line; /* where the section starts, for messages */
 };
 
@@ -93,6 +103,9 @@ struct rl_config {
     bool report;
     int io_uring;   /* enum rl_io_uring */
     uint32_t max_users;
+    char *fleet;          /* "redis://..." or "unix:..." as written; NULL: off */
+    char *fleet_password; /* the file holding it (checked at load) */
+    int fleet_fallback;   /* enum rl_fleet_fallback */
     struct rl_rule *rules; /* in file order */
     size_t nrules;
     uint64_t hash; /* stable hash of what shapes the budgets: rules,

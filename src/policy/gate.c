@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "limit/limit.h"
+#include "policy/fleet.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/lease.h"
@@ -119,6 +120,9 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
     g->overflow_tag = rl_budget_overflow_tag(rule);
+    /* A fleet budget is decided in Redis: no local lease of its units. */
+    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule))
+        g->lease.on = false;
     g->store_opts = (struct rl_store_opts){
         .shared = c->state_mode == RL_STATE_SHARED,
         .dir = NULL,
@@ -152,6 +156,7 @@ void rl_gate_atfork_child(void)
 {
     atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
     rl_lease_atfork_child();
+    rl_fleet_atfork_child();
 }
 
 bool rl_gate_charges_sends(void)
@@ -344,7 +349,7 @@ static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
                    uint64_t units)
 {
     struct budget *b = budget_of(c);
-    if (!c->took[kind] || units == 0)
+    if (!c->took[kind] || units == 0 || c->fleet[kind])
         return;
     rl_multi_refund(b->states[kind], b->rule->limits[kind],
                     b->rule->nlimits[kind], t->now, c->v[kind], units);
@@ -375,9 +380,14 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
         unsigned n = b->rule->nlimits[kind];
         if (n == 0)
             continue;
+        c->fleet[kind] = rl_fleet_decides(b->rule);
         struct rl_verdict v =
-            rl_multi_take(b->states[kind], b->rule->limits[kind], n, t->now,
-                          least, min, max_wait(b->rule), c->v[kind]);
+            c->fleet[kind]
+                ? rl_fleet_take(b->rule, kind, b->states[kind], t->now, least,
+                                min, max_wait(b->rule), c->v[kind])
+                : rl_multi_take(b->states[kind], b->rule->limits[kind], n,
+                                t->now, least, min, max_wait(b->rule),
+                                c->v[kind]);
         if (v.granted == 0) {
             untake_all(t, kind, least);
             return false;

@@ -36,6 +36,7 @@ struct rl_gate_charge {
     struct budget *budget; /* gate-private */
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
+    bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 

@@ -1,0 +1,59 @@
+/* fleet.h — budgets shared by every host on one Redis (SPEC §8).
+ *
+ * A rule with `scope = fleet` is decided in Redis by one Lua script per
+ * kind and call (fleet_scripts.h), on Redis's clock. The process keeps one
+ * connection (opened on its first decision, re-opened by a forked child,
+ * and when a close_range/closefrom sweep took it), used by one thread at a
+ * time; every wait on it, the lock included, is bounded by
+ * RL_FLEET_WAIT_NS. While Redis is away the config's fleet_fallback
+ * decides, on the host budget (the rule's own slot, unused otherwise), one
+ * stderr line says so per process, and Redis is tried again at most once a
+ * second; what was admitted meanwhile is charged when it is back.
+ *
+ * The shim calls in here only from inside a hook (its re-entry guard
+ * held), so the sockets, reads and writes made here reach libc's own
+ * functions and are never charged, logged or marked. */
+#ifndef RL_POLICY_FLEET_H
+#define RL_POLICY_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limit/limit.h"
+#include "policy/config.h"
+
+#define RL_FLEET_WAIT_NS 50000000u     /* 50 ms: the longest wait on Redis */
+#define RL_FLEET_RETRY_NS 1000000000u  /* 1 s between tries while away */
+
+/* Set the process up for cfg (its `fleet` set) and the budget `label`
+ * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
+int rl_fleet_init(const struct rl_config *cfg, const char *label);
+
+/* Is `rule` decided in Redis (scope = fleet, and the fleet set up)? */
+bool rl_fleet_decides(const struct rl_rule *rule);
+
+/* Take between min and want units of `kind` from the fleet budget of
+ * `rule`, as rl_multi_take does locally; `states` (the rule's host slot)
+ * serve the fallback. `now` is the host's clock, used only to pace the
+ * retries: Redis's own clock decides. What is granted here is never given
+ * back (a refund would only ever lower use). */
+struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
+                                rl_word *const *states, uint64_t now,
+                                uint64_t want, uint64_t min,
+                                uint64_t max_wait_ns, struct rl_verdict *v);
+
+/* In the child after fork: drop the parent's connection (the child opens
+ * its own) and its lock. */
+void rl_fleet_atfork_child(void);
+
+/* Is Redis answering now (for tests and `rlshim check`)? */
+bool rl_fleet_up(void);
+
+/* For `rlshim check`: connect to cfg's Redis, authenticate, PING, load the
+ * scripts. Returns 0 and the round trip in *rtt_ns, or -errno and why in
+ * `why`. A connection of its own, closed before return. */
+int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
+                  size_t whylen);
+
+#endif

@@ -1,0 +1,130 @@
+/* fleet_scripts.c — the scripts' text (see fleet_scripts.h). Numbers in
+ * Lua are doubles: every value here stays below 2^53 (µs since 1970 are
+ * 1.8e15; count * period_us is at most 1e6 * 3.6e9). */
+#include "policy/fleet_scripts.h"
+
+#define PRELUDE                                                                \
+    "local t = redis.call('TIME')\n"                                           \
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                  \
+    "local want = tonumber(ARGV[1])\n"                                         \
+    "local min = tonumber(ARGV[2])\n"                                          \
+    "local maxw = tonumber(ARGV[3])\n"                                         \
+    "local debt = tonumber(ARGV[4])\n"                                         \
+    "local n = #KEYS - 1\n"                                                    \
+    "local hk = KEYS[n + 1]\n"                                                 \
+    "redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])\n"                        \
+    "redis.call('ZREMRANGEBYSCORE', hk, '-inf', tonumber(t[1]) - 60)\n"        \
+    "redis.call('EXPIRE', hk, 60)\n"                                           \
+    "local hosts = redis.call('ZCARD', hk)\n"
+
+const char rl_fleet_lua_bucket[] =
+    PRELUDE
+    "local L = {}\n"
+    "local avail = want\n"
+    "for i = 1, n do\n"
+    "  local c = tonumber(ARGV[4 + 3 * i])\n"
+    "  local p = tonumber(ARGV[5 + 3 * i])\n"
+    "  local b = tonumber(ARGV[6 + 3 * i])\n"
+    "  local v = redis.call('HMGET', KEYS[i], 'u', 'f')\n"
+    "  local u = tonumber(v[1]) or 0\n"
+    "  local f = tonumber(v[2]) or 0\n"
+    /* used: units of 1/count µs the bucket is short of full, at now. */
+    "  local used = 0\n"
+    "  if u > now or (u == now and f > 0) then used = (u - now) * c + f end\n"
+    "  if debt > 0 then\n"
+    "    used = used + debt * p\n"
+    "    if used > b * p then used = b * p end\n"
+    "  end\n"
+    "  local a = math.floor((b * p - used) / p)\n"
+    "  if a < 0 then a = 0 end\n"
+    "  if a < avail then avail = a end\n"
+    "  L[i] = {c, p, b, used}\n"
+    "end\n"
+    "local grant, wait = 0, 0\n"
+    "if avail >= min and avail > 0 then\n"
+    "  grant = avail\n"
+    "else\n"
+    "  local w = want\n"
+    "  local need = 0\n"
+    "  for i = 1, n do\n"
+    "    local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]\n"
+    "    if w > b then w = b end\n"
+    "    if min > b then need = -1 break end\n"
+    "  end\n"
+    "  if need == 0 then\n"
+    "    for i = 1, n do\n"
+    "      local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]\n"
+    "      local x = used + w * p - b * p\n"
+    "      local ws = 0\n"
+    "      if x > 0 then ws = math.floor((x + c - 1) / c) end\n"
+    "      if ws > need then need = ws end\n"
+    "    end\n"
+    "    if maxw > 0 and need <= maxw then grant = w end\n"
+    "  end\n"
+    "  wait = need\n"
+    "end\n"
+    "for i = 1, n do\n"
+    "  local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]\n"
+    "  used = used + grant * p\n"
+    "  if used > 0 then\n"
+    "    local f = math.fmod(used, c)\n"
+    "    local us = (used - f) / c\n"
+    "    redis.call('HSET', KEYS[i], 'u', now + us, 'f', f)\n"
+    "    redis.call('PEXPIRE', KEYS[i], math.floor(us / 1000) + 2)\n"
+    "  else\n"
+    "    redis.call('DEL', KEYS[i])\n"
+    "  end\n"
+    "end\n"
+    "return {grant, wait, hosts}\n";
+
+const char rl_fleet_lua_window[] =
+    PRELUDE
+    "local id = ARGV[6]\n"
+    "local avail = want\n"
+    "local L = {}\n"
+    "for i = 1, n do\n"
+    "  local c = tonumber(ARGV[4 + 3 * i])\n"
+    "  local p = tonumber(ARGV[5 + 3 * i])\n"
+    /* A stamp s counts while s > now - p: the window is (now - p, now]. */
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - p)\n"
+    "  local cnt = redis.call('ZCARD', KEYS[i])\n"
+    "  if debt > 0 then\n"
+    "    local d = debt\n"
+    "    if d > c - cnt then d = c - cnt end\n"
+    "    for j = 1, d do\n"
+    "      redis.call('ZADD', KEYS[i], now, id .. ':d' .. j)\n"
+    "    end\n"
+    "    if d > 0 then cnt = cnt + d end\n"
+    "  end\n"
+    "  local a = c - cnt\n"
+    "  if a < avail then avail = a end\n"
+    "  L[i] = {c, p, cnt}\n"
+    "end\n"
+    "local grant, wait, at = 0, 0, now\n"
+    "if avail >= min and avail > 0 then\n"
+    "  grant = avail\n"
+    "else\n"
+    "  local need = 0\n"
+    "  for i = 1, n do\n"
+    "    local c, p, cnt = L[i][1], L[i][2], L[i][3]\n"
+    "    if min > c then need = -1 break end\n"
+    "    local k = cnt + min - c\n"
+    "    if k > 0 then\n"
+    "      local s = redis.call('ZRANGE', KEYS[i], k - 1, k - 1, 'WITHSCORES')\n"
+    "      local ws = tonumber(s[2]) + p - now\n"
+    "      if ws > need then need = ws end\n"
+    "    end\n"
+    "  end\n"
+    "  if need >= 0 and maxw > 0 and need <= maxw then\n"
+    "    grant = min\n"
+    "    at = now + need\n"
+    "  end\n"
+    "  wait = need\n"
+    "end\n"
+    "for i = 1, n do\n"
+    "  for j = 1, grant do\n"
+    "    redis.call('ZADD', KEYS[i], at, id .. ':' .. j)\n"
+    "  end\n"
+    "  redis.call('PEXPIRE', KEYS[i], math.floor((at - now + L[i][2]) / 1000) + 2)\n"
+    "end\n"
+    "return {grant, wait, hosts}\n";

@@ -1,0 +1,27 @@
+/* fleet_scripts.h — the two Lua scripts that decide fleet budgets inside
+ * Redis, atomically, on Redis's clock (TIME): never the hosts' clocks.
+ *
+ * Both take KEYS = one key per limit of the kind, then the budget's hosts
+ * key, all with the same hash tag ({SECTION|USER}) so a Redis Cluster
+ * runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
+ * call id, then per limit: count, period_us, burst. They reply
+ * {granted, wait_us, hosts}: granted 0 is a denial and wait_us then how
+ * long until `min` could be granted (-1: never). A grant with wait_us > 0
+ * is a reservation (on_deny = delay). `debt` is what this process admitted
+ * while Redis was away: charged first, at most until the budget is empty
+ * (no burst on return). Each call marks `host` active in the hosts key
+ * (a sorted set by time, 60 s), whose size is what `share` divides by. */
+#ifndef RL_POLICY_FLEET_SCRIPTS_H
+#define RL_POLICY_FLEET_SCRIPTS_H
+
+/* Token bucket as GCRA. Time is integer microseconds; a limit's state is
+ * its theoretical arrival time as (u µs, f in 1/count µs), so that any
+ * count/period is exact: one unit costs `period_us` in units of 1/count
+ * µs. The key expires when the bucket would be full again. */
+extern const char rl_fleet_lua_bucket[];
+
+/* Sliding window: a sorted set of stamps (µs) per limit, members unique
+ * per call; at most count in any window of period_us. */
+extern const char rl_fleet_lua_window[];
+
+#endif

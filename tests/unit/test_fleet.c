@@ -1,0 +1,324 @@
+/* Fleet budgets (SPEC §8): the config keys, and the decisions made in a
+ * real redis-server that each test starts on a free port (Criterion runs
+ * each test in its own process: the gate and the fleet start fresh). The
+ * gate's *_at forms are the clock seam: a host's clock set minutes off
+ * must change nothing, since Redis's clock decides. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../redis_server.h"
+#include "policy/config.h"
+#include "policy/fleet.h"
+#include "policy/gate.h"
+#include "util/clock.h"
+
+#define MS 1000000ull
+#define S 1000000000ull
+
+static char dir[64];
+static struct redis R;
+static struct rl_gate_ticket t;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/rlshim-fleet-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    setenv("RLSHIM_STATE_DIR", dir, 1);
+}
+
+static void teardown(void)
+{
+    redis_kill(&R);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(fleet, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(fleet_config);
+
+static void start_redis(void)
+{
+    if (!redis_have())
+        cr_skip_test("redis-server is not installed (apt-get install "
+                     "redis-server)");
+    cr_assert(redis_start(&R), "redis-server did not start");
+}
+
+static int load(const char *text, struct rl_config **cfg, struct rl_diag *d)
+{
+    return rl_config_load_string(text, "t.ini", cfg, d);
+}
+
+/* The first error of a config that must fail. */
+static const char *first_error(const char *text)
+{
+    static char msg[512];
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_neq(load(text, &cfg, &d), 0, "accepted: %s", text);
+    cr_assert_gt(d.n, 0);
+    snprintf(msg, sizeof msg, "%s", d.msgs[0]);
+    rl_diag_free(&d);
+    return msg;
+}
+
+Test(fleet_config, accepts_every_fleet_key)
+{
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(load("[rlshim]\nfleet = redis://127.0.0.1:6380/2\n"
+                      "fleet_fallback = deny\n[user:c]\nscope = fleet\n"
+                      "connect = 1/s\n[user:h]\nscope = host\n",
+                      &cfg, &d),
+                 0, "%s", d.n ? d.msgs[0] : "");
+    cr_expect_str_eq(cfg->fleet, "redis://127.0.0.1:6380/2");
+    cr_expect_eq(cfg->fleet_fallback, RL_FLEET_DENY);
+    cr_expect_eq(cfg->rules[0].scope, RL_SCOPE_FLEET);
+    cr_expect_eq(cfg->rules[1].scope, RL_SCOPE_HOST);
+    rl_config_free(cfg);
+    cr_assert_eq(load("[rlshim]\nfleet = unix:/run/redis.sock\n", &cfg, &d), 0);
+    rl_config_free(cfg);
+    cr_assert_eq(load("[rlshim]\nfleet = redis://[::1]\n", &cfg, &d), 0);
+    rl_config_free(cfg);
+}
+
+Test(fleet_config, names_the_line_of_each_mistake)
+{
+    cr_expect_str_eq(first_error("[rlshim]\nfleet = http://x\n"),
+                     "t.ini:2: bad value 'http://x' for 'fleet' in [rlshim]: "
+                     "use redis://HOST[:PORT][/DB] or unix:/path.sock");
+    cr_expect(strstr(first_error("[rlshim]\n\nfleet = redis://redis.lan\n"),
+                     "t.ini:3: ") != NULL);
+    cr_expect(strstr(first_error("[rlshim]\nfleet = redis://1.2.3.4:0\n"),
+                     "bad port") != NULL);
+    cr_expect(strstr(first_error("[rlshim]\nfleet = redis://a:pw@1.2.3.4\n"),
+                     "fleet_password") != NULL);
+    cr_expect_str_eq(first_error("[user:c]\nconnect = 1/s\nscope = fleet\n"),
+                     "t.ini:3: 'scope = fleet' in [user:c] needs 'fleet = "
+                     "redis://...' in [rlshim]");
+    cr_expect(strstr(first_error("[rlshim]\nfleet_fallback = maybe\n"),
+                     "t.ini:2: bad value 'maybe'") != NULL);
+    cr_expect(strstr(first_error("[user:c]\nscope = world\n"),
+                     "t.ini:2: bad value 'world'") != NULL);
+    cr_expect(strstr(first_error("[rlshim]\nfleet = off\n"
+                                 "fleet_password = secret\n"),
+                     "t.ini:3: 'fleet_password' in [rlshim] must be the "
+                     "absolute path") != NULL);
+}
+
+Test(fleet_config, refuses_a_password_file_others_can_read)
+{
+    char path[128], text[256];
+    snprintf(path, sizeof path, "/tmp/rlshim-pw-%d", (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    chmod(path, 0644);
+    snprintf(text, sizeof text,
+             "[rlshim]\nfleet = redis://127.0.0.1\nfleet_password = %s\n",
+             path);
+    cr_expect(strstr(first_error(text), "mode 0600 or 0640, not 0644") != NULL,
+              "%s", first_error(text));
+    chmod(path, 0640);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_expect_eq(load(text, &cfg, &d), 0, "%s", d.n ? d.msgs[0] : "");
+    rl_config_free(cfg);
+    unlink(path);
+}
+
+/* ---- decisions in Redis -------------------------------------------------*/
+
+static void gate_with(const char *fmt)
+{
+    char text[1024];
+    snprintf(text, sizeof text, fmt, R.port);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(load(text, &cfg, &d), 0, "%s", d.n ? d.msgs[0] : "");
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "crawler");
+    char why[256] = "";
+    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+}
+
+static struct sockaddr_in dest(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    return a;
+}
+
+static int connect_at(uint64_t now)
+{
+    struct sockaddr_in a = dest();
+    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+}
+
+#define FLEET_10 "[rlshim]\nfleet = redis://127.0.0.1:%d\n" \
+                 "fleet_fallback = allow\n"                 \
+                 "[user:crawler]\nscope = fleet\nconnect = 10/s\n"
+
+Test(fleet, token_bucket_admits_the_burst_then_denies)
+{
+    start_redis();
+    gate_with(FLEET_10);
+    uint64_t now = rl_clock_now_ns();
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(connect_at(now), RL_GATE_GO, "call %d", i);
+    cr_expect_eq(connect_at(now), RL_GATE_FAIL);
+    cr_expect(rl_fleet_up());
+}
+
+Test(fleet, a_host_clock_minutes_off_changes_nothing)
+{
+    start_redis();
+    gate_with(FLEET_10);
+    uint64_t now = rl_clock_now_ns();
+    /* Five at the true time, five ten minutes ahead, then one more at
+     * the true time: were the host clock used, the jump would have
+     * refilled the bucket (or the last call seen time go backwards). */
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(connect_at(now), RL_GATE_GO);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(connect_at(now + 600 * S), RL_GATE_GO);
+    cr_expect_eq(connect_at(now + 600 * S), RL_GATE_FAIL);
+    cr_expect_eq(connect_at(now - 600 * S), RL_GATE_FAIL);
+}
+
+Test(fleet, keys_carry_a_hash_tag_and_expire_when_refilled)
+{
+    start_redis();
+    gate_with(FLEET_10);
+    uint64_t now = rl_clock_now_ns();
+    for (int i = 0; i < 10; i++)
+        connect_at(now);
+    char out[256];
+    redis_cli(&R, "PTTL 'rlshim:{user:crawler|crawler}:connect:0:tb'", out,
+              sizeof out);
+    long ttl = strtol(out, NULL, 10);
+    /* Ten taken from 10/s: full again in one second. */
+    cr_expect(ttl > 0 && ttl <= 1002, "PTTL %s", out);
+    redis_cli(&R, "TTL 'rlshim:{user:crawler|crawler}:hosts'", out, sizeof out);
+    cr_expect(strtol(out, NULL, 10) > 0, "hosts TTL %s", out);
+}
+
+Test(fleet, reloads_the_scripts_after_noscript)
+{
+    start_redis();
+    gate_with(FLEET_10);
+    uint64_t now = rl_clock_now_ns();
+    cr_assert_eq(connect_at(now), RL_GATE_GO);
+    char out[64];
+    redis_cli(&R, "SCRIPT FLUSH", out, sizeof out);
+    cr_assert_eq(connect_at(now), RL_GATE_GO);
+    cr_expect(rl_fleet_up());
+    cr_expect_geq(redis_calls(&R, "script|load"), 4);
+}
+
+Test(fleet, sliding_window_keeps_unique_stamps)
+{
+    start_redis();
+    gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+              "[user:crawler]\nscope = fleet\nalgorithm = sliding_window\n"
+              "connect = 5/s\n");
+    uint64_t now = rl_clock_now_ns();
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(connect_at(now), RL_GATE_GO, "call %d", i);
+    cr_expect_eq(connect_at(now), RL_GATE_FAIL);
+    char out[64];
+    redis_cli(&R, "ZCARD 'rlshim:{user:crawler|crawler}:connect:0:sw'", out,
+              sizeof out);
+    cr_expect_str_eq(out, "5");
+}
+
+Test(fleet, a_million_a_second_is_exact)
+{
+    start_redis();
+    gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+              "[user:crawler]\nscope = fleet\nsend_bytes = 1000000/s\n");
+    uint64_t now = rl_clock_now_ns();
+    struct sockaddr_in a = dest();
+    cr_assert_eq(rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1,
+                                 1000000, 1000000),
+                 RL_GATE_GO);
+    cr_expect_eq(t.bytes, 1000000);
+    /* Empty now: 1 byte refills in 1 us; ask for 100000 at once and get
+     * about what a few hundred microseconds of round trips refilled. */
+    int r = rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1, 100000, 1);
+    if (r == RL_GATE_GO)
+        cr_expect_lt(t.bytes, 20000, "granted %llu",
+                     (unsigned long long)t.bytes);
+}
+
+Test(fleet, redis_away_falls_back_within_50ms_and_says_so_once)
+{
+    start_redis();
+    gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+              "[user:crawler]\nscope = fleet\nconnect = 1000/s\n");
+    uint64_t now = rl_clock_now_ns();
+    cr_assert_eq(connect_at(now), RL_GATE_GO);
+    redis_kill(&R);
+    for (int i = 0; i < 50; i++) {
+        uint64_t t0 = rl_clock_now_ns();
+        cr_assert_eq(connect_at(rl_clock_now_ns()), RL_GATE_FAIL);
+        cr_assert_lt(rl_clock_now_ns() - t0, 50 * MS + 5 * MS);
+    }
+    cr_expect_not(rl_fleet_up());
+    /* Back: the next try (at most a second later) finds it. */
+    cr_assert(redis_start(&R));
+    uint64_t t1 = rl_clock_now_ns();
+    while (connect_at(rl_clock_now_ns()) != RL_GATE_GO &&
+           rl_clock_now_ns() - t1 < 3 * S)
+        usleep(10000);
+    cr_expect(rl_fleet_up());
+    cr_expect_lt(rl_clock_now_ns() - t1, 1100 * MS);
+}
+
+/* `rlshim check` names the fleet budgets and pings Redis. */
+static void check_output(const char *ini, char *out, size_t len)
+{
+    const char *b = getenv("RLSHIM_BUILD");
+    cr_assert_not_null(b, "RLSHIM_BUILD is not set (run through make unit)");
+    char path[128], cmd[512];
+    snprintf(path, sizeof path, "%s/check.ini", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(ini, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s/rlshim' check -c '%s' 2>&1", b, path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    pclose(p);
+}
+
+Test(fleet, check_names_fleet_budgets_and_pings_redis)
+{
+    start_redis();
+    char ini[512], out[4096];
+    snprintf(ini, sizeof ini,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\n[user:crawler]\n"
+             "scope = fleet\nconnect = 1/s\n[user:local]\nconnect = 1/s\n",
+             R.port);
+    check_output(ini, out, sizeof out);
+    cr_expect(strstr(out, "fleet budgets: [user:crawler]\n") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "answers (PING") != NULL, "%s", out);
+    redis_kill(&R);
+    check_output(ini, out, sizeof out);
+    cr_expect(strstr(out, "is not answering (Connection refused): fleet "
+                          "budgets would use fleet_fallback = share") != NULL,
+              "%s", out);
+}
