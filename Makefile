@@ -6,6 +6,8 @@
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
 #   make fuzz            the config-parser fuzzer for FUZZ_SECONDS
 #   make demo            a real program, bare and throttled, side by side
+#   make docs            docs/timeline.svg, drawn from a real run's decision log
+#   make examples        the examples a user copies (pytest, shell), as tests
 #   make install         PREFIX (/usr/local) and DESTDIR honoured
 #
 # The user's CFLAGS/LDFLAGS are kept apart from the project's flags.
@@ -105,6 +107,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
+        docs examples \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -177,7 +180,7 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint
+test: all $(B)/.test-deps unit integration lint examples
 
 # Unit tests of the store exec a second program of their own; those of
 # `rlshim run` preload the shim (without it they would skip).
@@ -229,6 +232,16 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))
+
+docs: all
+	python3 docs/timeline.py $(abspath $(B)) docs/timeline.svg
+
+# The examples run against this build: `rlshim` first on PATH.
+examples: all
+	@$(ENSURE) python3-pytest:cmd:pytest-3 curl:cmd:curl
+	PATH=$(abspath $(B)):$$PATH $(TEST_ENV) sh examples/shell/polite.sh
+	PATH=$(abspath $(B)):$$PATH $(TEST_ENV) pytest-3 -q -p no:cacheprovider \
+	    examples/pytest
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \

@@ -17,6 +17,7 @@
 
 #include "cli/cmd_state.h"
 #include "cli/commands.h"
+#include "cli/stat_prometheus.h"
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/dests.h"
@@ -28,6 +29,7 @@ struct view {
     const struct rl_config *cfg; /* NULL: counters only */
     bool layout_ok;              /* cfg is the segment's config */
     bool json;
+    bool prom; /* --prometheus: rows go to stat_prometheus.c */
     uint64_t now;
     uint64_t coarse; /* CLOCK_MONOTONIC_COARSE, as leases are stamped */
     unsigned rows;
@@ -80,6 +82,11 @@ static void row(struct view *v, const char *user, const char *rule_name, int k,
 {
     FILE *f = v->out;
 
+    if (v->prom) {
+        rl_prom_add(user, rule_name, rl_kind_name(k), c, has_avail, avail);
+        v->rows++;
+        return;
+    }
     if (v->json) {
         fputs(v->rows ? ",\n  {" : "\n  {", f);
         fputs("\"user\": ", f);
@@ -259,7 +266,7 @@ static int show(struct rl_store *s, struct view *v)
     v->layout_ok = v->cfg && rl_store_config_hash(s) == rl_budget_hash(v->cfg);
     if (v->json) {
         fputc('[', v->out);
-    } else {
+    } else if (!v->prom) {
         fprintf(v->out, "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s\n",
                 "USER", "RULE", "LIMIT", "ALGORITHM", "ALLOWED", "DENIED",
                 "DELAYED", "DELAYED_MS", "AVAILABLE");
@@ -301,7 +308,7 @@ static int show_segment(uint64_t hash, void *arg)
                 "%.1f, \"longest_period_s\": %.3f, \"budgets\": ",
                 a->n ? ",\n " : "", (unsigned long long)hash, ago,
                 (double)d.max_period_ns / 1e9);
-    else
+    else if (!a->v->prom) /* its rows are merged into one exposition */
         fprintf(a->v->out,
                 "%ssegment rlshim-%u-%016llx: used %.1f s ago, longest "
                 "period %.3f s%s\n",
@@ -332,6 +339,8 @@ static int show_all(struct view *v)
     int r = rl_store_each_segment(NULL, (uint32_t)getuid(), show_segment, &a);
     if (v->json)
         fputs("]\n", v->out);
+    else if (v->prom)
+        rl_prom_print(v->out);
     else if (a.n == 0 && r == 0)
         fprintf(stderr, "rlshim: nothing counted yet\n");
     if (r < 0) {
@@ -352,7 +361,9 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: rlshim stat [-c FILE] [--json] [--watch] [--all]\n", f);
+    fputs("usage: rlshim stat [-c FILE] [--json | --prometheus] [--watch] "
+          "[--all]\n",
+          f);
 }
 
 int rl_cli_load_optional(const char *opt, struct rl_config **cfg)
@@ -380,6 +391,7 @@ int rl_cmd_stat(int argc, char **argv)
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
+        {"prometheus", no_argument, NULL, 'P'},
         {"watch", no_argument, NULL, 'w'},
         {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
@@ -405,6 +417,9 @@ int rl_cmd_stat(int argc, char **argv)
             break;
         case 'j':
             v.json = true;
+            break;
+        case 'P':
+            v.prom = true;
             break;
         case 'w':
             watch = true;
@@ -460,6 +475,8 @@ int rl_cmd_stat(int argc, char **argv)
                 /* Nothing has been counted yet: an empty table. */
                 if (v.json)
                     fputs("[]\n", stdout);
+                else if (v.prom)
+                    rl_prom_print(stdout);
                 else
                     fprintf(stderr, "rlshim: %s: nothing counted yet\n", why);
                 goto out;
@@ -478,6 +495,8 @@ int rl_cmd_stat(int argc, char **argv)
                 fprintf(stderr, "rlshim: the state was made for another "
                                 "config: budgets are not shown\n");
             show(s, &v);
+            if (v.prom)
+                rl_prom_print(stdout);
             /* Replaced meanwhile: follow the new segment. */
             if (rl_store_is_stale(s)) {
                 rl_store_close(s);

@@ -8,6 +8,8 @@ int rl_cmd_run(int argc, char **argv);
 int rl_cmd_check(int argc, char **argv);
 int rl_cmd_stat(int argc, char **argv);
 int rl_cmd_reset(int argc, char **argv);
+int rl_cmd_verify(int argc, char **argv);
+int rl_cmd_timeline(int argc, char **argv);
 
 /* The config path: -c FILE, else $RLSHIM_CONFIG, else the sysconfdir file. */
 const char *rl_cli_config_path(const char *opt);

@@ -19,7 +19,12 @@ static const char usage[] =
     "                   counters and budgets per user and limit\n"
     "  reset [-c FILE] [USER]\n"
     "                   forget budgets (all, or one user's)\n"
-    "\n"
+    "  stat  [-c FILE] --prometheus\n"
+    "                   the counters in Prometheus text format\n"
+    "  verify LOG --limit KIND=RATE[,burst=N] [--per user|destination]\n"
+    "        [--window] do a decision log's allowed units obey a limit?\n"
+    "  timeline LOG [--bin 100ms] [--svg FILE]\n"
+    "                   allowed / delayed / denied per destination over time\n"    "\n"
     "Each command takes --help. The config is -c FILE, else $RLSHIM_CONFIG,\n"
     "else " RL_SYSCONFDIR "/rlshim.ini. See rlshim(1), rlshim.ini(5).\n";
 
@@ -33,6 +38,8 @@ int main(int argc, char **argv)
         {"check", rl_cmd_check},
         {"stat", rl_cmd_stat},
         {"reset", rl_cmd_reset},
+        {"verify", rl_cmd_verify},
+        {"timeline", rl_cmd_timeline},
     };
 
     if (argc < 2) {

@@ -145,8 +145,8 @@ struct key {
     uint64_t max;              /* p_count: the largest value accepted */
 };
 
-static key_parser p_word, p_bool, p_duration, p_log, p_count, p_algorithm,
-    p_rates, p_bursts, p_to, p_fleet, p_fleet_password;
+static key_parser p_word, p_bool, p_duration, p_log, p_decision_log, p_count,
+    p_algorithm, p_rates, p_bursts, p_to, p_fleet, p_fleet_password;
 
 #define CFG(f)                                                                 \
     .cfg_off = offsetof(struct rl_config, f),                                  \
@@ -168,6 +168,7 @@ static const struct key keys[] = {
     {"state", IN_RLSHIM, p_word, CFG(state_mode), .words = &state_words},
     {"unknown", IN_RLSHIM, p_word, CFG(unknown), .words = &unknown_words},
     {"log", IN_RLSHIM, p_log, CFG(log_target)},
+    {"decision_log", IN_RLSHIM, p_decision_log, CFG(decision_log)},
     {"dry_run", IN_RLSHIM | IN_RULE, p_bool, CFG(dry_run), RULE(dry_run)},
     {"report", IN_RLSHIM, p_bool, CFG(report)},
     {"io_uring", IN_RLSHIM, p_word, CFG(io_uring), .words = &io_uring_words},
@@ -503,6 +504,31 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
             "syslog or an absolute path)",
             v);
     }
+}
+
+/* SPEC §9: one JSON line per decision; absolute, like `log`. */
+static void p_decision_log(struct pstate *ps, const struct key *k,
+                           void *field, const char *v)
+{
+    char **path = field;
+
+    (void)k;
+    if (strcmp(v, "off") == 0) {
+        free(*path);
+        *path = NULL;
+        return;
+    }
+    if (v[0] != '/') {
+        err(ps, ps->lineno,
+            "bad value '%s' for 'decision_log' in [rlshim] (use off or an "
+            "absolute path)",
+            v);
+        return;
+    }
+    free(*path);
+    *path = strdup(v);
+    if (*path == NULL)
+        ps->nomem = true;
 }
 
 /* A count: 1 to k->max, into a uint32_t. */
@@ -1242,6 +1268,7 @@ void rl_config_free(struct rl_config *cfg)
     }
     free(cfg->rules);
     free(cfg->log_path);
+    free(cfg->decision_log);
     free(cfg->fleet);
     free(cfg->fleet_password);
     free(cfg->path);

@@ -110,6 +110,7 @@ struct rl_config {
     int unknown;    /* enum rl_unknown */
     int log_target; /* enum rl_log_target */
     char *log_path; /* RL_LOG_FILE */
+    char *decision_log; /* SPEC §9, NULL: off (RLSHIM_DECISION_LOG wins) */
     bool dry_run;
     bool report;
     int io_uring;   /* enum rl_io_uring */

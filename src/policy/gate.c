@@ -21,13 +21,15 @@
 #include "policy/dests.h"
 #include "policy/fleet.h"
 #include "policy/gate_int.h"
-#include "policy/open.h"
+#include "policy/gate_log.h"
 #include "policy/lease.h"
+#include "policy/open.h"
 #include "policy/report.h"
 #include "policy/sites.h"
 #include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/declog.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/ownerlock.h"
@@ -104,6 +106,13 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
 {
     struct rl_gate *g = &rl_gate;
     g->cfg = c;
+    /* SPEC §9: the environment wins, so a test needs no config edit. */
+    const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
+    if (dlog == NULL)
+        dlog = c->decision_log;
+    if (rl_declog_setup(dlog) < 0)
+        rl_log_stderr("decision_log %s: not an absolute path, or too long: "
+                      "decisions are not logged", dlog);
     g->rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
                                   id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
@@ -148,8 +157,11 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     (void)rl_ownerlock_self();
     rl_lease_setup();
     /* A call charged to a site or per destination is decided on its own,
-     * exactly: a lease of the rule's units would skip the other budget. */
-    if (rl_sites_any() || rule->per == RL_PER_DESTINATION)
+     * exactly: a lease of the rule's units would skip the other budget.
+     * The decision log has one line per call: no call goes unseen in a
+     * lease. */
+    if (rl_sites_any() || rule->per == RL_PER_DESTINATION ||
+        rl_declog_enabled())
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
@@ -568,6 +580,9 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
             counted = budget_of(&t->charge[i]);
     /* Counted where it was denied (the site's budget, or the rule's). */
     rl_gate_count(counted, kind, RL_STAT_DENIED, units);
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units,
+                             c->name, c->fd, c->sa, c->salen);
     bool dry = by != NULL ? by->dry_run : dry_run();
     const struct verdict_line d = {dry ? "would deny" : "denied",
                                    kind,
@@ -605,6 +620,9 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
             }
         }
     }
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c->name,
+                             c->fd, c->sa, c->salen);
     if (t->wait_ns == 0)
         return;
     bool dry = dry_run();

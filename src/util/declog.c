@@ -1,0 +1,270 @@
+/* declog.c — see declog.h. */
+#include "util/declog.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Written once by rl_declog_setup at load; then only read. */
+static char path_buf[4096];
+static bool on;
+/* Set by the first line that could not be written: one stderr line per
+ * process, not one per decision. */
+static atomic_flag complained = ATOMIC_FLAG_INIT;
+
+int rl_declog_setup(const char *path)
+{
+    size_t n = path != NULL ? strlen(path) : 0;
+    on = false;
+    if (n >= sizeof path_buf)
+        return -ENAMETOOLONG;
+    /* Relative, each process of a run would write where its own working
+     * directory is: lines of one run in several files. */
+    if (n > 0 && path[0] != '/')
+        return -EINVAL;
+    on = n > 0;
+    if (on)
+        memcpy(path_buf, path, n + 1);
+    return 0;
+}
+
+bool rl_declog_enabled(void)
+{
+    return on;
+}
+
+/* A bounded appender: never writes past `len`, remembers that it had to
+ * cut (then the caller ends the line as best it can). */
+struct out {
+    char *p;
+    size_t len, n;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->n + n > o->len)
+        n = o->len > o->n ? o->len - o->n : 0;
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+/* `v` in decimal, at least `width` digits (zero-padded): no snprintf, so
+ * a line costs little beside the system calls that write it. */
+static void put_u64(struct out *o, uint64_t v, unsigned width)
+{
+    char b[24];
+    unsigned n = 0;
+    do {
+        b[sizeof b - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 || n < width);
+    put(o, b + sizeof b - n, n);
+}
+
+/* A literal key or punctuation, then a number. */
+static void putf(struct out *o, const char *prefix, uint64_t v)
+{
+    puts_(o, prefix);
+    put_u64(o, v, 1);
+}
+
+/* A JSON string, or null; at most 200 bytes of it (user names and rule
+ * sections are short; the cap keeps a line under RL_DECLOG_LINE_MAX). */
+static void put_str(struct out *o, const char *s)
+{
+    if (s == NULL) {
+        puts_(o, "null");
+        return;
+    }
+    put(o, "\"", 1);
+    for (size_t i = 0; s[i] != '\0' && i < 200; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(o, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(o, e, 6);
+        } else {
+            put(o, (const char *)&c, 1);
+        }
+    }
+    put(o, "\"", 1);
+}
+
+/* Days since 1970-01-01 to a proleptic Gregorian date (the era-based
+ * civil calendar arithmetic): no gmtime_r, so no time zone look-up or
+ * lock inside a hook. */
+static void civil(long long days, int *y, unsigned *m, unsigned *d)
+{
+    long long z = days + 719468;
+    long long era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+static const char *verdict_name(int v)
+{
+    switch (v) {
+    case RL_DECLOG_DENY:
+        return "deny";
+    case RL_DECLOG_DELAY:
+        return "delay";
+    default:
+        return "allow";
+    }
+}
+
+size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
+                        uint64_t wall_ns, int pid, int tid)
+{
+    if (len < 2)
+        return 0;
+    /* Room for the closing "}\n" is kept back from the start. */
+    struct out o = {buf, len - 2, 0};
+    uint64_t secs = wall_ns / 1000000000u;
+    int y;
+    unsigned mo, d;
+    civil((long long)(secs / 86400), &y, &mo, &d);
+    unsigned sod = (unsigned)(secs % 86400);
+    puts_(&o, "{\"t\":\"");
+    put_u64(&o, (uint64_t)(y > 0 ? y : 0), 4);
+    put(&o, "-", 1);
+    put_u64(&o, mo, 2);
+    put(&o, "-", 1);
+    put_u64(&o, d, 2);
+    put(&o, "T", 1);
+    put_u64(&o, sod / 3600, 2);
+    put(&o, ":", 1);
+    put_u64(&o, sod / 60 % 60, 2);
+    put(&o, ":", 1);
+    put_u64(&o, sod % 60, 2);
+    put(&o, ".", 1);
+    put_u64(&o, wall_ns % 1000000000u / 1000, 6);
+    puts_(&o, "Z\"");
+    putf(&o, ",\"mono_ns\":", r->mono_ns);
+    putf(&o, ",\"pid\":", (uint64_t)(pid > 0 ? pid : 0));
+    putf(&o, ",\"tid\":", (uint64_t)(tid > 0 ? tid : 0));
+    puts_(&o, ",\"user\":");
+    put_str(&o, r->user);
+    puts_(&o, ",\"rule\":");
+    put_str(&o, r->rule);
+    puts_(&o, ",\"site\":");
+    put_str(&o, r->site);
+    puts_(&o, ",\"dest\":{\"name\":");
+    put_str(&o, r->dest);
+    putf(&o, ",\"port\":", r->port);
+    put(&o, "}", 1);
+    puts_(&o, ",\"call\":");
+    put_str(&o, r->call);
+    puts_(&o, ",\"limit\":");
+    put_str(&o, r->limit);
+    putf(&o, ",\"units\":", r->units);
+    puts_(&o, ",\"verdict\":");
+    put_str(&o, verdict_name(r->verdict));
+    putf(&o, ",\"wait_ns\":", r->wait_ns);
+    memcpy(buf + o.n, "}\n", 2);
+    return o.n + 2;
+}
+
+static int write_line(const char *line, size_t n)
+{
+    long fd = syscall(SYS_openat, AT_FDCWD, path_buf,
+                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
+                      0600);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    for (;;) {
+        /* One write: O_APPEND places it whole at the end. A short write
+         * (disk full) leaves a cut line, which readers skip. */
+        long w = syscall(SYS_write, fd, line, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            r = -errno;
+        else if ((size_t)w < n)
+            r = -ENOSPC;
+        break;
+    }
+    syscall(SYS_close, fd);
+    return r;
+}
+
+void rl_declog_write(const struct rl_declog_rec *r)
+{
+    if (!on)
+        return;
+    int saved = errno;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    char line[RL_DECLOG_LINE_MAX];
+    size_t n = rl_declog_format(line, sizeof line, r, wall,
+                                (int)syscall(SYS_getpid),
+                                (int)syscall(SYS_gettid));
+    int rc = write_line(line, n);
+    if (rc < 0 &&
+        !atomic_flag_test_and_set_explicit(&complained, memory_order_relaxed)) {
+        char msg[4096 + 128];
+        int m = snprintf(msg, sizeof msg,
+                         "rlshim: decision_log %s: %s: decisions of pid %d "
+                         "are not logged\n",
+                         path_buf, strerror(-rc), (int)syscall(SYS_getpid));
+        if (m > 0)
+            syscall(SYS_write, 2, msg,
+                    (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+    }
+    errno = saved;
+}
+
+void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
+                    size_t hostlen, unsigned *port)
+{
+    struct sockaddr_storage ss;
+    snprintf(host, hostlen, "?");
+    *port = 0;
+    if (sa == NULL) {
+        socklen_t sl = sizeof ss;
+        if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+            return;
+        sa = &ss;
+        salen = sl;
+    }
+    if (salen < sizeof(sa_family_t))
+        return;
+    sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
+    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, (socklen_t)hostlen);
+        *port = ntohs(in->sin_port);
+    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = sa;
+        /* An IPv4-mapped address is the IPv4 host the rule saw. */
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host,
+                      (socklen_t)hostlen);
+        else
+            inet_ntop(AF_INET6, &in6->sin6_addr, host, (socklen_t)hostlen);
+        *port = ntohs(in6->sin6_port);
+    }
+}

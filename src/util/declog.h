@@ -1,0 +1,66 @@
+/* declog.h — the decision log (SPEC §9): one JSON object per line for
+ * every decision on a covered call, from every process and thread of a
+ * run into one file.
+ *
+ * No fd is kept: each line opens the file (O_APPEND|O_CLOEXEC, by the
+ * system call, never a hooked name), writes the line with one write(2) and
+ * closes it. So nothing survives for a fork, an exec or a close_range sweep
+ * of the program to inherit or break, and O_APPEND with one write per line
+ * keeps lines of concurrent writers whole. The price is an open and a close
+ * per line, paid only while the log is on (tests/bench/bench_declog.c).
+ *
+ * A log that cannot be written costs one stderr line per process; the
+ * program goes on and the lines are lost. */
+#ifndef RL_UTIL_DECLOG_H
+#define RL_UTIL_DECLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum rl_declog_verdict {
+    RL_DECLOG_ALLOW = 0,
+    RL_DECLOG_DENY = 1,
+    RL_DECLOG_DELAY = 2,
+};
+
+/* One line's content; strings are borrowed. */
+struct rl_declog_rec {
+    uint64_t mono_ns;  /* the decision's CLOCK_MONOTONIC reading */
+    const char *user;
+    const char *rule;  /* NULL: no rule (written as null) */
+    const char *site;  /* NULL until site sections exist */
+    const char *dest;  /* host name or address literal; NULL: unknown */
+    unsigned port;
+    const char *call;  /* the libc name ("connect", "send", ...) */
+    const char *limit; /* "connect", "send" or "send_bytes" */
+    uint64_t units;
+    int verdict;       /* enum rl_declog_verdict */
+    uint64_t wait_ns;
+};
+
+/* The longest line written (longer fields are cut, the line stays JSON). */
+#define RL_DECLOG_LINE_MAX 1024
+
+/* Log to `path` (copied; NULL or "" turns the log off). Call once at load,
+ * before any decision. Returns 0, -ENAMETOOLONG, or -EINVAL for a relative
+ * path; on error the log is off. */
+int rl_declog_setup(const char *path);
+
+/* Is the log on? Callers skip all the work when not. */
+bool rl_declog_enabled(void);
+
+/* Format one line (with its "\n") into buf; returns its length. `wall_ns`
+ * is CLOCK_REALTIME in ns (written as RFC 3339 UTC with microseconds). */
+size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
+                        uint64_t wall_ns, int pid, int tid);
+
+/* Write one line for `r` (now's wall clock, this pid and tid). Keeps errno. */
+void rl_declog_write(const struct rl_declog_rec *r);
+
+/* The address literal and port of `sa`, or of fd's peer when sa is NULL;
+ * host "?" and port 0 when neither is an inet address. */
+void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
+                    size_t hostlen, unsigned *port);
+
+#endif

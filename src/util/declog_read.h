@@ -1,0 +1,24 @@
+/* declog_read.h — reading decision-log lines back (rlshim verify and
+ * timeline, and the tests). Strict about the fields it needs, lenient
+ * about fields it does not know (a later version may add some). */
+#ifndef RL_UTIL_DECLOG_READ_H
+#define RL_UTIL_DECLOG_READ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct rl_declog_entry {
+    uint64_t mono_ns, pid, tid, units, wait_ns, port;
+    int verdict; /* enum rl_declog_verdict */
+    char user[256];
+    char rule[256]; /* "" when null */
+    char dest[256];
+    char call[32];
+    char limit[16];
+};
+
+/* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when
+ * it is not a decision-log object (a cut line, another format). */
+int rl_declog_parse(const char *line, struct rl_declog_entry *e);
+
+#endif

@@ -1,0 +1,363 @@
+/* test_verify.c — `rlshim verify` and `rlshim timeline` as a user runs
+ * them (build/rlshim in a subprocess) on decision logs made by hand. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MS 1000000ull
+
+struct ev {
+    uint64_t us; /* mono_ns / 1000, from an origin */
+    unsigned units;
+    const char *verdict;
+    const char *dest;
+    const char *user;
+    uint64_t wait_us;
+};
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("RLSHIM_BUILD");
+    return b != NULL ? b : "build";
+}
+
+static char *write_log(const struct ev *ev, size_t n, const char *limit)
+{
+    static char path[64];
+    strcpy(path, "/tmp/rlshim-vlog-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f,
+                "{\"t\":\"2026-12-01T00:00:00.000000Z\",\"mono_ns\":%llu,"
+                "\"pid\":1,\"tid\":1,\"user\":\"%s\",\"rule\":\"r\","
+                "\"site\":null,\"dest\":{\"name\":\"%s\",\"port\":80},"
+                "\"call\":\"connect\",\"limit\":\"%s\",\"units\":%u,"
+                "\"verdict\":\"%s\",\"wait_ns\":%llu}\n",
+                (unsigned long long)(ev[i].us * 1000 + 5000000000ull),
+                ev[i].user ? ev[i].user : "u", ev[i].dest ? ev[i].dest : "h",
+                limit, ev[i].units ? ev[i].units : 1,
+                ev[i].verdict ? ev[i].verdict : "allow",
+                (unsigned long long)ev[i].wait_us * 1000);
+    fclose(f);
+    return path;
+}
+
+/* Run `rlshim ARGS...`; returns the exit status, stdout+stderr in out. */
+static int rlshim(char *out, size_t outlen, const char *const *args)
+{
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s/rlshim", build_dir());
+    char o[] = "/tmp/rlshim-vout-XXXXXX";
+    int fo = mkstemp(o);
+    cr_assert_geq(fo, 0);
+    unlink(o);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        const char *argv[16] = {"rlshim"};
+        int n = 1;
+        for (; args[n - 1] != NULL && n < 15; n++)
+            argv[n] = args[n - 1];
+        argv[n] = NULL;
+        dup2(fo, 1);
+        dup2(fo, 2); /* messages too: shown when a test fails */
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    ssize_t r = pread(fo, out, outlen - 1, 0);
+    out[r > 0 ? r : 0] = '\0';
+    close(fo);
+    cr_assert(WIFEXITED(st), "signal");
+    return WEXITSTATUS(st);
+}
+
+static int verify(char *out, size_t len, const char *log, const char *a1,
+                  const char *a2, const char *a3)
+{
+    const char *args[] = {"verify", log, "--limit", a1, a2, a3, NULL};
+    return rlshim(out, len, args);
+}
+
+/* 2/s, burst 1: one per 500 ms at the limit, one over, one under. */
+Test(verify, exactly_at_the_limit_is_ok)
+{
+    struct ev ev[] = {{0}, {500000}, {1000000}, {1500000}, {2000000}};
+    char *log = write_log(ev, 5, "connect");
+    char out[8192];
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", NULL,
+                        NULL),
+                 0, "%s", out);
+    cr_assert(strstr(out, "ok: 5 connect units") != NULL, "%s", out);
+    unlink(log);
+}
+
+Test(verify, one_over_fails_and_shows_the_interval)
+{
+    struct ev ev[] = {{0}, {500000}, {999000}, {1500000}, {2000000}};
+    char *log = write_log(ev, 5, "connect");
+    char out[8192];
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", NULL,
+                        NULL),
+                 1, "%s", out);
+    cr_assert(strstr(out, "FAIL") != NULL, "%s", out);
+    /* The worst interval: lines 2 and 3, 499 ms apart. */
+    cr_assert(strstr(out, "2 connect units in 499.000 ms (2 lines)") != NULL,
+              "%s", out);
+    cr_assert(strstr(out, "  2: {") != NULL && strstr(out, "  3: {") != NULL,
+              "%s", out);
+    cr_assert(strstr(out, "  1: {") == NULL, "%s", out);
+    unlink(log);
+}
+
+Test(verify, one_under_is_ok_burst_counts)
+{
+    /* burst 3: three at once, then 2/s. One fewer than allowed. */
+    struct ev ev[] = {{0, 2}, {500000}, {1000000}};
+    char *log = write_log(ev, 3, "connect");
+    char out[8192];
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=3", NULL,
+                        NULL),
+                 0, "%s", out);
+    struct ev over[] = {{0, 4}, {500000}, {1000000}};
+    log = write_log(over, 3, "connect");
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=3", NULL,
+                        NULL),
+                 1, "%s", out);
+    unlink(log);
+}
+
+Test(verify, denied_lines_do_not_count_delayed_ones_count_when_they_went)
+{
+    struct ev ev[] = {
+        {0},
+        {100000, 1, "deny"},
+        /* decided at 200 ms, went at 500 ms */
+        {200000, 1, "delay", NULL, NULL, 300000},
+        {1000000},
+    };
+    char *log = write_log(ev, 4, "connect");
+    char out[8192];
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", NULL,
+                        NULL),
+                 0, "%s", out);
+    ev[2].wait_us = 200000; /* went at 400 ms: too early */
+    log = write_log(ev, 4, "connect");
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", NULL,
+                        NULL),
+                 1, "%s", out);
+    unlink(log);
+}
+
+Test(verify, two_destinations_interleaved)
+{
+    /* a and b each at 2/s, together 4/s. */
+    struct ev ev[] = {
+        {0, 1, NULL, "a"},       {250000, 1, NULL, "b"},
+        {500000, 1, NULL, "a"},  {750000, 1, NULL, "b"},
+        {1000000, 1, NULL, "a"}, {1250000, 1, NULL, "b"},
+    };
+    char *log = write_log(ev, 6, "connect");
+    char out[8192];
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", "--per",
+                        "destination"),
+                 0, "%s", out);
+    cr_assert(strstr(out, "2 groups") != NULL, "%s", out);
+    /* Together they are twice the rate. */
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", NULL,
+                        NULL),
+                 1, "%s", out);
+    cr_assert_eq(verify(out, sizeof out, log, "connect=4/s,burst=1", NULL,
+                        NULL),
+                 0, "%s", out);
+    /* b too fast: named in the report. */
+    ev[3].us = 600000;
+    log = write_log(ev, 6, "connect");
+    cr_assert_eq(verify(out, sizeof out, log, "connect=2/s,burst=1", "--per",
+                        "destination"),
+                 1, "%s", out);
+    cr_assert(strstr(out, "of destination b:") != NULL, "%s", out);
+    unlink(log);
+}
+
+Test(verify, per_user_and_window)
+{
+    struct ev ev[] = {
+        {0, 1, NULL, NULL, "x"},      {10000, 1, NULL, NULL, "y"},
+        {20000, 1, NULL, NULL, "x"},  {30000, 1, NULL, NULL, "y"},
+        {1020000, 1, NULL, NULL, "x"},
+    };
+    char *log = write_log(ev, 5, "send");
+    char out[8192];
+    const char *a[] = {"verify", log, "--limit", "send=2/s", "--window",
+                       "--per", "user", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, a), 0, "%s", out);
+    const char *b[] = {"verify", log, "--limit", "send=3/s", "--window", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, b), 1, "%s", out);
+    cr_assert(strstr(out, "4 send units") != NULL, "%s", out);
+    /* Other limits' lines are not counted. */
+    const char *c[] = {"verify", log, "--limit", "connect=1/s", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, c), 0, "%s", out);
+    unlink(log);
+}
+
+Test(verify, usage_errors_exit_2)
+{
+    char out[8192];
+    const char *a[] = {"verify", "/nonexistent", "--limit", "connect=1/s",
+                       NULL};
+    cr_assert_eq(rlshim(out, sizeof out, a), 2);
+    const char *b[] = {"verify", "/dev/null", "--limit", "bogus=1/s", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, b), 2);
+    const char *c[] = {"verify", "/dev/null", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, c), 2);
+    const char *d[] = {"verify", "/dev/null", "--limit", "connect=1/s,burst=2",
+                       "--window", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, d), 2);
+}
+
+/* The SVG is well-formed XML (python3's parser says so) with one bar per
+ * non-empty (destination, bin, verdict). */
+Test(timeline, svg_is_xml_with_one_bar_per_cell)
+{
+    struct ev ev[] = {
+        {0, 1, NULL, "a"},
+        {10000, 1, "deny", "a"},
+        {20000, 1, "deny", "a"},
+        {50000, 1, "delay", "a", NULL, 100000}, /* went at 150 ms */
+        {250000, 1, NULL, "b<&>"},
+        {260000, 1, NULL, "b<&>"},
+    };
+    /* a: bin 0 allowed + denied, bin 1 delayed; b: bin 2 allowed = 4. */
+    char *log = write_log(ev, 6, "connect");
+    char svg[] = "/tmp/rlshim-svg-XXXXXX";
+    int fd = mkstemp(svg);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    char out[8192];
+    const char *a[] = {"timeline", log,         "--bin", "100ms", "--svg",
+                       svg,        "--limit",   "connect=5/s", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, a), 0, "%s", out);
+    cr_assert(strstr(out, "a: 1 allowed, 1 delayed, 2 denied") != NULL, "%s",
+              out);
+    cr_assert(strstr(out, "0.0s  #xx\n") != NULL, "%s", out);
+    cr_assert(strstr(out, "0.1s  ~\n") != NULL, "%s", out);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys, xml.etree.ElementTree as E; "
+             "r = E.parse(sys.argv[1]).getroot(); ns = \"{http://www.w3.org/"
+             "2000/svg}\"; "
+             "print(sum(1 for e in r.iter(ns + \"rect\") "
+             "if e.get(\"class\", \"\").startswith(\"bar \")), "
+             "sum(1 for e in r.iter(ns + \"line\") "
+             "if e.get(\"class\") == \"limit\"))' %s",
+             svg);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    int bars = -1, limits = -1;
+    cr_assert_eq(fscanf(p, "%d %d", &bars, &limits), 2);
+    cr_assert_eq(pclose(p), 0);
+    cr_assert_eq(bars, 4);
+    /* The limit in each of the two panels, and in the legend. */
+    cr_assert_eq(limits, 3);
+    unlink(svg);
+    unlink(log);
+}
+
+/* ---- property: the command agrees with a brute-force check ------------ */
+
+__extension__ typedef unsigned __int128 u128;
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Every pair of allowed lines (at mono + wait) of one destination, checked
+ * against burst + rate * span: the definition, in O(n^2). */
+static bool brute(const struct ev *ev, size_t n, uint64_t count,
+                  uint64_t period, uint64_t burst, const char *dest)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ev[i].dest, dest) != 0 || strcmp(ev[i].verdict, "deny") == 0)
+            continue;
+        uint64_t ti = (ev[i].us + ev[i].wait_us) * 1000;
+        for (size_t j = 0; j < n; j++) {
+            if (strcmp(ev[j].dest, dest) != 0 ||
+                strcmp(ev[j].verdict, "deny") == 0)
+                continue;
+            uint64_t tj = (ev[j].us + ev[j].wait_us) * 1000;
+            if (tj < ti)
+                continue;
+            /* units of the dest's allowed lines in [ti, tj] */
+            uint64_t sum = 0;
+            for (size_t k = 0; k < n; k++) {
+                uint64_t tk = (ev[k].us + ev[k].wait_us) * 1000;
+                if (strcmp(ev[k].dest, dest) == 0 &&
+                    strcmp(ev[k].verdict, "deny") != 0 && tk >= ti && tk <= tj)
+                    sum += ev[k].units;
+            }
+            /* sum * P > burst * P + count * (span + 1 us of slack) */
+            if ((u128)sum * period >
+                (u128)burst * period + (u128)count * (tj - ti + 1000))
+                return false;
+        }
+    }
+    return true;
+}
+
+Test(verify, property_agrees_with_brute_force_on_random_logs)
+{
+    static const char *const dests[] = {"a", "b", "c"};
+    static const char *const verdicts[] = {"allow", "allow", "delay", "deny"};
+    struct ev ev[40];
+    int oks = 0, fails = 0;
+    for (int round = 0; round < 120; round++) {
+        uint64_t count = 1 + next() % 6, burst = 1 + next() % 4;
+        size_t n = 1 + next() % 40;
+        uint64_t t = 0;
+        for (size_t i = 0; i < n; i++) {
+            t += next() % 3 == 0 ? 0 : next() % 400000; /* up to 400 ms */
+            ev[i] = (struct ev){
+                .us = t,
+                .units = 1 + (unsigned)(next() % 2),
+                .verdict = verdicts[next() % 4],
+                .dest = dests[next() % 3],
+            };
+            if (strcmp(ev[i].verdict, "delay") == 0)
+                ev[i].wait_us = next() % 300000;
+        }
+        /* Lines in any order: processes append as they decide. */
+        for (size_t i = n; i > 1; i--) {
+            size_t j = next() % i;
+            struct ev tmp = ev[i - 1];
+            ev[i - 1] = ev[j];
+            ev[j] = tmp;
+        }
+        char *log = write_log(ev, n, "connect");
+        char limit[64], out[16384];
+        snprintf(limit, sizeof limit, "connect=%llu/s,burst=%llu",
+                 (unsigned long long)count, (unsigned long long)burst);
+        int st = verify(out, sizeof out, log, limit, "--per", "destination");
+        bool want = true;
+        for (size_t d = 0; d < 3; d++)
+            want = want && brute(ev, n, count, 1000000000ull, burst, dests[d]);
+        cr_assert_eq(st, want ? 0 : 1, "round %d (%s):\n%s", round, limit,
+                     out);
+        want ? oks++ : fails++;
+        unlink(log);
+    }
+    cr_assert_gt(oks, 10);
+    cr_assert_gt(fails, 10);
+}
