@@ -367,3 +367,40 @@ Test(open, a_closed_connect_waiting_for_a_place_leaves_nothing_behind)
         2);
     cr_expect_eq(h_out_long(&r, "same", -1), 1, "%s", r.out);
 }
+
+/* No place within max_delay: the deferred connect fails as in fail mode
+ * (the configured errno), told the way the kernel tells a non-blocking
+ * connect that failed: the socket is reported (writable, hung up) at the
+ * deadline and SO_ERROR says the errno. Nothing reaches the server. */
+Test(open, a_deferred_connect_with_no_place_by_max_delay_fails)
+{
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 1s\n"
+                   "errno = ECONNREFUSED\n[default]\nmax_open = 1\n");
+    char code[1500];
+    snprintf(code, sizeof code,
+             "import socket, select, time\n"
+             "a = socket.create_connection(('127.0.0.1', %d))\n"
+             "s = socket.socket(); s.setblocking(False)\n"
+             "print('first=%%d' %% s.connect_ex(('127.0.0.1', %d)))\n"
+             "t0 = time.monotonic()\n"
+             "r, w, x = select.select([], [s], [], 5)\n"
+             "print('ms=%%d' %% ((time.monotonic() - t0) * 1000))\n"
+             "print('writable=%%d' %% len(w))\n"
+             "print('so_error=%%d' %% s.getsockopt(socket.SOL_SOCKET, "
+             "socket.SO_ERROR))\n"
+             "print('so_error_again=%%d' %% s.getsockopt(socket.SOL_SOCKET, "
+             "socket.SO_ERROR))\n",
+             srv.port, srv.port);
+    python(code);
+    cr_assert_eq(r.status, 0, "python: %d %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "first", -1), EINPROGRESS, "%s", r.out);
+    long ms = h_out_long(&r, "ms", -1);
+    cr_expect(ms >= 950 && ms <= 1300, "reported after %ld ms", ms);
+    cr_expect_eq(h_out_long(&r, "writable", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "so_error", -1), ECONNREFUSED, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "so_error_again", -1), 0, "told once");
+    usleep(200 * 1000);
+    int accepts = 0;
+    most_open_of(&srv, &accepts);
+    cr_expect_eq(accepts, 1, "the server accepted %d", accepts);
+}
