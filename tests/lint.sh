@@ -8,7 +8,7 @@ ok()  { pass=$((pass + 1)); echo "ok   - $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 
 # The .so exports exactly the hooked libc names, nothing of inih or ours.
-allowed="connect send sendto sendmsg sendmmsg write writev sendfile sendfile64
+allowed="connect getsockopt send sendto sendmsg sendmmsg write writev sendfile sendfile64
 close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose
 socket socketpair accept accept4 syscall
 poll ppoll __poll_chk __ppoll_chk select pselect

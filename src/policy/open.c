@@ -212,6 +212,11 @@ void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
     rl_add_relaxed_u64(&area[W_WAITERS], (uint64_t)-1);
 }
 
+uint32_t rl_open_seq(rl_atomic_u64 *area)
+{
+    return (uint32_t)rl_load_acquire_u64(&area[W_SEQ]);
+}
+
 uint32_t rl_open_held(rl_atomic_u64 *area)
 {
     rl_atomic_u64 *rec = record(area);

@@ -59,6 +59,11 @@ void rl_open_forget(int fd);
 void rl_open_forget_range(unsigned first, unsigned last);
 void rl_open_dup(int from, int to);
 
+/* The release sequence of `area` now (the word rl_open_wait sleeps on):
+ * a waiter that cannot sleep on it (a deferred connect) compares it with
+ * the one rl_open_acquire gave it. */
+uint32_t rl_open_seq(rl_atomic_u64 *area);
+
 /* For tests: connections this process holds in `area`. */
 uint32_t rl_open_held(rl_atomic_u64 *area);
 

@@ -10,13 +10,23 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "policy/open.h"
+
 struct entry {
     int fd; /* -1: free */
     int what;
     uint64_t until;
-    struct rl_gate_ticket t; /* RESERVE, CONNECT */
-    struct sockaddr_storage sa; /* CONNECT */
+    struct rl_gate_ticket t;    /* RESERVE, CONNECT */
+    struct sockaddr_storage sa; /* CONNECT, OPEN */
     socklen_t salen;
+    /* OPEN: the full area, its release sequence at the last decision,
+     * when that was, the max_delay deadline and the step between looks;
+     * FAILED: the errno. */
+    rl_atomic_u64 *area;
+    uint32_t seq;
+    uint64_t decided, deadline, step;
+    bool taken; /* OPEN: a thread is deciding it again */
+    int err;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -39,6 +49,7 @@ static struct entry *make(int fd)
             continue;
         if (i >= hw)
             hw = i + 1;
+        memset(&tab[i], 0, sizeof tab[i]);
         tab[i].fd = fd;
         atomic_fetch_add_explicit(&rl_ready_n, 1, memory_order_relaxed);
         return &tab[i];
@@ -55,7 +66,8 @@ static void drop(struct entry *e)
         hw--;
 }
 
-/* A reservation or connect not spent: back to the budget. */
+/* A reservation or connect not spent: back to the budget (a connect
+ * waiting for a place, or failed, holds nothing). */
 static void give_back(struct entry *e)
 {
     if (e->what == RL_READY_RESERVE) {
@@ -106,6 +118,7 @@ static int keep(int fd, int what, const struct rl_gate_ticket *t,
         r = -ENOSPC;
     } else {
         e->what = what;
+        e->taken = false;
         e->t = *t;
         e->until = t->now + t->wait_ns;
         if (sa != NULL) {
@@ -130,6 +143,124 @@ int rl_ready_defer_connect(int fd, const struct rl_gate_ticket *t,
     return keep(fd, RL_READY_CONNECT, t, sa, len);
 }
 
+/* The next look at a connect waiting for a place: a step later (doubled
+ * each time up to RL_READY_OPEN_STEP), on a multiple of the step, never
+ * past the deadline. */
+static void next_look(struct entry *e, uint64_t now)
+{
+    e->step = e->step == 0 ? RL_READY_OPEN_FIRST : e->step * 2;
+    if (e->step > RL_READY_OPEN_STEP)
+        e->step = RL_READY_OPEN_STEP;
+    uint64_t at = (now / e->step + 1) * e->step;
+    e->until = at < e->deadline ? at : e->deadline;
+}
+
+int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
+                        const struct sockaddr *sa, socklen_t len,
+                        uint64_t deadline)
+{
+    if (sa == NULL || len > sizeof(struct sockaddr_storage) ||
+        t->open_full == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&mu);
+    int r = 1;
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        give_back(e);
+        r = 0;
+    } else {
+        e = make(fd);
+    }
+    if (e == NULL) {
+        r = -ENOSPC;
+    } else {
+        bool again = r == 0 && e->what == RL_READY_OPEN;
+        e->what = RL_READY_OPEN;
+        e->taken = false;
+        e->t = *t;
+        memcpy(&e->sa, sa, len);
+        e->salen = len;
+        e->area = t->open_full;
+        e->seq = t->open_seq;
+        e->decided = t->now;
+        e->deadline = deadline;
+        if (!again)
+            e->step = 0; /* a new wait starts small */
+        next_look(e, t->now);
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_take_open(int fd, uint64_t now, bool force,
+                       struct sockaddr_storage *sa, socklen_t *len,
+                       uint64_t *deadline, uint64_t *until)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e != NULL && e->what == RL_READY_OPEN) {
+        bool moved = rl_open_seq(e->area) != e->seq;
+        if (e->taken) {
+            *until = e->until;
+            r = -EAGAIN;
+        } else if (force || moved || now >= e->deadline ||
+                   now - e->decided >= RL_READY_OPEN_DECIDE) {
+            *sa = e->sa;
+            *len = e->salen;
+            *deadline = e->deadline;
+            r = 1;
+            e->taken = true;
+            /* Kept (still hidden) until the caller's decision replaces
+             * it: a connect, a turn, a longer wait or a failure. */
+        } else {
+            if (now >= e->until)
+                next_look(e, now);
+            *until = e->until;
+            r = -EAGAIN;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_fail(int fd, int err)
+{
+    pthread_mutex_lock(&mu);
+    int r = 1;
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        give_back(e);
+        r = 0;
+    } else {
+        e = make(fd);
+    }
+    if (e == NULL) {
+        r = -ENOSPC;
+    } else {
+        e->what = RL_READY_FAILED;
+        e->taken = false;
+        e->err = err;
+        e->until = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int rl_ready_take_error(int fd, int *err)
+{
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    struct entry *e = find(fd);
+    if (e != NULL && e->what == RL_READY_FAILED) {
+        *err = e->err;
+        drop(e);
+        r = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
 int rl_ready_claim(int fd, uint64_t now, bool take_early,
                    struct rl_gate_ticket *t, uint64_t *until, int *what)
 {
@@ -139,8 +270,10 @@ int rl_ready_claim(int fd, uint64_t now, bool take_early,
     if (e != NULL) {
         *what = e->what;
         *until = e->until;
-        if (e->what == RL_READY_CONNECT) {
+        if (rl_ready_unconnected(e->what)) {
             r = -EAGAIN;
+        } else if (e->what == RL_READY_FAILED) {
+            r = 0; /* the kernel answers for an unconnected socket */
         } else if (e->what == RL_READY_HOLD) {
             if (now >= e->until)
                 drop(e);
@@ -163,9 +296,8 @@ int rl_ready_claim(int fd, uint64_t now, bool take_early,
 }
 
 int rl_ready_take_connect(int fd, uint64_t now, bool force,
-                          struct rl_gate_ticket *t,
-                          struct sockaddr_storage *sa, socklen_t *len,
-                          uint64_t *until)
+                          struct rl_gate_ticket *t, struct sockaddr_storage *sa,
+                          socklen_t *len, uint64_t *until)
 {
     pthread_mutex_lock(&mu);
     int r = 0;
@@ -191,7 +323,8 @@ int rl_ready_hidden(int fd, uint64_t now)
     pthread_mutex_lock(&mu);
     int r = 0;
     struct entry *e = find(fd);
-    if (e != NULL && (now < e->until || e->what == RL_READY_CONNECT))
+    if (e != NULL && e->what != RL_READY_FAILED &&
+        (now < e->until || rl_ready_unconnected(e->what)))
         r = e->what;
     pthread_mutex_unlock(&mu);
     return r;
@@ -205,11 +338,11 @@ unsigned rl_ready_snapshot(uint64_t now, struct rl_ready_view *out,
     pthread_mutex_lock(&mu);
     for (unsigned i = 0; i < hw; i++) {
         struct entry *e = &tab[i];
-        if (e->what == 0)
+        if (e->what == 0 || e->what == RL_READY_FAILED)
             continue;
         /* A deferred connect stays hidden until the shim connects it,
          * which it does once due (so it is due "now" for the caller). */
-        if (now >= e->until && e->what != RL_READY_CONNECT) {
+        if (now >= e->until && !rl_ready_unconnected(e->what)) {
             if (e->what == RL_READY_HOLD)
                 drop(e);
             continue;

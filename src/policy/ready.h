@@ -11,6 +11,9 @@
  * reservation goes back to the budget (rl_ready_forget). A deferred
  * connect (delay mode) keeps its ticket and address the same way, and its
  * socket is hidden from the wait sets entirely until the shim connects it.
+ * A connect denied because max_open is full (delay mode) holds nothing: it
+ * keeps its address and the area it waits on, and is decided again when
+ * a place frees (RL_READY_OPEN).
  *
  * One small table for the process, under a mutex; callers hold the shim's
  * re-entry guard, so a signal handler never takes the mutex twice. The
@@ -35,7 +38,33 @@ enum rl_ready_what {
     RL_READY_HOLD = 1,    /* a denied send: hide POLLOUT until `until` */
     RL_READY_RESERVE = 2, /* delay mode: the send's turn is `until` */
     RL_READY_CONNECT = 3, /* delay mode: connect at `until`; hide all */
+    RL_READY_OPEN = 4,    /* delay mode, max_open full: decide the connect
+                             again when a place frees (or at `until`, the
+                             next look); hide all */
+    RL_READY_FAILED = 5,  /* a deferred connect that failed: shown as the
+                             kernel has it (an unconnected socket: writable,
+                             hung up); SO_ERROR and connect say the errno */
 };
+
+/* A connect waiting for a max_open place is looked at again (from the
+ * program's wait calls) after RL_READY_OPEN_FIRST ns, then after twice as
+ * long each time up to RL_READY_OPEN_STEP ns; its area's release sequence
+ * is read at every wait call too, so a close seen by this process is acted
+ * on at its next wait call, and one in another process within a step.
+ * Looks fall on multiples of their step, so that every socket waiting in a
+ * process wakes its wait call together: at most 1 s / 50 ms = 20 wake-ups
+ * a second however many wait. The gate decides again only when a release
+ * happened, or RL_READY_OPEN_DECIDE ns after its last decision (a holder
+ * killed releases nothing: a decision takes its places back). */
+#define RL_READY_OPEN_FIRST 6250000u /* 6.25 ms */
+#define RL_READY_OPEN_STEP 50000000u /* 50 ms */
+#define RL_READY_OPEN_DECIDE 1000000000u
+
+/* Hidden from the wait sets entirely (not connected yet)? */
+static inline bool rl_ready_unconnected(int what)
+{
+    return what == RL_READY_CONNECT || what == RL_READY_OPEN;
+}
 
 /* What a wait call needs of one entry. */
 struct rl_ready_view {
@@ -66,6 +95,31 @@ int rl_ready_reserve(int fd, const struct rl_gate_ticket *t);
 int rl_ready_defer_connect(int fd, const struct rl_gate_ticket *t,
                            const struct sockaddr *sa, socklen_t len);
 
+/* Delay mode: a connect of fd to `sa` denied at t->now because max_open
+ * area t->open_full was full (at sequence t->open_seq); it waits for a
+ * place until `deadline` (its max_delay). Returns as rl_ready_hold. */
+int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
+                        const struct sockaddr *sa, socklen_t len,
+                        uint64_t deadline);
+
+/* The connect of fd waiting for a place, taken out to be decided again
+ * when its moment has come at `now` (a release in its area, its deadline,
+ * RL_READY_OPEN_DECIDE since its last decision, or `force`): 1 with the
+ * address and deadline; 0 when fd has none; -EAGAIN when not yet (the
+ * next look is re-armed: *until says when). */
+int rl_ready_take_open(int fd, uint64_t now, bool force,
+                       struct sockaddr_storage *sa, socklen_t *len,
+                       uint64_t *deadline, uint64_t *until);
+
+/* A deferred connect of fd failed with `err` (SO_ERROR and connect tell
+ * it once; the entry goes with it, or at the close). Returns as
+ * rl_ready_hold. */
+int rl_ready_fail(int fd, int err);
+
+/* The errno of fd's failed deferred connect, told once: 1 (*err set, the
+ * entry dropped) or 0. */
+int rl_ready_take_error(int fd, int *err);
+
 /* A send on fd at `now`. Returns:
  *   0        nothing recorded, or a hold that is over (dropped): decide
  *            the send as usual;
@@ -86,7 +140,8 @@ int rl_ready_take_connect(int fd, uint64_t now, bool force,
                           struct sockaddr_storage *sa, socklen_t *len,
                           uint64_t *until);
 
-/* Is fd hidden at `now`, and how (0: not hidden)? */
+/* Is fd hidden at `now`, and how (0: not hidden; a failed connect is
+ * not)? */
 int rl_ready_hidden(int fd, uint64_t now);
 
 /* Copy up to `cap` entries that are still hidden at `now` into `out` and

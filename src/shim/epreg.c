@@ -34,6 +34,7 @@ int rl_epreg_mode_now(int fd, uint64_t now)
         return RL_EPREG_FULL;
     switch (rl_ready_hidden(fd, now)) {
     case RL_READY_CONNECT:
+    case RL_READY_OPEN:
         return RL_EPREG_ABSENT;
     case RL_READY_HOLD:
     case RL_READY_RESERVE:

@@ -6,7 +6,8 @@
  * confirming second connect pass uncharged; an attempt that fails outright
  * clears the mark, so a retry on the same socket is a new attempt. A
  * denied connect touches nothing. A datagram connect is not charged: it
- * marks the fd so its datagrams are. */
+ * marks the fd so its datagrams are. getsockopt(SO_ERROR) tells the
+ * failure of a connect the shim deferred. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -99,8 +100,8 @@ int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
     return 0;
 }
 
-/* A blocking socket? (max_open in delay mode waits only for those; a
- * non-blocking connect over max_open fails.) */
+/* A blocking socket? (max_open in delay mode sleeps only those; a
+ * non-blocking connect over max_open is deferred: shim/wait.h.) */
 static bool blocking(int fd)
 {
     int saved = errno;
@@ -138,6 +139,13 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         return -1; /* EINPROGRESS: made at its turn */
     }
     uint64_t deadline = 0;
+    if (act == RL_HOOK_FAIL && rl_gate_open_waits(&t, &deadline) &&
+        rl_wait_connect_open(fd, sa, len, &t, deadline)) {
+        /* max_open reached, delay mode, a non-blocking socket:
+         * EINPROGRESS, made when a place frees (shim/wait.h). */
+        rl_shim_leave();
+        return -1;
+    }
     while (act == RL_HOOK_FAIL && rl_gate_open_waits(&t, &deadline) &&
            blocking(fd)) {
         /* max_open reached, delay mode: sleep (holding nothing) until a
@@ -160,4 +168,24 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         errno = err;
     }
     return r;
+}
+
+/* SO_ERROR of a connect the shim deferred and then failed (max_delay
+ * passed waiting for a max_open place): the errno of fail mode, once, as
+ * the kernel tells a failed non-blocking connect. Anything else (and
+ * everything while no socket is held) is the kernel's. */
+RL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    if (level != SOL_SOCKET || name != SO_ERROR || !rl_ready_any() ||
+        val == NULL || len == NULL || *len < (socklen_t)sizeof(int) ||
+        !rl_shim_enter())
+        return REAL(getsockopt)(fd, level, name, val, len);
+    int err = 0;
+    int told = rl_wait_connect_error(fd, &err);
+    rl_shim_leave();
+    if (!told)
+        return REAL(getsockopt)(fd, level, name, val, len);
+    *(int *)val = err;
+    *len = sizeof(int);
+    return 0;
 }

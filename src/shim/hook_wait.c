@@ -5,13 +5,15 @@
  * shown less than the program made it (epreg.h), every hook is one or two
  * relaxed loads and a tail call: no lock, no clock. Otherwise the hook
  * loops around the real call:
- *   - makes the deferred connects whose turn has come, and gives the
+ *   - makes the deferred connects whose turn has come (decides again
+ *     those waiting for a max_open place when one has freed), gives the
  *     registrations of sockets whose turn has come back to the kernel
  *     (an EPOLL_CTL_MOD, which re-arms an edge-triggered one);
  *   - hides what a held socket must not report: POLLOUT (poll), its bit
  *     in the write set (select), everything for a deferred connect (an
  *     unconnected TCP socket reports POLLHUP whatever the mask);
- *   - waits no longer than the earliest turn, then goes round again, so
+ *   - waits no longer than the earliest turn (or the next look for a
+ *     max_open place: ready.h), then goes round again, so
  *     that the socket is reported at its turn and an empty result is
  *     returned only when the caller's own timeout has passed (CPython
  *     takes an empty poll for its socket timeout).
@@ -48,6 +50,14 @@ static inline bool busy(void)
         0);
 }
 
+static bool waits_open(const struct rl_ready_view *v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (v[i].what == RL_READY_OPEN)
+            return true;
+    return false;
+}
+
 /* The work between two real calls: returns the sockets hidden now (in
  * v, *n) and the earliest turn (NEVER: none). False when the shim cannot
  * act (a handler inside the shim): the caller makes its call as asked. */
@@ -58,8 +68,11 @@ static bool tend(uint64_t now, struct rl_ready_view *v, unsigned *n,
         return false;
     int saved = errno;
     unsigned k = rl_ready_snapshot(now, v, VIEW_MAX, next);
-    if (*next <= now) {
-        /* Deferred connects due: made now, then seen afresh. */
+    if (*next <= now || waits_open(v, k)) {
+        /* Deferred connects due, and connects waiting for a max_open
+         * place (one may have freed since the last look: a close by this
+         * process is seen here, at its next wait call): made or decided
+         * again now, then seen afresh. */
         rl_wait_connect_due(now, v, k);
         k = rl_ready_snapshot(now, v, VIEW_MAX, next);
     }
@@ -160,7 +173,7 @@ static unsigned poll_hide(struct pollfd *f, nfds_t n,
             if (v[j].fd != f[i].fd || f[i].fd < 0)
                 continue;
             saved[k++] = (struct poll_saved){i, f[i].fd, f[i].events};
-            if (v[j].what == RL_READY_CONNECT)
+            if (rl_ready_unconnected(v[j].what))
                 f[i].fd = -1; /* ignored: revents 0 */
             else
                 f[i].events &= (short)~(POLLOUT | POLLWRNORM | POLLWRBAND);
@@ -283,7 +296,7 @@ static void sel_hide(int nfds, struct sel_sets *s, const struct rl_ready_view *v
             continue;
         if (s->w != NULL)
             FD_CLR(fd, s->w);
-        if (v[j].what != RL_READY_CONNECT)
+        if (!rl_ready_unconnected(v[j].what))
             continue;
         if (s->r != NULL)
             FD_CLR(fd, s->r);

@@ -3,7 +3,8 @@
  *
  * The decision stays the gate's; this file only asks what the socket can
  * take: a non-blocking socket gets EAGAIN (or EINPROGRESS for a deferred
- * connect) and is held in policy/ready.h until its budget allows it, and
+ * connect, or one that waits for a max_open place) and is held in
+ * policy/ready.h until its budget allows it, and
  * its epoll registrations are shown less meanwhile (epreg.h); the wait
  * calls (hook_wait.c) wake at that moment. */
 #include <errno.h>
@@ -78,6 +79,24 @@ static void hold_after_denial(int fd, uint64_t want, uint64_t min)
         rl_epreg_sync(fd, RL_EPREG_NOOUT);
 }
 
+/* Make the connect of fd now: its turn has come, or a place freed. */
+static void make_connect(int fd, struct rl_gate_ticket *t,
+                         const struct sockaddr_storage *sa, socklen_t len,
+                         bool charged, int *err)
+{
+    int c = REAL(connect)(fd, (const struct sockaddr *)sa, len);
+    *err = c == 0 ? 0 : errno;
+    if (charged) {
+        rl_hook_connect_end(fd, c, *err);
+        /* Its max_open places, taken when it was decided, now held by
+         * fd. */
+        rl_gate_connected(t, fd,
+                          c == 0 || *err == EINPROGRESS || *err == EINTR);
+    }
+    /* From now on the kernel's own progress is reported. */
+    rl_epreg_sync(fd, RL_EPREG_FULL);
+}
+
 /* A deferred connect whose turn has come, made now by whoever notices
  * first (a wait call, or the program's next call on the fd). */
 static int connect_due(int fd, uint64_t now, bool force, int *err)
@@ -89,24 +108,56 @@ static int connect_due(int fd, uint64_t now, bool force, int *err)
     int r = rl_ready_take_connect(fd, now, force, &t, &sa, &len, &until);
     if (r != 1)
         return r;
-    int c = REAL(connect)(fd, (const struct sockaddr *)&sa, len);
-    *err = c == 0 ? 0 : errno;
-    rl_hook_connect_end(fd, c, *err);
-    /* Its max_open places, taken when it was decided, now held by fd. */
-    rl_gate_connected(&t, fd, c == 0 || *err == EINPROGRESS || *err == EINTR);
-    /* From now on the kernel's own progress is reported. */
+    make_connect(fd, &t, &sa, len, true, err);
+    return 1;
+}
+
+/* A connect waiting for a max_open place (ready.h RL_READY_OPEN) whose
+ * moment has come: decided again as the program's connect would be. A
+ * place: connected now; a turn later (a connect rate): deferred to it;
+ * still full: waits on; past max_delay, or denied otherwise: fails as in
+ * fail mode, told by SO_ERROR (and connect), the socket shown again.
+ * Returns as connect_due. */
+static int open_due(int fd, uint64_t now, bool force, int *err)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = 0;
+    uint64_t deadline = 0, until;
+    int r = rl_ready_take_open(fd, now, force, &sa, &len, &deadline, &until);
+    if (r != 1)
+        return r;
+    const struct sockaddr *a = (const struct sockaddr *)&sa;
+    struct rl_gate_ticket t;
+    memset(&t, 0, sizeof t);
+    int act = rl_hook_connect_begin(fd, a, len, "connect", &t);
+    if (act != RL_HOOK_FAIL && t.wait_ns > 0 &&
+        rl_ready_defer_connect(fd, &t, a, len) >= 0)
+        return -EAGAIN; /* replaces the entry: still hidden */
+    if (act != RL_HOOK_FAIL) {
+        rl_ready_forget(fd); /* it held nothing */
+        make_connect(fd, &t, &sa, len, act == RL_HOOK_GO, err);
+        return 1;
+    }
+    uint64_t dl = deadline;
+    if (rl_gate_open_waits(&t, &dl) &&
+        rl_ready_defer_open(fd, &t, a, len, deadline) >= 0)
+        return -EAGAIN;
+    rl_ready_fail(fd, t.err);
     rl_epreg_sync(fd, RL_EPREG_FULL);
+    *err = t.err;
     return 1;
 }
 
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n)
 {
-    for (unsigned i = 0; i < n; i++)
-        if (v[i].what == RL_READY_CONNECT && v[i].until <= now) {
-            int err;
+    for (unsigned i = 0; i < n; i++) {
+        int err;
+        if (v[i].what == RL_READY_CONNECT && v[i].until <= now)
             connect_due(v[i].fd, now, false, &err);
-        }
+        else if (v[i].what == RL_READY_OPEN)
+            open_due(v[i].fd, now, false, &err);
+    }
 }
 
 int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
@@ -118,9 +169,12 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
         int what = 0;
         bool block = !nonblocking(fd, flags);
         int r = rl_ready_claim(fd, now, block, t, &until, &what);
-        if (r == -EAGAIN && what == RL_READY_CONNECT) {
+        if (r == -EAGAIN && rl_ready_unconnected(what)) {
             int err;
-            connect_due(fd, now, false, &err);
+            if (what == RL_READY_CONNECT)
+                connect_due(fd, now, false, &err);
+            else
+                open_due(fd, now, false, &err);
             return again(t);
         }
         /* A blocking socket is held for the wait calls only: its send
@@ -172,12 +226,19 @@ int rl_wait_connect_again(int fd, int *ret)
     int err = 0;
     int r = connect_due(fd, now, false, &err);
     if (r == 0)
+        r = open_due(fd, now, false, &err);
+    if (r == 0 && rl_ready_take_error(fd, &err))
+        r = 1; /* a deferred connect that failed, told once */
+    if (r == 0)
         return 0;
     if (r == -EAGAIN) {
         *ret = -1;
         errno = EALREADY;
         return 1;
     }
+    int told;
+    if (err != 0)
+        rl_ready_take_error(fd, &told); /* failed just now: told here */
     *ret = err == 0 ? 0 : -1;
     errno = err;
     return 1;
@@ -193,6 +254,23 @@ int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
     rl_epreg_sync(fd, RL_EPREG_ABSENT);
     errno = EINPROGRESS;
     return 1;
+}
+
+int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
+                         const struct rl_gate_ticket *t, uint64_t deadline)
+{
+    if (!nonblocking(fd, 0))
+        return 0;
+    if (rl_ready_defer_open(fd, t, sa, len, deadline) < 0)
+        return 0;
+    rl_epreg_sync(fd, RL_EPREG_ABSENT);
+    errno = EINPROGRESS;
+    return 1;
+}
+
+int rl_wait_connect_error(int fd, int *err)
+{
+    return rl_ready_any() ? rl_ready_take_error(fd, err) : 0;
 }
 
 void rl_wait_forget_slow(unsigned first, unsigned last)

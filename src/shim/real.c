@@ -73,6 +73,12 @@ static int fb_connect(int fd, const struct sockaddr *sa, socklen_t len)
                                0, 0);
 }
 
+static int fb_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+    return (int)rl_raw_syscall(SYS_getsockopt, (long)fd, (long)level,
+                               (long)name, (long)val, (long)len, 0);
+}
+
 static ssize_t fb_send(int fd, const void *b, size_t n, int fl)
 {
     return rl_raw_syscall(SYS_sendto, (long)fd, (long)(b), (long)n, (long)fl,
@@ -237,6 +243,7 @@ void rl_real_resolve(void)
         return;
     struct rl_real tmp;
     RESOLVE(connect);
+    RESOLVE(getsockopt);
     RESOLVE(send);
     RESOLVE(sendto);
     RESOLVE(sendmsg);

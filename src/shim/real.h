@@ -15,6 +15,7 @@
 
 struct rl_real {
     int (*connect)(int, const struct sockaddr *, socklen_t);
+    int (*getsockopt)(int, int, int, void *, socklen_t *);
     ssize_t (*send)(int, const void *, size_t, int);
     ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *,
                       socklen_t);

@@ -45,8 +45,22 @@ int rl_wait_connect_again(int fd, int *ret);
 int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
                           const struct rl_gate_ticket *t);
 
-/* Make the deferred connects among `v` whose turn has come by `now`
- * (from inside a wait call). */
+/* After the gate denied a connect because max_open is full, in delay mode
+ * (rl_gate_open_waits said so, with `deadline`): on a non-blocking
+ * socket, answer EINPROGRESS and decide it again when a place frees
+ * (policy/ready.h RL_READY_OPEN: looked at from the wait calls; a close
+ * in this process is seen at its next wait call, one elsewhere within
+ * RL_READY_OPEN_STEP), failing it past `deadline`. Returns 1 (errno set),
+ * or 0 (the caller goes on as before). */
+int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
+                         const struct rl_gate_ticket *t, uint64_t deadline);
+
+/* getsockopt(SO_ERROR) on fd: the errno of a deferred connect that
+ * failed, told once (returns 1); else 0 (the kernel's answer). */
+int rl_wait_connect_error(int fd, int *err);
+
+/* Make the deferred connects among `v` whose turn has come by `now`, and
+ * decide again those waiting for a place (from inside a wait call). */
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n);
 
