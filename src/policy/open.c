@@ -115,9 +115,11 @@ static bool gone(uint32_t pid, uint64_t start)
     return zombie || (start != 0 && now_start != 0 && now_start != start);
 }
 
-/* Take back the connections of holders that are gone. */
-static void reclaim(rl_atomic_u64 *area)
+/* Take back the connections of holders that are gone: true when some
+ * came back. */
+static bool reclaim(rl_atomic_u64 *area)
 {
+    bool any = false;
     for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
@@ -132,7 +134,9 @@ static void reclaim(rl_atomic_u64 *area)
             &area[W_OPEN], &v, v > n ? v - n : 0, memory_order_acq_rel,
             memory_order_relaxed))
             ;
+        any |= n > 0;
     }
+    return any;
 }
 
 /* Our record in area (made when missing): NULL when every record is
@@ -239,6 +243,11 @@ void rl_open_release_as(rl_atomic_u64 *area, const struct rl_open_holder *h)
         area_release(area);
         return;
     }
+}
+
+bool rl_open_freed(rl_atomic_u64 *area, uint32_t seq)
+{
+    return (uint32_t)rl_load_acquire_u64(&area[W_SEQ]) != seq || reclaim(area);
 }
 
 void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)

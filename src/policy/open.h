@@ -48,6 +48,11 @@ void rl_open_release(rl_atomic_u64 *area);
  * nobody: the caller decides again and takes its connections back). */
 void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns);
 
+/* Has `area` released a connection after `seq`, or did a holder that is
+ * gone leave some (taken back now)? For a waiter that cannot sleep on the
+ * futex (the --seccomp supervisor's timer queue). */
+bool rl_open_freed(rl_atomic_u64 *area, uint32_t seq);
+
 /* fd now holds the connections of areas[0..n): bind them to it. When fd
  * cannot be tracked, the areas are given back at once (never a leak that
  * blocks others for ever). */
