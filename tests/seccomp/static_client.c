@@ -18,7 +18,8 @@
  *                                  open; MS ms later all closed politely
  *                                  (shutdown, wait for the server's close)
  *   static_client forks PORT N MS  N processes at once, each connects,
- *                                  keeps it MS ms and closes politely
+ *                                  keeps it MS ms and closes politely;
+ *                                  they exit when all have closed
  *   static_client paths PORT       max_open = 2: what gives a place back
  *                                  (close, dup2, close_range, exit), one
  *                                  line each: third= after_close=
@@ -256,15 +257,29 @@ int main(int argc, char **argv)
             polite_close(held[i]);
         ok = k;
     } else if (strcmp(mode, "forks") == 0) {
+        /* Each child stays alive until all have closed: a place must come
+         * back at the close, not at the exit. */
+        int done[2], go[2];
+        char c = 0;
+        if (pipe(done) != 0 || pipe(go) != 0)
+            return 1;
         for (long i = 0; i < n; i++)
             if (fork() == 0) {
+                close(go[1]);
                 int s = open_one(port);
-                if (s < 0)
-                    _exit(1);
-                usleep((useconds_t)hold_ms * 1000);
-                polite_close(s);
-                _exit(0);
+                if (s >= 0) {
+                    usleep((useconds_t)hold_ms * 1000);
+                    polite_close(s);
+                }
+                c = s >= 0 ? 'y' : 'n';
+                if (write(done[1], &c, 1) != 1 || read(go[0], &c, 1) != 0)
+                    _exit(2);
+                _exit(s >= 0 ? 0 : 1);
             }
+        close(go[0]);
+        for (long i = 0; i < n && read(done[0], &c, 1) == 1; i++)
+            ;
+        close(go[1]);
         int st;
         while (wait(&st) > 0)
             if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
