@@ -167,18 +167,23 @@ static void paths(int port)
     printf("third=%d\n", try_open(port, 1));
     polite_close(a);
     printf("after_close=%d\n", try_open(port, 1));
-    /* dup2 of another fd over b: b's connection is closed by it. */
+    /* Both places held again; dup2 of another fd over b closes b's
+     * connection. */
+    a = open_one(port);
     polite(b);
     int other = socket(AF_INET, SOCK_DGRAM, 0);
-    if (dup2(other, b) != b)
-        printf("error=dup2: %s\n", name(errno));
+    if (a < 0 || dup2(other, b) != b)
+        printf("error=refill or dup2: %s\n", name(a < 0 ? -a : errno));
     printf("after_dup2=%d\n", try_open(port, 1));
     close(b);
     close(other);
-    int c = open_one(port), d = open_one(port);
+    /* a and c held; close_range over both. */
+    int c = open_one(port);
+    if (c < 0)
+        printf("error=refill: %s\n", name(-c));
+    polite(a);
     polite(c);
-    polite(d);
-    int lo = c < d ? c : d, hi = c < d ? d : c;
+    int lo = a < c ? a : c, hi = a < c ? c : a;
     if (syscall(SYS_close_range, lo, hi, 0) != 0)
         printf("error=close_range: %s\n", name(errno));
     printf("after_close_range=%d\n", try_open(port, 2));
