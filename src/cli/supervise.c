@@ -291,7 +291,8 @@ static void on_places(struct sup *s)
         }
         free(q);
     } else {
-        memcpy(g + kept, s->waitq, s->nw * sizeof *g);
+        if (s->nw > 0)
+            memcpy(g + kept, s->waitq, s->nw * sizeof *g);
         free(s->waitq);
         s->waitq = g;
         s->nw = need;
