@@ -330,6 +330,8 @@ bool sup_open_ready(const struct sup_job *j, uint64_t now)
     return now >= j->open_deadline || rl_gate_open_freed(&j->t);
 }
 
+/* From the main thread: the job's holder was found by its first decision,
+ * so the pidfd cache (the receiver's alone) is not touched here. */
 enum sup_act sup_redecide(int listener, struct sup_job *j)
 {
     if (!sup_id_valid(listener, j->id)) {
