@@ -50,9 +50,9 @@ static double median(double *v, int n)
 static double run_value(bool supervised, const char *args, const char *key)
 {
     char cmd[2048], line[256];
-    snprintf(cmd, sizeof cmd, "RLSHIM_CONFIG='%s' %s%s %s 2>/dev/null",
-             use_cfg, supervised ? cl.rlshim : "",
-             supervised ? " run --seccomp --" : "", args);
+    snprintf(cmd, sizeof cmd, "RLSHIM_CONFIG='%s' %s%s %s 2>/dev/null", use_cfg,
+             supervised ? cl.rlshim : "", supervised ? " run --seccomp --" : "",
+             args);
     FILE *p = popen(cmd, "r");
     double v = -1;
     size_t kl = strlen(key);
