@@ -45,6 +45,7 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/identity.h"
+#include "policy/open.h"
 #include "util/log.h"
 
 #define EXIT_CANNOT_EXEC 126
@@ -122,10 +123,23 @@ static bool is_foreign_elf(const char *path)
 /* connect always; sendto only with an address (a stream send or a send on
  * a connected socket passes without a round trip); sendmsg and sendmmsg
  * (the address is in memory, which BPF cannot read). When the rule charges
- * no sends, only MSG_FASTOPEN sends, which are connects. */
-static int add_rules(scmp_filter_ctx ctx, bool sends)
+ * no sends, only MSG_FASTOPEN sends, which are connects. When a section
+ * has max_open, the calls that give an fd up (close, dup2 and dup3 over
+ * it, close_range), so that a connection's place comes back at its close;
+ * never otherwise (close is a frequent call). */
+static int add_rules(scmp_filter_ctx ctx, bool sends, bool closes)
 {
     int r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
+    if (r == 0 && closes)
+        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(close), 0);
+#ifdef SYS_dup2
+    if (r == 0 && closes)
+        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(dup2), 0);
+#endif
+    if (r == 0 && closes)
+        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(dup3), 0);
+    if (r == 0 && closes)
+        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(close_range), 0);
     /* io_uring's connects and sends never pass through seccomp: as under
      * the library (SPEC §1), io_uring_setup answers ENOSYS, and runtimes
      * fall back to the calls decided here. */
@@ -153,7 +167,7 @@ static int add_rules(scmp_filter_ctx ctx, bool sends)
 }
 
 /* The filter as BPF in `prog` (filter malloc'd). Returns 0 or -errno. */
-static int build_filter(struct sock_fprog *prog, bool sends)
+static int build_filter(struct sock_fprog *prog, bool sends, bool closes)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int mfd = -1, r;
@@ -161,7 +175,7 @@ static int build_filter(struct sock_fprog *prog, bool sends)
         return -ENOMEM;
     r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
     if (r == 0)
-        r = add_rules(ctx, sends);
+        r = add_rules(ctx, sends, closes);
     if (r < 0)
         goto out;
     /* libseccomp 2.5 exports to an fd only. */
@@ -392,11 +406,11 @@ static int exec_plain(const char *path, char *const argv[])
 
 /* ---- the launcher ---------------------------------------------------------*/
 
-static int launch(const char *path, char *const argv[], bool sends)
+static int launch(const char *path, char *const argv[], bool sends, bool closes)
 {
     struct sock_fprog prog = {0};
     int sp[2], r, st;
-    r = build_filter(&prog, sends);
+    r = build_filter(&prog, sends, closes);
     if (r < 0) {
         fprintf(stderr,
                 "%s: cannot build the seccomp filter: %s; not "
@@ -529,7 +543,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return exec_plain(path, argv);
     }
     warn_unenforced(cfg, &id);
-    r = launch(path, argv, rl_gate_charges_sends());
+    r = launch(path, argv, rl_gate_charges_sends(), rl_open_on);
     /* cfg stays: the gate reads it, and the supervisor's receiving thread
      * may still be in its ioctl until the process exits. */
     rl_gate_finish();

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -24,11 +25,25 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "cli/sup_open.h"
+
 /* A pidfd of one thread rather than its process (Linux 6.9); older
  * kernels refuse it and we look the process up instead. */
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
 #endif
+
+/* PIDFD_GET_INFO (Linux 6.13): a pidfd's thread group, in one ioctl
+ * rather than a read of /proc. Only the first fields are asked for; the
+ * kernel takes the size from the request. */
+struct rl_pidfd_info {
+    uint64_t mask;
+    uint64_t cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid,
+        spare0;
+};
+#define RL_PIDFD_GET_INFO _IOWR(0xFF, 11, struct rl_pidfd_info)
+#define RL_PIDFD_INFO_PID 1u
 
 /* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
 #define MAX_IOV 1024u
@@ -118,6 +133,41 @@ static void forget_pidfd(pid_t tid)
     }
 }
 
+/* The process (thread group) of the calling thread, or -1 when it is gone.
+ * From the cached thread pidfd where the kernel tells (a live thread's
+ * pidfd names it: its number cannot have been reused), else from /proc;
+ * the notification is checked after, so the number named the caller. */
+static bool no_pidfd_info;
+
+static pid_t target_tgid(int listener, const struct sup_job *j)
+{
+    pid_t tgid = -1;
+    for (int attempt = 0; attempt < 2 && !no_pidfd_info; attempt++) {
+        bool cached;
+        int pfd = open_pidfd(j->pid, &cached);
+        if (pfd < 0)
+            return -1;
+        if (!cached) { /* a process pidfd: kernels before PIDFD_THREAD */
+            close(pfd);
+            break;
+        }
+        struct rl_pidfd_info info;
+        memset(&info, 0, sizeof info);
+        info.mask = RL_PIDFD_INFO_PID;
+        if (ioctl(pfd, RL_PIDFD_GET_INFO, &info) == 0) {
+            tgid = (pid_t)info.tgid;
+            break;
+        }
+        if (errno == ESRCH)
+            forget_pidfd(j->pid); /* a dead thread's: its number reused */
+        else
+            no_pidfd_info = true; /* ENOTTY, EINVAL: before Linux 6.13 */
+    }
+    if (tgid <= 0)
+        tgid = tgid_of(j->pid);
+    return tgid > 0 && sup_id_valid(listener, j->id) ? tgid : -1;
+}
+
 /* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
  * pidfd is opened (or found) first and the notification checked after, so
  * that the thread number names the caller while we take its fd. */
@@ -185,14 +235,37 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
     return is_inet(j) ? 1 : 0;
 }
 
-/* A connect's decision. The supervisor never sees the program's closes,
- * so max_open is not counted under --seccomp: a place held here would
- * never come back (rlshim.ini(5) says so). */
-static int connect_decision(struct sup_job *j, const char *call)
+/* A connect's decision. With max_open, its places are taken in the name
+ * of the calling process (so that its death gives them back, as for a
+ * preloaded process), and stay with the job until sup_settle binds them
+ * to the program's fd (sup_open.h: the program's close gives them back). */
+static int connect_decision(int listener, struct sup_job *j, const char *call)
 {
+    if (rl_open_on && j->holder.pid == 0) {
+        pid_t tgid = target_tgid(listener, j);
+        if (tgid <= 0 || sup_open_holder(tgid, &j->holder) < 0) {
+            memset(&j->holder, 0, sizeof j->holder);
+            j->t.err = ESRCH; /* the caller is gone: nobody reads it */
+            return RL_GATE_FAIL;
+        }
+    }
+    if (j->holder.pid != 0)
+        rl_open_act_for(&j->holder);
     int act = rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen);
-    rl_gate_connected(&j->t, -1, false);
+    rl_open_act_for(NULL);
     return act;
+}
+
+void sup_settle(struct sup_job *j, bool holds)
+{
+    if (j->t.nopen == 0)
+        return;
+    if (holds)
+        sup_open_bind(&j->holder, j->fd, j->t.open, j->t.nopen);
+    else
+        for (unsigned i = 0; i < j->t.nopen; i++)
+            rl_open_release_as(j->t.open[i], &j->holder);
+    j->t.nopen = 0;
 }
 
 /* What a failed read answers: the kernel's EFAULT for a bad pointer; for a
@@ -205,6 +278,12 @@ static enum sup_act read_failed(struct sup_job *j, int r)
 
 static enum sup_act verdict(struct sup_job *j, int act)
 {
+    /* max_open reached in delay mode: the connect waits for a place (even
+     * on a non-blocking socket, as the rate's delay does here), decided
+     * again from the timer queue. */
+    if (act == RL_GATE_FAIL && j->connect &&
+        rl_gate_open_waits(&j->t, &j->open_deadline))
+        return SUP_OPEN_WAIT;
     if (act == RL_GATE_FAIL) {
         j->err = j->t.err;
         return SUP_ERROR;
@@ -243,7 +322,23 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     j->connect = true;
     if (!rl_gate_covers(&j->sa, j->salen) || in_progress(s))
         return SUP_CONNECT;
-    return verdict(j, connect_decision(j, "connect"));
+    return verdict(j, connect_decision(listener, j, "connect"));
+}
+
+bool sup_open_ready(const struct sup_job *j, uint64_t now)
+{
+    return now >= j->open_deadline || rl_gate_open_freed(&j->t);
+}
+
+/* From the main thread: the job's holder was found by its first decision,
+ * so the pidfd cache (the receiver's alone) is not touched here. */
+enum sup_act sup_redecide(int listener, struct sup_job *j)
+{
+    if (!sup_id_valid(listener, j->id)) {
+        j->err = ESRCH;
+        return SUP_ERROR;
+    }
+    return verdict(j, connect_decision(listener, j, "connect"));
 }
 
 /* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
@@ -268,7 +363,7 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
         return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
                                        calls, calls, bytes, bytes));
     if (fastopen && fresh)
-        return verdict(j, connect_decision(j, call));
+        return verdict(j, connect_decision(listener, j, call));
     return SUP_CONTINUE;
 }
 
@@ -374,10 +469,60 @@ out:
     return act;
 }
 
+/* close, dup2, dup3, close_range (only when a rule has max_open): the
+ * program gives up fds; those that held places give them back before the
+ * call goes on. The close of a number that no connection holds costs a
+ * lock-free look. */
+static enum sup_act on_close(int listener, const struct seccomp_notif *req,
+                             struct sup_job *j)
+{
+    uint64_t a0 = req->data.args[0], a1 = req->data.args[1];
+    bool range = req->data.nr == SYS_close_range;
+    bool dup = !range && req->data.nr != SYS_close;
+    if (range) {
+        /* CLOSE_RANGE_CLOEXEC closes nothing now; a bad range nothing at
+         * all. */
+        unsigned first = (unsigned)a0, last = (unsigned)a1;
+        if ((req->data.args[2] & CLOSE_RANGE_CLOEXEC) || first > last)
+            return SUP_CONTINUE;
+        pid_t tgid = target_tgid(listener, j);
+        if (tgid > 0)
+            sup_open_close(tgid, first, last);
+        return SUP_CONTINUE;
+    }
+    int fd = (int)a0, to = (int)a1;
+    if (dup ? fd == to || (!sup_open_maybe(fd) && !sup_open_maybe(to))
+            : !sup_open_maybe(fd))
+        return SUP_CONTINUE;
+    pid_t tgid = target_tgid(listener, j);
+    if (tgid <= 0)
+        return SUP_CONTINUE;
+    if (!dup) {
+        sup_open_close(tgid, (unsigned)fd, (unsigned)fd);
+        return SUP_CONTINUE;
+    }
+    /* dup2/dup3 of an fd that is not open fails and leaves `to` open:
+     * only a copy that can succeed forgets it. */
+    j->fd = fd;
+    int s = grab(listener, j);
+    if (s < 0)
+        return SUP_CONTINUE;
+    close(s);
+    sup_open_dup(tgid, fd, to);
+    return SUP_CONTINUE;
+}
+
 enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
                         struct sup_job *job)
 {
     switch (req->data.nr) {
+    case SYS_close:
+#ifdef SYS_dup2
+    case SYS_dup2:
+#endif
+    case SYS_dup3:
+    case SYS_close_range:
+        return on_close(listener, req, job);
     case SYS_connect:
         return on_connect(listener, req, job);
     case SYS_sendto:
@@ -393,6 +538,7 @@ enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
 
 void sup_refund(struct sup_job *job)
 {
+    sup_settle(job, false);
     if (!job->charged)
         return;
     /* The gate gives back only what the ticket took of each kind. */

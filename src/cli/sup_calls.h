@@ -1,6 +1,7 @@
 /* sup_calls.h — what the supervisor decides for one notified system call
- * (connect, sendto, sendmsg, sendmmsg), and the target's memory and fds
- * it reads to decide. The event loop (supervise.c) owns the answering,
+ * (connect, sendto, sendmsg, sendmmsg; close, dup2, dup3 and close_range
+ * when a rule has max_open), and the target's memory and fds it reads to
+ * decide. The event loop (supervise.c) owns the answering,
  * the timer queue and the threads; this part only decides. */
 #ifndef RL_CLI_SUP_CALLS_H
 #define RL_CLI_SUP_CALLS_H
@@ -12,6 +13,7 @@
 #include <sys/types.h>
 
 #include "policy/gate.h"
+#include "policy/open.h"
 
 /* One notification on its way to an answer. The loop owns it; a thread
  * that makes a blocking connect owns it while it does. */
@@ -24,16 +26,22 @@ struct sup_job {
     bool connect; /* when due: make the connect here (else continue) */
     bool charged; /* the ticket took units (a refund gives them back) */
     uint64_t due; /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
+    uint64_t open_deadline; /* SUP_OPEN_WAIT: when waiting for a place ends */
+    /* max_open: the target process the ticket's places (t.open) are held
+     * for, until sup_settle binds them to its fd or gives them back. */
+    struct rl_open_holder holder;
     socklen_t salen;
     struct sockaddr_storage sa;
     struct rl_gate_ticket t;
 };
 
 enum sup_act {
-    SUP_CONTINUE = 0, /* let the kernel run the call as the program made it */
-    SUP_ERROR = 1,    /* answer -1 with job->err, nothing done */
-    SUP_CONNECT = 2,  /* make the connect here now, answer its result */
-    SUP_DUE = 3,      /* wait until job->due, then CONNECT or CONTINUE */
+    SUP_CONTINUE = 0,  /* let the kernel run the call as the program made it */
+    SUP_ERROR = 1,     /* answer -1 with job->err, nothing done */
+    SUP_CONNECT = 2,   /* make the connect here now, answer its result */
+    SUP_DUE = 3,       /* wait until job->due, then CONNECT or CONTINUE */
+    SUP_OPEN_WAIT = 4, /* max_open reached, delay mode: sup_redecide when
+                          sup_open_ready */
 };
 
 /* Decide one notification; fills `job` (zeroed by the caller, with id and
@@ -46,8 +54,20 @@ enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
 /* Is the notification still pending (the thread still waits in it)? */
 bool sup_id_valid(int listener, uint64_t id);
 
-/* Give back what a job's ticket took (its caller is gone before its
- * turn). */
+/* Right before a granted connect is answered: the places it holds are
+ * bound to the target's fd when `holds` (it connected, or is connecting),
+ * else given back. */
+void sup_settle(struct sup_job *job, bool holds);
+
+/* SUP_OPEN_WAIT: may a place have freed (or is the wait over) at `now`? */
+bool sup_open_ready(const struct sup_job *job, uint64_t now);
+
+/* SUP_OPEN_WAIT: decide the connect again (any thread). SUP_ERROR with
+ * ESRCH when the caller is gone. */
+enum sup_act sup_redecide(int listener, struct sup_job *job);
+
+/* Give back what a job's ticket took, its max_open places too (its
+ * caller is gone before its turn). */
 void sup_refund(struct sup_job *job);
 
 #endif

@@ -34,7 +34,13 @@
 #include <unistd.h>
 
 #include "cli/sup_calls.h"
+#include "cli/sup_open.h"
 #include "util/clock.h"
+
+/* Connects waiting for a max_open place look again this often: a place
+ * freed by a preloaded process wakes only its futex, and a holder that
+ * died wakes nobody. A close the supervisor sees itself looks at once. */
+#define OPEN_POLL_NS 10000000u
 
 struct sup {
     int listener, timer, sig, ep;
@@ -46,6 +52,13 @@ struct sup {
     int status;
     struct sup_job **heap; /* min-heap by due */
     size_t n, cap;
+    /* Connects waiting for a max_open place, oldest first (under `lock`),
+     * looked at again at poll_at or when `kick` (an eventfd) says that a
+     * place was given back. */
+    struct sup_job **waitq;
+    size_t nw, capw;
+    uint64_t poll_at;
+    int kick;
 };
 
 /* ---- answers --------------------------------------------------------*/
@@ -73,13 +86,17 @@ static void job_free(struct sup_job *j)
     free(j);
 }
 
+/* Make the connect and settle its max_open places (before the answer:
+ * the program may close the fd as soon as it has it). */
 static int connect_result(struct sup_job *j)
 {
     int r;
     while ((r = connect(j->sock, (struct sockaddr *)&j->sa, j->salen)) != 0 &&
            errno == EINTR)
         ;
-    return r == 0 ? 0 : errno;
+    int err = r == 0 ? 0 : errno;
+    sup_settle(j, err == 0 || err == EINPROGRESS || err == EALREADY);
+    return err;
 }
 
 struct blocking {
@@ -177,8 +194,11 @@ static void arm(struct sup *s)
 {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
-    if (s->n > 0) {
-        uint64_t due = s->heap[0]->due ? s->heap[0]->due : 1;
+    if (s->n > 0 || s->nw > 0) {
+        uint64_t due = s->n > 0 ? s->heap[0]->due : UINT64_MAX;
+        if (s->nw > 0 && s->poll_at < due)
+            due = s->poll_at;
+        due = due ? due : 1;
         its.it_value.tv_sec = (time_t)(due / 1000000000u);
         its.it_value.tv_nsec = (long)(due % 1000000000u);
     }
@@ -198,8 +218,89 @@ static void due(struct sup *s, struct sup_job *j)
         do_connect(s, j);
         return;
     }
+    sup_settle(j, true); /* a MSG_FASTOPEN send: its connection */
     answer(s->listener, j->id, true, 0);
     job_free(j);
+}
+
+static int hold(struct sup *s, struct sup_job *j);
+static int wait_place(struct sup *s, struct sup_job *j);
+
+/* What a decision said, carried out (any thread but the receiver's loop
+ * owns nothing else). */
+static void act(struct sup *s, struct sup_job *j, enum sup_act a)
+{
+    switch (a) {
+    case SUP_CONTINUE:
+        sup_settle(j, true);
+        answer(s->listener, j->id, true, 0);
+        job_free(j);
+        break;
+    case SUP_ERROR:
+        answer(s->listener, j->id, false, j->err);
+        job_free(j);
+        break;
+    case SUP_CONNECT:
+        do_connect(s, j);
+        break;
+    case SUP_DUE:
+    case SUP_OPEN_WAIT:
+        if ((a == SUP_DUE ? hold(s, j) : wait_place(s, j)) < 0) {
+            sup_refund(j);
+            answer(s->listener, j->id, false, ENOBUFS);
+            job_free(j);
+        }
+        break;
+    }
+}
+
+/* Connects waiting for a place: those that may go now are decided again,
+ * oldest first; the others keep their order, before any that came
+ * meanwhile. */
+static void on_places(struct sup *s)
+{
+    uint64_t now = rl_clock_now_ns();
+    pthread_mutex_lock(&s->lock);
+    struct sup_job **q = s->waitq;
+    size_t n = s->nw, cap = s->capw, kept = 0;
+    s->waitq = NULL;
+    s->nw = s->capw = 0;
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct sup_job *j = q[i];
+        if (!sup_open_ready(j, now)) {
+            q[kept++] = j;
+            continue;
+        }
+        enum sup_act a = sup_redecide(s->listener, j);
+        if (a == SUP_OPEN_WAIT)
+            q[kept++] = j;
+        else
+            act(s, j, a);
+    }
+    pthread_mutex_lock(&s->lock);
+    size_t need = kept + s->nw;
+    struct sup_job **g = need > cap ? realloc(q, need * sizeof *g) : q;
+    if (g == NULL) {
+        /* No memory to keep them: they get the error a connect could give
+         * under memory pressure, never a connect past max_open. */
+        for (size_t i = 0; i < kept; i++) {
+            sup_refund(q[i]);
+            answer(s->listener, q[i]->id, false, ENOBUFS);
+            job_free(q[i]);
+        }
+        free(q);
+    } else {
+        if (s->nw > 0)
+            memcpy(g + kept, s->waitq, s->nw * sizeof *g);
+        free(s->waitq);
+        s->waitq = g;
+        s->nw = need;
+        s->capw = need > cap ? need : cap;
+    }
+    s->poll_at = now + OPEN_POLL_NS;
+    arm(s);
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void on_timer(struct sup *s)
@@ -207,6 +308,11 @@ static void on_timer(struct sup *s)
     uint64_t ticks;
     if (read(s->timer, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
         return;
+    pthread_mutex_lock(&s->lock);
+    bool places = s->nw > 0 && s->poll_at <= rl_clock_now_ns();
+    pthread_mutex_unlock(&s->lock);
+    if (places)
+        on_places(s);
     for (;;) {
         /* One at a time: answering (and a connect) happens unlocked. */
         uint64_t now = rl_clock_now_ns();
@@ -234,6 +340,40 @@ static int hold(struct sup *s, struct sup_job *j)
     return r;
 }
 
+/* Wait for a max_open place. */
+static int wait_place(struct sup *s, struct sup_job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->nw == s->capw) {
+        size_t cap = s->capw ? s->capw * 2 : 64;
+        struct sup_job **q = realloc(s->waitq, cap * sizeof *q);
+        if (q == NULL) {
+            pthread_mutex_unlock(&s->lock);
+            return -ENOMEM;
+        }
+        s->waitq = q;
+        s->capw = cap;
+    }
+    s->waitq[s->nw++] = j;
+    if (s->nw == 1) {
+        s->poll_at = rl_clock_now_ns() + OPEN_POLL_NS;
+        arm(s);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+/* A place was given back (sup_open.c, any thread): look at the waiting
+ * connects now. */
+static int kick_fd = -1;
+
+static void kick(void)
+{
+    uint64_t one = 1;
+    if (kick_fd >= 0 && write(kick_fd, &one, sizeof one) < 0)
+        return; /* the counter is full: a kick is pending anyway */
+}
+
 /* ---- notifications --------------------------------------------------*/
 
 static void on_notification(struct sup *s, const struct seccomp_notif *rq)
@@ -247,26 +387,7 @@ static void on_notification(struct sup *s, const struct seccomp_notif *rq)
     j->id = req.id;
     j->pid = (pid_t)req.pid;
     j->sock = -1;
-    switch (sup_decide(s->listener, &req, j)) {
-    case SUP_CONTINUE:
-        answer(s->listener, j->id, true, 0);
-        job_free(j);
-        break;
-    case SUP_ERROR:
-        answer(s->listener, j->id, false, j->err);
-        job_free(j);
-        break;
-    case SUP_CONNECT:
-        do_connect(s, j);
-        break;
-    case SUP_DUE:
-        if (hold(s, j) < 0) {
-            sup_refund(j);
-            answer(s->listener, j->id, false, ENOBUFS);
-            job_free(j);
-        }
-        break;
-    }
+    act(s, j, sup_decide(s->listener, &req, j));
 }
 
 /* The receiving thread. It never returns: when every filtered task has
@@ -346,10 +467,13 @@ static int setup(struct sup *s, sigset_t *old)
     s->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     s->ep = epoll_create1(EPOLL_CLOEXEC);
     s->dead = eventfd(0, EFD_CLOEXEC);
-    if (s->sig < 0 || s->timer < 0 || s->ep < 0 || s->dead < 0)
+    s->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->sig < 0 || s->timer < 0 || s->ep < 0 || s->dead < 0 || s->kick < 0)
         return -errno;
-    int fds[] = {s->timer, s->sig, s->dead};
-    for (int i = 0; i < 3; i++) {
+    kick_fd = s->kick;
+    sup_open_on_release(kick);
+    int fds[] = {s->timer, s->sig, s->dead, s->kick};
+    for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
             return -errno;
@@ -363,6 +487,7 @@ int rl_supervise(int listener, pid_t child)
                            .sig = -1,
                            .ep = -1,
                            .status = 1,
+                           .kick = -1,
                            .lock = PTHREAD_MUTEX_INITIALIZER};
     s.listener = listener;
     s.child = child;
@@ -388,7 +513,11 @@ int rl_supervise(int listener, pid_t child)
             int fd = ev[i].data.fd;
             if (fd == s.timer)
                 on_timer(&s);
-            else if (fd == s.dead) {
+            else if (fd == s.kick) {
+                uint64_t v;
+                if (read(s.kick, &v, sizeof v) == (ssize_t)sizeof v)
+                    on_places(&s);
+            } else if (fd == s.dead) {
                 /* Pairs with the write after rx_err is set. */
                 uint64_t v;
                 if (read(s.dead, &v, sizeof v) == (ssize_t)sizeof v)
@@ -406,6 +535,11 @@ int rl_supervise(int listener, pid_t child)
     pthread_mutex_lock(&s.lock);
     while (s.n > 0) {
         struct sup_job *j = heap_pop(&s);
+        sup_refund(j);
+        job_free(j);
+    }
+    while (s.nw > 0) {
+        struct sup_job *j = s.waitq[--s.nw];
         sup_refund(j);
         job_free(j);
     }

@@ -744,6 +744,11 @@ void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline)
     rl_open_wait(t->open_full, t->open_seq, deadline);
 }
 
+bool rl_gate_open_freed(const struct rl_gate_ticket *t)
+{
+    return t->open_full == NULL || rl_open_freed(t->open_full, t->open_seq);
+}
+
 int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
                     const void *sa, unsigned salen)
 {

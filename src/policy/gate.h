@@ -111,6 +111,11 @@ bool rl_gate_open_waits(const struct rl_gate_ticket *t, uint64_t *deadline);
  * holder wakes nobody), holding nothing. */
 void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline);
 
+/* Without sleeping: has the full area of a connect denied for max_open
+ * freed a place since (a close, or a holder that died)? Deciding again is
+ * worth it only then. */
+bool rl_gate_open_freed(const struct rl_gate_ticket *t);
+
 /* A send of `calls` units (calls_min of them at least: sendmmsg may send a
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
  * datagram its whole size). `sa` is the explicit destination, or NULL for

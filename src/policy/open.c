@@ -62,12 +62,32 @@ static uint64_t start_of(pid_t pid)
     return start_state(pid, NULL);
 }
 
+uint64_t rl_open_start_of(int pid)
+{
+    return start_of((pid_t)pid);
+}
+
+/* The holder this thread acts for (the --seccomp supervisor), or NULL. */
+static __thread const struct rl_open_holder *acting
+    __attribute__((tls_model("initial-exec")));
+
+void rl_open_act_for(const struct rl_open_holder *h)
+{
+    acting = h;
+}
+
 static _Atomic uint64_t me_cache; /* pid << 32 | valid bit ... see me() */
 static _Atomic uint64_t me_start;
 
-/* This process's (pid, start time), re-read after a fork. */
+/* This process's (pid, start time), re-read after a fork; or the holder
+ * this thread acts for. */
 static void me(uint32_t *pid, uint64_t *start)
 {
+    if (acting != NULL) {
+        *pid = acting->pid;
+        *start = acting->start;
+        return;
+    }
     uint32_t p = (uint32_t)getpid();
     if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
         ((uint64_t)p << 32 | 1)) {
@@ -95,25 +115,28 @@ static bool gone(uint32_t pid, uint64_t start)
     return zombie || (start != 0 && now_start != 0 && now_start != start);
 }
 
-/* Take back the connections of holders that are gone. */
-static void reclaim(rl_atomic_u64 *area)
+/* Take back the connections of holders that are gone: true when some
+ * came back. */
+static bool reclaim(rl_atomic_u64 *area)
 {
+    bool any = false;
     for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
         uint64_t start = rl_load_relaxed_u64(&r[1]);
         if (w == 0 || !gone((uint32_t)(w >> 32), start))
             continue;
-        if (!atomic_compare_exchange_strong_explicit(&r[0], &w, 0,
-                                                     memory_order_acq_rel,
-                                                     memory_order_relaxed))
+        if (!atomic_compare_exchange_strong_explicit(
+                &r[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))
             continue;
         uint64_t n = w & 0xffffffffu, v = rl_load_relaxed_u64(&area[W_OPEN]);
         while (!atomic_compare_exchange_weak_explicit(
             &area[W_OPEN], &v, v > n ? v - n : 0, memory_order_acq_rel,
             memory_order_relaxed))
             ;
+        any |= n > 0;
     }
+    return any;
 }
 
 /* Our record in area (made when missing): NULL when every record is
@@ -151,9 +174,9 @@ int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
         *seq = (uint32_t)rl_load_acquire_u64(&area[W_SEQ]);
         uint64_t v = rl_load_relaxed_u64(&area[W_OPEN]);
         while (rec != NULL && v < max) {
-            if (atomic_compare_exchange_weak_explicit(
-                    &area[W_OPEN], &v, v + 1, memory_order_acq_rel,
-                    memory_order_relaxed)) {
+            if (atomic_compare_exchange_weak_explicit(&area[W_OPEN], &v, v + 1,
+                                                      memory_order_acq_rel,
+                                                      memory_order_relaxed)) {
                 rl_add_relaxed_u64(&rec[0], 1);
                 return 0;
             }
@@ -167,6 +190,9 @@ int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
     return -EAGAIN;
 }
 
+/* One connection fewer open in `area`, and its waiters woken. */
+static void area_release(rl_atomic_u64 *area);
+
 void rl_open_release(rl_atomic_u64 *area)
 {
     rl_atomic_u64 *rec = record(area);
@@ -178,6 +204,11 @@ void rl_open_release(rl_atomic_u64 *area)
                                                       memory_order_relaxed))
             ;
     }
+    area_release(area);
+}
+
+static void area_release(rl_atomic_u64 *area)
+{
     uint64_t v = rl_load_relaxed_u64(&area[W_OPEN]);
     while (v > 0 && !atomic_compare_exchange_weak_explicit(
                         &area[W_OPEN], &v, v - 1, memory_order_acq_rel,
@@ -186,10 +217,37 @@ void rl_open_release(rl_atomic_u64 *area)
     rl_add_relaxed_u64(&area[W_SEQ], 1);
     if (rl_load_acquire_u64(&area[W_WAITERS]) != 0) {
         int saved = errno;
-        syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1 << 30,
-                NULL, NULL, 0);
+        syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1 << 30, NULL,
+                NULL, 0);
         errno = saved;
     }
+}
+
+void rl_open_release_as(rl_atomic_u64 *area, const struct rl_open_holder *h)
+{
+    for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
+        rl_atomic_u64 *r = &area[W_REC + 2 * i];
+        uint64_t w = rl_load_acquire_u64(&r[0]);
+        if (w >> 32 != h->pid || rl_load_relaxed_u64(&r[1]) != h->start)
+            continue;
+        /* Only what the record still counts: the CAS fails when a
+         * decision took the record back meanwhile (it took the count off
+         * the area itself). */
+        while ((w & 0xffffffffu) != 0 && w >> 32 == h->pid &&
+               !atomic_compare_exchange_weak_explicit(&r[0], &w, w - 1,
+                                                      memory_order_acq_rel,
+                                                      memory_order_relaxed))
+            ;
+        if ((w & 0xffffffffu) == 0 || w >> 32 != h->pid)
+            return;
+        area_release(area);
+        return;
+    }
+}
+
+bool rl_open_freed(rl_atomic_u64 *area, uint32_t seq)
+{
+    return (uint32_t)rl_load_acquire_u64(&area[W_SEQ]) != seq || reclaim(area);
 }
 
 void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
@@ -206,8 +264,7 @@ void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
     int saved = errno;
     /* The low half of the sequence word (little-endian): a release in
      * between changes it and the wait returns at once. */
-    syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts, NULL,
-            0);
+    syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts, NULL, 0);
     errno = saved;
     rl_add_relaxed_u64(&area[W_WAITERS], (uint64_t)-1);
 }
@@ -248,9 +305,8 @@ static _Atomic uint16_t *map(void)
     if (p == MAP_FAILED)
         return NULL;
     _Atomic uint16_t *expect = NULL;
-    if (atomic_compare_exchange_strong_explicit(&fdmap, &expect, p,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(
+            &fdmap, &expect, p, memory_order_acq_rel, memory_order_acquire))
         return p;
     munmap(p, MAXFD * sizeof(uint16_t));
     return expect;
@@ -274,9 +330,8 @@ static void unref(unsigned id)
         if (r == 0 || r == FREEING)
             return;
         uint32_t to = r == 1 ? FREEING : r - 1;
-        if (atomic_compare_exchange_weak_explicit(&c->refs, &r, to,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(
+                &c->refs, &r, to, memory_order_acq_rel, memory_order_acquire))
             break;
     }
     if (r != 1)
@@ -297,9 +352,8 @@ void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n)
         uint32_t zero = 0;
         struct conn *c = &conns[i];
         if (atomic_load_explicit(&c->refs, memory_order_relaxed) != 0 ||
-            !atomic_compare_exchange_strong_explicit(&c->refs, &zero, 1,
-                                                     memory_order_acq_rel,
-                                                     memory_order_relaxed))
+            !atomic_compare_exchange_strong_explicit(
+                &c->refs, &zero, 1, memory_order_acq_rel, memory_order_relaxed))
             continue;
         c->n = n < RL_OPEN_MAX_AREAS ? n : RL_OPEN_MAX_AREAS;
         for (unsigned j = 0; j < c->n; j++)
@@ -357,9 +411,8 @@ void rl_open_dup(int from, int to)
     atomic_store_explicit(&m[to], id, memory_order_release);
     unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
     while ((unsigned)to + 1 > top &&
-           !atomic_compare_exchange_weak_explicit(&fd_top, &top,
-                                                  (unsigned)to + 1,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
+           !atomic_compare_exchange_weak_explicit(
+               &fd_top, &top, (unsigned)to + 1, memory_order_relaxed,
+               memory_order_relaxed))
         ;
 }

@@ -48,6 +48,11 @@ void rl_open_release(rl_atomic_u64 *area);
  * nobody: the caller decides again and takes its connections back). */
 void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns);
 
+/* Has `area` released a connection after `seq`, or did a holder that is
+ * gone leave some (taken back now)? For a waiter that cannot sleep on the
+ * futex (the --seccomp supervisor's timer queue). */
+bool rl_open_freed(rl_atomic_u64 *area, uint32_t seq);
+
 /* fd now holds the connections of areas[0..n): bind them to it. When fd
  * cannot be tracked, the areas are given back at once (never a leak that
  * blocks others for ever). */
@@ -63,6 +68,28 @@ void rl_open_dup(int from, int to);
  * a waiter that cannot sleep on it (a deferred connect) compares it with
  * the one rl_open_acquire gave it. */
 uint32_t rl_open_seq(rl_atomic_u64 *area);
+
+/* A holder other than this process: the supervisor of `rlshim run
+ * --seccomp` holds connections for the target processes it connects for,
+ * so that a target that dies (even by SIGKILL) gives them back as a
+ * preloaded process would, while the supervisor lives on. */
+struct rl_open_holder {
+    uint32_t pid;   /* a process (thread group) id */
+    uint64_t start; /* its start time (rl_open_start_of) */
+};
+
+/* Field 22 of /proc/PID/stat, 0 when unknown. */
+uint64_t rl_open_start_of(int pid);
+
+/* Until called again with NULL, this thread's acquires and releases (and
+ * the gate's, which make them) name `h` as the holder, not this process.
+ * `h` must outlive that. */
+void rl_open_act_for(const struct rl_open_holder *h);
+
+/* Give back one connection that `h` holds in `area`: nothing when `h` holds
+ * none there any more (a decision took back the connections of `h` after
+ * it died). */
+void rl_open_release_as(rl_atomic_u64 *area, const struct rl_open_holder *h);
 
 /* For tests: connections this process holds in `area`. */
 uint32_t rl_open_held(rl_atomic_u64 *area);

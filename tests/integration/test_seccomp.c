@@ -485,8 +485,8 @@ Test(seccomp, charges_once_when_the_shim_is_preloaded_too)
     if (strcmp(getenv("RLSHIM_SANITIZER") ? getenv("RLSHIM_SANITIZER") : "",
                "address") == 0)
         cr_skip_test("an ASan librlshim.so cannot be preloaded alone");
-    char *curl[] = {"curl", "-sS", "-o", "/dev/null", "--max-time", "5",
-                    url, NULL};
+    char *curl[] = {"curl",       "-sS", "-o", "/dev/null",
+                    "--max-time", "5",   url,  NULL};
     int ok = 0;
     setenv("LD_PRELOAD", so, 1);
     for (int i = 0; i < 6; i++) {
@@ -497,4 +497,135 @@ Test(seccomp, charges_once_when_the_shim_is_preloaded_too)
     cr_expect_eq(ok, 5, "%d of 6 curls got through", ok);
     usleep(200000);
     cr_expect_eq(h_server_count(&srv, ""), 5);
+}
+
+/* ---- max_open (SPEC §4) under --seccomp --------------------------------
+ * Measured at hold.py, which logs how many connections it holds at every
+ * change. The clients close politely (half-close, wait for the server's
+ * close), so that the server's count has gone down before the place can
+ * be given to another connect. */
+
+static void setup_hold(void)
+{
+    setup_with("hold.py");
+}
+
+TestSuite(seccomp_open, .init = setup_hold, .fini = teardown, .timeout = 60);
+
+/* The most connections the server held at once, and the lines it logged
+ * (an accept or a close each). */
+static int most_open(int *lines)
+{
+    char line[512];
+    int most = 0, n, i;
+    for (i = 0;; i++) {
+        h_server_line(&srv, "", i, line, sizeof line);
+        if (line[0] == '\0')
+            break;
+        if (sscanf(line, "%*f open %d", &n) == 1 && n > most)
+            most = n;
+    }
+    if (lines != NULL)
+        *lines = i;
+    return most;
+}
+
+static void open_config(bool delay)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = %s\n"
+                   "[default]\n"
+                   "max_open = 2\n"
+                   "errno = ECONNREFUSED\n"
+                   "to = 127.0.0.1:%d\n",
+                   delay ? "delay" : "fail", srv.port);
+    names();
+}
+
+/* All `n` connections were opened and closed, never more than 2 at once. */
+static void expect_two_at_most(int n)
+{
+    int lines = 0;
+    usleep(200 * 1000);
+    int most = most_open(&lines);
+    cr_expect_eq(most, 2, "the server held %d at once", most);
+    cr_expect_eq(lines, 2 * n, "%d accepts and closes, not %d", lines, 2 * n);
+}
+
+Test(seccomp_open, static_client_holding_ten_gets_two_in_fail_mode)
+{
+    open_config(false);
+    sc_run(20, (char *[]){static_bin, "hold", port, "10", "300", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 8, "%s", r.out);
+    cr_expect(strstr(r.out, "err=ECONNREFUSED") != NULL,
+              "the configured errno: %s", r.out);
+    expect_two_at_most(2);
+}
+
+Test(seccomp_open, go_client_holding_ten_gets_two_in_fail_mode)
+{
+    char addr[64];
+    open_config(false);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", srv.port);
+    sc_run(20, (char *[]){go_bin, "hold", addr, "10", "300", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 8, "%s", r.out);
+    cr_expect(strstr(r.out, "connection refused") != NULL,
+              "the configured errno: %s", r.out);
+    expect_two_at_most(2);
+}
+
+/* Delay mode: each of 10 holds its connection 200 ms; 2 at a time, the
+ * others go as places free: all 10, in 5 rounds. */
+static void expect_rounds(double secs)
+{
+    cr_expect_eq(h_out_long(&r, "ok", -1), 10, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 0, "%s", r.out);
+    expect_two_at_most(10);
+    cr_expect_geq(secs, 5 * 0.2 * 0.9, "10 x 200 ms, 2 at a time, in %.2f s",
+                  secs);
+}
+
+Test(seccomp_open, static_processes_wait_for_a_place_in_delay_mode)
+{
+    open_config(true);
+    double t0 = h_now();
+    sc_run(20, (char *[]){static_bin, "forks", port, "10", "200", NULL});
+    double secs = h_now() - t0;
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    expect_rounds(secs);
+}
+
+Test(seccomp_open, go_goroutines_wait_for_a_place_in_delay_mode)
+{
+    char addr[64];
+    open_config(true);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", srv.port);
+    double t0 = h_now();
+    sc_run(20, (char *[]){go_bin, "hold", addr, "10", "200", NULL});
+    double secs = h_now() - t0;
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    expect_rounds(secs);
+}
+
+/* close, dup2 over the fd, close_range, and the exit of the process that
+ * held them (its pid, not the supervisor's, names the holder) each give
+ * the places back. */
+Test(seccomp_open, every_way_of_giving_an_fd_up_frees_its_place)
+{
+    open_config(false);
+    sc_run(20, (char *[]){static_bin, "paths", port, NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect(strstr(r.out, "error=") == NULL, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "third", -1), 0, "max_open 2: %s", r.out);
+    cr_expect_eq(h_out_long(&r, "after_close", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "after_dup2", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "after_close_range", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "after_exit", -1), 2, "%s", r.out);
+    usleep(200 * 1000);
+    cr_expect_leq(most_open(NULL), 2, "the server held %d at once",
+                  most_open(NULL));
 }

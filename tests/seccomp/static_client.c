@@ -14,6 +14,18 @@
  *                                  per call (the intercepted-call cost)
  *   static_client uring            io_uring_setup: prints uring=fd or
  *                                  uring=ERRNO-NAME
+ *   static_client hold PORT N MS   N connects one after another, each kept
+ *                                  open; MS ms later all closed politely
+ *                                  (shutdown, wait for the server's close)
+ *   static_client forks PORT N MS  N processes at once, each connects,
+ *                                  keeps it MS ms and closes politely;
+ *                                  they exit when all have closed
+ *   static_client paths PORT       max_open = 2: what gives a place back
+ *                                  (close, dup2, close_range, exit), one
+ *                                  line each: third= after_close=
+ *                                  after_dup2= after_close_range=
+ *                                  after_exit=
+ *   static_client closes N         N socket+close pairs, prints ns per pair
  *
  * Output: pid=P first; then ok=K fail=F err=NAME (the last errno seen,
  * or none), done=1. */
@@ -27,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,6 +113,95 @@ static int one_connect(int port, int nonblock)
     return err;
 }
 
+/* A blocking connect: the socket, or -errno. */
+static int open_one(int port)
+{
+    struct sockaddr_in a = target(port);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0)
+        return -errno;
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        int e = errno;
+        close(s);
+        return -e;
+    }
+    return s;
+}
+
+/* Close after the server has: its count of open connections goes down
+ * before this place can be given to another connect. */
+static void polite(int s)
+{
+    char buf[64];
+    shutdown(s, SHUT_WR);
+    while (read(s, buf, sizeof buf) > 0)
+        ;
+}
+
+static void polite_close(int s)
+{
+    polite(s);
+    close(s);
+}
+
+/* How many of `n` connects succeed now (they are closed politely after). */
+static int try_open(int port, int n)
+{
+    int s[8], ok = 0;
+    for (int i = 0; i < n && i < 8; i++)
+        if ((s[ok] = open_one(port)) >= 0)
+            ok++;
+    for (int i = 0; i < ok; i++)
+        polite_close(s[i]);
+    return ok;
+}
+
+/* max_open = 2: each way of giving an fd up gives its place back. */
+static void paths(int port)
+{
+    int a = open_one(port), b = open_one(port);
+    if (a < 0 || b < 0) {
+        printf("error=first two: %s\n", name(a < 0 ? -a : -b));
+        return;
+    }
+    printf("third=%d\n", try_open(port, 1));
+    polite_close(a);
+    printf("after_close=%d\n", try_open(port, 1));
+    /* Both places held again; dup2 of another fd over b closes b's
+     * connection. */
+    a = open_one(port);
+    polite(b);
+    int other = socket(AF_INET, SOCK_DGRAM, 0);
+    if (a < 0 || dup2(other, b) != b)
+        printf("error=refill or dup2: %s\n", name(a < 0 ? -a : errno));
+    printf("after_dup2=%d\n", try_open(port, 1));
+    close(b);
+    close(other);
+    /* a and c held; close_range over both. */
+    int c = open_one(port);
+    if (c < 0)
+        printf("error=refill: %s\n", name(-c));
+    polite(a);
+    polite(c);
+    int lo = a < c ? a : c, hi = a < c ? c : a;
+    if (syscall(SYS_close_range, lo, hi, 0) != 0)
+        printf("error=close_range: %s\n", name(errno));
+    printf("after_close_range=%d\n", try_open(port, 2));
+    /* A process that exits holding two: its places come back. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int x = open_one(port), y = open_one(port);
+        _exit(x >= 0 && y >= 0 ? 0 : 1);
+    }
+    int st = 1;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        printf("error=the child could not open two\n");
+    /* The kernel closed them at its exit: wait until the server has. */
+    usleep(200 * 1000);
+    printf("after_exit=%d\n", try_open(port, 2));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || (argc < 3 && strcmp(argv[1], "uring") != 0)) {
@@ -128,9 +230,68 @@ int main(int argc, char **argv)
         printf("ns_per_call=%.1f\n", (now() - t0) * 1e9 / (double)n);
         return 0;
     }
+    if (strcmp(mode, "closes") == 0) {
+        long n = atol(argv[2]);
+        double t0 = now();
+        for (long i = 0; i < n; i++)
+            close(socket(AF_INET, SOCK_STREAM, 0));
+        printf("ns_per_pair=%.1f\n", (now() - t0) * 1e9 / (double)n);
+        return 0;
+    }
     int port = atoi(argv[2]);
     long n = argc > 3 ? atol(argv[3]) : 1;
-    if (strcmp(mode, "connect") == 0 || strcmp(mode, "nbconnect") == 0) {
+    int hold_ms = argc > 4 ? atoi(argv[4]) : 0;
+    if (strcmp(mode, "paths") == 0) {
+        paths(port);
+        printf("done=1\n");
+        return 0;
+    }
+    if (strcmp(mode, "hold") == 0) {
+        int held[64], k = 0;
+        for (long i = 0; i < n && i < 64; i++) {
+            int s = open_one(port);
+            if (s >= 0)
+                held[k++] = s;
+            else {
+                fail++;
+                last = -s;
+            }
+        }
+        usleep((useconds_t)hold_ms * 1000);
+        for (int i = 0; i < k; i++)
+            polite_close(held[i]);
+        ok = k;
+    } else if (strcmp(mode, "forks") == 0) {
+        /* Each child stays alive until all have closed: a place must come
+         * back at the close, not at the exit. */
+        int done[2], go[2];
+        char c = 0;
+        if (pipe(done) != 0 || pipe(go) != 0)
+            return 1;
+        for (long i = 0; i < n; i++)
+            if (fork() == 0) {
+                close(go[1]);
+                int s = open_one(port);
+                if (s >= 0) {
+                    usleep((useconds_t)hold_ms * 1000);
+                    polite_close(s);
+                }
+                c = s >= 0 ? 'y' : 'n';
+                if (write(done[1], &c, 1) != 1 || read(go[0], &c, 1) != 0)
+                    _exit(2);
+                _exit(s >= 0 ? 0 : 1);
+            }
+        close(go[0]);
+        for (long i = 0; i < n && read(done[0], &c, 1) == 1; i++)
+            ;
+        close(go[1]);
+        int st;
+        while (wait(&st) > 0)
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                ok++;
+            else
+                fail++;
+    } else if (strcmp(mode, "connect") == 0 || strcmp(mode, "nbconnect") == 0) {
         int pause_ms = argc > 4 ? atoi(argv[4]) : 0;
         for (long i = 0; i < n; i++) {
             int e = one_connect(port, mode[0] == 'n');

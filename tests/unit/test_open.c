@@ -66,6 +66,47 @@ Test(open_area, a_dead_holders_connections_come_back_when_full)
     cr_assert_eq(area[0], 1);
 }
 
+Test(open_area, a_supervisor_holds_for_its_target_and_its_death_frees_them)
+{
+    uint32_t seq;
+    memset(area, 0, sizeof area);
+    int go[2];
+    cr_assert_eq(pipe(go), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(go[0]);
+    struct rl_open_holder target = {(uint32_t)pid, rl_open_start_of(pid)};
+    cr_assert_neq(target.start, 0);
+    rl_open_act_for(&target);
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    rl_open_act_for(NULL);
+    cr_assert_eq(rl_open_held(area), 0, "held by the target, not by us");
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), -EAGAIN,
+                 "the target is alive: its places stay");
+    rl_open_release_as(area, &target);
+    cr_assert_eq(area[0], 1);
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "a release frees one");
+    rl_open_release(area);
+    /* The target dies holding one: the next decision that finds the area
+     * full takes it back, while this process (the supervisor) lives on. */
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(area[0], 2);
+    close(go[1]);
+    waitpid(pid, NULL, 0);
+    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "the dead's taken back");
+    cr_assert_eq(area[0], 2);
+    /* A release for it after that gives back nothing twice. */
+    rl_open_release_as(area, &target);
+    cr_assert_eq(area[0], 2);
+}
+
 /* ---- through the gate -------------------------------------------------*/
 
 static char dir[64];

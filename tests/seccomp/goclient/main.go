@@ -7,11 +7,18 @@
 // makes N GET requests to URL from CONC goroutines at once, each on a new
 // connection (keep-alives off unless "keepalive"), and prints
 // ok=K fail=F err=FIRST-ERROR rps=REQUESTS-PER-SECOND done=1.
+//
+//	goclient hold HOST:PORT N MS
+//
+// opens N connections from N goroutines at once, keeps each open MS ms,
+// then closes it politely (half-close, wait for the server's close), and
+// prints ok=K fail=F err=FIRST-ERROR done=1.
 package main
 
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -20,7 +27,43 @@ import (
 	"time"
 )
 
+func hold(addr string, n, ms int) {
+	var ok, fail int64
+	var mu sync.Mutex
+	first := "none"
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+			if err != nil {
+				atomic.AddInt64(&fail, 1)
+				mu.Lock()
+				if first == "none" {
+					first = err.Error()
+				}
+				mu.Unlock()
+				return
+			}
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			c.(*net.TCPConn).CloseWrite()
+			io.Copy(io.Discard, c)
+			c.Close()
+			atomic.AddInt64(&ok, 1)
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("ok=%d\nfail=%d\nerr=%s\ndone=1\n", ok, fail, first)
+}
+
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "hold" {
+		n, _ := strconv.Atoi(os.Args[3])
+		ms, _ := strconv.Atoi(os.Args[4])
+		hold(os.Args[2], n, ms)
+		return
+	}
 	if len(os.Args) < 4 {
 		fmt.Fprintln(os.Stderr, "usage: goclient URL N CONC [keepalive]")
 		os.Exit(2)
