@@ -100,8 +100,17 @@ static bool take_word(const struct rl_fleet_pool *p, int k, uint64_t n,
     for (;;) {
         uint64_t left = w & RL_FLEET_LEFT_MASK;
         uint64_t spent = w >> RL_FLEET_LEFT_BITS;
-        if (left < n || (as_spent && RL_FLEET_SPENT_MAX - spent < n))
+        if (left < n)
             return false;
+        if (as_spent && RL_FLEET_SPENT_MAX - spent < n) {
+            /* The spent field is full: count it now, and go on. */
+            if (atomic_compare_exchange_weak_explicit(
+                    pw, &w, left, memory_order_relaxed, memory_order_relaxed)) {
+                count_spent(p, k, spent);
+                w = left;
+            }
+            continue;
+        }
         uint64_t nw = w - n + (as_spent ? n << RL_FLEET_LEFT_BITS : 0);
         if (atomic_compare_exchange_weak_explicit(
                 pw, &w, nw, memory_order_relaxed, memory_order_relaxed))
@@ -275,10 +284,27 @@ static void rate_add(const struct rl_fleet_pool *p, int kind, uint64_t took,
     }
 }
 
+/* Count what was spent from kind k's pool so far (the counters stay at
+ * most a lease behind). */
+static void fold(const struct rl_fleet_pool *p, int k)
+{
+    rl_atomic_u64 *pw = pool_word(p, k);
+    uint64_t w = rl_load_relaxed_u64(pw);
+    while (w >> RL_FLEET_LEFT_BITS != 0) {
+        if (atomic_compare_exchange_weak_explicit(
+                pw, &w, w & RL_FLEET_LEFT_MASK, memory_order_relaxed,
+                memory_order_relaxed)) {
+            count_spent(p, k, w >> RL_FLEET_LEFT_BITS);
+            return;
+        }
+    }
+}
+
 void rl_fleet_pool_filled(const struct rl_fleet_pool *p, int kind,
                           uint64_t leased, uint64_t took, uint64_t gave,
                           bool claimed, uint64_t cnow)
 {
+    fold(p, kind);
     if (leased > 0) {
         /* Fresh before the units are there: no one finds them stale. */
         rl_store_relaxed_u64(&p->w[W_FILLED], cnow);

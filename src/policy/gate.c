@@ -822,9 +822,12 @@ static bool fleet_leased(uint64_t bytes)
         bytes = 0;
     if (!rl_fleet_lease_take(&b->fleet, calls, bytes))
         return false;
-    /* The segment's counters learn it when the pool is next emptied. */
-    rl_report_add(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
-    rl_report_add(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, bytes);
+    /* The segment's counters learn it at the pool's next fill. */
+    if (rl_gate.report.on) {
+        rl_report_add(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+        rl_report_add(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED,
+                      bytes);
+    }
     return true;
 }
 
