@@ -18,6 +18,7 @@
 #include "policy/budget.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
+#include "policy/fleet_lease.h"
 #include "policy/identity.h"
 #include "policy/names.h"
 
@@ -84,8 +85,39 @@ static void limits(const struct rl_rule *r)
     printf("%s\n", any ? "" : " none");
 }
 
-static void budget_line(const struct rl_rule *r, const char *user,
-                        const char *name)
+/* Where the budget lives (SPEC §8): in Redis for every host, or in this
+ * host's segment. Fleet scope applies to the user's own rule budget only
+ * (as the gate decides): sites and per-destination budgets are the
+ * host's. */
+static void where(const struct rl_config *cfg, const struct rl_rule *r,
+                  const char *user)
+{
+    if (r->scope != RL_SCOPE_FLEET || cfg->fleet == NULL) {
+        printf("      lives: on this host (its shared segment)\n");
+        return;
+    }
+    if (r->site != NULL || r->per == RL_PER_DESTINATION) {
+        printf("      lives: on this host (scope = fleet applies to the "
+               "user's own rule budget, not to %s)\n",
+               r->site != NULL ? "a site" : "per-destination budgets");
+        return;
+    }
+    char label[RL_STORE_LABEL_MAX];
+    rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
+    /* As the gate decides: no lease beside a site, in a dry run, or with
+     * a decision log (one line per call). */
+    bool leased = rl_fleet_leasable(r) && !rl_config_has_sites(cfg) &&
+                  !r->dry_run && !cfg->dry_run && cfg->decision_log == NULL &&
+                  getenv("RLSHIM_DECISION_LOG") == NULL;
+    printf("      lives: in the fleet's Redis %s (keys rlshim:{%s}:*), one "
+           "budget for every host; send units leased to this host %s\n",
+           cfg->fleet, label,
+           leased ? "ahead (at most 1/16 of the burst)"
+                  : "never (each call is one round trip)");
+}
+
+static void budget_line(const struct rl_config *cfg, const struct rl_rule *r,
+                        const char *user, const char *name)
 {
     char label[RL_STORE_LABEL_MAX];
     rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
@@ -96,6 +128,7 @@ static void budget_line(const struct rl_rule *r, const char *user,
         printf("      budget: %s%s\n", label,
                r->is_default || r->site != NULL ? " (per user)"
                                                 : " (shared by the section)");
+    where(cfg, r, user);
     limits(r);
 }
 
@@ -157,7 +190,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         bool charged = false;
         if (rule != NULL && rl_rule_covers(rule, ai->ai_addr, ai->ai_addrlen)) {
             printf("    rule [%s] covers it\n", rule->section);
-            budget_line(rule, user, name);
+            budget_line(cfg, rule, user, name);
             charged = true;
         } else if (rule != NULL) {
             printf("    rule [%s] does not cover it (its 'to')\n",
@@ -171,7 +204,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         if (site != NULL) {
             printf("    site [%s] covers it (the first that does)\n",
                    site->section);
-            budget_line(site, user, name);
+            budget_line(cfg, site, user, name);
             charged = true;
         } else if (rl_config_has_sites(cfg)) {
             printf("    no site covers it\n");

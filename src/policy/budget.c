@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "policy/budget.h"
+#include "policy/fleet_lease.h"
 #include "util/hash.h"
 
 void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)
@@ -31,12 +32,16 @@ void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)
         out->lease = off;
         off += RL_LEASE_AREA_WORDS;
     }
+    if (rl_fleet_leasable(rule)) {
+        out->fleet = off;
+        off += RL_FLEET_POOL_AREA_WORDS;
+    }
     out->nwords = off;
 }
 
 /* Bumped whenever the words above are laid out otherwise. 2: lease
- * records after the limits. */
-#define BUDGET_FORMAT 2u
+ * records after the limits; 3: a fleet budget's pool after them. */
+#define BUDGET_FORMAT 3u
 
 uint64_t rl_budget_hash(const struct rl_config *cfg)
 {

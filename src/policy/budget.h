@@ -21,6 +21,8 @@ struct rl_budget_layout {
     uint32_t nwords; /* all state words of the rule */
     uint32_t offset[RL_KIND_COUNT][RL_MAX_RATES];
     uint32_t lease; /* first word of the lease area; 0: none */
+    uint32_t fleet; /* first word of the fleet pool area (fleet_lease.h);
+                       0: none */
 };
 
 void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out);

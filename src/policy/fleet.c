@@ -34,6 +34,7 @@
 #include <hiredis/hiredis.h>
 
 #include "policy/fleet_addr.h"
+#include "policy/fleet_lease.h"
 #include "policy/fleet_scripts.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -60,9 +61,10 @@ static struct {
     atomic_bool down;
     rl_atomic_u64 next_try; /* host clock: no try before */
     atomic_flag warned;
-    rl_atomic_u64 hosts;        /* last seen; 1 until then */
+    rl_atomic_u64 hosts;               /* last seen; 1 until then */
     rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
     rl_atomic_u64 seq;
+    rl_atomic_u64 round_trips; /* EVALSHA answered (tests, benchmarks) */
     /* Host clock until which Redis said no to one unit of a kind: calls
      * before then are denied here, with no round trip (a denied client
      * that retries at once must not become a storm on one key). */
@@ -295,9 +297,11 @@ static int err_reply(const redisReply *r, char *why, size_t whylen,
                      const char *what)
 {
     snprintf(why, whylen, "%s: %.*s", what, (int)r->len, r->str);
-    if (strncmp(r->str, "LOADING", 7) == 0 || strncmp(r->str, "READONLY", 8) == 0)
+    if (strncmp(r->str, "LOADING", 7) == 0 ||
+        strncmp(r->str, "READONLY", 8) == 0)
         return -EAGAIN;
-    if (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0)
+    if (strncmp(r->str, "NOAUTH", 6) == 0 ||
+        strncmp(r->str, "WRONGPASS", 9) == 0)
         return -EACCES;
     return -EPROTO;
 }
@@ -374,8 +378,8 @@ static int conn_open(struct conn *c, char (*sha)[41], uint64_t deadline,
     c->fd = fd;
     c->rd = redisReaderCreate();
     int r = c->rd != NULL ? 0 : -ENOMEM;
-    if (r == 0 && connect(fd, (const struct sockaddr *)&F.addr.sa,
-                          F.addr.salen) != 0) {
+    if (r == 0 &&
+        connect(fd, (const struct sockaddr *)&F.addr.sa, F.addr.salen) != 0) {
         r = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline) : -errno;
         if (r == 0) {
             int e = 0;
@@ -410,35 +414,43 @@ fail:
 
 /* ---- one decision in Redis ----------------------------------------------*/
 
+/* What one EVALSHA asks: a call's units, and a lease's. */
+struct ask {
+    uint64_t want, min, max_wait_ns, debt;
+    uint64_t lease; /* units more for the host's pool */
+    uint64_t ret;   /* a stale lease's units given back */
+};
+
 static void format_eval(struct cmd *m, const char *sha,
-                        const struct rl_rule *rule, int kind, uint64_t want,
-                        uint64_t min, uint64_t max_wait_ns, uint64_t debt)
+                        const struct rl_rule *rule, int kind,
+                        const struct ask *a)
 {
     unsigned n = rule->nlimits[kind];
     char key[256];
     char id[96];
-    cmd_start(m, 3 + (n + 1) + 6 + 3 * n);
+    cmd_start(m, 3 + (n + 1) + 8 + 3 * n);
     cmd_str(m, "EVALSHA");
     cmd_str(m, sha);
     cmd_u64(m, n + 1);
     for (unsigned i = 0; i < n; i++) {
-        int k = snprintf(key, sizeof key, "rlshim:{%s}:%s:%u:%s", F.label,
-                         rl_kind_name(kind), i,
-                         rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET
-                             ? "tb"
-                             : "sw");
+        int k = snprintf(
+            key, sizeof key, "rlshim:{%s}:%s:%u:%s", F.label,
+            rl_kind_name(kind), i,
+            rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb" : "sw");
         cmd_arg(m, key, (size_t)k);
     }
     int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", F.label);
     cmd_arg(m, key, (size_t)k);
-    cmd_u64(m, want);
-    cmd_u64(m, min);
-    cmd_u64(m, max_wait_ns / 1000);
-    cmd_u64(m, debt);
+    cmd_u64(m, a->want);
+    cmd_u64(m, a->min);
+    cmd_u64(m, a->max_wait_ns / 1000);
+    cmd_u64(m, a->debt);
     cmd_str(m, F.host);
     snprintf(id, sizeof id, "%s:%d:%llu", F.host, (int)getpid(),
              (unsigned long long)rl_add_relaxed_u64(&F.seq, 1));
     cmd_str(m, id);
+    cmd_u64(m, a->lease);
+    cmd_u64(m, a->ret);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *l = &rule->limits[kind][i];
         cmd_u64(m, l->count);
@@ -454,19 +466,18 @@ static int64_t int_at(const redisReply *r, size_t i)
                : -2;
 }
 
-/* One EVALSHA on c (re-loading the scripts once after NOSCRIPT). */
+/* One EVALSHA on c (re-loading the scripts once after NOSCRIPT); the
+ * units leased are in *leased. */
 static int eval(struct conn *c, const struct rl_rule *rule, int kind,
-                uint64_t want, uint64_t min, uint64_t max_wait_ns,
-                uint64_t debt, uint64_t deadline, struct rl_verdict *out,
-                char *why, size_t whylen)
+                const struct ask *a, uint64_t deadline, struct rl_verdict *out,
+                uint64_t *leased, char *why, size_t whylen)
 {
     int script = rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET
                      ? SCRIPT_BUCKET
                      : SCRIPT_WINDOW;
     for (int attempt = 0; attempt < 2; attempt++) {
         struct cmd m = {.len = 0};
-        format_eval(&m, F.sha[script], rule, kind, want, min, max_wait_ns,
-                    debt);
+        format_eval(&m, F.sha[script], rule, kind, a);
         if (m.overflow) {
             snprintf(why, whylen, "command too long");
             return -E2BIG;
@@ -496,14 +507,16 @@ static int eval(struct conn *c, const struct rl_rule *rule, int kind,
             return r;
         }
         int64_t g = int_at(rep, 0), w = int_at(rep, 1), h = int_at(rep, 2);
+        int64_t l = int_at(rep, 3);
         freeReplyObject(rep);
-        if (g < 0 || w < -1 || h < 0) {
+        if (g < 0 || w < -1 || h < 0 || l < 0) {
             snprintf(why, whylen, "unexpected reply");
             return -EPROTO;
         }
         out->granted = (uint64_t)g;
         out->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
         out->stamp = 0;
+        *leased = (uint64_t)l;
         rl_store_relaxed_u64(&F.hosts, h > 0 ? (uint64_t)h : 1);
         return 0;
     }
@@ -523,8 +536,8 @@ static void warn_away(const char *why)
                      "is back\n",
                      F.cfg->fleet, why, names[F.cfg->fleet_fallback & 3]);
     if (n > 0)
-        (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n
-                                                      : sizeof line - 1);
+        (void)!write(2, line,
+                     (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
@@ -569,8 +582,8 @@ static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
             want = UINT64_MAX / h;
         if (min > want)
             min = want;
-        r = rl_multi_take(states, rule->limits[kind], n, now, want * h,
-                          min * h, max_wait_ns, v);
+        r = rl_multi_take(states, rule->limits[kind], n, now, want * h, min * h,
+                          max_wait_ns, v);
         uint64_t got = r.granted / h;
         if (r.granted > got * h)
             rl_multi_refund(states, rule->limits[kind], n, now, v,
@@ -585,11 +598,39 @@ static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
     return r;
 }
 
+/* F.mu, waited for at most RL_FLEET_WAIT_NS. timedlock (CLOCK_REALTIME)
+ * rather than clocklock: sanitizers know it; a clock step only moves this
+ * one bound. */
+static bool lock_bounded(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += RL_FLEET_WAIT_NS;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return pthread_mutex_timedlock(&F.mu, &ts) == 0;
+}
+
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
-                                rl_word *const *states, uint64_t now,
+                                rl_word *const *states,
+                                const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v)
 {
+    uint64_t cnow = pool != NULL ? rl_fleet_coarse_ns() : 0;
+    if (pool != NULL) {
+        /* What the host leased comes first: Redis counted it already
+         * (and while Redis is away, it is spent before the fallback). */
+        uint64_t g = rl_fleet_pool_get(pool, kind, want, min, cnow);
+        if (g > 0) {
+            struct rl_verdict out = {g, 0, 0};
+            for (unsigned i = 0; i < rule->nlimits[kind]; i++)
+                v[i] = out;
+            return out;
+        }
+    }
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
     bool down = atomic_load_explicit(&F.down, memory_order_relaxed);
     uint64_t closed = rl_load_relaxed_u64(&F.closed_until[kind]);
@@ -598,23 +639,12 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
     if (down) {
         /* One try a second, by whichever thread claims it. */
         uint64_t next = rl_load_relaxed_u64(&F.next_try);
-        if (now < next ||
-            !atomic_compare_exchange_strong_explicit(
-                &F.next_try, &next, now + RL_FLEET_RETRY_NS,
-                memory_order_relaxed, memory_order_relaxed))
-            return fallback(rule, kind, states, now, want, min, max_wait_ns,
-                            v);
+        if (now < next || !atomic_compare_exchange_strong_explicit(
+                              &F.next_try, &next, now + RL_FLEET_RETRY_NS,
+                              memory_order_relaxed, memory_order_relaxed))
+            return fallback(rule, kind, states, now, want, min, max_wait_ns, v);
     }
-    /* timedlock (CLOCK_REALTIME) rather than clocklock: sanitizers know
-     * it; a clock step only moves this one bound. */
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += RL_FLEET_WAIT_NS;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    if (pthread_mutex_timedlock(&F.mu, &ts) != 0) {
+    if (!lock_bounded()) {
         /* Other threads of ours kept Redis busy for 50 ms: Redis answers,
          * so this is no outage; never admit without it. */
         if (!down)
@@ -629,14 +659,26 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
     if (c->fd < 0)
         r = conn_open(c, F.sha, deadline, why, sizeof why);
     /* What was admitted while away is charged with this call. */
-    uint64_t debt = atomic_exchange_explicit(&F.debt[kind], 0,
-                                             memory_order_relaxed);
+    struct ask a = {want, min, max_wait_ns, 0, 0, 0};
+    a.debt = atomic_exchange_explicit(&F.debt[kind], 0, memory_order_relaxed);
+    bool claimed = false;
+    if (r == 0 && pool != NULL) {
+        /* A stale lease goes back, and a new one comes, with this call. */
+        a.ret = rl_fleet_pool_claim_stale(pool, kind, cnow);
+        a.lease = rl_fleet_pool_lease_size(pool, rule, kind, want, cnow);
+        claimed = a.lease > 0;
+    }
     struct rl_verdict out = {0, UINT64_MAX, 0};
+    uint64_t leased = 0;
     if (r == 0)
-        r = eval(c, rule, kind, want, min, max_wait_ns, debt, deadline, &out,
-                 why, sizeof why);
+        r = eval(c, rule, kind, &a, deadline, &out, &leased, why, sizeof why);
     if (r < 0) {
-        rl_add_relaxed_u64(&F.debt[kind], debt);
+        /* A stale lease's units are dropped, not kept: Redis may have run
+         * the script that took them back (a reply lost to the timeout),
+         * and spending them then would over-admit. */
+        if (claimed)
+            rl_fleet_pool_filled(pool, kind, 0, 0, a.ret, true, cnow);
+        rl_add_relaxed_u64(&F.debt[kind], a.debt);
         conn_forget(c, true);
         rl_store_relaxed_u64(&F.next_try, now + RL_FLEET_RETRY_NS);
         atomic_store_explicit(&F.down, true, memory_order_relaxed);
@@ -648,11 +690,55 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
     for (int k = 0; k < RL_KIND_COUNT; k++)
         atomic_store_explicit(&F.drained[k], false, memory_order_relaxed);
     pthread_mutex_unlock(&F.mu);
+    if (pool != NULL)
+        rl_fleet_pool_filled(pool, kind, leased, out.granted, a.ret, claimed,
+                             cnow);
+    rl_add_relaxed_u64(&F.round_trips, 1);
     if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1)
         rl_store_relaxed_u64(&F.closed_until[kind], now + out.wait_ns);
     for (unsigned i = 0; i < rule->nlimits[kind]; i++)
         v[i] = out;
     return out;
+}
+
+void rl_fleet_finish(const struct rl_rule *rule,
+                     const struct rl_fleet_pool *pool)
+{
+    if (!F.on || pool == NULL ||
+        atomic_load_explicit(&F.down, memory_order_relaxed))
+        return;
+    /* Only on a connection this process has: a process that never went
+     * to Redis leaves the pool to the host's other processes (it goes
+     * back when stale), rather than pay a connection at exit. */
+    if (!lock_bounded())
+        return;
+    struct conn *c = &F.conn;
+    if (c->fd >= 0 && !conn_intact(c))
+        conn_forget(c, false);
+    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES && c->fd >= 0; k++) {
+        if (rule->nlimits[k] == 0)
+            continue;
+        struct ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k)};
+        if (a.ret == 0)
+            continue;
+        a.debt = atomic_exchange_explicit(&F.debt[k], 0, memory_order_relaxed);
+        struct rl_verdict out;
+        uint64_t leased = 0;
+        char why[256];
+        if (eval(c, rule, k, &a, deadline, &out, &leased, why, sizeof why) <
+            0) {
+            conn_forget(c, true);
+            break;
+        }
+        rl_add_relaxed_u64(&F.round_trips, 1);
+    }
+    pthread_mutex_unlock(&F.mu);
+}
+
+uint64_t rl_fleet_round_trips(void)
+{
+    return rl_load_relaxed_u64(&F.round_trips);
 }
 
 void rl_fleet_atfork_child(void)
@@ -680,13 +766,14 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
     struct conn c = {.fd = -1};
     char sha[2][41] = {"", ""};
     uint64_t t0 = rl_clock_now_ns();
-    int r = conn_open(&c, sha, t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS, why,
-                      whylen);
+    int r =
+        conn_open(&c, sha, t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS, why, whylen);
     if (r == 0) {
         uint64_t t1 = rl_clock_now_ns();
         static const char ping[] = "*1\r\n$4\r\nPING\r\n";
         redisReply *rep = NULL;
-        r = write_all(&c, ping, sizeof ping - 1, t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
+        r = write_all(&c, ping, sizeof ping - 1,
+                      t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
         if (r == 0)
             r = read_reply(&c, &rep, t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
         *rtt_ns = rl_clock_now_ns() - t1;

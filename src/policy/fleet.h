@@ -33,15 +33,28 @@ int rl_fleet_init(const struct rl_config *cfg, const char *label);
 /* Is `rule` decided in Redis (scope = fleet, and the fleet set up)? */
 bool rl_fleet_decides(const struct rl_rule *rule);
 
+struct rl_fleet_pool;
+
 /* Take between min and want units of `kind` from the fleet budget of
  * `rule`, as rl_multi_take does locally; `states` (the rule's host slot)
- * serve the fallback. `now` is the host's clock, used only to pace the
- * retries: Redis's own clock decides. What is granted here is never given
- * back (a refund would only ever lower use). */
+ * serve the fallback. `pool` (NULL: none) is the host's lease of send
+ * units (fleet_lease.h): spent first, given back when stale and filled
+ * again by this call's round trip. `now` is the host's clock, used only
+ * to pace the retries: Redis's own clock decides. What is granted here is
+ * never given back (a refund would only ever lower use). */
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
-                                rl_word *const *states, uint64_t now,
+                                rl_word *const *states,
+                                const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v);
+
+/* At exit: the host's unspent leased units go back to Redis, when this
+ * process has a connection to it (bounded like every wait on Redis). */
+void rl_fleet_finish(const struct rl_rule *rule,
+                     const struct rl_fleet_pool *pool);
+
+/* EVALSHA calls this process made that Redis answered. */
+uint64_t rl_fleet_round_trips(void);
 
 /* In the child after fork: drop the parent's connection (the child opens
  * its own) and its lock. */

@@ -10,6 +10,8 @@
     "local min = tonumber(ARGV[2])\n"                                          \
     "local maxw = tonumber(ARGV[3])\n"                                         \
     "local debt = tonumber(ARGV[4])\n"                                         \
+    "local lease = tonumber(ARGV[7])\n"                                        \
+    "local ret = tonumber(ARGV[8])\n"                                          \
     "local n = #KEYS - 1\n"                                                    \
     "local hk = KEYS[n + 1]\n"                                                 \
     "redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])\n"                        \
@@ -22,15 +24,20 @@ const char rl_fleet_lua_bucket[] =
     "local L = {}\n"
     "local avail = want\n"
     "for i = 1, n do\n"
-    "  local c = tonumber(ARGV[4 + 3 * i])\n"
-    "  local p = tonumber(ARGV[5 + 3 * i])\n"
-    "  local b = tonumber(ARGV[6 + 3 * i])\n"
+    "  local c = tonumber(ARGV[6 + 3 * i])\n"
+    "  local p = tonumber(ARGV[7 + 3 * i])\n"
+    "  local b = tonumber(ARGV[8 + 3 * i])\n"
     "  local v = redis.call('HMGET', KEYS[i], 'u', 'f')\n"
     "  local u = tonumber(v[1]) or 0\n"
     "  local f = tonumber(v[2]) or 0\n"
     /* used: units of 1/count µs the bucket is short of full, at now. */
     "  local used = 0\n"
     "  if u > now or (u == now and f > 0) then used = (u - now) * c + f end\n"
+    /* A lease's unspent units come back before anything is charged. */
+    "  if ret > 0 then\n"
+    "    used = used - ret * p\n"
+    "    if used < 0 then used = 0 end\n"
+    "  end\n"
     "  if debt > 0 then\n"
     "    used = used + debt * p\n"
     "    if used > b * p then used = b * p end\n"
@@ -63,9 +70,20 @@ const char rl_fleet_lua_bucket[] =
     "  end\n"
     "  wait = need\n"
     "end\n"
+    /* A lease only from a bucket that keeps half its burst after it. */
+    "local leased = 0\n"
+    "if lease > 0 and grant > 0 and wait == 0 then\n"
+    "  leased = lease\n"
+    "  for i = 1, n do\n"
+    "    local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]\n"
+    "    local free = math.floor((b * p - used) / p) - grant - math.ceil(b / 2)\n"
+    "    if free < leased then leased = free end\n"
+    "  end\n"
+    "  if leased < 0 then leased = 0 end\n"
+    "end\n"
     "for i = 1, n do\n"
     "  local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]\n"
-    "  used = used + grant * p\n"
+    "  used = used + (grant + leased) * p\n"
     "  if used > 0 then\n"
     "    local f = math.fmod(used, c)\n"
     "    local us = (used - f) / c\n"
@@ -75,7 +93,7 @@ const char rl_fleet_lua_bucket[] =
     "    redis.call('DEL', KEYS[i])\n"
     "  end\n"
     "end\n"
-    "return {grant, wait, hosts}\n";
+    "return {grant, wait, hosts, leased}\n";
 
 const char rl_fleet_lua_window[] =
     PRELUDE
@@ -83,8 +101,8 @@ const char rl_fleet_lua_window[] =
     "local avail = want\n"
     "local L = {}\n"
     "for i = 1, n do\n"
-    "  local c = tonumber(ARGV[4 + 3 * i])\n"
-    "  local p = tonumber(ARGV[5 + 3 * i])\n"
+    "  local c = tonumber(ARGV[6 + 3 * i])\n"
+    "  local p = tonumber(ARGV[7 + 3 * i])\n"
     /* A stamp s counts while s > now - p: the window is (now - p, now]. */
     "  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - p)\n"
     "  local cnt = redis.call('ZCARD', KEYS[i])\n"
@@ -127,4 +145,4 @@ const char rl_fleet_lua_window[] =
     "  end\n"
     "  redis.call('PEXPIRE', KEYS[i], math.floor((at - now + L[i][2]) / 1000) + 2)\n"
     "end\n"
-    "return {grant, wait, hosts}\n";
+    "return {grant, wait, hosts, 0}\n";

@@ -56,6 +56,9 @@ static int claim(struct rl_store *st, struct budget *b)
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned i = 0; i < b->rule->nlimits[k]; i++)
             b->states[k][i] = b->slot.words + b->layout.offset[k][i];
+    if (b->layout.fleet != 0 && b->slot.nwords >= b->layout.nwords)
+        rl_fleet_pool_at(b->slot.words + b->layout.fleet, b->slot.counters,
+                         &b->fleet);
     return 0;
 }
 
@@ -166,9 +169,16 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
     g->overflow_tag = rl_budget_overflow_tag(rule);
-    /* A fleet budget is decided in Redis: no local lease of its units. */
-    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule))
+    /* A fleet budget is decided in Redis: no local lease of its units,
+     * but the host's lease of fleet units, on the same terms (no dry
+     * run, no site, no per-destination budget, no decision log). */
+    bool fleet_leasable = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
+                          rule->per != RL_PER_DESTINATION &&
+                          !rl_declog_enabled() && rl_fleet_leasable(rule);
+    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule)) {
         g->lease.on = false;
+        g->fleet_lease = fleet_leasable;
+    }
     return open_store(c, why, whylen);
 }
 
@@ -536,11 +546,16 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
          * per-destination budgets are this host's. */
         c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
                          rl_fleet_decides(c->rule);
+        const struct rl_fleet_pool *pool = rl_gate.fleet_lease &&
+                                                   kind != RL_KIND_CONNECT &&
+                                                   c->budget->fleet.w != NULL
+                                               ? &c->budget->fleet
+                                               : NULL;
         struct rl_verdict v =
             c->fleet[kind]
-                ? rl_fleet_take(c->rule, kind, c->states[kind], t->now, least,
-                                min < least ? min : least, max_wait(c->rule),
-                                c->v[kind])
+                ? rl_fleet_take(c->rule, kind, c->states[kind], pool, t->now,
+                                least, min < least ? min : least,
+                                max_wait(c->rule), c->v[kind])
                 : rl_multi_take(c->states[kind], c->rule->limits[kind], n,
                                 t->now, least, min < least ? min : least,
                                 max_wait(c->rule), c->v[kind]);
@@ -799,10 +814,52 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     return RL_GATE_GO;
 }
 
+/* One send call of `bytes` out of the host's lease of a fleet budget
+ * (fleet_lease.h): no round trip, nothing logged. */
+static bool fleet_leased(uint64_t bytes)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    if (b == NULL || b->fleet.w == NULL)
+        return false;
+    uint64_t calls = rule->nlimits[RL_KIND_SEND] != 0 ? 1 : 0;
+    if (rule->nlimits[RL_KIND_SEND_BYTES] == 0)
+        bytes = 0;
+    if (!rl_fleet_lease_take(&b->fleet, calls, bytes))
+        return false;
+    /* The segment's counters learn it at the pool's next fill. */
+    if (rl_gate.report.on) {
+        rl_report_add(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+        rl_report_add(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED,
+                      bytes);
+    }
+    return true;
+}
+
+static void fleet_lease_refund(uint64_t calls, uint64_t bytes)
+{
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    const struct rl_rule *rule = rl_gate.rule;
+    if (b == NULL || b->fleet.w == NULL)
+        return;
+    if (rule->nlimits[RL_KIND_SEND] == 0)
+        calls = 0;
+    if (rule->nlimits[RL_KIND_SEND_BYTES] == 0)
+        bytes = 0;
+    rl_fleet_lease_refund(&b->fleet, calls, bytes);
+    rl_report_sub(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+    rl_report_sub(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, bytes);
+}
+
 int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
                  const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
+    if (rl_gate.fleet_lease && calls == 1 && fleet_leased(bytes)) {
+        ticket(t, 0, 1, bytes);
+        t->leased = true;
+        return RL_GATE_GO;
+    }
     if (rl_gate.lease.on && calls == 1) {
         if (rl_lease_take(bytes)) {
             /* Nothing to sleep, nothing logged. */
@@ -877,6 +934,13 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
 {
     if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
         return;
+    if (t->leased && rl_gate.fleet_lease) {
+        if (kind == RL_KIND_SEND && units <= t->calls)
+            fleet_lease_refund(units, 0);
+        else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
+            fleet_lease_refund(0, units);
+        return;
+    }
     if (t->leased) {
         /* Back into the lease it came from, if the thread still holds it
          * (else it stays spent: never more than was granted). */
@@ -906,6 +970,12 @@ void rl_gate_finish(void)
     if (rl_gate.cfg == NULL)
         return;
     rl_lease_finish();
+    if (rl_gate.fleet_lease) {
+        struct budget *b =
+            atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+        if (b != NULL && b->fleet.w != NULL)
+            rl_fleet_finish(rl_gate.rule, &b->fleet);
+    }
     if (rl_gate.report.on) {
         rl_lease_report();
         rl_report_write();
@@ -914,15 +984,22 @@ void rl_gate_finish(void)
 
 uint64_t rl_gate_send_leased(uint64_t len, bool stream)
 {
-    if (!rl_gate.lease.on)
+    if (!rl_gate.lease.on && !rl_gate.fleet_lease)
         return 0;
     uint64_t want = stream && len > rl_gate.max_bytes ? rl_gate.max_bytes : len;
-    return want > 0 && rl_lease_take(want) ? want : 0;
+    if (want == 0)
+        return 0;
+    if (rl_gate.fleet_lease)
+        return fleet_leased(want) ? want : 0;
+    return rl_lease_take(want) ? want : 0;
 }
 
 void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
 {
-    rl_lease_refund(calls, bytes);
+    if (rl_gate.fleet_lease)
+        fleet_lease_refund(calls, bytes);
+    else
+        rl_lease_refund(calls, bytes);
 }
 
 uint64_t rl_gate_send_eta(uint64_t bytes)

@@ -15,6 +15,7 @@
 #include "limit/limit.h"
 #include "policy/budget.h"
 #include "policy/config.h"
+#include "policy/fleet_lease.h"
 #include "policy/identity.h"
 #include "state/store.h"
 #include "util/atomics.h"
@@ -27,6 +28,8 @@ struct budget {
     struct rl_store *store;
     struct rl_slot slot;
     rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
+    /* A fleet budget's lease of send units (fleet_lease.h); w NULL: none. */
+    struct rl_fleet_pool fleet;
     /* The budget this one replaced: never freed, since another thread may
      * still be deciding in it, and kept reachable from here. */
     struct budget *replaced;
@@ -59,6 +62,9 @@ struct rl_gate {
     char user[RL_IDENTITY_MAX + 16];
     uint64_t max_bytes;
     struct rl_lease_conf lease;
+    /* Sends of a fleet budget spend the host's lease (fleet_lease.h):
+     * the fleet's counterpart of lease.on, fixed at init. */
+    bool fleet_lease;
     struct rl_report report;
 
     /* The budget in use: swapped when the segment goes stale (another

@@ -11,6 +11,14 @@
  *                   (1.00: one atomic script per decision, no retry loop)
  *   exact rate      a 1,000,000/s byte budget: 1,000,000 at once, then
  *                   what 100 ms of steady asking got (ideal 100,000)
+ *   per send        one send call out of the host's lease of a fleet
+ *                   budget vs out of a host budget (its thread's lease),
+ *                   far from the limit: medians of alternating runs, as a
+ *                   ratio (target <= 1.1)
+ *   no round trip   a steady 20,000 sends/s for 1 s on a 100,000/s fleet
+ *                   budget, after 300 ms of warm-up: the share of sends
+ *                   decided with no EVALSHA (counted at the server;
+ *                   target >= 99 %)
  *
  * Targets are reported, not enforced (the machine is shared); the exit
  * status is 0 unless the benchmark could not run. */
@@ -110,6 +118,129 @@ static void *hot(void *arg)
         (*count)++;
     }
     return NULL;
+}
+
+/* ns per send call over `n` calls of this process's gate, after `warm_ns`
+ * of calls (a fleet lease's size follows the host's rate: it needs one
+ * rate window to grow). */
+static double per_send(uint64_t warm_ns, int n)
+{
+    struct sockaddr_in a = dest();
+    struct rl_gate_ticket t;
+    uint64_t end = rl_clock_now_ns() + warm_ns;
+    while (rl_clock_now_ns() < end)
+        rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
+    uint64_t t0 = rl_clock_now_ns();
+    for (int i = 0; i < n; i++)
+        rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
+    return (double)(rl_clock_now_ns() - t0) / n;
+}
+
+/* per_send in a fresh process of config `cfg` and state dir `sd`. */
+static double per_send_in_child(const char *cfg, const char *sd)
+{
+    double *r = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    *r = 0;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        mkdir(sd, 0700);
+        setenv("RLSHIM_STATE_DIR", sd, 1);
+        gate_with(cfg);
+        *r = per_send(300000000u, 2000000);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    double v = *r;
+    munmap(r, sizeof(double));
+    return v;
+}
+
+/* Per send, fleet lease vs host budget, for the limits `limits`. */
+static void lease_cost(const char *limits)
+{
+    char fcfg[512], hcfg[256], sd[128];
+    snprintf(fcfg, sizeof fcfg,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\n[user:bench]\n"
+             "scope = fleet\n%s",
+             R.port, limits);
+    snprintf(hcfg, sizeof hcfg, "[user:bench]\n%s", limits);
+    enum { RUNS = 7 };
+    double f[RUNS], h[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        snprintf(sd, sizeof sd, "%s/send-host%d", dir, i);
+        h[i] = per_send_in_child(hcfg, sd);
+        snprintf(sd, sizeof sd, "%s/send-fleet%d", dir, i);
+        f[i] = per_send_in_child(fcfg, sd);
+    }
+    qsort(f, RUNS, sizeof *f, cmp);
+    qsort(h, RUNS, sizeof *h, cmp);
+    char what[128];
+    snprintf(what, sizeof what, "%s", limits);
+    for (char *c = what; *c; c++)
+        if (*c == '\n')
+            *c = *(c + 1) ? ',' : '\0';
+    printf("per send (%s): fleet lease %.1f ns, host budget %.1f ns: %.2fx "
+           "(target <= 1.1x; medians of %d alternating runs)\n",
+           what, f[RUNS / 2], h[RUNS / 2], f[RUNS / 2] / h[RUNS / 2], RUNS);
+}
+
+/* Steady sends at `rate`/s for `secs` in this process's gate; returns how
+ * many were granted. */
+static long paced_sends(double rate, double secs)
+{
+    struct sockaddr_in a = dest();
+    struct rl_gate_ticket t;
+    uint64_t t0 = rl_clock_now_ns(), step = (uint64_t)(1e9 / rate);
+    long n = (long)(rate * secs), got = 0;
+    for (long i = 0; i < n; i++) {
+        while (rl_clock_now_ns() < t0 + (uint64_t)i * step)
+            ;
+        got += rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100) ==
+               RL_GATE_GO;
+    }
+    return got;
+}
+
+static void no_round_trip(void)
+{
+    char cfg[512], out[64], sd[128];
+    snprintf(cfg, sizeof cfg,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\n[user:steady]\n"
+             "scope = fleet\nsend = 100000/s\n",
+             R.port);
+    snprintf(sd, sizeof sd, "%s/steady", dir);
+    long *res = mmap(NULL, 2 * sizeof(long), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        mkdir(sd, 0700);
+        setenv("RLSHIM_STATE_DIR", sd, 1);
+        struct rl_config *c = NULL;
+        struct rl_diag d = {0};
+        if (rl_config_load_string(cfg, "bench.ini", &c, &d) != 0)
+            _exit(1);
+        struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+        snprintf(id.key, sizeof id.key, "steady");
+        char why[256];
+        if (rl_gate_init(c, &id, why, sizeof why) != 0)
+            _exit(1);
+        paced_sends(20000, 0.3);
+        redis_cli(&R, "CONFIG RESETSTAT", out, sizeof out);
+        res[0] = (long)(20000 * 1.0);
+        res[1] = paced_sends(20000, 1.0);
+        _exit(0);
+    }
+    waitpid(pid, NULL, 0);
+    long evals = redis_calls(&R, "evalsha");
+    printf("steady 20,000 sends/s on a 100,000/s fleet budget: %ld of %ld "
+           "granted, %ld EVALSHA: %.2f %% without a round trip (target >= "
+           "99 %%)\n",
+           res[1], res[0], evals,
+           res[0] > 0 ? 100.0 * (1.0 - (double)evals / (double)res[0]) : 0.0);
+    munmap(res, 2 * sizeof(long));
 }
 
 int main(void)
@@ -216,6 +347,10 @@ int main(void)
         _exit(0);
     }
     waitpid(pid, NULL, 0);
+
+    lease_cost("send = 100000000/s\n");
+    lease_cost("send = 100000000/s\nsend_bytes = 10GB/s\n");
+    no_round_trip();
     redis_kill(&R);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

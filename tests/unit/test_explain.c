@@ -94,6 +94,28 @@ Test(explain, a_per_destination_site_names_the_destination_and_max_open)
     cr_expect(strstr(out, "max_open 2") != NULL, "%s", out);
 }
 
+Test(explain, says_where_a_budget_lives_fleet_or_host)
+{
+    /* No Redis needed: --explain reads the config, it does not connect. */
+    write_ini("[rlshim]\nfleet = redis://127.0.0.1:1\n"
+              "[user:crawler]\nscope = fleet\nconnect = 10/s\n"
+              "send = 1000/s\nto = 10.0.0.0/8\n"
+              "[default]\nconnect = 5/s\n");
+    char args[512];
+    snprintf(args, sizeof args, "check -c '%s' --explain -k crawler 10.1.2.3",
+             ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "lives: in the fleet's Redis redis://127.0.0.1:1 "
+                          "(keys rlshim:{user:crawler|crawler}:*)") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "leased to this host ahead") != NULL, "%s", out);
+    snprintf(args, sizeof args, "check -c '%s' --explain -k other 10.1.2.3",
+             ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "lives: on this host") != NULL, "%s", out);
+    cr_expect(strstr(out, "Redis") == NULL, "%s", out);
+}
+
 Test(explain, refuses_explain_without_a_target_and_k_without_explain)
 {
     write_ini(config);

@@ -16,7 +16,17 @@
  * one connect before it forks (so that the children inherit a process
  * that has a connection to Redis: each must open its own);
  * FLEET_PARENT_TOO=1: the parent runs THREADS threads of its own as well
- * (its connection and its children's are then in use at once). */
+ * (its connection and its children's are then in use at once).
+ *
+ *   fleet_client sends PORT PROCS RATE SECONDS
+ *
+ * Forks PROCS processes; each opens one connection to 127.0.0.1:PORT and
+ * sends one byte per send() at RATE a second (paced, a denied send is not
+ * tried again) for SECONDS. FLEET_CHAOS=K: the parent SIGKILLs one of its
+ * children at random, K times spread over the first
+ * FLEET_CHAOS_SECS (default: half the run), and forks a replacement each
+ * time. Prints ok=N denied=N kills=N (ok and denied as the children
+ * counted them; the server counts what arrived). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -28,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,8 +90,82 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* One connection, one byte per send at `rate`/s until `end`. */
+static void sender(double rate, double end)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        _exit(1);
+    double next = now_s();
+    while (now_s() < end) {
+        ssize_t r = send(fd, "x", 1, MSG_NOSIGNAL);
+        if (r == 1) {
+            atomic_fetch_add(&tot->ok, 1);
+        } else if (errno == EPIPE || errno == ECONNRESET || errno == EBADF) {
+            break;
+        } else {
+            atomic_fetch_add(&tot->denied, 1);
+        }
+        next += 1.0 / rate;
+        double w = next - now_s();
+        if (w > 0)
+            usleep((useconds_t)(w * 1e6));
+    }
+    close(fd);
+    _exit(0);
+}
+
+static pid_t spawn_sender(double rate, double end)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        sender(rate, end);
+    return pid;
+}
+
+static int sends(int procs, double rate)
+{
+    pid_t kids[64];
+    int n = procs < 64 ? procs : 64, kills = 0;
+    const char *chaos = getenv("FLEET_CHAOS");
+    const char *csecs = getenv("FLEET_CHAOS_SECS");
+    int k = chaos != NULL ? atoi(chaos) : 0;
+    double span = csecs != NULL ? atof(csecs) : seconds / 2;
+    double t0 = now_s(), end = t0 + seconds;
+    for (int i = 0; i < n; i++)
+        kids[i] = spawn_sender(rate, end);
+    srand((unsigned)getpid());
+    for (int j = 0; j < k; j++) {
+        double at = t0 + span * (j + 1) / (k + 1);
+        while (now_s() < at)
+            usleep(1000);
+        int i = rand() % n;
+        if (kill(kids[i], SIGKILL) == 0) {
+            waitpid(kids[i], NULL, 0);
+            kills++;
+        }
+        kids[i] = spawn_sender(rate, end);
+    }
+    while (wait(NULL) > 0)
+        ;
+    printf("ok=%ld denied=%ld kills=%d\n", atomic_load(&tot->ok),
+           atomic_load(&tot->denied), kills);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 6 && strcmp(argv[1], "sends") == 0) {
+        port = atoi(argv[2]);
+        seconds = atof(argv[5]);
+        tot = mmap(NULL, sizeof *tot, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (tot == MAP_FAILED)
+            return 1;
+        return sends(atoi(argv[3]), atof(argv[4]));
+    }
     if (argc != 6 || strcmp(argv[1], "connects") != 0) {
         fprintf(stderr, "usage: fleet_client connects PORT PROCS THREADS "
                         "SECONDS\n");
