@@ -79,6 +79,23 @@ static void give_back(struct entry *e)
     }
 }
 
+/* The entry of fd for a newer decision, under mu: an older one (a hold;
+ * an older turn cannot be there, a send spends it first) gives its units
+ * back and is reused (*r = 0), else a new one is made (*r = 1). NULL and
+ * *r = -ENOSPC when the table is full. */
+static struct entry *renew(int fd, int *r)
+{
+    struct entry *e = find(fd);
+    if (e != NULL) {
+        give_back(e);
+        *r = 0;
+        return e;
+    }
+    e = make(fd);
+    *r = e != NULL ? 1 : -ENOSPC;
+    return e;
+}
+
 int rl_ready_hold(int fd, uint64_t until)
 {
     pthread_mutex_lock(&mu);
@@ -104,19 +121,9 @@ static int keep(int fd, int what, const struct rl_gate_ticket *t,
                 const struct sockaddr *sa, socklen_t len)
 {
     pthread_mutex_lock(&mu);
-    int r = 1;
-    struct entry *e = find(fd);
+    int r;
+    struct entry *e = renew(fd, &r);
     if (e != NULL) {
-        /* A hold (or an older turn: cannot happen, a send spends it
-         * first) is replaced by the newer decision. */
-        give_back(e);
-        r = 0;
-    } else {
-        e = make(fd);
-    }
-    if (e == NULL) {
-        r = -ENOSPC;
-    } else {
         e->what = what;
         e->taken = false;
         e->t = *t;
@@ -163,17 +170,9 @@ int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
         t->open_full == NULL)
         return -EINVAL;
     pthread_mutex_lock(&mu);
-    int r = 1;
-    struct entry *e = find(fd);
+    int r;
+    struct entry *e = renew(fd, &r);
     if (e != NULL) {
-        give_back(e);
-        r = 0;
-    } else {
-        e = make(fd);
-    }
-    if (e == NULL) {
-        r = -ENOSPC;
-    } else {
         bool again = r == 0 && e->what == RL_READY_OPEN;
         e->what = RL_READY_OPEN;
         e->taken = false;
@@ -227,17 +226,9 @@ int rl_ready_take_open(int fd, uint64_t now, bool force,
 int rl_ready_fail(int fd, int err)
 {
     pthread_mutex_lock(&mu);
-    int r = 1;
-    struct entry *e = find(fd);
+    int r;
+    struct entry *e = renew(fd, &r);
     if (e != NULL) {
-        give_back(e);
-        r = 0;
-    } else {
-        e = make(fd);
-    }
-    if (e == NULL) {
-        r = -ENOSPC;
-    } else {
         e->what = RL_READY_FAILED;
         e->taken = false;
         e->err = err;
