@@ -151,16 +151,8 @@ int rl_cmd_reset(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            fprintf(stderr, "rlshim reset: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "rlshim reset: unknown option '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
+        default: /* ':' or '?' */
+            return rl_cli_bad_option("reset", c, argv, usage);
         }
     }
     if (argc - optind > 1) {

@@ -427,16 +427,8 @@ int rl_cmd_stat(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            fprintf(stderr, "rlshim stat: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "rlshim stat: unknown option '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
+        default: /* ':' or '?' */
+            return rl_cli_bad_option("stat", c, argv, usage);
         }
     }
     if (optind != argc) {

@@ -435,16 +435,8 @@ int rl_cmd_timeline(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            fprintf(stderr, "rlshim timeline: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "rlshim timeline: unknown option '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
+        default: /* ':' or '?' */
+            return rl_cli_bad_option("timeline", c, argv, usage);
         }
     }
     if (optind != argc - 1) {

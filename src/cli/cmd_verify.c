@@ -214,16 +214,8 @@ int rl_cmd_verify(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            fprintf(stderr, "rlshim verify: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
-        default:
-            fprintf(stderr, "rlshim verify: unknown option '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
+        default: /* ':' or '?' */
+            return rl_cli_bad_option("verify", c, argv, usage);
         }
     }
     if (optind != argc - 1 || !have_limit) {
