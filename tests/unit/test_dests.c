@@ -18,6 +18,7 @@
 #include "policy/config.h"
 #include "policy/dests.h"
 #include "policy/gate.h"
+#include "gate_fixture.h"
 #include "policy/names.h"
 #include "../dests_race.h"
 
@@ -25,37 +26,23 @@
 #define S 1000000000ull
 #define T0 (1000 * S)
 
-static char dir[64];
 static struct rl_gate_ticket t;
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/rlshim-dests-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    setenv("RLSHIM_STATE_DIR", dir, 1);
+    fixture_state_dir("dests");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    fixture_state_dir_remove();
 }
 
 TestSuite(dests, .init = setup, .fini = teardown, .timeout = 60);
 
 static void gate_as(const char *key, const char *text)
 {
-    struct rl_config *cfg = NULL;
-    struct rl_diag diag = {0};
-    int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
-    cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
-    rl_diag_free(&diag);
-    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
-    snprintf(id.key, sizeof id.key, "%s", key);
-    char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    fixture_gate(key, text);
 }
 
 static struct sockaddr_in v4(const char *ip, int port)

@@ -10,24 +10,20 @@
 
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "gate_fixture.h"
 #include "policy/names.h"
 
-static char dir[64], ini[128], out[16384];
+static char ini[128], out[16384];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/rlshim-explain-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(ini, sizeof ini, "%s/t.ini", dir);
-    setenv("RLSHIM_STATE_DIR", dir, 1);
+    fixture_state_dir("explain");
+    snprintf(ini, sizeof ini, "%s/t.ini", fixture_dir);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    fixture_state_dir_remove();
 }
 
 TestSuite(explain, .init = setup, .fini = teardown);

@@ -12,43 +12,30 @@
 
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "gate_fixture.h"
 #include "policy/names.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
 #define T0 (1000 * S)
 
-static char dir[64];
 static struct rl_gate_ticket t;
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/rlshim-sites-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    setenv("RLSHIM_STATE_DIR", dir, 1);
+    fixture_state_dir("sites");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    fixture_state_dir_remove();
 }
 
 TestSuite(site_gate, .init = setup, .fini = teardown);
 
 static void gate_as(const char *key, const char *text)
 {
-    struct rl_config *cfg = NULL;
-    struct rl_diag diag = {0};
-    int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
-    cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
-    rl_diag_free(&diag);
-    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
-    snprintf(id.key, sizeof id.key, "%s", key);
-    char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    fixture_gate(key, text);
 }
 
 static struct sockaddr_in v4(const char *ip, int port)
