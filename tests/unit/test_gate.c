@@ -422,10 +422,8 @@ Test(gate, counts_leased_units_when_spent_not_when_taken)
 
 static int hold_pipe[2], go_pipe[2];
 
-/* Checks that a lease is still out right after its holder's last call
- * (`last`, CLOCK_MONOTONIC ns): a denial changes nothing. Meaningful only
- * while the record cannot be idle yet (under 4 ms, a tick of the coarse
- * clock); a slower machine skips it, saying so. */
+/* Sleeps until 10 ms after `last` (CLOCK_MONOTONIC ns, read after the
+ * holder's last call returned, so no earlier than the record's stamp). */
 static void ten_ms_after(uint64_t last)
 {
     uint64_t since = rl_clock_now_ns() - last;
@@ -433,16 +431,25 @@ static void ten_ms_after(uint64_t last)
         sleep_ms((unsigned)((10 * MS - since + MS - 1) / MS));
 }
 
-static void still_out(uint64_t rest, uint64_t last)
+/* Checks that a lease is still out right after its holder's last call
+ * (`last`): a denial changes nothing. Meaningful only while the record
+ * cannot be idle yet (under 4 ms; idle is 8 ms); a slower machine skips
+ * it, saying so. A late call may find the record idle and take the whole
+ * `rest`: then true, the lease came back already (the caller must not ask
+ * for `rest` again, the bucket is spent). */
+static bool still_out(uint64_t rest, uint64_t last)
 {
     int act = whole(rest);
     uint64_t took = rl_clock_now_ns() - last;
     if (took < 4 * MS)
         cr_expect_eq(act, RL_GATE_FAIL, "the lease is out of the bucket");
-    else
-        cr_log_warn("%.1f ms after the holder's last call: too late to "
-                    "see the lease out of the bucket",
-                    (double)took / MS);
+    else /* Said on stderr: Criterion exits 1 after a cr_log_warn. */
+        fprintf(stderr,
+                "%.1f ms after the holder's last call: too late to see the "
+                "lease out of the bucket%s\n",
+                (double)took / MS,
+                act == RL_GATE_GO ? " (it came back already)" : "");
+    return act == RL_GATE_GO;
 }
 
 /* Takes a lease, says so, then blocks in read() holding it. */
@@ -485,10 +492,11 @@ Test(gate, a_lease_held_by_a_blocked_thread_comes_back_within_10_ms)
     cr_assert_eq(read(hold_pipe[0], &last, sizeof last), sizeof last);
     uint64_t rest = 64000 - 20;
     /* Asked here, at once: a fork may take longer than the lease lives. */
-    still_out(rest, last);
+    bool back = still_out(rest, last);
     ten_ms_after(last);
-    cr_expect_eq(child_takes_all(rest), 1,
-                 "another process gets the whole budget back after 10 ms");
+    if (!back)
+        cr_expect_eq(child_takes_all(rest), 1,
+                     "another process gets the whole budget back after 10 ms");
     char c = 1;
     cr_assert_eq(write(go_pipe[1], &c, 1), 1);
     pthread_join(th, NULL);
@@ -515,12 +523,13 @@ Test(gate, a_lease_held_by_a_killed_process_comes_back_within_10_ms)
     cr_assert_eq(read(hold_pipe[0], &last, sizeof last), sizeof last);
     cr_assert_neq(last, 0, "the child could not take a lease");
     uint64_t rest = 64000 - 20;
-    still_out(rest, last);
+    bool back = still_out(rest, last);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     ten_ms_after(last);
-    cr_expect_eq(whole(rest), RL_GATE_GO,
-                 "the whole budget is back 10 ms after the holder died");
+    if (!back)
+        cr_expect_eq(whole(rest), RL_GATE_GO,
+                     "the whole budget is back 10 ms after the holder died");
     /* What the dead process spent is counted by whoever took it back. */
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 20 + rest);
 }

@@ -404,7 +404,7 @@ Test(stat, says_counters_are_per_process_under_state_process)
 
 /* A lease as the gate keeps one (policy/lease.c): `taken` bytes out of
  * bulk's bucket into record 0, `spent` of them spent, the holder's last
- * call `ago_ms` ago on the coarse clock (negative: a live lease that stays
+ * call `ago_ms` ago on CLOCK_MONOTONIC (negative: a live lease that stays
  * live however slowly the CLI starts). Returns the record's words. */
 static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, int ago_ms)
 {
@@ -434,9 +434,7 @@ static rl_atomic_u64 *lease(uint64_t taken, uint64_t spent, int ago_ms)
     struct rl_lease_units u = {{0}, {0}};
     u.left[RL_KIND_SEND_BYTES] = taken - spent;
     u.spent[RL_KIND_SEND_BYTES] = spent;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = rl_clock_now_ns();
     rl_store_relaxed_u64(&rec[1], now - (uint64_t)((int64_t)ago_ms * 1000000));
     rl_store_relaxed_u64(&rec[0], rl_lease_pack(1, &u));
     rl_store_relaxed_u64(&area[0], 1);
