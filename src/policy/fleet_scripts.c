@@ -38,9 +38,13 @@ const char rl_fleet_lua_bucket[] =
     "    used = used - ret * p\n"
     "    if used < 0 then used = 0 end\n"
     "  end\n"
+    /* What a host spent while Redis was away, charged on its return down
+     * to one burst below empty: hosts come back one by one, and a debt
+     * capped at empty would leave the bucket's regained burst to the
+     * first one back (a burst on return). */
     "  if debt > 0 then\n"
     "    used = used + debt * p\n"
-    "    if used > b * p then used = b * p end\n"
+    "    if used > 2 * b * p then used = 2 * b * p end\n"
     "  end\n"
     "  local a = math.floor((b * p - used) / p)\n"
     "  if a < 0 then a = 0 end\n"
@@ -108,7 +112,7 @@ const char rl_fleet_lua_window[] =
     "  local cnt = redis.call('ZCARD', KEYS[i])\n"
     "  if debt > 0 then\n"
     "    local d = debt\n"
-    "    if d > c - cnt then d = c - cnt end\n"
+    "    if d > 2 * c - cnt then d = 2 * c - cnt end\n"
     "    for j = 1, d do\n"
     "      redis.call('ZADD', KEYS[i], now, id .. ':d' .. j)\n"
     "    end\n"

@@ -193,7 +193,7 @@ Test(fleet, three_hosts_of_32_threads_share_one_connect_budget)
     } else {
         /* The outage bound: a process away spends its host's share, the
          * host budget drained as it leaves (no burst); what it spent is
-         * charged on its return as far as the fleet bucket holds it, so
+         * charged on its return, down to one burst below empty, so
          * each return may leave at most one burst (10) uncharged. */
         int bound = limit + 10 * away;
         printf("fleet connects: %d admitted by 3 hosts in 5 s, %d processes "
@@ -228,7 +228,23 @@ Test(fleet, sliding_window_never_admits_more_than_5_in_any_second)
         if (c > worst)
             worst = c;
     }
-    cr_expect_leq(worst, 5, "%d connects in one second", worst);
+    int away = hosts_err_lines(3, 0, "fleet Redis");
+    if (away == 0) {
+        printf("fleet window: at most %d in any second, Redis answered every "
+               "call in time: strict bound 5\n",
+               worst);
+        cr_expect_leq(worst, 5, "%d connects in one second", worst);
+    } else {
+        /* A process with no reply within 50 ms is away (SPEC §8): its
+         * host's share (5/3 a second) may stand beside what Redis admitted
+         * in the same second, so the hosts' shares together at most double
+         * the window. */
+        printf("fleet window: at most %d in any second, %d processes fell "
+               "back: outage bound 10, not the strict 5\n",
+               worst, away);
+        cr_expect_leq(worst, 10, "%d connects in one second with %d "
+                      "fallbacks", worst, away);
+    }
 }
 
 Test(fleet, three_uploading_hosts_share_one_byte_rate)
