@@ -130,6 +130,28 @@ Test(dests, a_site_override_before_the_catch_all)
                      h_server_count(&srv[i], ""));
 }
 
+/* The times (server clock, sorted) at which server s accepted the
+ * connections of its requests: the connects, as near as a server sees
+ * them (a request's own time lags behind its connect by what a loaded
+ * machine takes to run the client on). */
+static int accepts(const struct server *s, double *t, int max)
+{
+    char line[512];
+    int n = 0;
+    for (; n < max; n++) {
+        h_server_line(s, "", n, line, sizeof line);
+        if (line[0] == '\0' ||
+            sscanf(line, "%*f %*s %*d %*s %*f %lf", &t[n]) != 1)
+            break;
+        for (int k = n; k > 0 && t[k] < t[k - 1]; k--) {
+            double x = t[k];
+            t[k] = t[k - 1];
+            t[k - 1] = x;
+        }
+    }
+    return n;
+}
+
 /* README "Politeness per site": conf/crawler.ini's catch-all (one connect
  * a second and two open at once to each host, delay mode), 6 python
  * urllib fetchers per host started at once (blocking sockets). Each host
@@ -160,16 +182,18 @@ static void six_fetchers_per_host(const char *algorithm)
         cr_expect_eq(h_server_wait(&srv[i], "", 6, 2), 6, "%s got %d", host[i],
                      h_server_count(&srv[i], ""));
         double t[64];
-        int n = times(&srv[i], t, 64);
+        int n = accepts(&srv[i], t, 64);
         char seen[400] = "";
         size_t sl = 0;
         for (int k = 0; k < n && sl < sizeof seen - 16; k++)
             sl += (size_t)snprintf(seen + sl, sizeof seen - sl, " %.3f",
                                    t[k] - t[0]);
-        /* One a second: a few ms of the server's own handling aside. */
+        /* One connect a second, less 100 ms: a loaded machine may
+         * accept one late (24 clients start at once on it). A double
+         * turn is a few ms apart. */
         for (int k = 1; k < n; k++)
             cr_expect_geq(t[k] - t[k - 1], 0.9,
-                          "%s (%s): requests %d and %d only %.3f s apart "
+                          "%s (%s): connections %d and %d only %.3f s apart "
                           "(at%s s)",
                           host[i], algorithm, k - 1, k, t[k] - t[k - 1], seen);
         fprintf(stderr, "dests %s: %s at%s s\n", algorithm, host[i], seen);
