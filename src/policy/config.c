@@ -35,8 +35,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/names.h"
 #include "policy/fleet_addr.h"
+#include "policy/names.h"
 #include "policy/suggest.h"
 #include "util/hash.h"
 #include "util/parse.h"
@@ -90,8 +90,7 @@ static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
-static const char *const fallback_names[] = {"share", "local", "allow",
-                                            "deny"};
+static const char *const fallback_names[] = {"share", "local", "allow", "deny"};
 static const char *const scope_names[] = {"host", "fleet"};
 static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
@@ -109,8 +108,7 @@ static const struct words unknown_words = {unknown_names, NULL,
                                            NELEM(unknown_names)};
 static const struct words fallback_words = {fallback_names, NULL,
                                             NELEM(fallback_names)};
-static const struct words scope_words = {scope_names, NULL,
-                                         NELEM(scope_names)};
+static const struct words scope_words = {scope_names, NULL, NELEM(scope_names)};
 static const struct words io_uring_words = {io_uring_names, NULL,
                                             NELEM(io_uring_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
@@ -507,8 +505,8 @@ static void p_log(struct pstate *ps, const struct key *k, void *field,
 }
 
 /* SPEC §9: one JSON line per decision; absolute, like `log`. */
-static void p_decision_log(struct pstate *ps, const struct key *k,
-                           void *field, const char *v)
+static void p_decision_log(struct pstate *ps, const struct key *k, void *field,
+                           const char *v)
 {
     char **path = field;
 
@@ -756,8 +754,9 @@ static void p_fleet_password(struct pstate *ps, const struct key *k,
         return;
     }
     if (stat(v, &st) != 0) {
-        err(ps, ps->lineno, "'fleet_password' in [rlshim]: cannot read '%s': %s",
-            v, strerror(errno));
+        err(ps, ps->lineno,
+            "'fleet_password' in [rlshim]: cannot read '%s': %s", v,
+            strerror(errno));
         return;
     }
     if (!S_ISREG(st.st_mode) || (st.st_mode & 0137) != 0) {
@@ -883,9 +882,8 @@ static void unknown_section(struct pstate *ps, const char *sec)
             }
         }
         if (best != NULL) {
-            err(ps, ps->lineno,
-                "unknown section [%s] (did you mean [%s%s%s]?)", sec, best,
-                label, meta);
+            err(ps, ps->lineno, "unknown section [%s] (did you mean [%s%s%s]?)",
+                sec, best, label, meta);
             return;
         }
     }
@@ -1194,10 +1192,35 @@ static unsigned key_line(const struct sect *s, const char *name)
     return 0;
 }
 
+/* `scope = fleet` where fleet.c does not decide: a site's budgets and
+ * per-destination budgets are this host's (gate.c charges the fleet only
+ * for the user's own rule), so a budget the user believes shared would be
+ * counted on each host. Refused where it is written. */
+static void refuse_local_fleet(struct pstate *ps, const struct sect *s)
+{
+    const struct rl_rule *r = &ps->cfg->rules[s->rule];
+    if (r->scope != RL_SCOPE_FLEET)
+        return;
+    if (r->site != NULL)
+        err(ps, key_line(s, "scope"),
+            "scope = fleet is not supported in [site:...] sections yet: "
+            "[%s] would be counted on each host (scope = fleet applies to a "
+            "[user:...] or [default] rule)",
+            s->name);
+    else if (r->per == RL_PER_DESTINATION)
+        err(ps, key_line(s, "scope"),
+            "scope = fleet is not supported with per = destination yet: "
+            "each destination's budget in [%s] would be counted on each host",
+            s->name);
+}
+
 /* Fleet keys that mean nothing without `fleet`: an error, since a budget
  * the user believes shared would be host-wide. */
 static void settle_fleet(struct pstate *ps)
 {
+    for (size_t i = 0; i < ps->nsects; i++)
+        if (sect_kinds[ps->sects[i].kind].rule)
+            refuse_local_fleet(ps, &ps->sects[i]);
     for (size_t i = 0; i < ps->nsects; i++) {
         const struct sect *s = &ps->sects[i];
         if (ps->cfg->fleet != NULL)
@@ -1207,7 +1230,9 @@ static void settle_fleet(struct pstate *ps)
             if (l != 0 && ps->cfg->fleet_password != NULL)
                 err(ps, l, "'fleet_password' without 'fleet' in [rlshim]");
         } else if (sect_kinds[s->kind].rule &&
-                   ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET) {
+                   ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET &&
+                   ps->cfg->rules[s->rule].site == NULL &&
+                   ps->cfg->rules[s->rule].per != RL_PER_DESTINATION) {
             err(ps, key_line(s, "scope"),
                 "'scope = fleet' in [%s] needs 'fleet = redis://...' in "
                 "[rlshim]",

@@ -115,7 +115,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         dlog = c->decision_log;
     if (rl_declog_setup(dlog) < 0)
         rl_log_stderr("decision_log %s: not an absolute path, or too long: "
-                      "decisions are not logged", dlog);
+                      "decisions are not logged",
+                      dlog);
     g->rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
                                   id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
@@ -475,8 +476,8 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
     if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
         if (rule->per == RL_PER_DESTINATION) {
             namelen = rl_dests_peer_name(&p, name);
-            if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user),
-                          name, namelen))
+            if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user), name,
+                          namelen))
                 add_budget(t, b); /* no room at all: the rule's own */
         } else {
             add_budget(t, b);
@@ -599,22 +600,21 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
         rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units,
                              c->name, c->fd, c->sa, c->salen);
     bool dry = by != NULL ? by->dry_run : dry_run();
-    const struct verdict_line d = {dry ? "would deny" : "denied",
-                                   kind,
-                                   units,
-                                   0,
-                                   dry,
-                                   by,
-                                   t->open_full != NULL && by != NULL
-                                       ? by->max_open
-                                       : 0};
+    const struct verdict_line d = {
+        dry ? "would deny" : "denied",
+        kind,
+        units,
+        0,
+        dry,
+        by,
+        t->open_full != NULL && by != NULL ? by->max_open : 0};
     log_event(t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
     t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = by != NULL                ? by->deny_errno
+    t->err = by != NULL             ? by->deny_errno
              : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
                                     : rl_gate.cfg->deny_errno;
     return RL_GATE_FAIL;
@@ -650,6 +650,7 @@ static void granted(struct rl_gate_ticket *t, const struct call *c)
 }
 
 static bool open_take(struct rl_gate_ticket *t);
+static void open_untake(struct rl_gate_ticket *t);
 
 static void ticket(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
@@ -668,11 +669,21 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
     charges(t, fd, sa, salen);
-    uint64_t g;
-    if (!take(t, RL_KIND_CONNECT, 1, 1, &g))
-        return deny(t, RL_KIND_CONNECT, 1, &c);
+    /* The max_open place first, then the rate's turn: a connect that
+     * waits for a place takes its turn only once it has one, in the order
+     * of every other connect. Taken the other way round, the turn was
+     * given back when no place was free, and a give-back is exact only
+     * for the newest turn: a sliding window forgot the turn its take had
+     * replaced, a token bucket handed a turn already reserved by another
+     * connect to the next one (two at once). Giving back a place is
+     * exact (a count). */
     if (!open_take(t))
         return deny(t, RL_KIND_CONNECT, 1, &c);
+    uint64_t g;
+    if (!take(t, RL_KIND_CONNECT, 1, 1, &g)) {
+        open_untake(t);
+        return deny(t, RL_KIND_CONNECT, 1, &c);
+    }
     granted(t, &c);
     return RL_GATE_GO;
 }
@@ -699,8 +710,16 @@ static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
     return slot.words;
 }
 
+/* Give back the places open_take held (the rate denied the connect). */
+static void open_untake(struct rl_gate_ticket *t)
+{
+    for (unsigned j = 0; j < t->nopen; j++)
+        rl_open_release(t->open[j]);
+    t->nopen = 0;
+}
+
 /* Hold a connection in every charge with max_open: true, or false with
- * nothing held, the connect's units given back and t->open_full set. */
+ * nothing held and t->open_full set. Takes nothing of the rate. */
 static bool open_take(struct rl_gate_ticket *t)
 {
     t->nopen = 0;
@@ -718,10 +737,7 @@ static bool open_take(struct rl_gate_ticket *t)
             t->open[t->nopen++] = area;
             continue;
         }
-        for (unsigned j = 0; j < t->nopen; j++)
-            rl_open_release(t->open[j]);
-        t->nopen = 0;
-        untake_all(t, RL_KIND_CONNECT, 1);
+        open_untake(t);
         t->denier = c->rule;
         t->open_full = area;
         t->open_seq = seq;

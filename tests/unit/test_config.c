@@ -768,3 +768,48 @@ Test(dest, parses_each_form_and_matches_a_peer)
     cr_expect(rl_dests_cover(NULL, 0, &in, sizeof in));
     cr_expect_not(rl_dests_cover(NULL, 0, &in, sizeof in - 1));
 }
+
+/* A site's budgets and per-destination budgets are this host's (fleet.c
+ * decides only a user's own rule): `scope = fleet` there would be a
+ * budget the user believes shared but counted per host, so it is refused
+ * where it is written, with or without `fleet` (issue 11). */
+Test(config, refuses_scope_fleet_in_a_site_or_per_destination)
+{
+    static const char fleet[] = "[rlshim]\nfleet = redis://127.0.0.1:6379\n";
+    char text[400];
+    snprintf(text, sizeof text,
+             "%s[site:every-host]\nper = destination\nconnect = 1/s\n"
+             "scope = fleet\n",
+             fleet);
+    struct rl_diag d = load_bad(text);
+    cr_expect_str_eq(d.msgs[0],
+                     "t.ini:6: scope = fleet is not supported in [site:...] "
+                     "sections yet: [site:every-host] would be counted on "
+                     "each host (scope = fleet applies to a [user:...] or "
+                     "[default] rule)");
+    rl_diag_free(&d);
+    /* Without `fleet`, the same line is named (not "needs fleet"). */
+    d = load_bad("[site:wiki]\nto = wikipedia.org\nscope = fleet\n"
+                 "connect = 10/s\n");
+    cr_expect_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], "t.ini:3: scope = fleet is not supported in "
+                                "[site:...] sections yet") == d.msgs[0],
+              "%s", d.msgs[0]);
+    rl_diag_free(&d);
+    snprintf(text, sizeof text,
+             "%s[user:crawler]\nscope = fleet\nper = destination\n"
+             "connect = 1/s\n",
+             fleet);
+    d = load_bad(text);
+    cr_expect_str_eq(d.msgs[0],
+                     "t.ini:4: scope = fleet is not supported with per = "
+                     "destination yet: each destination's budget in "
+                     "[user:crawler] would be counted on each host");
+    rl_diag_free(&d);
+    /* The user's own rule, per user: accepted. */
+    snprintf(text, sizeof text,
+             "%s[user:crawler]\nscope = fleet\n"
+             "connect = 1/s\n[site:wiki]\nconnect = 2/s\n",
+             fleet);
+    rl_config_free(load_ok(text));
+}

@@ -179,3 +179,52 @@ Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_GO);
     rl_gate_connected(&t, 303, true);
 }
+
+/* A connect that finds no max_open place takes no turn of the rate: once
+ * a place frees, it takes the turn after every turn already given, as any
+ * delayed connect does (issue 11: the turn it took and gave back left a
+ * sliding window of one empty, and the waiter went at once, with B still
+ * to go at T0 + 1 s). */
+static void waiter_takes_the_next_turn(const char *algorithm)
+{
+    char text[300];
+    snprintf(text, sizeof text,
+             "[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+             "[user:tester]\nalgorithm = %s\nconnect = 1/s\nmax_open = 2\n",
+             algorithm);
+    gate_with(text);
+    struct rl_gate_ticket t;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    const uint64_t ms = 1000000;
+    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 400, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 0);
+    rl_gate_connected(&t, 400, true);
+    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 401, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 1000 * ms, "B's turn: T0 + 1 s");
+    rl_gate_connected(&t, 401, true); /* holds its place while it sleeps */
+    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 402, &a, sizeof a),
+                 RL_GATE_FAIL);
+    cr_assert_not_null(t.open_full, "denied for max_open");
+    rl_open_forget(400); /* A closes */
+    cr_assert_eq(
+        rl_gate_connect_at(&t, T0 + 10 * ms, "connect", 402, &a, sizeof a),
+        RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 1990 * ms,
+                 "%s: the waiter goes %llu ms after T0 + 10 ms, not at "
+                 "T0 + 2 s, after B",
+                 algorithm, (unsigned long long)(t.wait_ns / ms));
+    rl_gate_connected(&t, 402, true);
+}
+
+Test(open_gate, a_max_open_waiter_takes_the_next_turn_sliding_window)
+{
+    waiter_takes_the_next_turn("sliding_window");
+}
+
+Test(open_gate, a_max_open_waiter_takes_the_next_turn_token_bucket)
+{
+    waiter_takes_the_next_turn("token_bucket");
+}

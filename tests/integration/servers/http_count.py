@@ -4,7 +4,10 @@
 Usage: http_count.py LOGFILE
 Prints "PORT <n>" on stdout once listening (a random free port). Appends
 one line per request to LOGFILE, flushed at once:
-    <monotonic seconds> <METHOD> <body bytes> <sha256 of body>
+    <monotonic seconds> <METHOD> <body bytes> <sha256 of body> <start>
+    <accepted>
+(start: the time its headers had arrived; accepted: the time its
+connection was accepted, the nearest the server sees to the connect).
 GET answers a small body; POST reads the whole body (Content-Length or
 chunked) before answering. Threaded, so parallel clients are served.
 """
@@ -19,11 +22,14 @@ LOG = None
 LOCK = threading.Lock()
 
 
-def record(method, body, start):
+def record(method, body, start, accepted):
     """One line per request: end time, method, body bytes, sha256 of the
-    body, and the time its headers had arrived (the body's start)."""
-    line = "%.6f %s %d %s %.6f\n" % (time.monotonic(), method, len(body),
-                                     hashlib.sha256(body).hexdigest(), start)
+    body, the time its headers had arrived (the body's start), and the
+    time its connection was accepted."""
+    line = "%.6f %s %d %s %.6f %.6f\n" % (time.monotonic(), method,
+                                          len(body),
+                                          hashlib.sha256(body).hexdigest(),
+                                          start, accepted)
     with LOCK:
         LOG.write(line)
         LOG.flush()
@@ -35,6 +41,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        self.accepted = self.server.accepted_at(self.request)
+
     def reply(self):
         body = b"ok\n"
         self.send_response(200)
@@ -44,7 +54,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        record("GET", b"", time.monotonic())
+        record("GET", b"", time.monotonic(), self.accepted)
         self.reply()
 
     def read_body(self):
@@ -67,7 +77,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_response_only(100)
             self.end_headers()
         body = self.read_body()
-        record("POST", body, start)
+        record("POST", body, start, self.accepted)
         self.reply()
 
     do_PUT = do_POST
@@ -76,6 +86,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.accepted = {}
+
+    def get_request(self):
+        # In the serving thread, right after accept(): its handler thread
+        # may start late on a busy machine.
+        sock, addr = super().get_request()
+        with LOCK:
+            self.accepted[sock] = time.monotonic()
+        return sock, addr
+
+    def accepted_at(self, sock):
+        with LOCK:
+            return self.accepted.pop(sock, time.monotonic())
 
 
 def main():
