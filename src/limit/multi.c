@@ -2,10 +2,13 @@
  *
  * Limits are asked in turn, each for no more than the previous granted, so
  * that a partial grant needs little giving back. When one denies, every
- * grant made so far is refunded. The grant is the smallest of the grants
+ * grant made so far is given back. The grant is the smallest of the grants
  * (each limit gets its excess back) and the wait the longest reservation.
- * Between a take and its refund another caller may have been denied what
- * was refunded; it never admits more than every single limit allows. */
+ * Between a take and its give-back another caller may have been denied
+ * what was given back (under-use), or have taken after it, and then the
+ * give-back is lost (refund() in limit.h: a limit's give-back never admits
+ * more than if its take had not happened). So the whole never admits more
+ * than every single limit allows. */
 #include "limit/internal.h"
 
 static void give_back(rl_word *const *states, const struct rl_limit *lims,
@@ -21,7 +24,6 @@ static void give_back(rl_word *const *states, const struct rl_limit *lims,
         alg = rl_algorithm_get(lims[i].algo);
         alg->refund(states[i], &lims[i], now, &verdicts[i],
                     verdicts[i].granted - keep);
-        verdicts[i].granted = keep;
     }
 }
 
@@ -63,8 +65,8 @@ struct rl_verdict rl_multi_take(rl_word *const *states,
 }
 
 void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
-                     unsigned n, uint64_t now,
-                     const struct rl_verdict *verdicts, uint64_t units)
+                     unsigned n, uint64_t now, struct rl_verdict *verdicts,
+                     uint64_t units)
 {
     const struct rl_algorithm *alg;
     unsigned i;
