@@ -67,8 +67,7 @@ static uint64_t ticks_to_ns_ceil(const struct rl_limit *lim, uint64_t x)
 }
 
 /* ns from `now` until ticks() reaches `x` (> ticks(now)). */
-static uint64_t wait_until(const struct rl_limit *lim, uint64_t now,
-                           uint64_t x)
+static uint64_t wait_until(const struct rl_limit *lim, uint64_t now, uint64_t x)
 {
     uint64_t at = ticks_to_ns_ceil(lim, x);
 
@@ -164,9 +163,8 @@ static struct rl_verdict gcra_take(rl_word *st, const struct rl_limit *lim,
                 goto deny;
             wait = reserved;
         }
-        if (atomic_compare_exchange_weak_explicit(st, &tat, next,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(
+                st, &tat, next, memory_order_acq_rel, memory_order_acquire))
             break;
     }
     v.granted = grant;
@@ -188,9 +186,8 @@ deny:
  * under-use, never over-admission. A word that comes back to our value
  * (the later takes were given back in turn) is ours again: TATs only grow
  * but by exact undoing. */
-static void gcra_refund(rl_word *st, const struct rl_limit *lim,
-                        uint64_t now, struct rl_verdict *verdict,
-                        uint64_t units)
+static void gcra_refund(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                        struct rl_verdict *verdict, uint64_t units)
 {
     uint64_t mine = verdict->stamp, back;
 
@@ -205,9 +202,8 @@ static void gcra_refund(rl_word *st, const struct rl_limit *lim,
         return;
     /* acq_rel pairs with the CAS of take() and refund() in other callers,
      * as in take(). */
-    if (atomic_compare_exchange_strong_explicit(st, &mine, mine - back,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(
+            st, &mine, mine - back, memory_order_acq_rel, memory_order_acquire))
         verdict->stamp -= back;
 }
 
@@ -239,8 +235,8 @@ static uint64_t gcra_available(rl_word *st, const struct rl_limit *lim,
     return tokens_free(lim, t, tat > t ? tat : t);
 }
 
-static uint64_t gcra_eta(rl_word *st, const struct rl_limit *lim,
-                         uint64_t now, uint64_t units)
+static uint64_t gcra_eta(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                         uint64_t units)
 {
     uint64_t t, tat, base;
 
@@ -253,9 +249,8 @@ static uint64_t gcra_eta(rl_word *st, const struct rl_limit *lim,
     base = tat > t ? tat : t;
     if (tokens_free(lim, t, base) >= units)
         return 0;
-    return wait_until(lim, now,
-                      base + (units << lim->derived[D_SHIFT]) -
-                          lim->derived[D_BS]);
+    return wait_until(
+        lim, now, base + (units << lim->derived[D_SHIFT]) - lim->derived[D_BS]);
 }
 
 /* One word, one store: a CAS of a decision in flight keeps the value of

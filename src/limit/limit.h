@@ -51,7 +51,7 @@ enum rl_algo_id {
  * from the config by rl_limit_prepare and then only read. Fixed-width only:
  * the config hash covers it. */
 struct rl_limit {
-    uint32_t algo;      /* enum rl_algo_id */
+    uint32_t algo; /* enum rl_algo_id */
     uint32_t pad_;
     uint64_t count;     /* N: units admitted per period */
     uint64_t period_ns; /* the period, nanoseconds */
@@ -201,8 +201,10 @@ void rl_token_bucket_credit(rl_word *st, const struct rl_limit *lim,
  * given back (by the rule of refund() above: exactly, or lost); a partial
  * grant is the smallest of the grants. `states[i]` holds lim[i]'s words.
  * `verdicts` (n entries) receives each limit's own verdict so the caller
- * can give back later (rl_multi_refund). The returned verdict's wait is
- * the longest reservation. Never admits more than every single limit
+ * can give back later (rl_multi_refund; their waits are from `now`). The
+ * returned verdict's wait is the one turn at which every limit counted
+ * the units: when one reserves a later turn, the others are asked again
+ * at that turn (multi.c). Never admits more than every single limit
  * allows: each limit's give-back admits no more than if its take had not
  * happened. */
 struct rl_verdict rl_multi_take(rl_word *const *states,

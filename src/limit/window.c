@@ -42,7 +42,7 @@ enum { D_N = 0, D_W = 1 };
 #define JOB_VALID (UINT64_C(1) << 63)
 #define JOB_REFUND (UINT64_C(1) << 62)
 #define JOB_COUNT(j) (((j) >> 32) & 0x3FFFFu)
-#define JOB_HEAD(j) ((j) & 0xFFFFFFFFu)
+#define JOB_HEAD(j) ((j)&0xFFFFFFFFu)
 
 _Static_assert(RL_WINDOW_STATE_WORDS == RL_WINDOW_LOCK_WORDS + 3,
                "lock, head, job, job stamp");
@@ -130,8 +130,8 @@ static void apply(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
             ops->in_critical(st);
     }
     if (count)
-        put(&st[W_HEAD], job & JOB_REFUND ? back(from, count, n)
-                                          : fwd(from, count, n));
+        put(&st[W_HEAD],
+            job & JOB_REFUND ? back(from, count, n) : fwd(from, count, n));
     put(&st[W_JOB], 0);
 }
 
@@ -202,8 +202,8 @@ static const struct rl_lock_ops *ops_now(void)
 }
 
 static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
-                                     uint64_t now, uint64_t want,
-                                     uint64_t min, uint64_t max_wait_ns)
+                                     uint64_t now, uint64_t want, uint64_t min,
+                                     uint64_t max_wait_ns)
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
     const struct rl_lock_ops *ops = ops_now();
@@ -276,9 +276,8 @@ deny:
  * at once. For a reservation given back at once this is exact (stamp - W
  * is the stamp it replaced); a take given back at once gets a stamp that
  * has expired by then, as the one it replaced had. */
-static void window_refund(rl_word *st, const struct rl_limit *lim,
-                          uint64_t now, struct rl_verdict *verdict,
-                          uint64_t units)
+static void window_refund(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                          struct rl_verdict *verdict, uint64_t units)
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
     const struct rl_lock_ops *ops = ops_now();

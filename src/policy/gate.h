@@ -36,7 +36,7 @@ enum rl_gate_act {
  * destination). All must allow, and a refund goes back to each. */
 #define RL_GATE_MAX_CHARGES 2
 struct rl_gate_charge {
-    struct budget *budget; /* gate-private: its counters (and leases) */
+    struct budget *budget;      /* gate-private: its counters (and leases) */
     const struct rl_rule *rule; /* whose limits and deny settings */
     /* The limiters taken from: the budget's own, or a per-destination
      * entry's (policy/dests.h), whose key is checked again after taking. */
