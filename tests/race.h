@@ -6,6 +6,7 @@
 #define RL_TESTS_RACE_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -14,6 +15,8 @@
 #include "util/clock.h"
 
 #define RACE_MAX_REPS 128
+#define RACE_MAX_GO 256 /* kept grants recorded per rep (give-back race) */
+#define RACE_HOUR 3600000000000ull
 
 struct race_page {
     pthread_barrier_t start;   /* every process, before it opens */
@@ -23,6 +26,12 @@ struct race_page {
     _Atomic uint64_t admitted[RACE_MAX_REPS];
     _Atomic uint64_t errors;
     _Atomic uint64_t attempts;
+    /* Give-back race (set before the racers start): each thread reserves
+     * its turn (waiting up to 2 h) and gives every second grant back at
+     * once; the turns of the grants kept are recorded. */
+    uint32_t giveback;
+    _Atomic uint64_t ngo[RACE_MAX_REPS];
+    uint64_t go[RACE_MAX_REPS][RACE_MAX_GO];
 };
 
 struct racer {
@@ -65,6 +74,25 @@ static inline void *race_thread(void *arg)
             continue;
         }
         atomic_fetch_add(&r->page->attempts, 1);
+        if (r->algo && r->page->giveback) {
+            uint64_t now = rl_clock_now_ns();
+            struct rl_verdict v =
+                r->algo->take(slot.words, &r->lim, now, 1, 1, 2 * RACE_HOUR);
+            if (v.granted == 0)
+                continue;
+            if (rep % 2 == (unsigned)(now & 1)) {
+                /* Let others take in between, as a second budget
+                 * asked before the give-back would. */
+                sched_yield();
+                r->algo->refund(slot.words, &r->lim, now, &v, 1);
+                continue;
+            }
+            uint64_t i = atomic_fetch_add(&r->page->ngo[rep], 1);
+            if (i < RACE_MAX_GO)
+                r->page->go[rep][i] = now + v.wait_ns;
+            atomic_fetch_add(&r->page->admitted[rep], 1);
+            continue;
+        }
         if (r->algo)
             ok = r->algo->take(slot.words, &r->lim, rl_clock_now_ns(), 1, 1, 0)
                      .granted == 1;

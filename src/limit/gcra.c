@@ -19,6 +19,7 @@
  * most 1 unit/ns), which keeps a tick at most a nanosecond wide.
  *
  * Who writes the word: every take and refund, only by CAS; 0 means full.
+ * A refund is exact or nothing: see gcra_refund.
  *
  * derived[] of a token-bucket limit: */
 #include "limit/internal.h"
@@ -66,8 +67,7 @@ static uint64_t ticks_to_ns_ceil(const struct rl_limit *lim, uint64_t x)
 }
 
 /* ns from `now` until ticks() reaches `x` (> ticks(now)). */
-static uint64_t wait_until(const struct rl_limit *lim, uint64_t now,
-                           uint64_t x)
+static uint64_t wait_until(const struct rl_limit *lim, uint64_t now, uint64_t x)
 {
     uint64_t at = ticks_to_ns_ceil(lim, x);
 
@@ -163,36 +163,59 @@ static struct rl_verdict gcra_take(rl_word *st, const struct rl_limit *lim,
                 goto deny;
             wait = reserved;
         }
-        if (atomic_compare_exchange_weak_explicit(st, &tat, next,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(
+                st, &tat, next, memory_order_acq_rel, memory_order_acquire))
             break;
     }
     v.granted = grant;
     v.wait_ns = wait;
+    v.stamp = next; /* what refund() must still find there */
     return v;
 deny:
     v.wait_ns = wait;
     return v;
 }
 
-/* Move the TAT back by the units given back. Credit beyond a full bucket is
- * impossible: take() starts from max(TAT, t), so a TAT pushed into the past
- * counts as a full bucket and no more. */
-static void gcra_refund(rl_word *st, const struct rl_limit *lim,
-                        uint64_t now, const struct rl_verdict *verdict,
-                        uint64_t units)
+/* Give back only while the word is still what this grant (or its last
+ * give-back) wrote: then no take has been decided on it since, and moving
+ * the TAT back by the units is undoing them exactly. Once another caller
+ * has taken, its grant was built on our TAT: a reservation's turn is
+ * already promised, and a take that found the bucket full was not charged
+ * for ours, so moving the TAT back would hand the same turn, or a token
+ * the bucket never held, to the next caller. Then the units are lost:
+ * under-use, never over-admission. A word that comes back to our value
+ * (the later takes were given back in turn) is ours again: TATs only grow
+ * but by exact undoing. */
+static void gcra_refund(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                        struct rl_verdict *verdict, uint64_t units)
 {
-    uint64_t tat, back, next;
+    uint64_t mine = verdict->stamp, back;
 
     (void)now;
     if (units > verdict->granted)
         units = verdict->granted;
     if (units == 0)
         return;
+    verdict->granted -= units;
     back = units << lim->derived[D_SHIFT];
-    /* Acquire and the acq_rel CAS pair with the CAS of take() and refund()
-     * in other callers, as in take(). */
+    if (mine < back) /* no stamp (not a grant of take()), or corrupt */
+        return;
+    /* acq_rel pairs with the CAS of take() and refund() in other callers,
+     * as in take(). */
+    if (atomic_compare_exchange_strong_explicit(
+            st, &mine, mine - back, memory_order_acq_rel, memory_order_acquire))
+        verdict->stamp -= back;
+}
+
+void rl_token_bucket_credit(rl_word *st, const struct rl_limit *lim,
+                            uint64_t units)
+{
+    uint64_t tat, back = units << lim->derived[D_SHIFT], next;
+
+    if (units == 0 || units > lim->burst)
+        return;
+    /* As in refund(). A TAT pushed into the past counts as a full bucket
+     * and no more: take() starts from max(TAT, t). */
     tat = atomic_load_explicit(st, memory_order_acquire);
     do {
         next = tat > back ? tat - back : 0;
@@ -212,6 +235,24 @@ static uint64_t gcra_available(rl_word *st, const struct rl_limit *lim,
     return tokens_free(lim, t, tat > t ? tat : t);
 }
 
+static uint64_t gcra_eta(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                         uint64_t units)
+{
+    uint64_t t, tat, base;
+
+    if (units == 0)
+        return 0;
+    if (units > lim->burst || now > lim->derived[D_MAXNOW])
+        return UINT64_MAX;
+    t = ticks(lim, now);
+    tat = atomic_load_explicit(st, memory_order_acquire);
+    base = tat > t ? tat : t;
+    if (tokens_free(lim, t, base) >= units)
+        return 0;
+    return wait_until(
+        lim, now, base + (units << lim->derived[D_SHIFT]) - lim->derived[D_BS]);
+}
+
 /* One word, one store: a CAS of a decision in flight keeps the value of
  * whichever lands last, either of which is a budget no fuller than full. */
 static int gcra_reset(rl_word *st, const struct rl_limit *lim)
@@ -227,5 +268,6 @@ const struct rl_algorithm rl_token_bucket = {
     .take = gcra_take,
     .refund = gcra_refund,
     .available = gcra_available,
+    .eta = gcra_eta,
     .reset = gcra_reset,
 };

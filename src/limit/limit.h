@@ -51,7 +51,7 @@ enum rl_algo_id {
  * from the config by rl_limit_prepare and then only read. Fixed-width only:
  * the config hash covers it. */
 struct rl_limit {
-    uint32_t algo;      /* enum rl_algo_id */
+    uint32_t algo; /* enum rl_algo_id */
     uint32_t pad_;
     uint64_t count;     /* N: units admitted per period */
     uint64_t period_ns; /* the period, nanoseconds */
@@ -67,7 +67,9 @@ struct rl_verdict {
                          (a reservation; 0 = go now). denied: ns until
                          `min` units could be granted (UINT64_MAX: never) */
     uint64_t stamp;   /* algorithm-private: what refund() needs to find
-                         this grant (the window's stamp); 0 otherwise */
+                         this grant (the window's stamp, the token
+                         bucket's word as this grant left it); 0 when
+                         nothing was granted */
 };
 
 struct rl_algorithm {
@@ -91,15 +93,40 @@ struct rl_algorithm {
                               uint64_t now, uint64_t want, uint64_t min,
                               uint64_t max_wait_ns);
 
-    /* Give back `units` taken by a take() at time `now` that returned
-     * `verdict` (another limit denied, or the kernel sent less). Never gives
-     * back more than was taken; may give back less (never over-admits). */
+    /* Give back `units` of a grant (another limit denied, the kernel sent
+     * less, a reserved turn was not used): `verdict` is what take()
+     * returned, and is updated (granted less the units; what a later give-
+     * back of the rest must find), so that the rest can be given back
+     * later with the same verdict. Never gives back more than was taken.
+     *
+     * The rule of every give-back: it never admits more than if the take
+     * had not happened. A turn given back is only exact while it is still
+     * the newest one taken; once another caller has taken after it (a
+     * reservation of a later turn, or a take that found the budget full),
+     * that caller's verdict was built on it and cannot be moved. Then as
+     * much as cannot be given back exactly is lost: under-use, never
+     * over-admission. Token bucket: the units go back only if the word
+     * still holds what this grant wrote (one CAS), else none. Window: the
+     * newest stamps that are still this grant's are taken out again, and
+     * the slots they had replaced get a stamp no younger than the one each
+     * held before the take (the grant's stamp less W, or the oldest stamp
+     * left, the earlier of the two), so the window never looks emptier
+     * than before. A verdict that take() did not return (stamp 0) gives
+     * nothing back. */
     void (*refund)(rl_word *st, const struct rl_limit *lim, uint64_t now,
-                   const struct rl_verdict *verdict, uint64_t units);
+                   struct rl_verdict *verdict, uint64_t units);
 
     /* Units that could be taken at `now` without waiting (for stat). */
     uint64_t (*available)(rl_word *st, const struct rl_limit *lim,
                           uint64_t now);
+
+    /* ns from `now` until `units` could be taken without waiting: 0 when
+     * they can now, UINT64_MAX when never (more than the capacity, or the
+     * lock could not be had). Reads only: asking takes nothing, so it needs
+     * no give-back (a take followed by a refund would lose the units
+     * whenever another caller took in between). */
+    uint64_t (*eta)(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                    uint64_t units);
 
     /* A full budget again (`rlshim reset`), while other processes may be
      * deciding on the same words: the token bucket stores 0 in its word;
@@ -158,21 +185,38 @@ const struct rl_algorithm *rl_algorithm_get(uint32_t algo);
 int rl_limit_prepare(struct rl_limit *lim, uint32_t algo, uint64_t count,
                      uint64_t period_ns, uint64_t burst);
 
+/* The token bucket's word moved back by `units` (at most the burst)
+ * whatever was taken since: the give-back of units a lease took ahead
+ * (policy/lease.c keeps no verdict; SPEC: leased units not spent go back
+ * within 10 ms). NOT bound by refund()'s rule: when, since the units were
+ * taken, a caller reserved a later turn or found the bucket full, it can
+ * admit up to `units` more than if they had never been taken. Only for
+ * the lease, whose units are few (a small part of the burst, taken only
+ * while the bucket holds half of it). */
+void rl_token_bucket_credit(rl_word *st, const struct rl_limit *lim,
+                            uint64_t units);
+
 /* Several limits on one budget (`connect = 5/s, 100/min`): all must allow.
  * Takes from each in turn; when one denies, what the others granted is
- * refunded; a partial grant is the smallest of the grants. `states[i]`
- * holds lim[i]'s words. `verdicts` (n entries) receives each limit's own
- * verdict so the caller can refund later (rl_multi_refund). The returned
- * verdict's wait is the longest reservation. */
+ * given back (by the rule of refund() above: exactly, or lost); a partial
+ * grant is the smallest of the grants. `states[i]` holds lim[i]'s words.
+ * `verdicts` (n entries) receives each limit's own verdict so the caller
+ * can give back later (rl_multi_refund; their waits are from `now`). The
+ * returned verdict's wait is the one turn at which every limit counted
+ * the units: when one reserves a later turn, the others are asked again
+ * at that turn (multi.c). Never admits more than every single limit
+ * allows: each limit's give-back admits no more than if its take had not
+ * happened. */
 struct rl_verdict rl_multi_take(rl_word *const *states,
                                 const struct rl_limit *lims, unsigned n,
                                 uint64_t now, uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns,
                                 struct rl_verdict *verdicts);
 
-/* Return `units` of a grant made by rl_multi_take to every limit. */
+/* Give back `units` of a grant made by rl_multi_take to every limit;
+ * `verdicts` are updated as refund() does. */
 void rl_multi_refund(rl_word *const *states, const struct rl_limit *lims,
-                     unsigned n, uint64_t now,
-                     const struct rl_verdict *verdicts, uint64_t units);
+                     unsigned n, uint64_t now, struct rl_verdict *verdicts,
+                     uint64_t units);
 
 #endif

@@ -10,8 +10,9 @@
  *              for a reservation, will go); 0 = unused.
  * Only the lock's holder writes any of them. The ring is kept in time
  * order from the head (stamps are written as max(now, newest), refunds
- * rewind the head), which lets a cost of k be decided by one stamp, the
- * k-th oldest; the newest stamp is the one just before the head.
+ * rewind the head and write stamps no later than the oldest), which lets
+ * a cost of k be decided by one stamp, the k-th oldest; the newest stamp
+ * is the one just before the head.
  *
  * A unit may go at `now` when the stamp it replaces is at least W old: then
  * the N units before it all lie before now - W + 1, so no window [t, t + W)
@@ -41,7 +42,7 @@ enum { D_N = 0, D_W = 1 };
 #define JOB_VALID (UINT64_C(1) << 63)
 #define JOB_REFUND (UINT64_C(1) << 62)
 #define JOB_COUNT(j) (((j) >> 32) & 0x3FFFFu)
-#define JOB_HEAD(j) ((j) & 0xFFFFFFFFu)
+#define JOB_HEAD(j) ((j)&0xFFFFFFFFu)
 
 _Static_assert(RL_WINDOW_STATE_WORDS == RL_WINDOW_LOCK_WORDS + 3,
                "lock, head, job, job stamp");
@@ -108,9 +109,10 @@ static uint64_t head_of(rl_word *st, uint64_t n)
     return head < n ? head : 0; /* a corrupt word: not ours to trust */
 }
 
-/* Write `count` slots from ring index `from` (a take: the stamp; a refund:
- * 0, going backwards from the slot before `from`) and move the head. Used
- * by the holder, and by whoever finishes a dead holder's job. */
+/* Write `stamp` into `count` slots from ring index `from` (a take: going
+ * forwards; a refund: going backwards from the slot before `from`) and
+ * move the head. Used by the holder, and by whoever finishes a dead
+ * holder's job. */
 static void apply(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
                   const struct rl_lock_ops *ops)
 {
@@ -121,15 +123,15 @@ static void apply(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
         count = 0;
     for (i = 0; i < count; i++) {
         if (job & JOB_REFUND)
-            put(&ring[back(from, i + 1, n)], 0);
+            put(&ring[back(from, i + 1, n)], stamp);
         else
             put(&ring[fwd(from, i, n)], stamp);
         if (i == 0 && ops && ops->in_critical)
             ops->in_critical(st);
     }
     if (count)
-        put(&st[W_HEAD], job & JOB_REFUND ? back(from, count, n)
-                                          : fwd(from, count, n));
+        put(&st[W_HEAD],
+            job & JOB_REFUND ? back(from, count, n) : fwd(from, count, n));
     put(&st[W_JOB], 0);
 }
 
@@ -200,8 +202,8 @@ static const struct rl_lock_ops *ops_now(void)
 }
 
 static struct rl_verdict window_take(rl_word *st, const struct rl_limit *lim,
-                                     uint64_t now, uint64_t want,
-                                     uint64_t min, uint64_t max_wait_ns)
+                                     uint64_t now, uint64_t want, uint64_t min,
+                                     uint64_t max_wait_ns)
 {
     const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
     const struct rl_lock_ops *ops = ops_now();
@@ -254,37 +256,56 @@ deny:
 }
 
 /* Give back units by rewinding the head over the newest stamps, if they
- * still hold our stamp: the freed slots become the oldest (0 = unused), so
- * the ring stays in time order. Stamps written since by others are newer
- * and stop the rewind: then less, or nothing, is given back. (Overwriting
- * our stamps in the middle with 0 instead would break the order, and a
- * cost of k, decided by the k-th oldest stamp alone, could over-admit.)
- * Equal stamps of another grant are indistinguishable from ours, and
- * rewinding over them leaves the very same ring. */
-static void window_refund(rl_word *st, const struct rl_limit *lim,
-                          uint64_t now, const struct rl_verdict *verdict,
-                          uint64_t units)
+ * still hold our stamp: the freed slots become the oldest again, so the
+ * ring stays in time order. Stamps written since by others are newer and
+ * stop the rewind: then less, or nothing, is given back (their verdicts
+ * were decided on ours). (Overwriting our stamps in the middle instead
+ * would break the order, and a cost of k, decided by the k-th oldest stamp
+ * alone, could over-admit.) Equal stamps of another grant are
+ * indistinguishable from ours, and rewinding over them leaves the very
+ * same ring.
+ *
+ * What the freed slots get is what keeps a give-back from admitting more
+ * than if the take had not happened: the stamps the take replaced were
+ * its oldest, each at most stamp - W (a take now replaces expired stamps,
+ * <= now - W <= stamp - W; a reservation goes W after the last stamp it
+ * replaces), and no later than any stamp still in the ring. So
+ * min(stamp - W, oldest left) is no younger than any of them, and keeps
+ * the order. 0 (empty) would be younger: with N = 1 the slot of the unit
+ * that went less than W ago would look free, and the next caller would go
+ * at once. For a reservation given back at once this is exact (stamp - W
+ * is the stamp it replaced); a take given back at once gets a stamp that
+ * has expired by then, as the one it replaced had. */
+static void window_refund(rl_word *st, const struct rl_limit *lim, uint64_t now,
+                          struct rl_verdict *verdict, uint64_t units)
 {
-    const uint64_t n = lim->derived[D_N];
+    const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
     const struct rl_lock_ops *ops = ops_now();
     rl_word *ring = st + RL_WINDOW_STATE_WORDS;
-    uint64_t head, k;
+    uint64_t head, k, mine = verdict->stamp, old, left;
 
     (void)now;
     if (units > verdict->granted)
         units = verdict->granted;
+    verdict->granted -= units;
     if (units > n)
         units = n;
-    if (units == 0 || verdict->stamp == 0)
+    if (units == 0 || mine == 0)
         return;
     if (!lock(st, n, ops))
         return;
     head = head_of(st, n);
     for (k = 0; k < units; k++)
-        if (get(&ring[back(head, k + 1, n)]) != verdict->stamp)
+        if (get(&ring[back(head, k + 1, n)]) != mine)
             break;
-    if (k > 0)
-        run_job(st, n, JOB_VALID | JOB_REFUND | k << 32 | head, 0, ops);
+    if (k > 0) {
+        /* The oldest stamp that stays (our own when all N go back). */
+        left = get(&ring[head]);
+        old = mine > w ? mine - w : 0;
+        if (left < old)
+            old = left;
+        run_job(st, n, JOB_VALID | JOB_REFUND | k << 32 | head, old, ops);
+    }
     unlock(st, ops);
 }
 
@@ -303,6 +324,24 @@ static uint64_t window_available(rl_word *st, const struct rl_limit *lim,
         k = expired_count(ring, head, n, w, now, 1, n);
     unlock(st, ops);
     return k;
+}
+
+static uint64_t window_eta(rl_word *st, const struct rl_limit *lim,
+                           uint64_t now, uint64_t units)
+{
+    const uint64_t n = lim->derived[D_N], w = lim->derived[D_W];
+    rl_word *ring = st + RL_WINDOW_STATE_WORDS;
+    const struct rl_lock_ops *ops = ops_now();
+    uint64_t stamp;
+
+    if (units == 0)
+        return 0;
+    if (units > n || !lock(st, n, ops))
+        return UINT64_MAX;
+    /* The units-th oldest stamp frees `units` when it expires. */
+    stamp = get(&ring[at(head_of(st, n), units, n)]);
+    unlock(st, ops);
+    return expired(stamp, now, w) ? 0 : stamp + w - now;
 }
 
 /* Empty the ring under the lock, so that no holder is ever inside a ring
@@ -331,5 +370,6 @@ const struct rl_algorithm rl_sliding_window = {
     .take = window_take,
     .refund = window_refund,
     .available = window_available,
+    .eta = window_eta,
     .reset = window_reset,
 };

@@ -1035,22 +1035,13 @@ uint64_t rl_gate_send_eta(uint64_t bytes)
             const struct rl_limit *lim = &rule->limits[k][i];
             const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
             uint64_t u = units[k] < lim->burst ? units[k] : lim->burst;
-            uint64_t w;
-            if (lim->algo == RL_ALGO_TOKEN_BUCKET) {
-                /* A reservation far into the future, given back at once
-                 * (the bucket's refund restores it exactly). */
-                struct rl_verdict v =
-                    a->take(b->states[k][i], lim, now, u, u, UINT64_MAX / 2);
-                if (v.granted > 0)
-                    a->refund(b->states[k][i], lim, now, &v, v.granted);
-                w = v.wait_ns;
-            } else {
-                /* A window's refund does not restore the stamps a take
-                 * replaced: ask again in a while instead. */
-                w = a->available(b->states[k][i], lim, now) >= u
-                        ? 0
-                        : RL_GATE_ETA_RETRY_NS;
-            }
+            /* Asked, not taken: a take given back at once would be lost
+             * whenever another caller took in between (limit.h). u is
+             * within the capacity, so "never" means the window's lock
+             * could not be had: ask again in a while. */
+            uint64_t w = a->eta(b->states[k][i], lim, now, u);
+            if (w == UINT64_MAX)
+                w = RL_GATE_ETA_RETRY_NS;
             if (w > eta)
                 eta = w;
         }

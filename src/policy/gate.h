@@ -36,7 +36,7 @@ enum rl_gate_act {
  * destination). All must allow, and a refund goes back to each. */
 #define RL_GATE_MAX_CHARGES 2
 struct rl_gate_charge {
-    struct budget *budget; /* gate-private: its counters (and leases) */
+    struct budget *budget;      /* gate-private: its counters (and leases) */
     const struct rl_rule *rule; /* whose limits and deny settings */
     /* The limiters taken from: the budget's own, or a per-destination
      * entry's (policy/dests.h), whose key is checked again after taking. */
@@ -178,10 +178,10 @@ void rl_gate_finish(void);
 
 /* ns from now until one send call carrying `bytes` could go without
  * waiting (every limit of send and send_bytes has them free); 0 when it
- * could go now, UINT64_MAX when it never could. Asks each token bucket by
- * taking and at once giving back, so it changes no budget; a sliding
- * window that has not got them says RL_GATE_ETA_RETRY_NS (ask again
- * then). For the wait calls of non-blocking sockets (policy/ready.h). */
+ * could go now, UINT64_MAX when it never could. Asks each limit (eta in
+ * limit.h), so it changes no budget; a sliding window whose lock could
+ * not be had says RL_GATE_ETA_RETRY_NS (ask again then). For the wait
+ * calls of non-blocking sockets (policy/ready.h). */
 #define RL_GATE_ETA_RETRY_NS 10000000u
 uint64_t rl_gate_send_eta(uint64_t bytes);
 

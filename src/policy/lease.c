@@ -135,11 +135,10 @@ static void settle(struct budget *b, const struct rl_lease_units *u)
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         if (rule->nlimits[k] == 0)
             continue;
-        if (u->left[k] != 0) {
-            struct rl_verdict v = {u->left[k], 0, 0};
-            rl_multi_refund(b->states[k], rule->limits[k], 1, 0, &v,
-                            u->left[k]);
-        }
+        /* A lease is of one token bucket (rl_budget_leasable). */
+        if (u->left[k] != 0)
+            rl_token_bucket_credit(b->states[k][0], &rule->limits[k][0],
+                                   u->left[k]);
         if (u->spent[k] != 0)
             rl_add_relaxed_u64(&b->slot.counters[k * RL_STORE_STATS_PER_KIND +
                                                  RL_STAT_ALLOWED],

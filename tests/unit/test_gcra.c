@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "giveback_sim.h"
 #include "limit/limit.h"
 #include "util/clock.h"
 
@@ -14,14 +15,12 @@
 
 __extension__ typedef unsigned __int128 u128;
 
-static struct rl_limit bucket(uint64_t count, uint64_t period,
-                              uint64_t burst)
+static struct rl_limit bucket(uint64_t count, uint64_t period, uint64_t burst)
 {
     struct rl_limit lim;
 
-    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, count, period,
-                                  burst),
-                 0);
+    cr_assert_eq(
+        rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, count, period, burst), 0);
     return lim;
 }
 
@@ -117,8 +116,8 @@ Test(gcra, grants_part_of_a_cost_when_at_least_min_is_there)
 
 /* At time `now` nothing: the verdict's wait says when `min` can go; one ns
  * earlier they cannot, at that ns they can. */
-static void check_wait_is_exact(uint64_t count, uint64_t period,
-                                uint64_t burst, uint64_t now, uint64_t min)
+static void check_wait_is_exact(uint64_t count, uint64_t period, uint64_t burst,
+                                uint64_t now, uint64_t min)
 {
     struct rl_limit lim = bucket(count, period, burst);
     rl_word st = 0, copy;
@@ -253,6 +252,105 @@ Test(gcra, refund_gives_back_what_was_taken_and_no_more)
     cr_assert_eq(take(&st, &lim, SEC, 9, 1), 5);
 }
 
+/* The case of the report: A takes, B reserves the next turn, A gives
+ * back, C asks. Taking A's units off the TAT would hand B's turn to C as
+ * well: two at once with a burst of one. */
+Test(gcra, a_give_back_after_a_later_reservation_is_lost_not_handed_on)
+{
+    struct rl_limit lim = bucket(1, SEC, 0);
+    rl_word st = 0;
+    struct rl_verdict a, b, c;
+    uint64_t t = 10 * SEC;
+
+    a = rl_token_bucket.take(&st, &lim, t, 1, 1, HOUR);
+    cr_assert_eq(a.granted, 1);
+    cr_assert_eq(a.wait_ns, 0);
+    b = rl_token_bucket.take(&st, &lim, t, 1, 1, HOUR);
+    cr_assert_eq(b.granted, 1);
+    cr_assert_eq(b.wait_ns, SEC, "B's turn is a second on");
+    rl_token_bucket.refund(&st, &lim, t, &a, 1);
+    cr_assert_eq(a.granted, 0, "A no longer holds it");
+    c = rl_token_bucket.take(&st, &lim, t, 1, 1, 0);
+    cr_assert_eq(c.granted, 0, "C may not go now");
+    c = rl_token_bucket.take(&st, &lim, t, 1, 1, HOUR);
+    cr_assert_eq(c.granted, 1);
+    cr_assert_geq(c.wait_ns, 2 * SEC, "C goes no sooner than B's turn + 1 s");
+}
+
+/* A take that found the bucket full was not charged for a grant before
+ * it: giving that grant back then would make a token the bucket never
+ * held. A at 0 takes the only token; at 1 s the bucket is full again and
+ * B takes it; A's give-back must not let C go at 1 s too. */
+Test(gcra, a_give_back_after_the_bucket_refilled_and_was_taken_is_lost)
+{
+    struct rl_limit lim = bucket(1, SEC, 0);
+    rl_word st = 0;
+    struct rl_verdict a, b;
+    uint64_t t = 10 * SEC;
+
+    a = rl_token_bucket.take(&st, &lim, t, 1, 1, 0);
+    b = rl_token_bucket.take(&st, &lim, t + SEC, 1, 1, 0);
+    cr_assert_eq(a.granted + b.granted, 2);
+    rl_token_bucket.refund(&st, &lim, t + SEC, &a, 1);
+    cr_assert_eq(take1(&st, &lim, t + SEC), 0, "B has the only token");
+    cr_assert_eq(take1(&st, &lim, t + 2 * SEC), 1);
+}
+
+/* While it is the newest, a grant goes back exactly, a reservation too,
+ * in parts with the same verdict; and a word that came back to a grant's
+ * value (the later one given back) is that grant's again. */
+Test(gcra, the_newest_grant_goes_back_exactly_in_parts)
+{
+    struct rl_limit lim = bucket(5, SEC, 0);
+    rl_word st = 0, before;
+    struct rl_verdict a, b;
+    uint64_t t = 10 * SEC;
+
+    a = rl_token_bucket.take(&st, &lim, t, 4, 4, 0);
+    before = atomic_load(&st);
+    b = rl_token_bucket.take(&st, &lim, t, 5, 5, HOUR);
+    cr_assert_eq(b.granted, 5);
+    cr_assert_eq(b.wait_ns, 800 * MS);
+    rl_token_bucket.refund(&st, &lim, t, &b, 2);
+    rl_token_bucket.refund(&st, &lim, t, &b, 3);
+    cr_assert_eq(atomic_load(&st), before, "the reservation is undone");
+    rl_token_bucket.refund(&st, &lim, t, &a, 4);
+    cr_assert_eq(rl_token_bucket.available(&st, &lim, t), 5);
+    rl_token_bucket.refund(&st, &lim, t, &a, 4);
+    cr_assert_eq(rl_token_bucket.available(&st, &lim, t), 5);
+    cr_assert_eq(take(&st, &lim, t, 9, 1), 5, "and no more than full");
+}
+
+/* Asking when units would be free takes nothing. */
+Test(gcra, eta_says_when_and_changes_nothing)
+{
+    struct rl_limit lim = bucket(5, SEC, 0);
+    rl_word st = 0, was;
+    uint64_t t = 10 * SEC;
+
+    cr_assert_eq(rl_token_bucket.eta(&st, &lim, t, 5), 0);
+    cr_assert_eq(take(&st, &lim, t, 4, 4), 4);
+    was = atomic_load(&st);
+    cr_assert_eq(rl_token_bucket.eta(&st, &lim, t, 1), 0);
+    cr_assert_eq(rl_token_bucket.eta(&st, &lim, t, 3), 400 * MS);
+    cr_assert_eq(rl_token_bucket.eta(&st, &lim, t, 6), UINT64_MAX);
+    cr_assert_eq(atomic_load(&st), was);
+    cr_assert_eq(rl_token_bucket.take(&st, &lim, t, 3, 3, HOUR).wait_ns,
+                 400 * MS, "what a reservation would wait");
+}
+
+/* Random interleavings of takes, reservations and give-backs: what went
+ * obeys the bucket (burst + rate * span in every interval). */
+Test(gcra, interleaved_give_backs_never_admit_more_than_the_bucket)
+{
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct rl_limit lim = bucket(seed % 2 ? 1 : 5, SEC, 0);
+        rl_word st = 0, *sts[1] = {&st};
+
+        cr_assert_gt(gb_run(sts, &lim, 1, seed, 2000, 300 * MS, lim.burst), 0);
+    }
+}
+
 /* Under saturation (take all there is, at irregular steps) over an hour,
  * the count admitted stays within one of an ideal bucket kept beside it in
  * exact rational arithmetic (level in units * period), at every step. When
@@ -278,8 +376,8 @@ static void check_hour(uint64_t count, uint64_t period, uint64_t burst)
         model += g;
         got += take(&st, &lim, t, UINT64_MAX, 1);
         cr_assert(got <= model + 1 && got + 1 >= model,
-                  "%lu/%lu at +%lu ns: admitted %lu, ideal %lu", count,
-                  period, t - t0, got, model);
+                  "%lu/%lu at +%lu ns: admitted %lu, ideal %lu", count, period,
+                  t - t0, got, model);
         ideal = (u128)b * period + (u128)count * (t - t0);
         cr_assert((u128)got * period <= ideal + period,
                   "%lu/%lu at +%lu ns: admitted %lu", count, period, t - t0,
@@ -328,12 +426,12 @@ Test(gcra, refuses_what_it_cannot_count_exactly)
     cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 17, 1, 0),
                  -ERANGE);
     cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 16, 1, 0), 0);
-    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 5, SEC,
-                                  (1ull << 60) + 1),
-                 -ERANGE);
-    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 1ull << 40,
-                                  UINT64_MAX, 0),
-                 0);
+    cr_assert_eq(
+        rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 5, SEC, (1ull << 60) + 1),
+        -ERANGE);
+    cr_assert_eq(
+        rl_limit_prepare(&lim, RL_ALGO_TOKEN_BUCKET, 1ull << 40, UINT64_MAX, 0),
+        0);
     cr_assert_eq(rl_algorithm_get(RL_ALGO_TOKEN_BUCKET), &rl_token_bucket);
     cr_assert_str_eq(rl_token_bucket.name, "token_bucket");
 }
@@ -403,8 +501,7 @@ Test(gcra, never_exceeds_burst_plus_rate_with_stale_and_skewed_clocks)
     atomic_store(&run.clock, 5 * SEC);
     for (i = 0; i < 8; i++) {
         args[i] = (struct skew_arg){&run, i};
-        cr_assert_eq(pthread_create(&th[i], NULL, skewed_worker, &args[i]),
-                     0);
+        cr_assert_eq(pthread_create(&th[i], NULL, skewed_worker, &args[i]), 0);
     }
     for (i = 0; i < 8; i++)
         pthread_join(th[i], NULL);

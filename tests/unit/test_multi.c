@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
+#include "giveback_sim.h"
 #include "limit/limit.h"
 
 #define MS 1000000ull
@@ -21,8 +22,8 @@ static void add(struct budget *b, uint32_t algo, uint64_t count,
     struct rl_limit *lim = &b->lims[b->n];
 
     cr_assert_eq(rl_limit_prepare(lim, algo, count, period, burst), 0);
-    b->states[b->n] = calloc(rl_algorithm_get(algo)->state_words(lim),
-                             sizeof(rl_word));
+    b->states[b->n] =
+        calloc(rl_algorithm_get(algo)->state_words(lim), sizeof(rl_word));
     cr_assert_not_null(b->states[b->n]);
     b->n++;
 }
@@ -127,12 +128,14 @@ Test(multi, waits_for_the_longest_reservation)
     take(&b, SEC, 2, 2, 0, vs);
     v = take(&b, SEC, 1, 1, 10 * SEC, vs);
     cr_assert_eq(v.granted, 1);
-    cr_assert_eq(vs[0].wait_ns, 0);
+    cr_assert_eq(vs[0].wait_ns, 500 * MS,
+                 "the first counts the unit when it goes, at the turn");
     cr_assert_eq(vs[1].wait_ns, 500 * MS);
     cr_assert_eq(v.wait_ns, 500 * MS);
+    uint64_t before = avail(&b, 0, SEC);
     v = take(&b, SEC, 1, 1, 700 * MS, vs);
     cr_assert_eq(v.granted, 0, "the second would wait a second");
-    cr_assert_eq(avail(&b, 0, SEC), 2, "and the first was refunded");
+    cr_assert_eq(avail(&b, 0, SEC), before, "and the first was refunded");
     drop(&b);
 }
 
@@ -157,4 +160,43 @@ Test(multi, with_no_limits_allows_everything)
 
     cr_assert_eq(v.granted, 7);
     cr_assert_eq(v.wait_ns, 0);
+}
+
+/* `connect = 1/s, 10/min` when the later limit refuses: the earlier one's
+ * grant goes back. A reserved turn of the window given back must leave
+ * the unit that went before it counted. */
+Test(multi, a_later_limit_refusing_gives_back_no_more_than_was_taken)
+{
+    struct budget b = {0};
+    struct rl_verdict vs[4];
+    uint64_t t = 10 * SEC;
+
+    add(&b, RL_ALGO_SLIDING_WINDOW, 1, SEC, 0);
+    add(&b, RL_ALGO_SLIDING_WINDOW, 2, 60 * SEC, 0);
+    cr_assert_eq(take(&b, t, 1, 1, 0, vs).granted, 1);
+    cr_assert_eq(take(&b, t + 2 * SEC, 1, 1, 0, vs).granted, 1);
+    /* The minute is full: its reservation is past a delay of 5 s, so it
+     * refuses, and the 1/s turn reserved for t + 3 s goes back. */
+    cr_assert_eq(take(&b, t + 2 * SEC + 500 * MS, 1, 1, 5 * SEC, vs).granted,
+                 0);
+    cr_assert_eq(avail(&b, 0, t + 2 * SEC + 600 * MS), 0,
+                 "the unit at t + 2 s still counts in the 1/s window");
+    cr_assert_eq(avail(&b, 0, t + 3 * SEC), 1);
+    drop(&b);
+}
+
+/* Random interleavings on two and three limits of both kinds: what went
+ * obeys every one of them. */
+Test(multi, interleaved_give_backs_never_admit_more_than_every_limit)
+{
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        struct budget b = {0};
+
+        add(&b, RL_ALGO_SLIDING_WINDOW, 1 + seed % 3, SEC, 0);
+        add(&b, RL_ALGO_TOKEN_BUCKET, 2 + seed % 2, SEC, 0);
+        if (seed % 2)
+            add(&b, RL_ALGO_SLIDING_WINDOW, 20, 60 * SEC, 0);
+        cr_assert_gt(gb_run(b.states, b.lims, b.n, seed, 2000, 300 * MS, 3), 0);
+        drop(&b);
+    }
 }

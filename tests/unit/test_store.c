@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "limit/conform.h"
 #include "limit/limit.h"
 #include "state/layout.h"
 #include "state/store.h"
@@ -405,9 +406,8 @@ Test(store, lists_claimed_slots_with_labels_for_the_cli)
     cr_assert_eq(rl_store_slot(s, 6, "default|1000", 1, 9, &sl, &ovf), 0);
     cr_assert(ovf);
     cr_assert_eq(
-        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
-                        sizeof why), 0,
-        "%s", why);
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why, sizeof why),
+        0, "%s", why);
     cr_assert_eq(rl_store_each(cli, collect, seen), 0);
     cr_assert_str_eq(seen, "user:bob|bob;default|*(o);");
     rl_store_close(cli);
@@ -433,7 +433,8 @@ Test(store, reset_gives_back_a_full_budget_and_zero_counters)
     cr_assert_eq(take_all(s, 5, 3, 10), 3);
     cr_assert_eq(rl_store_slot(s, 5, "sec|user", 1, 1, &sl, &ovf), 0);
     rl_store_count(&sl, 2, RL_STAT_ALLOWED, 3);
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, NULL, 0), 0);
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, NULL, 0), 0);
     cr_assert_eq(rl_store_each(cli, grab_counters, c), 1);
     cr_assert_eq(c[2 * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED], 3);
     rl_store_reset_slot(cli, sl.index);
@@ -450,8 +451,7 @@ Test(store, attach_does_not_create_a_segment)
     char why[256];
 
     cr_assert_eq(
-        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
-                        sizeof why),
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why, sizeof why),
         -ENOENT);
     cr_assert_neq(why[0], '\0');
     cr_assert_eq(count_files(), 0);
@@ -631,9 +631,9 @@ Test(store, replaces_a_segment_made_in_another_boot)
     seg_path(path, sizeof path);
     write_at(path, offsetof(struct rl_seg_header, boot_id), other, 16);
     /* The CLI does not trust it either, and says why. */
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
-                                 sizeof why),
-                 -EINVAL);
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why, sizeof why),
+        -EINVAL);
     cr_assert_not_null(strstr(why, "earlier boot"), "%s", why);
     expect_replaced();
 }
@@ -721,18 +721,15 @@ static void age_segment(uint64_t hash, uint64_t ago)
     uint64_t last;
     int fd;
 
-    cr_assert_eq(rl_store_path(path, sizeof path, dir, (uint32_t)getuid(),
-                               hash),
-                 0);
+    cr_assert_eq(
+        rl_store_path(path, sizeof path, dir, (uint32_t)getuid(), hash), 0);
     fd = open(path, O_RDWR);
     cr_assert_geq(fd, 0);
-    cr_assert_eq(pread(fd, &last, 8, offsetof(struct rl_seg_header,
-                                              last_used)),
+    cr_assert_eq(pread(fd, &last, 8, offsetof(struct rl_seg_header, last_used)),
                  8);
     last = last > ago ? last - ago : 1;
-    cr_assert_eq(pwrite(fd, &last, 8, offsetof(struct rl_seg_header,
-                                               last_used)),
-                 8);
+    cr_assert_eq(
+        pwrite(fd, &last, 8, offsetof(struct rl_seg_header, last_used)), 8);
     close(fd);
 }
 
@@ -754,9 +751,8 @@ Test(store, the_maker_of_a_segment_removes_those_unused_past_their_period)
      * next process that makes a segment, and its user is told. */
     age_segment(HASH_A, 4000000000ull);
     rl_store_close(b);
-    cr_assert_eq(rl_store_path(path, sizeof path, dir, (uint32_t)getuid(),
-                               HASH_B),
-                 0);
+    cr_assert_eq(
+        rl_store_path(path, sizeof path, dir, (uint32_t)getuid(), HASH_B), 0);
     cr_assert_eq(unlink(path), 0);
     c = open_ok(HASH_B, true);
     cr_assert_eq(count_files(), 1);
@@ -799,9 +795,9 @@ Test(store, renew_gives_every_user_a_fresh_segment)
     char why[256];
 
     cr_assert_eq(take_all(s, 3, 5, 9), 5);
-    cr_assert_eq(rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why,
-                                 sizeof why),
-                 0, "%s", why);
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why, sizeof why),
+        0, "%s", why);
     cr_assert_eq(rl_store_renew(cli, dir, (uint32_t)getuid(), why, sizeof why),
                  0, "%s", why);
     rl_store_close(cli);
@@ -828,12 +824,11 @@ Test(store, lists_every_segment_of_the_uid_by_name)
     uint64_t seen[3] = {0, 0, 0};
     char other[300];
 
-    snprintf(other, sizeof other, "%s/rlshim-%u-1111222233334444",
-             dir, (unsigned)getuid() + 1);
+    snprintf(other, sizeof other, "%s/rlshim-%u-1111222233334444", dir,
+             (unsigned)getuid() + 1);
     make_path(other, 0600); /* another uid's name: not listed */
-    cr_assert_eq(rl_store_each_segment(dir, (uint32_t)getuid(), list_hash,
-                                       seen),
-                 0);
+    cr_assert_eq(
+        rl_store_each_segment(dir, (uint32_t)getuid(), list_hash, seen), 0);
     cr_assert_eq(seen[0], 1);
     cr_assert_eq(seen[1], 1);
     cr_assert_eq(seen[2], 0);
@@ -871,7 +866,8 @@ static void expect_refused(const char *path, const char *content,
         cr_assert_eq(n0, n1);
         cr_assert_eq(memcmp(before, after, n0), 0, "never written");
     }
-    cr_assert_lt(rl_store_attach(&s, dir, (uint32_t)getuid(), HASH_A, NULL, 0), 0);
+    cr_assert_lt(rl_store_attach(&s, dir, (uint32_t)getuid(), HASH_A, NULL, 0),
+                 0);
 }
 
 /* A valid segment of ours at `path`, for the foreign cases to start from. */
@@ -1020,6 +1016,42 @@ static void skip_forked_threads_under_tsan(void)
         cr_skip_test("threads after fork are not supported by TSan");
 }
 
+/* Set by a test before race(): the give-back race. */
+static uint32_t race_giveback;
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The give-back race: the turns kept in each rep obey the limit (no more
+ * than `limit` in any hour, or the bucket's arrival curve). */
+static void check_turns(struct race_page *page, unsigned reps, uint64_t limit,
+                        const char *algo)
+{
+    static struct rl_conform_ev ev[RACE_MAX_GO];
+    uint64_t kept = 0;
+    for (unsigned rep = 0; rep < reps; rep++) {
+        uint64_t n = atomic_load(&page->ngo[rep]);
+        struct rl_conform_result res;
+        cr_assert_leq(n, RACE_MAX_GO);
+        qsort(page->go[rep], n, sizeof page->go[rep][0], by_u64);
+        for (uint64_t i = 0; i < n; i++)
+            ev[i] = (struct rl_conform_ev){page->go[rep][i], 1};
+        if (strcmp(algo, "sliding_window") == 0)
+            rl_conform_window(ev, n, limit, RACE_HOUR, 0, &res);
+        else
+            rl_conform_bucket(ev, n, limit, RACE_HOUR, limit, 1, &res);
+        cr_assert(res.ok, "rep %u: %llu turns within %llu ns, %llu allowed",
+                  rep, (unsigned long long)res.units,
+                  (unsigned long long)(ev[res.last].t - ev[res.first].t),
+                  (unsigned long long)res.allowed);
+        kept += n;
+    }
+    cr_assert_gt(kept, 0);
+}
+
 static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
                  unsigned reps, uint64_t limit, const char *algo)
 {
@@ -1032,6 +1064,7 @@ static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
     int fd;
 
     page = new_page(nforked + nexec, (nforked + nexec) * nthreads, &fd);
+    page->giveback = race_giveback;
     snprintf(prog, sizeof prog, "%s/tests/helpers/store_racer",
              build ? build : "build");
     if (nexec && access(prog, X_OK) != 0)
@@ -1063,7 +1096,9 @@ static void race(unsigned nforked, unsigned nexec, unsigned nthreads,
     cr_assert_eq(atomic_load(&page->attempts),
                  (uint64_t)(nforked + nexec) * nthreads * reps,
                  "every thread took part in every rep");
-    for (unsigned rep = 0; rep < reps; rep++)
+    if (page->giveback)
+        check_turns(page, reps, limit, algo);
+    for (unsigned rep = 0; rep < reps && !page->giveback; rep++)
         cr_assert_eq(atomic_load(&page->admitted[rep]), limit,
                      "rep %u admitted %llu, not %llu", rep,
                      (unsigned long long)page->admitted[rep],
@@ -1396,7 +1431,8 @@ static uint64_t proc_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over,
+Test(store_race,
+     a_holder_in_another_pid_namespace_is_waited_for_then_taken_over,
      .timeout = 20)
 {
     const struct rl_algorithm *win = rl_algorithm_get(RL_ALGO_SLIDING_WINDOW);
@@ -1422,8 +1458,8 @@ Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over
     if (holder == 0) {
         dup2(p[1], 1);
         close(p[0]);
-        execlp("unshare", "unshare", "-p", "-f", "--mount-proc",
-               "--kill-child", prog, dir, hash, "park", (char *)NULL);
+        execlp("unshare", "unshare", "-p", "-f", "--mount-proc", "--kill-child",
+               prog, dir, hash, "park", (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -1434,8 +1470,8 @@ Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over
     cr_assert_geq(waiter, 0);
     if (waiter == 0) {
         uint64_t t0 = rl_clock_now_ns(), c0 = proc_cpu_ns();
-        uint64_t g = win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0)
-                         .granted;
+        uint64_t g =
+            win->take(sl.words, &lim, rl_clock_now_ns(), 1, 1, 0).granted;
 
         atomic_store(&pg->decided_at, rl_clock_now_ns());
         atomic_store(&pg->cpu_ns, proc_cpu_ns() - c0);
@@ -1452,10 +1488,10 @@ Test(store_race, a_holder_in_another_pid_namespace_is_waited_for_then_taken_over
     cr_assert_eq(early, 0, "a live holder in another namespace is not robbed");
     cr_assert_eq(waitpid(waiter, &status, 0), waiter);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    cr_assert_lt(atomic_load(&pg->decided_at) - killed_at, 1000000000ull,
-                 "taken over %llu ns after the kill",
-                 (unsigned long long)(atomic_load(&pg->decided_at) -
-                                      killed_at));
+    cr_assert_lt(
+        atomic_load(&pg->decided_at) - killed_at, 1000000000ull,
+        "taken over %llu ns after the kill",
+        (unsigned long long)(atomic_load(&pg->decided_at) - killed_at));
     cr_assert_lt(atomic_load(&pg->cpu_ns) * 100, atomic_load(&pg->wall_ns),
                  "the waiter slept: %llu ns of CPU in %llu ns",
                  (unsigned long long)atomic_load(&pg->cpu_ns),
@@ -1477,9 +1513,8 @@ static void ns_take(const char *prog, char *out, size_t len)
     char cmd[1024];
     FILE *f;
 
-    snprintf(cmd, sizeof cmd,
-             "unshare -p -f --mount-proc '%s' '%s' %#llx take", prog, dir,
-             (unsigned long long)HASH_A);
+    snprintf(cmd, sizeof cmd, "unshare -p -f --mount-proc '%s' '%s' %#llx take",
+             prog, dir, (unsigned long long)HASH_A);
     f = popen(cmd, "r");
     cr_assert_not_null(f);
     out[0] = '\0';
@@ -1536,4 +1571,21 @@ Test(store_race, a_waiter_in_another_pid_namespace_never_robs_a_live_holder,
     cr_assert_lt(ms, 1000, "%s", out);
     munmap(kpage, sizeof *kpage);
     rl_store_close(s);
+}
+
+/* Reserved turns given back while other processes reserve theirs: the
+ * turns kept obey the limit (a window given back a reserved turn once
+ * wrote 0 over the stamp it had replaced; a bucket handed a turn given
+ * back behind a later one to the next caller too, which a burst of 1
+ * shows: two at one turn). */
+Test(store_race, give_backs_among_eight_processes_keep_a_window_to_5_an_hour)
+{
+    race_giveback = 1;
+    race(4, 4, 25, 20, 5, "sliding_window");
+}
+
+Test(store_race, give_backs_among_eight_processes_keep_a_bucket_to_1_an_hour)
+{
+    race_giveback = 1;
+    race(4, 4, 25, 20, 1, "token_bucket");
 }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "giveback_sim.h"
 #include "limit/limit.h"
 #include "util/clock.h"
 
@@ -24,9 +25,8 @@ static struct rl_limit window(uint64_t count, uint64_t period)
 {
     struct rl_limit lim;
 
-    cr_assert_eq(rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, count,
-                                  period, 0),
-                 0);
+    cr_assert_eq(
+        rl_limit_prepare(&lim, RL_ALGO_SLIDING_WINDOW, count, period, 0), 0);
     return lim;
 }
 
@@ -147,8 +147,7 @@ static void check_hour(uint64_t count, uint64_t period)
     rl_word *st = state(&lim);
     uint64_t t0 = 999 * SEC + 1, t, got = 0, ideal, step;
 
-    step = period % count == 0 && period / count > MS ? period / count
-                                                      : period;
+    step = period % count == 0 && period / count > MS ? period / count : period;
     for (t = t0; t - t0 <= HOUR; t += step) {
         got += take(st, &lim, t, count, 1);
         ideal = count * ((t - t0) / period + 1);
@@ -220,8 +219,8 @@ Test(window, serves_reservations_in_order)
         v = win->take(st, &lim, t0 + 200 * MS, 1, 1, 10 * SEC);
         cr_assert_eq(v.granted, 1);
         /* Slots free at 1.0, 1.1, then 2.0, 2.1, 3.0, 3.1 s. */
-        cr_assert_eq(v.wait_ns, (i / 2 + 1) * SEC + (i % 2) * 100 * MS -
-                                    200 * MS,
+        cr_assert_eq(v.wait_ns,
+                     (i / 2 + 1) * SEC + (i % 2) * 100 * MS - 200 * MS,
                      "reservation %u", i);
     }
     v = win->take(st, &lim, t0 + 200 * MS, 1, 1, 3 * SEC);
@@ -269,6 +268,94 @@ Test(window, refund_gives_nothing_back_once_newer_stamps_follow)
     cr_assert_eq(win->available(st, &lim, SEC + 1), 1);
     cr_assert_eq(take(st, &lim, SEC + 1, 2, 1), 1);
     free(st);
+}
+
+/* The case of the report: with `connect = 1/s` the ring is one stamp. A
+ * reserved turn given back must leave the stamp it replaced, the unit
+ * that went half a second ago, not 0: else the window looks empty and
+ * the next caller goes at once, two within a second. */
+Test(window, a_reserved_turn_given_back_leaves_the_stamp_it_replaced)
+{
+    struct rl_limit lim = window(1, SEC);
+    rl_word *st = state(&lim);
+    struct rl_verdict a, c;
+    uint64_t t0 = 10 * SEC;
+
+    cr_assert_eq(take(st, &lim, t0, 1, 1), 1);
+    a = win->take(st, &lim, t0 + SEC / 2, 1, 1, HOUR);
+    cr_assert_eq(a.granted, 1);
+    cr_assert_eq(a.wait_ns, SEC / 2);
+    win->refund(st, &lim, t0 + SEC / 2, &a, 1);
+    cr_assert_eq(a.granted, 0);
+    cr_assert_eq(take(st, &lim, t0 + SEC / 2 + MS, 1, 1), 0,
+                 "the unit at t0 still counts");
+    c = win->take(st, &lim, t0 + SEC / 2 + MS, 1, 1, HOUR);
+    cr_assert_eq(c.granted, 1);
+    cr_assert_eq(t0 + SEC / 2 + MS + c.wait_ns, t0 + SEC,
+                 "the next turn is a window after t0, as if A never took");
+    free(st);
+}
+
+/* A takes, B reserves the next turn, A gives back, C asks: C goes no
+ * sooner than B's turn + W. */
+Test(window, a_give_back_behind_a_later_reservation_frees_nothing)
+{
+    struct rl_limit lim = window(1, SEC);
+    rl_word *st = state(&lim);
+    struct rl_verdict a, b, c;
+    uint64_t t = 10 * SEC;
+
+    a = win->take(st, &lim, t, 1, 1, HOUR);
+    b = win->take(st, &lim, t, 1, 1, HOUR);
+    cr_assert_eq(a.wait_ns, 0);
+    cr_assert_eq(b.wait_ns, SEC);
+    win->refund(st, &lim, t, &a, 1);
+    c = win->take(st, &lim, t, 1, 1, HOUR);
+    cr_assert_eq(c.granted, 1);
+    cr_assert_geq(c.wait_ns, 2 * SEC);
+    free(st);
+}
+
+Test(window, a_reservation_given_back_at_once_frees_nothing_sooner)
+{
+    struct rl_limit lim = window(3, SEC);
+    rl_word *st = state(&lim);
+    struct rl_verdict a;
+    uint64_t t0 = 10 * SEC, e1, e2;
+
+    take(st, &lim, t0, 1, 1);
+    take(st, &lim, t0 + 100 * MS, 1, 1);
+    take(st, &lim, t0 + 200 * MS, 1, 1);
+    e1 = win->eta(st, &lim, t0 + 500 * MS, 1);
+    e2 = win->eta(st, &lim, t0 + 500 * MS, 2);
+    cr_assert_eq(e1, 500 * MS);
+    cr_assert_eq(e2, 600 * MS);
+    a = win->take(st, &lim, t0 + 500 * MS, 2, 2, HOUR);
+    cr_assert_eq(a.wait_ns, 600 * MS);
+    win->refund(st, &lim, t0 + 500 * MS, &a, 2);
+    /* The two slots get one stamp, that of the later unit they held:
+     * exact for a cost of 2, the first unit frees later (under-use). */
+    cr_assert_geq(win->eta(st, &lim, t0 + 500 * MS, 1), e1);
+    cr_assert_leq(win->eta(st, &lim, t0 + 500 * MS, 1), e2);
+    cr_assert_eq(win->eta(st, &lim, t0 + 500 * MS, 2), e2);
+    cr_assert_eq(win->eta(st, &lim, t0 + 500 * MS, 4), UINT64_MAX);
+    cr_assert_eq(take(st, &lim, t0 + SEC, 1, 1), 0,
+                 "the unit at t0 is not gone before t0 + 1 s");
+    cr_assert_eq(take(st, &lim, t0 + SEC + 100 * MS, 2, 2), 2);
+    free(st);
+}
+
+/* Random interleavings of takes, reservations and give-backs: what went
+ * never puts more than N in any window. */
+Test(window, interleaved_give_backs_never_put_more_than_n_in_a_window)
+{
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct rl_limit lim = window(seed % 2 ? 1 : 4, SEC);
+        rl_word *st = state(&lim), *sts[1] = {st};
+
+        cr_assert_gt(gb_run(sts, &lim, 1, seed, 2000, 300 * MS, lim.count), 0);
+        free(st);
+    }
 }
 
 Test(window, refuses_a_count_over_the_cap_and_a_burst)
@@ -687,8 +774,8 @@ Test(window, a_stopped_holder_makes_its_waiters_sleep, .timeout = 20)
 
         cr_assert_eq(atomic_load(&spage->decided[i]), 0,
                      "nobody passes a stopped holder");
-        cr_assert_lt(cpu, wall / 100, "waiter %d: %.0f ns of CPU in %.0f ns",
-                     i, cpu, wall);
+        cr_assert_lt(cpu, wall / 100, "waiter %d: %.0f ns of CPU in %.0f ns", i,
+                     cpu, wall);
     }
     /* Killed at last: the next take goes through at once. */
     cr_assert_eq(take(spage->st, &lim, 10 * SEC, 1, 1), 1);
