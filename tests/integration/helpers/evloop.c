@@ -198,6 +198,7 @@ static int upload(int port, const char *path)
             writable = false;
         }
     }
+    free(data);
     unwatch(fd);
     close(fd);
     while (now() < min_end) {
