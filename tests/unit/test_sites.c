@@ -152,6 +152,16 @@ static void went(struct rl_conform_ev *ev, uint64_t *n, uint64_t now)
     (*n)++;
 }
 
+static void by_turn(struct rl_conform_ev *ev, uint64_t n)
+{
+    for (uint64_t i = 1; i < n; i++)
+        for (uint64_t j = i; j > 0 && ev[j - 1].t > ev[j].t; j--) {
+            struct rl_conform_ev x = ev[j];
+            ev[j] = ev[j - 1];
+            ev[j - 1] = x;
+        }
+}
+
 /* Both budgets delay: the site reserves a later turn for a connect the
  * rule could grant at once. The rule must count it at the turn it goes,
  * not now: counted now, the rule refills over it and lets 3 go at once
@@ -178,13 +188,7 @@ Test(site_gate, every_budget_counts_a_delayed_connect_at_its_turn)
         went(rule, &nr, T0 + S);
     }
     struct rl_conform_result r;
-    /* Sorted by turn (the delayed one went at T0 + 1 s). */
-    for (uint64_t i = 1; i < nr; i++)
-        for (uint64_t j = i; j > 0 && rule[j - 1].t > rule[j].t; j--) {
-            struct rl_conform_ev x = rule[j];
-            rule[j] = rule[j - 1];
-            rule[j - 1] = x;
-        }
+    by_turn(rule, nr); /* the delayed one went at T0 + 1 s */
     rl_conform_bucket(rule, nr, 2, S, 2, 1, &r);
     cr_expect(r.ok, "the rule let %llu go in [%llu, %llu] ns, allows %llu",
               (unsigned long long)r.units,
@@ -194,4 +198,37 @@ Test(site_gate, every_budget_counts_a_delayed_connect_at_its_turn)
     rl_conform_bucket(site, ns, 1, S, 1, 1, &r);
     cr_expect(r.ok, "the site let %llu go, allows %llu",
               (unsigned long long)r.units, (unsigned long long)r.allowed);
+}
+
+/* The reverse: the rule (one address) delays, the site (a sliding window
+ * over the /24) granted at once. Counted now, the site's stamps expire a
+ * second before the delayed connect goes, and it lets 3 go at T0 + 1 s
+ * where 2 per second are allowed. */
+Test(site_gate, a_site_window_counts_a_connect_the_rule_delays_at_its_turn)
+{
+    gate_as("tester", "[user:tester]\nto = 10.0.0.1\nconnect = 1/s\n"
+                      "on_deny = delay\n"
+                      "[site:net]\nto = 10.0.0.0/24\nconnect = 2/s\n"
+                      "algorithm = sliding_window\non_deny = delay\n");
+    struct rl_conform_ev site[8];
+    uint64_t ns = 0;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+        went(site, &ns, T0);
+    }
+    cr_expect_eq(t.wait_ns, S, "the rule's turn: %llu",
+                 (unsigned long long)t.wait_ns);
+    /* Only the site: at T0 + 1 s. */
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(conn_to("10.0.0.2", T0 + S), RL_GATE_GO);
+        went(site, &ns, T0 + S);
+    }
+    by_turn(site, ns);
+    struct rl_conform_result r;
+    rl_conform_window(site, ns, 2, S, 1, &r);
+    cr_expect(r.ok, "the site let %llu go in [%llu, %llu] ns, allows %llu",
+              (unsigned long long)r.units,
+              (unsigned long long)(site[r.first].t - T0),
+              (unsigned long long)(site[r.last].t - T0),
+              (unsigned long long)r.allowed);
 }
