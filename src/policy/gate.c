@@ -524,56 +524,125 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
     }
 }
 
+/* Ask charge c for `want` (at least `min`) units of `kind` for the turn
+ * `at` ns after t->now; the verdict's wait is from t->now. The charge's
+ * own max_delay bounds how far it may move the turn: one the turn is
+ * already past grants only what it has free at the turn. */
+static struct rl_verdict take_one(struct rl_gate_ticket *t,
+                                  struct rl_gate_charge *c, int kind,
+                                  uint64_t at, uint64_t want, uint64_t min)
+{
+    uint64_t mw = max_wait(c->rule);
+    mw = mw > at ? mw - at : 0;
+    if (min > want)
+        min = want;
+    struct rl_verdict v;
+    if (c->fleet[kind]) {
+        const struct rl_fleet_pool *pool = rl_gate.fleet_lease &&
+                                                   kind != RL_KIND_CONNECT &&
+                                                   c->budget->fleet.w != NULL
+                                               ? &c->budget->fleet
+                                               : NULL;
+        v = rl_fleet_take(c->rule, kind, c->states[kind], pool, t->now, want,
+                          min, mw, c->v[kind]);
+    } else {
+        v = rl_multi_take(c->states[kind], c->rule->limits[kind],
+                          c->rule->nlimits[kind], t->now + at, want, min, mw,
+                          c->v[kind]);
+    }
+    if (v.granted > 0 || v.wait_ns != UINT64_MAX)
+        v.wait_ns = v.wait_ns > UINT64_MAX - at ? UINT64_MAX : v.wait_ns + at;
+    return v;
+}
+
 /* Take `want` (at least `min`) units of `kind` from every charge: true
  * when all granted, *granted the least of their grants (what more the
  * others took goes back). On false nothing of `kind` is held and
  * t->denier is the section that said no. A per-destination budget that
  * was re-used for another name while we took from it counts as a denial:
  * what we took fell on the other name, which then admits less, never
- * more. */
+ * more.
+ *
+ * Every budget counts the units at the turn the call goes, as the limits
+ * of one budget do (rl_multi_take, multi.c): when one charge reserves a
+ * later turn, a charge that granted for an earlier one gives its grant
+ * back and is asked again at that turn. Counted at the earlier turn, it
+ * would refill (or let a stamp expire) over a unit that had not gone yet:
+ * with the rule at 2/s and a site at 1/s that delays a connect by 1 s,
+ * the rule let 3 go at once. A give-back admits no more than if the take
+ * had not happened (limit.h), so the loop never over-admits; a turn that
+ * keeps moving (other callers take in between) is refused after a few
+ * rounds.
+ *
+ * A fleet charge (decided in Redis, at Redis's time) cannot be given back
+ * nor asked for a later turn. It is asked first, so that the local
+ * charges are asked at its turn; if a local charge then moves the turn
+ * later still, the fleet counted the unit up to that much early (left as
+ * it is: refusing would lose the fleet's unit and turn the delay the
+ * section asked for into a failure). */
 static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
                  uint64_t min, uint64_t *granted)
 {
-    uint64_t least = want;
+    uint64_t least = want, at = 0; /* the turn, from t->now */
+    uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
+    unsigned order[RL_GATE_MAX_CHARGES], nc = 0, rounds = 0;
     *granted = want;
     if (want == 0)
         return true;
-    for (unsigned i = 0; i < t->ncharges; i++) {
-        struct rl_gate_charge *c = &t->charge[i];
-        unsigned n = c->rule->nlimits[kind];
-        if (n == 0)
-            continue;
-        /* Fleet scope applies to the user's own rule budget; sites and
-         * per-destination budgets are this host's. */
-        c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
-                         rl_fleet_decides(c->rule);
-        const struct rl_fleet_pool *pool = rl_gate.fleet_lease &&
-                                                   kind != RL_KIND_CONNECT &&
-                                                   c->budget->fleet.w != NULL
-                                               ? &c->budget->fleet
-                                               : NULL;
-        struct rl_verdict v =
-            c->fleet[kind]
-                ? rl_fleet_take(c->rule, kind, c->states[kind], pool, t->now,
-                                least, min < least ? min : least,
-                                max_wait(c->rule), c->v[kind])
-                : rl_multi_take(c->states[kind], c->rule->limits[kind], n,
-                                t->now, least, min < least ? min : least,
-                                max_wait(c->rule), c->v[kind]);
+    /* Fleet charges first (see above), then the local ones in order. */
+    for (int fleet = 1; fleet >= 0; fleet--)
+        for (unsigned i = 0; i < t->ncharges; i++) {
+            struct rl_gate_charge *c = &t->charge[i];
+            if (c->rule->nlimits[kind] == 0)
+                continue;
+            /* Fleet scope applies to the user's own rule budget; sites
+             * and per-destination budgets are this host's. */
+            c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
+                             rl_fleet_decides(c->rule);
+            if (c->fleet[kind] == (fleet == 1))
+                order[nc++] = i;
+        }
+    for (;;) {
+        /* The first charge that holds no grant for the turn (a fleet
+         * grant stands whatever the turn). */
+        unsigned j;
+        struct rl_gate_charge *c = NULL;
+        for (j = 0; j < nc; j++) {
+            c = &t->charge[order[j]];
+            if (!c->took[kind] || (!c->fleet[kind] && turn[order[j]] != at))
+                break;
+        }
+        if (j == nc)
+            break;
+        if (++rounds > 4 * nc) {
+            untake_all(t, kind, least);
+            t->denier = c->rule;
+            return false;
+        }
+        if (c->took[kind]) {
+            untake(t, c, kind, c->granted[kind]);
+            c->took[kind] = false;
+        }
+        struct rl_verdict v = take_one(t, c, kind, at, least, min);
         bool moved = v.granted > 0 && c->key_word != NULL &&
                      rl_load_acquire_u64(c->key_word) != c->key;
         if (v.granted == 0 || moved) {
+            /* Denied, or what it took fell on the other name (kept
+             * there: that name admits less, never more). */
             untake_all(t, kind, least);
             t->denier = c->rule;
             return false;
         }
         c->took[kind] = true;
         c->granted[kind] = v.granted;
-        if (v.wait_ns > t->wait_ns)
-            t->wait_ns = v.wait_ns;
+        turn[order[j]] = v.wait_ns;
+        if (v.wait_ns > at)
+            at = v.wait_ns;
         if (v.granted < least)
             least = v.granted;
     }
+    if (at > t->wait_ns)
+        t->wait_ns = at;
     /* A later charge granted less: the earlier ones keep only that. */
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];

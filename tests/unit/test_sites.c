@@ -10,9 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gate_fixture.h"
+#include "limit/conform.h"
 #include "policy/config.h"
 #include "policy/gate.h"
-#include "gate_fixture.h"
 #include "policy/names.h"
 
 #define MS 1000000ull
@@ -62,12 +63,13 @@ Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
 {
     struct rl_config *cfg = NULL;
     struct rl_diag diag = {0};
-    cr_assert_eq(rl_config_load_string("[site:a]\nto = 10.0.0.1\nconnect = 1/s\n"
-                                       "[site:all]\nconnect = 2/s\n"
-                                       "[site:never]\nto = 10.0.0.1\n"
-                                       "connect = 3/s\n",
-                                       "t.ini", &cfg, &diag),
-                 0);
+    cr_assert_eq(
+        rl_config_load_string("[site:a]\nto = 10.0.0.1\nconnect = 1/s\n"
+                              "[site:all]\nconnect = 2/s\n"
+                              "[site:never]\nto = 10.0.0.1\n"
+                              "connect = 3/s\n",
+                              "t.ini", &cfg, &diag),
+        0);
     struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
     cr_assert(rl_config_has_sites(cfg));
     cr_assert_str_eq(rl_config_find_site(cfg, &a, sizeof a)->site, "a");
@@ -141,4 +143,92 @@ Test(site_gate, a_site_named_by_host_name)
     cr_assert_not(rl_gate_covers(&o, sizeof o));
     cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_GO);
     cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_FAIL);
+}
+
+/* The turn a granted connect goes at, noted for a budget's record. */
+static void went(struct rl_conform_ev *ev, uint64_t *n, uint64_t now)
+{
+    ev[*n] = (struct rl_conform_ev){now + t.wait_ns, 1};
+    (*n)++;
+}
+
+static void by_turn(struct rl_conform_ev *ev, uint64_t n)
+{
+    for (uint64_t i = 1; i < n; i++)
+        for (uint64_t j = i; j > 0 && ev[j - 1].t > ev[j].t; j--) {
+            struct rl_conform_ev x = ev[j];
+            ev[j] = ev[j - 1];
+            ev[j - 1] = x;
+        }
+}
+
+/* Both budgets delay: the site reserves a later turn for a connect the
+ * rule could grant at once. The rule must count it at the turn it goes,
+ * not now: counted now, the rule refills over it and lets 3 go at once
+ * at T0 + 1 s (2/s allows 2 at an instant). Each budget's admitted turns
+ * checked against its own limit. */
+Test(site_gate, every_budget_counts_a_delayed_connect_at_its_turn)
+{
+    gate_as("tester", "[user:tester]\nconnect = 2/s\non_deny = delay\n"
+                      "[site:slow]\nto = 10.0.0.1\nconnect = 1/s\n"
+                      "on_deny = delay\n");
+    struct rl_conform_ev rule[8], site[8];
+    uint64_t nr = 0, ns = 0;
+    cr_assert_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+    went(rule, &nr, T0);
+    went(site, &ns, T0);
+    cr_assert_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, S, "the site's turn: %llu",
+                 (unsigned long long)t.wait_ns);
+    went(rule, &nr, T0);
+    went(site, &ns, T0);
+    /* Only the rule: at T0 + 1 s. */
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(conn_to("10.0.0.2", T0 + S), RL_GATE_GO);
+        went(rule, &nr, T0 + S);
+    }
+    struct rl_conform_result r;
+    by_turn(rule, nr); /* the delayed one went at T0 + 1 s */
+    rl_conform_bucket(rule, nr, 2, S, 2, 1, &r);
+    cr_expect(r.ok, "the rule let %llu go in [%llu, %llu] ns, allows %llu",
+              (unsigned long long)r.units,
+              (unsigned long long)(rule[r.first].t - T0),
+              (unsigned long long)(rule[r.last].t - T0),
+              (unsigned long long)r.allowed);
+    rl_conform_bucket(site, ns, 1, S, 1, 1, &r);
+    cr_expect(r.ok, "the site let %llu go, allows %llu",
+              (unsigned long long)r.units, (unsigned long long)r.allowed);
+}
+
+/* The reverse: the rule (one address) delays, the site (a sliding window
+ * over the /24) granted at once. Counted now, the site's stamps expire a
+ * second before the delayed connect goes, and it lets 3 go at T0 + 1 s
+ * where 2 per second are allowed. */
+Test(site_gate, a_site_window_counts_a_connect_the_rule_delays_at_its_turn)
+{
+    gate_as("tester", "[user:tester]\nto = 10.0.0.1\nconnect = 1/s\n"
+                      "on_deny = delay\n"
+                      "[site:net]\nto = 10.0.0.0/24\nconnect = 2/s\n"
+                      "algorithm = sliding_window\non_deny = delay\n");
+    struct rl_conform_ev site[8];
+    uint64_t ns = 0;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
+        went(site, &ns, T0);
+    }
+    cr_expect_eq(t.wait_ns, S, "the rule's turn: %llu",
+                 (unsigned long long)t.wait_ns);
+    /* Only the site: at T0 + 1 s. */
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(conn_to("10.0.0.2", T0 + S), RL_GATE_GO);
+        went(site, &ns, T0 + S);
+    }
+    by_turn(site, ns);
+    struct rl_conform_result r;
+    rl_conform_window(site, ns, 2, S, 1, &r);
+    cr_expect(r.ok, "the site let %llu go in [%llu, %llu] ns, allows %llu",
+              (unsigned long long)r.units,
+              (unsigned long long)(site[r.first].t - T0),
+              (unsigned long long)(site[r.last].t - T0),
+              (unsigned long long)r.allowed);
 }
