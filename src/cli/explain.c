@@ -86,9 +86,9 @@ static void limits(const struct rl_rule *r)
 }
 
 /* Where the budget lives (SPEC §8): in Redis for every host, or in this
- * host's segment. Fleet scope applies to the user's own rule budget only
- * (as the gate decides): sites and per-destination budgets are the
- * host's. */
+ * host's segment. A site's fleet budget is the site's for the user; a
+ * per-destination one has a key per destination name (as the gate
+ * decides), and neither is leased. */
 static void where(const struct rl_config *cfg, const struct rl_rule *r,
                   const char *user)
 {
@@ -96,14 +96,19 @@ static void where(const struct rl_config *cfg, const struct rl_rule *r,
         printf("      lives: on this host (its shared segment)\n");
         return;
     }
+    char label[RL_STORE_LABEL_MAX];
+    rl_budget_label(r, r->site != NULL ? user : rl_budget_user(r, user), label,
+                    sizeof label);
     if (r->site != NULL || r->per == RL_PER_DESTINATION) {
-        printf("      lives: on this host (scope = fleet applies to the "
-               "user's own rule budget, not to %s)\n",
-               r->site != NULL ? "a site" : "per-destination budgets");
+        printf("      lives: in the fleet's Redis %s (keys rlshim:{%s%s}:*), "
+               "one budget for every host%s; never leased (each call is one "
+               "round trip)\n",
+               cfg->fleet, label,
+               r->per == RL_PER_DESTINATION ? "|DESTINATION" : "",
+               r->per == RL_PER_DESTINATION ? ", one per destination name"
+                                            : "");
         return;
     }
-    char label[RL_STORE_LABEL_MAX];
-    rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
     /* As the gate decides: no lease beside a site, in a dry run, or with
      * a decision log (one line per call). */
     bool leased = rl_fleet_leasable(r) && !rl_config_has_sites(cfg) &&
@@ -137,8 +142,9 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
 {
     char host[300], port[16];
     if (split(target, host, sizeof host, port, sizeof port) < 0) {
-        fprintf(stderr, "rlshim check: cannot read '%s' as URL or "
-                        "HOST[:PORT]\n",
+        fprintf(stderr,
+                "rlshim check: cannot read '%s' as URL or "
+                "HOST[:PORT]\n",
                 target);
         return 2;
     }
@@ -150,8 +156,9 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
     }
     char ubuf[RL_IDENTITY_MAX + 16];
     const char *user = rl_identity_user(&id, ubuf, sizeof ubuf);
-    const struct rl_rule *rule = rl_config_find_rule(
-        cfg, id.has_key ? id.key : NULL, id.uid, id.has_login ? id.login : NULL);
+    const struct rl_rule *rule =
+        rl_config_find_rule(cfg, id.has_key ? id.key : NULL, id.uid,
+                            id.has_login ? id.login : NULL);
 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     int e = getaddrinfo(host, port, &hints, &res);
@@ -162,9 +169,8 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
     char canon[RL_NAME_MAX + 1];
     size_t cn = rl_name_canon(host, strlen(host), canon);
     bool literal = rl_name_is_literal(host, strlen(host));
-    printf("%s: user %s, rule %s%s%s\n", target, user,
-           rule != NULL ? "[" : "", rule != NULL ? rule->section : "none",
-           rule != NULL ? "]" : "");
+    printf("%s: user %s, rule %s%s%s\n", target, user, rule != NULL ? "[" : "",
+           rule != NULL ? rule->section : "none", rule != NULL ? "]" : "");
     struct rl_peer seen[16];
     unsigned nseen = 0;
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {

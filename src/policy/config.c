@@ -1192,35 +1192,10 @@ static unsigned key_line(const struct sect *s, const char *name)
     return 0;
 }
 
-/* `scope = fleet` where fleet.c does not decide: a site's budgets and
- * per-destination budgets are this host's (gate.c charges the fleet only
- * for the user's own rule), so a budget the user believes shared would be
- * counted on each host. Refused where it is written. */
-static void refuse_local_fleet(struct pstate *ps, const struct sect *s)
-{
-    const struct rl_rule *r = &ps->cfg->rules[s->rule];
-    if (r->scope != RL_SCOPE_FLEET)
-        return;
-    if (r->site != NULL)
-        err(ps, key_line(s, "scope"),
-            "scope = fleet is not supported in [site:...] sections yet: "
-            "[%s] would be counted on each host (scope = fleet applies to a "
-            "[user:...] or [default] rule)",
-            s->name);
-    else if (r->per == RL_PER_DESTINATION)
-        err(ps, key_line(s, "scope"),
-            "scope = fleet is not supported with per = destination yet: "
-            "each destination's budget in [%s] would be counted on each host",
-            s->name);
-}
-
 /* Fleet keys that mean nothing without `fleet`: an error, since a budget
  * the user believes shared would be host-wide. */
 static void settle_fleet(struct pstate *ps)
 {
-    for (size_t i = 0; i < ps->nsects; i++)
-        if (sect_kinds[ps->sects[i].kind].rule)
-            refuse_local_fleet(ps, &ps->sects[i]);
     for (size_t i = 0; i < ps->nsects; i++) {
         const struct sect *s = &ps->sects[i];
         if (ps->cfg->fleet != NULL)
@@ -1230,9 +1205,7 @@ static void settle_fleet(struct pstate *ps)
             if (l != 0 && ps->cfg->fleet_password != NULL)
                 err(ps, l, "'fleet_password' without 'fleet' in [rlshim]");
         } else if (sect_kinds[s->kind].rule &&
-                   ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET &&
-                   ps->cfg->rules[s->rule].site == NULL &&
-                   ps->cfg->rules[s->rule].per != RL_PER_DESTINATION) {
+                   ps->cfg->rules[s->rule].scope == RL_SCOPE_FLEET) {
             err(ps, key_line(s, "scope"),
                 "'scope = fleet' in [%s] needs 'fleet = redis://...' in "
                 "[rlshim]",

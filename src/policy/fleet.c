@@ -42,6 +42,21 @@
 
 enum { SCRIPT_BUCKET = 0, SCRIPT_WINDOW = 1 };
 
+/* What the process keeps per fleet budget: the user's rule budget has its
+ * own; a site's and per-destination budgets (named by their label) get one
+ * of a small table, claimed by the label's hash. */
+struct budget_state {
+    rl_atomic_u64 tag;                 /* label hash | 1; 0: free */
+    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
+    /* Host clock until which Redis said no to one unit of a kind: calls
+     * before then are denied here, with no round trip (a denied client
+     * that retries at once must not become a storm on one key). */
+    rl_atomic_u64 closed_until[RL_KIND_COUNT];
+    /* F.gen + 1 when this outage's host budget was drained. */
+    rl_atomic_u64 drained[RL_KIND_COUNT];
+};
+#define RL_FLEET_BUDGETS 64
+
 struct conn {
     int fd; /* -1: none */
     dev_t dev;
@@ -61,15 +76,12 @@ static struct {
     atomic_bool down;
     rl_atomic_u64 next_try; /* host clock: no try before */
     atomic_flag warned;
-    rl_atomic_u64 hosts;               /* last seen; 1 until then */
-    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
+    rl_atomic_u64 hosts; /* last seen; 1 until then */
     rl_atomic_u64 seq;
     rl_atomic_u64 round_trips; /* EVALSHA answered (tests, benchmarks) */
-    /* Host clock until which Redis said no to one unit of a kind: calls
-     * before then are denied here, with no round trip (a denied client
-     * that retries at once must not become a storm on one key). */
-    rl_atomic_u64 closed_until[RL_KIND_COUNT];
-    atomic_bool drained[RL_KIND_COUNT]; /* this outage's host budget */
+    rl_atomic_u64 gen;       /* Redis answers seen: a new one ends an outage */
+    struct budget_state own; /* the user's rule budget (F.label) */
+    struct budget_state others[RL_FLEET_BUDGETS];
 } F = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .conn = {.fd = -1},
@@ -110,10 +122,11 @@ int rl_fleet_init(const struct rl_config *cfg, const char *label)
     snprintf(F.label, sizeof F.label, "%s", label);
     host_id(F.host, sizeof F.host);
     rl_store_relaxed_u64(&F.hosts, 1);
-    /* F.drained starts false: a process whose first decisions find Redis
-     * away (or slow, as on a loaded host at start) drains the host budget
-     * too. That budget sits full while Redis decides; taken as it is, it
-     * would be a burst per process on top of what the fleet admitted. */
+    /* Budgets' drained start at 0 (no generation): a process whose first
+     * decisions find Redis away (or slow, as on a loaded host at start) drains
+     * the host budget too. That budget sits full while Redis decides; taken as
+     * it is, it would be a burst per process on top of what the fleet admitted.
+     */
     F.on = true;
     return 0;
 }
@@ -126,6 +139,27 @@ bool rl_fleet_decides(const struct rl_rule *rule)
 bool rl_fleet_up(void)
 {
     return F.on && !atomic_load_explicit(&F.down, memory_order_relaxed);
+}
+
+/* The state of the budget named `label` (NULL: the user's rule budget);
+ * NULL when the table is full (that budget then keeps no debt, no denial
+ * shortcut and no drain: each call asks Redis, or the fallback). */
+static struct budget_state *state_of(const char *label)
+{
+    if (label == NULL)
+        return &F.own;
+    uint64_t h = rl_hash_str(RL_HASH_INIT, label) | 1;
+    for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++) {
+        struct budget_state *b = &F.others[(h + i) % RL_FLEET_BUDGETS];
+        uint64_t t = rl_load_relaxed_u64(&b->tag);
+        if (t == 0 &&
+            atomic_compare_exchange_strong_explicit(
+                &b->tag, &t, h, memory_order_relaxed, memory_order_relaxed))
+            return b;
+        if (t == h)
+            return b;
+    }
+    return NULL;
 }
 
 /* ---- bounded I/O --------------------------------------------------------*/
@@ -421,12 +455,12 @@ struct ask {
     uint64_t ret;   /* a stale lease's units given back */
 };
 
-static void format_eval(struct cmd *m, const char *sha,
+static void format_eval(struct cmd *m, const char *sha, const char *label,
                         const struct rl_rule *rule, int kind,
                         const struct ask *a)
 {
     unsigned n = rule->nlimits[kind];
-    char key[256];
+    char key[640];
     char id[96];
     cmd_start(m, 3 + (n + 1) + 8 + 3 * n);
     cmd_str(m, "EVALSHA");
@@ -434,13 +468,19 @@ static void format_eval(struct cmd *m, const char *sha,
     cmd_u64(m, n + 1);
     for (unsigned i = 0; i < n; i++) {
         int k = snprintf(
-            key, sizeof key, "rlshim:{%s}:%s:%u:%s", F.label,
-            rl_kind_name(kind), i,
+            key, sizeof key, "rlshim:{%s}:%s:%u:%s", label, rl_kind_name(kind),
+            i,
             rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb" : "sw");
-        cmd_arg(m, key, (size_t)k);
+        if (k < 0 || (size_t)k >= sizeof key)
+            m->overflow = true;
+        else
+            cmd_arg(m, key, (size_t)k);
     }
-    int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", F.label);
-    cmd_arg(m, key, (size_t)k);
+    int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
+    if (k < 0 || (size_t)k >= sizeof key)
+        m->overflow = true;
+    else
+        cmd_arg(m, key, (size_t)k);
     cmd_u64(m, a->want);
     cmd_u64(m, a->min);
     cmd_u64(m, a->max_wait_ns / 1000);
@@ -468,16 +508,17 @@ static int64_t int_at(const redisReply *r, size_t i)
 
 /* One EVALSHA on c (re-loading the scripts once after NOSCRIPT); the
  * units leased are in *leased. */
-static int eval(struct conn *c, const struct rl_rule *rule, int kind,
-                const struct ask *a, uint64_t deadline, struct rl_verdict *out,
-                uint64_t *leased, char *why, size_t whylen)
+static int eval(struct conn *c, const char *label, const struct rl_rule *rule,
+                int kind, const struct ask *a, uint64_t deadline,
+                struct rl_verdict *out, uint64_t *leased, char *why,
+                size_t whylen)
 {
     int script = rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET
                      ? SCRIPT_BUCKET
                      : SCRIPT_WINDOW;
     for (int attempt = 0; attempt < 2; attempt++) {
         struct cmd m = {.len = 0};
-        format_eval(&m, F.sha[script], rule, kind, a);
+        format_eval(&m, F.sha[script], label, rule, kind, a);
         if (m.overflow) {
             snprintf(why, whylen, "command too long");
             return -E2BIG;
@@ -540,7 +581,8 @@ static void warn_away(const char *why)
                      (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
+static struct rl_verdict fallback(struct budget_state *st,
+                                  const struct rl_rule *rule, int kind,
                                   rl_word *const *states, uint64_t now,
                                   uint64_t want, uint64_t min,
                                   uint64_t max_wait_ns, struct rl_verdict *v)
@@ -548,8 +590,10 @@ static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
     struct rl_verdict r = {0, UINT64_MAX, 0};
     unsigned n = rule->nlimits[kind];
     int fb = F.cfg->fleet_fallback;
-    if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) &&
-        !atomic_exchange(&F.drained[kind], true)) {
+    uint64_t gen = rl_load_relaxed_u64(&F.gen) + 1;
+    if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL &&
+        atomic_exchange_explicit(&st->drained[kind], gen,
+                                 memory_order_relaxed) != gen) {
         /* The host budget sat full while Redis decided: empty it, so an
          * outage starts at the fleet's rate, not with a burst per host. */
         struct rl_verdict tmp[RL_MAX_RATES];
@@ -594,7 +638,8 @@ static struct rl_verdict fallback(const struct rl_rule *rule, int kind,
         break;
     }
     }
-    rl_add_relaxed_u64(&F.debt[kind], r.granted);
+    if (st != NULL)
+        rl_add_relaxed_u64(&st->debt[kind], r.granted);
     return r;
 }
 
@@ -613,8 +658,8 @@ static bool lock_bounded(void)
     return pthread_mutex_timedlock(&F.mu, &ts) == 0;
 }
 
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
-                                rl_word *const *states,
+struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
+                                int kind, rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v)
@@ -633,7 +678,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
     }
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
     bool down = atomic_load_explicit(&F.down, memory_order_relaxed);
-    uint64_t closed = rl_load_relaxed_u64(&F.closed_until[kind]);
+    struct budget_state *st = state_of(label);
+    uint64_t closed =
+        st != NULL ? rl_load_relaxed_u64(&st->closed_until[kind]) : 0;
     if (!down && now < closed && closed - now > max_wait_ns)
         return (struct rl_verdict){0, closed - now, 0};
     if (down) {
@@ -642,14 +689,15 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
         if (now < next || !atomic_compare_exchange_strong_explicit(
                               &F.next_try, &next, now + RL_FLEET_RETRY_NS,
                               memory_order_relaxed, memory_order_relaxed))
-            return fallback(rule, kind, states, now, want, min, max_wait_ns, v);
+            return fallback(st, rule, kind, states, now, want, min, max_wait_ns,
+                            v);
     }
     if (!lock_bounded()) {
         /* Other threads of ours kept Redis busy for 50 ms: Redis answers,
          * so this is no outage; never admit without it. */
         if (!down)
             return (struct rl_verdict){0, RL_FLEET_WAIT_NS, 0};
-        return fallback(rule, kind, states, now, want, min, max_wait_ns, v);
+        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
     }
     char why[256] = "";
     struct conn *c = &F.conn;
@@ -660,7 +708,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
         r = conn_open(c, F.sha, deadline, why, sizeof why);
     /* What was admitted while away is charged with this call. */
     struct ask a = {want, min, max_wait_ns, 0, 0, 0};
-    a.debt = atomic_exchange_explicit(&F.debt[kind], 0, memory_order_relaxed);
+    if (st != NULL)
+        a.debt =
+            atomic_exchange_explicit(&st->debt[kind], 0, memory_order_relaxed);
     bool claimed = false;
     if (r == 0 && pool != NULL) {
         /* A stale lease goes back, and a new one comes, with this call. */
@@ -671,31 +721,34 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
     struct rl_verdict out = {0, UINT64_MAX, 0};
     uint64_t leased = 0;
     if (r == 0)
-        r = eval(c, rule, kind, &a, deadline, &out, &leased, why, sizeof why);
+        r = eval(c, label != NULL ? label : F.label, rule, kind, &a, deadline,
+                 &out, &leased, why, sizeof why);
     if (r < 0) {
         /* A stale lease's units are dropped, not kept: Redis may have run
          * the script that took them back (a reply lost to the timeout),
          * and spending them then would over-admit. */
         if (claimed)
             rl_fleet_pool_filled(pool, kind, 0, 0, a.ret, true, cnow);
-        rl_add_relaxed_u64(&F.debt[kind], a.debt);
+        if (st != NULL)
+            rl_add_relaxed_u64(&st->debt[kind], a.debt);
         conn_forget(c, true);
         rl_store_relaxed_u64(&F.next_try, now + RL_FLEET_RETRY_NS);
         atomic_store_explicit(&F.down, true, memory_order_relaxed);
         pthread_mutex_unlock(&F.mu);
         warn_away(why);
-        return fallback(rule, kind, states, now, want, min, max_wait_ns, v);
+        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
     }
     atomic_store_explicit(&F.down, false, memory_order_relaxed);
-    for (int k = 0; k < RL_KIND_COUNT; k++)
-        atomic_store_explicit(&F.drained[k], false, memory_order_relaxed);
+    /* A new generation: the next outage drains every host budget again. */
+    rl_add_relaxed_u64(&F.gen, 1);
     pthread_mutex_unlock(&F.mu);
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, leased, out.granted, a.ret, claimed,
                              cnow);
     rl_add_relaxed_u64(&F.round_trips, 1);
     if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1)
-        rl_store_relaxed_u64(&F.closed_until[kind], now + out.wait_ns);
+        if (st != NULL)
+            rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
     for (unsigned i = 0; i < rule->nlimits[kind]; i++)
         v[i] = out;
     return out;
@@ -722,12 +775,13 @@ void rl_fleet_finish(const struct rl_rule *rule,
         struct ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k)};
         if (a.ret == 0)
             continue;
-        a.debt = atomic_exchange_explicit(&F.debt[k], 0, memory_order_relaxed);
+        a.debt =
+            atomic_exchange_explicit(&F.own.debt[k], 0, memory_order_relaxed);
         struct rl_verdict out;
         uint64_t leased = 0;
         char why[256];
-        if (eval(c, rule, k, &a, deadline, &out, &leased, why, sizeof why) <
-            0) {
+        if (eval(c, F.label, rule, k, &a, deadline, &out, &leased, why,
+                 sizeof why) < 0) {
             conn_forget(c, true);
             break;
         }
@@ -747,8 +801,11 @@ void rl_fleet_atfork_child(void)
     /* The parent's connection is the parent's: close our copy of it
      * (nothing is sent: the parent still holds the socket). */
     conn_forget(&F.conn, true);
-    for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_store_relaxed_u64(&F.debt[k], 0);
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        rl_store_relaxed_u64(&F.own.debt[k], 0);
+        for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++)
+            rl_store_relaxed_u64(&F.others[i].debt[k], 0);
+    }
 }
 
 int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,

@@ -23,8 +23,8 @@
 #include "limit/limit.h"
 #include "policy/config.h"
 
-#define RL_FLEET_WAIT_NS 50000000u     /* 50 ms: the longest wait on Redis */
-#define RL_FLEET_RETRY_NS 1000000000u  /* 1 s between tries while away */
+#define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
+#define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
 
 /* Set the process up for cfg (its `fleet` set) and the budget `label`
  * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
@@ -36,14 +36,16 @@ bool rl_fleet_decides(const struct rl_rule *rule);
 struct rl_fleet_pool;
 
 /* Take between min and want units of `kind` from the fleet budget of
- * `rule`, as rl_multi_take does locally; `states` (the rule's host slot)
- * serve the fallback. `pool` (NULL: none) is the host's lease of send
- * units (fleet_lease.h): spent first, given back when stale and filled
- * again by this call's round trip. `now` is the host's clock, used only
- * to pace the retries: Redis's own clock decides. What is granted here is
- * never given back (a refund would only ever lower use). */
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, int kind,
-                                rl_word *const *states,
+ * `rule` named `label` (NULL: the user's rule budget of rl_fleet_init; a
+ * site's "site:S|USER", a per-destination one "SECTION|USER|NAME"), as
+ * rl_multi_take does locally; `states` (the rule's host slot) serve the
+ * fallback. `pool` (NULL: none) is the host's lease of send units
+ * (fleet_lease.h): spent first, given back when stale and filled again by this
+ * call's round trip. `now` is the host's clock, used only to pace the retries:
+ * Redis's own clock decides. What is granted here is never given back (a refund
+ * would only ever lower use). */
+struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
+                                int kind, rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v);

@@ -150,6 +150,7 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
         if (!rl_sites_any())
             return 0;
         (void)rl_ownerlock_self();
+        (void)rl_fleet_init(c, "");        /* for the sites' fleet budgets */
         return open_store(c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
@@ -410,12 +411,30 @@ static bool dry_run(void)
 }
 
 /* Charge `b` (its own limiters) for this call. */
-static void add_budget(struct rl_gate_ticket *t, struct budget *b)
+static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
+                                         struct budget *b)
 {
     struct rl_gate_charge *c = &t->charge[t->ncharges++];
     c->budget = b;
     c->rule = b->rule;
     memcpy(c->states, b->states, sizeof c->states);
+    /* A site's fleet budget is the site's for this user. */
+    if (b->rule != rl_gate.rule)
+        c->fleet_owner = rl_gate.user;
+    return c;
+}
+
+/* The destination's name, kept in the ticket for a per-destination fleet
+ * budget of `c`'s rule (its Redis key names it). */
+static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
+                       const char *owner, const char *name, size_t namelen)
+{
+    if (c->rule->scope != RL_SCOPE_FLEET || namelen >= sizeof t->dest)
+        return;
+    memcpy(t->dest, name, namelen);
+    t->dest[namelen] = '\0';
+    c->fleet_owner = owner;
+    c->fleet_dest = true;
 }
 
 /* Charge the budget of section `r` for (owner, name) in the table of
@@ -435,6 +454,7 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
     c->key_word = e.key_word;
     c->key = e.key;
     c->open_area = e.open;
+    fleet_dest(t, c, owner, name, namelen);
     return true;
 }
 
@@ -476,9 +496,11 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
     if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
         if (rule->per == RL_PER_DESTINATION) {
             namelen = rl_dests_peer_name(&p, name);
-            if (!add_dest(t, b, rule, rl_budget_user(rule, rl_gate.user), name,
-                          namelen))
-                add_budget(t, b); /* no room at all: the rule's own */
+            const char *owner = rl_budget_user(rule, rl_gate.user);
+            if (!add_dest(t, b, rule, owner, name, namelen))
+                /* No room at all: the rule's own (in Redis, still the
+                 * destination's). */
+                fleet_dest(t, add_budget(t, b), owner, name, namelen);
         } else {
             add_budget(t, b);
         }
@@ -492,6 +514,8 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
             namelen = rl_dests_peer_name(&p, name);
         if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
             return;
+        fleet_dest(t, add_budget(t, sb), rl_gate.user, name, namelen);
+        return;
     }
     add_budget(t, sb);
 }
@@ -538,13 +562,25 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
         min = want;
     struct rl_verdict v;
     if (c->fleet[kind]) {
-        const struct rl_fleet_pool *pool = rl_gate.fleet_lease &&
+        /* Only the user's rule budget leases (a site or per-destination
+         * charge is decided on its own, exactly, under its own key). */
+        char label[RL_STORE_LABEL_MAX + sizeof t->dest + 1];
+        const char *fl = NULL;
+        if (c->fleet_owner != NULL) {
+            rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
+            if (c->fleet_dest) {
+                size_t l = strlen(label);
+                snprintf(label + l, sizeof label - l, "|%s", t->dest);
+            }
+            fl = label;
+        }
+        const struct rl_fleet_pool *pool = rl_gate.fleet_lease && fl == NULL &&
                                                    kind != RL_KIND_CONNECT &&
                                                    c->budget->fleet.w != NULL
                                                ? &c->budget->fleet
                                                : NULL;
-        v = rl_fleet_take(c->rule, kind, c->states[kind], pool, t->now, want,
-                          min, mw, c->v[kind]);
+        v = rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
+                          want, min, mw, c->v[kind]);
     } else {
         v = rl_multi_take(c->states[kind], c->rule->limits[kind],
                           c->rule->nlimits[kind], t->now + at, want, min, mw,
@@ -595,10 +631,10 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
             struct rl_gate_charge *c = &t->charge[i];
             if (c->rule->nlimits[kind] == 0)
                 continue;
-            /* Fleet scope applies to the user's own rule budget; sites
-             * and per-destination budgets are this host's. */
-            c->fleet[kind] = c->rule == rl_gate.rule && c->key_word == NULL &&
-                             rl_fleet_decides(c->rule);
+            /* Fleet scope: the user's rule budget, a site's for the
+             * user, or either's for the destination, each under its own
+             * Redis key (take_one). */
+            c->fleet[kind] = rl_fleet_decides(c->rule);
             if (c->fleet[kind] == (fleet == 1))
                 order[nc++] = i;
         }

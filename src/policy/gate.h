@@ -47,6 +47,10 @@ struct rl_gate_charge {
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
     bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
+    /* Its fleet budget's owner (NULL: the user's rule budget, named at
+     * rl_fleet_init) and whether it is the one of t->dest. */
+    const char *fleet_owner;
+    bool fleet_dest;
     struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
 };
 
@@ -68,6 +72,8 @@ struct rl_gate_ticket {
     rl_atomic_u64 *open_full;
     uint32_t open_seq;
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
+    char dest[254]; /* the destination's name, for per-destination
+                       fleet budgets (RL_NAME_MAX + 1) */
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:

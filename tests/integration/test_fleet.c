@@ -7,7 +7,7 @@
 
 #include "../redis_server.h"
 
-static struct server srv;
+static struct server srv, srv_b;
 static struct redis R;
 
 static void setup(void)
@@ -21,6 +21,7 @@ static void teardown(void)
 {
     redis_kill(&R);
     h_server_stop(&srv);
+    h_server_stop(&srv_b);
     h_teardown();
 }
 
@@ -242,9 +243,74 @@ Test(fleet, sliding_window_never_admits_more_than_5_in_any_second)
         printf("fleet window: at most %d in any second, %d processes fell "
                "back: outage bound 10, not the strict 5\n",
                worst, away);
-        cr_expect_leq(worst, 10, "%d connects in one second with %d "
-                      "fallbacks", worst, away);
+        cr_expect_leq(worst, 10,
+                      "%d connects in one second with %d "
+                      "fallbacks",
+                      worst, away);
     }
+}
+
+/* The fleet's outage-aware bound on what a budget of burst b and rate r a
+ * second admits in `secs` (as three_hosts_of_32_threads_... explains). */
+static void expect_fleet_bound(int got, int b, int r, int secs, int away,
+                               const char *what)
+{
+    int limit = b + r * secs;
+    printf("fleet %s: %d admitted by 3 hosts in %d s (limit %d, %d processes "
+           "fell back)\n",
+           what, got, secs, limit, away);
+    cr_expect_leq(got, limit + b * away, "%s: the fleet admitted %d", what,
+                  got);
+    cr_expect_geq(got, limit * 9 / 10 - b * away,
+                  "%s: the fleet admitted only %d (< 90%%)", what, got);
+}
+
+/* A site's fleet budget is one per (site, user) for every host: 3 hosts
+ * connecting to one site under `[site:s] scope = fleet, connect = 5/s`
+ * get 5 + 5/s in total at the server, not 3 times that (the user's rule,
+ * far above, covers the same connects). */
+Test(fleet, a_site_section_is_one_budget_for_the_fleet)
+{
+    need_redis();
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nconnect = 10000/s\nconnect_burst = 10000\n"
+                   "[site:s]\nto = 127.0.0.1:%d\nscope = fleet\n"
+                   "connect = 5/s\nconnect_burst = 5\n",
+                   R.port, srv.port);
+    connects(3, 2, 4, 4, 0);
+    usleep(200000);
+    expect_fleet_bound(h_server_count(&srv, "CONN "), 5, 5, 4,
+                       hosts_err_lines(3, 0, "fleet Redis"), "site");
+    cr_expect_gt(hosts_sum(3, 0, "denied", false), 0);
+    cr_expect_gt(redis_calls(&R, "evalsha"), 0);
+}
+
+/* With `per = destination`, one fleet budget per (site, user, name): two
+ * destinations, each 5 + 5/s across 3 hosts (not 3 times that, and not
+ * one budget shared by both). */
+Test(fleet, a_per_destination_site_budget_is_one_per_name_for_the_fleet)
+{
+    need_redis();
+    setenv("SINK_HOST", "127.0.0.2", 1);
+    h_server_start(&srv_b, "sink.py");
+    unsetenv("SINK_HOST");
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nconnect = 10000/s\nconnect_burst = 10000\n"
+                   "[site:s]\nto = 127.0.0.1:%d, 127.0.0.2:%d\n"
+                   "per = destination\nscope = fleet\n"
+                   "connect = 5/s\nconnect_burst = 5\n",
+                   R.port, srv.port, srv_b.port);
+    char p2[16];
+    snprintf(p2, sizeof p2, "%d", srv_b.port);
+    setenv("FLEET_PORT2", p2, 1);
+    connects(3, 2, 4, 4, 0);
+    unsetenv("FLEET_PORT2");
+    usleep(200000);
+    int away = hosts_err_lines(3, 0, "fleet Redis");
+    expect_fleet_bound(h_server_count(&srv, "CONN "), 5, 5, 4, away,
+                       "127.0.0.1");
+    expect_fleet_bound(h_server_count(&srv_b, "CONN "), 5, 5, 4, away,
+                       "127.0.0.2");
 }
 
 Test(fleet, three_uploading_hosts_share_one_byte_rate)
@@ -286,8 +352,8 @@ Test(fleet, three_uploading_hosts_share_one_byte_rate)
     /* Ideal: the burst (1 MiB) at once, then 1 MiB/s. */
     double ideal = 1048576.0 + 1048576.0 * (last - first);
     double ratio = (double)bytes / ideal;
-    printf("fleet bytes: %lld in %.3f s, %.4f of ideal\n", bytes,
-           last - first, ratio);
+    printf("fleet bytes: %lld in %.3f s, %.4f of ideal\n", bytes, last - first,
+           ratio);
     cr_expect(ratio > 0.97 && ratio < 1.03, "%.4f of ideal (%lld in %.3f s)",
               ratio, bytes, last - first);
 }
@@ -327,10 +393,11 @@ static void outage(const char *fallback, double *t, int *n, int *in_outage,
     /* Processes try Redis again at most once a second: from a second
      * after its return, all decide there again. */
     *after = count_between(t, *n, up + 1, up + 2);
-    printf("fleet outage (%s): %d in %.2f s down, %d and %d in the 1st and 2nd s "
-           "after, %d total in %.2f s, slowest call %ld us\n",
-           fallback, *in_outage, up - down, first_after, *after, *n, h_now() - t0,
-           hosts_sum(3, 0, "slowest_us", true));
+    printf(
+        "fleet outage (%s): %d in %.2f s down, %d and %d in the 1st and 2nd s "
+        "after, %d total in %.2f s, slowest call %ld us\n",
+        fallback, *in_outage, up - down, first_after, *after, *n, h_now() - t0,
+        hosts_sum(3, 0, "slowest_us", true));
     /* Back within 2 s: every host's processes decide in Redis again. */
     cr_expect_gt(evals, 0, "no EVALSHA within 2 s of Redis's return");
     /* No hang: no call waited much past the 50 ms bound (with allow, the
@@ -388,7 +455,7 @@ Test(fleet, allow_and_local_while_redis_is_away)
     /* Each host its own 10/s for 3 s (the host budget drained at the
      * outage's start): about 3 x 30. */
     cr_expect_gt(during, 45, "local: %d during the outage", during);
-    cr_expect_leq(during, 3 * (10 + 30) , "local: %d", during);
+    cr_expect_leq(during, 3 * (10 + 30), "local: %d", during);
 }
 
 Test(fleet, a_password_from_a_file_and_a_wrong_one)
@@ -554,9 +621,9 @@ Test(fleet, killed_processes_holding_leases_never_over_admit)
                   ideal);
     /* Under by at most a lease per kill and per host's pool, and the sends
      * the killed processes had granted but not made (one each). */
-    cr_expect_geq(got, ideal - lease * (double)(kills + 3) - (double)kills -
-                           rate * 0.02,
-                  "%lld arrived (ideal %.0f, %ld kills)", got, ideal, kills);
+    cr_expect_geq(
+        got, ideal - lease * (double)(kills + 3) - (double)kills - rate * 0.02,
+        "%lld arrived (ideal %.0f, %ld kills)", got, ideal, kills);
     /* Leases were in use: fewer round trips than sends. */
     cr_expect_lt(evals, got, "%ld EVALSHA for %lld sends", evals, got);
 }

@@ -769,11 +769,10 @@ Test(dest, parses_each_form_and_matches_a_peer)
     cr_expect_not(rl_dests_cover(NULL, 0, &in, sizeof in - 1));
 }
 
-/* A site's budgets and per-destination budgets are this host's (fleet.c
- * decides only a user's own rule): `scope = fleet` there would be a
- * budget the user believes shared but counted per host, so it is refused
- * where it is written, with or without `fleet` (issue 11). */
-Test(config, refuses_scope_fleet_in_a_site_or_per_destination)
+/* `scope = fleet` in a site section and with `per = destination` is one
+ * budget for every host (issue 12): accepted with `fleet`, and without
+ * it the line is named like any fleet budget's. */
+Test(config, scope_fleet_in_a_site_or_per_destination)
 {
     static const char fleet[] = "[rlshim]\nfleet = redis://127.0.0.1:6379\n";
     char text[400];
@@ -781,35 +780,31 @@ Test(config, refuses_scope_fleet_in_a_site_or_per_destination)
              "%s[site:every-host]\nper = destination\nconnect = 1/s\n"
              "scope = fleet\n",
              fleet);
-    struct rl_diag d = load_bad(text);
-    cr_expect_str_eq(d.msgs[0],
-                     "t.ini:6: scope = fleet is not supported in [site:...] "
-                     "sections yet: [site:every-host] would be counted on "
-                     "each host (scope = fleet applies to a [user:...] or "
-                     "[default] rule)");
-    rl_diag_free(&d);
-    /* Without `fleet`, the same line is named (not "needs fleet"). */
-    d = load_bad("[site:wiki]\nto = wikipedia.org\nscope = fleet\n"
-                 "connect = 10/s\n");
-    cr_expect_eq(d.n, 1);
-    cr_expect(strstr(d.msgs[0], "t.ini:3: scope = fleet is not supported in "
-                                "[site:...] sections yet") == d.msgs[0],
-              "%s", d.msgs[0]);
-    rl_diag_free(&d);
+    struct rl_config *cfg = load_ok(text);
+    cr_expect_eq(cfg->rules[0].scope, RL_SCOPE_FLEET);
+    rl_config_free(cfg);
     snprintf(text, sizeof text,
              "%s[user:crawler]\nscope = fleet\nper = destination\n"
              "connect = 1/s\n",
              fleet);
-    d = load_bad(text);
-    cr_expect_str_eq(d.msgs[0],
-                     "t.ini:4: scope = fleet is not supported with per = "
-                     "destination yet: each destination's budget in "
-                     "[user:crawler] would be counted on each host");
-    rl_diag_free(&d);
-    /* The user's own rule, per user: accepted. */
+    rl_config_free(load_ok(text));
     snprintf(text, sizeof text,
              "%s[user:crawler]\nscope = fleet\n"
-             "connect = 1/s\n[site:wiki]\nconnect = 2/s\n",
+             "connect = 1/s\n[site:wiki]\nconnect = 2/s\nscope = fleet\n",
              fleet);
     rl_config_free(load_ok(text));
+    /* Without `fleet`: "needs fleet", where it is written. */
+    struct rl_diag d = load_bad("[site:wiki]\nto = wikipedia.org\n"
+                                "scope = fleet\nconnect = 10/s\n");
+    cr_expect_eq(d.n, 1);
+    cr_expect_str_eq(d.msgs[0], "t.ini:3: 'scope = fleet' in [site:wiki] "
+                                "needs 'fleet = redis://...' in [rlshim]");
+    rl_diag_free(&d);
+    d = load_bad("[user:crawler]\nper = destination\nscope = fleet\n"
+                 "connect = 10/s\n");
+    cr_expect_eq(d.n, 1);
+    cr_expect(strstr(d.msgs[0], "t.ini:3: 'scope = fleet' in "
+                                "[user:crawler] needs") == d.msgs[0],
+              "%s", d.msgs[0]);
+    rl_diag_free(&d);
 }

@@ -17,6 +17,8 @@
  * that has a connection to Redis: each must open its own);
  * FLEET_PARENT_TOO=1: the parent runs THREADS threads of its own as well
  * (its connection and its children's are then in use at once).
+ * FLEET_PORT2=P: every other thread connects to 127.0.0.2:P instead (a
+ * second destination).
  *
  *   fleet_client sends PORT PROCS RATE SECONDS
  *
@@ -31,6 +33,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +41,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +53,8 @@ static struct totals *tot;
 static int port;
 static double seconds;
 static int sweep, once;
+static int port2;
+static _Atomic int nthreads;
 
 static double now_s(void)
 {
@@ -64,6 +68,10 @@ static void *worker(void *arg)
     double end = *(double *)arg;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (port2 != 0 && atomic_fetch_add(&nthreads, 1) % 2 == 1) {
+        a.sin_port = htons(port2);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+    }
     while (now_s() < end) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0)
@@ -72,8 +80,8 @@ static void *worker(void *arg)
         int r = connect(fd, (struct sockaddr *)&a, sizeof a);
         long us = (long)((now_s() - t0) * 1e6);
         long cur = atomic_load(&tot->slowest_us);
-        while (us > cur && !atomic_compare_exchange_weak(&tot->slowest_us,
-                                                         &cur, us))
+        while (us > cur &&
+               !atomic_compare_exchange_weak(&tot->slowest_us, &cur, us))
             ;
         close(fd);
         if (sweep)
@@ -179,6 +187,7 @@ int main(int argc, char **argv)
     if (tot == MAP_FAILED)
         return 1;
     sweep = getenv("FLEET_SWEEP") != NULL;
+    port2 = getenv("FLEET_PORT2") != NULL ? atoi(getenv("FLEET_PORT2")) : 0;
     if (getenv("FLEET_PARENT_FIRST") != NULL) {
         double forever = now_s() + 5;
         once = 1;
