@@ -1,9 +1,11 @@
 /* gate.c — one decision per call (see gate.h).
  *
  * The process's state is one struct rl_gate (gate_int.h). A decision
- * builds the list of budgets the call is charged to (today: the rule's
- * one budget), takes from each, and gives back to all when one denies;
- * leases (lease.c) and the exit report (report.c) sit beside it. */
+ * builds the list of budgets the call is charged to (the user's rule, the
+ * first site that covers it, a budget per destination; each local or on
+ * Redis), takes from each at the one turn the call goes (take()), and
+ * gives back to all when one denies; leases (lease.c) and the exit report
+ * (report.c) sit beside it. */
 #include "policy/gate.h"
 
 #include <arpa/inet.h>
