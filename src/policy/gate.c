@@ -249,6 +249,12 @@ uint64_t rl_gate_max_bytes(void)
     return rl_gate.max_bytes;
 }
 
+uint64_t rl_gate_send_least(uint64_t want)
+{
+    uint64_t least = rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
+    return least < want ? least : want;
+}
+
 bool rl_gate_covers(const void *sa, unsigned salen)
 {
     if (rl_sites_any() && !rl_gate.deny_all &&
@@ -916,14 +922,10 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         bytes_min = 1;
     if (bytes_min < bytes && rule != NULL && rule->on_deny == RL_DENY_DELAY) {
         /* A stream send in delay mode: grant part of it only when a
-         * sizeable part is free (1/16 of the burst), else reserve it all
-         * and sleep. With a minimum of 1 byte, a client that comes back
-         * a few microseconds later would get a few bytes per call: a busy
-         * loop of tiny writes instead of a sleep. */
-        uint64_t chunk =
-            rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
-        if (chunk > bytes_min)
-            bytes_min = chunk < bytes ? chunk : bytes;
+         * sizeable part is free, else reserve it all and sleep. */
+        uint64_t least = rl_gate_send_least(bytes);
+        if (least > bytes_min)
+            bytes_min = least;
     }
     if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
         untake_all(t, RL_KIND_SEND, gc);

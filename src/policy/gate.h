@@ -195,4 +195,11 @@ uint64_t rl_gate_send_eta(uint64_t bytes);
  * send_bytes burst), UINT64_MAX when bytes are not limited. */
 uint64_t rl_gate_max_bytes(void);
 
+/* The least part of a stream send worth granting when it cannot go whole:
+ * 1/16 of rl_gate_max_bytes() (at least 1), capped at `want`. With 1
+ * byte as the least, a client that comes back a few microseconds after a
+ * short grant gets the few bytes refilled meanwhile, call after call: a
+ * busy loop of tiny sends, never a wait. */
+uint64_t rl_gate_send_least(uint64_t want);
+
 #endif
