@@ -107,9 +107,9 @@ Test(dests, a_crawl_of_four_hosts_gets_two_a_second_on_each_in_parallel)
 Test(dests, a_site_override_before_the_catch_all)
 {
     h_config_write("[site:fast]\nto = fast.test\nalgorithm = sliding_window\n"
-                   "connect = 10/s\n"
+                   "connect = 10/min\n"
                    "[site:every]\nper = destination\n"
-                   "algorithm = sliding_window\nconnect = 2/s\n");
+                   "algorithm = sliding_window\nconnect = 2/min\n");
     char script[2000];
     snprintf(script, sizeof script,
              "i=0; while [ $i -lt 12 ]; do i=$((i+1)); curl -sS -o /dev/null "
@@ -121,7 +121,7 @@ Test(dests, a_site_override_before_the_catch_all)
     double t0 = h_now();
     ns_run(&r, 30, script);
     cr_assert_eq(r.status, 0);
-    cr_assert_lt(h_now() - t0, 1.0, "took %.2f s: inconclusive", h_now() - t0);
+    cr_assert_lt(h_now() - t0, 60.0, "took %.2f s: inconclusive", h_now() - t0);
     usleep(200 * 1000);
     cr_expect_eq(h_server_count(&srv[3], ""), 10, "fast.test got %d",
                  h_server_count(&srv[3], ""));

@@ -42,18 +42,20 @@ static void five(const char *fmt_one, const char *host, int port)
     cr_assert_eq(r.status, 0, "script: status %d: %s", r.status, r.out);
 }
 
-/* Five requests to each site within a second under `to = site-a.test`
- * (2/s, sliding window): site-a sees exactly 2, site-b all 5. */
+/* Five requests to each site under `to = site-a.test` (2/min, sliding
+ * window: a minute, so that a client slowed by a sanitizer or a loaded
+ * machine still makes its five inside one window): site-a sees exactly
+ * 2, site-b all 5. */
 static void check_client(const char *fmt_one)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 2/s\n"
+                   "connect = 2/min\n"
                    "to = Site-A.test.\n");
     double t0 = h_now();
     five(fmt_one, "site-a.test", sa.port);
     double span = h_now() - t0;
-    cr_assert_lt(span, 1.0, "5 requests took %.2f s: inconclusive", span);
+    cr_assert_lt(span, 60.0, "5 requests took %.2f s: inconclusive", span);
     five(fmt_one, "site-b.test", sb.port);
     usleep(200 * 1000);
     cr_expect_eq(h_server_count(&sa, ""), 2, "site-a.test saw %d",
@@ -76,7 +78,7 @@ Test(names, python_throttles_the_named_site_only)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 2/s\n"
+                   "connect = 2/min\n"
                    "to = site-a.test\n");
     char script[1200];
     snprintf(script, sizeof script,
@@ -93,7 +95,7 @@ Test(names, python_throttles_the_named_site_only)
     double t0 = h_now();
     run_ns(script);
     cr_assert_eq(r.status, 0, "python: status %d: %s", r.status, r.out);
-    cr_assert_lt(h_now() - t0, 1.0, "inconclusive: took %.2f s", h_now() - t0);
+    cr_assert_lt(h_now() - t0, 60.0, "inconclusive: took %.2f s", h_now() - t0);
     usleep(200 * 1000);
     cr_expect_eq(h_server_count(&sa, ""), 2, "site-a.test saw %d",
                  h_server_count(&sa, ""));
@@ -105,7 +107,7 @@ Test(names, a_name_below_matches_and_the_apex_does_not)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 1/s\n"
+                   "connect = 1/min\n"
                    "to = *.site-b.test\n");
     /* www.site-b.test and site-b.test share an address: the name the
      * program resolved decides. */

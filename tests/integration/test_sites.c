@@ -51,7 +51,7 @@ static void crawl(const char *script)
     ns_run(&r, 30, all);
     cr_assert_eq(r.status, 0, "crawl: status %d", r.status);
     double span = h_now() - t0;
-    cr_assert_lt(span, 1.0, "the crawl took %.2f s: inconclusive", span);
+    cr_assert_lt(span, 60.0, "the crawl took %.2f s: inconclusive", span);
     usleep(200 * 1000);
 }
 
@@ -60,10 +60,10 @@ Test(sites, a_site_override_before_the_catch_all_gets_its_own_rate)
     h_config_write("[site:fast]\n"
                    "to = fast.test\n"
                    "algorithm = sliding_window\n"
-                   "connect = 6/s\n"
+                   "connect = 6/min\n"
                    "[site:every]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 2/s\n");
+                   "connect = 2/min\n");
     char a[300], b[300], c[300], script[1000];
     snprintf(script, sizeof script, "%s%s%s", gets(a, sizeof a, NULL, "fast.test", fast.port, 8),
              gets(b, sizeof b, NULL, "slow.test", slow.port, 3),
@@ -82,11 +82,11 @@ Test(sites, the_users_rule_and_the_site_must_both_allow)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 2/s\n"
+                   "connect = 2/min\n"
                    "to = fast.test\n"
                    "[site:every]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 4/s\n");
+                   "connect = 4/min\n");
     char a[300], b[300], script[700];
     /* fast.test: the rule allows 2 of 5; the 3 it denies give the site its
      * units back, so slow.test (outside the rule) still gets 2 of 5: the
@@ -105,11 +105,11 @@ Test(sites, a_denial_by_the_site_gives_the_rule_its_unit_back)
 {
     h_config_write("[default]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 4/s\n"
+                   "connect = 4/min\n"
                    "[site:slow]\n"
                    "to = slow.test\n"
                    "algorithm = sliding_window\n"
-                   "connect = 1/s\n");
+                   "connect = 1/min\n");
     char a[300], b[300], script[700];
     /* slow.test: the site allows 1 of 5; the rule keeps 3 for fast.test. */
     snprintf(script, sizeof script, "%s%s",
@@ -126,7 +126,7 @@ Test(sites, each_user_has_a_budget_of_its_own_of_a_site)
 {
     h_config_write("[site:every]\n"
                    "algorithm = sliding_window\n"
-                   "connect = 2/s\n");
+                   "connect = 2/min\n");
     char a[300], b[300], script[700];
     snprintf(script, sizeof script, "%s%s",
              gets(a, sizeof a, "alice", "slow.test", slow.port, 4),
