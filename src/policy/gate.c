@@ -38,6 +38,7 @@
 
 struct rl_gate rl_gate = {
     .max_bytes = UINT64_MAX,
+    .refill_10ms = UINT64_MAX,
     .reopening = ATOMIC_FLAG_INIT,
 };
 
@@ -143,6 +144,10 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
                 l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count;
             if (cap < g->max_bytes)
                 g->max_bytes = cap;
+            unsigned __int128 r =
+                (unsigned __int128)l->count * 10000000u / l->period_ns;
+            if (r < g->refill_10ms)
+                g->refill_10ms = (uint64_t)r;
         }
     }
     if (rule == NULL) {
@@ -253,6 +258,13 @@ uint64_t rl_gate_send_least(uint64_t want)
 {
     uint64_t least = rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
     return least < want ? least : want;
+}
+
+uint64_t rl_gate_send_least_nonblocking(uint64_t want)
+{
+    uint64_t least = rl_gate_send_least(want);
+    uint64_t r = rl_gate.refill_10ms > 0 ? rl_gate.refill_10ms : 1;
+    return r < least ? r : least;
 }
 
 bool rl_gate_covers(const void *sa, unsigned salen)

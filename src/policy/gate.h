@@ -202,4 +202,10 @@ uint64_t rl_gate_max_bytes(void);
  * busy loop of tiny sends, never a wait. */
 uint64_t rl_gate_send_least(uint64_t want);
 
+/* The same for a non-blocking socket, which is held, not put to sleep,
+ * when denied: no more than the slowest byte rate refills in 10 ms
+ * either. A client that comes back sooner than that is denied and held;
+ * a slow budget's last bytes (or a refund) are granted as they are. */
+uint64_t rl_gate_send_least_nonblocking(uint64_t want);
+
 #endif

@@ -61,6 +61,7 @@ struct rl_gate {
     char label[RL_STORE_LABEL_MAX];
     char user[RL_IDENTITY_MAX + 16];
     uint64_t max_bytes;
+    uint64_t refill_10ms; /* bytes the slowest byte rate refills in 10 ms */
     struct rl_lease_conf lease;
     /* Sends of a fleet budget spend the host's lease (fleet_lease.h):
      * the fleet's counterpart of lease.on, fixed at init. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "policy/ready.h"
+#include "policy/sites.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -194,15 +195,17 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
             give_back(t); /* a datagram larger than the turn taken */
         }
     }
-    if (min < want && rl_gate_max_bytes() != UINT64_MAX &&
-        nonblocking(fd, flags)) {
-        /* A short grant only of a sizeable part, in fail mode as in delay
-         * mode (the gate's): else EAGAIN and a hold until it is free.
-         * With 1 byte as the least, python asyncio on a loaded machine
-         * made 81,000 sends of ~13 bytes in 10 s, never held. A blocking
-         * socket keeps its short grants (a denial would fail it). */
-        uint64_t least = rl_gate_send_least(want);
-        if (least > min)
+    if (min < want && rl_gate_max_bytes() != UINT64_MAX) {
+        /* A short grant only of a sizeable part (gate.h): else EAGAIN
+         * and a hold until it is free. With 1 byte as the least, python
+         * asyncio on a loaded machine made 81,000 sends of ~13 bytes in
+         * 10 s, never held. A blocking socket keeps its short grants (a
+         * denial would fail it). The fcntl (1.3 us here) only when the
+         * budget is short of that part (a probe changes nothing) or a
+         * site may be. */
+        uint64_t least = rl_gate_send_least_nonblocking(want);
+        if (least > min && (rl_sites_any() || rl_gate_send_eta(least) > 0) &&
+            nonblocking(fd, flags))
             min = least;
     }
     int act = rl_gate_send(t, call, fd, sa, salen, calls, 1, want, min);

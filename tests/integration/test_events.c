@@ -36,8 +36,10 @@
 /* Decisions a throttled upload may take per second of its run: a held
  * socket is woken when 1/8 of the burst is free (8 a second at this
  * rate), each wake-up a grant and at most a denial, and a client may cut
- * a write in a few sends. */
-#define DECISIONS_PER_S 50
+ * a write in a few sends; a client slower than 10 ms a call (a loaded
+ * machine) may get short grants up to 100 a second. A spin makes tens of
+ * thousands. */
+#define DECISIONS_PER_S 150
 
 static struct server srv, srv_b, srv_h;
 static struct run ctl, r;
