@@ -684,6 +684,9 @@ static void p_to(struct pstate *ps, const struct key *k, void *field,
             b--;
         memcpy(one, a, (size_t)(b - a));
         one[b - a] = '\0';
+        /* An empty entry is never parsed: d must still be safe to clear
+         * (the fuzzer's "to = , 10.0.13.0/24" freed a stack pointer). */
+        memset(&d, 0, sizeof d);
         why = one[0] ? rl_dest_parse(one, &d) : "empty entry";
         if (why != NULL) {
             err(ps, ps->lineno, "bad destination '%s' in 'to' of [%s]: %s", one,
