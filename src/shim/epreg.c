@@ -89,16 +89,18 @@ static void unslot(struct reg *r)
     atomic_fetch_sub_explicit(&rl_epreg_n, 1, memory_order_relaxed);
 }
 
-static void mark_pending(int fd)
+/* Put fd on the list settle goes through; false when the list is full. */
+static bool mark_pending(int fd)
 {
     unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
     for (unsigned i = 0; i < n; i++)
         if (pending[i] == fd)
-            return;
-    if (n < PENDING_MAX) {
-        pending[n] = fd;
-        atomic_store_explicit(&rl_epreg_npending, n + 1, memory_order_relaxed);
-    }
+            return true;
+    if (n >= PENDING_MAX)
+        return false;
+    pending[n] = fd;
+    atomic_store_explicit(&rl_epreg_npending, n + 1, memory_order_relaxed);
+    return true;
 }
 
 /* Put one registration in the kernel into `mode`. */
@@ -138,6 +140,35 @@ void rl_epreg_sync(int fd, int mode)
 {
     pthread_mutex_lock(&mu);
     sync_locked(fd, mode);
+    pthread_mutex_unlock(&mu);
+}
+
+void rl_epreg_hold(int fd)
+{
+    pthread_mutex_lock(&mu);
+    bool settled_later = mark_pending(fd);
+    if (fd >= 0 && (unsigned)fd < cap)
+        for (int s = 0; s < SLOTS; s++) {
+            struct reg *g = &regs[fd][s];
+            if (g->epfd < 0)
+                continue;
+            if (!settled_later || (g->events & EPOLLONESHOT)) {
+                /* Nothing would put it right later (the pending list is
+                 * full), or a one-shot registration the program re-arms
+                 * itself: EPOLLOUT out now. */
+                apply(fd, g, RL_EPREG_NOOUT);
+            } else if (g->mode == RL_EPREG_FULL &&
+                       (g->events & (EPOLLOUT | EPOLLET)) ==
+                           (EPOLLOUT | EPOLLET)) {
+                /* The same registration again: a new edge, which wakes
+                 * a thread blocked on the set since before the hold. */
+                struct epoll_event ev = {.events = g->events,
+                                         .data.u64 = g->data};
+                int saved = errno;
+                WREAL(epoll_ctl)(g->epfd, EPOLL_CTL_MOD, fd, &ev);
+                errno = saved;
+            }
+        }
     pthread_mutex_unlock(&mu);
 }
 

@@ -41,6 +41,20 @@ int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode);
 /* Bring every registration of fd to `mode` in the kernel. */
 void rl_epreg_sync(int fd, int mode);
 
+/* fd is held from now on (a denied or reserved send). Its registrations
+ * lose EPOLLOUT at the next wait call (settle), not now: a thread already
+ * blocked on the set since before the hold (another thread's send was
+ * denied: tokio's reactor, for one) waits with a timeout that knows
+ * nothing of the turn, and only an event wakes it. So an edge-triggered
+ * registration is re-armed as it is (EPOLL_CTL_MOD: a new edge for a
+ * writable socket), and a level-triggered one already reports it: that
+ * thread sees the socket writable once, its send is denied again (no new
+ * hold, no new edge), and its next wait call waits for the turn. The
+ * calling thread's own next wait takes EPOLLOUT out before it waits, so
+ * the kernel drops the queued edge (it reports events by the mask at
+ * that moment). */
+void rl_epreg_hold(int fd);
+
 /* For every fd shown less than FULL: bring it to its mode at `now`. */
 void rl_epreg_settle(uint64_t now);
 

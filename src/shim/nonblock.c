@@ -86,7 +86,7 @@ static void hold_after_denial(int fd, uint64_t want, uint64_t min)
     if (eta == 0 || eta == UINT64_MAX)
         return; /* free now (a refund), or never: nothing to wait for */
     if (rl_ready_hold(fd, rl_clock_now_ns() + eta) >= 0)
-        rl_epreg_sync(fd, RL_EPREG_NOOUT);
+        rl_epreg_hold(fd);
 }
 
 /* Make the connect of fd now: its turn has come, or a place freed. */
@@ -228,7 +228,7 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
     if (nonblocking_once(fd, flags, &nb)) {
         /* Its turn is reserved for it; EAGAIN until then. */
         if (rl_ready_reserve(fd, t) >= 0)
-            rl_epreg_sync(fd, RL_EPREG_NOOUT);
+            rl_epreg_hold(fd);
         else
             give_back(t);
         return again(t);
