@@ -428,11 +428,18 @@ Test(fleet, share_keeps_the_fleet_near_its_limit_while_redis_is_away)
     /* 3 s away at 10/s: within 1.2 times that. */
     cr_expect_leq(during, 36, "%d during the outage", during);
     cr_expect_geq(during, 10, "%d during the outage", during);
-    /* No burst on return: what was spent away was charged. In the first
-     * second, processes not back yet still take their share (10/s in
-     * all); a full bucket on return would add its 10. */
-    cr_expect_leq(first_after, 16, "%d in the first second after the return",
-                  first_after);
+    /* No burst on return: what was spent away was charged. Each process
+     * tries Redis again within a second of its return, and until then
+     * takes its share (10/s in all), while those back spend the fleet
+     * budget (what their debts left of it): how the first two seconds
+     * split between them depends on when each one tries (5 and 9, 0 and
+     * 10, 23 and 0 seen, the last on a loaded machine under ASan). Over
+     * both: two seconds at 10/s, and 6 for the spread; a full bucket on
+     * return, its debts not charged, would add its 10 to that and the
+     * shares on top (30 to 40). */
+    cr_expect_leq(first_after + after, 26,
+                  "%d and %d in the two seconds after the return", first_after,
+                  after);
     cr_expect_leq(after, 12, "%d in the second after that", after);
 }
 
