@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "util/sys.h"
 
 #ifndef RL_VERSION
 #define RL_VERSION "unknown"
@@ -30,6 +31,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    rl_sys_use_libc();
     static const struct {
         const char *name;
         int (*fn)(int, char **);

@@ -27,44 +27,6 @@ static ssize_t first_writev(int fd, const struct iovec *iov, int n)
 
 struct rl_real rl_real = {.write = first_write, .writev = first_writev};
 
-/* The system call itself, never through libc's syscall(), which this
- * library wraps (a fallback calling it would come back to our hook). */
-long rl_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
-                    long a6)
-{
-    long r;
-#if defined(__x86_64__)
-    register long r10 __asm__("r10") = a4;
-    register long r8 __asm__("r8") = a5;
-    register long r9 __asm__("r9") = a6;
-    __asm__ volatile("syscall"
-                     : "=a"(r)
-                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8),
-                       "r"(r9)
-                     : "rcx", "r11", "memory");
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = nr;
-    register long x0 __asm__("x0") = a1;
-    register long x1 __asm__("x1") = a2;
-    register long x2 __asm__("x2") = a3;
-    register long x3 __asm__("x3") = a4;
-    register long x4 __asm__("x4") = a5;
-    register long x5 __asm__("x5") = a6;
-    __asm__ volatile("svc 0"
-                     : "+r"(x0)
-                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                     : "memory");
-    r = x0;
-#else
-#error "rl_raw_syscall: add this architecture's system call instruction"
-#endif
-    if (r < 0 && r > -4096) {
-        errno = (int)-r;
-        return -1;
-    }
-    return r;
-}
-
 /* Fallbacks: the raw system call, for a libc without the name or a chain
  * in which RTLD_NEXT finds only ourselves. */
 static int fb_connect(int fd, const struct sockaddr *sa, socklen_t len)
@@ -232,6 +194,35 @@ int close_range(unsigned int, unsigned int, int);
 int accept4(int, struct sockaddr *, socklen_t *, int);
 long syscall(long, ...);
 
+/* The core's own system calls (util/sys.h): libc's functions behind our
+ * hooks, found as the hooks find theirs. A name libc lacks keeps the
+ * system call the table started with. */
+static int sys_fcntl(int fd, int cmd, int arg)
+{
+    return rl_real.fcntl(fd, cmd, arg);
+}
+
+static void fill_sys(void)
+{
+    void *p;
+    rl_sys.socket = rl_real.socket;
+    rl_sys.connect = rl_real.connect;
+    rl_sys.send = rl_real.send;
+    rl_sys.close = rl_real.close;
+    rl_sys.write = rl_real.write;
+    rl_sys.getsockopt = rl_real.getsockopt;
+    rl_sys.fcntl = sys_fcntl;
+    if ((p = next("recv", NULL, NULL)) != NULL)
+        rl_sys.recv = (ssize_t (*)(int, void *, size_t, int))p;
+    if ((p = next("poll", NULL, NULL)) != NULL)
+        rl_sys.poll = (int (*)(struct pollfd *, nfds_t, int))p;
+    if ((p = next("read", NULL, NULL)) != NULL)
+        rl_sys.read = (ssize_t (*)(int, void *, size_t))p;
+    if ((p = next("setsockopt", NULL, NULL)) != NULL)
+        rl_sys.setsockopt =
+            (int (*)(int, int, int, const void *, socklen_t))p;
+}
+
 #define RESOLVE(name) tmp.name = next(#name, (void *)name, (void *)fb_##name)
 
 void rl_real_resolve(void)
@@ -272,5 +263,6 @@ void rl_real_resolve(void)
     void **dst = (void **)&rl_real;
     for (size_t i = 0; i < sizeof tmp / sizeof(void *); i++)
         __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    fill_sys();
     atomic_store_explicit(&done, 1, memory_order_release);
 }

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "util/sys.h" /* rl_raw_syscall */
+
 struct rl_real {
     int (*connect)(int, const struct sockaddr *, socklen_t);
     int (*getsockopt)(int, int, int, void *, socklen_t *);
@@ -45,11 +47,6 @@ struct rl_real {
  * then only read. `write` and `writev` are never NULL: they start as
  * trampolines that resolve first. */
 extern struct rl_real rl_real;
-
-/* The system call `nr` with six arguments, made directly (never through
- * libc's syscall(), which the shim wraps). -1 with errno on error. */
-long rl_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
-                    long a6);
 
 /* Resolve every pointer; idempotent and cheap after the first call. */
 void rl_real_resolve(void);

@@ -1,5 +1,6 @@
 /* wreal.c — dlsym(RTLD_NEXT) of the wait calls, once (see wreal.h). */
 #include "shim/wreal.h"
+#include "util/sys.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -15,7 +16,7 @@ struct rl_wreal rl_wreal;
 static int fb_poll(struct pollfd *f, nfds_t n, int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    return (int)syscall(SYS_ppoll, f, n, ms < 0 ? NULL : &ts, NULL, 8);
+    return (int)rl_raw_syscall(SYS_ppoll, (long)f, (long)n, (long)(ms < 0 ? NULL : &ts), 0, 8, 0);
 }
 
 static int fb_ppoll(struct pollfd *f, nfds_t n, const struct timespec *ts,
@@ -26,7 +27,7 @@ static int fb_ppoll(struct pollfd *f, nfds_t n, const struct timespec *ts,
         copy = *ts;
         tp = &copy;
     }
-    return (int)syscall(SYS_ppoll, f, n, tp, m, 8);
+    return (int)rl_raw_syscall(SYS_ppoll, (long)f, (long)n, (long)tp, (long)m, 8, 0);
 }
 
 static int fb_poll_chk(struct pollfd *f, nfds_t n, int ms, unsigned long len)
@@ -45,7 +46,7 @@ static int fb_ppoll_chk(struct pollfd *f, nfds_t n, const struct timespec *ts,
 static int fb_select(int n, fd_set *r, fd_set *w, fd_set *e,
                      struct timeval *tv)
 {
-    return (int)syscall(SYS_select, n, r, w, e, tv);
+    return (int)rl_raw_syscall(SYS_select, (long)(n), (long)(r), (long)(w), (long)(e), (long)(tv), 0);
 }
 
 static int fb_pselect(int n, fd_set *r, fd_set *w, fd_set *e,
@@ -60,29 +61,29 @@ static int fb_pselect(int n, fd_set *r, fd_set *w, fd_set *e,
         const sigset_t *ss;
         size_t len;
     } data = {m, 8};
-    return (int)syscall(SYS_pselect6, n, r, w, e, tp, m ? &data : NULL);
+    return (int)rl_raw_syscall(SYS_pselect6, (long)(n), (long)(r), (long)(w), (long)(e), (long)(tp), (long)(m ? &data : NULL));
 }
 
 static int fb_epoll_wait(int ep, struct epoll_event *ev, int n, int ms)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, n, ms, NULL, 8);
+    return (int)rl_raw_syscall(SYS_epoll_pwait, (long)(ep), (long)(ev), (long)(n), (long)(ms), (long)(NULL), (long)(8));
 }
 
 static int fb_epoll_pwait(int ep, struct epoll_event *ev, int n, int ms,
                           const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait, ep, ev, n, ms, m, 8);
+    return (int)rl_raw_syscall(SYS_epoll_pwait, (long)(ep), (long)(ev), (long)(n), (long)(ms), (long)(m), (long)(8));
 }
 
 static int fb_epoll_pwait2(int ep, struct epoll_event *ev, int n,
                            const struct timespec *ts, const sigset_t *m)
 {
-    return (int)syscall(SYS_epoll_pwait2, ep, ev, n, ts, m, 8);
+    return (int)rl_raw_syscall(SYS_epoll_pwait2, (long)(ep), (long)(ev), (long)(n), (long)(ts), (long)(m), (long)(8));
 }
 
 static int fb_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
-    return (int)syscall(SYS_epoll_ctl, ep, op, fd, ev);
+    return (int)rl_raw_syscall(SYS_epoll_ctl, (long)(ep), (long)(op), (long)(fd), (long)(ev), 0, 0);
 }
 
 static void *next(const char *name, void *self, void *fallback)
