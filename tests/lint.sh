@@ -28,6 +28,29 @@ else
     ok "librlshim.so exports only hooked libc names ($(echo $exported | wc -w))"
 fi
 
+# The core library (policy/, state/, util/, limit/, fleet/) never calls a
+# name the .so exports: inside the preloaded library that name is our own
+# hook. It calls through util/sys.h's table instead.
+core_calls=$(nm -u "$B/librlcore.a" 2>/dev/null | awk '{print $2}' | sed 's/@.*//' | sort -u)
+hooked=""
+for s in $exported fopen; do
+    case " $(echo $core_calls) " in *" $s "*) hooked="$hooked $s" ;; esac
+done
+if [ -z "$core_calls" ]; then
+    bad "librlcore.a: nm -u found nothing"
+elif [ -n "$hooked" ]; then
+    bad "librlcore.a calls hooked names (use util/sys.h's rl_sys):$hooked"
+else
+    ok "librlcore.a calls no hooked name"
+fi
+
+# Functions nothing calls (tests/deadcode.sh).
+if out=$(sh tests/deadcode.sh "$B" 2>&1); then
+    ok "no dead functions"
+else
+    bad "dead functions: $(echo $out)"
+fi
+
 for page in src/man/rlshim.1 src/man/rlshim.ini.5; do
     if [ ! -f "$page" ]; then
         bad "$page is missing"

@@ -115,14 +115,6 @@ void rl_dests_free(struct rl_dest *list, size_t n)
     free(list);
 }
 
-bool rl_dests_have_names(const struct rl_dest *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (list[i].form == RL_DEST_NAME || list[i].form == RL_DEST_BELOW)
-            return true;
-    return false;
-}
-
 /* "A.B.C.D[/P][:PORT]", "[V6][/P][:PORT]", "[V6/P][:PORT]", "V6[/P]",
  * "*:PORT", and the name forms. */
 const char *rl_dest_parse(const char *s, struct rl_dest *d)

@@ -62,9 +62,6 @@ void rl_dest_clear(struct rl_dest *d);
 /* Free a list of n entries (NULL is fine). */
 void rl_dests_free(struct rl_dest *list, size_t n);
 
-/* Does the list hold a name entry? */
-bool rl_dests_have_names(const struct rl_dest *list, size_t n);
-
 /* The entry as the file would spell it. Returns what snprintf returns. */
 int rl_dest_format(const struct rl_dest *d, char *buf, size_t len);
 

@@ -420,12 +420,6 @@ bool rl_dests_still(const struct rl_dest_entry *e)
     return e->key_word == NULL || rl_load_acquire_u64(e->key_word) == e->key;
 }
 
-uint64_t rl_dests_live(struct rl_store *st)
-{
-    struct table *t = table_in(st);
-    return t == NULL ? 0 : rl_load_relaxed_u64(&t->w[H_LIVE]);
-}
-
 int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
                   void (*fn)(const struct rl_rule *rule, const char *label,
                              struct rl_dest_entry *e, void *arg),

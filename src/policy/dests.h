@@ -102,7 +102,4 @@ int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
 /* The label of the table's slot (what `rlshim stat` shows for it). */
 #define RL_DESTS_LABEL "#destinations|*"
 
-/* Entries live in the table now (tests, stat). */
-uint64_t rl_dests_live(struct rl_store *st);
-
 #endif

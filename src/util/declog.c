@@ -1,5 +1,6 @@
 /* declog.c — see declog.h. */
 #include "util/declog.h"
+#include "util/sys.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -188,16 +189,16 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
 
 static int write_line(const char *line, size_t n)
 {
-    long fd = syscall(SYS_openat, AT_FDCWD, path_buf,
-                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
-                      0600);
+    int fd = rl_sys.openat(AT_FDCWD, path_buf,
+                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
+                           0600);
     if (fd < 0)
         return -errno;
     int r = 0;
     for (;;) {
         /* One write: O_APPEND places it whole at the end. A short write
          * (disk full) leaves a cut line, which readers skip. */
-        long w = syscall(SYS_write, fd, line, n);
+        ssize_t w = rl_sys.write(fd, line, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
@@ -206,7 +207,7 @@ static int write_line(const char *line, size_t n)
             r = -ENOSPC;
         break;
     }
-    syscall(SYS_close, fd);
+    rl_sys.close(fd);
     return r;
 }
 
@@ -220,8 +221,8 @@ void rl_declog_write(const struct rl_declog_rec *r)
     uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     char line[RL_DECLOG_LINE_MAX];
     size_t n = rl_declog_format(line, sizeof line, r, wall,
-                                (int)syscall(SYS_getpid),
-                                (int)syscall(SYS_gettid));
+                                (int)getpid(),
+                                (int)gettid());
     int rc = write_line(line, n);
     if (rc < 0 &&
         !atomic_flag_test_and_set_explicit(&complained, memory_order_relaxed)) {
@@ -229,10 +230,10 @@ void rl_declog_write(const struct rl_declog_rec *r)
         int m = snprintf(msg, sizeof msg,
                          "rlshim: decision_log %s: %s: decisions of pid %d "
                          "are not logged\n",
-                         path_buf, strerror(-rc), (int)syscall(SYS_getpid));
+                         path_buf, strerror(-rc), (int)getpid());
         if (m > 0)
-            syscall(SYS_write, 2, msg,
-                    (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+            rl_sys_write_all(2, msg,
+                             (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
     }
     errno = saved;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/atomics.h"
+#include "util/sys.h"
 
 enum { T_OFF = 0, T_STDERR = 1, T_SYSLOG = 2, T_FILE = 3 };
 
@@ -40,21 +41,6 @@ int rl_log_setup(int t, const char *path)
     return 0;
 }
 
-/* write(2) through the system call itself: never the hooked name, and
- * nothing buffered. Loops over short writes; gives up on errors. */
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        long w = syscall(SYS_write, fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 static void emit_syslog(const char *line, size_t n)
 {
     char msg[LINE_MAX_BYTES + 64];
@@ -64,14 +50,15 @@ static void emit_syslog(const char *line, size_t n)
         return;
     if ((size_t)m >= sizeof msg)
         m = sizeof msg - 1;
-    long fd = syscall(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int fd = rl_sys.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return;
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     memcpy(sun.sun_path, "/dev/log", sizeof "/dev/log");
-    syscall(SYS_sendto, fd, msg, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL, &sun,
-            sizeof sun);
-    syscall(SYS_close, fd);
+    /* connect + send: the table has no sendto (datagram to a path). */
+    if (rl_sys.connect(fd, (const struct sockaddr *)&sun, sizeof sun) == 0)
+        (void)rl_sys.send(fd, msg, (size_t)m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    rl_sys.close(fd);
 }
 
 static void emit(const char *line, size_t n)
@@ -79,15 +66,16 @@ static void emit(const char *line, size_t n)
     int saved = errno;
     switch (target) {
     case T_STDERR:
-        write_all(2, line, n);
+        rl_sys_write_all(2, line, n);
         break;
     case T_FILE: {
-        long fd =
-            syscall(SYS_openat, AT_FDCWD, path_buf,
-                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        int fd = rl_sys.openat(AT_FDCWD, path_buf,
+                               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+                                   O_NOCTTY,
+                               0600);
         if (fd >= 0) {
-            write_all((int)fd, line, n);
-            syscall(SYS_close, fd);
+            rl_sys_write_all(fd, line, n);
+            rl_sys.close(fd);
         }
         break;
     }
@@ -176,6 +164,6 @@ void rl_log_stderr(const char *fmt, ...)
     va_start(ap, fmt);
     size_t len = format(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    write_all(2, buf, len);
+    rl_sys_write_all(2, buf, len);
     errno = saved;
 }
