@@ -235,8 +235,6 @@ fail:
 void rl_gate_atfork_child(void)
 {
     atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
-    rl_lease_atfork_child();
-    rl_fleet_atfork_child();
 }
 
 bool rl_gate_charges_sends(void)

@@ -456,16 +456,7 @@ RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
     return r;
 }
 
-/* The tables are the parent's in a child: a lock another thread of the
- * parent held at fork is not held in the child. */
-static void atfork_child(void)
-{
-    rl_ready_atfork_child();
-    rl_epreg_atfork_child();
-}
-
 __attribute__((constructor)) static void wait_init(void)
 {
-    pthread_atfork(NULL, NULL, atfork_child);
     rl_wreal_resolve();
 }

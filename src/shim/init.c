@@ -35,11 +35,16 @@
 
 #include "policy/config.h"
 #include "policy/gate.h"
-#include "policy/identity.h"
+#include "policy/proc.h"
+#include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "util/log.h"
+#include "util/sys.h"
+
+/* The process's state (policy/proc.h): its one instance. */
+static struct rl_proc proc;
 
 int rl_shim_state;
 int rl_shim_scan;
@@ -59,46 +64,21 @@ void rl_shim_sleep_until(uint64_t deadline_ns)
     errno = saved;
 }
 
-static bool strict(void)
-{
-    const char *s = secure_getenv("RLSHIM_STRICT");
-    return s != NULL && strcmp(s, "1") == 0;
-}
-
 /* A problem at load: one stderr line, then pass everything through (or,
  * with RLSHIM_STRICT=1, exit: a test must never run unthrottled by
  * accident). */
 static void broken(const char *line)
 {
-    rl_raw_syscall(SYS_write, 2, (long)line, (long)strlen(line), 0, 0, 0);
-    if (strict())
+    if (line[0] == '\0')
+        return; /* nothing to apply, nothing wrong */
+    rl_sys_write_all(2, line, strlen(line));
+    if (proc.strict)
         _exit(RL_EXIT_CONFIG);
 }
 
-/* What the exit report covers (SPEC §4: report = yes or RLSHIM_REPORT=1):
- * REPORT_WANTED when the environment (seen by the constructor) or the
- * config (seen by parse) asked for it, REPORT_NONE when it was asked for
- * with no config at all. Read by the set-up and the destructor. */
-enum { REPORT_OFF, REPORT_WANTED, REPORT_NONE };
-static int report;
-
-/* The config, parsed by the constructor, kept for the life of the process
- * image (the gate reads it). */
-static struct rl_config *cfg;
-
-/* Set by the deferred set-up when the gate is up (its report and leases
- * are then the destructor's to finish). */
-static bool gate_up;
-
 bool rl_shim_io_uring_allowed(void)
 {
-    return cfg != NULL && cfg->io_uring == RL_IO_URING_ALLOW;
-}
-
-static bool report_env(void)
-{
-    const char *s = getenv("RLSHIM_REPORT");
-    return s != NULL && strcmp(s, "1") == 0;
+    return proc.cfg != NULL && proc.cfg->io_uring == RL_IO_URING_ALLOW;
 }
 
 static void set_state(int s)
@@ -107,78 +87,15 @@ static void set_state(int s)
     __atomic_store_n(&rl_shim_state, s, __ATOMIC_RELEASE);
 }
 
-/* Could a section be named by this process's login? Only then is the
- * login looked up (NSS): not for a key's or a uid's own section, nor for
- * a config of [default] and numeric users only. */
-static bool wants_login(const struct rl_identity *id)
-{
-    for (size_t i = 0; i < cfg->nrules; i++) {
-        const char *name = cfg->rules[i].user;
-        if (name == NULL)
-            continue;
-        if (id->has_key && strcmp(name, id->key) == 0)
-            return false; /* the key's section comes first */
-        if (name[strspn(name, "0123456789")] != '\0')
-            return true;
-    }
-    return false;
-}
-
-/* Parse the config (at start-up). False, after its one line, when it is
- * broken: nothing is throttled. */
-static bool parse(void)
-{
-    struct rl_diag diag = {0};
-    char line[512];
-    int r = rl_config_load_env(&cfg, &diag);
-    if (r < 0) {
-        rl_config_error_line(&diag, strict(), line, sizeof line);
-        rl_diag_free(&diag);
-        broken(line);
-        return false;
-    }
-    rl_diag_free(&diag);
-    if (cfg == NULL)
-        return false; /* no config at all: nothing to enforce */
-    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
-        snprintf(line, sizeof line,
-                 "rlshim: %s: log path too long; "
-                 "nothing is throttled\n",
-                 cfg->path);
-        broken(line);
-        rl_config_free(cfg);
-        cfg = NULL;
-        return false;
-    }
-    if (cfg->report)
-        report = REPORT_WANTED;
-    return true;
-}
-
 /* The deferred half of the set-up; the guard is held. True when hooks may
  * act. */
 static bool set_up(void)
 {
-    struct rl_identity id;
-    rl_identity_resolve_login(&id, cfg->key_mode, false);
-    if (wants_login(&id))
-        rl_identity_resolve_login(&id, cfg->key_mode, true);
-    char why[256] = "";
-    int r = rl_gate_init(cfg, &id, why, sizeof why);
-    if (why[0] != '\0')
-        rl_log_stderr("%s", why);
-    if (r < 0) {
-        char line[512];
-        snprintf(line, sizeof line,
-                 "rlshim: cannot set up budgets: %s; nothing is throttled\n",
-                 strerror(-r));
+    char line[512];
+    bool ok = rl_proc_set_up(&proc, line, sizeof line);
+    if (!ok)
         broken(line);
-        return false;
-    }
-    gate_up = true;
-    if (report == REPORT_WANTED)
-        rl_gate_report_enable();
-    return rl_gate_active();
+    return ok;
 }
 
 static void futex_wake(int *word)
@@ -281,45 +198,39 @@ static void before_fork(void)
         wait_set_up();
         wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
     }
+    rl_proc_atfork_prepare(&proc);
+}
+
+static void after_fork_parent(void)
+{
+    rl_proc_atfork_parent(&proc);
 }
 
 int rl_shim_pid;
 
-static void in_child(void)
+/* The child: the shim's own words first (so that its hooks know the
+ * process), then the process's state in proc.h's order, then the shim's
+ * tables. */
+static void after_fork_child(void)
 {
     __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
     if (__atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
         set_state(RL_SHIM_PENDING);
     if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
         __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
-    rl_gate_atfork_child();
-}
-
-/* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
- * there)? One access(2) at most. */
-static bool config_present(void)
-{
-    const char *env = secure_getenv("RLSHIM_CONFIG");
-    if (env != NULL && *env != '\0')
-        return true; /* unreadable is an error, said at the set-up */
-    return access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0 || errno != ENOENT;
+    rl_proc_atfork_child(&proc);
+    rl_epreg_atfork_child();
 }
 
 static int load(void)
 {
-    if (report_env())
-        report = REPORT_WANTED;
-    if (!config_present()) {
-        /* No config at all: nothing is throttled, silently (unless a
-         * report was asked for). */
-        if (report == REPORT_WANTED)
-            report = REPORT_NONE;
-        return RL_SHIM_OFF;
-    }
+    char line[512];
     /* A broken config says so at once (and exits 78 under
      * RLSHIM_STRICT=1), whether or not the program ever connects. */
-    if (!parse())
+    if (rl_proc_load(&proc, line, sizeof line) < 0) {
+        broken(line);
         return RL_SHIM_OFF;
+    }
     __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     return RL_SHIM_PENDING;
 }
@@ -333,7 +244,8 @@ __attribute__((constructor)) static void rl_shim_init(void)
     int saved = errno;
     rl_real_resolve();
     __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
-    pthread_atfork(before_fork, NULL, in_child);
+    /* The process's one fork handler (policy/proc.h gives the order). */
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     rl_shim_busy = 1;
     int s = load();
     rl_shim_busy = 0;
@@ -350,15 +262,10 @@ __attribute__((destructor)) static void rl_shim_fini(void)
     int saved = errno;
     /* Pairs with the release store of the set-up's end: gate_up is seen. */
     int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
-    if (report == REPORT_WANTED && !rl_shim_busy)
+    if (proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
         rl_shim_start(s);
     rl_shim_busy = 1;
-    if (report == REPORT_NONE)
-        rl_log_stderr("report: pid %d: no config (RLSHIM_CONFIG unset, %s "
-                      "absent): nothing was throttled",
-                      (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
-    else if (gate_up)
-        rl_gate_finish();
+    rl_proc_close(&proc);
     rl_shim_busy = 0;
     errno = saved;
 }

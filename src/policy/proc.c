@@ -1,0 +1,141 @@
+/* proc.c — see proc.h. */
+#include "policy/proc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/config.h"
+#include "policy/gate.h"
+#include "policy/identity.h"
+#include "policy/lease.h"
+#include "policy/ready.h"
+#include "policy/fleet.h"
+#include "util/log.h"
+
+#ifndef RL_SYSCONFDIR
+#define RL_SYSCONFDIR "/etc"
+#endif
+
+static bool env_is_1(const char *name)
+{
+    /* secure_getenv: a privileged program reads no RLSHIM_* (SPEC §3). */
+    const char *s = secure_getenv(name);
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
+bool rl_proc_config_present(void)
+{
+    const char *env = secure_getenv("RLSHIM_CONFIG");
+    if (env != NULL && *env != '\0')
+        return true; /* unreadable is an error, said by the load */
+    return access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0 || errno != ENOENT;
+}
+
+int rl_proc_load(struct rl_proc *p, char *line, size_t n)
+{
+    line[0] = '\0';
+    p->strict = env_is_1("RLSHIM_STRICT");
+    if (env_is_1("RLSHIM_REPORT"))
+        p->report = RL_PROC_REPORT_WANTED;
+    if (!rl_proc_config_present()) {
+        /* No config at all: nothing is throttled, silently (unless a
+         * report was asked for). */
+        if (p->report == RL_PROC_REPORT_WANTED)
+            p->report = RL_PROC_REPORT_NONE;
+        return -1;
+    }
+    struct rl_diag diag = {0};
+    int r = rl_config_load_env(&p->cfg, &diag);
+    if (r < 0) {
+        rl_config_error_line(&diag, p->strict, line, n);
+        rl_diag_free(&diag);
+        return -1;
+    }
+    rl_diag_free(&diag);
+    if (p->cfg == NULL)
+        return -1;
+    if (rl_log_setup(p->cfg->log_target, p->cfg->log_path) < 0) {
+        snprintf(line, n, "rlshim: %s: log path too long; nothing is throttled\n",
+                 p->cfg->path);
+        rl_config_free(p->cfg);
+        p->cfg = NULL;
+        return -1;
+    }
+    if (p->cfg->report)
+        p->report = RL_PROC_REPORT_WANTED;
+    return 0;
+}
+
+/* Could a section be named by this process's login? Only then is the
+ * login looked up (NSS): not for a key's or a uid's own section, nor for
+ * a config of [default] and numeric users only. */
+static bool wants_login(const struct rl_config *cfg,
+                        const struct rl_identity *id)
+{
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const char *name = cfg->rules[i].user;
+        if (name == NULL)
+            continue;
+        if (id->has_key && strcmp(name, id->key) == 0)
+            return false; /* the key's section comes first */
+        if (name[strspn(name, "0123456789")] != '\0')
+            return true;
+    }
+    return false;
+}
+
+bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
+{
+    line[0] = '\0';
+    struct rl_identity id;
+    rl_identity_resolve_login(&id, p->cfg->key_mode, false);
+    if (wants_login(p->cfg, &id))
+        rl_identity_resolve_login(&id, p->cfg->key_mode, true);
+    char why[256] = "";
+    int r = rl_gate_init(p->cfg, &id, why, sizeof why);
+    if (why[0] != '\0')
+        rl_log_stderr("%s", why);
+    if (r < 0) {
+        snprintf(line, n,
+                 "rlshim: cannot set up budgets: %s; nothing is throttled\n",
+                 strerror(-r));
+        return false;
+    }
+    p->gate_up = true;
+    if (p->report == RL_PROC_REPORT_WANTED)
+        rl_gate_report_enable();
+    return rl_gate_active();
+}
+
+void rl_proc_atfork_prepare(struct rl_proc *p)
+{
+    (void)p;
+}
+
+void rl_proc_atfork_parent(struct rl_proc *p)
+{
+    (void)p;
+}
+
+void rl_proc_atfork_child(struct rl_proc *p)
+{
+    (void)p;
+    /* The order proc.h writes down. */
+    rl_gate_atfork_child();
+    rl_lease_atfork_child();
+    rl_fleet_atfork_child();
+    rl_ready_atfork_child();
+}
+
+void rl_proc_close(struct rl_proc *p)
+{
+    if (p->report == RL_PROC_REPORT_NONE)
+        rl_log_stderr("report: pid %d: no config (RLSHIM_CONFIG unset, %s "
+                      "absent): nothing was throttled",
+                      (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
+    else if (p->gate_up)
+        rl_gate_finish();
+}

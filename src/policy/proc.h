@@ -1,0 +1,72 @@
+/* proc.h — a process's state, and its one lifecycle.
+ *
+ * Every piece of state the shim keeps for the process it is loaded into
+ * belongs to one `struct rl_proc`, whose life is:
+ *
+ *   rl_proc_load      the config (at the first call that needs it, or at
+ *                     start-up under RLSHIM_STRICT=1)
+ *   rl_proc_set_up    identity, rule, segment, budgets: the first call that
+ *                     could be charged
+ *   rl_proc_atfork_*  around fork(): one pthread_atfork, made by shim/init.c
+ *   rl_proc_close     at exit: leases back, the report
+ *
+ * The child after fork resets what the parent's other threads may have been
+ * in the middle of, in this order (each step async-signal-safe; none waits
+ * for a lock, none frees what a parent thread may have been filling):
+ *
+ *   1. names    (policy/names.c)  the table's writer state
+ *   2. gate     (policy/gate.c)   a segment re-open in progress
+ *   3. leases   (policy/lease.c)  the parent threads' lease records
+ *   4. fleet    (fleet/)          the parent's Redis connection and lock:
+ *                                 closed by system call, reader forgotten
+ *   5. ready    (policy/ready.c)  the parent's held sockets, turns, tickets
+ *
+ * then the shim's own tables (shim/epreg.c) in shim/init.c. Budgets,
+ * counters and max_open holders live in the shared segment and are the
+ * child's as much as the parent's (SPEC §1: fork keeps marks and budgets).
+ *
+ * shim/init.c holds the process's one instance; unit tests make their own. */
+#ifndef RL_POLICY_PROC_H
+#define RL_POLICY_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct rl_config;
+
+/* What the exit report covers (SPEC §4: report = yes or RLSHIM_REPORT=1). */
+enum rl_proc_report {
+    RL_PROC_REPORT_OFF,
+    RL_PROC_REPORT_WANTED, /* asked for, by the environment or the config */
+    RL_PROC_REPORT_NONE,   /* asked for, with no config at all */
+};
+
+struct rl_proc {
+    struct rl_config *cfg; /* the parsed config, NULL when there is none */
+    enum rl_proc_report report;
+    bool strict;  /* RLSHIM_STRICT=1: a broken config exits 78 */
+    bool gate_up; /* set up: the report and leases are close's to finish */
+};
+
+/* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
+ * there)? One access(2) at most. */
+bool rl_proc_config_present(void);
+
+/* Parse the config into p->cfg. 0 when there is one to apply; -1 when
+ * there is none or it is broken (its one line, in `line`, for the caller
+ * to print; line[0] == '\0' when there was nothing to say). */
+int rl_proc_load(struct rl_proc *p, char *line, size_t n);
+
+/* Identity, rule, segment, budgets. True when the hooks may act; false
+ * with a line in `line` (or none) when nothing is throttled. */
+bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n);
+
+/* Around fork(): see the order above. */
+void rl_proc_atfork_prepare(struct rl_proc *p);
+void rl_proc_atfork_parent(struct rl_proc *p);
+void rl_proc_atfork_child(struct rl_proc *p);
+
+/* At exit: the calling thread's lease back, and the report if asked for. */
+void rl_proc_close(struct rl_proc *p);
+
+#endif
