@@ -101,20 +101,13 @@ void rl_lease_atfork_child(void)
     me = NULL;
 }
 
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Stamp h's record: now, when the coarse clock has moved since the last
  * stamp (`cnow`: its reading, or 0 to stamp anyway). */
 static void stamp(struct holder *h, uint64_t cnow)
 {
     if (cnow != 0 && cnow == h->tick)
         return;
-    h->tick = cnow != 0 ? cnow : coarse_ns();
+    h->tick = cnow != 0 ? cnow : rl_clock_coarse_ns();
     rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
 }
 
@@ -405,7 +398,7 @@ bool rl_lease_take(uint64_t bytes)
         return false;
     }
     h->word = nw;
-    stamp(h, coarse_ns());
+    stamp(h, rl_clock_coarse_ns());
     if (calls)
         rl_store_relaxed_u64(&h->spent[RL_KIND_SEND],
                              rl_load_relaxed_u64(&h->spent[RL_KIND_SEND]) + 1);

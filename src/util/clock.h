@@ -17,4 +17,15 @@ static inline uint64_t rl_clock_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC_COARSE: the kernel's last tick (1-4 ms old), read from
+ * the vDSO without touching the clock source. For "has time moved since I
+ * last looked" stamps on hot paths (lease idleness, sweeps), never for a
+ * decision. */
+static inline uint64_t rl_clock_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 #endif
