@@ -1,0 +1,79 @@
+/* test_proc.c — a process's state has one owner (policy/proc.h): two
+ * instances loaded from two configs keep apart, and each says what its
+ * load found. Each Criterion test runs in its own worker process, so the
+ * environment changed here touches nothing else. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/config.h"
+#include "policy/proc.h"
+
+static char *write_config(const char *text)
+{
+    static char paths[4][64];
+    static int n;
+    char *path = paths[n++ % 4];
+    snprintf(path, sizeof paths[0], "/tmp/rlshim-proc-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+Test(proc, two_instances_keep_their_own_config)
+{
+    char line[512];
+    struct rl_proc a = {0}, b = {0};
+    char *pa = write_config("[default]\nconnect = 5/s\n");
+    char *pb = write_config("[rlshim]\nreport = yes\n[default]\nsend = 7/s\n");
+    setenv("RLSHIM_CONFIG", pa, 1);
+    cr_assert_eq(rl_proc_load(&a, line, sizeof line), 0, "%s", line);
+    setenv("RLSHIM_CONFIG", pb, 1);
+    cr_assert_eq(rl_proc_load(&b, line, sizeof line), 0, "%s", line);
+    cr_assert_not_null(a.cfg);
+    cr_assert_not_null(b.cfg);
+    cr_expect_neq(a.cfg, b.cfg);
+    cr_expect_str_eq(a.cfg->path, pa);
+    cr_expect_str_eq(b.cfg->path, pb);
+    cr_expect_eq(a.report, RL_PROC_REPORT_OFF);
+    cr_expect_eq(b.report, RL_PROC_REPORT_WANTED);
+    rl_config_free(a.cfg);
+    rl_config_free(b.cfg);
+    unlink(pa);
+    unlink(pb);
+}
+
+Test(proc, a_broken_config_gives_its_line_and_no_config)
+{
+    char line[512];
+    struct rl_proc p = {0};
+    char *path = write_config("[default]\nconect = 5/s\n");
+    setenv("RLSHIM_CONFIG", path, 1);
+    cr_assert_eq(rl_proc_load(&p, line, sizeof line), -1);
+    cr_expect_null(p.cfg);
+    cr_expect_not_null(strstr(line, ":2: unknown key 'conect'"), "%s", line);
+    unlink(path);
+}
+
+Test(proc, no_config_is_silent_unless_a_report_was_asked_for)
+{
+    char line[512];
+    struct rl_proc quiet = {0}, asked = {0};
+    setenv("RLSHIM_CONFIG", "", 1);
+    /* Only when the build's sysconfdir has no rlshim.ini is there no
+     * config at all; on a host that has one the load reads it. */
+    if (rl_proc_config_present()) {
+        cr_skip_test("this host has %s/rlshim.ini", RL_SYSCONFDIR);
+    }
+    cr_expect_eq(rl_proc_load(&quiet, line, sizeof line), -1);
+    cr_expect_str_eq(line, "");
+    cr_expect_eq(quiet.report, RL_PROC_REPORT_OFF);
+    setenv("RLSHIM_REPORT", "1", 1);
+    cr_expect_eq(rl_proc_load(&asked, line, sizeof line), -1);
+    cr_expect_str_eq(line, "");
+    cr_expect_eq(asked.report, RL_PROC_REPORT_NONE);
+}
