@@ -9,12 +9,19 @@
 #   make docs            docs/timeline.svg, drawn from a real run's decision log
 #   make examples        the examples a user copies (pytest, shell), as tests
 #   make install         PREFIX (/usr/local) and DESTDIR honoured
+#   make deb             build/rlshim_VERSION_ARCH.deb (dpkg-deb), lintian-clean
 #
 # The user's CFLAGS/LDFLAGS are kept apart from the project's flags.
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
+# The library lives in a private directory (as torsocks' and faketime's
+# do): no program links it, and ld.so's search path never finds it.
+PKGLIBDIR  ?= $(LIBDIR)/rlshim
+# Debian's multiarch triplet: where the package puts the library, and one
+# more place `rlshim run` looks for it.
+MULTIARCH  ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 SYSCONFDIR ?= /etc
 MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
@@ -78,7 +85,8 @@ INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
 RL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC \
              -fvisibility=hidden -pthread -MMD -MP -Isrc \
              -DRL_VERSION='"$(VERSION)"' -DRL_SYSCONFDIR='"$(SYSCONFDIR)"' \
-             -DRL_LIBDIR='"$(LIBDIR)"'
+             -DRL_PKGLIBDIR='"$(PKGLIBDIR)"' \
+             $(if $(MULTIARCH),-DRL_MULTIARCH='"$(MULTIARCH)"')
 ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
@@ -107,7 +115,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
-        docs examples \
+        docs examples deb deb-test \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -140,7 +148,7 @@ $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
 	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
-	    $(SECCOMP_LIBS)
+	    -Wl,-z,now -Wl,-z,relro $(SECCOMP_LIBS)
 
 # Test objects need Criterion's headers, so they are built after test deps.
 $(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
@@ -180,7 +188,7 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint examples
+test: all $(B)/.test-deps unit integration lint examples deb-test
 
 # Unit tests of the store exec a second program of their own; those of
 # `rlshim run` preload the shim (without it they would skip).
@@ -244,20 +252,35 @@ examples: all
 	    examples/pytest
 
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR) \
 	    $(DESTDIR)$(PREFIX)/etc $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/rlshim
-	install -m 0755 $(SHIM_SO) $(DESTDIR)$(LIBDIR)/librlshim.so
+	install -m 0644 $(SHIM_SO) $(DESTDIR)$(PKGLIBDIR)/librlshim.so
 	install -m 0644 conf/rlshim.ini $(DESTDIR)$(PREFIX)/etc/rlshim.ini.example
 	install -m 0644 src/man/rlshim.1 $(DESTDIR)$(MANDIR)/man1/rlshim.1
 	install -m 0644 src/man/rlshim.ini.5 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
 
+# The Debian package, from a build of its own configured for /usr (the
+# binaries bake in where the library and the config are), staged by
+# src/deb/build.sh and packed with dpkg-deb: no debhelper, no network.
+DEB_B := build-deb
+deb:
+	@$(ENSURE) dpkg-dev:cmd:dpkg-shlibdeps
+	$(MAKE) B=$(DEB_B) PREFIX=/usr SYSCONFDIR=/etc LIBDIR=/usr/lib/$(MULTIARCH) \
+	    MANDIR=/usr/share/man all
+	sh src/deb/build.sh $(DEB_B) $(VERSION)-1 $(MULTIARCH)
+
+# The package as an operator gets it: files, lintian, its own rlshim run.
+deb-test: deb
+	@$(ENSURE) lintian:cmd:lintian curl:cmd:curl
+	@sh tests/deb/test_deb.sh $(DEB_B)/rlshim_$(VERSION)-1_$(shell dpkg-architecture -qDEB_HOST_ARCH).deb
+
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/rlshim $(DESTDIR)$(LIBDIR)/librlshim.so \
+	rm -f $(DESTDIR)$(BINDIR)/rlshim $(DESTDIR)$(PKGLIBDIR)/librlshim.so \
 	    $(DESTDIR)$(PREFIX)/etc/rlshim.ini.example \
 	    $(DESTDIR)$(MANDIR)/man1/rlshim.1 $(DESTDIR)$(MANDIR)/man5/rlshim.ini.5
 
 clean:
-	rm -rf build build-asan build-tsan build-ubsan build-fuzz
+	rm -rf build build-asan build-tsan build-ubsan build-fuzz build-deb
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -52,18 +52,33 @@ static const char usage[] =
 
 /* ---- finding things -----------------------------------------------------*/
 
-#ifndef RL_LIBDIR
-#define RL_LIBDIR "/usr/local/lib"
+#ifndef RL_PKGLIBDIR
+#define RL_PKGLIBDIR "/usr/local/lib/rlshim"
 #endif
 
-/* librlshim.so beside the binary (build tree), in ../lib (install), or
- * in the LIBDIR the build was configured with (an install whose bin and
- * lib are not siblings). */
+/* Where librlshim.so is looked for, in this order (rlshim(1), FILES):
+ * beside the binary (the build tree), ../lib/rlshim (make install),
+ * ../lib/MULTIARCH/rlshim (the Debian package: /usr/bin and
+ * /usr/lib/x86_64-linux-gnu/rlshim), the directory this build was
+ * configured with, and ../lib (an install made before the private
+ * directory). */
+#ifdef RL_MULTIARCH
+#define RL_MULTIARCH_REL "../lib/" RL_MULTIARCH "/rlshim/librlshim.so"
+#endif
+
 static int find_library(char *out, size_t len)
 {
-    char self[PATH_MAX], cand[PATH_MAX + 32];
+    char self[PATH_MAX], cand[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    static const char *const rel[] = {"librlshim.so", "../lib/librlshim.so"};
+    static const char *const rel[] = {
+        "librlshim.so",
+        "../lib/rlshim/librlshim.so",
+#ifdef RL_MULTIARCH_REL
+        RL_MULTIARCH_REL,
+#endif
+        NULL, /* RL_PKGLIBDIR */
+        "../lib/librlshim.so",
+    };
     char *slash;
 
     if (n <= 0)
@@ -73,12 +88,12 @@ static int find_library(char *out, size_t len)
     if (slash == NULL)
         return -ENOENT;
     *slash = '\0';
-    for (size_t i = 0; i <= sizeof rel / sizeof rel[0]; i++) {
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
         char real[PATH_MAX];
-        if (i < sizeof rel / sizeof rel[0])
+        if (rel[i] != NULL)
             snprintf(cand, sizeof cand, "%s/%s", self, rel[i]);
         else
-            snprintf(cand, sizeof cand, "%s/librlshim.so", RL_LIBDIR);
+            snprintf(cand, sizeof cand, "%s/librlshim.so", RL_PKGLIBDIR);
         if (realpath(cand, real) != NULL && access(real, R_OK) == 0) {
             if (strlen(real) >= len)
                 return -ENAMETOOLONG;
@@ -408,9 +423,9 @@ int rl_cmd_run(int argc, char **argv)
     rc = find_library(lib, sizeof lib);
     if (rc < 0) {
         fprintf(stderr,
-                "rlshim run: librlshim.so is not in %s, %s/../lib or "
-                "%s\n",
-                lib, lib, RL_LIBDIR);
+                "rlshim run: librlshim.so is not beside %s, in its "
+                "../lib/rlshim, nor in %s (see rlshim(1), FILES)\n",
+                lib, RL_PKGLIBDIR);
         return 1;
     }
     if (prepend_preload(lib) < 0) {

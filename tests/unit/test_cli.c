@@ -113,21 +113,27 @@ static void copy_file(const char *from, const char *to, mode_t mode)
     chmod(to, mode);
 }
 
-/* A tree with bin/rlshim and lib/librlshim.so (install layout), or both
- * side by side (build layout). */
-static void make_tree(char *dir, size_t len, bool install)
+/* A tree with bin/rlshim and the library at bin/../LIB (an installed
+ * layout), or, with LIB NULL, both side by side (build layout). */
+static void make_tree_at(char *dir, size_t len, const char *lib)
 {
     char p[1100];
     snprintf(dir, len, "/tmp/rlshim-cli-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    if (install) {
+    if (lib != NULL) {
         snprintf(p, sizeof p, "%s/bin", dir);
-        mkdir(p, 0755);
-        snprintf(p, sizeof p, "%s/lib", dir);
         mkdir(p, 0755);
         snprintf(p, sizeof p, "%s/bin/rlshim", dir);
         copy_file(rlshim_path(), p, 0755);
-        snprintf(p, sizeof p, "%s/lib/librlshim.so", dir);
+        snprintf(p, sizeof p, "%s/%s", dir, lib);
+        /* mkdir -p of the library's directory */
+        for (char *c = p + strlen(dir) + 1; *c != '\0'; c++) {
+            if (*c == '/') {
+                *c = '\0';
+                mkdir(p, 0755);
+                *c = '/';
+            }
+        }
         copy_file(STANDIN_LIB, p, 0644);
     } else {
         snprintf(p, sizeof p, "%s/rlshim", dir);
@@ -135,6 +141,12 @@ static void make_tree(char *dir, size_t len, bool install)
         snprintf(p, sizeof p, "%s/librlshim.so", dir);
         copy_file(STANDIN_LIB, p, 0644);
     }
+}
+
+/* make install's layout (PREFIX/lib/rlshim), or the build's. */
+static void make_tree(char *dir, size_t len, bool install)
+{
+    make_tree_at(dir, len, install ? "lib/rlshim/librlshim.so" : NULL);
 }
 
 static void remove_tree(const char *dir)
@@ -358,8 +370,8 @@ Test(run, prepends_the_shim_and_sets_config_and_key)
 
     run(&r, argv, envp, NULL);
     cr_expect_eq(r.status, 0, "%s", r.err);
-    snprintf(want, sizeof want, "\nLD_PRELOAD=%s/lib/librlshim.so %s\n", dir,
-             STANDIN_LIB);
+    snprintf(want, sizeof want, "\nLD_PRELOAD=%s/lib/rlshim/librlshim.so %s\n",
+             dir, STANDIN_LIB);
     cr_expect(strstr(r.out, want) ||
                   strncmp(r.out, want + 1, strlen(want + 1)) == 0,
               "want %s in:\n%s", want, r.out);
@@ -369,6 +381,36 @@ Test(run, prepends_the_shim_and_sets_config_and_key)
     cr_expect(strstr(r.out, "RLSHIM_KEY=bob\n"), "%s", r.out);
     cr_expect_str_eq(r.err, "");
     remove_tree(dir);
+}
+
+/* The package's layout (/usr/bin, /usr/lib/MULTIARCH/rlshim) and an
+ * install made before the private directory (PREFIX/lib). */
+static void expect_finds(const char *lib)
+{
+    struct result r;
+    char dir[64], bin[128], want[1200];
+    make_tree_at(dir, sizeof dir, lib);
+    snprintf(bin, sizeof bin, "%s/bin/rlshim", dir);
+    char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+    char *argv[] = {bin, "run", "-c", fixture("good/spec_example.ini"), "--",
+                    "sh", "-c", "printf %s \"$LD_PRELOAD\"", NULL};
+    run(&r, argv, envp, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "%s/%s", dir, lib);
+    cr_expect_str_eq(r.out, want);
+    remove_tree(dir);
+}
+
+#ifdef RL_MULTIARCH
+Test(run, finds_the_shim_where_the_debian_package_puts_it)
+{
+    expect_finds("lib/" RL_MULTIARCH "/rlshim/librlshim.so");
+}
+#endif
+
+Test(run, finds_the_shim_of_an_install_made_before_its_own_directory)
+{
+    expect_finds("lib/librlshim.so");
 }
 
 Test(run, finds_the_shim_beside_a_build_tree_binary)
