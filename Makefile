@@ -115,7 +115,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
-        docs examples deb deb-test \
+        docs examples deb deb-test host-test \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -188,7 +188,7 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint examples deb-test
+test: all $(B)/.test-deps unit integration lint examples deb-test host-test
 
 # Unit tests of the store exec a second program of their own; those of
 # `rlshim run` preload the shim (without it they would skip).
@@ -274,6 +274,11 @@ deb:
 deb-test: deb
 	@$(ENSURE) lintian:cmd:lintian curl:cmd:curl
 	@sh tests/deb/test_deb.sh $(DEB_B)/rlshim_$(VERSION)-1_$(shell dpkg-architecture -qDEB_HOST_ARCH).deb
+
+# The shim preloaded host-wide, in a private mount namespace (root).
+host-test: all
+	@$(ENSURE) curl:cmd:curl util-linux:cmd:unshare
+	@sh tests/host/test_host.sh $(B)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/rlshim $(DESTDIR)$(PKGLIBDIR)/librlshim.so \

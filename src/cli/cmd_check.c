@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/explain.h"
+#include "cli/host.h"
 #include "policy/config.h"
 #include "policy/fleet.h"
 #include "util/parse.h"
@@ -20,6 +21,7 @@
 static const char usage[] =
     "usage: rlshim check [-c FILE]\n"
     "       rlshim check [-c FILE] --explain [-k KEY] URL|HOST[:PORT]\n"
+    "       rlshim check [-c FILE] --host\n"
     "\n"
     "Validate the config and print the quota table it describes, one line\n"
     "per rule and limit. Exit 0 when valid, 1 with every error otherwise.\n"
@@ -29,6 +31,8 @@ static const char usage[] =
     "  -c, --config FILE  the config (default: $RLSHIM_CONFIG, else\n"
     "                     " RL_SYSCONFDIR "/rlshim.ini)\n"
     "  -e, --explain      explain a destination (URL or HOST[:PORT])\n"
+    "      --host         does this host preload the shim for every program\n"
+    "                     (/etc/ld.so.preload), and whom does it throttle?\n"
     "  -k, --key KEY      as a process with RLSHIM_KEY=KEY (default: this\n"
     "                     process's own identity)\n"
     "  -h, --help         this text\n"
@@ -203,13 +207,14 @@ int rl_cmd_check(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"explain", no_argument, NULL, 'e'},
+        {"host", no_argument, NULL, 'H'},
         {"key", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *copt = NULL, *path, *env, *key = NULL;
-    bool explain = false;
+    bool explain = false, host = false;
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     int c, rc;
@@ -221,6 +226,9 @@ int rl_cmd_check(int argc, char **argv)
             break;
         case 'e':
             explain = true;
+            break;
+        case 'H':
+            host = true;
             break;
         case 'k':
             key = optarg;
@@ -246,6 +254,12 @@ int rl_cmd_check(int argc, char **argv)
                     argv[optind + explain], usage);
         return 2;
     }
+    if (host && explain) {
+        fprintf(stderr, "rlshim check: --host and --explain are two "
+                        "questions: ask one\n%s",
+                usage);
+        return 2;
+    }
     if (key != NULL && !explain) {
         fprintf(stderr, "rlshim check: -k goes with --explain\n%s", usage);
         return 2;
@@ -255,6 +269,8 @@ int rl_cmd_check(int argc, char **argv)
     env = getenv("RLSHIM_CONFIG");
     if (copt == NULL && (env == NULL || *env == '\0') &&
         access(path, F_OK) != 0 && errno == ENOENT) {
+        if (host)
+            return rl_cli_host(NULL, path);
         printf("%s: no such file: nothing is throttled\n", path);
         return 0;
     }
@@ -269,6 +285,11 @@ int rl_cmd_check(int argc, char **argv)
             fprintf(stderr, "rlshim check: %s: %s\n", path, strerror(-rc));
         rl_diag_free(&d);
         return 1;
+    }
+    if (host) {
+        rc = rl_cli_host(cfg, path);
+        rl_config_free(cfg);
+        return rc;
     }
     if (explain) {
         rc = rl_cli_explain(cfg, key, argv[optind]);

@@ -1,0 +1,131 @@
+#!/bin/sh
+# test_host.sh BUILD_DIR — the shim preloaded host-wide (SPEC §13), in a
+# private mount namespace whose /etc is a copy holding the test's
+# ld.so.preload and rlshim.ini: the machine's own /etc is never touched.
+# Needs root (unshare -m, mount --bind). Ends on
+# "host: N passed, N failed[, N skipped]".
+set -u
+B=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$(id -u)" != 0 ]; then
+    echo "skip - host-wide preload: needs root for unshare -m (not root)"
+    echo "host: 0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+if [ "${RLSHIM_HOST_NS:-}" != 1 ]; then
+    # Re-run inside a private mount namespace; the propagation is private,
+    # so the bind mount below never reaches the host.
+    RLSHIM_HOST_NS=1 exec unshare -m --propagation private sh "$0" "$@"
+fi
+
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+tmp=$(mktemp -d /tmp/rlshim-host-XXXXXX)
+chmod 0755 "$tmp"
+server=""
+cleanup() {
+    [ -n "$server" ] && kill "$server" 2>/dev/null
+    umount /etc 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# The server counts requests as they arrive.
+cat > "$tmp/server.py" <<'PY'
+import http.server, sys, time
+log = open(sys.argv[1], "a", buffering=1)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        log.write("%s %.6f\n" % (self.path, time.monotonic()))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+# Started before the preload exists: the server itself is not throttled.
+python3 "$tmp/server.py" "$tmp/hits" > "$tmp/port" &
+server=$!
+i=0
+while [ ! -s "$tmp/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+port=$(cat "$tmp/port")
+
+# A copy of /etc with the host's preload and config, over /etc.
+mkdir "$tmp/state"
+chmod 1777 "$tmp/state"
+cp -a /etc "$tmp/etc"
+# A copy every user can read, whatever the clone's own permissions.
+install -d -m 0755 "$tmp/lib"
+install -m 0644 "$B/librlshim.so" "$tmp/lib/librlshim.so"
+lib=$tmp/lib/librlshim.so
+cat > "$tmp/etc/rlshim.ini" <<INI
+[rlshim]
+on_deny = delay
+[user:nobody]
+connect = 2/s
+connect_burst = 1
+INI
+chmod 0644 "$tmp/etc/rlshim.ini"
+echo "$lib" > "$tmp/etc/ld.so.preload"
+mount --bind "$tmp/etc" /etc
+
+# 1. rlshim check --host sees it.
+out=$("$B/rlshim" check --host 2>&1)
+case "$out" in
+*"preload: /etc/ld.so.preload:1 names $lib"*"loads"*"[user:nobody]: login nobody"*)
+    ok "rlshim check --host: preloaded, loads, throttles nobody" ;;
+*) bad "rlshim check --host said: $out" ;;
+esac
+
+# span LABEL: requests and seconds between the first and last at the server
+span() {
+    awk -v p="/$1" '$1 == p {if (!n) a = $2; b = $2; n++}
+        END {printf "%d %.3f", n, b - a}' "$tmp/hits"
+}
+fetch6() { # fetch6 USER LABEL: six curls as USER, no LD_PRELOAD anywhere
+    env -u LD_PRELOAD RLSHIM_STATE_DIR="$tmp/state" setpriv \
+        --reuid="$(id -u "$1")" --regid="$(id -g "$1")" --clear-groups sh -c \
+        "for i in 1 2 3 4 5 6; do curl -s -o /dev/null http://127.0.0.1:$port/$2; done"
+}
+
+# 2. A configured user: six connects under 2/s, burst 1: >= 2.5 s.
+fetch6 nobody ruled
+set -- $(span ruled)
+if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s >= 2.45)}'; then
+    ok "nobody (a rule) with no LD_PRELOAD: 6 requests over $2 s at the server"
+else
+    bad "nobody (a rule): the server saw $1 requests over $2 s (want 6 over >= 2.5 s)"
+fi
+
+# 3. A user with no rule is untouched: well under the throttle's 2.5 s,
+#    and no segment of theirs in the state dir.
+fetch6 daemon free
+set -- $(span free)
+segs=$(find "$tmp/state" -name 'rlshim-1-*' | wc -l)
+if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s < 1.25)}' && [ "$segs" -eq 0 ]; then
+    ok "daemon (no rule): 6 requests over $2 s, no segment"
+else
+    bad "daemon (no rule): $1 requests over $2 s, $segs segments (want 6 over < 1.25 s, none)"
+fi
+
+# 4. A missing library: ld.so warns and runs the program (the recovery
+#    the README describes), and rlshim check --host says so.
+echo "$tmp/missing/librlshim.so" > /etc/ld.so.preload
+err=$(/bin/true 2>&1)
+st=$?
+out=$("$B/rlshim" check --host 2>&1)
+hrc=$?
+case "$err:$st:$hrc:$out" in
+*"cannot be preloaded"*":0:1:"*"No such file"*)
+    ok "a missing library: ld.so warns, programs run, check --host exits 1" ;;
+*) bad "a missing library: true said '$err' (exit $st); check --host (exit $hrc): $out" ;;
+esac
+
+echo "host: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
