@@ -611,6 +611,50 @@ Test(seccomp_open, go_goroutines_wait_for_a_place_in_delay_mode)
     expect_rounds(secs);
 }
 
+/* Connections the server accepted: the lines where its count rose. */
+static int accepted(void)
+{
+    char line[512];
+    int prev = 0, n, acc = 0;
+    for (int i = 0;; i++) {
+        h_server_line(&srv, "", i, line, sizeof line);
+        if (line[0] == '\0')
+            break;
+        if (sscanf(line, "%*f open %d", &n) == 1) {
+            acc += n > prev;
+            prev = n;
+        }
+    }
+    return acc;
+}
+
+/* A thread flips the family of the address another thread connects inet
+ * sockets to, between AF_UNIX and AF_INET 127.0.0.1:PORT, 10,000 times.
+ * An address read as AF_UNIX and answered "continue" is read again by the
+ * kernel, maybe as AF_INET: a connect nobody charged. Counted at the
+ * server: never more than the budget's 5. */
+Test(seccomp_open, a_thread_flipping_the_family_gets_no_uncharged_connect)
+{
+    h_config_write("[default]\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 5/min\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    sc_run(60, (char *[]){static_bin, "flip", port, "10000", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "done", 0), 1, "%s", r.out);
+    /* Both families were seen (the flip raced the connects). */
+    cr_expect_gt(h_out_long(&r, "unix", 0), 0, "%s", r.out);
+    cr_expect_gt(h_out_long(&r, "fail", 0), 0, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "other", -1), 0, "%s", r.out);
+    usleep(300 * 1000);
+    int acc = accepted();
+    cr_expect_leq(acc, 5, "the server accepted %d connects, the budget is 5",
+                  acc);
+    cr_expect_eq(acc, h_out_long(&r, "ok", -1), "%s", r.out);
+}
+
 /* close, dup2 over the fd, close_range, and the exit of the process that
  * held them (its pid, not the supervisor's, names the holder) each give
  * the places back. */
