@@ -168,6 +168,24 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
     return tgid > 0 && sup_id_valid(listener, j->id) ? tgid : -1;
 }
 
+/* The launcher probed that we may read the program (cmd_run_seccomp.c);
+ * a program can still take that away later (an exec of a file it may not
+ * read makes it non-dumpable; a root program that changes its uid). Its
+ * decided calls then fail with EPERM: said once, not at every call. */
+static int denied(int err)
+{
+    static bool said;
+    if (err == EPERM && !said) {
+        said = true;
+        fprintf(stderr,
+                "rlshim run --seccomp: the supervisor may no longer read "
+                "the program's sockets and memory (EPERM: it became "
+                "non-dumpable or changed credentials); its connects fail "
+                "with EPERM\n");
+    }
+    return err;
+}
+
 /* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
  * pidfd is opened (or found) first and the notification checked after, so
  * that the thread number names the caller while we take its fd. */
@@ -190,7 +208,7 @@ static int grab(int listener, const struct sup_job *j)
         if (s >= 0)
             return s;
         if (err != ESRCH || !cached)
-            return -err;
+            return -denied(err);
         forget_pidfd(j->pid); /* a thread that is gone; its number reused */
     }
     return -ESRCH;
@@ -277,11 +295,12 @@ void sup_settle(struct sup_job *j, bool holds)
     j->t.nopen = 0;
 }
 
-/* What a failed read answers: the kernel's EFAULT for a bad pointer; for a
- * thread that is gone, anything (nobody reads it). */
+/* What a failed read answers: the kernel's EFAULT for a bad pointer, EPERM
+ * when we may not read; for a thread that is gone, anything (nobody reads
+ * it). */
 static enum sup_act read_failed(struct sup_job *j, int r)
 {
-    j->err = r == -EFAULT ? EFAULT : ESRCH;
+    j->err = r == -EFAULT ? EFAULT : r == -EPERM ? denied(EPERM) : ESRCH;
     return SUP_ERROR;
 }
 

@@ -260,7 +260,8 @@ Test(seccomp, a_killed_supervisor_leaves_errors_not_a_hang)
 
 /* Run rlshim run --seccomp under a filter of our own (what a container's
  * seccomp policy would do) and expect one line, 126, and no run. */
-static void refused(struct sock_filter *code, unsigned short len)
+static void refused_saying(struct sock_filter *code, unsigned short len,
+                           const char *says)
 {
     fail_config("connect");
     char err[300];
@@ -284,8 +285,15 @@ static void refused(struct sock_filter *code, unsigned short len)
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 126, "status %d", st);
     cr_expect_eq(h_file_lines(err, ""), 1, "one line");
     cr_expect_eq(h_file_lines(err, "unthrottled"), 1);
+    if (says != NULL)
+        cr_expect_eq(h_file_lines(err, says), 1, "the line names the cause");
     usleep(200000);
     cr_expect_eq(h_server_count(&srv, ""), 0, "the program ran");
+}
+
+static void refused(struct sock_filter *code, unsigned short len)
+{
+    refused_saying(code, len, NULL);
 }
 
 #define NR_IS(num, skip)                                                       \
@@ -319,6 +327,33 @@ Test(seccomp, a_refused_filter_means_126_and_no_run)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     refused(code, 8);
+}
+
+/* Yama's ptrace_scope 2 or 3 (without CAP_SYS_PTRACE), an LSM, a
+ * container's policy: the supervisor may not take the program's sockets
+ * (pidfd_getfd) or read its memory (process_vm_readv). Probed on the child
+ * before it execs: one line saying so, 126, and no run, rather than a
+ * program whose every connect fails. This kernel may have no Yama (and
+ * ptrace_scope 3 cannot be undone), so EPERM comes from a filter of ours
+ * on rlshim itself, which is what the probe sees under Yama too. */
+Test(seccomp, no_pidfd_getfd_permission_means_126_and_no_run)
+{
+    struct sock_filter code[] = {
+        NR_IS(__NR_pidfd_getfd, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    refused_saying(code, 4, "may not read the program's sockets and memory");
+}
+
+Test(seccomp, no_process_vm_readv_permission_means_126_and_no_run)
+{
+    struct sock_filter code[] = {
+        NR_IS(__NR_process_vm_readv, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    refused_saying(code, 4, "may not read the program's sockets and memory");
 }
 
 Test(seccomp, states_once_what_it_cannot_enforce)
