@@ -23,7 +23,7 @@
  *     policy, so refused here, before PROGRAM runs, with one line; the
  *     child closes its own listener and execs PROGRAM; this process
  *     becomes the supervisor (a child subreaper, so that it outlives no
- *     descendant). */
+ *     descendant), and the child dies with it (PR_SET_PDEATHSIG). */
 #include "cli/cmd_run_seccomp.h"
 
 #include <elf.h>
@@ -237,12 +237,23 @@ struct hello {
  * (fork copies the address space): the probe of process_vm_readv. */
 static volatile uint32_t probe_word = 0x726c7368u;
 
-/* After fork: only system calls from here to exec. */
+/* After fork: only system calls from here to exec. `parent` is the
+ * supervisor's pid. */
 static void child(int sock, const struct sock_fprog *prog, const char *path,
-                  char *const argv[])
+                  char *const argv[], pid_t parent)
 {
     struct hello h = {0, 0, 1, -1};
     char ack;
+    /* A program whose supervisor died would run on with every decided call
+     * failing ENOSYS: it dies with it. The signal comes at the death of the
+     * thread that forked, so the fork is made by the supervisor's main
+     * thread (launch), which lives until the supervisor exits. If the
+     * parent died before the prctl, no signal will come: getppid says so.
+     * NO_NEW_PRIVS keeps a set-user-ID exec from clearing it; a program
+     * that changes its own credentials clears it (the kernel's rule). Its
+     * own children are not ended (they get ENOSYS, not a free run). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+        _exit(EXIT_CANNOT_EXEC);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         h.err = errno;
         goto fail;
@@ -471,6 +482,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
         return 1;
     }
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "%s: fork: %s\n", me, strerror(errno));
@@ -479,7 +491,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
     }
     if (pid == 0) {
         close(sp[0]);
-        child(sp[1], &prog, path, argv);
+        child(sp[1], &prog, path, argv, parent);
     }
     close(sp[1]);
     free(prog.filter);
