@@ -17,9 +17,13 @@
  *     and re-sent in a loop);
  *  4. the child tells its listener's fd number over a socketpair, this
  *     process takes the fd with pidfd_getfd (not SCM_RIGHTS: see struct
- *     hello), the child closes its own and execs PROGRAM; this process
+ *     hello) and reads a word of the child's memory with process_vm_readv:
+ *     the two ways the supervisor looks into the program, each refused
+ *     (EPERM) by Yama's ptrace_scope 2 or 3, an LSM or a container's
+ *     policy, so refused here, before PROGRAM runs, with one line; the
+ *     child closes its own listener and execs PROGRAM; this process
  *     becomes the supervisor (a child subreaper, so that it outlives no
- *     descendant). */
+ *     descendant), and the child dies with it (PR_SET_PDEATHSIG). */
 #include "cli/cmd_run_seccomp.h"
 
 #include <elf.h>
@@ -38,6 +42,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,17 +227,33 @@ out:
  * that does not have the listener yet. */
 struct hello {
     int err;
-    int step;     /* 0 prctl, 1 seccomp */
+    int step;     /* 0 prctl, 1 seccomp; in the parent: 2 pidfd_getfd,
+                     3 process_vm_readv */
     int killable; /* WAIT_KILLABLE_RECV was accepted */
     int lfd;      /* the listener, in the child */
 };
 
-/* After fork: only system calls from here to exec. */
+/* A word the parent reads in the child, at the address it has in both
+ * (fork copies the address space): the probe of process_vm_readv. */
+static volatile uint32_t probe_word = 0x726c7368u;
+
+/* After fork: only system calls from here to exec. `parent` is the
+ * supervisor's pid. */
 static void child(int sock, const struct sock_fprog *prog, const char *path,
-                  char *const argv[])
+                  char *const argv[], pid_t parent)
 {
     struct hello h = {0, 0, 1, -1};
     char ack;
+    /* A program whose supervisor died would run on with every decided call
+     * failing ENOSYS: it dies with it. The signal comes at the death of the
+     * thread that forked, so the fork is made by the supervisor's main
+     * thread (launch), which lives until the supervisor exits. If the
+     * parent died before the prctl, no signal will come: getppid says so.
+     * NO_NEW_PRIVS keeps a set-user-ID exec from clearing it; a program
+     * that changes its own credentials clears it (the kernel's rule). Its
+     * own children are not ended (they get ENOSYS, not a free run). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+        _exit(EXIT_CANNOT_EXEC);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         h.err = errno;
         goto fail;
@@ -279,17 +300,53 @@ static int take_listener(int sock, pid_t pid, struct hello *h)
         ;
     if (n != (ssize_t)sizeof *h || h->err != 0)
         return -1;
+    h->step = 2;
     int pfd = pidfd_open(pid, 0);
     int fd = pfd >= 0 ? pidfd_getfd(pfd, h->lfd, 0) : -1;
     if (fd < 0)
         h->err = errno;
     if (pfd >= 0)
         close(pfd);
+    if (fd >= 0) {
+        uint32_t word = 0;
+        struct iovec local = {&word, sizeof word};
+        struct iovec remote = {(void *)&probe_word, sizeof word};
+        h->step = 3;
+        errno = 0;
+        if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof word)
+            h->err = errno != 0 ? errno : EIO;
+        else if (word != probe_word)
+            h->err = EIO;
+        if (h->err != 0) {
+            close(fd);
+            return -1;
+        }
+    }
     if (fd >= 0 && write(sock, "k", 1) != 1) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+/* Why we may not read the child: Yama's ptrace_scope when it forbids it
+ * (2: only with CAP_SYS_PTRACE; 3: never), else the likely others. */
+static const char *why_denied(void)
+{
+    char v[16] = "";
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+    if (f != NULL) {
+        if (fgets(v, sizeof v, f) == NULL)
+            v[0] = '\0';
+        fclose(f);
+    }
+    int scope = v[0] >= '0' && v[0] <= '9' ? atoi(v) : -1;
+    return scope >= 3   ? "kernel.yama.ptrace_scope is 3: never, until a "
+                          "reboot"
+           : scope == 2 ? "kernel.yama.ptrace_scope is 2: only with "
+                          "CAP_SYS_PTRACE; at 1 a parent may"
+                        : "ptrace access refused: an LSM or the container's "
+                          "seccomp policy?";
 }
 
 /* ---- what this mode can and cannot enforce --------------------------------*/
@@ -425,6 +482,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
         return 1;
     }
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "%s: fork: %s\n", me, strerror(errno));
@@ -433,7 +491,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
     }
     if (pid == 0) {
         close(sp[0]);
-        child(sp[1], &prog, path, argv);
+        child(sp[1], &prog, path, argv, parent);
     }
     close(sp[1]);
     free(prog.filter);
@@ -441,14 +499,21 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
     int lfd = take_listener(sp[0], pid, &h);
     close(sp[0]);
     if (lfd < 0) {
-        if (h.err != 0)
+        if (h.step >= 2 && h.err == EPERM)
+            fprintf(stderr,
+                    "%s: the supervisor may not read the program's sockets "
+                    "and memory (%s: %s; %s); not running %s unthrottled\n",
+                    me, h.step == 2 ? "pidfd_getfd" : "process_vm_readv",
+                    strerror(h.err), why_denied(), argv[0]);
+        else if (h.err != 0)
             fprintf(stderr,
                     "%s: %s failed: %s (seccomp disabled in this "
                     "container?); not running %s unthrottled\n",
                     me,
-                    h.step == 0 ? "prctl(PR_SET_NO_NEW_PRIVS)"
-                    : h.lfd < 0 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
-                                : "pidfd_getfd(the listener)",
+                    h.step == 0   ? "prctl(PR_SET_NO_NEW_PRIVS)"
+                    : h.step == 1 ? "seccomp(SECCOMP_SET_MODE_FILTER)"
+                    : h.step == 2 ? "pidfd_getfd(the listener)"
+                                  : "process_vm_readv(the child)",
                     strerror(h.err), argv[0]);
         else
             fprintf(stderr,

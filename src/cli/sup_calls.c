@@ -4,11 +4,11 @@
  * they point to (the sockaddr, a msghdr) is read from the target's memory
  * with process_vm_readv, and the notification is re-checked afterwards:
  * a thread that died and whose number was reused must not be read for it.
- * Only a stream connect is made here, on our copy of the socket and the
- * address we read; the sends are answered "continue", so the kernel reads
- * their address again (a program that rewrites it from another thread in
- * between is charged for the address it showed: this is a rate limiter,
- * not a sandbox, SPEC §7). */
+ * A connect is decided by the socket's own domain, asked of our copy of
+ * it, not by the address it names: see on_connect. The sends are answered
+ * "continue", so the kernel reads their address again (a program that
+ * rewrites it from another thread in between is charged for the address
+ * it showed: this is a rate limiter, not a sandbox, SPEC §7). */
 #include "cli/sup_calls.h"
 
 #include <errno.h>
@@ -168,6 +168,24 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
     return tgid > 0 && sup_id_valid(listener, j->id) ? tgid : -1;
 }
 
+/* The launcher probed that we may read the program (cmd_run_seccomp.c);
+ * a program can still take that away later (an exec of a file it may not
+ * read makes it non-dumpable; a root program that changes its uid). Its
+ * decided calls then fail with EPERM: said once, not at every call. */
+static int denied(int err)
+{
+    static bool said;
+    if (err == EPERM && !said) {
+        said = true;
+        fprintf(stderr,
+                "rlshim run --seccomp: the supervisor may no longer read "
+                "the program's sockets and memory (EPERM: it became "
+                "non-dumpable or changed credentials); its connects fail "
+                "with EPERM\n");
+    }
+    return err;
+}
+
 /* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
  * pidfd is opened (or found) first and the notification checked after, so
  * that the thread number names the caller while we take its fd. */
@@ -190,7 +208,7 @@ static int grab(int listener, const struct sup_job *j)
         if (s >= 0)
             return s;
         if (err != ESRCH || !cached)
-            return -err;
+            return -denied(err);
         forget_pidfd(j->pid); /* a thread that is gone; its number reused */
     }
     return -ESRCH;
@@ -216,6 +234,14 @@ static bool in_progress(int s)
     return ti.tcpi_state != TCP_CLOSE;
 }
 
+/* The socket's address family (SO_DOMAIN), or -1. */
+static int sock_domain(int s)
+{
+    int dom = 0;
+    socklen_t l = sizeof dom;
+    return getsockopt(s, SOL_SOCKET, SO_DOMAIN, &dom, &l) == 0 ? dom : -1;
+}
+
 static bool is_inet(const struct sup_job *j)
 {
     sa_family_t fam = ((const struct sockaddr *)&j->sa)->sa_family;
@@ -223,7 +249,8 @@ static bool is_inet(const struct sup_job *j)
 }
 
 /* Read the sockaddr at `addr` (`len` bytes) into the job. Returns 1 for an
- * inet address, 0 for anything we let through, or -errno. */
+ * inet address, 0 for any other, or -errno. Nothing is read (j->salen stays
+ * 0) for an address the kernel refuses by the registers alone. */
 static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
 {
     if (addr == 0 || len < sizeof(sa_family_t) || len > sizeof j->sa)
@@ -268,11 +295,12 @@ void sup_settle(struct sup_job *j, bool holds)
     j->t.nopen = 0;
 }
 
-/* What a failed read answers: the kernel's EFAULT for a bad pointer; for a
- * thread that is gone, anything (nobody reads it). */
+/* What a failed read answers: the kernel's EFAULT for a bad pointer, EPERM
+ * when we may not read; for a thread that is gone, anything (nobody reads
+ * it). */
 static enum sup_act read_failed(struct sup_job *j, int r)
 {
-    j->err = r == -EFAULT ? EFAULT : ESRCH;
+    j->err = r == -EFAULT ? EFAULT : r == -EPERM ? denied(EPERM) : ESRCH;
     return SUP_ERROR;
 }
 
@@ -296,6 +324,26 @@ static enum sup_act verdict(struct sup_job *j, int act)
     return j->connect ? SUP_CONNECT : SUP_CONTINUE;
 }
 
+/* A connect. What the kernel checks a continued connect against is the
+ * socket, and what it connects is the address it reads again then, not the
+ * one we read: another thread may have switched it from AF_UNIX to AF_INET
+ * in between. So the socket decides, never the address:
+ *  - a socket that is not inet (or an inet one that is not a stream:
+ *    a datagram connect sends nothing and is never charged) is continued,
+ *    whatever its address says: the kernel refuses any address of another
+ *    family on it (an AF_UNIX socket cannot reach an inet server), and
+ *    the kernel must make it itself (a unix connect names a path from the
+ *    program's cwd and root, and the peer's SO_PEERCRED would be ours);
+ *  - an inet stream socket's connect is always made here, on our copy of
+ *    the socket (the program's own file: pidfd_getfd shares it) with the
+ *    address we read and decided, charged or not, and we answer its
+ *    result: the kernel never reads the address again, so what is
+ *    connected is what was charged. Only a connect whose outcome the
+ *    registers decide alone (no address, or a length the kernel refuses
+ *    before it reads: EFAULT, EINVAL) is continued.
+ * What stays open is another thread replacing the fd itself (dup2 of an
+ * inet socket over a unix one) between our look and the kernel's: the
+ * answer "continue" cannot name a file. */
 static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
                                struct sup_job *j)
 {
@@ -303,24 +351,22 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     int r = read_addr(j, req->data.args[1], req->data.args[2]);
     if (r < 0)
         return read_failed(j, r);
-    if (r == 0)
-        return SUP_CONTINUE;
+    /* grab checks the notification after the read: the memory we read was
+     * the caller's. */
     int s = grab(listener, j);
     if (s < 0) {
         j->err = -s;
         return SUP_ERROR; /* EBADF as the kernel says it; else gone */
     }
-    if (sock_type(s) != SOCK_STREAM) {
-        /* A datagram connect sends nothing and is not charged. */
+    int dom = sock_domain(s);
+    bool inet = dom == AF_INET || dom == AF_INET6;
+    if (!inet || sock_type(s) != SOCK_STREAM || j->salen == 0) {
         close(s);
         return SUP_CONTINUE;
     }
-    /* Every inet stream connect is made here, charged or not: a program
-     * cannot turn an uncharged address into a charged one after the
-     * check. */
     j->sock = s;
     j->connect = true;
-    if (!rl_gate_covers(&j->sa, j->salen) || in_progress(s))
+    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) || in_progress(s))
         return SUP_CONNECT;
     return verdict(j, connect_decision(listener, j, "connect"));
 }

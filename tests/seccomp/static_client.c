@@ -26,6 +26,13 @@
  *                                  after_dup2= after_close_range=
  *                                  after_exit=
  *   static_client closes N         N socket+close pairs, prints ns per pair
+ *   static_client flip PORT N      a thread flips the family of one shared
+ *                                  address between AF_UNIX and AF_INET
+ *                                  (127.0.0.1:PORT) while this one makes N
+ *                                  connects of inet stream sockets to it:
+ *                                  ok= (connected) fail= (refused by the
+ *                                  budget) unix= (EAFNOSUPPORT: the kernel
+ *                                  read AF_UNIX) other=
  *
  * Output: pid=P first; then ok=K fail=F err=NAME (the last errno seen,
  * or none), done=1. */
@@ -34,11 +41,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -202,6 +212,64 @@ static void paths(int port)
     printf("after_exit=%d\n", try_open(port, 2));
 }
 
+/* One address, its family flipped by a thread of its own. Only the
+ * family word changes (one aligned 16-bit store): the bytes after it stay
+ * 127.0.0.1:PORT, so a read at any moment is either a whole inet address
+ * or an AF_UNIX one (a short relative path made of the same bytes; the
+ * socket is inet, so the kernel refuses it with EAFNOSUPPORT), never a torn
+ * address that would send a SYN elsewhere. */
+static union {
+    struct sockaddr_un un;
+    struct sockaddr_in in;
+    _Atomic unsigned short fam;
+} flipped;
+static atomic_int flipping = 1;
+
+static void *flipper(void *arg)
+{
+    (void)arg;
+    while (atomic_load_explicit(&flipping, memory_order_relaxed))
+        for (int i = 0; i < 64; i++)
+            atomic_store_explicit(&flipped.fam, i & 1 ? AF_INET : AF_UNIX,
+                                  memory_order_relaxed);
+    return NULL;
+}
+
+static void flip(int port, long n)
+{
+    long ok = 0, fail = 0, unix_ = 0, other = 0;
+    int last = 0;
+    pthread_t th;
+    flipped.in = target(port);
+    if (pthread_create(&th, NULL, flipper, NULL) != 0) {
+        printf("error=pthread_create\n");
+        return;
+    }
+    for (long i = 0; i < n; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (s < 0) {
+            other++;
+            last = errno;
+            continue;
+        }
+        if (connect(s, (struct sockaddr *)&flipped, sizeof flipped.un) == 0)
+            ok++;
+        else if (errno == EAFNOSUPPORT)
+            unix_++;
+        else if (errno == EAGAIN)
+            fail++;
+        else {
+            other++;
+            last = errno;
+        }
+        close(s);
+    }
+    atomic_store(&flipping, 0);
+    pthread_join(th, NULL);
+    printf("ok=%ld\nfail=%ld\nunix=%ld\nother=%ld\nerr=%s\ndone=1\n", ok, fail,
+           unix_, other, name(last));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || (argc < 3 && strcmp(argv[1], "uring") != 0)) {
@@ -241,6 +309,10 @@ int main(int argc, char **argv)
     int port = atoi(argv[2]);
     long n = argc > 3 ? atol(argv[3]) : 1;
     int hold_ms = argc > 4 ? atoi(argv[4]) : 0;
+    if (strcmp(mode, "flip") == 0) {
+        flip(port, n);
+        return 0;
+    }
     if (strcmp(mode, "paths") == 0) {
         paths(port);
         printf("done=1\n");
