@@ -34,12 +34,16 @@ bool rl_proc_config_present(void)
     return access(RL_SYSCONFDIR "/rlshim.ini", F_OK) == 0 || errno != ENOENT;
 }
 
-int rl_proc_load(struct rl_proc *p, char *line, size_t n)
+void rl_proc_init(struct rl_proc *p)
 {
-    line[0] = '\0';
     p->strict = env_is_1("RLSHIM_STRICT");
     if (env_is_1("RLSHIM_REPORT"))
         p->report = RL_PROC_REPORT_WANTED;
+}
+
+int rl_proc_load(struct rl_proc *p, char *line, size_t n)
+{
+    line[0] = '\0';
     if (!rl_proc_config_present()) {
         /* No config at all: nothing is throttled, silently (unless a
          * report was asked for). */

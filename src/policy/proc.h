@@ -3,8 +3,10 @@
  * Every piece of state the shim keeps for the process it is loaded into
  * belongs to one `struct rl_proc`, whose life is:
  *
- *   rl_proc_load      the config (at the first call that needs it, or at
- *                     start-up under RLSHIM_STRICT=1)
+ *   rl_proc_init      the environment (RLSHIM_STRICT, RLSHIM_REPORT): at
+ *                     start-up, no system call
+ *   rl_proc_load      the config: at the first call that needs it (SPEC
+ *                     §4), or at start-up under RLSHIM_STRICT=1
  *   rl_proc_set_up    identity, rule, segment, budgets: the first call that
  *                     could be charged
  *   rl_proc_atfork_*  around fork(): one pthread_atfork, made by shim/init.c
@@ -51,6 +53,10 @@ struct rl_proc {
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
  * there)? One access(2) at most. */
 bool rl_proc_config_present(void);
+
+/* Read the environment's part (RLSHIM_STRICT, RLSHIM_REPORT) into p:
+ * no system call, no allocation. */
+void rl_proc_init(struct rl_proc *p);
 
 /* Parse the config into p->cfg. 0 when there is one to apply; -1 when
  * there is none or it is broken (its one line, in `line`, for the caller

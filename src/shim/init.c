@@ -1,16 +1,19 @@
 /* init.c — the constructor, the deferred set-up, the re-entry guard and
  * the sleep.
  *
- * Start-up is paid by every process the shim is preloaded into, most of
- * which never make a call it charges, so the constructor does only what
- * must happen at once: resolve the real functions, and parse the config
- * (a broken one prints its line, or exits 78 under RLSHIM_STRICT=1, at
- * start-up). The rest waits:
+ * Start-up is paid by every process the shim is preloaded into (with
+ * /etc/ld.so.preload, every process on the host), most of which never make
+ * a call it charges, so the constructor does only what must happen at
+ * once: resolve the real functions, read two environment variables and
+ * ask whether a config exists (one access(2)). The rest waits:
  *
- *  - the set-up (identity, NSS included; rule; segment; budgets) runs at
- *    the first call that could be charged (a connect or send to an inet
+ *  - the set-up (the config, read and parsed, its broken line printed
+ *    once; identity, NSS included; rule; segment; budgets) runs at the
+ *    first call that could be charged (a connect or send to an inet
  *    address, a send on a marked socket, io_uring_setup), once
- *    (rl_shim_start), or at exit for the report;
+ *    (rl_shim_start), or at exit for a report asked for by the
+ *    environment. RLSHIM_STRICT=1 reads the config in the constructor
+ *    instead, so that a broken one exits 78 before the program runs;
  *  - the look at inherited sockets (inherit.c) runs at the first send-like
  *    call on any fd (rl_shim_scan_now), before that call is classified.
  *
@@ -76,6 +79,7 @@ static void broken(const char *line)
         _exit(RL_EXIT_CONFIG);
 }
 
+/* Asked once the shim is READY, so the config has been read. */
 bool rl_shim_io_uring_allowed(void)
 {
     return proc.cfg != NULL && proc.cfg->io_uring == RL_IO_URING_ALLOW;
@@ -92,6 +96,12 @@ static void set_state(int s)
 static bool set_up(void)
 {
     char line[512];
+    /* The config is read here, when the process first needs it (SPEC
+     * §4), unless RLSHIM_STRICT=1 read it at start-up. */
+    if (proc.cfg == NULL && rl_proc_load(&proc, line, sizeof line) < 0) {
+        broken(line);
+        return false;
+    }
     bool ok = rl_proc_set_up(&proc, line, sizeof line);
     if (!ok)
         broken(line);
@@ -222,12 +232,21 @@ static void after_fork_child(void)
     rl_epreg_atfork_child();
 }
 
+/* At start-up: the environment, and whether there is a config at all
+ * (one access(2)): a program that never touches the network pays no more.
+ * The config itself is read by the set-up, at the first call that needs
+ * it; RLSHIM_STRICT=1 reads it now, so that a broken one exits 78 at
+ * start-up, before the program ran. */
 static int load(void)
 {
     char line[512];
-    /* A broken config says so at once (and exits 78 under
-     * RLSHIM_STRICT=1), whether or not the program ever connects. */
-    if (rl_proc_load(&proc, line, sizeof line) < 0) {
+    rl_proc_init(&proc);
+    if (!rl_proc_config_present()) {
+        if (proc.report == RL_PROC_REPORT_WANTED)
+            proc.report = RL_PROC_REPORT_NONE;
+        return RL_SHIM_OFF;
+    }
+    if (proc.strict && rl_proc_load(&proc, line, sizeof line) < 0) {
         broken(line);
         return RL_SHIM_OFF;
     }

@@ -168,3 +168,50 @@ Test(init, reports_at_exit_a_process_that_made_no_network_call)
     cr_expect_eq(h_file_lines(errlog, "connect seen 0, allowed 0"), 1);
     cr_expect_eq(h_file_lines(errlog, "no call went to a destination"), 1);
 }
+
+/* SPEC §4: the config is read when the process first needs it. Under
+ * strace, a program that never touches the network never opens it; the
+ * same trace of curl does (so the trace would have seen it). */
+static long config_opens(char *const prog[])
+{
+    char trace[300], *argv[16];
+    snprintf(trace, sizeof trace, "%s/trace", h_dir);
+    unlink(trace);
+    int n = 0;
+    const char *pre[] = {"strace", "-f", "-qq", "-e", "trace=open,openat",
+                         "-o", trace};
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        argv[n++] = (char *)pre[i];
+    for (int i = 0; prog[i] != NULL && n < 15; i++)
+        argv[n++] = prog[i];
+    argv[n] = NULL;
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "%s exited %d", prog[0], r.status);
+    return h_file_lines(trace, h_config);
+}
+
+Test(init, a_program_without_network_never_reads_the_config)
+{
+    h_config_write("[default]\nconnect = 1/h\nto = 127.0.0.1:%d\n",
+                   srv.port);
+    h_no_strict = true;
+    char *sh[] = {"sh", "-c", "true; ls / >/dev/null; echo hi", NULL};
+    cr_expect_eq(config_opens(sh), 0, "the shell opened the config");
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    char *curl[] = {"curl", "-sS", "-o", "/dev/null", url, NULL};
+    cr_expect_geq(config_opens(curl), 1, "curl's connect read no config");
+}
+
+Test(init, a_broken_config_is_said_at_the_first_network_call_not_before)
+{
+    h_config_write("[default]\nconect = 1/h\n");
+    h_no_strict = true;
+    char *argv[] = {"sh", "-c", "true", NULL};
+    h_run(&r, true, 10, argv);
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(h_file_lines(errlog, "rlshim: "), 0, "said at start-up");
+    curl_get();
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(h_file_lines(errlog, ":2: unknown key 'conect'"), 1);
+}
