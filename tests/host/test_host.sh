@@ -127,5 +127,15 @@ case "$err:$st:$hrc:$out" in
 *) bad "a missing library: true said '$err' (exit $st); check --host (exit $hrc): $out" ;;
 esac
 
+# 5. A file that is not a shared object: ignored the same way.
+printf 'not an ELF file\n' > "$tmp/lib/garbage.so"
+echo "$tmp/lib/garbage.so" > /etc/ld.so.preload
+err=$(/bin/true 2>&1)
+st=$?
+case "$err:$st" in
+*"cannot be preloaded"*":0") ok "a library that is not ELF: ld.so warns, programs run" ;;
+*) bad "a library that is not ELF: true said '$err' (exit $st)" ;;
+esac
+
 echo "host: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
