@@ -4,8 +4,9 @@
  * Start-up is paid by every process the shim is preloaded into (with
  * /etc/ld.so.preload, every process on the host), most of which never make
  * a call it charges, so the constructor does only what must happen at
- * once: resolve the real functions, read two environment variables and
- * ask whether a config exists (one access(2)). The rest waits:
+ * once: read two environment variables and ask whether a config exists
+ * (one access(2)); each hook looks up its real function when first
+ * called. The rest waits:
  *
  *  - the set-up (the config, read and parsed, its broken line printed
  *    once; identity, NSS included; rule; segment; budgets) runs at the
@@ -96,6 +97,9 @@ static void set_state(int s)
 static bool set_up(void)
 {
     char line[512];
+    /* The real functions, all of them now (hooks look theirs up on first
+     * use), so that the core's own calls go to libc's (util/sys.h). */
+    rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
     if (proc.cfg == NULL && rl_proc_load(&proc, line, sizeof line) < 0) {
@@ -261,7 +265,6 @@ __attribute__((constructor)) static void rl_shim_init(void)
         return;
     done = 1;
     int saved = errno;
-    rl_real_resolve();
     __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
     /* The process's one fork handler (policy/proc.h gives the order). */
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);

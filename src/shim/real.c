@@ -15,14 +15,18 @@
  * for NULL (hook_write.c). Every other entry starts NULL (REAL resolves). */
 static ssize_t first_write(int fd, const void *buf, size_t n)
 {
-    rl_real_resolve();
-    return rl_real.write(fd, buf, n);
+    ssize_t (*w)(int, const void *, size_t) =
+        (ssize_t (*)(int, const void *, size_t))rl_real_slot(
+            RL_REAL_INDEX(write));
+    return w(fd, buf, n);
 }
 
 static ssize_t first_writev(int fd, const struct iovec *iov, int n)
 {
-    rl_real_resolve();
-    return rl_real.writev(fd, iov, n);
+    ssize_t (*w)(int, const struct iovec *, int) =
+        (ssize_t (*)(int, const struct iovec *, int))rl_real_slot(
+            RL_REAL_INDEX(writev));
+    return w(fd, iov, n);
 }
 
 struct rl_real rl_real = {.write = first_write, .writev = first_writev};
@@ -223,46 +227,45 @@ static void fill_sys(void)
             (int (*)(int, int, int, const void *, socklen_t))p;
 }
 
-#define RESOLVE(name) tmp.name = next(#name, (void *)name, (void *)fb_##name)
+/* One row per member of struct rl_real, in its order: the name, our own
+ * definition (refused), the fallback. */
+#define SLOT(name) {#name, (void *)name, (void *)fb_##name}
+static const struct {
+    const char *name;
+    void *self, *fallback;
+} slots[] = {
+    SLOT(connect),    SLOT(getsockopt), SLOT(send),      SLOT(sendto),
+    SLOT(sendmsg),    SLOT(sendmmsg),   SLOT(write),     SLOT(writev),
+    SLOT(sendfile),   SLOT(sendfile64), SLOT(close),     SLOT(close_range),
+    SLOT(closefrom),  SLOT(dup),        SLOT(dup2),      SLOT(dup3),
+    SLOT(fcntl),      SLOT(fcntl64),    SLOT(fclose),    SLOT(socket),
+    SLOT(socketpair), SLOT(accept),     SLOT(accept4),   SLOT(syscall),
+};
+_Static_assert(sizeof slots / sizeof slots[0] ==
+                   sizeof(struct rl_real) / sizeof(void *),
+               "a row of slots[] per member of struct rl_real");
+
+/* Each name is looked up the first time a hook needs it, not at load: a
+ * process pays dlsym (about a microsecond a name) only for the calls it
+ * makes. Racing resolvers store the same value. */
+void *rl_real_slot(unsigned i)
+{
+    void **dst = (void **)&rl_real;
+    void *p = __atomic_load_n(&dst[i], __ATOMIC_ACQUIRE);
+    if (p != NULL && p != (void *)first_write && p != (void *)first_writev)
+        return p;
+    p = next(slots[i].name, slots[i].self, slots[i].fallback);
+    __atomic_store_n(&dst[i], p, __ATOMIC_RELEASE);
+    return p;
+}
 
 void rl_real_resolve(void)
 {
     static _Atomic int done;
-    /* Pairs with the release store below: a thread that sees done reads
-     * a complete table. Racing resolvers store identical values. */
     if (atomic_load_explicit(&done, memory_order_acquire))
         return;
-    struct rl_real tmp;
-    RESOLVE(connect);
-    RESOLVE(getsockopt);
-    RESOLVE(send);
-    RESOLVE(sendto);
-    RESOLVE(sendmsg);
-    RESOLVE(sendmmsg);
-    RESOLVE(write);
-    RESOLVE(writev);
-    RESOLVE(sendfile);
-    RESOLVE(sendfile64);
-    RESOLVE(close);
-    RESOLVE(close_range);
-    RESOLVE(closefrom);
-    RESOLVE(dup);
-    RESOLVE(dup2);
-    RESOLVE(dup3);
-    RESOLVE(fcntl);
-    RESOLVE(fcntl64);
-    RESOLVE(fclose);
-    RESOLVE(socket);
-    RESOLVE(socketpair);
-    RESOLVE(accept);
-    RESOLVE(accept4);
-    RESOLVE(syscall);
-    /* Word-sized stores of the same values by every racer; a reader that
-     * sees a non-NULL pointer may use it. */
-    void *const *src = (void *const *)&tmp;
-    void **dst = (void **)&rl_real;
-    for (size_t i = 0; i < sizeof tmp / sizeof(void *); i++)
-        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        rl_real_slot(i);
     fill_sys();
     atomic_store_explicit(&done, 1, memory_order_release);
 }

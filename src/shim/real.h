@@ -8,6 +8,7 @@
 #ifndef RL_SHIM_REAL_H
 #define RL_SHIM_REAL_H
 
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -48,13 +49,22 @@ struct rl_real {
  * trampolines that resolve first. */
 extern struct rl_real rl_real;
 
-/* Resolve every pointer; idempotent and cheap after the first call. */
+/* The index of a member of struct rl_real, for rl_real_slot. */
+#define RL_REAL_INDEX(name) (offsetof(struct rl_real, name) / sizeof(void *))
+
+/* The real function of member `i`, looked up now if it was not yet (one
+ * dlsym; racing callers store the same value). */
+void *rl_real_slot(unsigned i);
+
+/* Resolve every pointer and fill util/sys.h's table with them (at the
+ * set-up: the core's own system calls then go to libc's functions);
+ * idempotent and cheap after the first call. */
 void rl_real_resolve(void);
 
-/* The real function `name`, resolving first when needed. */
+/* The real function `name`, looked up on first use. */
 #define REAL(name)                                                             \
     (__builtin_expect(rl_real.name != NULL, 1)                                 \
          ? rl_real.name                                                        \
-         : (rl_real_resolve(), rl_real.name))
+         : (__typeof__(rl_real.name))rl_real_slot(RL_REAL_INDEX(name)))
 
 #endif
