@@ -306,3 +306,45 @@ Test(stat_prom, every_kind_of_budget_is_valid_text_format_with_what_was_spent)
     expect_sample(norm, open,
                   "dest=127.0.0.2,rule=site:every-host,user=" HOLDER, 0);
 }
+
+/* Destinations that find no room in the table (max_destinations) share
+ * the section's overflow budget: it is a destination's budget too, under
+ * the name policy/dests.c gives it, with its max_open area. */
+Test(stat_prom, the_overflow_budget_of_a_full_table_is_a_destination)
+{
+    h_config_write("[rlshim]\non_deny = fail\nmax_destinations = 1\n"
+                   "[site:every-host]\nper = destination\n"
+                   "connect = 10/h\nconnect_burst = 5\nmax_open = 2\n");
+    char ops[2][64];
+    const char *op[2] = {ops[0], ops[1]};
+    /* .2 takes the one entry (its bucket not full: never re-used); .3
+     * then finds no room: one request, one connection held. */
+    snprintf(ops[0], sizeof ops[0], "get:127.0.0.2:%d:2", srv[1].port);
+    snprintf(ops[1], sizeof ops[1], "get:127.0.0.3:%d:1", srv[2].port);
+    client("crawler", op, 2);
+    snprintf(ops[0], sizeof ops[0], "hold:127.0.0.3:%d:1", srv[2].port);
+    client("crawler", op, 1);
+    static char during[65536], after[65536], norm[65536];
+    snprintf(during, sizeof during, "%s", r.out);
+    stat_prom(after, sizeof after);
+    const char *open = "rlshim_open_connections";
+    const char *ovf = "dest=(more destinations),";
+    char k[256];
+    parse(during, norm, sizeof norm);
+    snprintf(k, sizeof k, "%srule=site:every-host,user=crawler", ovf);
+    expect_sample(norm, open, k, 1);
+    parse(after, norm, sizeof norm);
+    expect_sample(norm, open, k, 0);
+    expect_sample(norm, "rlshim_max_open_connections", k, 2);
+    snprintf(k, sizeof k, "%slimit=connect,rule=site:every-host,user=crawler",
+             ovf);
+    expect_sample(norm, "rlshim_available", k, 5 - 2);
+    expect_sample(norm, "rlshim_available",
+                  "dest=127.0.0.2,limit=connect,rule=site:every-host,"
+                  "user=crawler",
+                  5 - 2);
+    expect_sample(norm, "rlshim_calls_total",
+                  "limit=connect,rule=site:every-host,user=crawler,"
+                  "verdict=allow",
+                  2 + 2);
+}
