@@ -75,6 +75,13 @@ static bool available(const struct rl_rule *rule,
     return true;
 }
 
+/* --prometheus: a fleet budget's state is in Redis; the host's words are
+ * only what it falls back on while Redis is away, not what is available. */
+static bool avail_unknown(const struct view *v, const struct rl_rule *rule)
+{
+    return v->prom && rule->scope == RL_SCOPE_FLEET && v->cfg->fleet != NULL;
+}
+
 static void row(struct view *v, const char *user, const char *rule_name, int k,
                 const char *algo, const uint64_t *c, bool has_avail,
                 uint64_t avail)
@@ -158,8 +165,9 @@ static void dest_row(const struct rl_rule *rule, const char *label,
         if (v->prom) {
             if (rule->nlimits[k] == 0)
                 continue; /* the row of max_open alone: rl_prom_open */
+            bool has = least != UINT64_MAX && !avail_unknown(v, rule);
             struct rl_prom_row pr = {user, rule->section, rl_kind_name(k),
-                                     dest, NULL, least != UINT64_MAX, least};
+                                     dest, NULL, has, least};
             (void)rl_prom_add(&pr);
         } else if (v->json) {
             fputs(v->rows ? ",\n  {" : "\n  {", f);
@@ -264,7 +272,7 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         if (rule && rule->nlimits[k]) {
             a = rl_algorithm_get(rule->limits[k][0].algo);
             /* Per destination: what is available is in each dest row. */
-            if (v->layout_ok &&
+            if (v->layout_ok && !avail_unknown(v, rule) &&
                 (rule->per != RL_PER_DESTINATION || dest != NULL))
                 has = available(rule, &l, k, slot, v->now, &avail);
             if (has) {

@@ -7,7 +7,8 @@
  *       section's are counted per user, every destination together: no
  *       dest label.
  *   rlshim_delayed_seconds_total{user,rule,limit}  counter
- *   rlshim_available{user,rule[,dest],limit}       gauge (only when known)
+ *   rlshim_available{user,rule[,dest],limit}       gauge (only when known:
+ *       not for scope = fleet, whose budgets are in Redis)
  *   rlshim_open_connections{user,rule[,dest]}      gauge (max_open)
  *   rlshim_max_open_connections{user,rule[,dest]}  gauge (max_open)
  *
@@ -297,7 +298,7 @@ void rl_prom_print(FILE *f)
     }
     family(f, "rlshim_available", "gauge",
            "Units that could be spent now (per destination: to that "
-           "destination).");
+           "destination; none for scope = fleet: the fleet's are in Redis).");
     for (size_t i = 0; i < nrows; i++) {
         if (!rows[i].has_avail)
             continue;

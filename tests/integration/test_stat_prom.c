@@ -1,14 +1,18 @@
 /* `rlshim stat --prometheus` after real traffic: python clients under the
  * shim spend budgets of every kind (user rules, sites, per-destination
- * budgets, max_open, sliding window and token bucket) against four
+ * budgets, max_open, sliding window and token bucket, a full table's
+ * overflow budget, fleet budgets on a real redis-server) against four
  * servers on loopback addresses, and the output is read with a real
  * parser of the text format (Debian's python3-prometheus-client), whose
  * samples must be what the traffic spent. */
 #include "harness.h"
 
+#include "../redis_server.h"
+
 #define NSRV 4
 static struct server srv[NSRV]; /* on 127.0.0.1 .. 127.0.0.4 */
 static struct run r;
+static struct redis R;
 
 static void setup(void)
 {
@@ -20,10 +24,12 @@ static void setup(void)
         h_server_start(&srv[i], "http_count.py");
     }
     unsetenv("HTTP_COUNT_HOST");
+    memset(&R, 0, sizeof R);
 }
 
 static void teardown(void)
 {
+    redis_kill(&R);
     for (int i = 0; i < NSRV; i++)
         h_server_stop(&srv[i]);
     h_teardown();
@@ -347,4 +353,45 @@ Test(stat_prom, the_overflow_budget_of_a_full_table_is_a_destination)
                   "limit=connect,rule=site:every-host,user=crawler,"
                   "verdict=allow",
                   2 + 2);
+}
+
+/* scope = fleet: the counters are the host's, what is available is the
+ * fleet's, in Redis; the host's words (what it falls back on while Redis
+ * is away) stay full and are not shown as available. */
+Test(stat_prom, fleet_budgets_count_what_was_spent_and_claim_no_available)
+{
+    cr_assert(redis_have(), "redis-server is not installed (TEST_DEPS)");
+    cr_assert(redis_start(&R), "redis-server did not start");
+    h_config_write("[rlshim]\non_deny = fail\nfleet = redis://127.0.0.1:%d\n"
+                   "[user:crawler]\nscope = fleet\n"
+                   "connect = 10/h\nconnect_burst = 20\n"
+                   "send = 10/h\nsend_burst = 30\n"
+                   "[site:every-host]\nper = destination\nscope = fleet\n"
+                   "connect = 10/h\nconnect_burst = 5\n",
+                   R.port);
+    char ops[64];
+    const char *op[1] = {ops};
+    snprintf(ops, sizeof ops, "get:127.0.0.2:%d:3", srv[1].port);
+    client("crawler", op, 1);
+    cr_assert_eq(h_server_wait(&srv[1], "", 3, 5), 3);
+    static char out[65536], norm[65536];
+    stat_prom(out, sizeof out);
+    parse(out, norm, sizeof norm);
+    const char *calls = "rlshim_calls_total", *avail = "rlshim_available";
+    expect_sample(norm, calls,
+                  "limit=connect,rule=user:crawler,user=crawler,verdict=allow",
+                  3);
+    expect_sample(norm, calls,
+                  "limit=send,rule=user:crawler,user=crawler,verdict=allow", 3);
+    expect_sample(norm, calls,
+                  "limit=connect,rule=site:every-host,user=crawler,"
+                  "verdict=allow",
+                  3);
+    expect_sample(norm, avail, "limit=connect,rule=user:crawler,user=crawler",
+                  -1);
+    expect_sample(norm, avail, "limit=send,rule=user:crawler,user=crawler", -1);
+    expect_sample(norm, avail,
+                  "dest=127.0.0.2,limit=connect,rule=site:every-host,"
+                  "user=crawler",
+                  -1);
 }
