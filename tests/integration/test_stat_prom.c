@@ -79,11 +79,13 @@ static const char client_py[] =
  * it lets through: a family twice (HELP/TYPE repeated, or its samples
  * split), a sample in no typed family (it makes those "untyped"), a
  * sample twice. Prints each sample as NAME{K=V,...} VALUE, labels sorted
- * by name and unescaped, for the test to look up. */
+ * by name and unescaped, for the test to look up. The text must be
+ * UTF-8, as the format says. */
 static const char check_py[] =
     "import collections, sys\n"
     "from prometheus_client.parser import text_string_to_metric_families\n"
-    "text = sys.stdin.read()\n"
+    "text = sys.stdin.buffer.read().decode('utf-8')\n"
+    "sys.stdout.reconfigure(encoding='utf-8')\n"
     "if text and not text.endswith('\\n'): sys.exit('no final newline')\n"
     "fams = list(text_string_to_metric_families(text))\n"
     "n = collections.Counter(f.name for f in fams)\n"
@@ -394,4 +396,25 @@ Test(stat_prom, fleet_budgets_count_what_was_spent_and_claim_no_available)
                   "dest=127.0.0.2,limit=connect,rule=site:every-host,"
                   "user=crawler",
                   -1);
+}
+
+/* A key is any bytes; a label value is UTF-8: a byte that is not becomes
+ * U+FFFD (the rest of the key as it was). */
+Test(stat_prom, a_key_that_is_not_utf8_is_still_a_utf8_label)
+{
+    h_config_write("[rlshim]\non_deny = fail\n[default]\nconnect = 10/h\n");
+    char ops[64];
+    const char *op[1] = {ops};
+    snprintf(ops, sizeof ops, "get:127.0.0.2:%d:2", srv[1].port);
+    client("b\xff\xc3\xa9" "d", op, 1);
+    static char out[65536], norm[65536];
+    stat_prom(out, sizeof out);
+    parse(out, norm, sizeof norm);
+    expect_sample(norm, "rlshim_calls_total",
+                  "limit=connect,rule=default,user=b\xef\xbf\xbd\xc3\xa9" "d,"
+                  "verdict=allow",
+                  2);
+    expect_sample(norm, "rlshim_available",
+                  "limit=connect,rule=default,user=b\xef\xbf\xbd\xc3\xa9" "d",
+                  10 - 2);
 }
