@@ -302,7 +302,7 @@ static int show(struct rl_store *s, struct view *v)
     v->rows = 0;
     v->now = rl_clock_now_ns();
     v->layout_ok = v->cfg && rl_store_config_hash(s) == rl_budget_hash(v->cfg);
-    if (v->prom && v->layout_ok)
+    if (v->prom)
         rl_prom_segment(s);
     if (v->json) {
         fputc('[', v->out);

@@ -37,7 +37,8 @@ int rl_prom_open(const char *user, const char *rule, const char *dest,
  * (policy/gate.c's open_area). */
 #define RL_PROM_OPEN_PREFIX "#open|"
 
-/* Before a segment's rows (its config known): learn its max_open areas. */
+/* Before a segment's rows: learn its max_open areas (forgetting the last
+ * segment's). */
 struct rl_store;
 void rl_prom_segment(struct rl_store *s);
 
