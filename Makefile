@@ -68,6 +68,9 @@ TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
               python3-pytest:cmd:pytest-3
 # The seccomp tests build a Go client (standard library only, offline).
 TEST_DEPS  += golang-go:cmd:go
+# `rlshim stat --prometheus` is read by a real parser of the text format
+# (Debian's python3, which .ci/ensure-deps cannot probe for a module).
+TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prometheus_client/parser.py
 ENSURE     := sh .ci/ensure-deps
 
 # Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when

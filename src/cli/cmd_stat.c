@@ -75,6 +75,13 @@ static bool available(const struct rl_rule *rule,
     return true;
 }
 
+/* --prometheus: a fleet budget's state is in Redis; the host's words are
+ * only what it falls back on while Redis is away, not what is available. */
+static bool avail_unknown(const struct view *v, const struct rl_rule *rule)
+{
+    return v->prom && rule->scope == RL_SCOPE_FLEET && v->cfg->fleet != NULL;
+}
+
 static void row(struct view *v, const char *user, const char *rule_name, int k,
                 const char *algo, const uint64_t *c, bool has_avail,
                 uint64_t avail)
@@ -82,7 +89,9 @@ static void row(struct view *v, const char *user, const char *rule_name, int k,
     FILE *f = v->out;
 
     if (v->prom) {
-        rl_prom_add(user, rule_name, rl_kind_name(k), c, has_avail, avail);
+        struct rl_prom_row pr = {user,      rule_name, rl_kind_name(k), NULL,
+                                 c,         has_avail, avail};
+        (void)rl_prom_add(&pr);
         v->rows++;
         return;
     }
@@ -137,6 +146,8 @@ static void dest_row(const struct rl_rule *rule, const char *label,
     const char *dest = bar ? bar + 1 : label;
     bool has_open = e->open != NULL;
     uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
+    if (v->prom && has_open)
+        (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         if (rule->nlimits[k] == 0 && !(k == 0 && has_open))
             continue;
@@ -151,7 +162,14 @@ static void dest_row(const struct rl_rule *rule, const char *label,
         const char *algo = rule->nlimits[k]
                                ? rl_algorithm_get(rule->limits[k][0].algo)->name
                                : NULL;
-        if (v->json) {
+        if (v->prom) {
+            if (rule->nlimits[k] == 0)
+                continue; /* the row of max_open alone: rl_prom_open */
+            bool has = least != UINT64_MAX && !avail_unknown(v, rule);
+            struct rl_prom_row pr = {user, rule->section, rl_kind_name(k),
+                                     dest, NULL, has, least};
+            (void)rl_prom_add(&pr);
+        } else if (v->json) {
             fputs(v->rows ? ",\n  {" : "\n  {", f);
             fputs("\"user\": ", f);
             json_str(f, user);
@@ -205,6 +223,10 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             (void)rl_dests_each(slot->words, slot->nwords, dest_row, v);
         return 0;
     }
+    /* A max_open area (no counters): --prometheus read it before. */
+    if (strncmp(info->label, RL_PROM_OPEN_PREFIX,
+                strlen(RL_PROM_OPEN_PREFIX)) == 0)
+        return 0;
     const char *user;
     const struct rl_rule *rule =
         v->cfg ? rl_budget_parse_label(v->cfg, info->label, &user) : NULL;
@@ -221,6 +243,17 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
     } else {
         snprintf(section, sizeof section, "%s", rule->section);
         rl_budget_layout(rule, &l);
+    }
+    /* --prometheus: the overflow budget of a per-destination section
+     * ("USER|(more destinations)", policy/dests.c) is a destination's
+     * budget, its name in the dest label. */
+    const char *dest = NULL;
+    char who[RL_STORE_LABEL_MAX];
+    const char *bar = rule && v->prom ? strchr(user, '|') : NULL;
+    if (bar != NULL && rule->per == RL_PER_DESTINATION) {
+        snprintf(who, sizeof who, "%.*s", (int)(bar - user), user);
+        dest = bar + 1;
+        user = who;
     }
     /* Units spent from leases count as allowed before their holder folds
      * them in; units in idle leases are what the next call takes back. */
@@ -239,7 +272,8 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         if (rule && rule->nlimits[k]) {
             a = rl_algorithm_get(rule->limits[k][0].algo);
             /* Per destination: what is available is in each dest row. */
-            if (v->layout_ok && rule->per != RL_PER_DESTINATION)
+            if (v->layout_ok && !avail_unknown(v, rule) &&
+                (rule->per != RL_PER_DESTINATION || dest != NULL))
                 has = available(rule, &l, k, slot, v->now, &avail);
             if (has) {
                 uint64_t burst = rule->limits[k][0].burst;
@@ -250,8 +284,16 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         } else if (!used) {
             continue; /* not limited and never counted */
         }
+        if (dest != NULL) {
+            struct rl_prom_row pr = {user, section,        rl_kind_name(k),
+                                     dest, used ? c : NULL, has, avail};
+            (void)rl_prom_add(&pr);
+            continue;
+        }
         row(v, user, section, k, a ? a->name : NULL, c, has, avail);
     }
+    if (v->prom && rule && v->layout_ok && rule->max_open > 0 && !dest)
+        rl_prom_budget_open(info->index, rule, user);
     return 0;
 }
 
@@ -260,6 +302,8 @@ static int show(struct rl_store *s, struct view *v)
     v->rows = 0;
     v->now = rl_clock_now_ns();
     v->layout_ok = v->cfg && rl_store_config_hash(s) == rl_budget_hash(v->cfg);
+    if (v->prom)
+        rl_prom_segment(s);
     if (v->json) {
         fputc('[', v->out);
     } else if (!v->prom) {
@@ -446,7 +490,7 @@ int rl_cmd_stat(int argc, char **argv)
     if (all || !cfg) {
         /* Without a config, which segment is meant is unknown: all. */
         do {
-            if (watch && !v.json)
+            if (watch && !v.json && !v.prom)
                 fputs("\033[H\033[2J", stdout);
             status = show_all(&v);
             if (watch)
@@ -475,7 +519,7 @@ int rl_cmd_stat(int argc, char **argv)
                 goto out;
             }
         }
-        if (watch && !v.json)
+        if (watch && !v.json && !v.prom)
             fputs("\033[H\033[2J", stdout);
         if (s) {
             if (v.cfg && rl_store_config_hash(s) != rl_budget_hash(v.cfg) &&
