@@ -3,16 +3,14 @@
 
 #include <errno.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/ownerlock.h"
+#include "util/sys.h"
 
 #define W_OPEN 0u
 #define W_WAITERS 1u
@@ -28,43 +26,9 @@ void rl_open_enable(void)
 
 /* ---- who holds: pid and start time -----------------------------------*/
 
-/* Field 22 of /proc/PID/stat (clock ticks after boot), 0 when unknown;
- * *zombie when the process has died and waits to be reaped (it holds no
- * connection any more). */
-static uint64_t start_state(pid_t pid, bool *zombie)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the name may hold blanks and ')' */
-    if (p == NULL)
-        return 0;
-    unsigned long long v = 0;
-    char state = '?';
-    /* After ')': state (field 3) ... starttime (field 22). */
-    if (sscanf(p + 1,
-               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-               "%*d %*d %*d %*d %llu",
-               &state, &v) != 2)
-        return 0;
-    if (zombie != NULL)
-        *zombie = state == 'Z' || state == 'X';
-    return v;
-}
-
-static uint64_t start_of(pid_t pid)
-{
-    return start_state(pid, NULL);
-}
-
 uint64_t rl_open_start_of(int pid)
 {
-    return start_of((pid_t)pid);
+    return rl_proc_start(pid, NULL);
 }
 
 /* The holder this thread acts for (the --seccomp supervisor), or NULL. */
@@ -91,28 +55,13 @@ static void me(uint32_t *pid, uint64_t *start)
     uint32_t p = (uint32_t)getpid();
     if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
         ((uint64_t)p << 32 | 1)) {
-        atomic_store_explicit(&me_start, start_of((pid_t)p),
+        atomic_store_explicit(&me_start, rl_proc_start((int)p, NULL),
                               memory_order_relaxed);
         atomic_store_explicit(&me_cache, (uint64_t)p << 32 | 1,
                               memory_order_release);
     }
     *pid = p;
     *start = atomic_load_explicit(&me_start, memory_order_relaxed);
-}
-
-/* Is the holder (pid, start) gone? Never for ourselves or when unsure. */
-static bool gone(uint32_t pid, uint64_t start)
-{
-    if (pid == (uint32_t)getpid())
-        return false;
-    int saved = errno;
-    bool dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    errno = saved;
-    if (dead)
-        return true;
-    bool zombie = false;
-    uint64_t now_start = start_state((pid_t)pid, &zombie);
-    return zombie || (start != 0 && now_start != 0 && now_start != start);
 }
 
 /* Take back the connections of holders that are gone: true when some
@@ -124,7 +73,7 @@ static bool reclaim(rl_atomic_u64 *area)
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
         uint64_t start = rl_load_relaxed_u64(&r[1]);
-        if (w == 0 || !gone((uint32_t)(w >> 32), start))
+        if (w == 0 || !rl_proc_gone((uint32_t)(w >> 32), start))
             continue;
         if (!atomic_compare_exchange_strong_explicit(
                 &r[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))
@@ -217,8 +166,7 @@ static void area_release(rl_atomic_u64 *area)
     rl_add_relaxed_u64(&area[W_SEQ], 1);
     if (rl_load_acquire_u64(&area[W_WAITERS]) != 0) {
         int saved = errno;
-        syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1 << 30, NULL,
-                NULL, 0);
+        rl_sys.futex((uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1u << 30, NULL);
         errno = saved;
     }
 }
@@ -264,7 +212,7 @@ void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
     int saved = errno;
     /* The low half of the sequence word (little-endian): a release in
      * between changes it and the wait returns at once. */
-    syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts, NULL, 0);
+    rl_sys.futex((uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts);
     errno = saved;
     rl_add_relaxed_u64(&area[W_WAITERS], (uint64_t)-1);
 }
