@@ -463,7 +463,12 @@ static void p_duration(struct pstate *ps, const struct key *k, void *field,
     uint64_t ns;
     int rc = rl_parse_duration(v, &ns);
 
-    if (rc == 0)
+    /* Every duration key has the one cap (config.h); past 2^64 ns is over
+     * it too: one message for both. */
+    if ((rc == 0 && ns > RL_CONFIG_DURATION_MAX_NS) || rc == -ERANGE)
+        err(ps, ps->lineno, "%s '%s' in [%s] is over the cap of %s", k->name,
+            v, sect_name(ps), RL_CONFIG_DURATION_MAX_TEXT);
+    else if (rc == 0)
         *(uint64_t *)field = ns;
     else if (rc == -EDOM)
         err(ps, ps->lineno,
