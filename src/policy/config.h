@@ -130,7 +130,8 @@ struct rl_config {
     size_t nrules;
     uint64_t hash; /* stable hash of what shapes the budgets: rules,
                       algorithms, limits, max_users (not of the text,
-                      nor of on_deny/errno/to/log...: see config.c) */
+                      nor of on_deny/errno/to/log...: see
+                      config_sections.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it
