@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "util/ownerlock.h"
+
 #define HITS 1024u
 
 struct conn {
@@ -157,10 +159,7 @@ void sup_open_bind(const struct rl_open_holder *h, int fd,
 /* Has the process `p` named gone (its pid free, or reused)? */
 static bool gone(const struct rl_open_holder *p)
 {
-    if (kill((pid_t)p->pid, 0) != 0 && errno == ESRCH)
-        return true;
-    uint64_t now = rl_open_start_of((int)p->pid);
-    return now != 0 && now != p->start;
+    return rl_proc_gone(p->pid, p->start);
 }
 
 int sup_open_holder(pid_t tgid, struct rl_open_holder *h)

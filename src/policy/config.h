@@ -18,6 +18,7 @@
 
 #include "limit/limit.h"
 #include "policy/dest.h"
+#include "util/parse.h"
 
 /* What a limit counts (SPEC §1). */
 enum rl_kind {
@@ -44,6 +45,12 @@ enum rl_kind {
 /* max_destinations: the default and the largest accepted. */
 #define RL_CONFIG_MAX_DESTINATIONS_DEFAULT 4096u
 #define RL_CONFIG_MAX_DESTINATIONS_MAX 1048576u
+
+/* The longest duration a key accepts (max_delay): one day. A clock
+ * reading plus a duration then never wraps (CLOCK_MONOTONIC counts from
+ * boot), and nothing a program waits for is meant to take longer. */
+#define RL_CONFIG_DURATION_MAX_NS RL_NS_PER_DAY
+#define RL_CONFIG_DURATION_MAX_TEXT "1 day"
 
 /* max_open: the largest accepted. */
 #define RL_CONFIG_MAX_OPEN_MAX 1048576u
@@ -123,7 +130,8 @@ struct rl_config {
     size_t nrules;
     uint64_t hash; /* stable hash of what shapes the budgets: rules,
                       algorithms, limits, max_users (not of the text,
-                      nor of on_deny/errno/to/log...: see config.c) */
+                      nor of on_deny/errno/to/log...: see
+                      config_sections.c) */
 };
 
 /* Error messages, each "file:line: what is wrong" (no newline). Start it

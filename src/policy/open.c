@@ -3,16 +3,14 @@
 
 #include <errno.h>
 #include <linux/futex.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/ownerlock.h"
+#include "util/sys.h"
 
 #define W_OPEN 0u
 #define W_WAITERS 1u
@@ -28,43 +26,9 @@ void rl_open_enable(void)
 
 /* ---- who holds: pid and start time -----------------------------------*/
 
-/* Field 22 of /proc/PID/stat (clock ticks after boot), 0 when unknown;
- * *zombie when the process has died and waits to be reaped (it holds no
- * connection any more). */
-static uint64_t start_state(pid_t pid, bool *zombie)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the name may hold blanks and ')' */
-    if (p == NULL)
-        return 0;
-    unsigned long long v = 0;
-    char state = '?';
-    /* After ')': state (field 3) ... starttime (field 22). */
-    if (sscanf(p + 1,
-               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-               "%*d %*d %*d %*d %llu",
-               &state, &v) != 2)
-        return 0;
-    if (zombie != NULL)
-        *zombie = state == 'Z' || state == 'X';
-    return v;
-}
-
-static uint64_t start_of(pid_t pid)
-{
-    return start_state(pid, NULL);
-}
-
 uint64_t rl_open_start_of(int pid)
 {
-    return start_of((pid_t)pid);
+    return rl_proc_start(pid, NULL);
 }
 
 /* The holder this thread acts for (the --seccomp supervisor), or NULL. */
@@ -91,28 +55,13 @@ static void me(uint32_t *pid, uint64_t *start)
     uint32_t p = (uint32_t)getpid();
     if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
         ((uint64_t)p << 32 | 1)) {
-        atomic_store_explicit(&me_start, start_of((pid_t)p),
+        atomic_store_explicit(&me_start, rl_proc_start((int)p, NULL),
                               memory_order_relaxed);
         atomic_store_explicit(&me_cache, (uint64_t)p << 32 | 1,
                               memory_order_release);
     }
     *pid = p;
     *start = atomic_load_explicit(&me_start, memory_order_relaxed);
-}
-
-/* Is the holder (pid, start) gone? Never for ourselves or when unsure. */
-static bool gone(uint32_t pid, uint64_t start)
-{
-    if (pid == (uint32_t)getpid())
-        return false;
-    int saved = errno;
-    bool dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    errno = saved;
-    if (dead)
-        return true;
-    bool zombie = false;
-    uint64_t now_start = start_state((pid_t)pid, &zombie);
-    return zombie || (start != 0 && now_start != 0 && now_start != start);
 }
 
 /* Take back the connections of holders that are gone: true when some
@@ -124,7 +73,7 @@ static bool reclaim(rl_atomic_u64 *area)
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
         uint64_t start = rl_load_relaxed_u64(&r[1]);
-        if (w == 0 || !gone((uint32_t)(w >> 32), start))
+        if (w == 0 || !rl_proc_gone((uint32_t)(w >> 32), start))
             continue;
         if (!atomic_compare_exchange_strong_explicit(
                 &r[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))
@@ -217,8 +166,7 @@ static void area_release(rl_atomic_u64 *area)
     rl_add_relaxed_u64(&area[W_SEQ], 1);
     if (rl_load_acquire_u64(&area[W_WAITERS]) != 0) {
         int saved = errno;
-        syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1 << 30, NULL,
-                NULL, 0);
+        rl_sys.futex((uint32_t *)&area[W_SEQ], FUTEX_WAKE, 1u << 30, NULL);
         errno = saved;
     }
 }
@@ -264,7 +212,7 @@ void rl_open_wait(rl_atomic_u64 *area, uint32_t seq, uint64_t deadline_ns)
     int saved = errno;
     /* The low half of the sequence word (little-endian): a release in
      * between changes it and the wait returns at once. */
-    syscall(SYS_futex, (uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts, NULL, 0);
+    rl_sys.futex((uint32_t *)&area[W_SEQ], FUTEX_WAIT, seq, &ts);
     errno = saved;
     rl_add_relaxed_u64(&area[W_WAITERS], (uint64_t)-1);
 }
@@ -285,30 +233,48 @@ uint32_t rl_open_held(rl_atomic_u64 *area)
 #define NCONN 4096u
 #define MAXFD (1u << 20)
 
+/* A connection record. `state` is gen << 32 | refs: refs counts the fds
+ * that refer to it (0: free; FREEING: its last fd's close is giving its
+ * areas back); gen changes each time the record is freed, and the fd map
+ * names the record with the gen it had when the fd took its reference, so
+ * that a dup that read the map before a close freed the record (and the
+ * next bind claimed it again) never takes a reference to the wrong
+ * connection. n and areas are written by the binder that moved refs from
+ * 0, read by the thread whose unref reaches FREEING (the CAS on state
+ * orders them). */
 struct conn {
-    _Atomic uint32_t refs; /* fds that refer to it; 0 = free */
+    _Atomic uint64_t state;
     unsigned n;
     rl_atomic_u64 *areas[RL_OPEN_MAX_AREAS];
 };
 
+#define FREEING 0xffffffffu
+#define REFS(s) ((uint32_t)(s))
+#define GEN16(s) ((uint32_t)((s) >> 32) & 0xffffu)
+/* A map entry: the record's gen (low 16 bits) << 16 | its index + 1. */
+#define ENTRY(gen16, i) ((gen16) << 16 | ((i) + 1u))
+#define ENTRY_ID(e) ((e) & 0xffffu)
+#define ENTRY_GEN(e) ((e) >> 16)
+_Static_assert(NCONN < 0xffffu, "a record index fits in an entry");
+
 static struct conn conns[NCONN];
-static _Atomic(_Atomic uint16_t *) fdmap; /* fd -> conn index + 1 */
+static _Atomic(_Atomic uint32_t *) fdmap; /* fd -> ENTRY(), 0: none */
 static _Atomic unsigned fd_top;           /* highest fd ever bound + 1 */
 
-static _Atomic uint16_t *map(void)
+static _Atomic uint32_t *map(void)
 {
-    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
     if (m != NULL)
         return m;
-    void *p = mmap(NULL, MAXFD * sizeof(uint16_t), PROT_READ | PROT_WRITE,
+    void *p = mmap(NULL, MAXFD * sizeof(uint32_t), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    _Atomic uint16_t *expect = NULL;
+    _Atomic uint32_t *expect = NULL;
     if (atomic_compare_exchange_strong_explicit(
             &fdmap, &expect, p, memory_order_acq_rel, memory_order_acquire))
         return p;
-    munmap(p, MAXFD * sizeof(uint16_t));
+    munmap(p, MAXFD * sizeof(uint32_t));
     return expect;
 }
 
@@ -318,56 +284,65 @@ static void give_back(struct conn *c)
         rl_open_release(c->areas[i]);
 }
 
-#define FREEING 0xffffffffu /* refs while the last fd's close gives back */
-
-/* One fd fewer refers to connection `id` (1-based). The last one gives
- * the areas back before the record can be claimed again. */
-static void unref(unsigned id)
+static void raise_top(unsigned fd)
 {
-    struct conn *c = &conns[id - 1];
-    uint32_t r = atomic_load_explicit(&c->refs, memory_order_acquire);
+    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
+    while (fd + 1 > top &&
+           !atomic_compare_exchange_weak_explicit(&fd_top, &top, fd + 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+/* One fd fewer refers to the connection of map entry `e` (whose reference
+ * the caller took out of the map). The last one gives the areas back
+ * before the record can be claimed again, under a new gen. */
+static void unref(uint32_t e)
+{
+    struct conn *c = &conns[ENTRY_ID(e) - 1];
+    uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
     for (;;) {
+        uint32_t r = REFS(s);
         if (r == 0 || r == FREEING)
             return;
-        uint32_t to = r == 1 ? FREEING : r - 1;
+        uint64_t to = r == 1 ? (s & ~0xffffffffull) | FREEING : s - 1;
         if (atomic_compare_exchange_weak_explicit(
-                &c->refs, &r, to, memory_order_acq_rel, memory_order_acquire))
+                &c->state, &s, to, memory_order_acq_rel, memory_order_acquire))
             break;
     }
-    if (r != 1)
+    if (REFS(s) != 1)
         return;
     give_back(c);
     c->n = 0;
-    atomic_store_explicit(&c->refs, 0, memory_order_release);
+    /* Pairs with the acquire loads of bind and dup: a record seen free is
+     * one whose areas went back. */
+    atomic_store_explicit(&c->state, ((s >> 32) + 1) << 32,
+                          memory_order_release);
 }
 
 void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n)
 {
-    _Atomic uint16_t *m = map();
+    _Atomic uint32_t *m = map();
     if (n == 0)
         return;
     if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
         goto untracked;
     for (unsigned i = 0; i < NCONN; i++) {
-        uint32_t zero = 0;
         struct conn *c = &conns[i];
-        if (atomic_load_explicit(&c->refs, memory_order_relaxed) != 0 ||
-            !atomic_compare_exchange_strong_explicit(
-                &c->refs, &zero, 1, memory_order_acq_rel, memory_order_relaxed))
+        uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
+        if (REFS(s) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&c->state, &s, s | 1,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed))
             continue;
         c->n = n < RL_OPEN_MAX_AREAS ? n : RL_OPEN_MAX_AREAS;
         for (unsigned j = 0; j < c->n; j++)
             c->areas[j] = areas[j];
-        uint16_t old = atomic_exchange_explicit(&m[fd], (uint16_t)(i + 1),
+        uint32_t old = atomic_exchange_explicit(&m[fd], ENTRY(GEN16(s), i),
                                                 memory_order_acq_rel);
         if (old != 0)
             unref(old); /* a number reused after a close we never saw */
-        unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
-        while ((unsigned)fd + 1 > top &&
-               !atomic_compare_exchange_weak_explicit(
-                   &fd_top, &top, (unsigned)fd + 1, memory_order_relaxed,
-                   memory_order_relaxed))
-            ;
+        raise_top((unsigned)fd);
         return;
     }
 untracked:
@@ -377,14 +352,14 @@ untracked:
 
 void rl_open_forget(int fd)
 {
-    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
     if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
         return;
     if (atomic_load_explicit(&m[fd], memory_order_relaxed) == 0)
         return;
-    uint16_t id = atomic_exchange_explicit(&m[fd], 0, memory_order_acq_rel);
-    if (id != 0)
-        unref(id);
+    uint32_t e = atomic_exchange_explicit(&m[fd], 0, memory_order_acq_rel);
+    if (e != 0)
+        unref(e);
 }
 
 void rl_open_forget_range(unsigned first, unsigned last)
@@ -396,23 +371,35 @@ void rl_open_forget_range(unsigned first, unsigned last)
         rl_open_forget((int)fd);
 }
 
+/* The dup hook calls this after the real dup; the close hook forgets
+ * `from` before the real close, so the two may meet here in any order. A
+ * reference is added only to a connection that still has one (the same
+ * gen, refs neither 0 nor FREEING): once its last close has begun giving
+ * its areas back, the dup sees it gone and `to` is not tracked (a program
+ * that dups an fd while another thread closes it gets an untracked fd,
+ * never a count taken from another connection). Issue 19: an unchecked
+ * increment wrapped FREEING to 0, the record was claimed by the next
+ * connection, and the dup's close gave that one's place back. */
 void rl_open_dup(int from, int to)
 {
-    _Atomic uint16_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
     if (m == NULL || to < 0 || (unsigned)to >= MAXFD)
         return;
     rl_open_forget(to);
     if (from < 0 || (unsigned)from >= MAXFD)
         return;
-    uint16_t id = atomic_load_explicit(&m[from], memory_order_acquire);
-    if (id == 0)
+    uint32_t e = atomic_load_explicit(&m[from], memory_order_acquire);
+    if (e == 0)
         return;
-    atomic_fetch_add_explicit(&conns[id - 1].refs, 1, memory_order_acq_rel);
-    atomic_store_explicit(&m[to], id, memory_order_release);
-    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
-    while ((unsigned)to + 1 > top &&
-           !atomic_compare_exchange_weak_explicit(
-               &fd_top, &top, (unsigned)to + 1, memory_order_relaxed,
-               memory_order_relaxed))
-        ;
+    struct conn *c = &conns[ENTRY_ID(e) - 1];
+    uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
+    do {
+        if (GEN16(s) != ENTRY_GEN(e) || REFS(s) == 0 || REFS(s) == FREEING)
+            return; /* gone, or going */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &c->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire));
+    uint32_t old = atomic_exchange_explicit(&m[to], e, memory_order_acq_rel);
+    if (old != 0)
+        unref(old); /* another thread bound `to` meanwhile */
+    raise_top((unsigned)to);
 }

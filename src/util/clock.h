@@ -28,4 +28,11 @@ static inline uint64_t rl_clock_coarse_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* a + b, or UINT64_MAX when that wraps: a deadline made of a clock reading
+ * and a duration ("now + max_delay") is never before now. */
+static inline uint64_t rl_add_sat_u64(uint64_t a, uint64_t b)
+{
+    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
 #endif

@@ -22,14 +22,18 @@
 #include "util/ownerlock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "util/sys.h"
 
 _Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8,
                "the mutex fits the window's lock words (layout.h)");
@@ -185,3 +189,53 @@ const struct rl_lock_ops rl_ownerlock_ops = {
     .unlock = rl_ownerlock_unlock,
     .in_critical = NULL,
 };
+
+/* ---- holders by pid ---------------------------------------------------*/
+
+uint64_t rl_proc_start(int pid, bool *zombie)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int saved = errno;
+    int fd = rl_sys.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) {
+        errno = saved;
+        return 0;
+    }
+    /* One read: the kernel makes the whole line at once (it is well under
+     * 512 bytes up to field 22 whatever the name). */
+    ssize_t n = rl_sys.read(fd, buf, sizeof buf - 1);
+    rl_sys.close(fd);
+    errno = saved;
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the name may hold blanks and ')' */
+    if (p == NULL)
+        return 0;
+    unsigned long long v = 0;
+    char state = '?';
+    /* After ')': state (field 3) ... starttime (field 22). */
+    if (sscanf(p + 1,
+               " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+               "%*d %*d %*d %*d %llu",
+               &state, &v) != 2)
+        return 0;
+    if (zombie != NULL)
+        *zombie = state == 'Z' || state == 'X';
+    return v;
+}
+
+bool rl_proc_gone(uint32_t pid, uint64_t start)
+{
+    if (pid == (uint32_t)getpid())
+        return false;
+    int saved = errno;
+    bool dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    if (dead)
+        return true;
+    bool zombie = false;
+    uint64_t now_start = rl_proc_start((int)pid, &zombie);
+    return zombie || (start != 0 && now_start != 0 && now_start != start);
+}

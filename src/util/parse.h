@@ -22,6 +22,7 @@
 #define RL_NS_PER_S 1000000000ull
 #define RL_NS_PER_MIN (60ull * RL_NS_PER_S)
 #define RL_NS_PER_H (3600ull * RL_NS_PER_S)
+#define RL_NS_PER_DAY (24ull * RL_NS_PER_H)
 
 /* N units per period_ns, as written ("5/s": count 5, period 1e9). */
 struct rl_rate {

@@ -808,3 +808,49 @@ Test(config, scope_fleet_in_a_site_or_per_destination)
               "%s", d.msgs[0]);
     rl_diag_free(&d);
 }
+
+/* Issue 19 item 10: max_delay took up to 2^64 ns, and now + max_delay
+ * wrapped. Every duration key is capped at one day. */
+Test(config, accepts_a_duration_at_the_cap_of_one_day)
+{
+    static const char *const at_cap[] = {"24h", "1440min", "86400s",
+                                         "86400000000000ns"};
+    for (size_t i = 0; i < sizeof at_cap / sizeof at_cap[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text,
+                 "[rlshim]\nmax_delay = %s\n[default]\nmax_delay = %s\n",
+                 at_cap[i], at_cap[i]);
+        struct rl_config *cfg = load_ok(text);
+        cr_expect_eq(cfg->max_delay_ns, RL_CONFIG_DURATION_MAX_NS, "%s",
+                     at_cap[i]);
+        cr_expect_eq(cfg->rules[0].max_delay_ns, RL_CONFIG_DURATION_MAX_NS,
+                     "%s", at_cap[i]);
+        rl_config_free(cfg);
+    }
+    cr_expect_eq(RL_CONFIG_DURATION_MAX_NS, 86400ull * RL_NS_PER_S);
+}
+
+Test(config, refuses_a_duration_past_the_cap_with_its_line)
+{
+    static const struct {
+        const char *v, *sect;
+    } past[] = {
+        {"86400000000001ns", "rlshim"},
+        {"25h", "user:a"},
+        {"1441min", "default"},
+        {"18446744073709551616ns", "rlshim"}, /* past 2^64 */
+        {"5124096h", "rlshim"},               /* its ns past 2^64 */
+    };
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        char text[160], want[160];
+        snprintf(text, sizeof text, "; a comment\n[%s]\nmax_delay = %s\n",
+                 past[i].sect, past[i].v);
+        snprintf(want, sizeof want,
+                 "t.ini:3: max_delay '%s' in [%s] is over the cap of 1 day",
+                 past[i].v, past[i].sect);
+        struct rl_diag d = load_bad(text);
+        cr_expect_eq(d.n, 1, "%s", past[i].v);
+        cr_expect_str_eq(d.msgs[0], want);
+        rl_diag_free(&d);
+    }
+}

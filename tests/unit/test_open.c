@@ -2,6 +2,9 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,4 +230,122 @@ Test(open_gate, a_max_open_waiter_takes_the_next_turn_sliding_window)
 Test(open_gate, a_max_open_waiter_takes_the_next_turn_token_bucket)
 {
     waiter_takes_the_next_turn("token_bucket");
+}
+
+/* ---- a dup racing the close of the last fd ----------------------------*/
+
+/* The dup hook calls rl_open_dup after the real dup returned; the close
+ * hook calls rl_open_forget before the real close. So with the dup made
+ * already, the two bookkeepings may meet in any order: here they start
+ * together in two threads, the one or the other delayed by a number of
+ * spins that changes every round, so that over the rounds rl_open_dup
+ * lands in every part of the last unref (its give-back included). */
+struct dup_race {
+    _Atomic unsigned go, done;
+    int fd, dup;
+    unsigned spins;
+};
+
+static void spin(unsigned n)
+{
+    for (volatile unsigned i = 0; i < n; i++)
+        ;
+}
+
+static void wait_for(_Atomic unsigned *w, unsigned v)
+{
+    /* 2 cores shared with other jobs: spin a little, then let the other
+     * side run. */
+    for (unsigned i = 0; atomic_load_explicit(w, memory_order_acquire) != v;
+         i++)
+        if (i > 2000)
+            sched_yield();
+}
+
+static void *dup_side(void *arg)
+{
+    struct dup_race *r = arg;
+    for (unsigned round = 1;; round++) {
+        wait_for(&r->go, round);
+        if (r->fd < 0)
+            return NULL;
+        spin(r->spins & 1 ? r->spins >> 1 : 0);
+        rl_open_dup(r->fd, r->dup);
+        atomic_store_explicit(&r->done, round, memory_order_release);
+    }
+}
+
+static int tcp_socket(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    return fd;
+}
+
+/* Issue 19 item 11: the dup's reference, added to a connection whose last
+ * fd was being closed, wrapped its count from FREEING to 0; the record was
+ * then claimed by the next connection, and the dup's close gave back that
+ * connection's place while it was open: max_open one over. */
+Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
+{
+    gate_with("[user:tester]\nmax_open = 1\n");
+    struct dup_race r = {.fd = -1};
+    pthread_t a;
+    cr_assert_eq(pthread_create(&a, NULL, dup_side, &r), 0);
+    struct rl_gate_ticket t;
+    unsigned rounds = 50000, counted = 0, gone = 0, over = 0, wrong = 0;
+    for (unsigned round = 1; round <= rounds; round++) {
+        int f = tcp_socket();
+        cr_assert_eq(conn(&t, "10.0.0.1", f), RL_GATE_GO, "round %u", round);
+        rl_gate_connected(&t, f, true);
+        r.fd = f;
+        r.dup = dup(f); /* the real dup: the socket stays open through it */
+        cr_assert_geq(r.dup, 0);
+        r.spins = round % 200;
+        atomic_store_explicit(&r.go, round, memory_order_release);
+        spin(r.spins & 1 ? 0 : r.spins >> 1);
+        rl_open_forget(f); /* the close hook, then the real close */
+        close(f);
+        wait_for(&r.done, round);
+        /* The next connection: admitted only when the dup is not counted
+         * (max_open = 1: a counted dup holds the one place). */
+        int g = tcp_socket();
+        bool g_in = conn(&t, "10.0.0.1", g) == RL_GATE_GO;
+        if (g_in)
+            rl_gate_connected(&t, g, true);
+        if (g_in)
+            gone++;
+        else
+            counted++;
+        rl_open_forget(r.dup);
+        close(r.dup);
+        /* g alone is open now: with g counted, no place is left. */
+        int h = tcp_socket();
+        bool h_in = conn(&t, "10.0.0.1", h) == RL_GATE_GO;
+        if (h_in)
+            rl_gate_connected(&t, h, true);
+        if (g_in && h_in)
+            over++; /* two open with max_open = 1 */
+        if (!g_in && !h_in)
+            wrong++; /* nothing open, and still full */
+        rl_open_forget(h);
+        close(h);
+        rl_open_forget(g);
+        close(g);
+    }
+    r.fd = -1;
+    atomic_store_explicit(&r.go, rounds + 1, memory_order_release);
+    pthread_join(a, NULL);
+    cr_log_info("%u rounds: the dup counted %u, the dup saw it gone %u",
+                rounds, counted, gone);
+    cr_expect_eq(over, 0, "max_open = 1 exceeded in %u of %u rounds", over,
+                 rounds);
+    cr_expect_eq(wrong, 0, "full with nothing open in %u of %u rounds", wrong,
+                 rounds);
+    /* Nothing is open: the one place is free. */
+    int z = tcp_socket();
+    cr_expect_eq(conn(&t, "10.0.0.1", z), RL_GATE_GO, "the count went wrong");
+    rl_gate_connected(&t, z, true);
+    rl_open_forget(z);
+    close(z);
 }

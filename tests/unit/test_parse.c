@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 
+#include "util/clock.h"
 #include "util/parse.h"
 
 Test(parse_u64, reads_plain_decimal_numbers)
@@ -210,4 +211,15 @@ Test(parse_bool, reads_the_usual_words)
     cr_expect(b);
     cr_expect_eq(rl_parse_bool("Yes", &b), -EDOM);
     cr_expect_eq(rl_parse_bool("", &b), -EDOM);
+}
+
+/* A deadline of a clock reading and a duration never wraps to the past. */
+Test(add_sat, saturates_at_the_top_and_adds_below_it)
+{
+    cr_expect_eq(rl_add_sat_u64(5, 7), 12);
+    cr_expect_eq(rl_add_sat_u64(UINT64_MAX - 7, 7), UINT64_MAX);
+    cr_expect_eq(rl_add_sat_u64(UINT64_MAX - 7, 8), UINT64_MAX);
+    cr_expect_eq(rl_add_sat_u64(UINT64_MAX, UINT64_MAX), UINT64_MAX);
+    cr_expect_eq(rl_add_sat_u64(1000 * RL_NS_PER_S, RL_NS_PER_DAY),
+                 1000 * RL_NS_PER_S + 86400 * RL_NS_PER_S);
 }
