@@ -159,7 +159,7 @@ void sup_open_bind(const struct rl_open_holder *h, int fd,
 /* Has the process `p` named gone (its pid free, or reused)? */
 static bool gone(const struct rl_open_holder *p)
 {
-    return rl_proc_gone(p->pid, p->start);
+    return rl_pid_gone(p->pid, p->start);
 }
 
 int sup_open_holder(pid_t tgid, struct rl_open_holder *h)

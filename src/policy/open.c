@@ -28,7 +28,7 @@ void rl_open_enable(void)
 
 uint64_t rl_open_start_of(int pid)
 {
-    return rl_proc_start(pid, NULL);
+    return rl_pid_start(pid, NULL);
 }
 
 /* The holder this thread acts for (the --seccomp supervisor), or NULL. */
@@ -55,7 +55,7 @@ static void me(uint32_t *pid, uint64_t *start)
     uint32_t p = (uint32_t)getpid();
     if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
         ((uint64_t)p << 32 | 1)) {
-        atomic_store_explicit(&me_start, rl_proc_start((int)p, NULL),
+        atomic_store_explicit(&me_start, rl_pid_start((int)p, NULL),
                               memory_order_relaxed);
         atomic_store_explicit(&me_cache, (uint64_t)p << 32 | 1,
                               memory_order_release);
@@ -73,7 +73,7 @@ static bool reclaim(rl_atomic_u64 *area)
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
         uint64_t start = rl_load_relaxed_u64(&r[1]);
-        if (w == 0 || !rl_proc_gone((uint32_t)(w >> 32), start))
+        if (w == 0 || !rl_pid_gone((uint32_t)(w >> 32), start))
             continue;
         if (!atomic_compare_exchange_strong_explicit(
                 &r[0], &w, 0, memory_order_acq_rel, memory_order_relaxed))

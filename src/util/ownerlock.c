@@ -192,7 +192,7 @@ const struct rl_lock_ops rl_ownerlock_ops = {
 
 /* ---- holders by pid ---------------------------------------------------*/
 
-uint64_t rl_proc_start(int pid, bool *zombie)
+uint64_t rl_pid_start(int pid, bool *zombie)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -226,7 +226,7 @@ uint64_t rl_proc_start(int pid, bool *zombie)
     return v;
 }
 
-bool rl_proc_gone(uint32_t pid, uint64_t start)
+bool rl_pid_gone(uint32_t pid, uint64_t start)
 {
     if (pid == (uint32_t)getpid())
         return false;
@@ -236,6 +236,6 @@ bool rl_proc_gone(uint32_t pid, uint64_t start)
     if (dead)
         return true;
     bool zombie = false;
-    uint64_t now_start = rl_proc_start((int)pid, &zombie);
+    uint64_t now_start = rl_pid_start((int)pid, &zombie);
     return zombie || (start != 0 && now_start != 0 && now_start != start);
 }

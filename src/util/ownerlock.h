@@ -32,12 +32,12 @@ void rl_ownerlock_unlock(rl_word *lk);
 /* Field 22 of /proc/PID/stat (clock ticks after boot), 0 when unknown;
  * *zombie (when not NULL) set when the process has died and waits to be
  * reaped. Through rl_sys: never a hooked name. */
-uint64_t rl_proc_start(int pid, bool *zombie);
+uint64_t rl_pid_start(int pid, bool *zombie);
 
 /* Is the holder (pid, start) gone: no such process, a zombie, or the pid
  * now another process's (another start time)? Never for the calling
  * process, and never when unsure (start 0 or unreadable: alive). errno is
  * kept. */
-bool rl_proc_gone(uint32_t pid, uint64_t start);
+bool rl_pid_gone(uint32_t pid, uint64_t start);
 
 #endif
