@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy/fleet_addr.h"
+#include "fleet/fleet_addr.h"
 #include "policy/names.h"
 #include "policy/suggest.h"
 #include "util/hash.h"
