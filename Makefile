@@ -94,7 +94,7 @@ ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
-                        src/policy/*.c)
+                        src/policy/*.c src/fleet/*.c)
 SHIM_SRCS := $(wildcard src/shim/*.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
 UNIT_SRCS := $(wildcard tests/unit/*.c)

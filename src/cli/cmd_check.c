@@ -10,8 +10,8 @@
 #include "cli/commands.h"
 #include "cli/explain.h"
 #include "cli/host.h"
+#include "fleet/fleet.h"
 #include "policy/config.h"
-#include "policy/fleet.h"
 #include "util/parse.h"
 
 #ifndef RL_VERSION

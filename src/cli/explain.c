@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "cli/explain.h"
+#include "fleet/fleet_lease.h"
 #include "policy/budget.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
-#include "policy/fleet_lease.h"
 #include "policy/identity.h"
 #include "policy/names.h"
 

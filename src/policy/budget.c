@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fleet/fleet_lease.h"
 #include "policy/budget.h"
-#include "policy/fleet_lease.h"
 #include "util/hash.h"
 
 void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "policy/config_int.h"
+#include "policy/names.h"
 #include "policy/suggest.h"
 #include "util/parse.h"
 #include "util/sys.h"

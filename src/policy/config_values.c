@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "policy/config_int.h"
-#include "policy/fleet_addr.h"
+#include "fleet/fleet_addr.h"
 #include "util/parse.h"
 
 static const char *why_number(int rc)

@@ -18,10 +18,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "limit/limit.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
-#include "policy/fleet.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/lease.h"

@@ -12,10 +12,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fleet/fleet_lease.h"
 #include "limit/limit.h"
 #include "policy/budget.h"
 #include "policy/config.h"
-#include "policy/fleet_lease.h"
 #include "policy/identity.h"
 #include "state/store.h"
 #include "util/atomics.h"

@@ -12,7 +12,7 @@
 #include "policy/identity.h"
 #include "policy/lease.h"
 #include "policy/ready.h"
-#include "policy/fleet.h"
+#include "fleet/fleet.h"
 #include "util/log.h"
 
 #ifndef RL_SYSCONFDIR

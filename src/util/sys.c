@@ -150,14 +150,3 @@ void rl_sys_write_all(int fd, const void *buf, size_t n)
         n -= (size_t)w;
     }
 }
-
-int rl_sys_fd_raise(int fd)
-{
-    if (fd < 0 || fd >= RL_SYS_FD_FLOOR)
-        return fd;
-    int high = rl_sys.fcntl(fd, F_DUPFD_CLOEXEC, RL_SYS_FD_FLOOR);
-    if (high < 0)
-        return fd; /* RLIMIT_NOFILE below the floor: keep the low one */
-    rl_sys.close(fd);
-    return high;
-}

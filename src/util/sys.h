@@ -63,9 +63,4 @@ void rl_sys_write_all(int fd, const void *buf, size_t n);
  * one of ours. */
 #define RL_SYS_FD_FLOOR 512
 
-/* Move `fd` to a close-on-exec number at or above RL_SYS_FD_FLOOR (when the
- * process may have that many) and close the original; returns the fd to
- * use, `fd` itself when it cannot move. */
-int rl_sys_fd_raise(int fd);
-
 #endif

@@ -658,3 +658,118 @@ Test(fleet, killed_processes_holding_leases_never_over_admit)
     /* Leases were in use: fewer round trips than sends. */
     cr_expect_lt(evals, got, "%ld EVALSHA for %lld sends", evals, got);
 }
+
+/* A program that owns every number below the shim's floor (512) and
+ * dup2s over each one that is not its own, again and again, while its
+ * threads' connects are decided in Redis: the shim's connection to Redis,
+ * opened before the program took those numbers, must not be among them
+ * (a number the program dup2s over would get EVALSHA written into the
+ * program's socket, and then be closed on the error that follows). The
+ * program finds each number as it left it, nothing arrives at its socket
+ * that it did not send, and the fleet's budget holds at the server. */
+Test(fleet, a_program_that_dup2s_over_every_low_fd_keeps_them_all)
+{
+    need_redis();
+    /* A rate the threads keep busy at Redis: nearly every call is a round
+     * trip (a denial waits a few ms, not long enough to skip Redis). */
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nscope = fleet\nconnect = 300/s\n"
+                   "connect_burst = 10\nto = 127.0.0.1:%d\n",
+                   R.port, srv.port);
+    char helper[300], port[16];
+    h_helper("fleet_client", helper, sizeof helper);
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {helper, "sweep", port, "4", "3", NULL};
+    /* Redis busy as the sweep starts: the shim is waiting for a reply on
+     * its connection when the program dup2s over the low numbers. */
+    char rp[16];
+    snprintf(rp, sizeof rp, "%d", R.port);
+    setenv("FLEET_REDIS_PORT", rp, 1);
+    pid_t pid = host_spawn(0, 0, argv);
+    unsetenv("FLEET_REDIS_PORT");
+    wait_all(&pid, 1, 30);
+    usleep(200000);
+    long lost = hosts_sum(1, 0, "lost", false);
+    long foreign = hosts_sum(1, 0, "foreign", false);
+    long passes = hosts_sum(1, 0, "passes", false);
+    long ok = hosts_sum(1, 0, "ok", false);
+    static double t[4096];
+    int got = conn_times(t, 4096);
+    double span = got > 0 ? t[got - 1] - t[0] : 0;
+    int away = hosts_err_lines(1, 0, "fleet Redis");
+    printf("fleet sweep: %ld passes over fds 3-511, %ld lost, %ld foreign "
+           "bytes; %d admitted in %.2f s (limit %.0f), %d fallback lines\n",
+           passes, lost, foreign, got, span, 10 + 300 * span, away);
+    cr_expect_gt(passes, 10, "the sweep ran %ld times", passes);
+    cr_expect_eq(lost, 0, "%ld of the program's fds closed or taken", lost);
+    cr_expect_eq(foreign, 0, "%ld bytes written into the program's socket",
+                 foreign);
+    cr_expect_eq(ok, got, "%ld connects ok, %d at the server", ok, got);
+    /* The busy Redis is one outage of this process (its line says so):
+     * its share, the host budget drained, and one burst uncharged on the
+     * return at most (as three_hosts_of_32_threads_... explains). */
+    cr_expect_geq(got, 300, "%d admitted", got);
+    cr_expect_leq(got, 10 + 300 * span + 1 + 10 * away, "%d admitted", got);
+    cr_expect_gt(redis_calls(&R, "evalsha"), 0);
+}
+
+/* `rlshim stat --json`'s allowed counter for `limit` of the default rule
+ * on host h; -1 when absent. */
+static long stat_allowed(int h, const char *limit)
+{
+    char bin[512], state[330], needle[64];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s/host%d", h_dir, h);
+    char *argv[] = {"env", state, bin, "stat", "-c", h_config, "--json", NULL};
+    static struct run s;
+    h_run(&s, false, 10, argv);
+    cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
+    snprintf(needle, sizeof needle, "\"limit\": \"%s\"", limit);
+    const char *p = strstr(s.out, needle);
+    if (p == NULL)
+        return -1;
+    p = strstr(p, "\"allowed\": ");
+    return p != NULL ? strtol(p + 11, NULL, 10) : -1;
+}
+
+/* The shim's own line about Redis being away goes to fd 2 whatever that
+ * is: here an inherited socket to a destination whose sends are limited.
+ * The line arrives (the sink counts its bytes), and is never charged to
+ * the program's budget: only the program's own write there is counted (one
+ * send of 6 bytes, which shows fd 2 is covered). */
+Test(fleet, the_redis_away_line_on_a_socket_stderr_is_not_charged)
+{
+    need_redis();
+    int dead = R.port;
+    redis_kill(&R);
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "fleet_fallback = allow\n"
+                   "[default]\nscope = fleet\nconnect = 100/s\n"
+                   "send = 1000/s\nsend_bytes = 10MiB/s\n"
+                   "to = 127.0.0.1:%d\n",
+                   dead, srv.port);
+    char helper[300], port[16];
+    h_helper("fleet_client", helper, sizeof helper);
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {helper, "stderr", port, NULL};
+    pid_t pid = host_spawn(0, 0, argv);
+    wait_all(&pid, 1, 20);
+    /* The socket that was the child's stderr, and the child's connect. */
+    cr_assert_eq(h_server_wait(&srv, "CONN ", 2, 5), 2);
+    long line = 0;
+    for (int i = 0; i < 2; i++) {
+        char l[512], f[80];
+        h_server_line(&srv, "CONN ", i, l, sizeof l);
+        line += atol(h_field(l, 3, f, sizeof f));
+    }
+    long sends = stat_allowed(0, "send");
+    long bytes = stat_allowed(0, "send_bytes");
+    printf("fleet away line: %ld bytes on the socket stderr; %ld sends, %ld "
+           "bytes counted\n",
+           line, sends, bytes);
+    cr_expect_gt(line, 6, "the shim's line did not reach the child's stderr");
+    cr_expect_eq(hosts_sum(1, 0, "connect", false), 0, "the child's connect");
+    cr_expect_eq(hosts_sum(1, 0, "wrote", false), 6, "the child's write");
+    cr_expect_eq(sends, 1, "%ld sends counted for the program's one", sends);
+    cr_expect_eq(bytes, 6, "%ld bytes counted for the program's 6", bytes);
+}

@@ -28,18 +28,44 @@
  * children at random, K times spread over the first
  * FLEET_CHAOS_SECS (default: half the run), and forks a replacement each
  * time. Prints ok=N denied=N kills=N (ok and denied as the children
- * counted them; the server counts what arrived). */
+ * counted them; the server counts what arrived).
+ *
+ *   fleet_client sweep PORT THREADS SECONDS
+ *
+ * One process: one connect first (the shim's connection to Redis opens
+ * then, before any number is taken), then fills every free fd number below
+ * 512 with a copy of one end W of a socketpair, and starts THREADS threads
+ * of connect loops while one thread dup2s W over every number from 3 to
+ * 511 that is not its own, again and again, for SECONDS (the shim's own
+ * descriptors included, should any be down there). A number it finds
+ * closed, or holding something other than W, was closed or taken by
+ * someone else; bytes arriving at the socketpair's other end were written
+ * by someone else. Prints ok=N denied=N lost=N foreign=N passes=N.
+ * FLEET_REDIS_PORT=P: just before the sweep starts, Redis on 127.0.0.1:P is
+ * kept busy for 150 ms (a Lua loop), so that the shim is in the middle of
+ * a call on its connection when the first pass goes over the numbers.
+ *
+ *   fleet_client stderr PORT
+ *
+ * Connects a socket to 127.0.0.1:PORT, makes it fd 2, and execs itself as
+ * `stderr-child PORT`: a process whose stderr is an inherited connected
+ * socket, which makes one connect to PORT, writes "child\n" (6 bytes) to
+ * fd 2 and exits. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -163,8 +189,182 @@ static int sends(int procs, double rate)
     return 0;
 }
 
+/* ---- sweep ---------------------------------------------------------------*/
+
+#define SWEEP_TOP 512 /* RL_SYS_FD_FLOOR: the shim keeps its fds above */
+
+static int sp[2];
+static _Atomic int sweeping;
+static _Atomic long lost, foreign, passes;
+
+static bool own_fd(int n)
+{
+    return n <= 2 || n == sp[0] || n == sp[1];
+}
+
+static void *sweeper(void *arg)
+{
+    double end = *(double *)arg;
+    struct stat w;
+    if (fstat(sp[0], &w) != 0)
+        _exit(1);
+    while (now_s() < end) {
+        for (int n = 3; n < SWEEP_TOP; n++) {
+            if (own_fd(n))
+                continue;
+            /* From the second pass on every number holds W: anything
+             * else is someone else's doing (the first finds what was
+             * open before the fill, and takes it over). */
+            struct stat st;
+            bool gone = fcntl(n, F_GETFD) < 0 || fstat(n, &st) != 0;
+            if (atomic_load(&passes) > 0 &&
+                (gone || st.st_ino != w.st_ino || st.st_dev != w.st_dev)) {
+                atomic_fetch_add(&lost, 1);
+                fprintf(stderr, "fd %d %s\n", n, gone ? "closed" : "taken");
+            }
+            if (dup2(sp[0], n) < 0)
+                _exit(1);
+        }
+        atomic_fetch_add(&passes, 1);
+    }
+    atomic_store(&sweeping, 0);
+    return NULL;
+}
+
+/* Whatever arrives at W's peer: written into one of the program's
+ * numbers by someone else. */
+static void *drain(void *arg)
+{
+    (void)arg;
+    char buf[4096];
+    while (atomic_load(&sweeping)) {
+        struct pollfd p = {.fd = sp[1], .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        ssize_t r = recv(sp[1], buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0)
+            atomic_fetch_add(&foreign, r);
+    }
+    return NULL;
+}
+
+/* Redis on 127.0.0.1:port busy for 150 ms from now; the socket (its reply
+ * is not waited for). */
+static int redis_busy(int rport)
+{
+    static const char lua[] =
+        "local t = redis.call('TIME') "
+        "local t0 = t[1] * 1000000 + t[2] "
+        "while true do "
+        "  local n = redis.call('TIME') "
+        "  if n[1] * 1000000 + n[2] - t0 > 150000 then return 1 end "
+        "end";
+    char cmd[512];
+    int n = snprintf(cmd, sizeof cmd, "*3\r\n$4\r\nEVAL\r\n$%zu\r\n%s\r\n$1\r\n0\r\n",
+                     sizeof lua - 1, lua);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(rport)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        send(fd, cmd, (size_t)n, MSG_NOSIGNAL) != n)
+        _exit(1);
+    return fd;
+}
+
+static int sweep_run(int threads)
+{
+    /* The shim's connection to Redis opens with this first decision,
+     * while the low numbers are free. */
+    double first = now_s() + 5;
+    once = 1;
+    worker(&first);
+    once = 0;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+        return 1;
+    /* The fill: every free number below the floor holds W, so that the
+     * program's own sockets (and a shim that opens anything) land above
+     * it, and the sweep below replaces only W and whatever the shim left
+     * down here. */
+    for (int n = 3; n < SWEEP_TOP; n++)
+        if (!own_fd(n) && fcntl(n, F_GETFD) < 0 && dup2(sp[0], n) < 0)
+            return 1;
+    atomic_store(&sweeping, 1);
+    double end = now_s() + seconds;
+    pthread_t sw, dr, th[64];
+    int n = threads < 64 ? threads : 64;
+    pthread_create(&dr, NULL, drain, NULL);
+    for (int i = 0; i < n; i++)
+        pthread_create(&th[i], NULL, worker, &end);
+    const char *rp = getenv("FLEET_REDIS_PORT");
+    int busy = -1;
+    if (rp != NULL) {
+        usleep(300000);
+        busy = redis_busy(atoi(rp));
+        usleep(20000);
+    }
+    pthread_create(&sw, NULL, sweeper, &end);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    pthread_join(sw, NULL);
+    pthread_join(dr, NULL);
+    if (busy >= 0)
+        close(busy);
+    printf("ok=%ld denied=%ld lost=%ld foreign=%ld passes=%ld\n",
+           atomic_load(&tot->ok), atomic_load(&tot->denied),
+           atomic_load(&lost), atomic_load(&foreign), atomic_load(&passes));
+    return 0;
+}
+
+/* ---- stderr a socket ------------------------------------------------------*/
+
+static int stderr_run(char *self, const char *p)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        return 1;
+    if (dup2(fd, 2) < 0)
+        return 1;
+    close(fd);
+    char *argv[] = {self, "stderr-child", (char *)p, NULL};
+    execv(self, argv);
+    return 127;
+}
+
+static int stderr_child(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int r = fd >= 0 ? connect(fd, (struct sockaddr *)&a, sizeof a) : -1;
+    printf("connect=%d\n", r);
+    close(fd);
+    /* The program's own line on its stderr: charged, as any send there. */
+    ssize_t w = write(2, "child\n", 6);
+    printf("wrote=%zd\n", w);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "stderr") == 0) {
+        port = atoi(argv[2]);
+        return stderr_run(argv[0], argv[2]);
+    }
+    if (argc == 3 && strcmp(argv[1], "stderr-child") == 0) {
+        port = atoi(argv[2]);
+        return stderr_child();
+    }
+    if (argc == 5 && strcmp(argv[1], "sweep") == 0) {
+        port = atoi(argv[2]);
+        seconds = atof(argv[4]);
+        tot = mmap(NULL, sizeof *tot, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (tot == MAP_FAILED)
+            return 1;
+        return sweep_run(atoi(argv[3]));
+    }
     if (argc == 6 && strcmp(argv[1], "sends") == 0) {
         port = atoi(argv[2]);
         seconds = atof(argv[5]);

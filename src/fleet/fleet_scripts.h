@@ -16,8 +16,8 @@
  * while Redis was away: charged first, at most until the budget is empty
  * (no burst on return). Each call marks `host` active in the hosts key
  * (a sorted set by time, 60 s), whose size is what `share` divides by. */
-#ifndef RL_POLICY_FLEET_SCRIPTS_H
-#define RL_POLICY_FLEET_SCRIPTS_H
+#ifndef RL_FLEET_SCRIPTS_H
+#define RL_FLEET_SCRIPTS_H
 
 /* Token bucket as GCRA. Time is integer microseconds; a limit's state is
  * its theoretical arrival time as (u µs, f in 1/count µs), so that any

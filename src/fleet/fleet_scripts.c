@@ -1,7 +1,7 @@
 /* fleet_scripts.c — the scripts' text (see fleet_scripts.h). Numbers in
  * Lua are doubles: every value here stays below 2^53 (µs since 1970 are
  * 1.8e15; count * period_us is at most 1e6 * 3.6e9). */
-#include "policy/fleet_scripts.h"
+#include "fleet/fleet_scripts.h"
 
 #define PRELUDE                                                                \
     "local t = redis.call('TIME')\n"                                           \

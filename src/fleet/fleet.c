@@ -1,44 +1,34 @@
-/* fleet.c — the Redis side of fleet budgets (see fleet.h).
+/* fleet.c — the decisions of fleet budgets (see fleet.h): one EVALSHA
+ * on the connection (fleet_conn.h), the fallback while Redis is away, the
+ * host's lease (fleet_lease.h) spent first.
  *
- * Protocol: commands are written as RESP by hand (a few arrays of bulk
- * strings); replies are parsed by hiredis's reader, the only part of
- * hiredis used, so that every socket call is ours and bounded by poll.
- * A decision is one EVALSHA; a new connection first sends, in one write,
- * AUTH (fleet_password), SELECT (the URL's db) and SCRIPT LOAD of both
- * scripts (whose SHA1 the process learns from the replies): two round
- * trips for a process's first decision. NOSCRIPT (Redis restarted, or
- * SCRIPT FLUSH) loads them again, once, on the same call.
+ * A decision is one EVALSHA; NOSCRIPT (Redis restarted, or SCRIPT FLUSH)
+ * loads the scripts again, once, on the same call.
  *
- * Shared data: `mu` guards `conn` and the SHAs; everything else is atomic.
- * `down` and `next_try` are written by the thread that holds `mu` and read
- * by every thread (relaxed: a stale read only costs one extra try or one
- * extra fallback decision). */
-#include "policy/fleet.h"
+ * Shared data: `lock` guards `conn` (its buffers too) and the SHAs;
+ * everything else is atomic. `down` and `next_try` are written by the
+ * thread that holds `lock` and read by every thread (relaxed: a stale read
+ * only costs one extra try or one extra fallback decision). */
+#include "fleet/fleet.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdarg.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
-#include "policy/fleet_addr.h"
-#include "policy/fleet_lease.h"
-#include "policy/fleet_scripts.h"
+#include "fleet/fleet_addr.h"
+#include "fleet/fleet_conn.h"
+#include "fleet/fleet_lease.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/hash.h"
+#include "util/sys.h"
 
 enum { SCRIPT_BUCKET = 0, SCRIPT_WINDOW = 1 };
 
@@ -57,33 +47,26 @@ struct budget_state {
 };
 #define RL_FLEET_BUDGETS 64
 
-struct conn {
-    int fd; /* -1: none */
-    dev_t dev;
-    ino_t ino;
-    redisReader *rd;
-};
-
 static struct {
     const struct rl_config *cfg;
     struct rl_fleet_addr addr;
     char label[160];
     char host[40]; /* this host's id in the hosts sets */
     bool on;
-    pthread_mutex_t mu;
-    struct conn conn;
+    /* 0 free, 1 held, 2 held with waiters (futex word): a forked child
+     * starts it afresh with a store, whoever held it in the parent. */
+    _Atomic uint32_t lock;
+    struct rl_fleet_conn conn;
     char sha[2][41];
     atomic_bool down;
     rl_atomic_u64 next_try; /* host clock: no try before */
     atomic_flag warned;
     rl_atomic_u64 hosts; /* last seen; 1 until then */
     rl_atomic_u64 seq;
-    rl_atomic_u64 round_trips; /* EVALSHA answered (tests, benchmarks) */
     rl_atomic_u64 gen;       /* Redis answers seen: a new one ends an outage */
     struct budget_state own; /* the user's rule budget (F.label) */
     struct budget_state others[RL_FLEET_BUDGETS];
 } F = {
-    .mu = PTHREAD_MUTEX_INITIALIZER,
     .conn = {.fd = -1},
     .warned = ATOMIC_FLAG_INIT,
 };
@@ -99,12 +82,9 @@ static void host_id(char *buf, size_t len)
     uint64_t h = RL_HASH_INIT;
     if (gethostname(name, sizeof name - 1) != 0)
         name[0] = '\0';
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, boot, sizeof boot - 1);
-        boot[n > 0 ? n : 0] = '\0';
-        close(fd);
-    }
+    if (rl_fleet_read_file("/proc/sys/kernel/random/boot_id", 0, boot,
+                           sizeof boot) < 0)
+        boot[0] = '\0';
     const char *dir = secure_getenv("RLSHIM_STATE_DIR");
     h = rl_hash_str(h, name);
     h = rl_hash_str(h, boot);
@@ -162,290 +142,6 @@ static struct budget_state *state_of(const char *label)
     return NULL;
 }
 
-/* ---- bounded I/O --------------------------------------------------------*/
-
-static int wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = rl_clock_now_ns();
-        if (now >= deadline)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int ms = (int)((deadline - now + 999999) / 1000000);
-        int r = poll(&p, 1, ms);
-        if (r > 0)
-            return (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & ev)
-                       ? -ECONNRESET
-                       : 0;
-        if (r < 0 && errno != EINTR)
-            return -errno;
-    }
-}
-
-static void conn_forget(struct conn *c, bool close_fd)
-{
-    if (c->fd >= 0 && close_fd)
-        close(c->fd);
-    c->fd = -1;
-    if (c->rd != NULL)
-        redisReaderFree(c->rd);
-    c->rd = NULL;
-}
-
-static int write_all(struct conn *c, const char *buf, size_t len,
-                     uint64_t deadline)
-{
-    while (len > 0) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            buf += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN)
-            return -errno;
-        int r = wait_fd(c->fd, POLLOUT, deadline);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-/* The next reply, read until `deadline`. */
-static int read_reply(struct conn *c, redisReply **out, uint64_t deadline)
-{
-    for (;;) {
-        void *rep = NULL;
-        if (redisReaderGetReply(c->rd, &rep) != REDIS_OK)
-            return -EPROTO;
-        if (rep != NULL) {
-            *out = rep;
-            return 0;
-        }
-        char buf[4096];
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            if (redisReaderFeed(c->rd, buf, (size_t)n) != REDIS_OK)
-                return -EPROTO;
-            continue;
-        }
-        if (n == 0)
-            return -ECONNRESET;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            return -errno;
-        int r = wait_fd(c->fd, POLLIN, deadline);
-        if (r < 0)
-            return r;
-    }
-}
-
-/* ---- commands -----------------------------------------------------------*/
-
-struct cmd {
-    char buf[8192];
-    size_t len;
-    bool overflow;
-};
-
-static void cmd_add(struct cmd *m, const char *s, size_t n)
-{
-    if (m->overflow || m->len + n > sizeof m->buf) {
-        m->overflow = true;
-        return;
-    }
-    memcpy(m->buf + m->len, s, n);
-    m->len += n;
-}
-
-static void cmd_fmt(struct cmd *m, const char *fmt, ...)
-{
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        m->overflow = true;
-    else
-        cmd_add(m, tmp, (size_t)n);
-}
-
-static void cmd_start(struct cmd *m, unsigned nargs)
-{
-    cmd_fmt(m, "*%u\r\n", nargs);
-}
-
-static void cmd_arg(struct cmd *m, const char *s, size_t n)
-{
-    cmd_fmt(m, "$%zu\r\n", n);
-    cmd_add(m, s, n);
-    cmd_add(m, "\r\n", 2);
-}
-
-static void cmd_str(struct cmd *m, const char *s)
-{
-    cmd_arg(m, s, strlen(s));
-}
-
-static void cmd_u64(struct cmd *m, uint64_t v)
-{
-    char t[24];
-    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
-    cmd_arg(m, t, (size_t)n);
-}
-
-/* ---- connecting ---------------------------------------------------------*/
-
-/* The password, from its file (checked by the config's loader; read at
- * each connection so that a rotated file is picked up). */
-static int read_password(char *buf, size_t len)
-{
-    int fd = open(F.cfg->fleet_password, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = read(fd, buf, len - 1);
-    int e = errno;
-    close(fd);
-    if (n < 0)
-        return -e;
-    buf[n] = '\0';
-    buf[strcspn(buf, "\r\n")] = '\0';
-    return 0;
-}
-
-/* Is c's descriptor still our socket? A close_range/closefrom sweep (or a
- * close by the program) may have taken it and the number been reused:
- * then it is not ours to close. */
-static bool conn_intact(struct conn *c)
-{
-    struct stat st;
-    return c->fd >= 0 && fstat(c->fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-           st.st_dev == c->dev && st.st_ino == c->ino;
-}
-
-static int err_reply(const redisReply *r, char *why, size_t whylen,
-                     const char *what)
-{
-    snprintf(why, whylen, "%s: %.*s", what, (int)r->len, r->str);
-    if (strncmp(r->str, "LOADING", 7) == 0 ||
-        strncmp(r->str, "READONLY", 8) == 0)
-        return -EAGAIN;
-    if (strncmp(r->str, "NOAUTH", 6) == 0 ||
-        strncmp(r->str, "WRONGPASS", 9) == 0)
-        return -EACCES;
-    return -EPROTO;
-}
-
-static int handshake(struct conn *c, char (*sha)[41], uint64_t deadline,
-                     char *why, size_t whylen)
-{
-    struct cmd m = {.len = 0};
-    unsigned n = 0;
-    bool auth = F.cfg->fleet_password != NULL;
-    if (auth) {
-        char pw[512];
-        int r = read_password(pw, sizeof pw);
-        if (r < 0) {
-            snprintf(why, whylen, "cannot read fleet_password %s: %s",
-                     F.cfg->fleet_password, strerror(-r));
-            return r;
-        }
-        cmd_start(&m, 2);
-        cmd_str(&m, "AUTH");
-        cmd_str(&m, pw);
-        explicit_bzero(pw, sizeof pw);
-        n++;
-    }
-    if (F.addr.db != 0) {
-        cmd_start(&m, 2);
-        cmd_str(&m, "SELECT");
-        cmd_u64(&m, F.addr.db);
-        n++;
-    }
-    const char *text[2] = {rl_fleet_lua_bucket, rl_fleet_lua_window};
-    for (int i = 0; i < 2; i++) {
-        cmd_start(&m, 3);
-        cmd_str(&m, "SCRIPT");
-        cmd_str(&m, "LOAD");
-        cmd_str(&m, text[i]);
-        n++;
-    }
-    int r = write_all(c, m.buf, m.len, deadline);
-    explicit_bzero(m.buf, m.len);
-    if (r < 0) {
-        snprintf(why, whylen, "%s", strerror(-r));
-        return r;
-    }
-    int first_err = 0;
-    for (unsigned i = 0; i < n; i++) {
-        redisReply *rep = NULL;
-        r = read_reply(c, &rep, deadline);
-        if (r < 0) {
-            snprintf(why, whylen, "%s", strerror(-r));
-            return r;
-        }
-        unsigned script = i - (n - 2);
-        if (rep->type == REDIS_REPLY_ERROR && first_err == 0)
-            first_err = err_reply(rep, why, whylen,
-                                  auth && i == 0 ? "AUTH refused" : "error");
-        else if (i >= n - 2 && rep->type == REDIS_REPLY_STRING &&
-                 rep->len == 40)
-            memcpy(sha[script], rep->str, 41);
-        freeReplyObject(rep);
-    }
-    return first_err;
-}
-
-static int conn_open(struct conn *c, char (*sha)[41], uint64_t deadline,
-                     char *why, size_t whylen)
-{
-    int fam = F.addr.sa.ss_family;
-    int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(why, whylen, "socket: %s", strerror(errno));
-        return -errno;
-    }
-    c->fd = fd;
-    c->rd = redisReaderCreate();
-    int r = c->rd != NULL ? 0 : -ENOMEM;
-    if (r == 0 &&
-        connect(fd, (const struct sockaddr *)&F.addr.sa, F.addr.salen) != 0) {
-        r = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline) : -errno;
-        if (r == 0) {
-            int e = 0;
-            socklen_t el = sizeof e;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-            r = -e;
-        }
-    }
-    if (r < 0) {
-        snprintf(why, whylen, "%s", strerror(-r));
-        goto fail;
-    }
-    if (fam != AF_UNIX) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        r = -errno;
-        goto fail;
-    }
-    c->dev = st.st_dev;
-    c->ino = st.st_ino;
-    r = handshake(c, sha, deadline, why, whylen);
-    if (r < 0)
-        goto fail;
-    return 0;
-fail:
-    conn_forget(c, true);
-    return r;
-}
-
 /* ---- one decision in Redis ----------------------------------------------*/
 
 /* What one EVALSHA asks: a call's units, and a lease's. */
@@ -455,47 +151,46 @@ struct ask {
     uint64_t ret;   /* a stale lease's units given back */
 };
 
-static void format_eval(struct cmd *m, const char *sha, const char *label,
-                        const struct rl_rule *rule, int kind,
+static void format_eval(struct rl_fleet_conn *c, const char *sha,
+                        const char *label, const struct rl_rule *rule, int kind,
                         const struct ask *a)
 {
     unsigned n = rule->nlimits[kind];
-    char key[640];
-    char id[96];
-    cmd_start(m, 3 + (n + 1) + 8 + 3 * n);
-    cmd_str(m, "EVALSHA");
-    cmd_str(m, sha);
-    cmd_u64(m, n + 1);
+    rl_fleet_cmd_reset(c);
+    rl_fleet_cmd_start(c, 3 + (n + 1) + 8 + 3 * n);
+    rl_fleet_cmd_str(c, "EVALSHA");
+    rl_fleet_cmd_str(c, sha);
+    rl_fleet_cmd_u64(c, n + 1);
+    const char *algo[2] = {"sw", "tb"};
+    char idx[2] = "0";
+    const char *key[8] = {"rlshim:{", label, "}:", rl_kind_name(kind),
+                          ":",        idx,   ":",  NULL};
     for (unsigned i = 0; i < n; i++) {
-        int k = snprintf(
-            key, sizeof key, "rlshim:{%s}:%s:%u:%s", label, rl_kind_name(kind),
-            i,
-            rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb" : "sw");
-        if (k < 0 || (size_t)k >= sizeof key)
-            m->overflow = true;
-        else
-            cmd_arg(m, key, (size_t)k);
+        idx[0] = (char)('0' + i); /* i < RL_MAX_RATES */
+        key[7] = algo[rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET];
+        rl_fleet_cmd_cat(c, key, 8);
     }
-    int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
-    if (k < 0 || (size_t)k >= sizeof key)
-        m->overflow = true;
-    else
-        cmd_arg(m, key, (size_t)k);
-    cmd_u64(m, a->want);
-    cmd_u64(m, a->min);
-    cmd_u64(m, a->max_wait_ns / 1000);
-    cmd_u64(m, a->debt);
-    cmd_str(m, F.host);
-    snprintf(id, sizeof id, "%s:%d:%llu", F.host, (int)getpid(),
-             (unsigned long long)rl_add_relaxed_u64(&F.seq, 1));
-    cmd_str(m, id);
-    cmd_u64(m, a->lease);
-    cmd_u64(m, a->ret);
+    const char *hosts[3] = {"rlshim:{", label, "}:hosts"};
+    rl_fleet_cmd_cat(c, hosts, 3);
+    rl_fleet_cmd_u64(c, a->want);
+    rl_fleet_cmd_u64(c, a->min);
+    rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
+    rl_fleet_cmd_u64(c, a->debt);
+    rl_fleet_cmd_str(c, F.host);
+    /* The call's id: unique members of the window's sorted sets. */
+    char pid[24], seq[24];
+    const char *id[5] = {F.host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
+                         ":",
+                         rl_fleet_dec(seq, rl_add_relaxed_u64(&F.seq, 1))};
+    rl_fleet_cmd_cat(c, id, 5);
+    rl_fleet_cmd_u64(c, a->lease);
+    rl_fleet_cmd_u64(c, a->ret);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *l = &rule->limits[kind][i];
-        cmd_u64(m, l->count);
-        cmd_u64(m, l->period_ns / 1000);
-        cmd_u64(m, l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count);
+        rl_fleet_cmd_u64(c, l->count);
+        rl_fleet_cmd_u64(c, l->period_ns / 1000);
+        rl_fleet_cmd_u64(c, l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst
+                                                            : l->count);
     }
 }
 
@@ -507,42 +202,41 @@ static int64_t int_at(const redisReply *r, size_t i)
 }
 
 /* One EVALSHA on c (re-loading the scripts once after NOSCRIPT); the
- * units leased are in *leased. */
-static int eval(struct conn *c, const char *label, const struct rl_rule *rule,
-                int kind, const struct ask *a, uint64_t deadline,
-                struct rl_verdict *out, uint64_t *leased, char *why,
-                size_t whylen)
+ * units leased are in *leased; on failure c->why says why. */
+static int eval(struct rl_fleet_conn *c, const char *label,
+                const struct rl_rule *rule, int kind, const struct ask *a,
+                uint64_t deadline, struct rl_verdict *out, uint64_t *leased)
 {
     int script = rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET
                      ? SCRIPT_BUCKET
                      : SCRIPT_WINDOW;
     for (int attempt = 0; attempt < 2; attempt++) {
-        struct cmd m = {.len = 0};
-        format_eval(&m, F.sha[script], label, rule, kind, a);
-        if (m.overflow) {
-            snprintf(why, whylen, "command too long");
+        format_eval(c, F.sha[script], label, rule, kind, a);
+        if (c->overflow) {
+            rl_fleet_conn_why(c, "command too long");
             return -E2BIG;
         }
-        int r = write_all(c, m.buf, m.len, deadline);
+        int r = rl_fleet_conn_send(c, deadline);
         redisReply *rep = NULL;
         if (r == 0)
-            r = read_reply(c, &rep, deadline);
+            r = rl_fleet_conn_reply(c, &rep, deadline);
         if (r < 0) {
-            snprintf(why, whylen, "%s", strerror(-r));
+            rl_fleet_conn_why(c, "%s", strerror(-r));
             return r;
         }
         if (rep->type == REDIS_REPLY_ERROR &&
             strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
             freeReplyObject(rep);
             /* Redis lost the scripts (a restart): load them again. */
-            r = handshake(c, F.sha, deadline, why, whylen);
+            r = rl_fleet_conn_handshake(c, &F.addr, F.cfg->fleet_password,
+                                        F.sha, deadline);
             if (r < 0)
                 return r;
             continue;
         }
         if (rep->type != REDIS_REPLY_ARRAY) {
             r = rep->type == REDIS_REPLY_ERROR
-                    ? err_reply(rep, why, whylen, "script")
+                    ? rl_fleet_conn_error(c, rep, "script")
                     : -EPROTO;
             freeReplyObject(rep);
             return r;
@@ -551,7 +245,7 @@ static int eval(struct conn *c, const char *label, const struct rl_rule *rule,
         int64_t l = int_at(rep, 3);
         freeReplyObject(rep);
         if (g < 0 || w < -1 || h < 0 || l < 0) {
-            snprintf(why, whylen, "unexpected reply");
+            rl_fleet_conn_why(c, "unexpected reply");
             return -EPROTO;
         }
         out->granted = (uint64_t)g;
@@ -566,19 +260,30 @@ static int eval(struct conn *c, const char *label, const struct rl_rule *rule,
 
 /* ---- while Redis is away ------------------------------------------------*/
 
-static void warn_away(const char *why)
+/* The stderr line, once per process: made under the lock (from c->why),
+ * written after it. Only the thread that set F.warned touches it. */
+static char warn_line[512];
+
+static size_t warn_format(const char *why)
 {
     static const char *const names[] = {"share", "local", "allow", "deny"};
     if (atomic_flag_test_and_set(&F.warned))
-        return;
-    char line[512];
-    int n = snprintf(line, sizeof line,
+        return 0;
+    int n = snprintf(warn_line, sizeof warn_line,
                      "rlshim: fleet Redis %s: %s; fleet_fallback = %s until it "
                      "is back\n",
                      F.cfg->fleet, why, names[F.cfg->fleet_fallback & 3]);
+    if (n <= 0)
+        return 0;
+    return (size_t)n < sizeof warn_line ? (size_t)n : sizeof warn_line - 1;
+}
+
+/* Through rl_sys: never the program's write(), so the shim's own line is
+ * never charged, whatever fd 2 is and whatever flag this thread holds. */
+static void warn_write(size_t n)
+{
     if (n > 0)
-        (void)!write(2, line,
-                     (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        rl_sys_write_all(2, warn_line, n);
 }
 
 static struct rl_verdict fallback(struct budget_state *st,
@@ -643,19 +348,40 @@ static struct rl_verdict fallback(struct budget_state *st,
     return r;
 }
 
-/* F.mu, waited for at most RL_FLEET_WAIT_NS. timedlock (CLOCK_REALTIME)
- * rather than clocklock: sanitizers know it; a clock step only moves this
- * one bound. */
+/* F.lock, waited for at most RL_FLEET_WAIT_NS: a futex word of the
+ * process rather than a pthread mutex, so that a forked child can start it
+ * afresh (whoever held it in the parent) with one store. Acquire pairs
+ * with the release exchange of unlock(). */
 static bool lock_bounded(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += RL_FLEET_WAIT_NS;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
+    uint32_t free = 0;
+    if (atomic_compare_exchange_strong_explicit(&F.lock, &free, 1,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+        return true;
+    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
+    for (;;) {
+        if (atomic_exchange_explicit(&F.lock, 2, memory_order_acquire) == 0)
+            return true;
+        uint64_t now = rl_clock_now_ns();
+        if (now >= deadline)
+            return false;
+        struct timespec ts = {.tv_sec = (time_t)((deadline - now) / 1000000000u),
+                              .tv_nsec = (long)((deadline - now) % 1000000000u)};
+        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAIT_PRIVATE, 2, &ts);
     }
-    return pthread_mutex_timedlock(&F.mu, &ts) == 0;
+}
+
+static void unlock(void)
+{
+    if (atomic_exchange_explicit(&F.lock, 0, memory_order_release) == 2)
+        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+static int conn_open(struct rl_fleet_conn *c, uint64_t deadline)
+{
+    return rl_fleet_conn_open(c, &F.addr, F.cfg->fleet_password, F.sha,
+                              deadline);
 }
 
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
@@ -699,13 +425,14 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             return (struct rl_verdict){0, RL_FLEET_WAIT_NS, 0};
         return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
     }
-    char why[256] = "";
-    struct conn *c = &F.conn;
+    struct rl_fleet_conn *c = &F.conn;
+    /* A number the program closed and reused, or dup2'd over, is not
+     * ours: forgotten, never closed (fleet_conn.h). */
+    if (c->fd >= 0 && !rl_fleet_conn_ours(c))
+        rl_fleet_conn_close(c);
     int r = 0;
-    if (c->fd >= 0 && !conn_intact(c))
-        conn_forget(c, false);
     if (c->fd < 0)
-        r = conn_open(c, F.sha, deadline, why, sizeof why);
+        r = conn_open(c, deadline);
     /* What was admitted while away is charged with this call. */
     struct ask a = {want, min, max_wait_ns, 0, 0, 0};
     if (st != NULL)
@@ -720,9 +447,20 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     }
     struct rl_verdict out = {0, UINT64_MAX, 0};
     uint64_t leased = 0;
+    const char *name = label != NULL ? label : F.label;
     if (r == 0)
-        r = eval(c, label != NULL ? label : F.label, rule, kind, &a, deadline,
-                 &out, &leased, why, sizeof why);
+        r = eval(c, name, rule, kind, &a, deadline, &out, &leased);
+    if (r == -EBADF) {
+        /* The program took the number in the middle of the call: once more
+         * on a new connection. The first script may have run (its reply
+         * unread), so the stale lease is not given back twice (dropped:
+         * under-use) and the debt is charged again at worst (the same). */
+        rl_fleet_conn_close(c);
+        a.ret = 0;
+        r = conn_open(c, deadline);
+        if (r == 0)
+            r = eval(c, name, rule, kind, &a, deadline, &out, &leased);
+    }
     if (r < 0) {
         /* A stale lease's units are dropped, not kept: Redis may have run
          * the script that took them back (a reply lost to the timeout),
@@ -731,21 +469,21 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             rl_fleet_pool_filled(pool, kind, 0, 0, a.ret, true, cnow);
         if (st != NULL)
             rl_add_relaxed_u64(&st->debt[kind], a.debt);
-        conn_forget(c, true);
+        rl_fleet_conn_close(c);
         rl_store_relaxed_u64(&F.next_try, now + RL_FLEET_RETRY_NS);
         atomic_store_explicit(&F.down, true, memory_order_relaxed);
-        pthread_mutex_unlock(&F.mu);
-        warn_away(why);
+        size_t n = warn_format(c->why);
+        unlock();
+        warn_write(n);
         return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
     }
     atomic_store_explicit(&F.down, false, memory_order_relaxed);
     /* A new generation: the next outage drains every host budget again. */
     rl_add_relaxed_u64(&F.gen, 1);
-    pthread_mutex_unlock(&F.mu);
+    unlock();
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, leased, out.granted, a.ret, claimed,
                              cnow);
-    rl_add_relaxed_u64(&F.round_trips, 1);
     if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1)
         if (st != NULL)
             rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
@@ -765,9 +503,9 @@ void rl_fleet_finish(const struct rl_rule *rule,
      * back when stale), rather than pay a connection at exit. */
     if (!lock_bounded())
         return;
-    struct conn *c = &F.conn;
-    if (c->fd >= 0 && !conn_intact(c))
-        conn_forget(c, false);
+    struct rl_fleet_conn *c = &F.conn;
+    if (c->fd >= 0 && !rl_fleet_conn_ours(c))
+        rl_fleet_conn_close(c);
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES && c->fd >= 0; k++) {
         if (rule->nlimits[k] == 0)
@@ -779,28 +517,27 @@ void rl_fleet_finish(const struct rl_rule *rule,
             atomic_exchange_explicit(&F.own.debt[k], 0, memory_order_relaxed);
         struct rl_verdict out;
         uint64_t leased = 0;
-        char why[256];
-        if (eval(c, F.label, rule, k, &a, deadline, &out, &leased, why,
-                 sizeof why) < 0) {
-            conn_forget(c, true);
+        if (eval(c, F.label, rule, k, &a, deadline, &out, &leased) < 0) {
+            rl_fleet_conn_close(c);
             break;
         }
-        rl_add_relaxed_u64(&F.round_trips, 1);
     }
-    pthread_mutex_unlock(&F.mu);
-}
-
-uint64_t rl_fleet_round_trips(void)
-{
-    return rl_load_relaxed_u64(&F.round_trips);
+    unlock();
 }
 
 void rl_fleet_atfork_child(void)
 {
-    pthread_mutex_init(&F.mu, NULL);
-    /* The parent's connection is the parent's: close our copy of it
-     * (nothing is sent: the parent still holds the socket). */
-    conn_forget(&F.conn, true);
+    /* Whatever a thread of the parent was doing under the lock stopped at
+     * the fork: the lock starts afresh, and the connection (the parent's)
+     * is dropped without a look inside its reader. Nothing is sent: the
+     * parent still holds the socket. */
+    atomic_store_explicit(&F.lock, 0, memory_order_relaxed);
+    rl_fleet_conn_abandon(&F.conn);
+    /* The child's connection will live above the floor: its fd table
+     * grows now, while the child has one thread, not on its first
+     * decision, when it may have several (fleet_conn.h). */
+    if (F.on)
+        rl_fleet_fd_table_grow();
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         rl_store_relaxed_u64(&F.own.debt[k], 0);
         for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++)
@@ -820,28 +557,38 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
         return -EINVAL;
     }
     F.cfg = cfg;
-    struct conn c = {.fd = -1};
+    /* A connection of its own (the CLI's): on the heap, it is 12 KiB. */
+    struct rl_fleet_conn *c = calloc(1, sizeof *c);
+    int r = c != NULL ? 0 : -ENOMEM;
     char sha[2][41] = {"", ""};
     uint64_t t0 = rl_clock_now_ns();
-    int r =
-        conn_open(&c, sha, t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS, why, whylen);
+    if (c != NULL) {
+        c->fd = -1;
+        r = rl_fleet_conn_open(c, &F.addr, cfg->fleet_password, sha,
+                               t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
+        snprintf(why, whylen, "%s", c->why);
+    }
     if (r == 0) {
         uint64_t t1 = rl_clock_now_ns();
         static const char ping[] = "*1\r\n$4\r\nPING\r\n";
         redisReply *rep = NULL;
-        r = write_all(&c, ping, sizeof ping - 1,
-                      t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
+        r = rl_fleet_conn_send_raw(c, ping, sizeof ping - 1,
+                                   t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
         if (r == 0)
-            r = read_reply(&c, &rep, t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
+            r = rl_fleet_conn_reply(c, &rep,
+                                    t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
         *rtt_ns = rl_clock_now_ns() - t1;
         if (r < 0)
             snprintf(why, whylen, "%s", strerror(-r));
-        else if (rep->type != REDIS_REPLY_STATUS)
-            r = err_reply(rep, why, whylen, "PING");
+        else if (rep->type != REDIS_REPLY_STATUS) {
+            r = rl_fleet_conn_error(c, rep, "PING");
+            snprintf(why, whylen, "%s", c->why);
+        }
         if (rep != NULL)
             freeReplyObject(rep);
-        conn_forget(&c, true);
+        rl_fleet_conn_close(c);
     }
+    free(c);
     F.cfg = saved;
     F.addr = saved_addr;
     return r;

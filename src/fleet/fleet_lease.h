@@ -26,8 +26,8 @@
  * - One process of the host refills at a time (the refill claim, stale
  *   after RL_FLEET_CLAIM_NS: a killed claimer blocks no one); the others
  *   meanwhile decide their calls in Redis as without a lease. */
-#ifndef RL_POLICY_FLEET_LEASE_H
-#define RL_POLICY_FLEET_LEASE_H
+#ifndef RL_FLEET_LEASE_H
+#define RL_FLEET_LEASE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,8 +107,5 @@ uint64_t rl_fleet_pool_lease_size(const struct rl_fleet_pool *p,
 void rl_fleet_pool_filled(const struct rl_fleet_pool *p, int kind,
                           uint64_t leased, uint64_t took, uint64_t gave,
                           bool claimed, uint64_t cnow);
-
-/* For `rlshim stat` and tests: units left in `kind`'s pool now. */
-uint64_t rl_fleet_pool_left(const struct rl_fleet_pool *p, int kind);
 
 #endif

@@ -8,7 +8,7 @@
  *   8     start of the rate window (coarse)
  *   9, 10 units taken from Redis in the window (send, send_bytes)
  *   11,12 the last window's rate, units per second */
-#include "policy/fleet_lease.h"
+#include "fleet/fleet_lease.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -314,9 +314,4 @@ void rl_fleet_pool_filled(const struct rl_fleet_pool *p, int kind,
     rate_add(p, kind, took + leased, gave, cnow);
     if (claimed)
         rl_store_relaxed_u64(&p->w[W_CLAIM], 0);
-}
-
-uint64_t rl_fleet_pool_left(const struct rl_fleet_pool *p, int kind)
-{
-    return rl_load_relaxed_u64(pool_word(p, kind)) & RL_FLEET_LEFT_MASK;
 }

@@ -4,8 +4,8 @@
  * HOST an IPv4 address, `[IPv6]` or `localhost`, or `unix:/path.sock`.
  * Names other than localhost are refused, since a lookup (DNS) is a wait
  * that cannot be bounded, and every wait on Redis must be. */
-#ifndef RL_POLICY_FLEET_ADDR_H
-#define RL_POLICY_FLEET_ADDR_H
+#ifndef RL_FLEET_ADDR_H
+#define RL_FLEET_ADDR_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -10,11 +10,12 @@
  * stderr line says so per process, and Redis is tried again at most once a
  * second; what was admitted meanwhile is charged when it is back.
  *
- * The shim calls in here only from inside a hook (its re-entry guard
- * held), so the sockets, reads and writes made here reach libc's own
- * functions and are never charged, logged or marked. */
-#ifndef RL_POLICY_FLEET_H
-#define RL_POLICY_FLEET_H
+ * Every system call made here goes through rl_sys (util/sys.h), never a
+ * name the shim hooks: the shim's own sockets, reads and writes are never
+ * charged, logged or marked, whatever flag the calling thread holds. The
+ * connection and its protocol are fleet_conn.h's. */
+#ifndef RL_FLEET_H
+#define RL_FLEET_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,11 +56,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
 void rl_fleet_finish(const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 
-/* EVALSHA calls this process made that Redis answered. */
-uint64_t rl_fleet_round_trips(void);
-
 /* In the child after fork: drop the parent's connection (the child opens
- * its own) and its lock. */
+ * its own) and start the lock afresh, without touching either. */
 void rl_fleet_atfork_child(void);
 
 /* Is Redis answering now (for tests and `rlshim check`)? */

@@ -1,5 +1,5 @@
 /* fleet_addr.c — the `fleet` key's value (see fleet_addr.h). */
-#include "policy/fleet_addr.h"
+#include "fleet/fleet_addr.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
