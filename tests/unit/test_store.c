@@ -23,6 +23,7 @@
 #include "limit/limit.h"
 #include "state/layout.h"
 #include "state/store.h"
+#include "util/bootid.h"
 #include "util/clock.h"
 #include "util/ownerlock.h"
 
@@ -173,25 +174,35 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
     cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 2, "boot id, period and last use");
+    cr_assert_eq(RL_LAYOUT_VERSION, 3, "storage allocated as slots are claimed");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
     cr_assert_leq(sizeof(pthread_mutex_t), RL_WINDOW_LOCK_WORDS * 8);
-    cr_assert_eq(sizeof(struct rl_seg_slot), 176);
+    cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(offsetof(struct rl_seg_slot, label), 16);
-    cr_assert_eq(offsetof(struct rl_seg_slot, counters), 80);
+    cr_assert_eq(sizeof(struct rl_seg_store), 160);
+    cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
+    cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 12);
+    cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
+    cr_assert_eq(RL_SEG_ALIGN, 4096);
+    cr_assert_eq(RL_META_PENDING, 1ull << 39);
+    cr_assert_eq(RL_META_NOSPACE, 1ull << 38);
 }
 
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
-    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 144 + 3 * 176 + 15 * 8);
+    cr_assert_eq(rl_seg_fixed_size(2, 1), 4096);
+    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "144 + 257 * 16 bytes");
+    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 4096 + 15 * 8);
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
+    cr_assert_eq(rl_seg_carve(1), 24, "label, counters, a word: 3 lines");
+    cr_assert_eq(rl_seg_carve(4), 24);
+    cr_assert_eq(rl_seg_carve(5), 32);
 }
 
 /* ---- creation and slots ------------------------------------------------ */
@@ -331,14 +342,17 @@ Test(store, sends_new_users_to_the_overflow_slot_when_the_arena_is_full)
     struct rl_slot a, b;
     bool ovf;
 
+    /* Two slots' storage heads (label, counters, rounding) and 10 words:
+     * room for one slot of 40 state words, not two. */
+    o.nslots = 2;
     o.arena_words = 10;
     cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
-    cr_assert_eq(rl_store_slot(s, 1, "r|a", 8, 9, &a, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 1, "r|a", 40, 9, &a, &ovf), 0);
     cr_assert_not(ovf);
-    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &b, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 40, 9, &b, &ovf), 0);
     cr_assert(ovf);
     /* Later callers of the same user are sent there too. */
-    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &a, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 40, 9, &a, &ovf), 0);
     cr_assert(ovf);
     cr_assert_eq(a.index, b.index);
     rl_store_close(s);
@@ -622,7 +636,7 @@ Test(store, replaces_a_segment_made_in_another_boot)
     uint64_t mine[2], other[2];
     char path[256], why[256];
 
-    rl_store_boot_id(mine);
+    rl_bootid(mine);
     cr_assert_neq(mine[0] | mine[1], 0, "this boot's id is known");
     other[0] = mine[0] ^ 1;
     other[1] = mine[1];
