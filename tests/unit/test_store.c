@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -402,6 +403,172 @@ static int collect(const struct rl_slot_info *info, struct rl_slot *slot,
     strcat(out, info->label);
     strcat(out, info->overflow ? "(o);" : ";");
     return 0;
+}
+
+/* The segment of open_ok's geometry, mapped as another process sees it:
+ * its slot table and its arena. */
+static unsigned char *map_segment(uint64_t *size, struct rl_seg_slot **slots,
+                                  rl_atomic_u64 **arena)
+{
+    struct rl_seg_header *h;
+    unsigned char *map;
+    char path[256];
+    struct stat st;
+    int fd;
+
+    seg_path(path, sizeof path);
+    fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(fstat(fd, &st), 0);
+    *size = (uint64_t)st.st_size;
+    map = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    close(fd);
+    h = (struct rl_seg_header *)map;
+    *slots = (struct rl_seg_slot *)(map + RL_SEG_HEADER_SIZE);
+    *arena = (rl_atomic_u64 *)(map + rl_seg_fixed_size(h->nslots, h->noverflow));
+    return map;
+}
+
+/* As a claimer leaves a slot when it dies (or sits) after carving its
+ * storage and before publishing it: PENDING (with NOSPACE: its allocation
+ * failed), the range carved at the arena's start. */
+static void leave_pending(struct rl_seg_slot *slots, uint64_t extra)
+{
+    struct rl_seg_header *h =
+        (struct rl_seg_header *)((unsigned char *)slots - RL_SEG_HEADER_SIZE);
+
+    rl_store_relaxed_u64(&h->arena_used, rl_seg_carve(2));
+    for (unsigned i = 0; i < 256; i++) {
+        rl_store_relaxed_u64(&slots[i].tag, 4242);
+        rl_store_relaxed_u64(&slots[i].meta, RL_META_PENDING | extra |
+                                                 (2ull << RL_META_NWORDS_SHIFT));
+    }
+}
+
+Test(store, takes_over_a_slot_whose_claimer_died_while_allocating_it)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_seg_slot *slots;
+    rl_atomic_u64 *arena;
+    struct rl_slot a;
+    uint64_t size, t0, t1;
+    unsigned char *map = map_segment(&size, &slots, &arena);
+    char seen[256] = "";
+    bool ovf;
+
+    leave_pending(slots, 0);
+    rl_store_relaxed_u64(&arena[RL_SEG_STORE_WORDS + 1], 77); /* a mark */
+    t0 = rl_clock_now_ns();
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &a, &ovf), 0);
+    t1 = rl_clock_now_ns();
+    cr_assert_not(ovf);
+    cr_assert_not(a.local);
+    cr_assert_geq(t1 - t0, RL_STORE_CLAIM_WAIT_NS, "it waited first");
+    cr_assert_eq(rl_load_relaxed_u64(&a.words[1]), 77,
+                 "the range the dead claimer carved, no other");
+    cr_assert_eq(rl_load_relaxed_u64(&slots[a.index].meta) & RL_META_READY,
+                 RL_META_READY, "published");
+    cr_assert_eq(rl_store_each(s, collect, seen), 0);
+    cr_assert_str_eq(seen, "d|e;", "with its label");
+    munmap(map, size);
+    rl_store_close(s);
+}
+
+Test(store, tries_again_at_once_a_slot_whose_allocation_failed)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_seg_slot *slots;
+    rl_atomic_u64 *arena;
+    struct rl_slot a;
+    uint64_t size, t0, t1;
+    unsigned char *map = map_segment(&size, &slots, &arena);
+    bool ovf;
+
+    leave_pending(slots, RL_META_NOSPACE);
+    rl_store_relaxed_u64(&arena[RL_SEG_STORE_WORDS + 1], 77);
+    t0 = rl_clock_now_ns();
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &a, &ovf), 0);
+    t1 = rl_clock_now_ns();
+    cr_assert_not(a.local, "the dir has room now: shared");
+    cr_assert_lt(t1 - t0, RL_STORE_CLAIM_WAIT_NS, "without waiting");
+    cr_assert_eq(rl_load_relaxed_u64(&a.words[1]), 77, "the range carved");
+    munmap(map, size);
+    rl_store_close(s);
+}
+
+/* fd 2 into a file for a moment: what the store says. */
+static int err_to(const char *path)
+{
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    cr_assert_geq(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+    return saved;
+}
+
+static void err_back(int saved)
+{
+    dup2(saved, 2);
+    close(saved);
+}
+
+Test(store, a_claim_in_a_full_state_dir_gets_a_budget_of_this_process_only)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot early, late, again;
+    char mnt[128], fill[200], errs[200], line[512] = "";
+    bool ovf;
+    int fd, saved;
+
+    if (geteuid() != 0)
+        cr_skip_test("mounting a tmpfs needs root");
+    snprintf(mnt, sizeof mnt, "%s/full", dir);
+    cr_assert_eq(mkdir(mnt, 0700), 0);
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+                 strerror(errno));
+    o.dir = mnt;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(s));
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &early, &ovf), 0);
+    cr_assert_not(early.local);
+    snprintf(fill, sizeof fill, "%s/fill", mnt);
+    fd = open(fill, O_WRONLY | O_CREAT, 0600);
+    cr_assert_geq(fd, 0);
+    static const char zeros[4096];
+    while (write(fd, zeros, sizeof zeros) > 0)
+        ;
+    close(fd);
+    snprintf(errs, sizeof errs, "%s/stderr", dir);
+    saved = err_to(errs);
+    /* 4096 words: pages the full tmpfs does not have. */
+    int r1 = rl_store_slot(s, 8, "r|late", 4096, 1, &late, &ovf);
+    int r2 = rl_store_slot(s, 8, "r|late", 4096, 1, &again, &ovf);
+    err_back(saved);
+    cr_assert_eq(r1, 0);
+    cr_assert_eq(r2, 0);
+    cr_assert(late.local, "no SIGBUS: a budget of its own memory");
+    cr_assert_eq(late.index, UINT32_MAX);
+    cr_assert_eq(late.nwords, 4096);
+    cr_assert_eq(again.words, late.words, "the same one every time");
+    for (unsigned w = 0; w < 4096; w++)
+        rl_store_relaxed_u64(&late.words[w], w);
+    rl_store_count(&late, 0, RL_STAT_ALLOWED, 1);
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &again, &ovf), 0);
+    cr_assert_not(again.local, "the budget made before stays shared");
+    cr_assert_eq(again.words, early.words);
+    FILE *f = fopen(errs, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_assert_not_null(strstr(line, "r|late"), "%s", line);
+    cr_assert_not_null(strstr(line, "kept in this process only"), "%s", line);
+    cr_assert_null(fgets(line, sizeof line, f), "one line: %s", line);
+    fclose(f);
+    rl_store_close(s);
+    cr_assert_eq(umount(mnt), 0);
 }
 
 Test(store, lists_claimed_slots_with_labels_for_the_cli)
