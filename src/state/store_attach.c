@@ -220,6 +220,7 @@ int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
     }
     if (r == 1) {
         rl_seg_bind_file(s, path, &st);
+        rl_seg_init_slots(s);
         *out = s;
         return 0;
     }

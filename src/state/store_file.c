@@ -510,6 +510,7 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
     if (o->shared) {
         r = open_shared(s, o, &g, why, whylen);
         if (r == 0) {
+            rl_seg_init_slots(s);
             *out = s;
             return 0;
         }
@@ -527,6 +528,7 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
         free(s);
         return r;
     }
+    rl_seg_init_slots(s);
     *out = s;
     return 0;
 }

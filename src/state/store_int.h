@@ -42,7 +42,15 @@ struct rl_store {
     /* Budgets that found no room, this process's (store_slot.c). A list
      * pushed with CAS, freed with the store. */
     _Atomic(struct rl_local *) locals;
+    /* A bit per slot whose storage this process has made sure of, so that
+     * a claim made again (a max_open area, per connect) costs no system
+     * call; NULL: every claim makes sure. Relaxed: a lost bit costs one
+     * madvise more. */
+    _Atomic(unsigned char) *sure;
 };
+
+/* Give `s` its `sure` bits (store_slot.c); without memory it has none. */
+void rl_seg_init_slots(struct rl_store *s);
 
 struct rl_seg_geometry {
     uint32_t nslots;
@@ -109,7 +117,8 @@ int rl_seg_populate(void *p, uint64_t len);
 void rl_seg_sweep_temps(const char *dir, uint32_t uid);
 void rl_seg_sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash);
 
-/* Free the budgets kept in this process (store_slot.c). */
+/* Free what store_slot.c keeps for `s`: the budgets kept in this process,
+ * the sure bits. */
 void rl_seg_free_locals(struct rl_store *s);
 
 #endif

@@ -160,15 +160,24 @@ static int resolve_alloc(struct rl_store *s, uint32_t index, uint64_t meta,
                          uint32_t nwords, struct rl_slot *out, int *nospace)
 {
     uint64_t bytes = 0;
+    unsigned char bit = (unsigned char)(1u << (index % 8));
     int r = resolve(s, index, meta, nwords, out);
 
     if (r < 0)
         return r;
+    if (s->sure && (atomic_load_explicit(&s->sure[index / 8],
+                                         memory_order_relaxed) & bit))
+        return 0;
     struct rl_seg_store *st = storage(s, index, meta, &bytes);
     r = rl_seg_alloc(s, st, bytes);
-    if (r < 0)
+    if (r < 0) {
         *nospace = r;
-    return r < 0 ? -ENOSPC : 0;
+        return -ENOSPC;
+    }
+    if (s->sure)
+        atomic_fetch_or_explicit(&s->sure[index / 8], bit,
+                                 memory_order_relaxed);
+    return 0;
 }
 
 /* Carve storage for `nwords` from the slot's arena: a PENDING meta word,
@@ -414,8 +423,15 @@ static int local_slot(struct rl_store *s, uint64_t tag, const char *label,
     return 0;
 }
 
+void rl_seg_init_slots(struct rl_store *s)
+{
+    s->sure = calloc(((size_t)s->nslots + s->noverflow + 7) / 8, 1);
+}
+
 void rl_seg_free_locals(struct rl_store *s)
 {
+    free((void *)s->sure);
+    s->sure = NULL;
     struct rl_local *l = atomic_exchange_explicit(&s->locals, NULL,
                                                   memory_order_acquire);
 
