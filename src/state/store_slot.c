@@ -241,9 +241,12 @@ static uint64_t finish(struct rl_store *s, uint32_t index, uint64_t pending,
         return RL_META_READY | RL_META_FULL; /* scribbled on: overflow */
     r = rl_seg_alloc(s, st, bytes);
     if (r < 0) {
+        /* Acq_rel: pairs with the loads in settle. When another process
+         * got there first (it took over, and its allocation worked), its
+         * READY is what to use. */
+        if (!rl_cas_strong_acq_rel_u64(m, &seen, pending | RL_META_NOSPACE))
+            return seen;
         *nospace = r;
-        /* Acq_rel: pairs with the loads in settle. */
-        rl_cas_strong_acq_rel_u64(m, &seen, pending | RL_META_NOSPACE);
         return 0;
     }
     /* Whoever finishes writes the same label (the tag's); a claimer that
