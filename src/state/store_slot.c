@@ -46,11 +46,9 @@ struct rl_local {
 
 int rl_seg_populate(void *p, uint64_t len)
 {
-    static uintptr_t page;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a, e;
 
-    if (page == 0)
-        page = (uintptr_t)sysconf(_SC_PAGESIZE);
     a = (uintptr_t)p & ~(page - 1);
     e = ((uintptr_t)p + len + page - 1) & ~(page - 1);
     /* A write fault for every page, answered with an error instead of a
