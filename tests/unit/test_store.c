@@ -15,6 +15,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -567,6 +571,99 @@ Test(store, a_claim_in_a_full_state_dir_gets_a_budget_of_this_process_only)
     cr_assert_not_null(strstr(line, "kept in this process only"), "%s", line);
     cr_assert_null(fgets(line, sizeof line, f), "one line: %s", line);
     fclose(f);
+    rl_store_close(s);
+    cr_assert_eq(umount(mnt), 0);
+}
+
+/* As a kernel before 5.14 answers MADV_POPULATE_WRITE (EINVAL), for this
+ * process from now on. */
+static void no_populate(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                 offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 23 /* MADV_POPULATE_WRITE */, 0,
+                 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+
+    cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+}
+
+static uint64_t allocated(void)
+{
+    char path[256];
+    struct stat st;
+
+    seg_path(path, sizeof path);
+    cr_assert_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_blocks * 512;
+}
+
+Test(store, without_madvise_a_claim_allocates_its_storage_through_the_file)
+{
+    struct rl_store *s, *t;
+    struct rl_slot a, b;
+    uint64_t before;
+    bool ovf;
+
+    no_populate();
+    s = open_ok(HASH_A, true);
+    before = allocated();
+    cr_assert_eq(rl_store_slot(s, 5, "r|u", 4096, 1, &a, &ovf), 0);
+    cr_assert_not(a.local);
+    cr_assert_geq(allocated(), before + 4096 * 8, "%llu -> %llu",
+                  (unsigned long long)before,
+                  (unsigned long long)allocated());
+    rl_store_relaxed_u64(&a.words[4095], 42);
+    t = open_ok(HASH_A, true);
+    cr_assert_eq(rl_store_slot(t, 5, "r|u", 4096, 1, &b, &ovf), 0);
+    cr_assert_eq(rl_load_relaxed_u64(&b.words[4095]), 42, "one budget");
+    rl_store_close(t);
+    rl_store_close(s);
+}
+
+Test(store, without_madvise_a_claim_in_a_full_state_dir_is_kept_here)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot early, late;
+    char mnt[128], fill[200], errs[200];
+    static const char zeros[4096];
+    bool ovf;
+    int fd, saved;
+
+    if (geteuid() != 0)
+        cr_skip_test("mounting a tmpfs needs root");
+    snprintf(mnt, sizeof mnt, "%s/full", dir);
+    cr_assert_eq(mkdir(mnt, 0700), 0);
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+                 strerror(errno));
+    no_populate();
+    o.dir = mnt;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(s));
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &early, &ovf), 0);
+    cr_assert_not(early.local);
+    snprintf(fill, sizeof fill, "%s/fill", mnt);
+    fd = open(fill, O_WRONLY | O_CREAT, 0600);
+    cr_assert_geq(fd, 0);
+    while (write(fd, zeros, sizeof zeros) > 0)
+        ;
+    close(fd);
+    snprintf(errs, sizeof errs, "%s/stderr", dir);
+    saved = err_to(errs);
+    int r = rl_store_slot(s, 8, "r|late", 4096, 1, &late, &ovf);
+    err_back(saved);
+    cr_assert_eq(r, 0);
+    cr_assert(late.local, "no SIGBUS: a budget of its own memory");
+    for (unsigned w = 0; w < 4096; w++)
+        rl_store_relaxed_u64(&late.words[w], w);
     rl_store_close(s);
     cr_assert_eq(umount(mnt), 0);
 }
