@@ -319,7 +319,10 @@ static int show(struct rl_store *s, struct view *v)
 }
 
 /* --all (store part): every segment of the uid, one table each under a
- * line naming it (JSON: one object per segment, its rows in "budgets"). */
+ * line naming it and what it costs: the bytes of memory its file holds
+ * (st_blocks * 512: a segment is sparse, paid for as its budgets are
+ * first used) and its length (JSON: one object per segment, its rows in
+ * "budgets"). */
 struct all {
     struct view *v;
     unsigned n;
@@ -345,15 +348,20 @@ static int show_segment(uint64_t hash, void *arg)
     if (a->v->json)
         fprintf(a->v->out,
                 "%s{\"config_hash\": \"%016llx\", \"last_used_s_ago\": "
-                "%.1f, \"longest_period_s\": %.3f, \"budgets\": ",
+                "%.1f, \"longest_period_s\": %.3f, \"allocated_bytes\": "
+                "%llu, \"size_bytes\": %llu, \"budgets\": ",
                 a->n ? ",\n " : "", (unsigned long long)hash, ago,
-                (double)d.max_period_ns / 1e9);
+                (double)d.max_period_ns / 1e9,
+                (unsigned long long)d.allocated_bytes,
+                (unsigned long long)d.size_bytes);
     else if (!a->v->prom) /* its rows are merged into one exposition */
         fprintf(a->v->out,
                 "%ssegment rlshim-%u-%016llx: used %.1f s ago, longest "
-                "period %.3f s%s\n",
+                "period %.3f s, %llu bytes allocated (of %llu)%s\n",
                 a->n ? "\n" : "", (unsigned)getuid(),
                 (unsigned long long)hash, ago, (double)d.max_period_ns / 1e9,
+                (unsigned long long)d.allocated_bytes,
+                (unsigned long long)d.size_bytes,
                 a->v->cfg && rl_budget_hash(a->v->cfg) == hash ? " (this config)"
                                                          : "");
     /* Another config's segment: its words are read with no config, never

@@ -17,12 +17,21 @@
  *   struct rl_seg_header                 (RL_SEG_HEADER_SIZE bytes)
  *   struct rl_seg_slot[nslots]           the table, open addressing
  *   struct rl_seg_slot[noverflow]        overflow slots, reserved up front
- *   uint64 arena[arena_words]            state words of table slots
- *   uint64 overflow_arena[overflow_words] state words of overflow slots
- * Everything is zero when the file is made (posix_fallocate of a new file:
- * every page is allocated then, so a full tmpfs is an error at creation,
- * never a SIGBUS at first touch), and zero is what every state word and
- * counter starts at. */
+ *   (zero padding up to RL_SEG_ALIGN)    the end of the fixed part
+ *   uint64 arena[arena_words]            storage of table slots
+ *   uint64 overflow_arena[overflow_words] storage of overflow slots
+ * A slot's storage, carved from its arena when the slot is first claimed,
+ * is a struct rl_seg_store (its label and counters) and then the state
+ * words asked for, rounded up to RL_SEG_CARVE_WORDS words.
+ *
+ * The memory is paid for as it is used (SPEC §5): the file is as long as
+ * the whole layout but sparse. Its fixed part (header and slot tables, 16
+ * bytes a slot) is allocated when the file is made (posix_fallocate: a
+ * full tmpfs is an error then); a slot's storage is allocated by its
+ * claimer before it is published (store_slot.c), and again (a no-op, or
+ * an error instead of a fault) by every process before it touches it. No
+ * process ever touches a page that was not allocated: on tmpfs that is a
+ * SIGBUS. Zero is what every state word and counter starts at. */
 #ifndef RL_STATE_LAYOUT_H
 #define RL_STATE_LAYOUT_H
 
@@ -36,7 +45,7 @@
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 2u
+#define RL_LAYOUT_VERSION 3u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -48,7 +57,9 @@
  *              attached processes poll it with one relaxed load
  *              (rl_store_is_stale) and re-open;
  *   arena_used, overflow_used
- *              bump allocators, atomic fetch-add by any claimer;
+ *              bump allocators of address space (never of memory: a
+ *              range is allocated after it is carved), atomic fetch-add
+ *              by any claimer;
  *   last_used  CLOCK_MONOTONIC_COARSE ns of the latest decision, relaxed
  *              stores by any user at most every RL_STORE_TOUCH_NS, read
  *              by the creator of another segment to remove this one once
@@ -60,14 +71,15 @@ struct rl_seg_header {
     uint64_t magic;          /* RL_LAYOUT_MAGIC */
     uint32_t version;        /* RL_LAYOUT_VERSION */
     uint32_t header_size;    /* sizeof(struct rl_seg_header) */
-    uint64_t total_size;     /* bytes of the whole file */
+    uint64_t total_size;     /* bytes of the whole (sparse) file */
     uint64_t config_hash;    /* the config this segment was made for */
     uint32_t nslots;         /* table slots */
     uint32_t noverflow;      /* overflow slots after the table */
     uint32_t slot_size;      /* sizeof(struct rl_seg_slot) */
     uint32_t uid;            /* the owner, for `rlshim stat` */
-    uint64_t arena_words;    /* words in the table arena */
-    uint64_t overflow_words; /* words in the overflow arena */
+    uint64_t arena_words;    /* words in the table arena, storage heads
+                                included */
+    uint64_t overflow_words; /* words in the overflow arena, likewise */
     rl_atomic_u64 ready;     /* RL_SEG_READY once built */
     rl_atomic_u64 stale;     /* non-zero: replaced, re-open */
     rl_atomic_u64 arena_used;
@@ -80,31 +92,56 @@ struct rl_seg_header {
 
 #define RL_SEG_HEADER_SIZE 144u
 
-/* A slot's meta word packs where its state words are. It starts at 0 (not
- * published) and is set once, by CAS from 0, with release: the claimer
- * publishes it after writing the label; a process that waited too long for
- * a claimer (which may have died) publishes its own. Readers load it with
- * acquire (pairs with that CAS in claim/publish in store.c). */
+/* A slot's meta word says where its storage is and how far it got:
+ *   0                     tag claimed (or not), nothing carved yet
+ *   PENDING | n | off     storage carved at `off`, being allocated
+ *   PENDING | NOSPACE ... its allocation failed (the state dir is full):
+ *                         the next claimer of the tag tries again
+ *   READY | n | off       allocated and labelled: published
+ *   READY | FULL          no storage could be carved: its users overflow
+ * Every change is a CAS (acq_rel) from the value seen: 0 -> PENDING by the
+ * carver (or READY|FULL), PENDING -> READY by whoever allocated the range
+ * and wrote the label, PENDING -> PENDING|NOSPACE -> PENDING by a failed
+ * and a new attempt. Readers load it with acquire (pairs with the CAS to
+ * READY in store_slot.c): label and counters are complete then. A claimer
+ * that sits in PENDING (or 0) longer than RL_STORE_CLAIM_WAIT_NS (it may
+ * have died) is taken over: the range is allocated again (a no-op) by the
+ * one who waited, and published. */
 #define RL_META_READY (1ull << 63) /* published */
 #define RL_META_FULL (1ull << 62)  /* no words could be had: overflow */
 #define RL_META_NWORDS_SHIFT 40    /* bits 40..61: nwords (< 2^22) */
 #define RL_META_NWORDS_MAX ((1ull << 22) - 1)
-#define RL_META_OFF_MASK ((1ull << 40) - 1) /* bits 0..39: arena offset */
+#define RL_META_PENDING (1ull << 39) /* carved, not yet allocated */
+#define RL_META_NOSPACE (1ull << 38) /* its allocation failed last */
+#define RL_META_OFF_MASK ((1ull << 38) - 1) /* bits 0..37: arena offset */
 
-/* One per (rule, user). Lives in the shared segment.
- * tag is claimed once with CAS 0 -> tag and never changes after; label is
- * written by the claimer before it publishes meta; counters are
- * statistics, relaxed adds, read by `rlshim stat` without synchronisation
- * and zeroed by `rlshim reset`. The state words themselves live in the
- * arena and belong to the limiter algorithms. */
+/* One per (rule, user) in the fixed table: what is claimed, and where its
+ * storage is. tag is claimed once with CAS 0 -> tag and never changes
+ * after; meta as above. */
 struct rl_seg_slot {
     rl_atomic_u64 tag;
     rl_atomic_u64 meta;
+};
+
+#define RL_SEG_SLOT_SIZE 16u
+
+/* The head of a slot's storage in the arena. label is written by the
+ * publisher before meta turns READY; counters are statistics, relaxed
+ * adds, read by `rlshim stat` without synchronisation and zeroed by
+ * `rlshim reset`. The state words that follow belong to the limiter
+ * algorithms. */
+struct rl_seg_store {
     char label[RL_STORE_LABEL_MAX];
     rl_atomic_u64 counters[RL_STORE_COUNTERS];
 };
 
-#define RL_SEG_SLOT_SIZE 176u
+#define RL_SEG_STORE_SIZE 160u
+#define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
+/* Storage is carved in lines of 64 bytes: two users' words never share a
+ * cache line. */
+#define RL_SEG_CARVE_WORDS 8u
+/* The fixed part ends (and the arena starts) on a page boundary. */
+#define RL_SEG_ALIGN 4096u
 
 _Static_assert(sizeof(struct rl_seg_header) == RL_SEG_HEADER_SIZE,
                "header size is part of the layout version");
@@ -125,8 +162,10 @@ _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");
 _Static_assert(offsetof(struct rl_seg_slot, meta) == 8, "meta");
-_Static_assert(offsetof(struct rl_seg_slot, label) == 16, "label");
-_Static_assert(offsetof(struct rl_seg_slot, counters) == 80, "counters");
+_Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
+               "storage head size is part of the layout version");
+_Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");
+_Static_assert(offsetof(struct rl_seg_store, counters) == 64, "counters");
 _Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8 &&
                    _Alignof(pthread_mutex_t) <= 8,
                "a window's lock words hold a pthread_mutex_t (see the top)");
@@ -135,18 +174,36 @@ _Static_assert(RL_WINDOW_LOCK_WORDS == 6 && RL_WINDOW_STATE_WORDS == 9,
 _Static_assert(RL_SEG_HEADER_SIZE % 8 == 0 && RL_SEG_SLOT_SIZE % 8 == 0,
                "every word stays 8-byte aligned");
 
+/* Words of arena a slot of `nwords` state words takes. */
+static inline uint64_t rl_seg_carve(uint64_t nwords)
+{
+    uint64_t w = RL_SEG_STORE_WORDS + nwords;
+    return (w + RL_SEG_CARVE_WORDS - 1) / RL_SEG_CARVE_WORDS *
+           RL_SEG_CARVE_WORDS;
+}
+
+/* The bytes of the fixed part (header and slot tables, padded): where the
+ * arena starts. 0 when the geometry is out of bounds. */
+static inline uint64_t rl_seg_fixed_size(uint64_t nslots, uint64_t noverflow)
+{
+    if (nslots == 0 || noverflow == 0 || nslots > UINT32_MAX ||
+        noverflow > UINT32_MAX)
+        return 0;
+    uint64_t b = RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE;
+    return (b + RL_SEG_ALIGN - 1) / RL_SEG_ALIGN * RL_SEG_ALIGN;
+}
+
 /* The byte size of a segment of this geometry; 0 when it overflows or is
  * out of the bounds the meta word can address. */
 static inline uint64_t rl_seg_size(uint64_t nslots, uint64_t noverflow,
                                    uint64_t arena_words,
                                    uint64_t overflow_words)
 {
-    const uint64_t lim = 1ull << 40;
-    if (nslots == 0 || noverflow == 0 || nslots > UINT32_MAX ||
-        noverflow > UINT32_MAX || arena_words >= lim || overflow_words >= lim)
+    const uint64_t lim = RL_META_OFF_MASK;
+    uint64_t fixed = rl_seg_fixed_size(nslots, noverflow);
+    if (fixed == 0 || arena_words >= lim || overflow_words >= lim)
         return 0;
-    return RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE +
-           (arena_words + overflow_words) * 8;
+    return fixed + (arena_words + overflow_words) * 8;
 }
 
 #endif

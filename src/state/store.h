@@ -2,15 +2,17 @@
  * a uid shares them, with no daemon.
  *
  * The store knows nothing about quotas. It holds a fixed table of slots,
- * each claimed once (lock-free, CAS) for a 64-bit tag, with a printable
- * label, RL_STORE_COUNTERS statistics words and a run of zeroed state words
- * carved from an arena on first claim. Limiter algorithms keep their state
- * in those words.
+ * each claimed once (lock-free, CAS) for a 64-bit tag, with storage carved
+ * from an arena and allocated on first claim: a printable label,
+ * RL_STORE_COUNTERS statistics words and a run of zeroed state words.
+ * Limiter algorithms keep their state in those words.
  *
  * Shared mode: one file per uid and config in /dev/shm (or
  * $RLSHIM_STATE_DIR), named rlshim-UID-HASH after the budget-shaping hash of
  * the config, so that two configs in use at once keep apart. Mode 0600,
- * created race-free and allocated in full, validated before it is trusted
+ * created race-free, sparse: paid for as it is used (its header and slot
+ * table at creation, a slot's storage when the slot is first claimed; no
+ * process touches a page that was never allocated), validated before it is trusted
  * (magic, layout version, size, config hash, boot id), replaced when it is
  * ours but wrong, refused when it is foreign. The creator of a new segment
  * removes the uid's segments unused for longer than the longest period
@@ -72,8 +74,8 @@ struct rl_store_opts {
 #define RL_STORE_SWEEP_SLACK_NS 1000000000ull /* 1 s */
 
 /* Bounds on what opts may ask for; beyond them users overflow. A segment
- * is sparse (tmpfs allocates only the pages touched), so these bound the
- * address space taken, not the memory. */
+ * is sparse (only the storage of claimed slots is allocated), so these
+ * bound the address space taken, not the memory. */
 #define RL_STORE_SLOTS_MAX (1u << 22)
 #define RL_STORE_ARENA_MAX (1ull << 27) /* words: 1 GiB */
 
@@ -81,10 +83,11 @@ struct rl_store;
 
 /* A claimed slot, valid while the store is open. */
 struct rl_slot {
-    uint32_t index;
+    uint32_t index;          /* UINT32_MAX when local */
     rl_atomic_u64 *counters; /* RL_STORE_COUNTERS words */
     rl_atomic_u64 *words;    /* the state words asked for at first claim */
     uint32_t nwords;
+    bool local; /* the state dir had no room: this process's memory */
 };
 
 /* Open (creating or replacing as needed) the segment described by `o`.
@@ -101,6 +104,10 @@ bool rl_store_is_shared(const struct rl_store *s);
  * full, returns the shared overflow slot for `overflow_tag` instead and
  * sets *overflowed (saying so once is the caller's job). The overflow
  * slot's label is `label` up to and including its last '|', then "*".
+ * When a shared segment's state dir has no room for the slot's storage,
+ * returns a budget of this process only instead (out->local), the same
+ * one to every thread, and says so in one stderr line per budget; the
+ * next process to claim `tag` tries the state dir again.
  * Returns 0, -EINVAL (a zero tag, or a slot made with fewer words than
  * asked: another config), or -ENOSPC when even the overflow area is full.
  * Safe from many threads and processes at once; never blocks for long: a
@@ -134,15 +141,13 @@ uint64_t rl_store_config_hash(const struct rl_store *s);
 int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
                   uint64_t config_hash);
 
-/* The boot id of this boot (/proc/sys/kernel/random/boot_id) as two
- * words; both 0 when it cannot be read. Read once per process. */
-void rl_store_boot_id(uint64_t out[2]);
-
 /* What `rlshim stat --all` shows of a segment. */
 struct rl_store_desc {
     uint64_t config_hash;
     uint64_t max_period_ns;
     uint64_t last_used_ns; /* coarse CLOCK_MONOTONIC ns; 0: never */
+    uint64_t size_bytes;      /* the file's length (sparse); 0: not shared */
+    uint64_t allocated_bytes; /* what it costs: st_blocks * 512 of the file */
     bool shared;
 };
 void rl_store_describe(const struct rl_store *s, struct rl_store_desc *out);

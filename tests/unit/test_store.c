@@ -14,6 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -23,6 +28,7 @@
 #include "limit/limit.h"
 #include "state/layout.h"
 #include "state/store.h"
+#include "util/bootid.h"
 #include "util/clock.h"
 #include "util/ownerlock.h"
 
@@ -173,25 +179,35 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
     cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 2, "boot id, period and last use");
+    cr_assert_eq(RL_LAYOUT_VERSION, 3, "storage allocated as slots are claimed");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
     cr_assert_leq(sizeof(pthread_mutex_t), RL_WINDOW_LOCK_WORDS * 8);
-    cr_assert_eq(sizeof(struct rl_seg_slot), 176);
+    cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(offsetof(struct rl_seg_slot, label), 16);
-    cr_assert_eq(offsetof(struct rl_seg_slot, counters), 80);
+    cr_assert_eq(sizeof(struct rl_seg_store), 160);
+    cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
+    cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 12);
+    cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
+    cr_assert_eq(RL_SEG_ALIGN, 4096);
+    cr_assert_eq(RL_META_PENDING, 1ull << 39);
+    cr_assert_eq(RL_META_NOSPACE, 1ull << 38);
 }
 
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
-    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 144 + 3 * 176 + 15 * 8);
+    cr_assert_eq(rl_seg_fixed_size(2, 1), 4096);
+    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "144 + 257 * 16 bytes");
+    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 4096 + 15 * 8);
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
+    cr_assert_eq(rl_seg_carve(1), 24, "label, counters, a word: 3 lines");
+    cr_assert_eq(rl_seg_carve(4), 24);
+    cr_assert_eq(rl_seg_carve(5), 32);
 }
 
 /* ---- creation and slots ------------------------------------------------ */
@@ -331,14 +347,17 @@ Test(store, sends_new_users_to_the_overflow_slot_when_the_arena_is_full)
     struct rl_slot a, b;
     bool ovf;
 
+    /* Two slots' storage heads (label, counters, rounding) and 10 words:
+     * room for one slot of 40 state words, not two. */
+    o.nslots = 2;
     o.arena_words = 10;
     cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
-    cr_assert_eq(rl_store_slot(s, 1, "r|a", 8, 9, &a, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 1, "r|a", 40, 9, &a, &ovf), 0);
     cr_assert_not(ovf);
-    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &b, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 40, 9, &b, &ovf), 0);
     cr_assert(ovf);
     /* Later callers of the same user are sent there too. */
-    cr_assert_eq(rl_store_slot(s, 2, "r|b", 8, 9, &a, &ovf), 0);
+    cr_assert_eq(rl_store_slot(s, 2, "r|b", 40, 9, &a, &ovf), 0);
     cr_assert(ovf);
     cr_assert_eq(a.index, b.index);
     rl_store_close(s);
@@ -388,6 +407,265 @@ static int collect(const struct rl_slot_info *info, struct rl_slot *slot,
     strcat(out, info->label);
     strcat(out, info->overflow ? "(o);" : ";");
     return 0;
+}
+
+/* The segment of open_ok's geometry, mapped as another process sees it:
+ * its slot table and its arena. */
+static unsigned char *map_segment(uint64_t *size, struct rl_seg_slot **slots,
+                                  rl_atomic_u64 **arena)
+{
+    struct rl_seg_header *h;
+    unsigned char *map;
+    char path[256];
+    struct stat st;
+    int fd;
+
+    seg_path(path, sizeof path);
+    fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(fstat(fd, &st), 0);
+    *size = (uint64_t)st.st_size;
+    map = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    close(fd);
+    h = (struct rl_seg_header *)map;
+    *slots = (struct rl_seg_slot *)(map + RL_SEG_HEADER_SIZE);
+    *arena = (rl_atomic_u64 *)(map + rl_seg_fixed_size(h->nslots, h->noverflow));
+    return map;
+}
+
+/* As a claimer leaves a slot when it dies (or sits) after carving its
+ * storage and before publishing it: PENDING (with NOSPACE: its allocation
+ * failed), the range carved at the arena's start. */
+static void leave_pending(struct rl_seg_slot *slots, uint64_t extra)
+{
+    struct rl_seg_header *h =
+        (struct rl_seg_header *)((unsigned char *)slots - RL_SEG_HEADER_SIZE);
+
+    rl_store_relaxed_u64(&h->arena_used, rl_seg_carve(2));
+    for (unsigned i = 0; i < 256; i++) {
+        rl_store_relaxed_u64(&slots[i].tag, 4242);
+        rl_store_relaxed_u64(&slots[i].meta, RL_META_PENDING | extra |
+                                                 (2ull << RL_META_NWORDS_SHIFT));
+    }
+}
+
+Test(store, takes_over_a_slot_whose_claimer_died_while_allocating_it)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_seg_slot *slots;
+    rl_atomic_u64 *arena;
+    struct rl_slot a;
+    uint64_t size, t0, t1;
+    unsigned char *map = map_segment(&size, &slots, &arena);
+    char seen[256] = "";
+    bool ovf;
+
+    leave_pending(slots, 0);
+    rl_store_relaxed_u64(&arena[RL_SEG_STORE_WORDS + 1], 77); /* a mark */
+    t0 = rl_clock_now_ns();
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &a, &ovf), 0);
+    t1 = rl_clock_now_ns();
+    cr_assert_not(ovf);
+    cr_assert_not(a.local);
+    cr_assert_geq(t1 - t0, RL_STORE_CLAIM_WAIT_NS, "it waited first");
+    cr_assert_eq(rl_load_relaxed_u64(&a.words[1]), 77,
+                 "the range the dead claimer carved, no other");
+    cr_assert_eq(rl_load_relaxed_u64(&slots[a.index].meta) & RL_META_READY,
+                 RL_META_READY, "published");
+    cr_assert_eq(rl_store_each(s, collect, seen), 0);
+    cr_assert_str_eq(seen, "d|e;", "with its label");
+    munmap(map, size);
+    rl_store_close(s);
+}
+
+Test(store, tries_again_at_once_a_slot_whose_allocation_failed)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_seg_slot *slots;
+    rl_atomic_u64 *arena;
+    struct rl_slot a;
+    uint64_t size, t0, t1;
+    unsigned char *map = map_segment(&size, &slots, &arena);
+    bool ovf;
+
+    leave_pending(slots, RL_META_NOSPACE);
+    rl_store_relaxed_u64(&arena[RL_SEG_STORE_WORDS + 1], 77);
+    t0 = rl_clock_now_ns();
+    cr_assert_eq(rl_store_slot(s, 4242, "d|e", 2, 1, &a, &ovf), 0);
+    t1 = rl_clock_now_ns();
+    cr_assert_not(a.local, "the dir has room now: shared");
+    cr_assert_lt(t1 - t0, RL_STORE_CLAIM_WAIT_NS, "without waiting");
+    cr_assert_eq(rl_load_relaxed_u64(&a.words[1]), 77, "the range carved");
+    munmap(map, size);
+    rl_store_close(s);
+}
+
+/* fd 2 into a file for a moment: what the store says. */
+static int err_to(const char *path)
+{
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    cr_assert_geq(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+    return saved;
+}
+
+static void err_back(int saved)
+{
+    dup2(saved, 2);
+    close(saved);
+}
+
+Test(store, a_claim_in_a_full_state_dir_gets_a_budget_of_this_process_only)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot early, late, again;
+    char mnt[128], fill[200], errs[200], line[512] = "";
+    bool ovf;
+    int fd, saved;
+
+    if (geteuid() != 0)
+        cr_skip_test("mounting a tmpfs needs root");
+    snprintf(mnt, sizeof mnt, "%s/full", dir);
+    cr_assert_eq(mkdir(mnt, 0700), 0);
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+                 strerror(errno));
+    o.dir = mnt;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(s));
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &early, &ovf), 0);
+    cr_assert_not(early.local);
+    snprintf(fill, sizeof fill, "%s/fill", mnt);
+    fd = open(fill, O_WRONLY | O_CREAT, 0600);
+    cr_assert_geq(fd, 0);
+    static const char zeros[4096];
+    while (write(fd, zeros, sizeof zeros) > 0)
+        ;
+    close(fd);
+    snprintf(errs, sizeof errs, "%s/stderr", dir);
+    saved = err_to(errs);
+    /* 4096 words: pages the full tmpfs does not have. */
+    int r1 = rl_store_slot(s, 8, "r|late", 4096, 1, &late, &ovf);
+    int r2 = rl_store_slot(s, 8, "r|late", 4096, 1, &again, &ovf);
+    err_back(saved);
+    cr_assert_eq(r1, 0);
+    cr_assert_eq(r2, 0);
+    cr_assert(late.local, "no SIGBUS: a budget of its own memory");
+    cr_assert_eq(late.index, UINT32_MAX);
+    cr_assert_eq(late.nwords, 4096);
+    cr_assert_eq(again.words, late.words, "the same one every time");
+    for (unsigned w = 0; w < 4096; w++)
+        rl_store_relaxed_u64(&late.words[w], w);
+    rl_store_count(&late, 0, RL_STAT_ALLOWED, 1);
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &again, &ovf), 0);
+    cr_assert_not(again.local, "the budget made before stays shared");
+    cr_assert_eq(again.words, early.words);
+    FILE *f = fopen(errs, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_assert_not_null(strstr(line, "r|late"), "%s", line);
+    cr_assert_not_null(strstr(line, "kept in this process only"), "%s", line);
+    cr_assert_null(fgets(line, sizeof line, f), "one line: %s", line);
+    fclose(f);
+    rl_store_close(s);
+    cr_assert_eq(umount(mnt), 0);
+}
+
+/* As a kernel before 5.14 answers MADV_POPULATE_WRITE (EINVAL), for this
+ * process from now on. */
+static void no_populate(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                 offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 23 /* MADV_POPULATE_WRITE */, 0,
+                 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+
+    cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+}
+
+static uint64_t allocated(void)
+{
+    char path[256];
+    struct stat st;
+
+    seg_path(path, sizeof path);
+    cr_assert_eq(stat(path, &st), 0);
+    return (uint64_t)st.st_blocks * 512;
+}
+
+Test(store, without_madvise_a_claim_allocates_its_storage_through_the_file)
+{
+    struct rl_store *s, *t;
+    struct rl_slot a, b;
+    uint64_t before;
+    bool ovf;
+
+    no_populate();
+    s = open_ok(HASH_A, true);
+    before = allocated();
+    cr_assert_eq(rl_store_slot(s, 5, "r|u", 4096, 1, &a, &ovf), 0);
+    cr_assert_not(a.local);
+    cr_assert_geq(allocated(), before + 4096 * 8, "%llu -> %llu",
+                  (unsigned long long)before,
+                  (unsigned long long)allocated());
+    rl_store_relaxed_u64(&a.words[4095], 42);
+    t = open_ok(HASH_A, true);
+    cr_assert_eq(rl_store_slot(t, 5, "r|u", 4096, 1, &b, &ovf), 0);
+    cr_assert_eq(rl_load_relaxed_u64(&b.words[4095]), 42, "one budget");
+    rl_store_close(t);
+    rl_store_close(s);
+}
+
+Test(store, without_madvise_a_claim_in_a_full_state_dir_is_kept_here)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *s;
+    struct rl_slot early, late;
+    char mnt[128], fill[200], errs[200];
+    static const char zeros[4096];
+    bool ovf;
+    int fd, saved;
+
+    if (geteuid() != 0)
+        cr_skip_test("mounting a tmpfs needs root");
+    snprintf(mnt, sizeof mnt, "%s/full", dir);
+    cr_assert_eq(mkdir(mnt, 0700), 0);
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+                 strerror(errno));
+    no_populate();
+    o.dir = mnt;
+    cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
+    cr_assert(rl_store_is_shared(s));
+    cr_assert_eq(rl_store_slot(s, 7, "r|early", 2, 1, &early, &ovf), 0);
+    cr_assert_not(early.local);
+    snprintf(fill, sizeof fill, "%s/fill", mnt);
+    fd = open(fill, O_WRONLY | O_CREAT, 0600);
+    cr_assert_geq(fd, 0);
+    while (write(fd, zeros, sizeof zeros) > 0)
+        ;
+    close(fd);
+    snprintf(errs, sizeof errs, "%s/stderr", dir);
+    saved = err_to(errs);
+    int r = rl_store_slot(s, 8, "r|late", 4096, 1, &late, &ovf);
+    err_back(saved);
+    cr_assert_eq(r, 0);
+    cr_assert(late.local, "no SIGBUS: a budget of its own memory");
+    for (unsigned w = 0; w < 4096; w++)
+        rl_store_relaxed_u64(&late.words[w], w);
+    rl_store_close(s);
+    cr_assert_eq(umount(mnt), 0);
 }
 
 Test(store, lists_claimed_slots_with_labels_for_the_cli)
@@ -622,7 +900,7 @@ Test(store, replaces_a_segment_made_in_another_boot)
     uint64_t mine[2], other[2];
     char path[256], why[256];
 
-    rl_store_boot_id(mine);
+    rl_bootid(mine);
     cr_assert_neq(mine[0] | mine[1], 0, "this boot's id is known");
     other[0] = mine[0] ^ 1;
     other[1] = mine[1];
