@@ -26,6 +26,7 @@
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_lease.h"
 #include "util/atomics.h"
+#include "util/bootid.h"
 #include "util/clock.h"
 #include "util/hash.h"
 #include "util/sys.h"
@@ -82,9 +83,7 @@ static void host_id(char *buf, size_t len)
     uint64_t h = RL_HASH_INIT;
     if (gethostname(name, sizeof name - 1) != 0)
         name[0] = '\0';
-    if (rl_fleet_read_file("/proc/sys/kernel/random/boot_id", 0, boot,
-                           sizeof boot) < 0)
-        boot[0] = '\0';
+    rl_bootid_text(boot, sizeof boot);
     const char *dir = secure_getenv("RLSHIM_STATE_DIR");
     h = rl_hash_str(h, name);
     h = rl_hash_str(h, boot);
@@ -390,7 +389,7 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v)
 {
-    uint64_t cnow = pool != NULL ? rl_fleet_coarse_ns() : 0;
+    uint64_t cnow = pool != NULL ? rl_clock_coarse_ns() : 0;
     if (pool != NULL) {
         /* What the host leased comes first: Redis counted it already
          * (and while Redis is away, it is spent before the fallback). */

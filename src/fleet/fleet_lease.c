@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "state/store.h"
+#include "util/clock.h"
 
 enum {
     W_LAST = 2,
@@ -62,13 +63,6 @@ void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *counters,
             counters != NULL
                 ? &counters[k * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED]
                 : NULL;
-}
-
-uint64_t rl_fleet_coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static bool older(uint64_t then, uint64_t now, uint64_t ns)
@@ -150,7 +144,7 @@ static void put_word(const struct rl_fleet_pool *p, int k, uint64_t n,
 bool rl_fleet_lease_take(const struct rl_fleet_pool *p, uint64_t calls,
                          uint64_t bytes)
 {
-    uint64_t cnow = rl_fleet_coarse_ns();
+    uint64_t cnow = rl_clock_coarse_ns();
     if (!fresh(p, cnow))
         return false;
     if (calls > 0 && !take_word(p, RL_KIND_SEND, calls, true))

@@ -65,9 +65,6 @@ bool rl_fleet_leasable(const struct rl_rule *rule);
 void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *counters,
                       struct rl_fleet_pool *p);
 
-/* The coarse clock the pool's times are in. */
-uint64_t rl_fleet_coarse_ns(void);
-
 /* The fast path: one send call (calls 0 or 1) of `bytes` out of the
  * pool, when it is fresh and holds them all; the spent units are
  * counted later (rl_fleet_pool_fold). */

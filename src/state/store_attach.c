@@ -17,6 +17,7 @@
 
 #include "state/store_int.h"
 #include "util/sys.h"
+#include "util/clock.h"
 
 static int hexval(char c)
 {
@@ -175,7 +176,7 @@ static int sweep_one(uint64_t hash, void *arg)
 
 void rl_seg_sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash)
 {
-    struct sweep w = {dir, uid, keep_hash, rl_seg_coarse_now()};
+    struct sweep w = {dir, uid, keep_hash, rl_clock_coarse_ns()};
 
     rl_store_each_segment(dir, uid, sweep_one, &w);
 }

@@ -39,6 +39,7 @@
 #include "state/store_int.h"
 #include "util/bootid.h"
 #include "util/sys.h"
+#include "util/clock.h"
 
 void rl_seg_say(char *why, size_t whylen, const char *fmt, const char *path,
                 const char *what)
@@ -110,14 +111,6 @@ bool rl_seg_other_boot(const uint64_t theirs[2])
     return mine[0] != theirs[0] || mine[1] != theirs[1];
 }
 
-uint64_t rl_seg_coarse_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Point `s` at a mapping whose header has been validated or just built. */
 static void bind_map(struct rl_store *s, void *map, uint64_t len, bool shared)
 {
@@ -168,7 +161,7 @@ static void init_header(void *map, uint64_t size, const struct rl_seg_geometry *
     h->boot_id[0] = boot[0];
     h->boot_id[1] = boot[1];
     h->max_period_ns = g->max_period_ns;
-    rl_store_relaxed_u64(&h->last_used, rl_seg_coarse_now());
+    rl_store_relaxed_u64(&h->last_used, rl_clock_coarse_ns());
     /* Pairs with the acquire load of `ready` in rl_seg_header_ok: every
      * field above is visible to whoever sees READY. */
     rl_store_release_u64(&h->ready, RL_SEG_READY);
@@ -463,7 +456,7 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
             !rl_seg_other_boot(s->hdr->boot_id)) {
             rl_sys.close(fd);
             rl_seg_bind_file(s, path, &st);
-            rl_store_relaxed_u64(&s->hdr->last_used, rl_seg_coarse_now());
+            rl_store_relaxed_u64(&s->hdr->last_used, rl_clock_coarse_ns());
             return 0;
         }
         if (r == 1) {
@@ -550,7 +543,7 @@ bool rl_store_is_shared(const struct rl_store *s)
 bool rl_store_is_stale(const struct rl_store *s)
 {
     struct rl_seg_header *h = s->hdr;
-    uint64_t now = rl_seg_coarse_now();
+    uint64_t now = rl_clock_coarse_ns();
 
     /* Relaxed: a statistic of use, read only to judge a segment unused
      * for far longer than RL_STORE_TOUCH_NS. Read first, so that the

@@ -86,9 +86,6 @@ const char *rl_seg_state_dir(const char *dir);
 void rl_seg_say(char *why, size_t whylen, const char *fmt, const char *path,
                 const char *what);
 
-/* CLOCK_MONOTONIC_COARSE in ns. */
-uint64_t rl_seg_coarse_now(void);
-
 /* Was a segment with this boot id made in another boot? */
 bool rl_seg_other_boot(const uint64_t theirs[2]);
 
