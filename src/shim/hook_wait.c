@@ -30,6 +30,7 @@
 
 #include "policy/ready.h"
 #include "shim/epreg.h"
+#include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
@@ -433,10 +434,33 @@ RL_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
     return ep_slow(E_PWAIT2, ep, ev, max, ts_ns(ts), mask);
 }
 
+/* Could fd's registration ever need to be shown less? Only an inet
+ * socket's (its mark says so: made through socket(), seen connecting, or
+ * inherited and found by the look at inherited sockets, which an ADD of an
+ * unmarked fd runs if it is still due, as a send would). A file, a pipe,
+ * an AF_UNIX socket pass straight through: no set-up, no record, so that
+ * their close costs nothing either (hook_close.c). An unmarked inet
+ * socket made behind the shim's back (a raw system call, SCM_RIGHTS) is
+ * not recorded: its sends are not charged unless it connects through the
+ * shim, and its registrations then stay as the program made them. MOD and
+ * DEL only ever find records once the shim is ready. */
+static bool ep_recordable(int op, int fd)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (m == 0 && op == EPOLL_CTL_ADD && rl_shim_scan_due()) {
+        rl_shim_scan_now();
+        m = rl_fdtab_get(fd);
+    }
+    if (!(m & RL_FD_INET))
+        return false;
+    return op == EPOLL_CTL_ADD || rl_shim_ready();
+}
+
 RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
-    /* Recorded only while a rule applies (then a socket may be held). */
-    if (!rl_shim_enter())
+    /* Recorded only while a rule applies (then a socket may be held): an
+     * ADD of an inet socket may run the deferred set-up. */
+    if (!ep_recordable(op, fd) || !rl_shim_enter())
         return WREAL(epoll_ctl)(ep, op, fd, ev);
     int mode = rl_epreg_mode_now(fd, rl_clock_now_ns());
     if (mode == RL_EPREG_FULL) {
