@@ -42,6 +42,11 @@
  * loads, a test and a tail call while nothing is held. */
 #define COLD __attribute__((noinline, cold))
 #define NEVER UINT64_MAX
+/* A timeout too long to count in ns (2^64 ns is 584 years): for ever,
+ * practically, yet a timeout (select still tells the time left). Every
+ * conversion and sum below saturates here, never wraps. */
+#define FOREVER (NEVER - 1)
+#define NS 1000000000u
 
 static inline bool busy(void)
 {
@@ -99,23 +104,39 @@ static int to_ms(uint64_t ns)
 {
     if (ns == NEVER)
         return -1;
-    uint64_t ms = (ns + 999999u) / 1000000u; /* never wake early */
+    /* Rounded up (never wake early), without the sum that would wrap. */
+    uint64_t ms = ns / 1000000u + (ns % 1000000u != 0);
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 static struct timespec to_ts(uint64_t ns)
 {
-    return (struct timespec){(time_t)(ns / 1000000000u),
-                             (long)(ns % 1000000000u)};
+    return (struct timespec){(time_t)(ns / NS), (long)(ns % NS)};
+}
+
+/* sec s + ns ns (both >= 0) in ns, FOREVER past it. */
+static uint64_t sat_ns(uint64_t sec, uint64_t ns)
+{
+    if (sec >= FOREVER / NS)
+        return FOREVER;
+    uint64_t t = sec * NS;
+    return ns >= FOREVER - t ? FOREVER : t + ns;
+}
+
+/* A timespec the kernel takes (NULL: none). One it refuses (a negative
+ * field, tv_nsec past 999,999,999) goes to the real call as it is, for
+ * the kernel's own EINVAL. */
+static bool ts_ok(const struct timespec *ts)
+{
+    return ts == NULL || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
+                          ts->tv_nsec < (long)NS);
 }
 
 static uint64_t ts_ns(const struct timespec *ts)
 {
     if (ts == NULL)
         return NEVER;
-    if (ts->tv_sec < 0 || ts->tv_nsec < 0)
-        return 0;
-    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+    return sat_ns((uint64_t)ts->tv_sec, (uint64_t)ts->tv_nsec);
 }
 
 static uint64_t ms_ns(int ms)
@@ -125,8 +146,9 @@ static uint64_t ms_ns(int ms)
 
 static uint64_t deadline_of(uint64_t start, uint64_t timeout)
 {
-    return timeout == NEVER || start + timeout < start ? NEVER
-                                                       : start + timeout;
+    if (timeout == NEVER)
+        return NEVER;
+    return timeout >= FOREVER - start ? FOREVER : start + timeout;
 }
 
 /* ---- poll family ---- */
@@ -241,7 +263,7 @@ RL_EXPORT int __poll_chk(struct pollfd *f, nfds_t n, int ms,
 RL_EXPORT int ppoll(struct pollfd *f, nfds_t n, const struct timespec *ts,
                     const sigset_t *mask)
 {
-    if (!busy())
+    if (!busy() || !ts_ok(ts))
         return WREAL(ppoll)(f, n, ts, mask);
     struct poll_call c = {P_PPOLL, mask, 0};
     return poll_loop(&c, f, n, ts_ns(ts));
@@ -251,7 +273,7 @@ RL_EXPORT int __ppoll_chk(struct pollfd *f, nfds_t n,
                           const struct timespec *ts, const sigset_t *mask,
                           unsigned long fdslen)
 {
-    if (!busy() || fdslen / sizeof *f < n)
+    if (!busy() || fdslen / sizeof *f < n || !ts_ok(ts))
         return WREAL(ppoll_chk)(f, n, ts, mask, fdslen);
     struct poll_call c = {P_PPOLL_CHK, mask, fdslen};
     return poll_loop(&c, f, n, ts_ns(ts));
@@ -272,8 +294,9 @@ static int select_real(bool p, int nfds, struct sel_sets *s, uint64_t ns,
         return WREAL(pselect)(nfds, s->r, s->w, s->e,
                               ns == NEVER ? NULL : &ts, mask);
     }
-    struct timeval tv = {(time_t)(ns / 1000000000u),
-                         (long)((ns % 1000000000u + 999u) / 1000u)};
+    /* Rounded up to the next us (never wake early). */
+    uint64_t us = ns / 1000u + (ns % 1000u != 0);
+    struct timeval tv = {(time_t)(us / 1000000u), (long)(us % 1000000u)};
     return WREAL(select)(nfds, s->r, s->w, s->e, ns == NEVER ? NULL : &tv);
 }
 
@@ -340,8 +363,7 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
         /* Linux tells the time left, as the real select would. */
         uint64_t now = rl_clock_now_ns();
         uint64_t l = deadline == NEVER || now >= deadline ? 0 : deadline - now;
-        *left = (struct timeval){(time_t)(l / 1000000000u),
-                                 (long)(l % 1000000000u / 1000u)};
+        *left = (struct timeval){(time_t)(l / NS), (long)(l % NS / 1000u)};
     }
     return res;
 }
@@ -349,21 +371,25 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
 RL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                      struct timeval *tv)
 {
-    if (!busy() || nfds < 0 || nfds > FD_SETSIZE)
+    /* A negative timeval is the kernel's EINVAL; tv_usec past a second
+     * counts as seconds, as the kernel counts it. */
+    if (!busy() || nfds < 0 || nfds > FD_SETSIZE ||
+        (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0)))
         return WREAL(select)(nfds, r, w, e, tv);
     uint64_t timeout = NEVER;
-    if (tv != NULL)
-        timeout = tv->tv_sec < 0 || tv->tv_usec < 0
-                      ? 0
-                      : (uint64_t)tv->tv_sec * 1000000000u +
-                            (uint64_t)tv->tv_usec * 1000u;
+    if (tv != NULL) {
+        uint64_t us = (uint64_t)tv->tv_usec;
+        uint64_t sec = (uint64_t)tv->tv_sec;
+        sec = sec > FOREVER - us / 1000000u ? FOREVER : sec + us / 1000000u;
+        timeout = sat_ns(sec, us % 1000000u * 1000u);
+    }
     return select_loop(false, nfds, r, w, e, timeout, NULL, tv);
 }
 
 RL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                       const struct timespec *ts, const sigset_t *mask)
 {
-    if (!busy() || nfds < 0 || nfds > FD_SETSIZE)
+    if (!busy() || nfds < 0 || nfds > FD_SETSIZE || !ts_ok(ts))
         return WREAL(pselect)(nfds, r, w, e, ts, mask);
     return select_loop(true, nfds, r, w, e, ts_ns(ts), mask, NULL);
 }
@@ -429,7 +455,7 @@ RL_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int max, int ms,
 RL_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
                            const struct timespec *ts, const sigset_t *mask)
 {
-    if (!busy())
+    if (!busy() || !ts_ok(ts))
         return WREAL(epoll_pwait2)(ep, ev, max, ts, mask);
     return ep_slow(E_PWAIT2, ep, ev, max, ts_ns(ts), mask);
 }
