@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <time.h>
 
@@ -186,6 +187,78 @@ struct poll_saved {
     short events;
 };
 
+/* What a wait call that loops keeps between its real calls: the sockets
+ * hidden now and, for poll, what it changed in the caller's array. 8 KiB:
+ * kept off the program's stack (a thread with a small one, a handler on a
+ * sigaltstack), in buffers made once and shared by every thread, one per
+ * call at a time. A slot is taken by CAS on a bitmap, so a signal handler
+ * that waits inside a wait call takes another one: no lock, nothing
+ * allocated but by mmap (a system call, handler-safe), nothing lost when a
+ * thread ends. With every slot in use, a call maps a buffer of its own
+ * for its length. */
+struct wait_buf {
+    struct rl_ready_view v[VIEW_MAX];
+    struct poll_saved saved[VIEW_MAX];
+};
+
+#define BUFS 64
+static struct wait_buf *bufs[BUFS];
+static _Atomic uint64_t bufs_taken;
+/* The slots this thread holds: a fork child keeps only those (the other
+ * threads' calls are not in it). */
+static __thread uint64_t bufs_mine __attribute__((tls_model("initial-exec")));
+
+static struct wait_buf *buf_map(void)
+{
+    int saved = errno;
+    void *m = mmap(NULL, sizeof(struct wait_buf), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return m == MAP_FAILED ? NULL : m;
+}
+
+/* A buffer for this call (*slot: its slot, BUFS for one of its own), or
+ * NULL when none can be had (the call then passes through). */
+static struct wait_buf *buf_take(unsigned *slot)
+{
+    uint64_t t = atomic_load_explicit(&bufs_taken, memory_order_relaxed);
+    while (~t != 0) {
+        unsigned i = (unsigned)__builtin_ctzll(~t);
+        uint64_t bit = (uint64_t)1 << i;
+        /* Acquire: pairs with the release of buf_give, so the slot's
+         * buffer pointer, written by whoever held it first, is seen. */
+        if (!atomic_compare_exchange_weak_explicit(&bufs_taken, &t, t | bit,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed))
+            continue;
+        bufs_mine |= bit;
+        if (bufs[i] == NULL)
+            bufs[i] = buf_map();
+        if (bufs[i] == NULL) {
+            bufs_mine &= ~bit;
+            atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
+            return NULL;
+        }
+        *slot = i;
+        return bufs[i];
+    }
+    *slot = BUFS;
+    return buf_map();
+}
+
+static void buf_give(struct wait_buf *b, unsigned slot)
+{
+    if (slot == BUFS) {
+        int saved = errno;
+        munmap(b, sizeof *b);
+        errno = saved;
+        return;
+    }
+    uint64_t bit = (uint64_t)1 << slot;
+    bufs_mine &= ~bit;
+    atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
+}
+
 static unsigned poll_hide(struct pollfd *f, nfds_t n,
                           const struct rl_ready_view *v, unsigned nv,
                           struct poll_saved *saved, unsigned cap)
@@ -215,27 +288,39 @@ static void poll_unhide(struct pollfd *f, const struct poll_saved *saved,
     }
 }
 
-static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
-                     uint64_t timeout)
+static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
+                        nfds_t n, uint64_t timeout, struct wait_buf *b)
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
-    struct poll_saved saved[VIEW_MAX];
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
-        if (!tend(now, v, &nv, &next))
+        if (!tend(now, b->v, &nv, &next))
             return poll_real(c, f, n, timeout);
-        unsigned k = poll_hide(f, n, v, nv, saved, VIEW_MAX);
+        unsigned k = poll_hide(f, n, b->v, nv, b->saved, VIEW_MAX);
         int r = poll_real(c, f, n, wait_ns(now, deadline, next));
         int err = errno;
-        poll_unhide(f, saved, k);
+        poll_unhide(f, b->saved, k);
         errno = err;
         if (r != 0 || timeout == 0 || next == NEVER ||
             rl_clock_now_ns() >= deadline)
             return r;
     }
+}
+
+static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
+                     uint64_t timeout)
+{
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL)
+        return poll_real(c, f, n, timeout);
+    int r = poll_loop_in(c, f, n, timeout, b);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
+    return r;
 }
 
 static COLD int poll_slow(struct pollfd *f, nfds_t n, int ms)
@@ -329,9 +414,9 @@ static void sel_hide(int nfds, struct sel_sets *s, const struct rl_ready_view *v
     }
 }
 
-static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
-                       uint64_t timeout, const sigset_t *mask,
-                       struct timeval *left)
+static int select_loop_in(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
+                          uint64_t timeout, const sigset_t *mask,
+                          struct timeval *left, struct rl_ready_view *v)
 {
     struct sel_sets s = {.r = r, .w = w, .e = e};
     size_t bytes = ((size_t)nfds + 7) / 8;
@@ -343,7 +428,6 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
         memcpy(&s.e0, e, bytes);
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
     int res;
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
@@ -365,6 +449,27 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
         uint64_t l = deadline == NEVER || now >= deadline ? 0 : deadline - now;
         *left = (struct timeval){(time_t)(l / NS), (long)(l % NS / 1000u)};
     }
+    return res;
+}
+
+static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
+                            uint64_t timeout, const sigset_t *mask,
+                            struct timeval *left)
+{
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL) {
+        if (p) {
+            struct timespec ts = to_ts(timeout);
+            return WREAL(pselect)(nfds, r, w, e,
+                                  timeout == NEVER ? NULL : &ts, mask);
+        }
+        return WREAL(select)(nfds, r, w, e, left);
+    }
+    int res = select_loop_in(p, nfds, r, w, e, timeout, mask, left, b->v);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
     return res;
 }
 
@@ -414,11 +519,11 @@ static int ep_real(int kind, int ep, struct epoll_event *ev, int max,
 /* The kernel already shows held sockets less (epreg.h): the loop only
  * wakes at their turns and gives their registrations back. */
 static int ep_loop(int kind, int ep, struct epoll_event *ev, int max,
-                   uint64_t timeout, const sigset_t *mask)
+                   uint64_t timeout, const sigset_t *mask,
+                   struct rl_ready_view *v)
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
@@ -434,7 +539,15 @@ static int ep_loop(int kind, int ep, struct epoll_event *ev, int max,
 static COLD int ep_slow(int kind, int ep, struct epoll_event *ev, int max,
                         uint64_t timeout, const sigset_t *mask)
 {
-    return ep_loop(kind, ep, ev, max, timeout, mask);
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL)
+        return ep_real(kind, ep, ev, max, timeout, mask);
+    int r = ep_loop(kind, ep, ev, max, timeout, mask, b->v);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
+    return r;
 }
 
 RL_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
@@ -512,6 +625,7 @@ static void atfork_child(void)
 {
     rl_ready_atfork_child();
     rl_epreg_atfork_child();
+    atomic_store_explicit(&bufs_taken, bufs_mine, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void wait_init(void)

@@ -54,3 +54,31 @@ Test(waits, a_timeout_of_2_62_seconds_waits_for_the_turn)
                      line);
     }
 }
+
+/* The wait calls' slow path (a held socket) on a thread with a 64 KiB
+ * stack: each uses at most 4 KiB of it more than the fast path does (the
+ * control, the same call on the same thread before any hold). */
+Test(waits, a_held_wait_takes_at_most_4_KiB_of_the_stack)
+{
+    h_config_write("[default]\nsend = 4/s\nto = 127.0.0.1:%d\n", srv.port);
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    h_helper("stackdepth", helper, sizeof helper);
+    char *argv[] = {helper, port, NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    long control = h_out_long(&r, "control", -1);
+    cr_assert_gt(control, 0, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fails", -1), 0,
+                 "a wait did not report the socket: %s", r.out);
+    const char *calls[] = {"poll", "select", "epoll"};
+    for (size_t i = 0; i < 3; i++) {
+        long b = h_out_long(&r, calls[i], -1);
+        cr_assert_gt(b, 0, "no %s line: %s", calls[i], r.out);
+        cr_log_info("%s: %ld bytes of stack, %ld for the control", calls[i],
+                    b, control);
+        cr_expect_leq(b - control, 4096,
+                     "%s used %ld bytes of stack held, %ld not: %s", calls[i],
+                     b, control, r.out);
+    }
+}
