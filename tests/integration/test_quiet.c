@@ -123,6 +123,14 @@ Test(quiet, closes_of_marked_sockets_make_no_system_call_of_the_shims)
     expect_same_per_round(1000, "sockets", 6);
 }
 
+/* After a vfork (its child closed an inet socket), the parent's closes
+ * are as cheap as before: the flag the child saw is the parent's no more. */
+Test(quiet, closes_after_a_vfork_make_no_system_call_of_the_shims)
+{
+    h_config_write("[default]\nsend = 10/s\nto = 127.0.0.1\n");
+    expect_same_per_round(1000, "vfork", 6);
+}
+
 /* Files in the state dir. */
 static int state_files(void)
 {

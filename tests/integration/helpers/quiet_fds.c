@@ -4,18 +4,22 @@
  * the shim up or cost a system call of its own (SPEC §1: files and pipes
  * pass through untouched).
  *
- *     quiet_fds N FILE [inet|sockets]     prints "done=1"
+ *     quiet_fds N FILE [inet|sockets|vfork]     prints "done=1"
  *
  * inet: an inet socket is registered with epoll too (that may set the
  * shim up: the control that shows a set-up is seen). sockets: N inet
  * sockets are also made and closed (marked by the shim: their close may
- * look at its tables, but makes no system call of its own). */
+ * look at its tables, but makes no system call of its own). vfork: as
+ * sockets, after a vfork whose child closes an inet socket and exits (the
+ * parent's own closes are then as before). */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -37,8 +41,22 @@ int main(int argc, char **argv)
         if (s < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &se) != 0)
             return 1;
     }
+    volatile bool socks = strcmp(mode, "sockets") == 0;
+    if (strcmp(mode, "vfork") == 0) {
+        socks = true;
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        pid_t pid = vfork();
+        if (pid == 0) {
+            close(s);
+            _exit(0);
+        }
+        int st;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0)
+            return 1;
+        close(s);
+    }
     for (int i = 0; i < n; i++) {
-        if (strcmp(mode, "sockets") == 0) {
+        if (socks) {
             int s = socket(AF_INET, SOCK_STREAM, 0);
             if (s < 0)
                 return 1;
