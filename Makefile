@@ -65,7 +65,7 @@ TEST_DEPS  := $(BUILD_DEPS) libcriterion-dev:pc:criterion curl:cmd:curl \
               mandoc:cmd:mandoc socat:cmd:socat binutils:cmd:nm \
               nodejs:cmd:node default-jdk-headless:cmd:javac \
               redis-server:cmd:redis-server libhiredis-dev:pc:hiredis \
-              python3-pytest:cmd:pytest-3
+              python3-pytest:cmd:pytest-3 strace:cmd:strace
 # The seccomp tests build a Go client (standard library only, offline).
 TEST_DEPS  += golang-go:cmd:go
 # `rlshim stat --prometheus` is read by a real parser of the text format

@@ -9,7 +9,7 @@ bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 
 # The .so exports exactly the hooked libc names, nothing of inih or ours.
 allowed="connect getsockopt send sendto sendmsg sendmmsg write writev sendfile sendfile64
-close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose
+close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose vfork __vfork
 socket socketpair accept accept4 syscall
 poll ppoll __poll_chk __ppoll_chk select pselect
 epoll_wait epoll_pwait epoll_pwait2 epoll_ctl

@@ -9,8 +9,9 @@
  * edge-triggered registration, so the program gets its edge then.
  *
  * Up to two (epoll fd, fd) registrations per fd number; more are not
- * recorded (their socket is not hidden from those sets). Under one mutex;
- * callers hold the shim's re-entry guard. */
+ * recorded (their socket is not hidden from those sets). Only inet
+ * sockets' are recorded (hook_wait.c's epoll_ctl), so only their close
+ * looks here. Under one mutex; callers hold the shim's re-entry guard. */
 #ifndef RL_SHIM_EPREG_H
 #define RL_SHIM_EPREG_H
 
@@ -24,7 +25,8 @@ enum rl_epreg_mode {
     RL_EPREG_ABSENT = 2, /* not in the kernel (a deferred connect) */
 };
 
-/* Registrations recorded: while 0, a close costs nothing here. */
+/* Registrations recorded: while 0, even an inet socket's close costs
+ * nothing here. */
 extern atomic_uint rl_epreg_n;
 
 /* The mode a socket must have now (from policy/ready.h). */

@@ -31,6 +31,12 @@
              (inherited across exec): MATCHED until the                        \
              first send asks the rule about its peer */
 
+/* The bits of an inet socket (or what may be one: a provisional mark).
+ * Only such an fd is ever held or has its epoll registrations recorded
+ * (shim/wait.h), so the close of anything else (a file, a pipe, an
+ * AF_UNIX socket) skips those tables. */
+#define RL_FD_INET (RL_FD_STREAM | RL_FD_DGRAM | RL_FD_INHERITED)
+
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
 

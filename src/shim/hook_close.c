@@ -5,7 +5,12 @@
  * close paths clear the mark *before* the real call (after it, another
  * thread's new socket could already own the number and its new mark).
  * Copies (dup, F_DUPFD) carry the mark after the real call succeeds. None
- * of these consult the config: they work before init and never block. */
+ * of these consult the config: they work before init and never block.
+ *
+ * An fd the shim never marked (a file, a pipe: nothing the shim made or
+ * saw connect) costs one table look-up here and nothing else: no system
+ * call, no lock. Only an inet socket can have wait-table entries
+ * (shim/wait.h), and only those look for them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -19,20 +24,35 @@
 #include "shim/shim.h"
 #include "shim/wait.h"
 
-/* A copy of `from`'s mark onto `to` changes something (and is not made by
- * a vfork child in its parent's memory). */
+/* The close of a marked fd (out of line: a file or a pipe never comes
+ * here). A vfork child's close leaves its parent's marks and entries be. */
+static __attribute__((noinline)) void forget(int fd, uint32_t m)
+{
+    if (rl_shim_in_vfork_child())
+        return;
+    rl_fdtab_clear(fd);
+    rl_wait_forget(fd, m);
+}
+
+/* After a copy of `from` onto `to` (dup*, F_DUPFD) succeeded: `to` carries
+ * `from`'s mark, and what the number carried before is forgotten (dup2
+ * and dup3 replaced it). Only when one of them is marked. */
 static void copy_mark(int from, int to)
 {
-    if ((rl_fdtab_get(from) | rl_fdtab_get(to)) != 0 &&
-        !rl_shim_in_vfork_child())
-        rl_fdtab_copy(from, to);
+    uint32_t old = rl_fdtab_get(to);
+    if ((rl_fdtab_get(from) | old) == 0 || rl_shim_in_vfork_child())
+        return;
+    int saved = errno;
+    rl_wait_forget(to, old);
+    rl_fdtab_copy(from, to);
+    errno = saved;
 }
 
 RL_EXPORT int close(int fd)
 {
-    if (rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
-        rl_fdtab_clear(fd);
-    rl_wait_forget(fd);
+    uint32_t m = rl_fdtab_get(fd);
+    if (__builtin_expect(m != 0, 0))
+        forget(fd, m);
     return REAL(close)(fd);
 }
 
@@ -61,37 +81,26 @@ RL_EXPORT void closefrom(int lowfd)
 RL_EXPORT int dup(int fd)
 {
     int r = REAL(dup)(fd);
-    if (r >= 0) {
-        int saved = errno;
+    if (r >= 0)
         copy_mark(fd, r);
-        errno = saved;
-    }
     return r;
 }
 
+/* dup2 and dup3 forget what `to` carried once it is replaced (a number
+ * that stays taken throughout: no other socket can get it meanwhile). */
 RL_EXPORT int dup2(int from, int to)
 {
-    if (from != to)
-        rl_wait_forget(to);
     int r = REAL(dup2)(from, to);
-    if (r >= 0 && from != to) {
-        int saved = errno;
+    if (r >= 0 && from != to)
         copy_mark(from, to);
-        errno = saved;
-    }
     return r;
 }
 
 RL_EXPORT int dup3(int from, int to, int flags)
 {
-    if (from != to)
-        rl_wait_forget(to);
     int r = REAL(dup3)(from, to, flags);
-    if (r >= 0) {
-        int saved = errno;
+    if (r >= 0)
         copy_mark(from, to);
-        errno = saved;
-    }
     return r;
 }
 
@@ -101,11 +110,8 @@ RL_EXPORT int dup3(int from, int to, int flags)
  * x86-64 and aarch64) and hand it on unchanged. */
 static int after_fcntl(int fd, int cmd, int r)
 {
-    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
-        int saved = errno;
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
         copy_mark(fd, r);
-        errno = saved;
-    }
     return r;
 }
 
@@ -130,10 +136,12 @@ RL_EXPORT int fcntl64(int fd, int cmd, ...)
 RL_EXPORT int fclose(FILE *fp)
 {
     if (fp != NULL) {
-        int fd = fileno(fp);
-        if (fd >= 0 && rl_fdtab_get(fd) != 0 && !rl_shim_in_vfork_child())
-            rl_fdtab_clear(fd);
-        rl_wait_forget(fd);
+        int saved = errno;
+        int fd = fileno(fp); /* -1 and EBADF for a stream without one */
+        errno = saved;
+        uint32_t m = rl_fdtab_get(fd);
+        if (__builtin_expect(m != 0, 0))
+            forget(fd, m);
     }
     return REAL(fclose)(fp);
 }

@@ -25,11 +25,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <time.h>
 
 #include "policy/ready.h"
 #include "shim/epreg.h"
+#include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
@@ -41,6 +43,11 @@
  * loads, a test and a tail call while nothing is held. */
 #define COLD __attribute__((noinline, cold))
 #define NEVER UINT64_MAX
+/* A timeout too long to count in ns (2^64 ns is 584 years): for ever,
+ * practically, yet a timeout (select still tells the time left). Every
+ * conversion and sum below saturates here, never wraps. */
+#define FOREVER (NEVER - 1)
+#define NS 1000000000u
 
 static inline bool busy(void)
 {
@@ -98,23 +105,39 @@ static int to_ms(uint64_t ns)
 {
     if (ns == NEVER)
         return -1;
-    uint64_t ms = (ns + 999999u) / 1000000u; /* never wake early */
+    /* Rounded up (never wake early), without the sum that would wrap. */
+    uint64_t ms = ns / 1000000u + (ns % 1000000u != 0);
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 static struct timespec to_ts(uint64_t ns)
 {
-    return (struct timespec){(time_t)(ns / 1000000000u),
-                             (long)(ns % 1000000000u)};
+    return (struct timespec){(time_t)(ns / NS), (long)(ns % NS)};
+}
+
+/* sec s + ns ns (both >= 0) in ns, FOREVER past it. */
+static uint64_t sat_ns(uint64_t sec, uint64_t ns)
+{
+    if (sec >= FOREVER / NS)
+        return FOREVER;
+    uint64_t t = sec * NS;
+    return ns >= FOREVER - t ? FOREVER : t + ns;
+}
+
+/* A timespec the kernel takes (NULL: none). One it refuses (a negative
+ * field, tv_nsec past 999,999,999) goes to the real call as it is, for
+ * the kernel's own EINVAL. */
+static bool ts_ok(const struct timespec *ts)
+{
+    return ts == NULL || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
+                          ts->tv_nsec < (long)NS);
 }
 
 static uint64_t ts_ns(const struct timespec *ts)
 {
     if (ts == NULL)
         return NEVER;
-    if (ts->tv_sec < 0 || ts->tv_nsec < 0)
-        return 0;
-    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+    return sat_ns((uint64_t)ts->tv_sec, (uint64_t)ts->tv_nsec);
 }
 
 static uint64_t ms_ns(int ms)
@@ -124,8 +147,9 @@ static uint64_t ms_ns(int ms)
 
 static uint64_t deadline_of(uint64_t start, uint64_t timeout)
 {
-    return timeout == NEVER || start + timeout < start ? NEVER
-                                                       : start + timeout;
+    if (timeout == NEVER)
+        return NEVER;
+    return timeout >= FOREVER - start ? FOREVER : start + timeout;
 }
 
 /* ---- poll family ---- */
@@ -163,6 +187,78 @@ struct poll_saved {
     short events;
 };
 
+/* What a wait call that loops keeps between its real calls: the sockets
+ * hidden now and, for poll, what it changed in the caller's array. 8 KiB:
+ * kept off the program's stack (a thread with a small one, a handler on a
+ * sigaltstack), in buffers made once and shared by every thread, one per
+ * call at a time. A slot is taken by CAS on a bitmap, so a signal handler
+ * that waits inside a wait call takes another one: no lock, nothing
+ * allocated but by mmap (a system call, handler-safe), nothing lost when a
+ * thread ends. With every slot in use, a call maps a buffer of its own
+ * for its length. */
+struct wait_buf {
+    struct rl_ready_view v[VIEW_MAX];
+    struct poll_saved saved[VIEW_MAX];
+};
+
+#define BUFS 64
+static struct wait_buf *bufs[BUFS];
+static _Atomic uint64_t bufs_taken;
+/* The slots this thread holds: a fork child keeps only those (the other
+ * threads' calls are not in it). */
+static __thread uint64_t bufs_mine __attribute__((tls_model("initial-exec")));
+
+static struct wait_buf *buf_map(void)
+{
+    int saved = errno;
+    void *m = mmap(NULL, sizeof(struct wait_buf), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return m == MAP_FAILED ? NULL : m;
+}
+
+/* A buffer for this call (*slot: its slot, BUFS for one of its own), or
+ * NULL when none can be had (the call then passes through). */
+static struct wait_buf *buf_take(unsigned *slot)
+{
+    uint64_t t = atomic_load_explicit(&bufs_taken, memory_order_relaxed);
+    while (~t != 0) {
+        unsigned i = (unsigned)__builtin_ctzll(~t);
+        uint64_t bit = (uint64_t)1 << i;
+        /* Acquire: pairs with the release of buf_give, so the slot's
+         * buffer pointer, written by whoever held it first, is seen. */
+        if (!atomic_compare_exchange_weak_explicit(&bufs_taken, &t, t | bit,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed))
+            continue;
+        bufs_mine |= bit;
+        if (bufs[i] == NULL)
+            bufs[i] = buf_map();
+        if (bufs[i] == NULL) {
+            bufs_mine &= ~bit;
+            atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
+            return NULL;
+        }
+        *slot = i;
+        return bufs[i];
+    }
+    *slot = BUFS;
+    return buf_map();
+}
+
+static void buf_give(struct wait_buf *b, unsigned slot)
+{
+    if (slot == BUFS) {
+        int saved = errno;
+        munmap(b, sizeof *b);
+        errno = saved;
+        return;
+    }
+    uint64_t bit = (uint64_t)1 << slot;
+    bufs_mine &= ~bit;
+    atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
+}
+
 static unsigned poll_hide(struct pollfd *f, nfds_t n,
                           const struct rl_ready_view *v, unsigned nv,
                           struct poll_saved *saved, unsigned cap)
@@ -192,27 +288,39 @@ static void poll_unhide(struct pollfd *f, const struct poll_saved *saved,
     }
 }
 
-static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
-                     uint64_t timeout)
+static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
+                        nfds_t n, uint64_t timeout, struct wait_buf *b)
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
-    struct poll_saved saved[VIEW_MAX];
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
-        if (!tend(now, v, &nv, &next))
+        if (!tend(now, b->v, &nv, &next))
             return poll_real(c, f, n, timeout);
-        unsigned k = poll_hide(f, n, v, nv, saved, VIEW_MAX);
+        unsigned k = poll_hide(f, n, b->v, nv, b->saved, VIEW_MAX);
         int r = poll_real(c, f, n, wait_ns(now, deadline, next));
         int err = errno;
-        poll_unhide(f, saved, k);
+        poll_unhide(f, b->saved, k);
         errno = err;
         if (r != 0 || timeout == 0 || next == NEVER ||
             rl_clock_now_ns() >= deadline)
             return r;
     }
+}
+
+static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
+                     uint64_t timeout)
+{
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL)
+        return poll_real(c, f, n, timeout);
+    int r = poll_loop_in(c, f, n, timeout, b);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
+    return r;
 }
 
 static COLD int poll_slow(struct pollfd *f, nfds_t n, int ms)
@@ -240,7 +348,7 @@ RL_EXPORT int __poll_chk(struct pollfd *f, nfds_t n, int ms,
 RL_EXPORT int ppoll(struct pollfd *f, nfds_t n, const struct timespec *ts,
                     const sigset_t *mask)
 {
-    if (!busy())
+    if (!busy() || !ts_ok(ts))
         return WREAL(ppoll)(f, n, ts, mask);
     struct poll_call c = {P_PPOLL, mask, 0};
     return poll_loop(&c, f, n, ts_ns(ts));
@@ -250,7 +358,7 @@ RL_EXPORT int __ppoll_chk(struct pollfd *f, nfds_t n,
                           const struct timespec *ts, const sigset_t *mask,
                           unsigned long fdslen)
 {
-    if (!busy() || fdslen / sizeof *f < n)
+    if (!busy() || fdslen / sizeof *f < n || !ts_ok(ts))
         return WREAL(ppoll_chk)(f, n, ts, mask, fdslen);
     struct poll_call c = {P_PPOLL_CHK, mask, fdslen};
     return poll_loop(&c, f, n, ts_ns(ts));
@@ -271,8 +379,9 @@ static int select_real(bool p, int nfds, struct sel_sets *s, uint64_t ns,
         return WREAL(pselect)(nfds, s->r, s->w, s->e,
                               ns == NEVER ? NULL : &ts, mask);
     }
-    struct timeval tv = {(time_t)(ns / 1000000000u),
-                         (long)((ns % 1000000000u + 999u) / 1000u)};
+    /* Rounded up to the next us (never wake early). */
+    uint64_t us = ns / 1000u + (ns % 1000u != 0);
+    struct timeval tv = {(time_t)(us / 1000000u), (long)(us % 1000000u)};
     return WREAL(select)(nfds, s->r, s->w, s->e, ns == NEVER ? NULL : &tv);
 }
 
@@ -305,9 +414,9 @@ static void sel_hide(int nfds, struct sel_sets *s, const struct rl_ready_view *v
     }
 }
 
-static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
-                       uint64_t timeout, const sigset_t *mask,
-                       struct timeval *left)
+static int select_loop_in(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
+                          uint64_t timeout, const sigset_t *mask,
+                          struct timeval *left, struct rl_ready_view *v)
 {
     struct sel_sets s = {.r = r, .w = w, .e = e};
     size_t bytes = ((size_t)nfds + 7) / 8;
@@ -319,7 +428,6 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
         memcpy(&s.e0, e, bytes);
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
     int res;
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
@@ -339,30 +447,54 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
         /* Linux tells the time left, as the real select would. */
         uint64_t now = rl_clock_now_ns();
         uint64_t l = deadline == NEVER || now >= deadline ? 0 : deadline - now;
-        *left = (struct timeval){(time_t)(l / 1000000000u),
-                                 (long)(l % 1000000000u / 1000u)};
+        *left = (struct timeval){(time_t)(l / NS), (long)(l % NS / 1000u)};
     }
+    return res;
+}
+
+static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
+                            uint64_t timeout, const sigset_t *mask,
+                            struct timeval *left)
+{
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL) {
+        if (p) {
+            struct timespec ts = to_ts(timeout);
+            return WREAL(pselect)(nfds, r, w, e,
+                                  timeout == NEVER ? NULL : &ts, mask);
+        }
+        return WREAL(select)(nfds, r, w, e, left);
+    }
+    int res = select_loop_in(p, nfds, r, w, e, timeout, mask, left, b->v);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
     return res;
 }
 
 RL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                      struct timeval *tv)
 {
-    if (!busy() || nfds < 0 || nfds > FD_SETSIZE)
+    /* A negative timeval is the kernel's EINVAL; tv_usec past a second
+     * counts as seconds, as the kernel counts it. */
+    if (!busy() || nfds < 0 || nfds > FD_SETSIZE ||
+        (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0)))
         return WREAL(select)(nfds, r, w, e, tv);
     uint64_t timeout = NEVER;
-    if (tv != NULL)
-        timeout = tv->tv_sec < 0 || tv->tv_usec < 0
-                      ? 0
-                      : (uint64_t)tv->tv_sec * 1000000000u +
-                            (uint64_t)tv->tv_usec * 1000u;
+    if (tv != NULL) {
+        uint64_t us = (uint64_t)tv->tv_usec;
+        uint64_t sec = (uint64_t)tv->tv_sec;
+        sec = sec > FOREVER - us / 1000000u ? FOREVER : sec + us / 1000000u;
+        timeout = sat_ns(sec, us % 1000000u * 1000u);
+    }
     return select_loop(false, nfds, r, w, e, timeout, NULL, tv);
 }
 
 RL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                       const struct timespec *ts, const sigset_t *mask)
 {
-    if (!busy() || nfds < 0 || nfds > FD_SETSIZE)
+    if (!busy() || nfds < 0 || nfds > FD_SETSIZE || !ts_ok(ts))
         return WREAL(pselect)(nfds, r, w, e, ts, mask);
     return select_loop(true, nfds, r, w, e, ts_ns(ts), mask, NULL);
 }
@@ -387,11 +519,11 @@ static int ep_real(int kind, int ep, struct epoll_event *ev, int max,
 /* The kernel already shows held sockets less (epreg.h): the loop only
  * wakes at their turns and gives their registrations back. */
 static int ep_loop(int kind, int ep, struct epoll_event *ev, int max,
-                   uint64_t timeout, const sigset_t *mask)
+                   uint64_t timeout, const sigset_t *mask,
+                   struct rl_ready_view *v)
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
-    struct rl_ready_view v[VIEW_MAX];
     for (;;) {
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
@@ -407,7 +539,15 @@ static int ep_loop(int kind, int ep, struct epoll_event *ev, int max,
 static COLD int ep_slow(int kind, int ep, struct epoll_event *ev, int max,
                         uint64_t timeout, const sigset_t *mask)
 {
-    return ep_loop(kind, ep, ev, max, timeout, mask);
+    unsigned slot;
+    struct wait_buf *b = buf_take(&slot);
+    if (b == NULL)
+        return ep_real(kind, ep, ev, max, timeout, mask);
+    int r = ep_loop(kind, ep, ev, max, timeout, mask, b->v);
+    int err = errno;
+    buf_give(b, slot);
+    errno = err;
+    return r;
 }
 
 RL_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
@@ -428,15 +568,38 @@ RL_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int max, int ms,
 RL_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int max,
                            const struct timespec *ts, const sigset_t *mask)
 {
-    if (!busy())
+    if (!busy() || !ts_ok(ts))
         return WREAL(epoll_pwait2)(ep, ev, max, ts, mask);
     return ep_slow(E_PWAIT2, ep, ev, max, ts_ns(ts), mask);
 }
 
+/* Could fd's registration ever need to be shown less? Only an inet
+ * socket's (its mark says so: made through socket(), seen connecting, or
+ * inherited and found by the look at inherited sockets, which an ADD of an
+ * unmarked fd runs if it is still due, as a send would). A file, a pipe,
+ * an AF_UNIX socket pass straight through: no set-up, no record, so that
+ * their close costs nothing either (hook_close.c). An unmarked inet
+ * socket made behind the shim's back (a raw system call, SCM_RIGHTS) is
+ * not recorded: its sends are not charged unless it connects through the
+ * shim, and its registrations then stay as the program made them. MOD and
+ * DEL only ever find records once the shim is ready. */
+static bool ep_recordable(int op, int fd)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (m == 0 && op == EPOLL_CTL_ADD && rl_shim_scan_due()) {
+        rl_shim_scan_now();
+        m = rl_fdtab_get(fd);
+    }
+    if (!(m & RL_FD_INET))
+        return false;
+    return op == EPOLL_CTL_ADD || rl_shim_ready();
+}
+
 RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
 {
-    /* Recorded only while a rule applies (then a socket may be held). */
-    if (!rl_shim_enter())
+    /* Recorded only while a rule applies (then a socket may be held): an
+     * ADD of an inet socket may run the deferred set-up. */
+    if (!ep_recordable(op, fd) || !rl_shim_enter())
         return WREAL(epoll_ctl)(ep, op, fd, ev);
     int mode = rl_epreg_mode_now(fd, rl_clock_now_ns());
     if (mode == RL_EPREG_FULL) {
@@ -454,6 +617,13 @@ RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
     rl_shim_leave();
     errno = err;
     return r;
+}
+
+/* In a fork child: only the forking thread's buffers are in use (the
+ * other threads are not there). Called by init.c's one fork handler. */
+void rl_wait_atfork_child(void)
+{
+    atomic_store_explicit(&bufs_taken, bufs_mine, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void wait_init(void)

@@ -44,6 +44,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
+#include "shim/wait.h"
 #include "util/log.h"
 #include "util/sys.h"
 
@@ -234,6 +235,7 @@ static void after_fork_child(void)
         __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     rl_proc_atfork_child(&proc);
     rl_epreg_atfork_child();
+    rl_wait_atfork_child();
 }
 
 /* At start-up: the environment, and whether there is a config at all

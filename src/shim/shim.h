@@ -36,15 +36,40 @@ extern int rl_shim_state;
  * first access. */
 extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
-/* The pid this image runs as, set by the constructor and in a fork child.
- * A vfork child (python's subprocess, for one) runs in its parent's memory
+/* The pid this image runs as, set by the constructor and in a fork child. */
+extern int rl_shim_pid;
+
+/* A vfork child (python's subprocess, for one) runs in its parent's memory
  * until it execs: its close/dup calls must not change the parent's marks,
  * so the bookkeeping hooks ask rl_shim_in_vfork_child() before they touch
- * a mark (one getpid(2), paid only when a mark would change). */
-extern int rl_shim_pid;
+ * a mark.
+ *
+ * The shim's vfork (shim/vfork.c, x86-64) sets rl_shim_vforking of the
+ * calling thread just before the system call and puts back what it was
+ * once the parent runs again. The child runs on the very thread control
+ * block of the thread that called vfork (same thread pointer, same memory),
+ * so it sees that thread's flag set for as long as it lives; the parent
+ * thread is suspended meanwhile, and the parent's other threads, which go
+ * on closing their own fds, each read a flag of their own, which is 0. So
+ * a close on any thread that never vforked costs one TLS load. getpid()
+ * is asked only when the flag is set: then the caller is the child, or the
+ * parent thread in the few instructions before the system call (a signal
+ * handler there), which getpid() tells apart. posix_spawn's CLONE_VM child
+ * calls glibc's internal functions only, never these hooks. Elsewhere
+ * (no vfork of the shim's) every check asks getpid(). */
+#if defined(__x86_64__)
+#define RL_SHIM_VFORK_HOOKED 1
+extern __thread int rl_shim_vforking __attribute__((tls_model("initial-exec")));
+#else
+#define RL_SHIM_VFORK_HOOKED 0
+#endif
 
 static inline bool rl_shim_in_vfork_child(void)
 {
+#if RL_SHIM_VFORK_HOOKED
+    if (__builtin_expect(!rl_shim_vforking, 1))
+        return false;
+#endif
     return getpid() != __atomic_load_n(&rl_shim_pid, __ATOMIC_RELAXED);
 }
 

@@ -13,9 +13,10 @@
 
 #include "policy/gate.h"
 #include "policy/ready.h"
+#include "shim/fdtab.h"
 
-/* epoll registrations recorded (shim/epreg.c): with rl_ready_n, the only
- * cost of a close while both are 0. */
+/* epoll registrations recorded (shim/epreg.c): with rl_ready_n, whether
+ * the close of an inet socket has entries to look for. */
 extern atomic_uint rl_epreg_n;
 
 static inline bool rl_wait_live(void)
@@ -66,13 +67,20 @@ void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
 
 void rl_wait_forget_slow(unsigned first, unsigned last);
 
-/* fd (or [first, last]) is being closed or replaced. */
-static inline void rl_wait_forget(int fd)
+/* fd, whose mark is `mark`, is being closed or replaced. Only an inet
+ * socket can have an entry (the hook records none for anything else):
+ * the close of a file or a pipe never gets this far. */
+static inline void rl_wait_forget(int fd, uint32_t mark)
 {
-    if (__builtin_expect(rl_wait_live(), 0) && fd >= 0)
+    if ((mark & RL_FD_INET) && __builtin_expect(rl_wait_live(), 0) && fd >= 0)
         rl_wait_forget_slow((unsigned)fd, (unsigned)fd);
 }
 
+/* In a fork child: the wait buffers of the parent's other threads are
+ * free again (init.c's fork handler). */
+void rl_wait_atfork_child(void);
+
+/* [first, last] is being closed. */
 static inline void rl_wait_forget_range(unsigned first, unsigned last)
 {
     if (rl_wait_live())

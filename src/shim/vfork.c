@@ -1,0 +1,96 @@
+/* vfork.c — vfork and __vfork, so that the hooks can tell a vfork child
+ * by one thread-local load (shim.h, rl_shim_in_vfork_child).
+ *
+ * Written in assembly, as glibc's is: the child returns from vfork and
+ * goes on using the stack below the caller's frame, so a C wrapper's own
+ * frame (its saved registers, its return address) could be overwritten
+ * before the parent returns through it. Like glibc's, this one keeps the
+ * return address in a register across the system call (each task has its
+ * own registers) and pushes it back afterwards.
+ *
+ * The flag is the calling thread's rl_shim_vforking: set to 1 before the
+ * system call, seen set by the child (which runs on this thread's TLS
+ * block), and put back to what it was (0, unless a vfork child vforks
+ * again) by the parent when it resumes. No lock, no system call besides
+ * vfork itself. */
+#include <errno.h>
+#include <sys/syscall.h>
+
+#include "shim/shim.h"
+
+#if RL_SHIM_VFORK_HOOKED
+
+__thread int rl_shim_vforking __attribute__((tls_model("initial-exec")));
+
+/* The parent's error path (no child was made): errno, -1. Hidden, called
+ * by the stub with the stack as it was at vfork's entry. */
+__attribute__((used)) long rl_shim_vfork_failed(long r)
+{
+    errno = (int)-r;
+    return -1;
+}
+
+#if defined(__CET__) && (__CET__ & 1)
+#define RL_ENDBR "endbr64\n"
+#else
+#define RL_ENDBR ""
+#endif
+
+/* Built with shadow stacks (-fcf-protection=return): the child must not
+ * pop the shadow stack the parent shares, so it leaves by an indirect
+ * jump (glibc does the same). RDSSP reads 0 where shadow stacks are off. */
+#if defined(__CET__) && (__CET__ & 2)
+#define RL_CHILD_RET                                                           \
+    "    xorl %esi, %esi\n"                                                    \
+    "    rdsspq %rsi\n"                                                        \
+    "    testq %rsi, %rsi\n"                                                   \
+    "    je 1f\n"                                                              \
+    "    popq %rdi\n"                                                          \
+    "    jmp *%rdi\n"                                                          \
+    "1:  ret\n"
+#else
+#define RL_CHILD_RET "    ret\n"
+#endif
+
+#define RL_STR_(x) #x
+#define RL_STR(x) RL_STR_(x)
+
+__asm__(".text\n"
+        ".globl vfork\n"
+        ".type vfork, @function\n"
+        ".globl __vfork\n"
+        ".type __vfork, @function\n"
+        ".p2align 4\n"
+        "vfork:\n"
+        "__vfork:\n"
+        "    .cfi_startproc\n" RL_ENDBR
+        /* %esi: the flag as it was; then set it. */
+        "    movq rl_shim_vforking@gottpoff(%rip), %rcx\n"
+        "    movl %fs:(%rcx), %esi\n"
+        "    movl $1, %fs:(%rcx)\n"
+        /* The return address into %rdi: the child may overwrite its
+         * slot. %rdi and %rsi survive the system call (%rcx does not). */
+        "    popq %rdi\n"
+        "    .cfi_adjust_cfa_offset -8\n"
+        "    .cfi_register %rip, %rdi\n"
+        "    movl $" RL_STR(SYS_vfork) ", %eax\n"
+        "    syscall\n"
+        "    pushq %rdi\n"
+        "    .cfi_adjust_cfa_offset 8\n"
+        "    .cfi_rel_offset %rip, 0\n"
+        "    testq %rax, %rax\n"
+        "    jz 2f\n"
+        /* The parent (or no child): the flag back as it was. */
+        "    movq rl_shim_vforking@gottpoff(%rip), %rcx\n"
+        "    movl %esi, %fs:(%rcx)\n"
+        "    cmpq $-4095, %rax\n"
+        "    jae 3f\n"
+        "    ret\n"
+        "2:\n" RL_CHILD_RET "3:\n"
+        "    movq %rax, %rdi\n"
+        "    jmp rl_shim_vfork_failed\n"
+        "    .cfi_endproc\n"
+        ".size vfork, .-vfork\n"
+        ".size __vfork, .-__vfork\n");
+
+#endif
