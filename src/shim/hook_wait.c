@@ -625,8 +625,3 @@ void rl_wait_atfork_child(void)
 {
     atomic_store_explicit(&bufs_taken, bufs_mine, memory_order_relaxed);
 }
-
-__attribute__((constructor)) static void wait_init(void)
-{
-    rl_wreal_resolve();
-}

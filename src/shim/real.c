@@ -182,7 +182,7 @@ static long fb_syscall(long nr, ...)
     return rl_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
-static void *next(const char *name, void *self, void *fallback)
+void *rl_real_next(const char *name, void *self, void *fallback)
 {
     void *p = dlsym(RTLD_NEXT, name);
     if (p == NULL || p == self)
@@ -216,13 +216,13 @@ static void fill_sys(void)
     rl_sys.write = rl_real.write;
     rl_sys.getsockopt = rl_real.getsockopt;
     rl_sys.fcntl = sys_fcntl;
-    if ((p = next("recv", NULL, NULL)) != NULL)
+    if ((p = rl_real_next("recv", NULL, NULL)) != NULL)
         rl_sys.recv = (ssize_t (*)(int, void *, size_t, int))p;
-    if ((p = next("poll", NULL, NULL)) != NULL)
+    if ((p = rl_real_next("poll", NULL, NULL)) != NULL)
         rl_sys.poll = (int (*)(struct pollfd *, nfds_t, int))p;
-    if ((p = next("read", NULL, NULL)) != NULL)
+    if ((p = rl_real_next("read", NULL, NULL)) != NULL)
         rl_sys.read = (ssize_t (*)(int, void *, size_t))p;
-    if ((p = next("setsockopt", NULL, NULL)) != NULL)
+    if ((p = rl_real_next("setsockopt", NULL, NULL)) != NULL)
         rl_sys.setsockopt =
             (int (*)(int, int, int, const void *, socklen_t))p;
 }
@@ -254,7 +254,7 @@ void *rl_real_slot(unsigned i)
     void *p = __atomic_load_n(&dst[i], __ATOMIC_ACQUIRE);
     if (p != NULL && p != (void *)first_write && p != (void *)first_writev)
         return p;
-    p = next(slots[i].name, slots[i].self, slots[i].fallback);
+    p = rl_real_next(slots[i].name, slots[i].self, slots[i].fallback);
     __atomic_store_n(&dst[i], p, __ATOMIC_RELEASE);
     return p;
 }

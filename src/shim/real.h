@@ -49,6 +49,11 @@ struct rl_real {
  * trampolines that resolve first. */
 extern struct rl_real rl_real;
 
+/* dlsym(RTLD_NEXT, name), or `fallback` when libc has no such name or
+ * the chain finds only `self` (our own definition): every resolver of
+ * the shim finds its real functions through this one. */
+void *rl_real_next(const char *name, void *self, void *fallback);
+
 /* The index of a member of struct rl_real, for rl_real_slot. */
 #define RL_REAL_INDEX(name) (offsetof(struct rl_real, name) / sizeof(void *))
 

@@ -1,5 +1,6 @@
 /* wreal.c — dlsym(RTLD_NEXT) of the wait calls, once (see wreal.h). */
 #include "shim/wreal.h"
+#include "shim/real.h"
 #include "util/sys.h"
 
 #include <dlfcn.h>
@@ -86,14 +87,6 @@ static int fb_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
     return (int)rl_raw_syscall(SYS_epoll_ctl, (long)(ep), (long)(op), (long)(fd), (long)(ev), 0, 0);
 }
 
-static void *next(const char *name, void *self, void *fallback)
-{
-    void *p = dlsym(RTLD_NEXT, name);
-    if (p == NULL || p == self)
-        return fallback;
-    return p;
-}
-
 /* Our own exported definitions, to refuse them. */
 int __poll_chk(struct pollfd *, nfds_t, int, unsigned long);
 int __ppoll_chk(struct pollfd *, nfds_t, const struct timespec *,
@@ -102,7 +95,7 @@ int epoll_pwait2(int, struct epoll_event *, int, const struct timespec *,
                  const sigset_t *);
 
 #define RESOLVE(field, name)                                                   \
-    tmp.field = next(#name, (void *)name, (void *)fb_##field)
+    tmp.field = rl_real_next(#name, (void *)name, (void *)fb_##field)
 
 void rl_wreal_resolve(void)
 {
