@@ -8,9 +8,13 @@
  * bounded (RL_NAMES_SLOTS pairs, 4-way sets, the oldest of a set replaced),
  * written under a per-entry sequence word and read lock-free: a reader
  * that races a writer retries a few times and then reports no name, never
- * a torn one. No allocation, no system call, no lock: async-signal-safe
- * except that a handler interrupting a writer of the same entry on its own
- * thread reads "no name". fork() keeps the table (a copy); exec drops it. */
+ * a torn one. A reader never waits (no allocation, no system call, no
+ * lock: async-signal-safe, though a handler interrupting a writer of the
+ * same entry on its own thread reads "no name"); writers take turns on
+ * one word (yielding while another writes, for a few hundred ns), and a
+ * note made in a handler that interrupted a note of its own thread is
+ * dropped. fork() keeps the table (a copy; see rl_names_atfork_child);
+ * exec drops it. */
 #ifndef RL_POLICY_NAMES_H
 #define RL_POLICY_NAMES_H
 
@@ -47,5 +51,11 @@ size_t rl_names_find(int family, const uint8_t *addr, char *buf);
 
 /* Forget everything (tests). */
 void rl_names_clear(void);
+
+/* The fork step, in the child (pthread_atfork): a note that another
+ * thread of the parent was making when it forked is dropped, and the
+ * writers' word it held is freed, so the child's own notes never wait on
+ * a thread it does not have. Async-signal-safe; no system call. */
+void rl_names_atfork_child(void);
 
 #endif

@@ -36,6 +36,7 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/identity.h"
+#include "policy/names.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
@@ -293,6 +294,7 @@ static void in_child(void)
     if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
         __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     rl_gate_atfork_child();
+    rl_names_atfork_child();
 }
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

@@ -2,8 +2,12 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "policy/dest.h"
 #include "policy/names.h"
@@ -160,6 +164,87 @@ Test(names, readers_racing_a_writer_never_see_a_torn_name)
     }
     stop = 1;
     pthread_join(t, NULL);
+}
+
+/* A child forked while other threads note names (the pre-fork pattern:
+ * the shim's getaddrinfo hook notes in every thread) notes and finds its
+ * own names at once, and still finds what was noted before the fork: the
+ * fork step frees the writers' word that a thread of the parent may have
+ * held. Three threads note one address each (so that nothing noted
+ * before is pushed out), 300 children get 2 s each (the test stops at the
+ * 10th stuck); the fork step runs as the shim runs it, from
+ * pthread_atfork. */
+static _Atomic int stop_noting;
+
+static void *noter(void *arg)
+{
+    char addr[32];
+    snprintf(addr, sizeof addr, "10.8.0.%u", (unsigned)(uintptr_t)arg);
+    for (unsigned i = 0; !stop_noting; i++)
+        note(addr, i & 1 ? "a-rather-longer-name.example.org" : "b.test");
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void in_child(void)
+{
+    rl_names_atfork_child();
+}
+
+Test(names, a_child_forked_while_threads_note_notes_at_once, .timeout = 60)
+{
+    static bool registered;
+    pthread_t t[3];
+    int stuck = 0, wrong = 0, k;
+
+    if (!registered)
+        cr_assert_eq(pthread_atfork(NULL, NULL, in_child), 0);
+    registered = true;
+    note("10.9.0.1", "before.test");
+    stop_noting = 0;
+    for (uintptr_t i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, noter, (void *)i), 0);
+    for (k = 0; k < 300 && stuck < 10; k++) {
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            uint8_t a[4];
+            char buf[RL_NAME_MAX + 1];
+            note("10.9.0.2", "child.test");
+            v4("10.9.0.2", a);
+            if (rl_names_find(AF_INET, a, buf) == 0 ||
+                strcmp(buf, "child.test") != 0)
+                _exit(3);
+            v4("10.9.0.1", a);
+            _exit(rl_names_find(AF_INET, a, buf) > 0 &&
+                          strcmp(buf, "before.test") == 0
+                      ? 0
+                      : 4);
+        }
+        double end = now_s() + 2;
+        int st = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() < end)
+            usleep(200);
+        if (w == 0) {
+            stuck++;
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            wrong++;
+        }
+    }
+    stop_noting = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    cr_expect_eq(stuck, 0, "%d of %d children stuck", stuck, k);
+    cr_expect_eq(wrong, 0, "%d of %d children found a wrong name", wrong, k);
 }
 
 /* ---- the name forms of `to` ------------------------------------------*/
