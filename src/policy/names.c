@@ -76,14 +76,25 @@ bool rl_name_is_literal(const char *s, size_t n)
 {
     char buf[64];
     unsigned char a[16];
+    struct in_addr in;
 
     if (n == 0 || n >= sizeof buf)
         return false;
     memcpy(buf, s, n);
     buf[n] = '\0';
-    if (n > 0 && buf[n - 1] == '.')
+    if (buf[n - 1] == '.')
         buf[n - 1] = '\0';
-    return inet_pton(AF_INET, buf, a) == 1 || inet_pton(AF_INET6, buf, a) == 1;
+    /* fe80::1%eth0: the zone names an interface, not a host. */
+    char *zone = strchr(buf, '%');
+    if (zone != NULL && strchr(buf, ':') != NULL)
+        *zone = '\0';
+    if (inet_pton(AF_INET, buf, a) == 1 || inet_pton(AF_INET6, buf, a) == 1)
+        return true;
+    /* The other forms getaddrinfo reads as an IPv4 address (127.1,
+     * 0x7f000001, 2130706433); inet_aton stops at a blank, so only a
+     * string of nothing else is asked. */
+    return buf[strspn(buf, "0123456789abcdefABCDEFxX.")] == '\0' &&
+           inet_aton(buf, &in) == 1;
 }
 
 /* The key words of an address; false for other families. */
@@ -162,6 +173,13 @@ static uint64_t begin_write(struct entry *e)
     return base;
 }
 
+static void empty(struct entry *e)
+{
+    for (unsigned k = 0; k < 3; k++)
+        rl_store_relaxed_u64(&e->key[k], 0);
+    rl_store_relaxed_u64(&e->stamp, 0);
+}
+
 static void end_write(struct entry *e, uint64_t base)
 {
     /* Pairs with the reader's acquire load of seq. */
@@ -201,6 +219,29 @@ void rl_names_note(int family, const void *addr, const char *name, size_t n)
         rl_store_relaxed_u64(&e->name[i], words[i]);
     rl_store_relaxed_u64(&e->stamp, rl_add_relaxed_u64(&noted, 1) + 1);
     end_write(e, base);
+    unlock();
+}
+
+void rl_names_forget(int family, const void *addr)
+{
+    uint64_t key[3];
+    struct entry *set;
+    bool held = false;
+
+    if (rl_load_relaxed_u64(&noted) == 0 || !make_key(family, addr, key))
+        return;
+    set = set_of(key);
+    /* Most literals were never noted: no turn is taken for them. */
+    for (unsigned i = 0; i < WAYS && !held; i++)
+        held = same_key(&set[i], key);
+    if (!held || !lock())
+        return;
+    for (unsigned i = 0; i < WAYS; i++)
+        if (same_key(&set[i], key)) {
+            uint64_t base = begin_write(&set[i]);
+            empty(&set[i]);
+            end_write(&set[i], base);
+        }
     unlock();
 }
 
@@ -247,13 +288,6 @@ size_t rl_names_find(int family, const uint8_t *addr, char *buf)
     }
     buf[0] = '\0';
     return 0;
-}
-
-static void empty(struct entry *e)
-{
-    for (unsigned k = 0; k < 3; k++)
-        rl_store_relaxed_u64(&e->key[k], 0);
-    rl_store_relaxed_u64(&e->stamp, 0);
 }
 
 void rl_names_clear(void)

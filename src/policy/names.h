@@ -34,14 +34,22 @@
  * that no host name has (a NUL, blank, '/', ':', '[', ']', '@'...). */
 size_t rl_name_canon(const char *name, size_t n, char *out);
 
-/* Is `s` (n bytes) an address literal (IPv4 dotted quad or IPv6) rather
- * than a name? A lookup of a literal names nothing. */
+/* Is `s` (n bytes) an address literal rather than a name: IPv4 in any
+ * form getaddrinfo reads as one (dotted quad, 127.1, 0x7f000001), IPv6
+ * (with a %zone or not)? A lookup of a literal names its addresses by
+ * themselves (rl_names_forget). */
 bool rl_name_is_literal(const char *s, size_t n);
 
 /* Remember that `addr` (family AF_INET: 4 bytes, AF_INET6: 16 bytes;
  * IPv4-mapped IPv6 is kept as IPv4) was resolved from `name` (canonical
  * form, `n` bytes). Later notes of the same address replace earlier. */
 void rl_names_note(int family, const void *addr, const char *name, size_t n);
+
+/* A lookup of an address literal resolved to `addr` (family as for
+ * rl_names_note): its last name is now its literal, i.e. none is kept
+ * (SPEC §1: a program that fetched http://localhost/ and then
+ * http://127.0.0.1/ is charged by name, then by literal). */
+void rl_names_forget(int family, const void *addr);
 
 /* The name last noted for `addr` (family AF_INET or AF_INET6, as an
  * rl_peer holds it: IPv4-mapped already folded), copied into `buf`

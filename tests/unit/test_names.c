@@ -66,6 +66,44 @@ Test(names, literals_are_not_names)
     cr_assert(rl_name_is_literal("::1", 3));
     cr_assert_not(rl_name_is_literal("localhost", 9));
     cr_assert_not(rl_name_is_literal("1.example", 9));
+    /* What getaddrinfo reads as numeric, besides the dotted quad. */
+    cr_assert(rl_name_is_literal("127.1", 5));
+    cr_assert(rl_name_is_literal("0x7f000001", 10));
+    cr_assert(rl_name_is_literal("2130706433", 10));
+    cr_assert(rl_name_is_literal("fe80::1%lo", 10));
+    cr_assert_not(rl_name_is_literal("cafe", 4));
+    cr_assert_not(rl_name_is_literal("dead.beef", 9));
+    cr_assert_not(rl_name_is_literal("1e100", 5));
+    cr_assert_not(rl_name_is_literal("lo%1", 4));
+}
+
+/* A lookup of a literal names its addresses by the literal: the name
+ * they had is gone, the others' stay. */
+Test(names, a_literal_lookup_forgets_the_name_of_its_address)
+{
+    uint8_t a[4], b[16];
+    char buf[RL_NAME_MAX + 1];
+    note("127.0.0.1", "localhost");
+    note("10.1.2.4", "site-b.test");
+    note("::1", "ip6-localhost");
+    v4("127.0.0.1", a);
+    rl_names_forget(AF_INET, a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    v4("10.1.2.4", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_str_eq(buf, "site-b.test");
+    /* IPv4-mapped IPv6 is the IPv4 address. */
+    cr_assert_eq(inet_pton(AF_INET6, "::ffff:10.1.2.4", b), 1);
+    rl_names_forget(AF_INET6, b);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    cr_assert_eq(inet_pton(AF_INET6, "::1", b), 1);
+    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 13);
+    rl_names_forget(AF_INET6, b);
+    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 0);
+    /* Named again by the next lookup of a name. */
+    note("127.0.0.1", "localhost");
+    v4("127.0.0.1", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 9);
 }
 
 Test(names, finds_nothing_for_an_address_never_resolved)
