@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -152,8 +153,12 @@ int main(int argc, char **argv)
     while (forked < nchildren || nalive > 0) {
         if (forked < nchildren && nalive < ALIVE_MAX) {
             pid_t pid = fork();
-            if (pid == 0)
+            if (pid == 0) {
+                /* A stuck child dies with this process, even one killed
+                 * at the test's timeout. */
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
                 _exit(resolve() == 0 ? 0 : 3);
+            }
             if (pid < 0) {
                 usleep(1000);
                 continue;
