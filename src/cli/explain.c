@@ -6,7 +6,10 @@
  * same answer, and note each address under the name), and every address
  * is explained: the user's rule (does its `to` cover it; one budget for
  * the user or one per destination name), the first site that covers it
- * (likewise), and their limits and max_open. */
+ * (likewise), and their limits and max_open. A name that does not resolve
+ * here (no DNS, a name only the crawler's network knows) is explained by
+ * name, as `to` matches names: which name entries cover it, and which
+ * address entries its addresses, unknown here, would decide. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -137,6 +140,111 @@ static void budget_line(const struct rl_config *cfg, const struct rl_rule *r,
     limits(r);
 }
 
+/* Does a `to` list cover a destination known by its name and port only?
+ * COVERS: an entry of names (or "*:PORT", or no list) matches; MAYBE: only
+ * an address entry could, by the address (listed into `addrs`); NO. */
+enum cover { NO, MAYBE, COVERS };
+
+static enum cover by_name(const struct rl_rule *r, struct rl_peer *p,
+                          char *addrs, size_t len)
+{
+    size_t used = 0;
+    bool maybe = false;
+
+    addrs[0] = '\0';
+    if (r->nto == 0)
+        return COVERS;
+    for (size_t i = 0; i < r->nto; i++) {
+        const struct rl_dest *d = &r->to[i];
+        if (d->form != RL_DEST_ADDR) {
+            if (rl_dest_match(d, p))
+                return COVERS;
+            continue;
+        }
+        if (d->port != 0 && d->port != p->port)
+            continue;
+        char one[80];
+        rl_config_format_dest(d, one, sizeof one);
+        int k = snprintf(addrs + used, len - used, "%s%s", maybe ? ", " : "",
+                         one);
+        if (k > 0 && (size_t)k < len - used)
+            used += (size_t)k;
+        maybe = true;
+    }
+    return maybe ? MAYBE : NO;
+}
+
+/* The target's name could not be resolved here (`why`): explain it by
+ * name. */
+static int explain_name(const struct rl_config *cfg, const struct rl_rule *rule,
+                        const char *user, const char *name, size_t n,
+                        const char *port, const char *why)
+{
+    struct rl_peer p = {.family = AF_UNSPEC, .namelen = (int16_t)n,
+                        .name = name};
+    char addrs[512];
+    bool charged = false, maybe = false;
+
+    p.port = (uint16_t)strtoul(port, NULL, 10);
+    printf("  %s port %u: addresses unknown (%s): explained by its name\n",
+           name, p.port, why);
+    if (rule == NULL) {
+        printf("    no rule for user %s (unknown = %s)\n", user,
+               cfg->unknown == RL_UNKNOWN_DENY ? "deny: denied" : "allow");
+    } else {
+        enum cover c = by_name(rule, &p, addrs, sizeof addrs);
+        if (c == COVERS) {
+            printf("    rule [%s] covers it by name\n", rule->section);
+            budget_line(cfg, rule, user, name);
+            charged = true;
+        } else if (c == MAYBE) {
+            printf("    rule [%s] covers it only if its address is in %s\n",
+                   rule->section, addrs);
+            budget_line(cfg, rule, user, name);
+            maybe = true;
+        } else {
+            printf("    rule [%s] does not cover it (its 'to')\n",
+                   rule->section);
+        }
+    }
+    bool site = false;
+    const char *before = NULL; /* the first site that its address may pick */
+    for (size_t i = 0; i < cfg->nrules && !site; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (r->site == NULL)
+            continue;
+        enum cover c = by_name(r, &p, addrs, sizeof addrs);
+        if (c == NO)
+            continue;
+        if (c == COVERS) {
+            printf("    site [%s] covers it by name (the first that does%s%s%s)\n",
+                   r->section, before != NULL ? ", unless [" : "",
+                   before != NULL ? before : "",
+                   before != NULL ? "] does by its address" : "");
+            site = charged = true;
+        } else {
+            printf("    site [%s] covers it only if its address is in %s (the "
+                   "first that does then)\n",
+                   r->section, addrs);
+            if (before == NULL)
+                before = r->section;
+            maybe = true;
+        }
+        budget_line(cfg, r, user, name);
+    }
+    if (!site && rl_config_has_sites(cfg))
+        printf("    no site covers it by name\n");
+    if (charged)
+        printf("    charged: every budget above %smust allow\n",
+               maybe ? "that covers it " : "");
+    else if (maybe)
+        printf("    charged only if its address is in the 'to' above; else "
+               "passes untouched\n");
+    else
+        printf("    not charged: passes untouched\n");
+    return 0;
+}
+
 int rl_cli_explain(const struct rl_config *cfg, const char *key,
                    const char *target)
 {
@@ -162,15 +270,20 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
 
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     int e = getaddrinfo(host, port, &hints, &res);
-    if (e != 0) {
-        fprintf(stderr, "rlshim check: %s: %s\n", host, gai_strerror(e));
-        return 1;
-    }
     char canon[RL_NAME_MAX + 1];
     size_t cn = rl_name_canon(host, strlen(host), canon);
     bool literal = rl_name_is_literal(host, strlen(host));
+    bool by_name_only = e != 0 && cn > 0 && !literal &&
+                        (e == EAI_NONAME || e == EAI_AGAIN || e == EAI_FAIL ||
+                         e == EAI_NODATA);
+    if (e != 0 && !by_name_only) {
+        fprintf(stderr, "rlshim check: %s: %s\n", host, gai_strerror(e));
+        return 1;
+    }
     printf("%s: user %s, rule %s%s%s\n", target, user, rule != NULL ? "[" : "",
            rule != NULL ? rule->section : "none", rule != NULL ? "]" : "");
+    if (by_name_only)
+        return explain_name(cfg, rule, user, canon, cn, port, gai_strerror(e));
     struct rl_peer seen[16];
     unsigned nseen = 0;
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {

@@ -6,11 +6,20 @@
  * then makes it even again (release); a reader loads `seq` (acquire),
  * copies, fences (acquire) and loads `seq` again: equal and even, the
  * copy is one writer's work. Writers are rare (one per resolved address)
- * and take one process-wide spin flag, so that two of them never pick the
- * same victim or note one address twice in a set. */
+ * and take one process-wide word, so that two of them never pick the same
+ * victim or note one address twice in a set.
+ *
+ * fork() copies that word as it is: a child forked while another thread
+ * was writing would find it held by a thread it does not have (and wait
+ * for ever). So the word holds the writer's pthread_self and `busy` the
+ * entry it is writing, and the child's fork step (rl_names_atfork_child)
+ * frees the word of a thread that is not its own, emptying the entry that
+ * thread left half-written. The forking thread's own note (a handler that
+ * forked while it wrote) is left to finish, in both processes. */
 #include "policy/names.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,7 +45,8 @@ struct entry {
 
 static struct entry table[RL_NAMES_SLOTS];
 static rl_atomic_u64 noted;   /* notes so far: 0 = nothing to look up */
-static atomic_flag writing = ATOMIC_FLAG_INIT;
+static rl_atomic_u64 writer; /* 0, or the writing thread's pthread_self */
+static rl_atomic_u64 busy;   /* 1 + the index of the entry being written */
 
 static bool name_byte(unsigned char c)
 {
@@ -66,14 +76,25 @@ bool rl_name_is_literal(const char *s, size_t n)
 {
     char buf[64];
     unsigned char a[16];
+    struct in_addr in;
 
     if (n == 0 || n >= sizeof buf)
         return false;
     memcpy(buf, s, n);
     buf[n] = '\0';
-    if (n > 0 && buf[n - 1] == '.')
+    if (buf[n - 1] == '.')
         buf[n - 1] = '\0';
-    return inet_pton(AF_INET, buf, a) == 1 || inet_pton(AF_INET6, buf, a) == 1;
+    /* fe80::1%eth0: the zone names an interface, not a host. */
+    char *zone = strchr(buf, '%');
+    if (zone != NULL && strchr(buf, ':') != NULL)
+        *zone = '\0';
+    if (inet_pton(AF_INET, buf, a) == 1 || inet_pton(AF_INET6, buf, a) == 1)
+        return true;
+    /* The other forms getaddrinfo reads as an IPv4 address (127.1,
+     * 0x7f000001, 2130706433); inet_aton stops at a blank, so only a
+     * string of nothing else is asked. */
+    return buf[strspn(buf, "0123456789abcdefABCDEFxX.")] == '\0' &&
+           inet_aton(buf, &in) == 1;
 }
 
 /* The key words of an address; false for other families. */
@@ -112,6 +133,60 @@ static bool same_key(struct entry *e, const uint64_t key[3])
            rl_load_relaxed_u64(&e->key[2]) == key[2];
 }
 
+static uint64_t self(void)
+{
+    return (uint64_t)pthread_self();
+}
+
+/* Take the writer word; false when this very thread holds it (a signal
+ * handler that resolved while its thread was noting: the outer note goes
+ * on, this one is dropped rather than wait on itself). */
+static bool lock(void)
+{
+    uint64_t me = self();
+    for (;;) {
+        uint64_t w = 0;
+        if (rl_cas_acq_rel_u64(&writer, &w, me))
+            return true;
+        if (w == me)
+            return false;
+        sched_yield(); /* another writer: a few hundred ns at most */
+    }
+}
+
+static void unlock(void)
+{
+    rl_store_release_u64(&writer, 0);
+}
+
+/* Start writing e: its seq made odd (whatever it was: an entry a fork left
+ * odd heals at its next write), `busy` naming it first. The old seq's
+ * even base is returned. */
+static uint64_t begin_write(struct entry *e)
+{
+    uint64_t base = rl_load_relaxed_u64(&e->seq) & ~(uint64_t)1;
+    rl_store_relaxed_u64(&busy, (uint64_t)(e - table) + 1);
+    /* busy before the odd seq: a child that sees the one sees the other. */
+    rl_store_release_u64(&e->seq, base + 1);
+    /* Orders the odd seq before the data (pairs with the reader's fence). */
+    atomic_thread_fence(memory_order_release);
+    return base;
+}
+
+static void empty(struct entry *e)
+{
+    for (unsigned k = 0; k < 3; k++)
+        rl_store_relaxed_u64(&e->key[k], 0);
+    rl_store_relaxed_u64(&e->stamp, 0);
+}
+
+static void end_write(struct entry *e, uint64_t base)
+{
+    /* Pairs with the reader's acquire load of seq. */
+    rl_store_release_u64(&e->seq, base + 2);
+    rl_store_relaxed_u64(&busy, 0);
+}
+
 void rl_names_note(int family, const void *addr, const char *name, size_t n)
 {
     uint64_t key[3], words[NAME_WORDS] = {0};
@@ -121,8 +196,8 @@ void rl_names_note(int family, const void *addr, const char *name, size_t n)
         return;
     memcpy(words, name, n);
     set = set_of(key);
-    while (atomic_flag_test_and_set_explicit(&writing, memory_order_acquire))
-        sched_yield(); /* another writer: a few hundred ns at most */
+    if (!lock())
+        return;
     for (unsigned i = 0; i < WAYS && e == NULL; i++)
         if (same_key(&set[i], key))
             e = &set[i];
@@ -136,19 +211,38 @@ void rl_names_note(int family, const void *addr, const char *name, size_t n)
                 rl_load_relaxed_u64(&e->stamp))
                 e = &set[i];
     }
-    uint64_t seq = rl_load_relaxed_u64(&e->seq);
-    rl_store_relaxed_u64(&e->seq, seq + 1);
-    /* Orders the odd seq before the data (pairs with the reader's fence). */
-    atomic_thread_fence(memory_order_release);
+    uint64_t base = begin_write(e);
     for (unsigned i = 0; i < 3; i++)
         rl_store_relaxed_u64(&e->key[i], key[i]);
     rl_store_relaxed_u64(&e->len, n);
     for (unsigned i = 0; i < NAME_WORDS; i++)
         rl_store_relaxed_u64(&e->name[i], words[i]);
     rl_store_relaxed_u64(&e->stamp, rl_add_relaxed_u64(&noted, 1) + 1);
-    /* Pairs with the reader's acquire load of seq. */
-    rl_store_release_u64(&e->seq, seq + 2);
-    atomic_flag_clear_explicit(&writing, memory_order_release);
+    end_write(e, base);
+    unlock();
+}
+
+void rl_names_forget(int family, const void *addr)
+{
+    uint64_t key[3];
+    struct entry *set;
+    bool held = false;
+
+    if (rl_load_relaxed_u64(&noted) == 0 || !make_key(family, addr, key))
+        return;
+    set = set_of(key);
+    /* Most literals were never noted: no turn is taken for them. */
+    for (unsigned i = 0; i < WAYS && !held; i++)
+        held = same_key(&set[i], key);
+    if (!held || !lock())
+        return;
+    for (unsigned i = 0; i < WAYS; i++)
+        if (same_key(&set[i], key)) {
+            uint64_t base = begin_write(&set[i]);
+            empty(&set[i]);
+            end_write(&set[i], base);
+        }
+    unlock();
 }
 
 /* Copy entry e's name when it holds `key`: its length, 0 when it does not
@@ -198,17 +292,32 @@ size_t rl_names_find(int family, const uint8_t *addr, char *buf)
 
 void rl_names_clear(void)
 {
-    while (atomic_flag_test_and_set_explicit(&writing, memory_order_acquire))
-        sched_yield();
+    if (!lock())
+        return;
     for (unsigned i = 0; i < RL_NAMES_SLOTS; i++) {
         struct entry *e = &table[i];
-        uint64_t seq = rl_load_relaxed_u64(&e->seq);
-        rl_store_relaxed_u64(&e->seq, seq + 1);
-        atomic_thread_fence(memory_order_release);
-        for (unsigned k = 0; k < 3; k++)
-            rl_store_relaxed_u64(&e->key[k], 0);
-        rl_store_relaxed_u64(&e->stamp, 0);
-        rl_store_release_u64(&e->seq, seq + 2);
+        uint64_t base = begin_write(e);
+        empty(e);
+        end_write(e, base);
     }
-    atomic_flag_clear_explicit(&writing, memory_order_release);
+    unlock();
+}
+
+void rl_names_atfork_child(void)
+{
+    uint64_t w = rl_load_relaxed_u64(&writer);
+    if (w == 0 || w == self())
+        return;
+    /* The writer was another thread, gone with the fork. */
+    uint64_t b = rl_load_relaxed_u64(&busy);
+    if (b != 0 && b <= RL_NAMES_SLOTS) {
+        struct entry *e = &table[b - 1];
+        uint64_t seq = rl_load_relaxed_u64(&e->seq);
+        if (seq & 1) {
+            empty(e);
+            rl_store_release_u64(&e->seq, seq + 1);
+        }
+    }
+    rl_store_relaxed_u64(&busy, 0);
+    unlock();
 }

@@ -8,9 +8,13 @@
  * bounded (RL_NAMES_SLOTS pairs, 4-way sets, the oldest of a set replaced),
  * written under a per-entry sequence word and read lock-free: a reader
  * that races a writer retries a few times and then reports no name, never
- * a torn one. No allocation, no system call, no lock: async-signal-safe
- * except that a handler interrupting a writer of the same entry on its own
- * thread reads "no name". fork() keeps the table (a copy); exec drops it. */
+ * a torn one. A reader never waits (no allocation, no system call, no
+ * lock: async-signal-safe, though a handler interrupting a writer of the
+ * same entry on its own thread reads "no name"); writers take turns on
+ * one word (yielding while another writes, for a few hundred ns), and a
+ * note made in a handler that interrupted a note of its own thread is
+ * dropped. fork() keeps the table (a copy; see rl_names_atfork_child);
+ * exec drops it. */
 #ifndef RL_POLICY_NAMES_H
 #define RL_POLICY_NAMES_H
 
@@ -30,14 +34,22 @@
  * that no host name has (a NUL, blank, '/', ':', '[', ']', '@'...). */
 size_t rl_name_canon(const char *name, size_t n, char *out);
 
-/* Is `s` (n bytes) an address literal (IPv4 dotted quad or IPv6) rather
- * than a name? A lookup of a literal names nothing. */
+/* Is `s` (n bytes) an address literal rather than a name: IPv4 in any
+ * form getaddrinfo reads as one (dotted quad, 127.1, 0x7f000001), IPv6
+ * (with a %zone or not)? A lookup of a literal names its addresses by
+ * themselves (rl_names_forget). */
 bool rl_name_is_literal(const char *s, size_t n);
 
 /* Remember that `addr` (family AF_INET: 4 bytes, AF_INET6: 16 bytes;
  * IPv4-mapped IPv6 is kept as IPv4) was resolved from `name` (canonical
  * form, `n` bytes). Later notes of the same address replace earlier. */
 void rl_names_note(int family, const void *addr, const char *name, size_t n);
+
+/* A lookup of an address literal resolved to `addr` (family as for
+ * rl_names_note): its last name is now its literal, i.e. none is kept
+ * (SPEC §1: a program that fetched http://localhost/ and then
+ * http://127.0.0.1/ is charged by name, then by literal). */
+void rl_names_forget(int family, const void *addr);
 
 /* The name last noted for `addr` (family AF_INET or AF_INET6, as an
  * rl_peer holds it: IPv4-mapped already folded), copied into `buf`
@@ -47,5 +59,11 @@ size_t rl_names_find(int family, const uint8_t *addr, char *buf);
 
 /* Forget everything (tests). */
 void rl_names_clear(void);
+
+/* The fork step, in the child (pthread_atfork): a note that another
+ * thread of the parent was making when it forked is dropped, and the
+ * writers' word it held is freed, so the child's own notes never wait on
+ * a thread it does not have. Async-signal-safe; no system call. */
+void rl_names_atfork_child(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include "policy/gate.h"
 #include "policy/identity.h"
 #include "policy/lease.h"
+#include "policy/names.h"
 #include "policy/ready.h"
 #include "fleet/fleet.h"
 #include "util/log.h"
@@ -114,20 +115,11 @@ bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
     return rl_gate_active();
 }
 
-void rl_proc_atfork_prepare(struct rl_proc *p)
-{
-    (void)p;
-}
-
-void rl_proc_atfork_parent(struct rl_proc *p)
-{
-    (void)p;
-}
-
 void rl_proc_atfork_child(struct rl_proc *p)
 {
     (void)p;
     /* The order proc.h writes down. */
+    rl_names_atfork_child();
     rl_gate_atfork_child();
     rl_lease_atfork_child();
     rl_fleet_atfork_child();

@@ -9,7 +9,10 @@
  *                     §4), or at start-up under RLSHIM_STRICT=1
  *   rl_proc_set_up    identity, rule, segment, budgets: the first call that
  *                     could be charged
- *   rl_proc_atfork_*  around fork(): one pthread_atfork, made by shim/init.c
+ *   rl_proc_atfork_child  after fork(), in the child: one pthread_atfork,
+ *                     made by shim/init.c (whose prepare step waits for a
+ *                     set-up another thread is running; nothing else is
+ *                     held across fork, so there is nothing to release)
  *   rl_proc_close     at exit: leases back, the report
  *
  * The child after fork resets what the parent's other threads may have been
@@ -23,7 +26,8 @@
  *                                 closed by system call, reader forgotten
  *   5. ready    (policy/ready.c)  the parent's held sockets, turns, tickets
  *
- * then the shim's own tables (shim/epreg.c) in shim/init.c. Budgets,
+ * then the shim's own tables (shim/epreg.c, the wait buffers of
+ * shim/hook_wait.c) in shim/init.c. Budgets,
  * counters and max_open holders live in the shared segment and are the
  * child's as much as the parent's (SPEC §1: fork keeps marks and budgets).
  *
@@ -67,9 +71,7 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n);
  * with a line in `line` (or none) when nothing is throttled. */
 bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n);
 
-/* Around fork(): see the order above. */
-void rl_proc_atfork_prepare(struct rl_proc *p);
-void rl_proc_atfork_parent(struct rl_proc *p);
+/* In the child after fork: see the order above. */
 void rl_proc_atfork_child(struct rl_proc *p);
 
 /* At exit: the calling thread's lease back, and the report if asked for. */

@@ -6,7 +6,10 @@
  * address of its answer is noted under the name as the program spelled it
  * (canonical form: lower case, no trailing dot; never the resolver's
  * canonical name, which a CDN makes something else). A lookup of an
- * address literal names nothing. Nothing is noted while the shim itself is
+ * address literal is a resolution too (SPEC §1): its addresses are named
+ * by their literal again, whatever name they were resolved from before
+ * (python looks up every host, literals included, before it connects).
+ * Nothing is noted while the shim itself is
  * at work (re-entry guard), and this file never fails a lookup: a name it
  * cannot keep is simply not kept. Noting does not depend on the set-up
  * having run: a program resolves before its first connect. */
@@ -14,6 +17,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -49,22 +53,40 @@ static void *next(void **slot, const char *name, void *self)
 
 static void *p_gai, *p_ghbn, *p_ghbn2, *p_ghbn_r, *p_ghbn2_r;
 
+/* Note addr under the name, or under its literal (the name kept, n, is
+ * 0). */
+static void note(int family, const void *addr, const char *name, size_t n)
+{
+    if (n == 0)
+        rl_names_forget(family, addr);
+    else
+        rl_names_note(family, addr, name, n);
+}
+
+/* The name a lookup of `node` notes its answer under (canonical form, in
+ * name): its length, 0 for a literal, -1 for a node not kept at all. */
+static long name_of(const char *node, bool numeric, char *name)
+{
+    size_t len = strlen(node);
+    if (numeric || rl_name_is_literal(node, len))
+        return 0;
+    size_t n = rl_name_canon(node, len, name);
+    return n > 0 ? (long)n : -1;
+}
+
 /* Note a lookup's answer under the name the program asked for. */
 static void note_host(const char *node, const struct hostent *h)
 {
     char name[RL_NAME_MAX + 1];
-    size_t n;
 
     if (h == NULL || node == NULL || rl_shim_busy || h->h_addr_list == NULL)
         return;
-    n = rl_name_canon(node, strlen(node), name);
-    if (n == 0 || rl_name_is_literal(node, strlen(node)))
-        return;
+    long n = name_of(node, false, name);
     int alen = h->h_addrtype == AF_INET ? 4 : h->h_addrtype == AF_INET6 ? 16 : 0;
-    if (alen == 0 || h->h_length != alen)
+    if (n < 0 || alen == 0 || h->h_length != alen)
         return;
     for (char **a = h->h_addr_list; *a != NULL; a++)
-        rl_names_note(h->h_addrtype, *a, name, n);
+        note(h->h_addrtype, *a, name, (size_t)n);
 }
 
 RL_EXPORT int getaddrinfo(const char *node, const char *service,
@@ -77,10 +99,9 @@ RL_EXPORT int getaddrinfo(const char *node, const char *service,
     if (r != 0 || node == NULL || res == NULL || rl_shim_busy)
         return r;
     char name[RL_NAME_MAX + 1];
-    size_t len = strlen(node);
-    size_t n = rl_name_canon(node, len, name);
-    if (n == 0 || (hints != NULL && (hints->ai_flags & AI_NUMERICHOST)) ||
-        rl_name_is_literal(node, len))
+    long n = name_of(node, hints != NULL && (hints->ai_flags & AI_NUMERICHOST),
+                     name);
+    if (n < 0)
         return r;
     int saved = errno;
     for (const struct addrinfo *ai = *res; ai != NULL; ai = ai->ai_next) {
@@ -90,12 +111,12 @@ RL_EXPORT int getaddrinfo(const char *node, const char *service,
             ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
             struct sockaddr_in in;
             memcpy(&in, ai->ai_addr, sizeof in);
-            rl_names_note(AF_INET, &in.sin_addr, name, n);
+            note(AF_INET, &in.sin_addr, name, (size_t)n);
         } else if (ai->ai_family == AF_INET6 &&
                    ai->ai_addrlen >= sizeof(struct sockaddr_in6)) {
             struct sockaddr_in6 in6;
             memcpy(&in6, ai->ai_addr, sizeof in6);
-            rl_names_note(AF_INET6, &in6.sin6_addr, name, n);
+            note(AF_INET6, &in6.sin6_addr, name, (size_t)n);
         }
     }
     errno = saved;

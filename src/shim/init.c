@@ -213,12 +213,6 @@ static void before_fork(void)
         wait_set_up();
         wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
     }
-    rl_proc_atfork_prepare(&proc);
-}
-
-static void after_fork_parent(void)
-{
-    rl_proc_atfork_parent(&proc);
 }
 
 int rl_shim_pid;
@@ -269,7 +263,7 @@ __attribute__((constructor)) static void rl_shim_init(void)
     int saved = errno;
     __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
     /* The process's one fork handler (policy/proc.h gives the order). */
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    pthread_atfork(before_fork, NULL, after_fork_child);
     rl_shim_busy = 1;
     int s = load();
     rl_shim_busy = 0;

@@ -132,3 +132,49 @@ Test(names, an_address_never_resolved_is_not_a_name)
     cr_expect_eq(h_server_count(&sa, ""), 5, "site-a saw %d",
                  h_server_count(&sa, ""));
 }
+
+/* A numeric host handed to the resolver is a resolution (SPEC §1): python
+ * resolves every host, literals included (socket.create_connection), so
+ * after http://localhost/ its http://127.0.0.1/ goes by the literal, not
+ * by the name 127.0.0.1 last resolved from; and localhost is the name
+ * again after. A site of `to = localhost` (1/min, fail) lets 1 of the 5
+ * fetches by name through and all 3 by literal: the server sees 4. */
+Test(names, a_literal_after_a_name_is_charged_by_the_literal)
+{
+    struct server lo;
+    ns_server_start(&lo, "127.0.0.1");
+    h_config_write("[site:local]\n"
+                   "to = localhost\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 1/min\n"
+                   "errno = ECONNREFUSED\n");
+    char script[1400];
+    snprintf(script, sizeof script,
+             "python3 -c '\n"
+             "import urllib.request\n"
+             "got = {}\n"
+             "for host, n in ((\"localhost\", 3), (\"127.0.0.1\", 3), "
+             "(\"localhost\", 2)):\n"
+             "    for i in range(n):\n"
+             "        try:\n"
+             "            urllib.request.urlopen(\"http://%%s:%d/\" %% host, "
+             "timeout=3).read()\n"
+             "            got[host] = got.get(host, 0) + 1\n"
+             "        except OSError:\n"
+             "            pass\n"
+             "print(\"byname=%%d\" %% got.get(\"localhost\", 0))\n"
+             "print(\"byliteral=%%d\" %% got.get(\"127.0.0.1\", 0))'",
+             lo.port);
+    double t0 = h_now();
+    run_ns(script);
+    double span = h_now() - t0;
+    usleep(200 * 1000);
+    int seen = h_server_count(&lo, "");
+    h_server_stop(&lo);
+    cr_assert_eq(r.status, 0, "python: status %d: %s", r.status, r.out);
+    cr_assert_lt(span, 60.0, "inconclusive: took %.2f s", span);
+    cr_expect_eq(h_out_long(&r, "byname", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "byliteral", -1), 3, "%s", r.out);
+    cr_expect_eq(seen, 4, "the server saw %d (1 by name + 3 by literal)",
+                 seen);
+}

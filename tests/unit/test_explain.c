@@ -148,3 +148,52 @@ Test(explain, stat_shows_a_row_per_destination_with_a_dest_field)
     cr_assert_eq(cli(args), 0, "%s", out);
     cr_expect(strstr(out, "dest crawled.test open 1/2") != NULL, "%s", out);
 }
+
+/* A name that does not resolve here (no DNS; .invalid never resolves,
+ * RFC 6761) is explained by name, since `to` matches names by name: the
+ * rule and the first site its name entries cover, each budget (a
+ * per-destination one by the name), and the address entries that its
+ * unknown addresses would decide. */
+Test(explain, a_name_that_does_not_resolve_is_explained_by_name)
+{
+    write_ini("[default]\nconnect = 5/s\nto = *.wiki.invalid, 10.0.0.0/8\n"
+              "[site:nets]\nto = 192.168.0.0/16\nconnect = 1/s\n"
+              "[site:wiki]\nto = wiki.invalid, *.wiki.invalid\n"
+              "per = destination\nconnect = 3/s\n"
+              "[site:every]\nconnect = 2/s\n");
+    char args[512];
+    snprintf(args, sizeof args,
+             "check -c '%s' --explain -k crawler https://en.Wiki.invalid./x",
+             ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "en.wiki.invalid port 443: addresses unknown") !=
+                  NULL,
+              "%s", out);
+    cr_expect(strstr(out, "rule [default] covers it by name") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "budget: default|crawler (per user)") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "site [site:nets] covers it only if its address "
+                          "is in 192.168.0.0/16") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "site [site:wiki] covers it by name") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "destination en.wiki.invalid (per = destination)") !=
+                  NULL,
+              "%s", out);
+    cr_expect(strstr(out, "connect 3/s") != NULL, "%s", out);
+    cr_expect(strstr(out, "[site:every]") == NULL, "%s", out);
+    cr_expect(strstr(out, "charged:") != NULL, "%s", out);
+
+    /* Nothing of its name: only the address entries could charge it. */
+    snprintf(args, sizeof args,
+             "check -c '%s' --explain -k crawler other.invalid:8080", ini);
+    write_ini("[default]\nconnect = 5/s\nto = 10.0.0.0/8\n");
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "rule [default] covers it only if its address is "
+                          "in 10.0.0.0/8") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "charged only if its address is in the 'to' above") !=
+                  NULL,
+              "%s", out);
+}

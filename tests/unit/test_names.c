@@ -2,8 +2,12 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "policy/dest.h"
 #include "policy/names.h"
@@ -62,6 +66,44 @@ Test(names, literals_are_not_names)
     cr_assert(rl_name_is_literal("::1", 3));
     cr_assert_not(rl_name_is_literal("localhost", 9));
     cr_assert_not(rl_name_is_literal("1.example", 9));
+    /* What getaddrinfo reads as numeric, besides the dotted quad. */
+    cr_assert(rl_name_is_literal("127.1", 5));
+    cr_assert(rl_name_is_literal("0x7f000001", 10));
+    cr_assert(rl_name_is_literal("2130706433", 10));
+    cr_assert(rl_name_is_literal("fe80::1%lo", 10));
+    cr_assert_not(rl_name_is_literal("cafe", 4));
+    cr_assert_not(rl_name_is_literal("dead.beef", 9));
+    cr_assert_not(rl_name_is_literal("1e100", 5));
+    cr_assert_not(rl_name_is_literal("lo%1", 4));
+}
+
+/* A lookup of a literal names its addresses by the literal: the name
+ * they had is gone, the others' stay. */
+Test(names, a_literal_lookup_forgets_the_name_of_its_address)
+{
+    uint8_t a[4], b[16];
+    char buf[RL_NAME_MAX + 1];
+    note("127.0.0.1", "localhost");
+    note("10.1.2.4", "site-b.test");
+    note("::1", "ip6-localhost");
+    v4("127.0.0.1", a);
+    rl_names_forget(AF_INET, a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    v4("10.1.2.4", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_str_eq(buf, "site-b.test");
+    /* IPv4-mapped IPv6 is the IPv4 address. */
+    cr_assert_eq(inet_pton(AF_INET6, "::ffff:10.1.2.4", b), 1);
+    rl_names_forget(AF_INET6, b);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    cr_assert_eq(inet_pton(AF_INET6, "::1", b), 1);
+    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 13);
+    rl_names_forget(AF_INET6, b);
+    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 0);
+    /* Named again by the next lookup of a name. */
+    note("127.0.0.1", "localhost");
+    v4("127.0.0.1", a);
+    cr_assert_eq(rl_names_find(AF_INET, a, buf), 9);
 }
 
 Test(names, finds_nothing_for_an_address_never_resolved)
@@ -160,6 +202,87 @@ Test(names, readers_racing_a_writer_never_see_a_torn_name)
     }
     stop = 1;
     pthread_join(t, NULL);
+}
+
+/* A child forked while other threads note names (the pre-fork pattern:
+ * the shim's getaddrinfo hook notes in every thread) notes and finds its
+ * own names at once, and still finds what was noted before the fork: the
+ * fork step frees the writers' word that a thread of the parent may have
+ * held. Three threads note one address each (so that nothing noted
+ * before is pushed out), 300 children get 2 s each (the test stops at the
+ * 10th stuck); the fork step runs as the shim runs it, from
+ * pthread_atfork. */
+static _Atomic int stop_noting;
+
+static void *noter(void *arg)
+{
+    char addr[32];
+    snprintf(addr, sizeof addr, "10.8.0.%u", (unsigned)(uintptr_t)arg);
+    for (unsigned i = 0; !stop_noting; i++)
+        note(addr, i & 1 ? "a-rather-longer-name.example.org" : "b.test");
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void in_child(void)
+{
+    rl_names_atfork_child();
+}
+
+Test(names, a_child_forked_while_threads_note_notes_at_once, .timeout = 60)
+{
+    static bool registered;
+    pthread_t t[3];
+    int stuck = 0, wrong = 0, k;
+
+    if (!registered)
+        cr_assert_eq(pthread_atfork(NULL, NULL, in_child), 0);
+    registered = true;
+    note("10.9.0.1", "before.test");
+    stop_noting = 0;
+    for (uintptr_t i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, noter, (void *)i), 0);
+    for (k = 0; k < 300 && stuck < 10; k++) {
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            uint8_t a[4];
+            char buf[RL_NAME_MAX + 1];
+            note("10.9.0.2", "child.test");
+            v4("10.9.0.2", a);
+            if (rl_names_find(AF_INET, a, buf) == 0 ||
+                strcmp(buf, "child.test") != 0)
+                _exit(3);
+            v4("10.9.0.1", a);
+            _exit(rl_names_find(AF_INET, a, buf) > 0 &&
+                          strcmp(buf, "before.test") == 0
+                      ? 0
+                      : 4);
+        }
+        double end = now_s() + 2;
+        int st = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() < end)
+            usleep(200);
+        if (w == 0) {
+            stuck++;
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            wrong++;
+        }
+    }
+    stop_noting = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    cr_expect_eq(stuck, 0, "%d of %d children stuck", stuck, k);
+    cr_expect_eq(wrong, 0, "%d of %d children found a wrong name", wrong, k);
 }
 
 /* ---- the name forms of `to` ------------------------------------------*/
