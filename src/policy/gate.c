@@ -162,9 +162,8 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                        rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
                        rl_sites_charge_sends();
-    /* Run the window lock's one-time setup (pthread_once) now, so that a
-     * signal handler deciding a send (rl_gate_send_reentered) never runs
-     * it, nor waits on it inside the frame it interrupted. */
+    /* Run the window lock's one-time setup (pthread_once) now, so that no
+     * decision runs it inside a frame a signal handler interrupted. */
     (void)rl_ownerlock_self();
     rl_lease_setup();
     /* A call charged to a site or per destination is decided on its own,

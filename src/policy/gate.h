@@ -9,8 +9,8 @@
  * given back (rl_gate_refund) is taken off, never below zero.
  *
  * Each decision reads the clock once; the *_at forms take `now` instead,
- * for tests that step time by hand. Not async-signal-safe beyond what the
- * limiter is: the shim's re-entry guard keeps a handler from re-entering. */
+ * for tests that step time by hand. Not async-signal-safe: a call from a
+ * signal handler is decided by rl_gate_handler. */
 #ifndef RL_POLICY_GATE_H
 #define RL_POLICY_GATE_H
 
@@ -137,19 +137,24 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
 
-/* A send decided from a signal handler that interrupted this thread
- * inside the shim (the re-entry guard is held): `calls` units (all or
- * none) carrying `bytes` (at least `bytes_min`), taken straight from the
- * shared limiters of the budget in use. Async-signal-safe: one clock
- * read, the limiters' CAS (a window whose lock this very thread holds
- * denies), relaxed counter adds; no lease, no log, no malloc, no store
- * re-open, no wait: a call that would have to wait is denied in delay mode
- * too (the interrupted frame may hold a window lock or malloc's, which a
- * sleeping handler would keep from every other thread). Nothing granted is
- * given back later. On GO *granted says how many bytes may go; on FAIL
- * *err is the errno to set. */
-int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
-                           uint64_t *granted, int *err);
+/* One call made from a signal handler, as the hook hands it over whole:
+ * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least
+ * `bytes_min` of them: 0 or 1 for a stream, all for a datagram), `calls`
+ * units (all or none), and its destination (the explicit one, or the
+ * fd's peer the hook asked the kernel for; NULL when it has none). */
+struct rl_gate_q {
+    int kind;
+    const void *sa;
+    unsigned salen;
+    uint64_t calls, bytes, bytes_min;
+};
+
+/* Decide q with async-signal-safe steps only (gate_signal.c says which):
+ * every budget of the call, none made, nothing waited for (delay mode
+ * fails at once), a fleet budget only from the host's lease, nothing
+ * logged, nothing to give back later. On GO *granted says how many bytes
+ * may go; on FAIL *err is the errno to set. */
+int rl_gate_handler(const struct rl_gate_q *q, uint64_t *granted, int *err);
 
 /* Give back `units` of `kind` granted by the ticket (the kernel took less,
  * or the call failed). Also lowers the allowed counter. */

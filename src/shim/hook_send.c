@@ -81,18 +81,63 @@ static void byte_range(const struct rl_send *s, bool stream, uint64_t *want,
     }
 }
 
-/* A signal handler interrupted this thread inside the shim (the guard is
- * held): decide from the shared limiters, touching nothing the
- * interrupted frame may be updating; never sleeps. */
+/* A call from a signal handler: classify it from the mark alone (asking
+ * the kernel or the inherited-socket scan is for outside handlers), find
+ * its destination, and hand the gate the whole question
+ * (rl_gate_handler: async-signal-safe, never sleeps, nothing to give back
+ * later). A MSG_FASTOPEN that connects is charged as a connect too. */
 static int decide_in_handler(struct rl_send *s)
 {
     s->how = RL_SEND_FREE;
-    if (!(s->mark & RL_FD_MATCHED) || !rl_shim_ready() || !rl_shim_busy)
-        return 0; /* not ready: the guard failed for that, not re-entry */
-    uint64_t want, min, g = 0;
-    byte_range(s, (s->mark & RL_FD_STREAM) != 0, &want, &min);
+    /* Not set up yet: the set-up allocates, so the call passes as every
+     * call does before the shim is ready. */
+    if (!rl_shim_ready())
+        return 0;
+    uint32_t kind = s->kind;
+    bool dgram = (s->mark & (RL_FD_KNOWN | RL_FD_DGRAM)) ==
+                 (RL_FD_KNOWN | RL_FD_DGRAM);
+    if (kind == 0 && inet(s->sa, s->salen) && dgram)
+        kind = rl_gate_charges_sends() && rl_gate_covers(s->sa, s->salen)
+                   ? RL_FD_DGRAM
+                   : 0;
+    else if (kind == 0 && (s->mark & RL_FD_MATCHED))
+        kind = s->mark & RL_FD_STREAM ? RL_FD_STREAM : RL_FD_DGRAM;
+    struct sockaddr_storage peer;
+    struct rl_gate_q q = {.sa = s->sa, .salen = s->salen};
+    uint64_t g = 0;
     int err = 0;
-    if (rl_gate_send_reentered(s->calls, want, min, &g, &err) == RL_GATE_FAIL) {
+    bool fastopen = (s->flags & MSG_FASTOPEN) && inet(s->sa, s->salen) &&
+                    (s->mark & RL_FD_STREAM) && !(s->mark & RL_FD_CHARGED) &&
+                    rl_gate_covers(s->sa, s->salen);
+    if (fastopen) {
+        q.kind = RL_KIND_CONNECT;
+        q.calls = 1;
+        if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+            errno = err;
+            return -1;
+        }
+        uint32_t matched = rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+        rl_fdtab_put(s->fd, RL_FD_KNOWN | RL_FD_STREAM | matched |
+                                RL_FD_CHARGED);
+        kind = matched ? RL_FD_STREAM : 0;
+    }
+    if (kind == 0)
+        return 0;
+    if (kind == RL_FD_STREAM || s->sa == NULL) {
+        /* A stream ignores the address: the budgets are its peer's. */
+        socklen_t l = sizeof peer;
+        if (getpeername(s->fd, (struct sockaddr *)&peer, &l) == 0) {
+            q.sa = &peer;
+            q.salen = l;
+        } else if (!fastopen) {
+            q.sa = NULL;
+            q.salen = 0;
+        }
+    }
+    q.kind = RL_KIND_SEND;
+    q.calls = s->calls;
+    byte_range(s, kind == RL_FD_STREAM, &q.bytes, &q.bytes_min);
+    if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
         errno = err;
         return -1;
     }
@@ -171,8 +216,10 @@ int rl_send_begin(struct rl_send *s)
     s->cact = RL_HOOK_PASS;
     s->grant = s->len;
     s->grant_calls = s->calls;
-    if (!rl_shim_enter())
+    if (rl_hook_in_handler() || (rl_shim_ready() && rl_shim_busy))
         return decide_in_handler(s);
+    if (!rl_shim_enter())
+        return 0; /* not set up: passes, as every call then */
     int saved = errno;
     /* The hot path: one unit to the fd's own peer, out of the lease. */
     if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&

@@ -24,6 +24,26 @@
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
+/* How many program signal handlers are running on this thread, raised by
+ * the trampoline that wraps each (hook_signal.c), and the frames of the
+ * innermost RL_SIG_FRAMES of them. initial-exec: no allocation on first
+ * access, which may be in a handler. */
+#define RL_SIG_FRAMES 8
+extern __thread unsigned rl_sig_depth __attribute__((tls_model("initial-exec")));
+
+bool rl_hook_in_handler_slow(void);
+
+/* Is this call made from a signal handler of the program (or one that
+ * interrupted the shim itself, the re-entry guard held)? Such a call is
+ * decided by rl_gate_handler, with async-signal-safe steps only. One TLS
+ * load when not. */
+static inline bool rl_hook_in_handler(void)
+{
+    if (__builtin_expect(rl_sig_depth == 0, 1))
+        return false;
+    return rl_hook_in_handler_slow();
+}
+
 enum rl_hook_act {
     RL_HOOK_PASS = 0, /* not charged: call the real function as is */
     RL_HOOK_GO = 1,   /* charged: sleep until t.now + t.wait_ns, then call */
@@ -62,7 +82,8 @@ void rl_hook_connect_end(int fd, int r, int err);
  * sockets is still due, what fd carries after it ran. */
 static inline uint32_t rl_hook_mark_scanned(int fd, uint32_t m)
 {
-    if (!rl_shim_scan_due())
+    /* The scan allocates: a handler takes the mark as it is. */
+    if (!rl_shim_scan_due() || rl_hook_in_handler())
         return m;
     rl_shim_scan_now();
     return rl_fdtab_get(fd);
@@ -99,9 +120,9 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
  *                                      take
  *
  * and rl_send_begin alone knows the three ways a call is decided: from
- * the thread's lease (no clock, no atomic), by the gate, or, when a signal
- * handler interrupted this thread inside the shim, straight from the
- * shared limiters (rl_gate_send_reentered, async-signal-safe). The hook
+ * the thread's lease (no clock, no atomic), by the gate, or, when it is
+ * made from a signal handler (rl_hook_in_handler, or the re-entry guard
+ * held), by rl_gate_handler with async-signal-safe steps only. The hook
  * fills what the call carries; rl_send_begin fills the rest. */
 struct rl_send {
     /* What the call carries. */
