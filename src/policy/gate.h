@@ -51,8 +51,17 @@ struct rl_gate_charge {
      * rl_fleet_init) and whether it is the one of t->dest. */
     const char *fleet_owner;
     bool fleet_dest;
-    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    /* Each limit's verdict, for a give-back: one row per kind a call can
+     * take (a connect: RL_KIND_CONNECT; a send: RL_KIND_SEND and
+     * RL_KIND_SEND_BYTES), row rl_gate_vrow(kind). Last, and never
+     * zero-filled: written by the take that reads it. */
+    struct rl_verdict v[2][RL_MAX_RATES];
 };
+
+static inline unsigned rl_gate_vrow(int kind)
+{
+    return kind == RL_KIND_SEND_BYTES;
+}
 
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
@@ -71,9 +80,12 @@ struct rl_gate_ticket {
     rl_atomic_u64 *open[RL_GATE_MAX_CHARGES];
     rl_atomic_u64 *open_full;
     uint32_t open_seq;
+    /* charge[0, ncharges) only: the others are never read, so never
+     * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
-    char dest[254]; /* the destination's name, for per-destination
-                       fleet budgets (RL_NAME_MAX + 1) */
+    /* Gate-private, while deciding only: the destination's name for a
+     * per-destination fleet budget, in the decision's own frame. */
+    char *dest;
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:

@@ -4,6 +4,7 @@
  * call goes (take()), given back to all when one denies, and the refund
  * of what the kernel did not take (see gate.h). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,11 +23,20 @@
 #include "util/clock.h"
 #include "util/declog.h"
 
+/* The next charge of t, zeroed but for its verdicts (written by the take
+ * that reads them). */
+static struct rl_gate_charge *new_charge(struct rl_gate_ticket *t)
+{
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    memset(c, 0, offsetof(struct rl_gate_charge, v));
+    return c;
+}
+
 /* Charge `b` (its own limiters) for this call. */
 static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
                                          struct budget *b)
 {
-    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    struct rl_gate_charge *c = new_charge(t);
     c->budget = b;
     c->rule = b->rule;
     memcpy(c->states, b->states, sizeof c->states);
@@ -36,12 +46,16 @@ static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
     return c;
 }
 
-/* The destination's name, kept in the ticket for a per-destination fleet
- * budget of `c`'s rule (its Redis key names it). */
+/* The destination's name for a per-destination fleet budget (its Redis
+ * key names it), from charges() to take_one() within one decision: in a
+ * buffer of the decision's frame (t->dest, RL_NAME_MAX + 1 bytes; see
+ * rl_gate_send_at), not in the ticket, which the program's stack carries
+ * through the real call too. */
 static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
                        const char *owner, const char *name, size_t namelen)
 {
-    if (c->rule->scope != RL_SCOPE_FLEET || namelen >= sizeof t->dest)
+    if (c->rule->scope != RL_SCOPE_FLEET || namelen > RL_NAME_MAX ||
+        t->dest == NULL)
         return;
     memcpy(t->dest, name, namelen);
     t->dest[namelen] = '\0';
@@ -59,7 +73,7 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
     struct rl_dest_entry e;
     if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
         return false;
-    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    struct rl_gate_charge *c = new_charge(t);
     c->budget = b;
     c->rule = r;
     memcpy(c->states, e.states, sizeof c->states);
@@ -148,7 +162,7 @@ static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
     if (!c->took[kind] || units == 0 || c->fleet[kind])
         return;
     rl_multi_refund(c->states[kind], c->rule->limits[kind],
-                    c->rule->nlimits[kind], t->now, c->v[kind], units);
+                    c->rule->nlimits[kind], t->now, c->v[rl_gate_vrow(kind)], units);
 }
 
 /* Give back what every charge took of `kind`, and forget it. */
@@ -164,6 +178,33 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
  * `at` ns after t->now; the verdict's wait is from t->now. The charge's
  * own max_delay bounds how far it may move the turn: one the turn is
  * already past grants only what it has free at the turn. */
+/* A fleet charge's take, on Redis (out of line: its Redis key's label is
+ * on the stack only for a fleet budget). */
+static __attribute__((noinline)) struct rl_verdict
+take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+           uint64_t want, uint64_t min, uint64_t mw)
+{
+    /* Only the user's rule budget leases (a site or per-destination
+     * charge is decided on its own, exactly, under its own key). */
+    char label[RL_STORE_LABEL_MAX + RL_NAME_MAX + 2];
+    const char *fl = NULL;
+    if (c->fleet_owner != NULL) {
+        rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
+        if (c->fleet_dest) {
+            size_t l = strlen(label);
+            snprintf(label + l, sizeof label - l, "|%s", t->dest);
+        }
+        fl = label;
+    }
+    const struct rl_fleet_pool *pool =
+        rl_gate.fleet_lease && fl == NULL && kind != RL_KIND_CONNECT &&
+                c->budget->fleet.w != NULL
+            ? &c->budget->fleet
+            : NULL;
+    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
+                         want, min, mw, c->v[rl_gate_vrow(kind)]);
+}
+
 static struct rl_verdict take_one(struct rl_gate_ticket *t,
                                   struct rl_gate_charge *c, int kind,
                                   uint64_t at, uint64_t want, uint64_t min)
@@ -172,32 +213,12 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
     mw = mw > at ? mw - at : 0;
     if (min > want)
         min = want;
-    struct rl_verdict v;
-    if (c->fleet[kind]) {
-        /* Only the user's rule budget leases (a site or per-destination
-         * charge is decided on its own, exactly, under its own key). */
-        char label[RL_STORE_LABEL_MAX + sizeof t->dest + 1];
-        const char *fl = NULL;
-        if (c->fleet_owner != NULL) {
-            rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
-            if (c->fleet_dest) {
-                size_t l = strlen(label);
-                snprintf(label + l, sizeof label - l, "|%s", t->dest);
-            }
-            fl = label;
-        }
-        const struct rl_fleet_pool *pool = rl_gate.fleet_lease && fl == NULL &&
-                                                   kind != RL_KIND_CONNECT &&
-                                                   c->budget->fleet.w != NULL
-                                               ? &c->budget->fleet
-                                               : NULL;
-        v = rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
-                          want, min, mw, c->v[kind]);
-    } else {
-        v = rl_multi_take(c->states[kind], c->rule->limits[kind],
-                          c->rule->nlimits[kind], t->now + at, want, min, mw,
-                          c->v[kind]);
-    }
+    struct rl_verdict v =
+        c->fleet[kind]
+            ? take_fleet(t, c, kind, want, min, mw)
+            : rl_multi_take(c->states[kind], c->rule->limits[kind],
+                            c->rule->nlimits[kind], t->now + at, want, min, mw,
+                            c->v[rl_gate_vrow(kind)]);
     if (v.granted > 0 || v.wait_ns != UINT64_MAX)
         v.wait_ns = v.wait_ns > UINT64_MAX - at ? UINT64_MAX : v.wait_ns + at;
     return v;
@@ -369,14 +390,15 @@ static void granted(struct rl_gate_ticket *t, const struct rl_gate_call *c)
 void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
 {
-    memset(t, 0, sizeof *t);
+    /* The header only: a charge is zeroed when it is added. */
+    memset(t, 0, offsetof(struct rl_gate_ticket, charge));
     t->now = now;
     t->calls = calls;
     t->bytes = bytes;
 }
 
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                       int fd, const void *sa, unsigned salen)
+static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                      int fd, const void *sa, unsigned salen)
 {
     const struct rl_gate_call c = {call, fd, sa, salen};
     rl_gate_ticket_init(t, now, 1, 0);
@@ -408,9 +430,9 @@ int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
     return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
-int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                    int fd, const void *sa, unsigned salen, uint64_t calls,
-                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                   int fd, const void *sa, unsigned salen, uint64_t calls,
+                   uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
     const struct rl_rule *rule = rl_gate.rule;
     const struct rl_gate_call c = {call, fd, sa, salen};
@@ -478,3 +500,26 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
     }
 }
 
+/* The decisions with their destination-name buffer (fleet_dest), which
+ * the ticket points to only while deciding. */
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                       int fd, const void *sa, unsigned salen)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = connect_at(t, now, call, fd, sa, salen);
+    t->dest = NULL;
+    return r;
+}
+
+int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                    int fd, const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = send_at(t, now, call, fd, sa, salen, calls, calls_min, bytes,
+                    bytes_min);
+    t->dest = NULL;
+    return r;
+}

@@ -112,7 +112,8 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
 /* One charged send, whatever its name (send, sendto, sendmsg, sendmmsg,
  * write, writev, sendfile*): every hook has the same shape,
  *
- *     struct rl_send s = rl_send_of(fd, m, "writev", len);
+ *     struct rl_send s;
+ *     rl_send_init(&s, fd, m, "writev", len);
  *     if (rl_send_begin(&s) < 0)       classify, ask the gate, apply the
  *         return -1;                   verdict (sleep, or fail)
  *     r = real(..., s.grant bytes);    the hook trims its own buffers
@@ -144,8 +145,9 @@ struct rl_send {
     size_t grant;             /* bytes to pass to the real call */
     uint64_t grant_calls;     /* units granted (sendmmsg's prefix) */
     int cact;                 /* the MSG_FASTOPEN connect's act */
-    struct rl_gate_ticket t;  /* the send's decision */
-    struct rl_gate_ticket tc; /* the MSG_FASTOPEN connect's */
+    struct rl_gate_ticket t;  /* the send's decision (a MSG_FASTOPEN's
+                                 connect has its own only while decided:
+                                 hook_send.c) */
 };
 
 enum {
@@ -156,18 +158,26 @@ enum {
                             back */
 };
 
-static inline struct rl_send rl_send_of(int fd, uint32_t mark, const char *call,
-                                        size_t len)
+/* What the call carries, and nothing else: the ticket is written by the
+ * decision that reads it, so it is not zero-filled (a compound literal
+ * would clear all of it, every call). */
+static inline void rl_send_init(struct rl_send *s, int fd, uint32_t mark,
+                                const char *call, size_t len)
 {
-    return (struct rl_send){
-        .fd = fd,
-        .mark = mark,
-        .call = call,
-        .len = len,
-        .calls = 1,
-        .grant = len,
-        .grant_calls = 1,
-    };
+    s->fd = fd;
+    s->mark = mark;
+    s->call = call;
+    s->sa = NULL;
+    s->salen = 0;
+    s->flags = 0;
+    s->len = len;
+    s->calls = 1;
+    s->len_min = 0;
+    s->kind = 0;
+    s->how = RL_SEND_FREE;
+    s->grant = len;
+    s->grant_calls = 1;
+    s->cact = 0;
 }
 
 /* Decide the call and apply the verdict. Returns 0 (s->grant bytes,
