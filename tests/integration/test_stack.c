@@ -27,7 +27,17 @@ static void teardown(void)
 
 TestSuite(stack, .init = setup, .fini = teardown, .timeout = 120);
 
+/* The shim's share of the program's stack; twice that under ASan, whose
+ * frames carry a redzone around every local array (the same code took
+ * 280 bytes here and 6216 under ASan). */
 #define SHIM_STACK_MAX 4096
+
+static long stack_max(void)
+{
+    const char *san = getenv("RLSHIM_SANITIZER");
+    return san != NULL && san[0] != '\0' ? 2 * SHIM_STACK_MAX
+                                          : SHIM_STACK_MAX;
+}
 
 static long used(bool preload, const char *waits, long *sent)
 {
@@ -57,7 +67,7 @@ static void check(const char *mode)
     long shim = used(true, "nowait", &sent);
     /* The budgets bound: the decisions ran (denials and delays too). */
     cr_expect_lt(sent, bare_sent, "%s: nothing was throttled", mode);
-    cr_expect_leq(shim - control, SHIM_STACK_MAX,
+    cr_expect_leq(shim - control, stack_max(),
                   "%s: sends and connects took %ld bytes of stack beyond "
                   "the program's own %ld",
                   mode, shim - control, control);
