@@ -140,3 +140,30 @@ Test(signal, a_site_fleet_budget_holds_for_handler_sends)
                    R.port, srv.port, srv.port);
     run_and_check_as("plain", NULL, 0);
 }
+
+/* A connect from a handler: charged to the rule's connect budget (it
+ * passed uncharged when the handler interrupted the shim), counted as
+ * connections at the server. */
+Test(signal, the_connect_budget_holds_for_handler_connects)
+{
+    /* A send limit too: the program's own sends go into the shim, where
+     * some signals land. */
+    h_config_write("[default]\nto = 127.0.0.1:%d\nconnect = 20/s\n"
+                   "send = 100000/s\n",
+                   srv.port);
+    char prog[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("sigsend", prog, sizeof prog), port,
+                    "2000", "connect", NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "sigsend connect: status %d (-1: a deadlock)",
+                 r.status);
+    long hok = h_out_long(&r, "handler_ok", -1);
+    /* The program's own connection, and the handler's. */
+    cr_assert_eq(h_server_wait(&srv, "CONN", (int)hok + 1, 5), hok + 1);
+    cr_expect_gt(hok, 0, "no connect from the handler went");
+    double allowed = 20 + 20 * r.wall;
+    cr_expect_leq((double)hok + 1, allowed,
+                  "%ld connections in %.2f s: over %.0f", hok + 1, r.wall,
+                  allowed);
+}

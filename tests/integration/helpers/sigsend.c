@@ -30,10 +30,20 @@ static int fd = -1;
 static volatile sig_atomic_t ok, denied;
 static atomic_int handled;
 
+static int connects; /* "connect": the handler connects instead */
+static struct sockaddr_in peer;
+
 static void on_signal_body(void)
 {
     int saved = errno;
-    ssize_t r = send(fd, "s", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t r;
+    if (connects) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        r = connect(c, (struct sockaddr *)&peer, sizeof peer) == 0;
+        close(c);
+    } else {
+        r = send(fd, "s", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (r == 1)
         ok = ok + 1;
     else
@@ -93,6 +103,8 @@ int main(int argc, char **argv)
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(0x7f000001)};
+    peer = a;
+    connects = strcmp(how, "connect") == 0;
     fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         perror("connect");
