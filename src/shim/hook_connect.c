@@ -157,8 +157,10 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
 
 RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    if (concerns(sa, len) &&
-        (rl_hook_in_handler() || (rl_shim_ready() && rl_shim_busy)))
+    /* Only a handler the trampoline ran (hook_signal.c): with the guard
+     * held and no handler, the connect is the shim's own (its Redis
+     * connection), which passes as it always did. */
+    if (concerns(sa, len) && rl_hook_in_handler())
         return connect_in_handler(fd, sa, len);
     if (!concerns(sa, len) || !rl_shim_enter())
         return REAL(connect)(fd, sa, len);
