@@ -13,7 +13,8 @@ close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose vfork __vfork
 socket socketpair accept accept4 syscall
 poll ppoll __poll_chk __ppoll_chk select pselect
 epoll_wait epoll_pwait epoll_pwait2 epoll_ctl
-getaddrinfo gethostbyname gethostbyname2 gethostbyname_r gethostbyname2_r"
+getaddrinfo gethostbyname gethostbyname2 gethostbyname_r gethostbyname2_r
+sigaction signal"
 exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |
     sed 's/@.*//' | sort -u)
 extra=""

@@ -415,6 +415,24 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
     return 0;
 }
 
+int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
+                    const char *user, const char *name, size_t namelen,
+                    struct rl_dest_entry *out)
+{
+    uint64_t ri = (uint64_t)(rule - cfg->rules) + 1;
+    uint64_t key = rl_hash_u64(RL_HASH_INIT, ri);
+    key = rl_hash_bytes(rl_hash_str(key, user), name, namelen);
+    if (key < KEY_MIN)
+        key += KEY_MIN;
+    /* Pairs with the release CAS of table_in. */
+    struct table *t = atomic_load_explicit(&cur, memory_order_acquire);
+    rl_atomic_u64 *free_at, *e;
+    if (t == NULL || t->store != st || (e = probe(t, key, &free_at)) == NULL)
+        return -ENOENT;
+    fill(out, rule, (rl_word *)(e + 2), &e[0], key);
+    return 0;
+}
+
 bool rl_dests_still(const struct rl_dest_entry *e)
 {
     return e->key_word == NULL || rl_load_acquire_u64(e->key_word) == e->key;

@@ -83,6 +83,14 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
                   const char *user, const char *name, size_t namelen,
                   uint64_t now, struct rl_dest_entry *out);
 
+/* The same without making anything: a budget the table already holds
+ * for (user, name), found lock-free with no allocation (what a signal
+ * handler may do), or -ENOENT (not made yet, or only the overflow budget
+ * would do). */
+int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
+                    const char *user, const char *name, size_t namelen,
+                    struct rl_dest_entry *out);
+
 /* Does the entry still belong to the name it was found for? (Always true
  * for the overflow budget.) Acquire: call after taking from it. */
 bool rl_dests_still(const struct rl_dest_entry *e);

@@ -9,8 +9,8 @@
  * given back (rl_gate_refund) is taken off, never below zero.
  *
  * Each decision reads the clock once; the *_at forms take `now` instead,
- * for tests that step time by hand. Not async-signal-safe beyond what the
- * limiter is: the shim's re-entry guard keeps a handler from re-entering. */
+ * for tests that step time by hand. Not async-signal-safe: a call from a
+ * signal handler is decided by rl_gate_handler. */
 #ifndef RL_POLICY_GATE_H
 #define RL_POLICY_GATE_H
 
@@ -51,8 +51,17 @@ struct rl_gate_charge {
      * rl_fleet_init) and whether it is the one of t->dest. */
     const char *fleet_owner;
     bool fleet_dest;
-    struct rl_verdict v[RL_KIND_COUNT][RL_MAX_RATES];
+    /* Each limit's verdict, for a give-back: one row per kind a call can
+     * take (a connect: RL_KIND_CONNECT; a send: RL_KIND_SEND and
+     * RL_KIND_SEND_BYTES), row rl_gate_vrow(kind). Last, and never
+     * zero-filled: written by the take that reads it. */
+    struct rl_verdict v[2][RL_MAX_RATES];
 };
+
+static inline unsigned rl_gate_vrow(int kind)
+{
+    return kind == RL_KIND_SEND_BYTES;
+}
 
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
@@ -71,9 +80,12 @@ struct rl_gate_ticket {
     rl_atomic_u64 *open[RL_GATE_MAX_CHARGES];
     rl_atomic_u64 *open_full;
     uint32_t open_seq;
+    /* charge[0, ncharges) only: the others are never read, so never
+     * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
-    char dest[254]; /* the destination's name, for per-destination
-                       fleet budgets (RL_NAME_MAX + 1) */
+    /* Gate-private, while deciding only: the destination's name for a
+     * per-destination fleet budget, in the decision's own frame. */
+    char *dest;
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
@@ -137,19 +149,24 @@ int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
 
-/* A send decided from a signal handler that interrupted this thread
- * inside the shim (the re-entry guard is held): `calls` units (all or
- * none) carrying `bytes` (at least `bytes_min`), taken straight from the
- * shared limiters of the budget in use. Async-signal-safe: one clock
- * read, the limiters' CAS (a window whose lock this very thread holds
- * denies), relaxed counter adds; no lease, no log, no malloc, no store
- * re-open, no wait: a call that would have to wait is denied in delay mode
- * too (the interrupted frame may hold a window lock or malloc's, which a
- * sleeping handler would keep from every other thread). Nothing granted is
- * given back later. On GO *granted says how many bytes may go; on FAIL
- * *err is the errno to set. */
-int rl_gate_send_reentered(uint64_t calls, uint64_t bytes, uint64_t bytes_min,
-                           uint64_t *granted, int *err);
+/* One call made from a signal handler, as the hook hands it over whole:
+ * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least
+ * `bytes_min` of them: 0 or 1 for a stream, all for a datagram), `calls`
+ * units (all or none), and its destination (the explicit one, or the
+ * fd's peer the hook asked the kernel for; NULL when it has none). */
+struct rl_gate_q {
+    int kind;
+    const void *sa;
+    unsigned salen;
+    uint64_t calls, bytes, bytes_min;
+};
+
+/* Decide q with async-signal-safe steps only (gate_signal.c says which):
+ * every budget of the call, none made, nothing waited for (delay mode
+ * fails at once), a fleet budget only from the host's lease, nothing
+ * logged, nothing to give back later. On GO *granted says how many bytes
+ * may go; on FAIL *err is the errno to set. */
+int rl_gate_handler(const struct rl_gate_q *q, uint64_t *granted, int *err);
 
 /* Give back `units` of `kind` granted by the ticket (the kernel took less,
  * or the call failed). Also lowers the allowed counter. */

@@ -1,5 +1,7 @@
-/* gate_int.h — the gate's process state, shared by gate.c (the decision),
- * lease.c (units a thread takes ahead) and report.c (the exit report).
+/* gate_int.h — the gate's process state, shared by gate.c (set-up),
+ * gate_take.c (the decision), gate_open.c (max_open places),
+ * gate_signal.c (a call from a signal handler), gate_log.c, lease.c
+ * (units a thread takes ahead) and report.c (the exit report).
  * Not for the shim: it sees gate.h only.
  *
  * One struct rl_gate per process (the way libuv keeps a loop): written by
@@ -85,5 +87,25 @@ void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n);
 
 /* Subtract n from *p, stopping at zero; relaxed. */
 void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n);
+
+/* The budget to charge: the current one, re-opened and re-claimed when
+ * another process replaced the segment (may allocate: never from a
+ * signal handler, which loads rl_gate.cur as it is). */
+struct budget *rl_gate_budget(void);
+
+/* A fresh ticket for a decision at `now` asking `calls` and `bytes`. */
+struct rl_gate_ticket;
+void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now,
+                         uint64_t calls, uint64_t bytes);
+
+/* Give back to the host's lease of a fleet budget what a call it granted
+ * did not use. */
+void rl_gate_fleet_lease_refund(uint64_t calls, uint64_t bytes);
+
+/* max_open (gate_open.c): hold a place in every charge of t with
+ * max_open (false: none held, t->open_full says which was full), or give
+ * back the places held. */
+bool rl_gate_open_take(struct rl_gate_ticket *t);
+void rl_gate_open_untake(struct rl_gate_ticket *t);
 
 #endif

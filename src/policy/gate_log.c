@@ -3,11 +3,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "policy/config.h"
+#include "policy/gate_int.h"
 #include "policy/names.h"
 #include "util/declog.h"
+#include "util/log.h"
 
 /* The name the program resolved the address in `host` from (SPEC §1), in
  * place of the address when there is one. */
@@ -70,4 +74,73 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         r.units = units[k];
         rl_declog_write(&r);
     }
+}
+
+/* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer
+ * when sa is NULL: call only once the log has said it will write. */
+static void describe(char *buf, size_t len, int fd, const void *sa,
+                     unsigned salen)
+{
+    struct sockaddr_storage ss;
+    if (sa == NULL) {
+        socklen_t sl = sizeof ss;
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
+            snprintf(buf, len, "fd %d", fd);
+            return;
+        }
+        sa = &ss;
+        salen = sl;
+    }
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
+    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *in = sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+        snprintf(buf, len, "fd %d to %s:%u", fd, host, port);
+    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *in6 = sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+        snprintf(buf, len, "fd %d to [%s]:%u", fd, host, port);
+    } else {
+        snprintf(buf, len, "fd %d", fd);
+    }
+}
+
+/* One log line. Nothing is done (no getpeername, no formatting) unless
+ * the log's rate limit says the line will be written: a client spinning
+ * on denials pays no system call for lines never written. */
+void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
+                 const struct rl_gate_line *d)
+{
+    if (!rl_log_admit(now))
+        return;
+    char dest[96], detail[96];
+    describe(dest, sizeof dest, c->fd, c->sa, c->salen);
+    if (d->wait_ns > 0)
+        snprintf(detail, sizeof detail, " by %llu.%03llu ms%s",
+                 (unsigned long long)(d->wait_ns / 1000000),
+                 (unsigned long long)(d->wait_ns / 1000 % 1000),
+                 d->dry ? " (dry run: not slept)" : "");
+    else if (d->max_open > 0)
+        snprintf(detail, sizeof detail, ": max_open %u of [%s] reached%s",
+                 d->max_open, d->by->section, d->dry ? " (dry run)" : "");
+    else if (d->by != NULL && d->by != rl_gate.rule)
+        snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->by->section, d->dry ? " (dry run)" : "");
+    else
+        snprintf(detail, sizeof detail, ": %s %llu over quota%s",
+                 rl_kind_name(d->kind), (unsigned long long)d->units,
+                 d->dry ? " (dry run)" : "");
+    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
+                    detail, rl_gate.user,
+                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
+}
+
+bool rl_gate_dry_run(void)
+{
+    return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
 }

@@ -1,12 +1,41 @@
-/* gate_log.h — a gate decision as decision-log lines (SPEC §9): one line
- * per limit the decision charged (a send under both send and send_bytes
- * is two lines, one per limit, so `rlshim verify --limit KIND=...` reads
- * the units of each), or one line for the limit that denied it. */
+/* gate_log.h — a gate decision in words: as decision-log lines (SPEC §9):
+ * one line per limit the decision charged (a send under both send and
+ * send_bytes is two lines, one per limit, so `rlshim verify --limit
+ * KIND=...` reads the units of each), or one line for the limit that
+ * denied it; and as a line of the shim's log (a denial, a delay). */
 #ifndef RL_POLICY_GATE_LOG_H
 #define RL_POLICY_GATE_LOG_H
 
 #include "policy/config.h"
 #include "policy/gate.h"
+
+/* What a log line names: the call and its destination. */
+struct rl_gate_call {
+    const char *name;
+    int fd;
+    const void *sa;
+    unsigned salen;
+};
+
+/* What a log line says about a decision. */
+struct rl_gate_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+    const struct rl_rule *by; /* denied: the section that said no (NULL:
+                                 the rule) */
+    uint32_t max_open;        /* denied for max_open: its N; else 0 */
+};
+
+/* One line of the shim's log (rate-limited: nothing is formatted unless
+ * it will be written). */
+void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
+                 const struct rl_gate_line *d);
+
+/* Is the decision a dry run (the rule's, or the config's with no rule)? */
+bool rl_gate_dry_run(void);
 
 /* `denied_kind` is the limit that refused `denied_units`, or -1 when the
  * ticket was granted (then its charges' took[], t->calls, t->bytes and

@@ -102,6 +102,20 @@ int rl_sites_pick_peer(struct rl_peer *p, char *name)
     return -1;
 }
 
+const struct rl_rule *rl_sites_rule(int i)
+{
+    return i >= 0 && (unsigned)i < nsites ? sites[i].rule : NULL;
+}
+
+struct budget *rl_sites_budget_now(int i, struct rl_store *st)
+{
+    if (i < 0 || (unsigned)i >= nsites || st == NULL)
+        return NULL;
+    /* Pairs with the release CAS of rl_sites_budget. */
+    struct budget *b = atomic_load_explicit(&sites[i].cur, memory_order_acquire);
+    return b != NULL && b->store == st ? b : NULL;
+}
+
 struct budget *rl_sites_budget(int i, struct rl_store *st)
 {
     if (i < 0 || (unsigned)i >= nsites || st == NULL)

@@ -51,4 +51,11 @@ int rl_sites_pick_peer(struct rl_peer *p, char *name);
  * by another config). */
 struct budget *rl_sites_budget(int i, struct rl_store *st);
 
+/* Site `i`'s budget in `st` if it was claimed already, else NULL: no
+ * claim, no allocation (what a signal handler may do). */
+struct budget *rl_sites_budget_now(int i, struct rl_store *st);
+
+/* Site `i`'s section (NULL for no site). */
+const struct rl_rule *rl_sites_rule(int i);
+
 #endif

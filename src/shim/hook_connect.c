@@ -121,8 +121,47 @@ static bool concerns(const struct sockaddr *sa, socklen_t len)
     return f == AF_INET || f == AF_INET6 || f == AF_UNSPEC;
 }
 
+/* A connect from a signal handler: the same marks, decided by
+ * rl_gate_handler (async-signal-safe; a budget with max_open denies, as
+ * its place would be bound in a map that allocates; nothing waits). */
+static int connect_in_handler(int fd, const struct sockaddr *sa,
+                              socklen_t len)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    if (sa->sa_family == AF_UNSPEC || !rl_shim_ready()) {
+        if (sa->sa_family == AF_UNSPEC && (m & RL_FD_DGRAM))
+            rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM);
+        return REAL(connect)(fd, sa, len);
+    }
+    uint32_t type = rl_hook_sock_type(fd, m);
+    bool covered = rl_gate_covers(sa, len);
+    uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+    if (type == RL_FD_DGRAM)
+        rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
+    if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
+        return REAL(connect)(fd, sa, len);
+    const struct rl_gate_q q = {RL_KIND_CONNECT, sa, len, 1, 0, 0};
+    uint64_t g;
+    int err;
+    if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+        errno = err;
+        return -1;
+    }
+    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
+    int r = REAL(connect)(fd, sa, len);
+    err = errno;
+    rl_hook_connect_end(fd, r, err);
+    errno = err;
+    return r;
+}
+
 RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
+    /* Only a handler the trampoline ran (hook_signal.c): with the guard
+     * held and no handler, the connect is the shim's own (its Redis
+     * connection), which passes as it always did. */
+    if (concerns(sa, len) && rl_hook_in_handler())
+        return connect_in_handler(fd, sa, len);
     if (!concerns(sa, len) || !rl_shim_enter())
         return REAL(connect)(fd, sa, len);
     int saved = errno, ret;

@@ -81,18 +81,63 @@ static void byte_range(const struct rl_send *s, bool stream, uint64_t *want,
     }
 }
 
-/* A signal handler interrupted this thread inside the shim (the guard is
- * held): decide from the shared limiters, touching nothing the
- * interrupted frame may be updating; never sleeps. */
+/* A call from a signal handler: classify it from the mark alone (asking
+ * the kernel or the inherited-socket scan is for outside handlers), find
+ * its destination, and hand the gate the whole question
+ * (rl_gate_handler: async-signal-safe, never sleeps, nothing to give back
+ * later). A MSG_FASTOPEN that connects is charged as a connect too. */
 static int decide_in_handler(struct rl_send *s)
 {
     s->how = RL_SEND_FREE;
-    if (!(s->mark & RL_FD_MATCHED) || !rl_shim_ready() || !rl_shim_busy)
-        return 0; /* not ready: the guard failed for that, not re-entry */
-    uint64_t want, min, g = 0;
-    byte_range(s, (s->mark & RL_FD_STREAM) != 0, &want, &min);
+    /* Not set up yet: the set-up allocates, so the call passes as every
+     * call does before the shim is ready. */
+    if (!rl_shim_ready())
+        return 0;
+    uint32_t kind = s->kind;
+    bool dgram = (s->mark & (RL_FD_KNOWN | RL_FD_DGRAM)) ==
+                 (RL_FD_KNOWN | RL_FD_DGRAM);
+    if (kind == 0 && inet(s->sa, s->salen) && dgram)
+        kind = rl_gate_charges_sends() && rl_gate_covers(s->sa, s->salen)
+                   ? RL_FD_DGRAM
+                   : 0;
+    else if (kind == 0 && (s->mark & RL_FD_MATCHED))
+        kind = s->mark & RL_FD_STREAM ? RL_FD_STREAM : RL_FD_DGRAM;
+    struct sockaddr_storage peer;
+    struct rl_gate_q q = {.sa = s->sa, .salen = s->salen};
+    uint64_t g = 0;
     int err = 0;
-    if (rl_gate_send_reentered(s->calls, want, min, &g, &err) == RL_GATE_FAIL) {
+    bool fastopen = (s->flags & MSG_FASTOPEN) && inet(s->sa, s->salen) &&
+                    (s->mark & RL_FD_STREAM) && !(s->mark & RL_FD_CHARGED) &&
+                    rl_gate_covers(s->sa, s->salen);
+    if (fastopen) {
+        q.kind = RL_KIND_CONNECT;
+        q.calls = 1;
+        if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+            errno = err;
+            return -1;
+        }
+        uint32_t matched = rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+        rl_fdtab_put(s->fd, RL_FD_KNOWN | RL_FD_STREAM | matched |
+                                RL_FD_CHARGED);
+        kind = matched ? RL_FD_STREAM : 0;
+    }
+    if (kind == 0)
+        return 0;
+    if (kind == RL_FD_STREAM || s->sa == NULL) {
+        /* A stream ignores the address: the budgets are its peer's. */
+        socklen_t l = sizeof peer;
+        if (getpeername(s->fd, (struct sockaddr *)&peer, &l) == 0) {
+            q.sa = &peer;
+            q.salen = l;
+        } else if (!fastopen) {
+            q.sa = NULL;
+            q.salen = 0;
+        }
+    }
+    q.kind = RL_KIND_SEND;
+    q.calls = s->calls;
+    byte_range(s, kind == RL_FD_STREAM, &q.bytes, &q.bytes_min);
+    if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
         errno = err;
         return -1;
     }
@@ -103,66 +148,80 @@ static int decide_in_handler(struct rl_send *s)
     return 0;
 }
 
-/* MSG_FASTOPEN with an address on a stream socket connects: its connect
- * is decided first (hook_connect.c). */
-static int fastopen_begin(struct rl_send *s)
+/* The gate's decision of a send of `kind` (the guard is held), shaped
+ * for a socket that must not sleep (shim/wait.h). */
+static int decide_send(struct rl_send *s, uint32_t kind)
 {
-    if (!(s->flags & MSG_FASTOPEN) || s->sa == NULL ||
-        rl_hook_sock_type(s->fd, s->mark) != RL_FD_STREAM)
-        return RL_HOOK_PASS;
-    int act = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call, &s->tc);
-    if (act == RL_HOOK_GO)
+    uint64_t want, min;
+    byte_range(s, kind == RL_FD_STREAM, &want, &min);
+    if (rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
+                     s->calls, want, min) == RL_GATE_FAIL)
+        return RL_HOOK_FAIL;
+    s->how = RL_SEND_GATE;
+    s->grant_calls = s->t.calls;
+    if (s->t.bytes < s->len)
+        s->grant = (size_t)s->t.bytes;
+    return RL_HOOK_GO;
+}
+
+/* What rl_hook_apply reads of a connect's ticket, into the send's. */
+static void apply_of(struct rl_gate_ticket *to, const struct rl_gate_ticket *c)
+{
+    to->now = c->now;
+    to->wait_ns = c->wait_ns;
+    to->err = c->err;
+    to->calls = to->bytes = 0;
+}
+
+/* MSG_FASTOPEN with an address on a stream socket connects: its connect
+ * is decided first (hook_connect.c), on a ticket of its own that lives
+ * only here (out of line: the common send carries one ticket). */
+static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
+{
+    struct rl_gate_ticket tc;
+    s->cact = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call, &tc);
+    if (s->cact == RL_HOOK_GO)
         /* max_open: held from now until the fd closes (a fastopen that
          * then fails stays counted until then). */
-        rl_gate_connected(&s->tc, s->fd, true);
+        rl_gate_connected(&tc, s->fd, true);
     s->mark = rl_fdtab_get(s->fd);
+    if (s->cact == RL_HOOK_FAIL) {
+        apply_of(&s->t, &tc);
+        return RL_HOOK_FAIL;
+    }
+    uint32_t kind = rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
+    if (kind == 0) {
+        /* Only the connect (if any) was charged: sleep as it says. */
+        if (s->cact == RL_HOOK_GO)
+            apply_of(&s->t, &tc);
+        return s->cact;
+    }
+    int act = decide_send(s, kind);
+    if (act == RL_HOOK_FAIL) {
+        if (s->cact == RL_HOOK_GO) {
+            /* The denied call leaves nothing behind: its connect goes
+             * back and the socket is unmarked. */
+            rl_gate_refund(&tc, RL_KIND_CONNECT, 1);
+            rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
+        }
+        return RL_HOOK_FAIL;
+    }
+    if (s->cact == RL_HOOK_GO && tc.now + tc.wait_ns > s->t.now + s->t.wait_ns)
+        /* One sleep covers both: until the later reservation. */
+        s->t.wait_ns = tc.now + tc.wait_ns - s->t.now;
     return act;
 }
 
 /* The gate's decision of a send that needs one (the guard is held). */
 static int decide(struct rl_send *s)
 {
-    memset(&s->tc, 0, sizeof s->tc);
-    s->cact = fastopen_begin(s);
-    if (s->cact == RL_HOOK_FAIL) {
-        s->t = s->tc;
-        return RL_HOOK_FAIL;
-    }
+    if ((s->flags & MSG_FASTOPEN) && s->sa != NULL &&
+        rl_hook_sock_type(s->fd, s->mark) == RL_FD_STREAM)
+        return decide_fastopen(s);
     uint32_t kind = s->kind != 0
                         ? s->kind
                         : rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
-    if (kind == 0) {
-        /* Only the connect (if any) was charged: sleep as it says. */
-        s->t = s->tc;
-        s->t.calls = s->t.bytes = 0;
-        return s->cact;
-    }
-    uint64_t want, min;
-    byte_range(s, kind == RL_FD_STREAM, &want, &min);
-    /* The gate's decision, shaped for a socket that must not sleep
-     * (shim/wait.h). */
-    int act = rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
-                           s->calls, want, min) == RL_GATE_FAIL
-                  ? RL_HOOK_FAIL
-                  : RL_HOOK_GO;
-    if (act == RL_HOOK_FAIL) {
-        if (s->cact == RL_HOOK_GO) {
-            /* The denied call leaves nothing behind: its connect goes
-             * back and the socket is unmarked. */
-            rl_gate_refund(&s->tc, RL_KIND_CONNECT, 1);
-            rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
-        }
-        return RL_HOOK_FAIL;
-    }
-    s->how = RL_SEND_GATE;
-    s->grant_calls = s->t.calls;
-    if (s->t.bytes < s->len)
-        s->grant = (size_t)s->t.bytes;
-    if (s->cact == RL_HOOK_GO &&
-        s->tc.now + s->tc.wait_ns > s->t.now + s->t.wait_ns)
-        /* One sleep covers both: until the later reservation. */
-        s->t.wait_ns = s->tc.now + s->tc.wait_ns - s->t.now;
-    return act;
+    return kind == 0 ? RL_HOOK_PASS : decide_send(s, kind);
 }
 
 int rl_send_begin(struct rl_send *s)
@@ -171,8 +230,10 @@ int rl_send_begin(struct rl_send *s)
     s->cact = RL_HOOK_PASS;
     s->grant = s->len;
     s->grant_calls = s->calls;
-    if (!rl_shim_enter())
+    if (rl_hook_in_handler() || (rl_shim_ready() && rl_shim_busy))
         return decide_in_handler(s);
+    if (!rl_shim_enter())
+        return 0; /* not set up: passes, as every call then */
     int saved = errno;
     /* The hot path: one unit to the fd's own peer, out of the lease. */
     if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&
@@ -237,7 +298,8 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED))
         return REAL(send)(fd, buf, len, flags);
-    struct rl_send s = rl_send_of(fd, m, "send", len);
+    struct rl_send s;
+    rl_send_init(&s, fd, m, "send", len);
     s.flags = flags;
     if (rl_send_begin(&s) < 0)
         return -1;
@@ -252,7 +314,8 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
     uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (!(m & RL_FD_MATCHED) && !inet(sa, salen))
         return REAL(sendto)(fd, buf, len, flags, sa, salen);
-    struct rl_send s = rl_send_of(fd, m, "sendto", len);
+    struct rl_send s;
+    rl_send_init(&s, fd, m, "sendto", len);
     s.sa = sa;
     s.salen = salen;
     s.flags = flags;
@@ -263,6 +326,21 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
     return r;
 }
 
+/* A stream grant shorter than asked: send a trimmed copy of the iovec
+ * (bounded, on the stack of this call only, never beside a decision; a
+ * longer prefix is cut further and the rest given back by the
+ * settlement). *grant becomes what the copy holds. */
+static __attribute__((noinline)) ssize_t
+sendmsg_trimmed(int fd, const struct msghdr *msg, int flags, size_t *grant)
+{
+    struct iovec iov[RL_HOOK_IOV_MAX];
+    struct msghdr copy = *msg;
+    copy.msg_iov = iov;
+    copy.msg_iovlen = rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, *grant,
+                                       iov, RL_HOOK_IOV_MAX, grant);
+    return REAL(sendmsg)(fd, &copy, flags);
+}
+
 RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
@@ -270,28 +348,16 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
         (!(m & RL_FD_MATCHED) &&
          !inet(msg->msg_name, msg->msg_name != NULL ? msg->msg_namelen : 0)))
         return REAL(sendmsg)(fd, msg, flags);
-    struct rl_send s = rl_send_of(
+    struct rl_send s;
+    rl_send_init(&s, 
         fd, m, "sendmsg", rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen));
     s.sa = msg->msg_name;
     s.salen = msg->msg_name != NULL ? msg->msg_namelen : 0;
     s.flags = flags;
     if (rl_send_begin(&s) < 0)
         return -1;
-    /* A stream grant shorter than asked: send a trimmed copy of the iovec
-     * (bounded, on the stack; a longer prefix is cut further and the rest
-     * given back by the settlement). */
-    struct msghdr copy;
-    struct iovec iov[RL_HOOK_IOV_MAX];
-    const struct msghdr *use = msg;
-    if (s.grant < s.len) {
-        copy = *msg;
-        copy.msg_iov = iov;
-        copy.msg_iovlen =
-            rl_hook_iov_trim(msg->msg_iov, msg->msg_iovlen, s.grant, iov,
-                             RL_HOOK_IOV_MAX, &s.grant);
-        use = &copy;
-    }
-    ssize_t r = REAL(sendmsg)(fd, use, flags);
+    ssize_t r = s.grant < s.len ? sendmsg_trimmed(fd, msg, flags, &s.grant)
+                                : REAL(sendmsg)(fd, msg, flags);
     rl_send_end(&s, r);
     return r;
 }
@@ -320,16 +386,15 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
         return REAL(sendmmsg)(fd, vec, vlen, flags);
     /* Which messages are charged, and what they carry. Classifying may
      * need the rule: decided under the guard, like everything else. */
-    unsigned char charged[MMSG_MAX];
+    uint64_t charged[MMSG_MAX / 64] = {0}; /* a bit per message */
     uint64_t calls = 0, bytes = 0, first = 0;
     bool ready = rl_shim_enter();
     for (unsigned i = 0; i < n; i++) {
         const struct msghdr *h = &vec[i].msg_hdr;
-        charged[i] =
-            !ready || rl_hook_send_kind(fd, rl_fdtab_get(fd), h->msg_name,
-                                        h->msg_namelen) != 0;
-        if (!charged[i])
+        if (ready && rl_hook_send_kind(fd, rl_fdtab_get(fd), h->msg_name,
+                                       h->msg_namelen) == 0)
             continue;
+        charged[i / 64] |= 1ull << (i % 64);
         uint64_t sz = msg_len(&vec[i]);
         if (calls++ == 0)
             first = sz;
@@ -339,8 +404,8 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
         rl_shim_leave();
     if (calls == 0)
         return REAL(sendmmsg)(fd, vec, vlen, flags);
-    struct rl_send s =
-        rl_send_of(fd, rl_fdtab_get(fd), "sendmmsg", (size_t)bytes);
+    struct rl_send s;
+    rl_send_init(&s, fd, rl_fdtab_get(fd), "sendmmsg", (size_t)bytes);
     s.calls = calls;
     s.flags = flags;
     s.len_min = ready ? (size_t)first : (size_t)bytes; /* handler: whole */
@@ -353,7 +418,7 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
         uint64_t c = 0, b = 0;
         unsigned i;
         for (i = 0; i < n; i++) {
-            if (!charged[i])
+            if (!(charged[i / 64] >> (i % 64) & 1))
                 continue;
             uint64_t sz = msg_len(&vec[i]);
             if (c + 1 > s.t.calls || b + sz > s.t.bytes)
@@ -371,7 +436,7 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
     if (s.how == RL_SEND_GATE) {
         uint64_t c = 0, b = 0;
         for (int i = 0; i < r && (unsigned)i < n; i++)
-            if (charged[i]) {
+            if (charged[i / 64] >> (i % 64) & 1) {
                 c++;
                 b += vec[i].msg_len;
             }

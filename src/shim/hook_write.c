@@ -26,7 +26,8 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED))
         return REAL(write)(fd, buf, len);
-    struct rl_send s = rl_send_of(fd, m, "write", len);
+    struct rl_send s;
+    rl_send_init(&s, fd, m, "write", len);
     if (rl_send_begin(&s) < 0)
         return -1;
     ssize_t r = REAL(write)(fd, buf, s.grant);
@@ -42,26 +43,30 @@ RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
     return write_marked(fd, buf, len, m);
 }
 
+/* A shorter grant: write a trimmed copy of the iovec's prefix (out of
+ * line: the copy is on the stack only for this call, never beside a
+ * decision). *grant becomes what the copy holds. */
+static __attribute__((noinline)) ssize_t
+writev_trimmed(int fd, const struct iovec *iov, int iovcnt, size_t *grant)
+{
+    struct iovec trimmed[RL_HOOK_IOV_MAX];
+    int cnt = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, *grant, trimmed,
+                                    RL_HOOK_IOV_MAX, grant);
+    return REAL(writev)(fd, trimmed, cnt);
+}
+
 static __attribute__((noinline)) ssize_t
 writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_MATCHED) || iovcnt <= 0)
         return REAL(writev)(fd, iov, iovcnt);
-    struct rl_send s =
-        rl_send_of(fd, m, "writev", rl_hook_iov_len(iov, (size_t)iovcnt));
+    struct rl_send s;
+    rl_send_init(&s, fd, m, "writev", rl_hook_iov_len(iov, (size_t)iovcnt));
     if (rl_send_begin(&s) < 0)
         return -1;
-    /* A shorter grant: write a trimmed copy of the iovec's prefix. */
-    struct iovec trimmed[RL_HOOK_IOV_MAX];
-    const struct iovec *use = iov;
-    int cnt = iovcnt;
-    if (s.grant < s.len) {
-        cnt = (int)rl_hook_iov_trim(iov, (size_t)iovcnt, s.grant, trimmed,
-                                    RL_HOOK_IOV_MAX, &s.grant);
-        use = trimmed;
-    }
-    ssize_t r = REAL(writev)(fd, use, cnt);
+    ssize_t r = s.grant < s.len ? writev_trimmed(fd, iov, iovcnt, &s.grant)
+                                : REAL(writev)(fd, iov, iovcnt);
     rl_send_end(&s, r);
     return r;
 }
@@ -98,7 +103,7 @@ static int sendfile_begin(struct rl_send *s, int out, int in, int64_t off,
                           size_t count, const char *call)
 {
     uint32_t m = rl_fdtab_get(out);
-    *s = rl_send_of(out, m, call, count);
+    rl_send_init(s, out, m, call, count);
     if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
         return 0;
     s->mark = m = rl_hook_mark_scanned(out, m);

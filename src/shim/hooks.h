@@ -24,6 +24,26 @@
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
+/* How many program signal handlers are running on this thread, raised by
+ * the trampoline that wraps each (hook_signal.c), and the frames of the
+ * innermost RL_SIG_FRAMES of them. initial-exec: no allocation on first
+ * access, which may be in a handler. */
+#define RL_SIG_FRAMES 8
+extern __thread unsigned rl_sig_depth __attribute__((tls_model("initial-exec")));
+
+bool rl_hook_in_handler_slow(void);
+
+/* Is this call made from a signal handler of the program (or one that
+ * interrupted the shim itself, the re-entry guard held)? Such a call is
+ * decided by rl_gate_handler, with async-signal-safe steps only. One TLS
+ * load when not. */
+static inline bool rl_hook_in_handler(void)
+{
+    if (__builtin_expect(rl_sig_depth == 0, 1))
+        return false;
+    return rl_hook_in_handler_slow();
+}
+
 enum rl_hook_act {
     RL_HOOK_PASS = 0, /* not charged: call the real function as is */
     RL_HOOK_GO = 1,   /* charged: sleep until t.now + t.wait_ns, then call */
@@ -62,7 +82,8 @@ void rl_hook_connect_end(int fd, int r, int err);
  * sockets is still due, what fd carries after it ran. */
 static inline uint32_t rl_hook_mark_scanned(int fd, uint32_t m)
 {
-    if (!rl_shim_scan_due())
+    /* The scan allocates: a handler takes the mark as it is. */
+    if (!rl_shim_scan_due() || rl_hook_in_handler())
         return m;
     rl_shim_scan_now();
     return rl_fdtab_get(fd);
@@ -91,7 +112,8 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
 /* One charged send, whatever its name (send, sendto, sendmsg, sendmmsg,
  * write, writev, sendfile*): every hook has the same shape,
  *
- *     struct rl_send s = rl_send_of(fd, m, "writev", len);
+ *     struct rl_send s;
+ *     rl_send_init(&s, fd, m, "writev", len);
  *     if (rl_send_begin(&s) < 0)       classify, ask the gate, apply the
  *         return -1;                   verdict (sleep, or fail)
  *     r = real(..., s.grant bytes);    the hook trims its own buffers
@@ -99,9 +121,9 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
  *                                      take
  *
  * and rl_send_begin alone knows the three ways a call is decided: from
- * the thread's lease (no clock, no atomic), by the gate, or, when a signal
- * handler interrupted this thread inside the shim, straight from the
- * shared limiters (rl_gate_send_reentered, async-signal-safe). The hook
+ * the thread's lease (no clock, no atomic), by the gate, or, when it is
+ * made from a signal handler (rl_hook_in_handler, or the re-entry guard
+ * held), by rl_gate_handler with async-signal-safe steps only. The hook
  * fills what the call carries; rl_send_begin fills the rest. */
 struct rl_send {
     /* What the call carries. */
@@ -123,8 +145,9 @@ struct rl_send {
     size_t grant;             /* bytes to pass to the real call */
     uint64_t grant_calls;     /* units granted (sendmmsg's prefix) */
     int cact;                 /* the MSG_FASTOPEN connect's act */
-    struct rl_gate_ticket t;  /* the send's decision */
-    struct rl_gate_ticket tc; /* the MSG_FASTOPEN connect's */
+    struct rl_gate_ticket t;  /* the send's decision (a MSG_FASTOPEN's
+                                 connect has its own only while decided:
+                                 hook_send.c) */
 };
 
 enum {
@@ -135,18 +158,26 @@ enum {
                             back */
 };
 
-static inline struct rl_send rl_send_of(int fd, uint32_t mark, const char *call,
-                                        size_t len)
+/* What the call carries, and nothing else: the ticket is written by the
+ * decision that reads it, so it is not zero-filled (a compound literal
+ * would clear all of it, every call). */
+static inline void rl_send_init(struct rl_send *s, int fd, uint32_t mark,
+                                const char *call, size_t len)
 {
-    return (struct rl_send){
-        .fd = fd,
-        .mark = mark,
-        .call = call,
-        .len = len,
-        .calls = 1,
-        .grant = len,
-        .grant_calls = 1,
-    };
+    s->fd = fd;
+    s->mark = mark;
+    s->call = call;
+    s->sa = NULL;
+    s->salen = 0;
+    s->flags = 0;
+    s->len = len;
+    s->calls = 1;
+    s->len_min = 0;
+    s->kind = 0;
+    s->how = RL_SEND_FREE;
+    s->grant = len;
+    s->grant_calls = 1;
+    s->cact = 0;
 }
 
 /* Decide the call and apply the verdict. Returns 0 (s->grant bytes,

@@ -284,12 +284,13 @@ Test(gate, charges_sends_when_a_send_limit_exists)
     cr_expect(rl_gate_charges_sends());
 }
 
-/* A send from a signal handler that interrupted its thread inside the
- * shim: charged straight to the shared limiters, on the real clock. */
+/* A send from a signal handler (rl_gate_handler): charged straight to
+ * the shared limiters, on the real clock. */
 static int reentered(uint64_t calls, uint64_t bytes, uint64_t min,
                      uint64_t *granted, int *err)
 {
-    return rl_gate_send_reentered(calls, bytes, min, granted, err);
+    const struct rl_gate_q q = {RL_KIND_SEND, NULL, 0, calls, bytes, min};
+    return rl_gate_handler(&q, granted, err);
 }
 
 Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
@@ -338,7 +339,7 @@ static void land_inside(rl_word *st)
     uint64_t g = 0;
     int err = 0;
     if (inner_act < 0)
-        inner_act = rl_gate_send_reentered(1, 0, 0, &g, &err);
+        inner_act = reentered(1, 0, 0, &g, &err);
 }
 
 static const struct rl_lock_ops landing_ops = {

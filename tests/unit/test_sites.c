@@ -15,6 +15,7 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "util/clock.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -231,4 +232,49 @@ Test(site_gate, a_site_window_counts_a_connect_the_rule_delays_at_its_turn)
               (unsigned long long)(site[r.first].t - T0),
               (unsigned long long)(site[r.last].t - T0),
               (unsigned long long)r.allowed);
+}
+
+/* A send from a signal handler (rl_gate_handler) to ip: 1 call of 1 byte. */
+static int handler_send_to(const char *ip, int *err)
+{
+    struct sockaddr_in a = v4(ip, 80);
+    const struct rl_gate_q q = {RL_KIND_SEND, &a, sizeof a, 1, 1, 1};
+    uint64_t g = 0;
+    return rl_gate_handler(&q, &g, err);
+}
+
+/* From a handler a site's budget is charged beside the rule's, and one
+ * never made before cannot be made there (it allocates): denied. */
+Test(site_gate, a_handler_send_is_charged_to_its_site_which_it_never_makes)
+{
+    gate_as(NULL, "[default]\nsend = 100/h\n"
+                  "[site:a]\nto = 10.0.0.1\nsend = 3/h\nerrno = ENETUNREACH\n");
+    int err = 0;
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_FAIL,
+                 "the site's budget was made from a handler");
+    cr_expect_eq(err, ENETUNREACH);
+    /* Made by an ordinary decision (1 of its 3), then charged from the
+     * handler too: 2 more, then the site says no. */
+    cr_assert_eq(send_to("10.0.0.1", rl_clock_now_ns(), 1, 1), RL_GATE_GO);
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_GO);
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_GO);
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_FAIL);
+    cr_expect_eq(err, ENETUNREACH);
+    /* Another destination: the rule's budget only. */
+    cr_expect_eq(handler_send_to("10.0.0.2", &err), RL_GATE_GO);
+}
+
+/* A per-destination budget: found in the table, never added from a
+ * handler. */
+Test(site_gate, a_handler_send_spends_a_per_destination_budget_it_never_adds)
+{
+    gate_as(NULL, "[default]\nsend = 100/h\n"
+                  "[site:each]\nper = destination\nsend = 2/h\n");
+    int err = 0;
+    cr_assert_eq(send_to("10.0.0.1", rl_clock_now_ns(), 1, 1), RL_GATE_GO);
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_GO);
+    cr_expect_eq(handler_send_to("10.0.0.1", &err), RL_GATE_FAIL,
+                 "10.0.0.1's budget of 2 let a third go");
+    cr_expect_eq(handler_send_to("10.0.0.9", &err), RL_GATE_FAIL,
+                 "a destination's budget was added from a handler");
 }

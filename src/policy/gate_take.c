@@ -1,0 +1,525 @@
+/* gate_take.c — one decision per call: the budgets a call is charged to
+ * (the user's rule, the first site that covers it, a budget per
+ * destination; each local or on Redis), taken from at the one turn the
+ * call goes (take()), given back to all when one denies, and the refund
+ * of what the kernel did not take (see gate.h). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "limit/limit.h"
+#include "policy/dest.h"
+#include "policy/dests.h"
+#include "fleet/fleet.h"
+#include "policy/gate.h"
+#include "policy/gate_int.h"
+#include "policy/gate_log.h"
+#include "policy/lease.h"
+#include "policy/sites.h"
+#include "util/atomics.h"
+#include "util/clock.h"
+#include "util/declog.h"
+
+/* The next charge of t, zeroed but for its verdicts (written by the take
+ * that reads them). */
+static struct rl_gate_charge *new_charge(struct rl_gate_ticket *t)
+{
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    memset(c, 0, offsetof(struct rl_gate_charge, v));
+    return c;
+}
+
+/* Charge `b` (its own limiters) for this call. */
+static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
+                                         struct budget *b)
+{
+    struct rl_gate_charge *c = new_charge(t);
+    c->budget = b;
+    c->rule = b->rule;
+    memcpy(c->states, b->states, sizeof c->states);
+    /* A site's fleet budget is the site's for this user. */
+    if (b->rule != rl_gate.rule)
+        c->fleet_owner = rl_gate.user;
+    return c;
+}
+
+/* The destination's name for a per-destination fleet budget (its Redis
+ * key names it), from charges() to take_one() within one decision: in a
+ * buffer of the decision's frame (t->dest, RL_NAME_MAX + 1 bytes; see
+ * rl_gate_send_at), not in the ticket, which the program's stack carries
+ * through the real call too. */
+static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
+                       const char *owner, const char *name, size_t namelen)
+{
+    if (c->rule->scope != RL_SCOPE_FLEET || namelen > RL_NAME_MAX ||
+        t->dest == NULL)
+        return;
+    memcpy(t->dest, name, namelen);
+    t->dest[namelen] = '\0';
+    c->fleet_owner = owner;
+    c->fleet_dest = true;
+}
+
+/* Charge the budget of section `r` for (owner, name) in the table of
+ * policy/dests.h, counting in `b` (the section's budget for the user).
+ * false when not even an overflow budget could be had. */
+static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
+                     const struct rl_rule *r, const char *owner,
+                     const char *name, size_t namelen)
+{
+    struct rl_dest_entry e;
+    if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
+        return false;
+    struct rl_gate_charge *c = new_charge(t);
+    c->budget = b;
+    c->rule = r;
+    memcpy(c->states, e.states, sizeof c->states);
+    c->key_word = e.key_word;
+    c->key = e.key;
+    c->open_area = e.open;
+    fleet_dest(t, c, owner, name, namelen);
+    return true;
+}
+
+/* The budgets this call to `sa` (NULL: fd's peer) is charged to, into
+ * t->charge[]: the rule's (when its `to` covers the destination; its
+ * budget for the destination when it is `per = destination`) and the
+ * first site that covers it (likewise). A store that could not be set up
+ * charges none. */
+static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
+                    unsigned salen)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    struct budget *b = rl_gate_budget();
+    t->ncharges = 0;
+    if (b == NULL)
+        return;
+    if (!rl_sites_any() && !rl_dests_any()) {
+        add_budget(t, b); /* the hook asked rl_gate_covers */
+        return;
+    }
+    struct sockaddr_storage peer;
+    if (sa == NULL) {
+        socklen_t l = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0) {
+            if (rule != NULL)
+                add_budget(t, b);
+            return;
+        }
+        sa = &peer;
+        salen = l;
+    }
+    /* The destination taken apart once: its name is looked up at most
+     * once for every `to` and per-destination budget below. */
+    struct rl_peer p;
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (!rl_peer_from_addr(sa, salen, &p))
+        return;
+    if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
+        if (rule->per == RL_PER_DESTINATION) {
+            namelen = rl_dests_peer_name(&p, name);
+            const char *owner = rl_budget_user(rule, rl_gate.user);
+            if (!add_dest(t, b, rule, owner, name, namelen))
+                /* No room at all: the rule's own (in Redis, still the
+                 * destination's). */
+                fleet_dest(t, add_budget(t, b), owner, name, namelen);
+        } else {
+            add_budget(t, b);
+        }
+    }
+    int si = rl_sites_pick_peer(&p, pname);
+    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
+    if (sb == NULL)
+        return;
+    if (sb->rule->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_peer_name(&p, name);
+        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
+            return;
+        fleet_dest(t, add_budget(t, sb), rl_gate.user, name, namelen);
+        return;
+    }
+    add_budget(t, sb);
+}
+
+static struct budget *budget_of(const struct rl_gate_charge *c)
+{
+    return c->budget;
+}
+
+static uint64_t max_wait(const struct rl_rule *rule)
+{
+    return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
+}
+
+static void untake(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+                   uint64_t units)
+{
+    if (!c->took[kind] || units == 0 || c->fleet[kind])
+        return;
+    rl_multi_refund(c->states[kind], c->rule->limits[kind],
+                    c->rule->nlimits[kind], t->now, c->v[rl_gate_vrow(kind)], units);
+}
+
+/* Give back what every charge took of `kind`, and forget it. */
+static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        untake(t, &t->charge[i], kind, units);
+        t->charge[i].took[kind] = false;
+    }
+}
+
+/* Ask charge c for `want` (at least `min`) units of `kind` for the turn
+ * `at` ns after t->now; the verdict's wait is from t->now. The charge's
+ * own max_delay bounds how far it may move the turn: one the turn is
+ * already past grants only what it has free at the turn. */
+/* A fleet charge's take, on Redis (out of line: its Redis key's label is
+ * on the stack only for a fleet budget). */
+static __attribute__((noinline)) struct rl_verdict
+take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
+           uint64_t want, uint64_t min, uint64_t mw)
+{
+    /* Only the user's rule budget leases (a site or per-destination
+     * charge is decided on its own, exactly, under its own key). */
+    char label[RL_STORE_LABEL_MAX + RL_NAME_MAX + 2];
+    const char *fl = NULL;
+    if (c->fleet_owner != NULL) {
+        rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
+        if (c->fleet_dest) {
+            size_t l = strlen(label);
+            snprintf(label + l, sizeof label - l, "|%s", t->dest);
+        }
+        fl = label;
+    }
+    const struct rl_fleet_pool *pool =
+        rl_gate.fleet_lease && fl == NULL && kind != RL_KIND_CONNECT &&
+                c->budget->fleet.w != NULL
+            ? &c->budget->fleet
+            : NULL;
+    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
+                         want, min, mw, c->v[rl_gate_vrow(kind)]);
+}
+
+static struct rl_verdict take_one(struct rl_gate_ticket *t,
+                                  struct rl_gate_charge *c, int kind,
+                                  uint64_t at, uint64_t want, uint64_t min)
+{
+    uint64_t mw = max_wait(c->rule);
+    mw = mw > at ? mw - at : 0;
+    if (min > want)
+        min = want;
+    struct rl_verdict v =
+        c->fleet[kind]
+            ? take_fleet(t, c, kind, want, min, mw)
+            : rl_multi_take(c->states[kind], c->rule->limits[kind],
+                            c->rule->nlimits[kind], t->now + at, want, min, mw,
+                            c->v[rl_gate_vrow(kind)]);
+    if (v.granted > 0 || v.wait_ns != UINT64_MAX)
+        v.wait_ns = v.wait_ns > UINT64_MAX - at ? UINT64_MAX : v.wait_ns + at;
+    return v;
+}
+
+/* Take `want` (at least `min`) units of `kind` from every charge: true
+ * when all granted, *granted the least of their grants (what more the
+ * others took goes back). On false nothing of `kind` is held and
+ * t->denier is the section that said no. A per-destination budget that
+ * was re-used for another name while we took from it counts as a denial:
+ * what we took fell on the other name, which then admits less, never
+ * more.
+ *
+ * Every budget counts the units at the turn the call goes, as the limits
+ * of one budget do (rl_multi_take, multi.c): when one charge reserves a
+ * later turn, a charge that granted for an earlier one gives its grant
+ * back and is asked again at that turn. Counted at the earlier turn, it
+ * would refill (or let a stamp expire) over a unit that had not gone yet:
+ * with the rule at 2/s and a site at 1/s that delays a connect by 1 s,
+ * the rule let 3 go at once. A give-back admits no more than if the take
+ * had not happened (limit.h), so the loop never over-admits; a turn that
+ * keeps moving (other callers take in between) is refused after a few
+ * rounds.
+ *
+ * A fleet charge (decided in Redis, at Redis's time) cannot be given back
+ * nor asked for a later turn. It is asked first, so that the local
+ * charges are asked at its turn; if a local charge then moves the turn
+ * later still, the fleet counted the unit up to that much early (left as
+ * it is: refusing would lose the fleet's unit and turn the delay the
+ * section asked for into a failure). */
+static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
+                 uint64_t min, uint64_t *granted)
+{
+    uint64_t least = want, at = 0; /* the turn, from t->now */
+    uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
+    unsigned order[RL_GATE_MAX_CHARGES], nc = 0, rounds = 0;
+    *granted = want;
+    if (want == 0)
+        return true;
+    /* Fleet charges first (see above), then the local ones in order. */
+    for (int fleet = 1; fleet >= 0; fleet--)
+        for (unsigned i = 0; i < t->ncharges; i++) {
+            struct rl_gate_charge *c = &t->charge[i];
+            if (c->rule->nlimits[kind] == 0)
+                continue;
+            /* Fleet scope: the user's rule budget, a site's for the
+             * user, or either's for the destination, each under its own
+             * Redis key (take_one). */
+            c->fleet[kind] = rl_fleet_decides(c->rule);
+            if (c->fleet[kind] == (fleet == 1))
+                order[nc++] = i;
+        }
+    for (;;) {
+        /* The first charge that holds no grant for the turn (a fleet
+         * grant stands whatever the turn). */
+        unsigned j;
+        struct rl_gate_charge *c = NULL;
+        for (j = 0; j < nc; j++) {
+            c = &t->charge[order[j]];
+            if (!c->took[kind] || (!c->fleet[kind] && turn[order[j]] != at))
+                break;
+        }
+        if (j == nc)
+            break;
+        if (++rounds > 4 * nc) {
+            untake_all(t, kind, least);
+            t->denier = c->rule;
+            return false;
+        }
+        if (c->took[kind]) {
+            untake(t, c, kind, c->granted[kind]);
+            c->took[kind] = false;
+        }
+        struct rl_verdict v = take_one(t, c, kind, at, least, min);
+        bool moved = v.granted > 0 && c->key_word != NULL &&
+                     rl_load_acquire_u64(c->key_word) != c->key;
+        if (v.granted == 0 || moved) {
+            /* Denied, or what it took fell on the other name (kept
+             * there: that name admits less, never more). */
+            untake_all(t, kind, least);
+            t->denier = c->rule;
+            return false;
+        }
+        c->took[kind] = true;
+        c->granted[kind] = v.granted;
+        turn[order[j]] = v.wait_ns;
+        if (v.wait_ns > at)
+            at = v.wait_ns;
+        if (v.granted < least)
+            least = v.granted;
+    }
+    if (at > t->wait_ns)
+        t->wait_ns = at;
+    /* A later charge granted less: the earlier ones keep only that. */
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (c->took[kind] && c->granted[kind] > least) {
+            untake(t, c, kind, c->granted[kind] - least);
+            c->granted[kind] = least;
+        }
+    }
+    *granted = least;
+    return true;
+}
+
+static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
+                const struct rl_gate_call *c)
+{
+    const struct rl_rule *by = t->denier;
+    struct budget *counted = NULL;
+    for (unsigned i = 0; i < t->ncharges && counted == NULL; i++)
+        if (by == NULL || t->charge[i].rule == by)
+            counted = budget_of(&t->charge[i]);
+    /* Counted where it was denied (the site's budget, or the rule's). */
+    rl_gate_count(counted, kind, RL_STAT_DENIED, units);
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units,
+                             c->name, c->fd, c->sa, c->salen);
+    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run();
+    const struct rl_gate_line d = {
+        dry ? "would deny" : "denied",
+        kind,
+        units,
+        0,
+        dry,
+        by,
+        t->open_full != NULL && by != NULL ? by->max_open : 0};
+    rl_gate_say(t->now, c, &d);
+    /* What an earlier limit of this call reserved was given back: there
+     * is no turn to sleep until (a dry run goes at once). */
+    t->wait_ns = 0;
+    if (dry)
+        return RL_GATE_GO;
+    t->err = by != NULL             ? by->deny_errno
+             : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
+                                    : rl_gate.cfg->deny_errno;
+    return RL_GATE_FAIL;
+}
+
+static void granted(struct rl_gate_ticket *t, const struct rl_gate_call *c)
+{
+    uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *ch = &t->charge[i];
+        for (int k = 0; k < RL_KIND_COUNT; k++) {
+            if (!ch->took[k])
+                continue;
+            rl_gate_count(budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
+            if (t->wait_ns > 0) {
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED, units[k]);
+                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS, t->wait_ns);
+            }
+        }
+    }
+    if (rl_declog_enabled())
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c->name,
+                             c->fd, c->sa, c->salen);
+    if (t->wait_ns == 0)
+        return;
+    bool dry = rl_gate_dry_run();
+    for (unsigned i = 0; i < t->ncharges; i++)
+        dry |= t->charge[i].rule->dry_run;
+    const struct rl_gate_line d = {"delayed", 0, 0, t->wait_ns, dry, NULL, 0};
+    rl_gate_say(t->now, c, &d);
+    if (dry)
+        t->wait_ns = 0;
+}
+
+void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
+                   uint64_t bytes)
+{
+    /* The header only: a charge is zeroed when it is added. */
+    memset(t, 0, offsetof(struct rl_gate_ticket, charge));
+    t->now = now;
+    t->calls = calls;
+    t->bytes = bytes;
+}
+
+static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                      int fd, const void *sa, unsigned salen)
+{
+    const struct rl_gate_call c = {call, fd, sa, salen};
+    rl_gate_ticket_init(t, now, 1, 0);
+    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
+        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
+    charges(t, fd, sa, salen);
+    /* The max_open place first, then the rate's turn: a connect that
+     * waits for a place takes its turn only once it has one, in the order
+     * of every other connect. Taken the other way round, the turn was
+     * given back when no place was free, and a give-back is exact only
+     * for the newest turn: a sliding window forgot the turn its take had
+     * replaced, a token bucket handed a turn already reserved by another
+     * connect to the next one (two at once). Giving back a place is
+     * exact (a count). */
+    if (!rl_gate_open_take(t))
+        return deny(t, RL_KIND_CONNECT, 1, &c);
+    uint64_t g;
+    if (!take(t, RL_KIND_CONNECT, 1, 1, &g)) {
+        rl_gate_open_untake(t);
+        return deny(t, RL_KIND_CONNECT, 1, &c);
+    }
+    granted(t, &c);
+    return RL_GATE_GO;
+}
+
+int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
+                    const void *sa, unsigned salen)
+{
+    return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
+}
+
+static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                   int fd, const void *sa, unsigned salen, uint64_t calls,
+                   uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    const struct rl_gate_call c = {call, fd, sa, salen};
+    rl_gate_ticket_init(t, now, calls, bytes);
+    if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
+        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
+    charges(t, fd, sa, salen);
+    /* Units leased to threads that went quiet come back first (a
+     * per-destination budget is never leased). */
+    for (unsigned i = 0; i < t->ncharges; i++)
+        if (t->charge[i].key_word == NULL && t->charge[i].rule != NULL &&
+            t->charge[i].budget->rule == t->charge[i].rule)
+            rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
+    uint64_t gc, gb;
+    if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
+        return deny(t, RL_KIND_SEND, calls, &c);
+    if (bytes_min == 0 && bytes > 0)
+        bytes_min = 1;
+    if (bytes_min < bytes && rule != NULL && rule->on_deny == RL_DENY_DELAY) {
+        /* A stream send in delay mode: grant part of it only when a
+         * sizeable part is free, else reserve it all and sleep. */
+        uint64_t least = rl_gate_send_least(bytes);
+        if (least > bytes_min)
+            bytes_min = least;
+    }
+    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
+        untake_all(t, RL_KIND_SEND, gc);
+        return deny(t, RL_KIND_SEND_BYTES, bytes, &c);
+    }
+    t->calls = gc;
+    t->bytes = gb;
+    granted(t, &c);
+    if (rl_gate.lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
+        rl_lease_refill(budget_of(&t->charge[0]), now, gb);
+    return RL_GATE_GO;
+}
+
+void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
+{
+    if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
+        return;
+    if (t->leased && rl_gate.fleet_lease) {
+        if (kind == RL_KIND_SEND && units <= t->calls)
+            rl_gate_fleet_lease_refund(units, 0);
+        else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
+            rl_gate_fleet_lease_refund(0, units);
+        return;
+    }
+    if (t->leased) {
+        /* Back into the lease it came from, if the thread still holds it
+         * (else it stays spent: never more than was granted). */
+        if (kind == RL_KIND_SEND && units <= t->calls)
+            rl_lease_refund(units, 0);
+        else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
+            rl_lease_refund(0, units);
+        return;
+    }
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (!c->took[kind])
+            continue;
+        untake(t, c, kind, units);
+        /* Lower `allowed` by what was not spent after all. */
+        rl_gate_uncount(budget_of(c), kind, RL_STAT_ALLOWED, units);
+    }
+}
+
+/* The decisions with their destination-name buffer (fleet_dest), which
+ * the ticket points to only while deciding. */
+int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                       int fd, const void *sa, unsigned salen)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = connect_at(t, now, call, fd, sa, salen);
+    t->dest = NULL;
+    return r;
+}
+
+int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
+                    int fd, const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = send_at(t, now, call, fd, sa, salen, calls, calls_min, bytes,
+                    bytes_min);
+    t->dest = NULL;
+    return r;
+}
