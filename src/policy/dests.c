@@ -274,7 +274,8 @@ static bool take_full(rl_atomic_u64 *e, uint64_t now)
     if (!full(r, (rl_word *)(e + 2), now))
         return false;
     /* Busy first, then full again: a take that landed before the CAS
-     * shows; one after it finds the key changed (rl_dests_still). */
+     * shows; one after it finds the key changed (the gate checks the key word after
+     * taking: gate_take.c). */
     if (!atomic_compare_exchange_strong_explicit(
             &e[0], &k, KEY_BUSY, memory_order_acq_rel, memory_order_relaxed))
         return false;
@@ -431,11 +432,6 @@ int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
         return -ENOENT;
     fill(out, rule, (rl_word *)(e + 2), &e[0], key);
     return 0;
-}
-
-bool rl_dests_still(const struct rl_dest_entry *e)
-{
-    return e->key_word == NULL || rl_load_acquire_u64(e->key_word) == e->key;
 }
 
 int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,

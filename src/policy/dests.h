@@ -26,7 +26,7 @@
  * re-used (its state has a lock a holder may be in).
  *
  * A decision that took from an entry checks afterwards that the entry
- * still holds its name (rl_dests_still): when it was re-used meanwhile,
+ * still holds its name (its key word, read back): when it was re-used meanwhile,
  * what was taken fell on the other name (which then admits less, never
  * more) and the caller looks the name up again. */
 #ifndef RL_POLICY_DESTS_H
@@ -90,10 +90,6 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
 int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
                     const char *user, const char *name, size_t namelen,
                     struct rl_dest_entry *out);
-
-/* Does the entry still belong to the name it was found for? (Always true
- * for the overflow budget.) Acquire: call after taking from it. */
-bool rl_dests_still(const struct rl_dest_entry *e);
 
 /* Words of an entry's label "USER|NAME" (cut to fit), for `rlshim stat`. */
 #define RL_DESTS_LABEL_WORDS 8u

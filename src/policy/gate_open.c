@@ -89,7 +89,7 @@ bool rl_gate_open_waits(const struct rl_gate_ticket *t, uint64_t *deadline)
         return false;
     uint64_t now = rl_clock_now_ns();
     if (*deadline == 0)
-        *deadline = now + r->max_delay_ns;
+        *deadline = rl_add_sat_u64(now, r->max_delay_ns);
     return now < *deadline;
 }
 

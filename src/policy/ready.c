@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "policy/open.h"
+#include "util/clock.h"
 
 struct entry {
     int fd; /* -1: free */
@@ -127,7 +128,7 @@ static int keep(int fd, int what, const struct rl_gate_ticket *t,
         e->what = what;
         e->taken = false;
         e->t = *t;
-        e->until = t->now + t->wait_ns;
+        e->until = rl_add_sat_u64(t->now, t->wait_ns);
         if (sa != NULL) {
             memcpy(&e->sa, sa, len);
             e->salen = len;

@@ -18,6 +18,7 @@
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
+#include "util/clock.h"
 
 uint32_t rl_hook_sock_type(int fd, uint32_t mark)
 {
@@ -95,7 +96,7 @@ int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
         return -1;
     }
     if (act == RL_HOOK_GO && t->wait_ns > 0)
-        rl_shim_sleep_until(t->now + t->wait_ns);
+        rl_shim_sleep_until(rl_add_sat_u64(t->now, t->wait_ns));
     errno = saved;
     return 0;
 }
