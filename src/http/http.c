@@ -4,6 +4,29 @@
 
 #include <string.h>
 
+static bool referred(const struct rl_httpconn *c, uint32_t slot)
+{
+    for (uint32_t k = 0; k < c->fifo_len; k++)
+        if (c->fifo[(c->fifo_head + k) % RL_HTTP_FIFO].slot == slot)
+            return true;
+    for (uint32_t k = 0; k < c->nstreams; k++)
+        if (c->streams[k].slot == slot)
+            return true;
+    return false;
+}
+
+/* Round-robin over the slots, skipping those a waiting request names. */
+static uint32_t free_slot(struct rl_httpconn *c)
+{
+    for (uint32_t k = 0; k < RL_HTTP_NAMES; k++) {
+        uint32_t i = c->name_next++ % RL_HTTP_NAMES;
+
+        if (!referred(c, i))
+            return i;
+    }
+    return c->name_next++ % RL_HTTP_NAMES;
+}
+
 void rl_httpconn_name_ref(struct rl_httpconn *c, const char *name,
                           uint8_t *slot, uint16_t *gen)
 {
@@ -16,7 +39,7 @@ void rl_httpconn_name_ref(struct rl_httpconn *c, const char *name,
             return;
         }
     }
-    i = c->name_next++ % RL_HTTP_NAMES;
+    i = free_slot(c);
     memcpy(c->names[i], name, strnlen(name, RL_HTTP_NAME_MAX));
     c->names[i][strnlen(name, RL_HTTP_NAME_MAX)] = '\0';
     /* Generation 0 means "never used": skip it on wrap. */

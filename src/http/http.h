@@ -26,7 +26,7 @@
 #define RL_HTTP_HEAD_MAX 65536u   /* a longer head: not HTTP from there */
 #define RL_HTTP_RETRY_AFTER_MAX 63u
 #define RL_HTTP_FIFO 16u
-#define RL_HTTP_NAMES 4u
+#define RL_HTTP_NAMES 8u
 #define RL_HTTP_STREAMS 32u
 
 /* What a byte stream turned out to be (from its first bytes). */
@@ -54,9 +54,10 @@ struct rl_http_sent {
 };
 
 struct rl_httpconn {
-    /* The few distinct names a connection's requests carry (usually one);
-     * a slot is reused round-robin, and its generation tells a stale
-     * reference from a live one. */
+    /* The few distinct names a connection's requests carry (usually one;
+     * a proxy's, one per site): a slot no waiting request refers to is
+     * reused first, and its generation tells a stale reference from a
+     * live one. */
     char names[RL_HTTP_NAMES][RL_HTTP_NAME_MAX + 1];
     uint16_t name_gen[RL_HTTP_NAMES];
     uint32_t name_next;

@@ -148,7 +148,9 @@ int rl_retry_after_parse(const char *v, size_t n, int64_t now_s,
         for (const char *p = c.p; p < c.end; p++) {
             if (*p < '0' || *p > '9')
                 return -EINVAL;
-            if (secs > (UINT64_MAX / NS - 9) / 10)
+            if (big)
+                continue;
+            if (secs > (UINT64_MAX / NS - (uint64_t)(*p - '0')) / 10)
                 big = true;
             else
                 secs = secs * 10 + (uint64_t)(*p - '0');

@@ -63,6 +63,58 @@ static inline size_t hpack(nghttp2_hd_deflater *d, const char *const *nv,
     return (size_t)r;
 }
 
+/* HTTP/2, a client's side: the preface, SETTINGS, and HEADERS built by
+ * nghttp2: streams 1, 3 (padded, priority, CONTINUATION), trailers on 1,
+ * stream 5 (HEAD). */
+static inline void h2_stream(struct buf *b)
+{
+    nghttp2_hd_deflater *d;
+    uint8_t blk[512];
+    static const char *const r1[] = {":method", "GET", ":scheme", "https",
+                                     ":authority", "h2.example", ":path",
+                                     "/one", NULL};
+    static const char *const r3[] = {":method", "POST", ":scheme", "https",
+                                     ":authority", "h2.example:8443",
+                                     ":path", "/three", NULL};
+    static const char *const tr[] = {"x-checksum", "abc", NULL};
+    static const char *const r5[] = {":method", "HEAD", ":scheme", "https",
+                                     ":authority", "h2.example", ":path",
+                                     "/one", NULL};
+    static const uint8_t pad[7], prio[5] = {0, 0, 0, 0, 15};
+    size_t n;
+
+    cr_assert_eq(nghttp2_hd_deflate_new(&d, 4096), 0);
+    puts_(b, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    frame_hdr(b, 6, 4, 0, 0); /* SETTINGS */
+    put(b, "\x00\x03\x00\x00\x00\x64", 6);
+    frame_hdr(b, 4, 8, 0, 0); /* WINDOW_UPDATE */
+    put(b, "\x00\x0f\x00\x01", 4);
+    n = hpack(d, r1, blk, sizeof blk);
+    frame_hdr(b, n, 1, 0x4, 1); /* HEADERS, END_HEADERS */
+    put(b, blk, n);
+    /* Stream 3: padded, with priority, split into a CONTINUATION; its
+     * :authority comes from the dynamic table stream 1 filled. */
+    n = hpack(d, r3, blk, sizeof blk);
+    frame_hdr(b, 1 + 5 + 3 + 7, 1, 0x8 | 0x20, 3);
+    put(b, "\x07", 1);
+    put(b, prio, 5);
+    put(b, blk, 3);
+    put(b, pad, 7);
+    frame_hdr(b, 4, 0, 0, 3); /* DATA is not allowed here ... */
+    b->n -= 9;                /* ... so it is not sent */
+    frame_hdr(b, n - 3, 9, 0x4, 3);
+    put(b, blk + 3, n - 3);
+    frame_hdr(b, 5, 0, 0, 3); /* DATA that looks like a HEADERS frame */
+    put(b, "\x00\x00\x01\x01\x04", 5);
+    n = hpack(d, tr, blk, sizeof blk); /* trailers on stream 1 */
+    frame_hdr(b, n, 1, 0x4 | 0x1, 1);
+    put(b, blk, n);
+    n = hpack(d, r5, blk, sizeof blk);
+    frame_hdr(b, n, 1, 0x4 | 0x1, 5);
+    put(b, blk, n);
+    nghttp2_hd_deflate_del(d);
+}
+
 /* One request as the events of a scan tell it, whatever the feeds. */
 struct req {
     uint8_t kind, proto, name_src;
