@@ -4,7 +4,7 @@
 #   make test            build and run every test (unit, integration, lint)
 #   make bench           benchmarks; they print ratios measured in one run
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
-#   make fuzz            the config-parser fuzzer for FUZZ_SECONDS
+#   make fuzz            the config-parser and HTTP-scanner fuzzers, FUZZ_SECONDS each
 #   make demo            a real program, bare and throttled, side by side
 #   make docs            docs/timeline.svg, drawn from a real run's decision log
 #   make examples        the examples a user copies (pytest, shell), as tests
@@ -234,17 +234,27 @@ ubsan:
 	$(MAKE) SANITIZER=undefined unit integration
 
 FUZZ_BIN := build-fuzz/fuzz_config
-fuzz: $(FUZZ_BIN)
-	@mkdir -p build-fuzz/corpus
+FUZZ_HTTP_BIN := build-fuzz/fuzz_http
+FUZZ_DEPS = clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+FUZZ_CC = clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# The config parser, then the HTTP scanners, each for FUZZ_SECONDS.
+fuzz: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
+	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds
+	$(FUZZ_HTTP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds
 
 $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
-	@$(ENSURE) clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+	@$(ENSURE) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
-	clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ $^ $(DEP_LIBS)
+	$(FUZZ_CC) -o $@ $^ $(DEP_LIBS)
+
+$(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | $(B)/.deps
+	@$(ENSURE) $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))

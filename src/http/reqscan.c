@@ -180,7 +180,7 @@ static void head_done(struct rq_ctx *c, size_t i)
     struct rl_req_event *e;
     uint8_t src;
     uint16_t port;
-    char name[RL_HTTP_NAME_MAX + 1];
+    char name[RL_HTTP_NAME_MAX + 1] = ""; /* all of it: events are copied whole */
     bool tunnel = is_method(&s->cur, "CONNECT");
 
     head_name(s, &src, name, &port);
