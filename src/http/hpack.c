@@ -24,6 +24,16 @@ int rl_hpack_new(struct rl_hpack **out)
         free(h);
         return -ENOMEM;
     }
+    /* The scanner never sees the peer's SETTINGS_HEADER_TABLE_SIZE as the
+     * endpoints agree on it: accept an encoder's table up to RL_HPACK_TABLE
+     * (a size update beyond the default 4096 would otherwise break the
+     * decoder). A larger table than the encoder's only keeps entries the
+     * encoder no longer refers to; the indices stay the same. */
+    if (nghttp2_hd_inflate_change_table_size(h->inf, RL_HPACK_TABLE) != 0) {
+        nghttp2_hd_inflate_del(h->inf);
+        free(h);
+        return -ENOMEM;
+    }
     *out = h;
     return 0;
 }

@@ -14,6 +14,9 @@
 
 #include "http/http.h"
 
+/* The largest dynamic table an encoder may use (a browser's 64 KiB). */
+#define RL_HPACK_TABLE 65536u
+
 struct rl_hpack_fields {
     char method[RL_HTTP_METHOD_MAX + 1];
     char path[RL_HTTP_TARGET_MAX + 1];

@@ -294,6 +294,36 @@ Test(http_reqscan, http2_peek_knows_the_streams_and_commit_their_names)
     free(b.p);
 }
 
+Test(http_reqscan, http2_an_encoder_table_larger_than_the_default_decodes)
+{
+    struct buf b = {0};
+    nghttp2_hd_deflater *d;
+    uint8_t blk[512];
+    static const char *const r1[] = {":method", "GET", ":scheme", "https",
+                                     ":authority", "big.example", ":path",
+                                     "/", NULL};
+    size_t n;
+
+    /* As after a server's SETTINGS_HEADER_TABLE_SIZE of 65536: the first
+     * block starts with a dynamic table size update to it. */
+    cr_assert_eq(nghttp2_hd_deflate_new(&d, 65536), 0);
+    cr_assert_eq(nghttp2_hd_deflate_change_table_size(d, 65536), 0);
+    puts_(&b, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    frame_hdr(&b, 0, 4, 0, 0);
+    for (uint32_t id = 1; id <= 3; id += 2) {
+        n = hpack(d, r1, blk, sizeof blk);
+        frame_hdr(&b, n, 1, 0x4 | 0x1, id);
+        put(&b, blk, n);
+    }
+    nghttp2_hd_deflate_del(d);
+    cr_assert_eq(scan_whole(b.p, b.n, r), 3);
+    cr_assert_eq(r[1].name_src, RL_NAME_AUTHORITY);
+    cr_assert_str_eq(r[1].name, "big.example");
+    cr_assert_eq(r[2].name_src, RL_NAME_AUTHORITY);
+    cr_assert_str_eq(r[2].name, "big.example");
+    free(b.p);
+}
+
 Test(http_reqscan, http2_nonsense_frames_end_the_scan)
 {
     struct buf b = {0};
