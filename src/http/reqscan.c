@@ -572,6 +572,23 @@ static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
             break;
         }
         default:
+            if (s->st == ST_HVAL && s->hdr == HDR_OTHER) {
+                /* A value nobody reads (User-Agent, Cookie ...): in bulk. */
+                size_t j = i;
+
+                while (j < n && (buf[j] >= 0x20 || buf[j] == '\t') &&
+                       buf[j] != 0x7f)
+                    j++;
+                if (j - i > RL_HTTP_HEAD_MAX - s->head_len) {
+                    rq_none(c, i + (RL_HTTP_HEAD_MAX - s->head_len));
+                    break;
+                }
+                s->head_len += (uint32_t)(j - i);
+                if (j > i) {
+                    i = j;
+                    break;
+                }
+            }
             if (s->st == ST_H2) {
                 i = rq_h2(c, buf, n, i);
                 break;

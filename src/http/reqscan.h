@@ -28,6 +28,15 @@
  * must see every block once, in order): a peek reports an HTTP/2 request's
  * name as unknown (with the hint), its commit as known.
  *
+ * An event with head_done and a name_src of RL_NAME_UNKNOWN or
+ * RL_NAME_HINT is a head that names nothing (HTTP/1.0 without Host, a
+ * Host that is not an authority): the caller falls back to the TLS server
+ * name or the connection's name (SPEC §11), as it does for every HTTP/2
+ * request in a peek.
+ *
+ * Sizes (x86-64): struct rl_reqscan 1208 bytes, struct rl_httpconn 2468,
+ * struct rl_req_event 552; a peek copies the state once.
+ *
  * Bounded: a head over RL_HTTP_HEAD_MAX bytes, a malformed request line,
  * header or chunk size, or a nonsense HTTP/2 frame makes the stream
  * RL_HTTP_NONE from there on (one branch per later feed). */
