@@ -2,6 +2,8 @@
  * side counted (SPEC §12): bodies by their framing, HEAD/1xx/204/304
  * without one, 101 and CONNECT; HTTP/2 :status by stream. Every response
  * stream is also fed cut at every byte and byte by byte. */
+#include <stdio.h>
+
 #include "http_streams.h"
 #include "http/respscan.h"
 
@@ -308,4 +310,30 @@ Test(http_respscan, tls_from_the_server_is_not_parsed)
     cr_assert_eq(out[0].proto, RL_HTTP_NONE);
     cr_assert_eq(out[0].off, 0);
     check_resp_splits(S(""), S(resp));
+}
+
+Test(http_respscan, pipelining_deeper_than_the_fifo_leaves_the_excess_unpaired)
+{
+    struct buf req = {0}, resp = {0};
+    char line[96];
+    size_t n;
+
+    for (int i = 0; i < (int)RL_HTTP_FIFO + 4; i++) {
+        snprintf(line, sizeof line, "GET /%d HTTP/1.1\r\nHost: s%d\r\n\r\n",
+                 i, i % 3);
+        puts_(&req, line);
+        puts_(&resp, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    }
+    n = run(req.p, req.n, resp.p, resp.n, NULL, 0, NULL);
+    cr_assert_eq(n, 1 + RL_HTTP_FIFO + 4);
+    for (size_t i = 1; i < n; i++) {
+        cr_assert_eq(out[i].status, 200);
+        cr_assert_eq(out[i].paired, i <= RL_HTTP_FIFO, "response %zu", i);
+        if (out[i].paired) {
+            snprintf(line, sizeof line, "s%zu", (i - 1) % 3);
+            cr_assert_str_eq(out[i].name, line);
+        }
+    }
+    free(req.p);
+    free(resp.p);
 }

@@ -92,6 +92,12 @@ Test(http_retry_after, a_date_in_the_past_waits_nothing)
     cr_assert_eq(ns, 0);
     cr_assert_eq(ra("Sun, 06 Nov 1994 08:49:37 GMT", T94, &ns), 0);
     cr_assert_eq(ns, 0);
+    /* Before 1970: a negative Unix time, still in the past. */
+    cr_assert_eq(ra("Fri, 01 Jan 1960 00:00:00 GMT", T26, &ns), 0);
+    cr_assert_eq(ns, 0);
+    cr_assert_eq(ra("Fri, 01 Jan 1960 00:00:10 GMT",
+                    rl_days_from_civil(1960, 1, 1) * 86400, &ns), 0);
+    cr_assert_eq(ns, 10 * SEC);
 }
 
 Test(http_retry_after, rfc850_years_are_at_most_fifty_years_ahead)
