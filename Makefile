@@ -4,7 +4,7 @@
 #   make test            build and run every test (unit, integration, lint)
 #   make bench           benchmarks; they print ratios measured in one run
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
-#   make fuzz            the config-parser fuzzer for FUZZ_SECONDS
+#   make fuzz            the config-parser and HTTP-scanner fuzzers, FUZZ_SECONDS each
 #   make demo            a real program, bare and throttled, side by side
 #   make docs            docs/timeline.svg, drawn from a real run's decision log
 #   make examples        the examples a user copies (pytest, shell), as tests
@@ -82,6 +82,14 @@ TEST_DEPS  += redis-server:cmd:redis-server
 HIREDIS_A    = $(shell $(CC) -print-file-name=libhiredis.a)
 HIREDIS_LIBS = $(if $(filter /%,$(HIREDIS_A)),$(HIREDIS_A),$(shell pkg-config --libs hiredis 2>/dev/null))
 
+# Requests over HTTP/2 (SPEC §11, §12): libnghttp2's HPACK inflater, linked
+# statically like hiredis when Debian ships the archive.
+BUILD_DEPS += libnghttp2-dev:pc:libnghttp2
+NGHTTP2_A    = $(shell $(CC) -print-file-name=libnghttp2.a)
+NGHTTP2_LIBS = $(if $(filter /%,$(NGHTTP2_A)),$(NGHTTP2_A),$(shell pkg-config --libs libnghttp2 2>/dev/null))
+# Every link line: the archives the core library needs.
+DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS)
+
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
 
@@ -94,7 +102,7 @@ ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
-                        src/policy/*.c src/fleet/*.c)
+                        src/http/*.c src/policy/*.c src/fleet/*.c)
 SHIM_SRCS := $(wildcard src/shim/*.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -145,12 +153,12 @@ $(CORE_LIB): $(CORE_OBJS)
 # joins every process's DT_NEEDED; the anonymous version script exports only
 # the hooked libc names.
 $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
-	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) \
+	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(DEP_LIBS) \
 	    -Wl,--version-script=src/shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(ALL_LDFLAGS) -ldl
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
-	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
 	    -Wl,-z,now -Wl,-z,relro $(SECCOMP_LIBS)
 
 # Test objects need Criterion's headers, so they are built after test deps.
@@ -160,12 +168,12 @@ $(B)/obj/tests/%.o: tests/%.c | $(B)/.test-deps
 
 $(UNIT_BIN): $(UNIT_OBJS) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(UNIT_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(UNIT_OBJS) $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
 	    -lcriterion
 
 $(INTEG_BIN): $(INTEG_OBJS) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) \
+	$(CC) -o $@ $(INTEG_OBJS) $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
 	    -lcriterion
 
 # Helpers may use the core library (the store's racers open segments).
@@ -173,11 +181,11 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
     $(B)/.test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
-	    $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS) -ldl
+	    $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) -ldl
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(INIH_STATIC) $(HIREDIS_LIBS) $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS)
 
 # Tests see the build through the environment, never through LD_PRELOAD of
 # the runner itself: helpers are spawned with the shim in *their* env.
@@ -229,17 +237,27 @@ ubsan:
 	$(MAKE) SANITIZER=undefined unit integration
 
 FUZZ_BIN := build-fuzz/fuzz_config
-fuzz: $(FUZZ_BIN)
-	@mkdir -p build-fuzz/corpus
+FUZZ_HTTP_BIN := build-fuzz/fuzz_http
+FUZZ_DEPS = clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+FUZZ_CC = clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# The config parser, then the HTTP scanners, each for FUZZ_SECONDS.
+fuzz: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
+	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds
+	$(FUZZ_HTTP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds
 
 $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
-	@$(ENSURE) clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+	@$(ENSURE) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
-	clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ $^ $(INIH_STATIC) $(HIREDIS_LIBS)
+	$(FUZZ_CC) -o $@ $^ $(DEP_LIBS)
+
+$(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | $(B)/.deps
+	@$(ENSURE) $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))

@@ -1,0 +1,109 @@
+/* http.h — what the request and response scanners of one connection share.
+ *
+ * The scanners (reqscan.h: what the program writes; respscan.h: what it
+ * reads) are pure: bytes in, events out, no I/O, no clock, no global state.
+ * They meet in one struct rl_httpconn per connection, which the caller owns
+ * and zeroes: the request side records, in order, which requests went out
+ * (their method and name) and the response side pairs each response with
+ * its request. Everything here is fixed-size: a connection that pipelines
+ * deeper than RL_HTTP_FIFO or keeps more than RL_HTTP_STREAMS HTTP/2
+ * streams open loses the pairing of the excess (the response's name is
+ * then unknown), never memory.
+ *
+ * Only the request side writes the FIFO's tail and the stream table's
+ * inserts; only the response side pops and removes. Neither is locked: the
+ * caller feeds one connection's scanners from one thread at a time. */
+#ifndef RL_HTTP_H
+#define RL_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RL_HTTP_METHOD_MAX 23u    /* a longer method token: not HTTP */
+#define RL_HTTP_TARGET_MAX 256u   /* a target is cut there (SPEC §11) */
+#define RL_HTTP_NAME_MAX 255u     /* a longer Host: the name is unknown */
+#define RL_HTTP_HEAD_MAX 65536u   /* a longer head: not HTTP from there */
+#define RL_HTTP_RETRY_AFTER_MAX 63u
+#define RL_HTTP_FIFO 16u
+#define RL_HTTP_NAMES 8u
+#define RL_HTTP_STREAMS 32u
+
+/* What a byte stream turned out to be (from its first bytes). */
+enum rl_http_proto {
+    RL_HTTP_UNKNOWN = 0, /* not enough bytes yet */
+    RL_HTTP_1 = 1,
+    RL_HTTP_2 = 2,
+    RL_HTTP_TLS = 3,  /* a TLS handshake record: requests the shim cannot see */
+    RL_HTTP_NONE = 4, /* not HTTP (or no longer): later bytes cost nothing */
+};
+
+/* The methods whose responses are framed differently. */
+enum rl_http_method {
+    RL_HTTP_M_OTHER = 0,
+    RL_HTTP_M_HEAD = 1,
+    RL_HTTP_M_CONNECT = 2,
+};
+
+/* One request that went out, as the response side needs it. */
+struct rl_http_sent {
+    uint32_t stream_id; /* HTTP/2; 0 for HTTP/1.x */
+    uint8_t method;     /* enum rl_http_method */
+    uint8_t slot;       /* into rl_httpconn.names, or RL_HTTP_NAMES: unknown */
+    uint16_t gen;       /* the slot's generation when it was recorded */
+};
+
+struct rl_httpconn {
+    /* The few distinct names a connection's requests carry (usually one;
+     * a proxy's, one per site): a slot no waiting request refers to is
+     * reused first, and its generation tells a stale reference from a
+     * live one. */
+    char names[RL_HTTP_NAMES][RL_HTTP_NAME_MAX + 1];
+    uint16_t name_gen[RL_HTTP_NAMES];
+    uint32_t name_next;
+    /* HTTP/1.x: requests sent and not yet answered, oldest first. */
+    struct rl_http_sent fifo[RL_HTTP_FIFO];
+    uint32_t fifo_head, fifo_len;
+    /* HTTP/2: client streams opened and not yet answered. */
+    struct rl_http_sent streams[RL_HTTP_STREAMS];
+    uint32_t nstreams;
+    /* Set by the response side on 101 Switching Protocols: the request
+     * side stops at its next head. */
+    bool switched;
+};
+
+/* Records `name` (NUL-terminated, maybe "") and returns the reference for a
+ * struct rl_http_sent. */
+void rl_httpconn_name_ref(struct rl_httpconn *c, const char *name,
+                          uint8_t *slot, uint16_t *gen);
+/* The name a reference stands for, or NULL when unknown or reused. */
+const char *rl_httpconn_name(const struct rl_httpconn *c, uint8_t slot,
+                             uint16_t gen);
+
+/* The FIFO (HTTP/1.x): push drops the request when full (its response will
+ * be unpaired); pop returns false when empty. */
+void rl_httpconn_push(struct rl_httpconn *c, const struct rl_http_sent *s);
+bool rl_httpconn_pop(struct rl_httpconn *c, struct rl_http_sent *out);
+
+/* The stream table (HTTP/2): add evicts the oldest when full; take finds
+ * and removes (remove = false: finds only). */
+void rl_httpconn_add_stream(struct rl_httpconn *c,
+                            const struct rl_http_sent *s);
+bool rl_httpconn_stream(struct rl_httpconn *c, uint32_t stream_id,
+                        bool remove, struct rl_http_sent *out);
+
+/* Byte helpers the scanners share. */
+static inline uint8_t rl_http_lower(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
+}
+/* RFC 9110 tchar: what a method token or header name is made of. */
+bool rl_http_tchar(uint8_t c);
+
+/* The name an authority ("host", "host:port", "[v6]:port", "user@host")
+ * names: lowercased, without port or userinfo, into name[RL_HTTP_NAME_MAX
+ * + 1]; *port = the port or 0. Returns false (name "") if it is empty,
+ * too long or its port is not a number up to 65535. */
+bool rl_http_authority(const char *a, size_t n, char *name, uint16_t *port);
+
+#endif

@@ -1,0 +1,625 @@
+/* reqscan.c — the client→server scanner: detection, HTTP/1.x heads and
+ * bodies; HTTP/2 framing is in reqscan_h2.c.
+ *
+ * One byte-at-a-time state machine whose whole state is struct rl_reqscan,
+ * so that a peek runs it on a copy and a split feed resumes exactly where
+ * the last one stopped; bodies are skipped in bulk. */
+#include "http/reqscan.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http/reqscan_int.h"
+
+static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define PREFACE_LEN 24u
+static const char connect_m[] = "CONNECT";
+
+void rl_reqscan_init(struct rl_reqscan *s, struct rl_httpconn *conn)
+{
+    memset(s, 0, sizeof *s);
+    s->conn = conn;
+    s->st = ST_DETECT;
+    s->first = true;
+}
+
+void rl_reqscan_free(struct rl_reqscan *s)
+{
+    rl_hpack_free(s->hp);
+    s->hp = NULL;
+}
+
+struct rl_req_event *rq_emit(struct rq_ctx *c, uint8_t kind, size_t off)
+{
+    struct rl_req_event *e;
+
+    c->nev++;
+    if (c->ev == NULL || c->nev > c->max)
+        return NULL;
+    e = &c->ev[c->nev - 1];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->offset = (uint32_t)off;
+    return e;
+}
+
+void rq_none(struct rq_ctx *c, size_t off)
+{
+    struct rl_req_event *e;
+
+    c->s->st = ST_OFF;
+    c->s->proto = RL_HTTP_NONE;
+    e = rq_emit(c, RL_REQ_PROTO, off);
+    if (e != NULL)
+        e->proto = RL_HTTP_NONE;
+}
+
+static void set_proto(struct rq_ctx *c, uint8_t proto, size_t off)
+{
+    struct rl_req_event *e;
+
+    if (c->s->proto == proto)
+        return;
+    c->s->proto = proto;
+    e = rq_emit(c, RL_REQ_PROTO, off);
+    if (e != NULL)
+        e->proto = proto;
+}
+
+/* The event of the current request, if it is in this feed's array. */
+static struct rl_req_event *cur_event(struct rq_ctx *c)
+{
+    if (c->cur_ev < 0 || (size_t)c->cur_ev >= c->max || c->ev == NULL)
+        return NULL;
+    return &c->ev[c->cur_ev];
+}
+
+void rq_fill(struct rq_ctx *c, struct rl_req_event *e)
+{
+    const struct rl_req_cur *r = &c->s->cur;
+
+    memcpy(e->method, r->method, sizeof e->method);
+    memcpy(e->target, r->target, sizeof e->target);
+    if (e->name_src == RL_NAME_UNKNOWN && c->s->last[0] != '\0') {
+        e->name_src = RL_NAME_HINT;
+        memcpy(e->name, c->s->last, sizeof e->name);
+    }
+}
+
+/* The current request's event, at its first byte (or 0 if that was in an
+ * earlier feed). */
+static void report(struct rq_ctx *c)
+{
+    struct rl_req_event *e;
+
+    c->s->reported = true;
+    c->cur_ev = (long)c->nev;
+    e = rq_emit(c, RL_REQ_REQUEST, c->start_here ? c->start : 0);
+    if (e != NULL)
+        rq_fill(c, e);
+}
+
+static void begin_request(struct rq_ctx *c, size_t i)
+{
+    struct rl_reqscan *s = c->s;
+
+    memset(&s->cur, 0, sizeof s->cur);
+    s->reported = false;
+    s->head_len = 0;
+    s->cl = 0;
+    s->cl_seen = s->te_seen = s->chunked = false;
+    c->start = i;
+    c->start_here = true;
+    c->cur_ev = -1;
+    s->st = ST_METHOD;
+}
+
+/* The name of the finished head: the authority of an absolute-form target
+ * wins over Host (a proxy request names its site there). */
+static void head_name(struct rl_reqscan *s, uint8_t *src, char *name,
+                      uint16_t *port)
+{
+    const struct rl_req_cur *r = &s->cur;
+
+    *src = RL_NAME_UNKNOWN;
+    name[0] = '\0';
+    *port = 0;
+    if (r->abs) {
+        if (r->tname_ok) {
+            *src = RL_NAME_TARGET;
+            memcpy(name, r->tname, RL_HTTP_NAME_MAX + 1);
+            *port = r->tport;
+        }
+        return;
+    }
+    if (r->host_ok &&
+        rl_http_authority(r->host, r->hlen, name, port))
+        *src = RL_NAME_HOST;
+}
+
+static bool is_method(const struct rl_req_cur *r, const char *m)
+{
+    return strcmp(r->method, m) == 0;
+}
+
+/* The request line's target is complete: an absolute-form target (or a
+ * CONNECT's authority-form) carries the name. */
+static void target_done(struct rl_reqscan *s)
+{
+    struct rl_req_cur *r = &s->cur;
+    const char *t = r->target, *a, *e;
+    size_t n = r->tlen;
+
+    if (is_method(r, "CONNECT")) {
+        r->abs = true;
+        r->tname_ok = n < RL_HTTP_TARGET_MAX &&
+                      rl_http_authority(t, n, r->tname, &r->tport);
+        return;
+    }
+    if (n >= 7 && strncasecmp(t, "http://", 7) == 0)
+        a = t + 7;
+    else if (n >= 8 && strncasecmp(t, "https://", 8) == 0)
+        a = t + 8;
+    else
+        return;
+    r->abs = true;
+    e = a;
+    while (e < t + n && *e != '/' && *e != '?' && *e != '#')
+        e++;
+    /* An authority cut by the target's cap is not a name. */
+    if (e == t + n && n >= RL_HTTP_TARGET_MAX)
+        return;
+    r->tname_ok = rl_http_authority(a, (size_t)(e - a), r->tname, &r->tport);
+}
+
+/* The head ended at buf[i] (inclusive). */
+static void head_done(struct rq_ctx *c, size_t i)
+{
+    struct rl_reqscan *s = c->s;
+    struct rl_req_event *e;
+    uint8_t src;
+    uint16_t port;
+    char name[RL_HTTP_NAME_MAX + 1] = ""; /* all of it: events are copied whole */
+    bool tunnel = is_method(&s->cur, "CONNECT");
+
+    head_name(s, &src, name, &port);
+    if (src != RL_NAME_UNKNOWN && !tunnel)
+        memcpy(s->last, name, sizeof name);
+    if (tunnel) {
+        e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : 0);
+    } else if (c->cur_ev >= 0) {
+        e = cur_event(c);
+    } else {
+        e = rq_emit(c, RL_REQ_NAMED, i + 1);
+    }
+    if (e != NULL) {
+        rq_fill(c, e);
+        e->head_done = true;
+        if (src != RL_NAME_UNKNOWN) {
+            e->name_src = src;
+            memcpy(e->name, name, sizeof name);
+            e->port = port;
+        }
+    }
+    if (c->commit) {
+        struct rl_http_sent sent = {0};
+
+        sent.method = tunnel ? RL_HTTP_M_CONNECT
+                      : is_method(&s->cur, "HEAD") ? RL_HTTP_M_HEAD
+                                                   : RL_HTTP_M_OTHER;
+        sent.slot = RL_HTTP_NAMES;
+        if (src != RL_NAME_UNKNOWN)
+            rl_httpconn_name_ref(s->conn, name, &sent.slot, &sent.gen);
+        rl_httpconn_push(s->conn, &sent);
+    }
+    c->cur_ev = -1;
+    s->first = false;
+    if (tunnel) {
+        /* The tunnel's bytes are another stream: sniff them afresh. */
+        s->st = ST_DETECT;
+        s->first = true;
+        s->pre = 0;
+        s->proto = RL_HTTP_UNKNOWN;
+    } else if (s->te_seen) {
+        if (!s->chunked) {
+            rq_none(c, i + 1); /* a request body without a length */
+            return;
+        }
+        s->st = ST_CHUNKED;
+        rl_chunked_init(&s->ch);
+    } else if (s->cl > 0) {
+        s->st = ST_BODY;
+        s->remain = s->cl;
+    } else {
+        s->st = ST_IDLE;
+    }
+}
+
+enum { HDR_OTHER, HDR_HOST, HDR_CL, HDR_TE };
+
+static void hname_done(struct rl_reqscan *s)
+{
+    s->hname[s->hname_len] = '\0';
+    s->hdr = HDR_OTHER;
+    if (s->hname_long)
+        return;
+    if (strcasecmp(s->hname, "host") == 0) {
+        s->hdr = HDR_HOST;
+        s->cur.hlen = 0;
+        s->cur.host_ok = true;
+    } else if (strcasecmp(s->hname, "content-length") == 0) {
+        s->hdr = HDR_CL;
+        s->cl = 0;
+        s->pre = 0; /* digits seen */
+        s->cl_seen = true;
+    } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
+        s->hdr = HDR_TE;
+        s->te_len = 0;
+        s->te_seen = true;
+    }
+}
+
+/* One value byte (not CR or LF). Returns false if the head is malformed. */
+static bool hval_byte(struct rl_reqscan *s, uint8_t b)
+{
+    bool ows = b == ' ' || b == '\t';
+
+    switch (s->hdr) {
+    case HDR_HOST:
+        if (ows && s->cur.hlen == 0)
+            return true;
+        if (s->cur.hlen >= sizeof s->cur.host - 1)
+            s->cur.host_ok = false;
+        else
+            s->cur.host[s->cur.hlen++] = (char)b;
+        return true;
+    case HDR_CL:
+        /* `pre`: 0 before the digits, 1 in them, 2 after them */
+        if (ows) {
+            if (s->pre == 1)
+                s->pre = 2;
+            return true;
+        }
+        if (b < '0' || b > '9' || s->pre == 2 ||
+            s->cl > (UINT64_MAX - 9) / 10)
+            return false;
+        s->cl = s->cl * 10 + (uint64_t)(b - '0');
+        s->pre = 1;
+        return true;
+    case HDR_TE:
+        if (ows)
+            return true;
+        if (s->te_len == sizeof s->te) {
+            memmove(s->te, s->te + 1, sizeof s->te - 1);
+            s->te_len--;
+        }
+        s->te[s->te_len++] = (char)rl_http_lower(b);
+        return true;
+    default:
+        return true;
+    }
+}
+
+static void hval_done(struct rl_reqscan *s)
+{
+    if (s->hdr == HDR_HOST) {
+        while (s->cur.hlen > 0 && (s->cur.host[s->cur.hlen - 1] == ' ' ||
+                                   s->cur.host[s->cur.hlen - 1] == '\t'))
+            s->cur.hlen--;
+        s->cur.host[s->cur.hlen] = '\0';
+    } else if (s->hdr == HDR_TE) {
+        s->chunked = s->te_len >= 7 &&
+                     memcmp(s->te + s->te_len - 7, "chunked", 7) == 0 &&
+                     (s->te_len == 7 || s->te[s->te_len - 8] == ',');
+    }
+    s->hdr = HDR_OTHER;
+}
+
+static void detect(struct rq_ctx *c, uint8_t b, size_t i)
+{
+    struct rl_reqscan *s = c->s;
+
+    if (s->pre == 0 && s->st == ST_DETECT) {
+        c->start = i;
+        c->start_here = true;
+        if (b == 0x16) {
+            s->pre = 1;
+            s->st = ST_TLS;
+            return;
+        }
+        if (b == 'P') {
+            s->pre = 1;
+            s->st = ST_PREFACE;
+            return;
+        }
+        begin_request(c, i);
+        rq_h1_byte(c, b, i);
+        return;
+    }
+    if (s->st == ST_TLS) {
+        if (s->pre == 1 && b == 0x03) {
+            s->pre = 2;
+        } else if (s->pre == 2 && b <= 0x04) {
+            set_proto(c, RL_HTTP_TLS, c->start_here ? c->start : 0);
+            s->st = ST_OFF;
+        } else {
+            rq_none(c, i);
+        }
+        return;
+    }
+    /* ST_PREFACE */
+    if ((uint8_t)preface[s->pre] == b) {
+        if (++s->pre == PREFACE_LEN) {
+            set_proto(c, RL_HTTP_2, c->start_here ? c->start : 0);
+            if (c->commit && s->hp == NULL && rl_hpack_new(&s->hp) != 0) {
+                c->err = -ENOMEM;
+                rq_none(c, i + 1);
+                return;
+            }
+            s->st = ST_H2;
+            rl_h2f_init(&s->h2f, false);
+        }
+        return;
+    }
+    {
+        /* Not the preface after all: its first bytes begin an HTTP/1.x
+         * request line, wherever they were fed. */
+        size_t k = s->pre, st = c->start;
+        bool here = c->start_here;
+
+        s->pre = 0;
+        begin_request(c, i);
+        c->start = st;
+        c->start_here = here;
+        for (size_t j = 0; j < k && s->st != ST_OFF; j++)
+            rq_h1_byte(c, (uint8_t)preface[j], i);
+        if (s->st != ST_OFF)
+            rq_h1_byte(c, b, i);
+    }
+}
+
+void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
+{
+    struct rl_reqscan *s = c->s;
+    struct rl_req_cur *r = &s->cur;
+
+    if (++s->head_len > RL_HTTP_HEAD_MAX) {
+        rq_none(c, i);
+        return;
+    }
+    switch (s->st) {
+    case ST_IDLE:
+        /* Between requests: empty lines are tolerated (RFC 9112 §2.2). */
+        if (b == '\r' || b == '\n')
+            return;
+        if (s->conn->switched) {
+            rq_none(c, i);
+            return;
+        }
+        begin_request(c, i);
+        /* fall through */
+    case ST_METHOD:
+        if (b == ' ' && r->mlen > 0) {
+            r->method[r->mlen] = '\0';
+            if (!s->first && !s->reported && !is_method(r, "CONNECT"))
+                report(c);
+            s->st = ST_TARGET;
+            return;
+        }
+        if (!rl_http_tchar(b) || r->mlen >= RL_HTTP_METHOD_MAX) {
+            rq_none(c, i);
+            return;
+        }
+        if (!s->first && !s->reported &&
+            (r->mlen >= sizeof connect_m - 1 || connect_m[r->mlen] != b)) {
+            r->method[r->mlen++] = (char)b;
+            r->method[r->mlen] = '\0';
+            report(c);
+            return;
+        }
+        r->method[r->mlen++] = (char)b;
+        r->method[r->mlen] = '\0';
+        return;
+    case ST_TARGET:
+        if (b == ' ' && r->tlen > 0) {
+            target_done(s);
+            s->st = ST_VER;
+            s->pre = 0;
+            return;
+        }
+        if (b <= 0x20 || b == 0x7f) {
+            rq_none(c, i);
+            return;
+        }
+        if (r->tlen < RL_HTTP_TARGET_MAX) {
+            r->target[r->tlen] = (char)b;
+            r->target[r->tlen + 1] = '\0';
+        }
+        if (r->tlen < UINT16_MAX)
+            r->tlen++;
+        return;
+    case ST_VER:
+        if (s->pre < 7) {
+            if ((uint8_t)"HTTP/1."[s->pre] != b) {
+                rq_none(c, i);
+                return;
+            }
+            s->pre++;
+            return;
+        }
+        if (s->pre == 7 && b >= '0' && b <= '9') {
+            s->pre = 8;
+            return;
+        }
+        if (s->pre == 8 && b == '\r') {
+            s->pre = 9;
+            return;
+        }
+        if (s->pre >= 8 && b == '\n') {
+            if (s->first) {
+                set_proto(c, RL_HTTP_1, c->start_here ? c->start : 0);
+                if (!is_method(r, "CONNECT"))
+                    report(c);
+            }
+            s->st = ST_HNAME;
+            s->hname_len = 0;
+            s->hname_long = false;
+            return;
+        }
+        rq_none(c, i);
+        return;
+    case ST_HNAME:
+        if (s->hname_len == 0 && !s->hname_long) {
+            if (b == '\r') {
+                s->st = ST_HEND_LF;
+                return;
+            }
+            if (b == '\n') {
+                head_done(c, i);
+                return;
+            }
+            if (b == ' ' || b == '\t') {
+                /* obs-fold: more of the previous value; ignored */
+                s->hdr = HDR_OTHER;
+                s->st = ST_HVAL;
+                return;
+            }
+        }
+        if (b == ':' && (s->hname_len > 0 || s->hname_long)) {
+            hname_done(s);
+            s->st = ST_HVAL;
+            return;
+        }
+        if (!rl_http_tchar(b)) {
+            rq_none(c, i);
+            return;
+        }
+        if (s->hname_len >= sizeof s->hname - 1)
+            s->hname_long = true;
+        else
+            s->hname[s->hname_len++] = (char)b;
+        return;
+    case ST_HEND_LF:
+        if (b != '\n') {
+            rq_none(c, i);
+            return;
+        }
+        head_done(c, i);
+        return;
+    case ST_HVAL:
+        if (b == '\r' || b == '\n') {
+            hval_done(s);
+            s->hname_len = 0;
+            s->hname_long = false;
+            s->st = b == '\r' ? ST_HVAL_LF : ST_HNAME;
+            return;
+        }
+        if ((b < 0x20 && b != '\t') || b == 0x7f || !hval_byte(s, b))
+            rq_none(c, i);
+        return;
+    case ST_HVAL_LF:
+        if (b != '\n') {
+            rq_none(c, i);
+            return;
+        }
+        s->st = ST_HNAME;
+        return;
+    default:
+        rq_none(c, i);
+        return;
+    }
+}
+
+static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
+{
+    struct rl_reqscan *s = c->s;
+    size_t i = 0;
+
+    c->start = 0;
+    c->start_here = false;
+    c->cur_ev = -1;
+    while (i < n) {
+        switch (s->st) {
+        case ST_OFF:
+            return (long)c->nev;
+        case ST_DETECT:
+        case ST_TLS:
+        case ST_PREFACE:
+            detect(c, buf[i], i);
+            i++;
+            break;
+        case ST_BODY: {
+            size_t take = n - i < s->remain ? n - i : (size_t)s->remain;
+
+            s->remain -= take;
+            i += take;
+            if (s->remain == 0)
+                s->st = ST_IDLE;
+            break;
+        }
+        case ST_CHUNKED: {
+            bool done;
+            long used = rl_chunked_feed(&s->ch, buf + i, n - i, &done);
+
+            if (used < 0) {
+                rq_none(c, i);
+                return c->err != 0 ? c->err : (long)c->nev;
+            }
+            i += (size_t)used;
+            if (done)
+                s->st = ST_IDLE;
+            break;
+        }
+        default:
+            if (s->st == ST_HVAL && s->hdr == HDR_OTHER) {
+                /* A value nobody reads (User-Agent, Cookie ...): in bulk. */
+                size_t j = i;
+
+                while (j < n && (buf[j] >= 0x20 || buf[j] == '\t') &&
+                       buf[j] != 0x7f)
+                    j++;
+                if (j - i > RL_HTTP_HEAD_MAX - s->head_len) {
+                    rq_none(c, i + (RL_HTTP_HEAD_MAX - s->head_len));
+                    break;
+                }
+                s->head_len += (uint32_t)(j - i);
+                if (j > i) {
+                    i = j;
+                    break;
+                }
+            }
+            if (s->st == ST_H2) {
+                i = rq_h2(c, buf, n, i);
+                break;
+            }
+            rq_h1_byte(c, buf[i], i);
+            i++;
+            break;
+        }
+    }
+    return c->err != 0 ? c->err : (long)c->nev;
+}
+
+size_t rl_reqscan_peek(const struct rl_reqscan *s, const uint8_t *buf,
+                       size_t n, struct rl_req_event *ev, size_t max)
+{
+    struct rl_reqscan copy;
+    struct rq_ctx c = {.s = &copy, .ev = ev, .max = max};
+
+    if (s->st == ST_OFF)
+        return 0;
+    copy = *s;
+    scan(&c, buf, n);
+    return c.nev;
+}
+
+long rl_reqscan_commit(struct rl_reqscan *s, const uint8_t *buf, size_t k,
+                       struct rl_req_event *ev, size_t max)
+{
+    struct rq_ctx c = {.s = s, .commit = true, .ev = ev, .max = max};
+
+    if (s->st == ST_OFF)
+        return 0;
+    return scan(&c, buf, k);
+}

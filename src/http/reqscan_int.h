@@ -1,0 +1,37 @@
+/* reqscan_int.h — what reqscan.c and reqscan_h2.c share: the parser's
+ * states and one feed's context (the part of a scan that is not state:
+ * where the events go, where this feed's request began). */
+#ifndef RL_REQSCAN_INT_H
+#define RL_REQSCAN_INT_H
+
+#include "http/reqscan.h"
+
+enum {
+    ST_DETECT, ST_TLS, ST_PREFACE, ST_OFF,
+    /* HTTP/1.x head */
+    ST_IDLE, ST_METHOD, ST_TARGET, ST_VER, ST_HNAME, ST_HEND_LF, ST_HVAL,
+    ST_HVAL_LF, ST_BODY, ST_CHUNKED,
+    ST_H2,
+};
+
+struct rq_ctx {
+    struct rl_reqscan *s; /* the real state (commit) or a copy (peek) */
+    bool commit;
+    struct rl_req_event *ev;
+    size_t max, nev;
+    long cur_ev;     /* the current request's event index, -1: not here */
+    size_t start;    /* where the current request (or frame) began ... */
+    bool start_here; /* ... if that was in this feed */
+    size_t base;     /* where the HTTP/2 frames of this feed began */
+    int err;
+};
+
+struct rl_req_event *rq_emit(struct rq_ctx *c, uint8_t kind, size_t off);
+void rq_fill(struct rq_ctx *c, struct rl_req_event *e);
+void rq_none(struct rq_ctx *c, size_t off);
+void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i);
+/* Scans HTTP/2 frames from buf[i]; returns where it stopped (n, or where
+ * the stream stopped being HTTP/2). */
+size_t rq_h2(struct rq_ctx *c, const uint8_t *buf, size_t n, size_t i);
+
+#endif

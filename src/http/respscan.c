@@ -1,0 +1,446 @@
+/* respscan.c — status lines, the headers that frame a body and
+ * Retry-After; HTTP/2 :status through the frame splitter. */
+#include "http/respscan.h"
+
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+enum {
+    RS_DETECT, RS_OFF, RS_STATUS, RS_REASON, RS_HNAME, RS_HEND_LF, RS_HVAL,
+    RS_HVAL_LF, RS_BODY, RS_CHUNKED, RS_CLOSE, RS_H2,
+};
+enum { HDR_OTHER, HDR_CL, HDR_TE, HDR_RA };
+
+struct ctx {
+    struct rl_respscan *s;
+    struct rl_resp_event *ev;
+    size_t max, nev, base;
+    int err;
+};
+
+void rl_respscan_init(struct rl_respscan *s, struct rl_httpconn *conn)
+{
+    memset(s, 0, sizeof *s);
+    s->conn = conn;
+}
+
+void rl_respscan_free(struct rl_respscan *s)
+{
+    rl_hpack_free(s->hp);
+    s->hp = NULL;
+}
+
+static struct rl_resp_event *emit(struct ctx *c, uint8_t kind, size_t off)
+{
+    struct rl_resp_event *e;
+
+    c->nev++;
+    if (c->ev == NULL || c->nev > c->max)
+        return NULL;
+    e = &c->ev[c->nev - 1];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->offset = (uint32_t)off;
+    return e;
+}
+
+static void set_proto(struct ctx *c, uint8_t proto, size_t off)
+{
+    struct rl_resp_event *e;
+
+    c->s->proto = proto;
+    if (proto == RL_HTTP_NONE)
+        c->s->st = RS_OFF;
+    e = emit(c, RL_RESP_PROTO, off);
+    if (e != NULL)
+        e->proto = proto;
+}
+
+static void status_event(struct ctx *c, size_t off, uint16_t status,
+                         const struct rl_http_sent *sent, bool paired,
+                         const char *ra, bool has_ra)
+{
+    struct rl_resp_event *e = emit(c, RL_RESP_STATUS, off);
+    const char *name;
+
+    if (e == NULL)
+        return;
+    e->status = status;
+    e->paired = paired;
+    e->stream_id = sent->stream_id;
+    if (paired) {
+        e->method = sent->method;
+        name = rl_httpconn_name(c->s->conn, sent->slot, sent->gen);
+        if (name != NULL)
+            memcpy(e->name, name, strlen(name) + 1);
+    }
+    if (has_ra) {
+        e->has_retry_after = true;
+        memcpy(e->retry_after, ra, strlen(ra) + 1);
+    }
+}
+
+static void head_begin(struct rl_respscan *s)
+{
+    s->st = RS_STATUS;
+    s->pre = 0;
+    s->status = 0;
+    s->head_len = 0;
+    s->cl = 0;
+    s->cl_seen = s->te_seen = s->chunked = s->ra_seen = false;
+    s->ralen = 0;
+    s->ra[0] = '\0';
+    s->hname_len = 0;
+    s->hname_long = false;
+}
+
+/* The head ended at buf[i]: pair it, report it, frame its body. */
+static void head_done(struct ctx *c, size_t i)
+{
+    struct rl_respscan *s = c->s;
+    struct rl_http_sent sent = {0};
+    bool paired, interim = s->status < 200 && s->status != 101;
+
+    /* An interim response answers the request at the FIFO's head but does
+     * not end it. */
+    if (interim) {
+        paired = s->conn->fifo_len > 0;
+        if (paired)
+            sent = s->conn->fifo[s->conn->fifo_head];
+    } else {
+        paired = rl_httpconn_pop(s->conn, &sent);
+    }
+    status_event(c, i + 1, s->status, &sent, paired, s->ra, s->ra_seen);
+    if (s->status == 101) {
+        s->conn->switched = true;
+        set_proto(c, RL_HTTP_NONE, i + 1);
+        return;
+    }
+    if (interim || s->status == 204 || s->status == 304 ||
+        (paired && sent.method == RL_HTTP_M_HEAD)) {
+        head_begin(s);
+        return;
+    }
+    if (paired && sent.method == RL_HTTP_M_CONNECT && s->status < 300) {
+        s->st = RS_DETECT; /* the tunnel: another stream */
+        s->pre = 0;
+        s->proto = RL_HTTP_UNKNOWN;
+        return;
+    }
+    if (s->te_seen) {
+        rl_chunked_init(&s->ch);
+        s->st = s->chunked ? RS_CHUNKED : RS_CLOSE;
+    } else if (s->cl_seen) {
+        s->remain = s->cl;
+        s->st = RS_BODY;
+        if (s->cl == 0)
+            head_begin(s);
+    } else {
+        s->st = RS_CLOSE;
+    }
+}
+
+static void hname_done(struct rl_respscan *s)
+{
+    s->hname[s->hname_len] = '\0';
+    s->hdr = HDR_OTHER;
+    if (s->hname_long)
+        return;
+    if (strcasecmp(s->hname, "content-length") == 0) {
+        s->hdr = HDR_CL;
+        s->cl = 0;
+        s->cl_seen = true;
+        s->pre = 0;
+    } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
+        s->hdr = HDR_TE;
+        s->te_len = 0;
+        s->te_seen = true;
+    } else if (strcasecmp(s->hname, "retry-after") == 0) {
+        s->hdr = HDR_RA;
+        s->ralen = 0;
+        s->ra_seen = true;
+    }
+}
+
+static bool hval_byte(struct rl_respscan *s, uint8_t b)
+{
+    bool ows = b == ' ' || b == '\t';
+
+    switch (s->hdr) {
+    case HDR_CL:
+        if (ows) {
+            if (s->pre == 1)
+                s->pre = 2;
+            return true;
+        }
+        if (b < '0' || b > '9' || s->pre == 2 ||
+            s->cl > (UINT64_MAX - 9) / 10)
+            return false;
+        s->cl = s->cl * 10 + (uint64_t)(b - '0');
+        s->pre = 1;
+        return true;
+    case HDR_TE:
+        if (ows)
+            return true;
+        if (s->te_len == sizeof s->te) {
+            memmove(s->te, s->te + 1, sizeof s->te - 1);
+            s->te_len--;
+        }
+        s->te[s->te_len++] = (char)rl_http_lower(b);
+        return true;
+    case HDR_RA:
+        if (!(ows && s->ralen == 0) && s->ralen < RL_HTTP_RETRY_AFTER_MAX)
+            s->ra[s->ralen++] = (char)b;
+        return true;
+    default:
+        return true;
+    }
+}
+
+static void hval_done(struct rl_respscan *s)
+{
+    if (s->hdr == HDR_TE) {
+        s->chunked = s->te_len >= 7 &&
+                     memcmp(s->te + s->te_len - 7, "chunked", 7) == 0 &&
+                     (s->te_len == 7 || s->te[s->te_len - 8] == ',');
+    } else if (s->hdr == HDR_RA) {
+        while (s->ralen > 0 && (s->ra[s->ralen - 1] == ' ' ||
+                                s->ra[s->ralen - 1] == '\t'))
+            s->ralen--;
+        s->ra[s->ralen] = '\0';
+    }
+    s->hdr = HDR_OTHER;
+}
+
+/* One byte of an HTTP/1.x head. */
+static void h1_byte(struct ctx *c, uint8_t b, size_t i)
+{
+    struct rl_respscan *s = c->s;
+
+    if (++s->head_len > RL_HTTP_HEAD_MAX)
+        goto bad;
+    switch (s->st) {
+    case RS_STATUS:
+        /* "HTTP/1." DIGIT SP 3DIGIT, then SP reason or the line's end */
+        if (s->pre < 7) {
+            if ((uint8_t)"HTTP/1."[s->pre] != b)
+                goto bad;
+        } else if (s->pre == 7 || (s->pre >= 9 && s->pre <= 11)) {
+            if (b < '0' || b > '9' || (s->pre == 9 && b == '0'))
+                goto bad;
+            if (s->pre >= 9)
+                s->status = (uint16_t)(s->status * 10 + (b - '0'));
+        } else if (s->pre == 8) {
+            if (b != ' ')
+                goto bad;
+        } else if (b == ' ' || b == '\r') {
+            s->st = RS_REASON;
+        } else if (b == '\n') {
+            s->st = RS_HNAME;
+        } else {
+            goto bad;
+        }
+        s->pre++;
+        return;
+    case RS_REASON:
+        if (b == '\n')
+            s->st = RS_HNAME;
+        return;
+    case RS_HNAME:
+        if (s->hname_len == 0 && !s->hname_long) {
+            if (b == '\r') {
+                s->st = RS_HEND_LF;
+                return;
+            }
+            if (b == '\n') {
+                head_done(c, i);
+                return;
+            }
+            if (b == ' ' || b == '\t') {
+                s->hdr = HDR_OTHER;
+                s->st = RS_HVAL;
+                return;
+            }
+        }
+        if (b == ':' && (s->hname_len > 0 || s->hname_long)) {
+            hname_done(s);
+            s->st = RS_HVAL;
+            return;
+        }
+        if (!rl_http_tchar(b))
+            goto bad;
+        if (s->hname_len >= sizeof s->hname - 1)
+            s->hname_long = true;
+        else
+            s->hname[s->hname_len++] = (char)b;
+        return;
+    case RS_HEND_LF:
+        if (b != '\n')
+            goto bad;
+        head_done(c, i);
+        return;
+    case RS_HVAL:
+        if (b == '\r' || b == '\n') {
+            hval_done(s);
+            s->hname_len = 0;
+            s->hname_long = false;
+            s->st = b == '\r' ? RS_HVAL_LF : RS_HNAME;
+            return;
+        }
+        if ((b < 0x20 && b != '\t') || b == 0x7f || !hval_byte(s, b))
+            goto bad;
+        return;
+    case RS_HVAL_LF:
+        if (b != '\n')
+            goto bad;
+        s->st = RS_HNAME;
+        return;
+    default:
+        goto bad;
+    }
+bad:
+    set_proto(c, RL_HTTP_NONE, i);
+}
+
+/* HTTP/2: the server's frames. */
+static bool h2_frame(void *ctx, const struct rl_h2f *f, size_t start,
+                     bool here)
+{
+    struct ctx *c = ctx;
+
+    (void)start;
+    (void)here;
+    if (f->type == RL_H2_HEADERS || f->type == RL_H2_PUSH_PROMISE)
+        c->s->hb_push = f->type == RL_H2_PUSH_PROMISE;
+    return true;
+}
+
+static void h2_frag(void *ctx, const struct rl_h2f *f, const uint8_t *p,
+                    size_t n, bool final)
+{
+    struct ctx *c = ctx;
+
+    (void)f;
+    rl_hpack_feed(c->s->hp, p, n, final);
+}
+
+static void h2_block_end(void *ctx, const struct rl_h2f *f, size_t end)
+{
+    struct ctx *c = ctx;
+    const struct rl_hpack_fields *hf;
+    struct rl_http_sent sent = {.stream_id = f->hb_stream};
+    bool paired;
+
+    if (c->s->hb_push || rl_hpack_broken(c->s->hp))
+        return;
+    hf = rl_hpack_fields(c->s->hp);
+    if (hf->status == 0)
+        return; /* trailers */
+    /* A final response ends the stream's wait; an interim one does not. */
+    paired = rl_httpconn_stream(c->s->conn, f->hb_stream, hf->status >= 200,
+                                &sent);
+    status_event(c, c->base + end, (uint16_t)hf->status, &sent, paired,
+                 hf->retry_after, hf->has_retry_after);
+}
+
+static const struct rl_h2f_ops h2_ops = {h2_frame, h2_frag, h2_block_end};
+
+static void h2_start(struct ctx *c, size_t off)
+{
+    struct rl_respscan *s = c->s;
+
+    if (s->hp == NULL && rl_hpack_new(&s->hp) != 0) {
+        c->err = -ENOMEM;
+        set_proto(c, RL_HTTP_NONE, off);
+        return;
+    }
+    set_proto(c, RL_HTTP_2, off);
+    rl_h2f_init(&s->h2f, true);
+    s->st = RS_H2;
+}
+
+/* The stream's first bytes: a status line, the server's SETTINGS (HTTP/2),
+ * or anything else (TLS included): not parsed. */
+static size_t detect(struct ctx *c, const uint8_t *buf, size_t n, size_t i)
+{
+    struct rl_respscan *s = c->s;
+    size_t bad, start = s->pre == 0 ? i : 0;
+
+    if (s->pre == 0 && buf[i] == 'H') {
+        set_proto(c, RL_HTTP_1, i);
+        head_begin(s);
+        return i;
+    }
+    while (i < n && s->pre < 9)
+        s->det[s->pre++] = buf[i++];
+    if (s->pre < 9)
+        return i;
+    if (s->det[3] != RL_H2_SETTINGS || (s->det[4] & 1) != 0 ||
+        (s->det[5] | s->det[6] | s->det[7] | s->det[8]) != 0 ||
+        (((uint32_t)s->det[0] << 16 | s->det[1] << 8 | s->det[2]) % 6) != 0) {
+        set_proto(c, RL_HTTP_NONE, start);
+        return n;
+    }
+    h2_start(c, start);
+    if (s->st != RS_H2)
+        return n;
+    c->base = 0;
+    if (rl_h2f_feed(&s->h2f, s->det, 9, &h2_ops, c, &bad) != 0)
+        set_proto(c, RL_HTTP_NONE, i);
+    return i;
+}
+
+long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
+                      struct rl_resp_event *ev, size_t max)
+{
+    struct ctx c = {.s = s, .ev = ev, .max = max};
+    size_t i = 0;
+
+    while (i < n) {
+        switch (s->st) {
+        case RS_OFF:
+        case RS_CLOSE:
+            return (long)c.nev;
+        case RS_DETECT:
+            i = detect(&c, buf, n, i);
+            break;
+        case RS_BODY: {
+            size_t take = n - i < s->remain ? n - i : (size_t)s->remain;
+
+            s->remain -= take;
+            i += take;
+            if (s->remain == 0)
+                head_begin(s);
+            break;
+        }
+        case RS_CHUNKED: {
+            bool done;
+            long used = rl_chunked_feed(&s->ch, buf + i, n - i, &done);
+
+            if (used < 0) {
+                set_proto(&c, RL_HTTP_NONE, i);
+                break;
+            }
+            i += (size_t)used;
+            if (done)
+                head_begin(s);
+            break;
+        }
+        case RS_H2: {
+            size_t bad = 0;
+
+            c.base = i;
+            if (rl_h2f_feed(&s->h2f, buf + i, n - i, &h2_ops, &c, &bad) != 0)
+                set_proto(&c, RL_HTTP_NONE, i + bad);
+            i = n;
+            break;
+        }
+        default:
+            h1_byte(&c, buf[i], i);
+            i++;
+            break;
+        }
+    }
+    return c.err != 0 ? c.err : (long)c.nev;
+}
