@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RL_HTTP_METHOD_MAX 23u    /* a longer method token: not HTTP */
 #define RL_HTTP_TARGET_MAX 256u   /* a target is cut there (SPEC §11) */
@@ -96,6 +97,57 @@ bool rl_httpconn_stream(struct rl_httpconn *c, uint32_t stream_id,
 static inline uint8_t rl_http_lower(uint8_t c)
 {
     return (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
+}
+
+/* The two headers that frame an HTTP/1.x body, as their values arrive a
+ * byte at a time (requests and responses frame bodies alike). */
+struct rl_http_framing {
+    uint64_t cl;    /* Content-Length so far */
+    uint8_t digits; /* 0 before its digits, 1 in them, 2 after them */
+    uint8_t te_len;
+    char te[8]; /* the last non-space bytes of Transfer-Encoding */
+};
+
+/* A Content-Length value starts. */
+static inline void rl_http_cl_start(struct rl_http_framing *f)
+{
+    f->cl = 0;
+    f->digits = 0;
+}
+
+/* One byte of a Content-Length value (not CR or LF). False when the value
+ * is malformed (not digits, digits after spaces, past 64 bits). */
+static inline bool rl_http_cl_byte(struct rl_http_framing *f, uint8_t b)
+{
+    if (b == ' ' || b == '\t') {
+        if (f->digits == 1)
+            f->digits = 2;
+        return true;
+    }
+    if (b < '0' || b > '9' || f->digits == 2 || f->cl > (UINT64_MAX - 9) / 10)
+        return false;
+    f->cl = f->cl * 10 + (uint64_t)(b - '0');
+    f->digits = 1;
+    return true;
+}
+
+/* One byte of a Transfer-Encoding value: only its end is kept. */
+static inline void rl_http_te_byte(struct rl_http_framing *f, uint8_t b)
+{
+    if (b == ' ' || b == '\t')
+        return;
+    if (f->te_len == sizeof f->te) {
+        memmove(f->te, f->te + 1, sizeof f->te - 1);
+        f->te_len--;
+    }
+    f->te[f->te_len++] = (char)rl_http_lower(b);
+}
+
+/* Does the Transfer-Encoding seen end in "chunked" (its last coding)? */
+static inline bool rl_http_te_chunked(const struct rl_http_framing *f)
+{
+    return f->te_len >= 7 && memcmp(f->te + f->te_len - 7, "chunked", 7) == 0 &&
+           (f->te_len == 7 || f->te[f->te_len - 8] == ',');
 }
 /* RFC 9110 tchar: what a method token or header name is made of. */
 bool rl_http_tchar(uint8_t c);

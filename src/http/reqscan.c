@@ -107,7 +107,7 @@ static void begin_request(struct rq_ctx *c, size_t i)
     memset(&s->cur, 0, sizeof s->cur);
     s->reported = false;
     s->head_len = 0;
-    s->cl = 0;
+    s->fr.cl = 0;
     s->cl_seen = s->te_seen = s->chunked = false;
     c->start = i;
     c->start_here = true;
@@ -228,9 +228,9 @@ static void head_done(struct rq_ctx *c, size_t i)
         }
         s->st = ST_CHUNKED;
         rl_chunked_init(&s->ch);
-    } else if (s->cl > 0) {
+    } else if (s->fr.cl > 0) {
         s->st = ST_BODY;
-        s->remain = s->cl;
+        s->remain = s->fr.cl;
     } else {
         s->st = ST_IDLE;
     }
@@ -250,12 +250,11 @@ static void hname_done(struct rl_reqscan *s)
         s->cur.host_ok = true;
     } else if (strcasecmp(s->hname, "content-length") == 0) {
         s->hdr = HDR_CL;
-        s->cl = 0;
-        s->pre = 0; /* digits seen */
+        rl_http_cl_start(&s->fr);
         s->cl_seen = true;
     } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
         s->hdr = HDR_TE;
-        s->te_len = 0;
+        s->fr.te_len = 0;
         s->te_seen = true;
     }
 }
@@ -275,26 +274,9 @@ static bool hval_byte(struct rl_reqscan *s, uint8_t b)
             s->cur.host[s->cur.hlen++] = (char)b;
         return true;
     case HDR_CL:
-        /* `pre`: 0 before the digits, 1 in them, 2 after them */
-        if (ows) {
-            if (s->pre == 1)
-                s->pre = 2;
-            return true;
-        }
-        if (b < '0' || b > '9' || s->pre == 2 ||
-            s->cl > (UINT64_MAX - 9) / 10)
-            return false;
-        s->cl = s->cl * 10 + (uint64_t)(b - '0');
-        s->pre = 1;
-        return true;
+        return rl_http_cl_byte(&s->fr, b);
     case HDR_TE:
-        if (ows)
-            return true;
-        if (s->te_len == sizeof s->te) {
-            memmove(s->te, s->te + 1, sizeof s->te - 1);
-            s->te_len--;
-        }
-        s->te[s->te_len++] = (char)rl_http_lower(b);
+        rl_http_te_byte(&s->fr, b);
         return true;
     default:
         return true;
@@ -309,9 +291,7 @@ static void hval_done(struct rl_reqscan *s)
             s->cur.hlen--;
         s->cur.host[s->cur.hlen] = '\0';
     } else if (s->hdr == HDR_TE) {
-        s->chunked = s->te_len >= 7 &&
-                     memcmp(s->te + s->te_len - 7, "chunked", 7) == 0 &&
-                     (s->te_len == 7 || s->te[s->te_len - 8] == ',');
+        s->chunked = rl_http_te_chunked(&s->fr);
     }
     s->hdr = HDR_OTHER;
 }

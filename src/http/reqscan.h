@@ -107,13 +107,11 @@ struct rl_reqscan {
     uint8_t hdr;      /* which header's value is being read */
     uint8_t pre;      /* bytes of the HTTP/2 preface, TLS record or
                        * " HTTP/1." matched */
-    uint8_t te_len;
     char hname[24];
-    char te[8];       /* the last non-space bytes of Transfer-Encoding */
     uint32_t head_len;
     uint64_t remain;  /* Content-Length bytes left */
     struct rl_chunked ch;
-    uint64_t cl;
+    struct rl_http_framing fr; /* Content-Length, Transfer-Encoding */
     struct rl_req_cur cur;
     char last[RL_HTTP_NAME_MAX + 1]; /* the previous request's name */
     /* HTTP/2 */

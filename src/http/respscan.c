@@ -87,7 +87,7 @@ static void head_begin(struct rl_respscan *s)
     s->pre = 0;
     s->status = 0;
     s->head_len = 0;
-    s->cl = 0;
+    s->fr.cl = 0;
     s->cl_seen = s->te_seen = s->chunked = s->ra_seen = false;
     s->ralen = 0;
     s->ra[0] = '\0';
@@ -132,9 +132,9 @@ static void head_done(struct ctx *c, size_t i)
         rl_chunked_init(&s->ch);
         s->st = s->chunked ? RS_CHUNKED : RS_CLOSE;
     } else if (s->cl_seen) {
-        s->remain = s->cl;
+        s->remain = s->fr.cl;
         s->st = RS_BODY;
-        if (s->cl == 0)
+        if (s->fr.cl == 0)
             head_begin(s);
     } else {
         s->st = RS_CLOSE;
@@ -149,12 +149,11 @@ static void hname_done(struct rl_respscan *s)
         return;
     if (strcasecmp(s->hname, "content-length") == 0) {
         s->hdr = HDR_CL;
-        s->cl = 0;
+        rl_http_cl_start(&s->fr);
         s->cl_seen = true;
-        s->pre = 0;
     } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
         s->hdr = HDR_TE;
-        s->te_len = 0;
+        s->fr.te_len = 0;
         s->te_seen = true;
     } else if (strcasecmp(s->hname, "retry-after") == 0) {
         s->hdr = HDR_RA;
@@ -169,25 +168,9 @@ static bool hval_byte(struct rl_respscan *s, uint8_t b)
 
     switch (s->hdr) {
     case HDR_CL:
-        if (ows) {
-            if (s->pre == 1)
-                s->pre = 2;
-            return true;
-        }
-        if (b < '0' || b > '9' || s->pre == 2 ||
-            s->cl > (UINT64_MAX - 9) / 10)
-            return false;
-        s->cl = s->cl * 10 + (uint64_t)(b - '0');
-        s->pre = 1;
-        return true;
+        return rl_http_cl_byte(&s->fr, b);
     case HDR_TE:
-        if (ows)
-            return true;
-        if (s->te_len == sizeof s->te) {
-            memmove(s->te, s->te + 1, sizeof s->te - 1);
-            s->te_len--;
-        }
-        s->te[s->te_len++] = (char)rl_http_lower(b);
+        rl_http_te_byte(&s->fr, b);
         return true;
     case HDR_RA:
         if (!(ows && s->ralen == 0) && s->ralen < RL_HTTP_RETRY_AFTER_MAX)
@@ -201,9 +184,7 @@ static bool hval_byte(struct rl_respscan *s, uint8_t b)
 static void hval_done(struct rl_respscan *s)
 {
     if (s->hdr == HDR_TE) {
-        s->chunked = s->te_len >= 7 &&
-                     memcmp(s->te + s->te_len - 7, "chunked", 7) == 0 &&
-                     (s->te_len == 7 || s->te[s->te_len - 8] == ',');
+        s->chunked = rl_http_te_chunked(&s->fr);
     } else if (s->hdr == HDR_RA) {
         while (s->ralen > 0 && (s->ra[s->ralen - 1] == ' ' ||
                                 s->ra[s->ralen - 1] == '\t'))

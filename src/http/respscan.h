@@ -48,15 +48,15 @@ struct rl_resp_event {
 struct rl_respscan {
     struct rl_httpconn *conn;
     struct rl_hpack *hp;
-    uint8_t proto, st, pre, hdr, hname_len, te_len, ralen;
+    uint8_t proto, st, pre, hdr, hname_len, ralen;
     bool hname_long, chunked, te_seen, cl_seen, ra_seen, hb_push;
     uint16_t status;
     char hname[24];
-    char te[8];
     char ra[RL_HTTP_RETRY_AFTER_MAX + 1];
     uint8_t det[9];
     uint32_t head_len;
-    uint64_t cl, remain;
+    struct rl_http_framing fr;
+    uint64_t remain;
     struct rl_chunked ch;
     struct rl_h2f h2f;
 };
