@@ -703,9 +703,16 @@ Test(run, a_broken_config_leaves_the_program_running_with_one_line)
         char *strict_envp[] = {"PATH=/usr/bin:/bin", env1, env2,
                                "RLSHIM_STRICT=1", NULL};
         char *argv[] = {"/bin/echo", "ran", NULL};
+        /* The config is read at the first network call (SPEC §4): a
+         * connect to the discard port makes one. */
+        char *net_argv[] = {
+            "/usr/bin/python3", "-c",
+            "import socket; socket.socket().connect_ex(('127.0.0.1', 9)); "
+            "print('ran')",
+            NULL};
         size_t wl = strlen(want);
 
-        run(&r, argv, envp, NULL);
+        run(&r, net_argv, envp, NULL);
         cr_expect_eq(r.status, 0, "%s", e->d_name);
         cr_expect_str_eq(r.out, "ran\n", "%s", e->d_name);
         cr_expect_eq(count_lines(r.err), 1, "%s: %s", e->d_name, r.err);

@@ -33,6 +33,7 @@ Test(proc, two_instances_keep_their_own_config)
     setenv("RLSHIM_CONFIG", pa, 1);
     cr_assert_eq(rl_proc_load(&a, line, sizeof line), 0, "%s", line);
     setenv("RLSHIM_CONFIG", pb, 1);
+    rl_proc_init(&b);
     cr_assert_eq(rl_proc_load(&b, line, sizeof line), 0, "%s", line);
     cr_assert_not_null(a.cfg);
     cr_assert_not_null(b.cfg);
@@ -73,6 +74,7 @@ Test(proc, no_config_is_silent_unless_a_report_was_asked_for)
     cr_expect_str_eq(line, "");
     cr_expect_eq(quiet.report, RL_PROC_REPORT_OFF);
     setenv("RLSHIM_REPORT", "1", 1);
+    rl_proc_init(&asked);
     cr_expect_eq(rl_proc_load(&asked, line, sizeof line), -1);
     cr_expect_str_eq(line, "");
     cr_expect_eq(asked.report, RL_PROC_REPORT_NONE);
