@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -487,6 +488,29 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
     return -EAGAIN;
 }
 
+/* A privileged program (setuid root run by a user: its euid is not the uid
+ * its segment is named by) makes and opens the segment as that user, so
+ * the file is theirs like every other process's of theirs, and the user's
+ * own processes share the budget with it. setfsuid changes, for the
+ * calling thread only, nothing but whose files these are. */
+static int open_as_user(struct rl_store *s, const struct rl_store_opts *o,
+                        const struct rl_seg_geometry *g, char *why,
+                        size_t whylen)
+{
+    bool as_user = geteuid() != (uid_t)o->uid;
+    int was_uid = 0, was_gid = 0;
+    if (as_user) {
+        was_gid = setfsgid(getgid());
+        was_uid = setfsuid((uid_t)o->uid);
+    }
+    int r = open_shared(s, o, g, why, whylen);
+    if (as_user) {
+        setfsuid((uid_t)was_uid);
+        setfsgid((gid_t)was_gid);
+    }
+    return r;
+}
+
 int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
                   char *why, size_t whylen)
 {
@@ -501,7 +525,7 @@ int rl_store_open(struct rl_store **out, const struct rl_store_opts *o,
         return -ENOMEM;
     geometry_from(o, &g);
     if (o->shared) {
-        r = open_shared(s, o, &g, why, whylen);
+        r = open_as_user(s, o, &g, why, whylen);
         if (r == 0) {
             rl_seg_init_slots(s);
             *out = s;

@@ -114,7 +114,34 @@ else
     bad "daemon (no rule): $1 requests over $2 s, $segs segments (want 6 over < 1.25 s, none)"
 fi
 
-# 4. A missing library: ld.so warns and runs the program (the recovery
+# 4. A privileged program (a setuid-root copy of curl) run by nobody reads
+#    no RLSHIM_* variable (SPEC §3): with RLSHIM_CONFIG, RLSHIM_DECISION_LOG
+#    and RLSHIM_STATE_DIR naming a directory only root could write, nothing
+#    is created there, the host's config throttles it (the same 2.5 s for
+#    six fetches, one budget across the six processes) and its segment in
+#    /dev/shm is nobody's, shared with nobody's other processes.
+rootonly="$tmp/rootonly"
+install -d -m 0755 "$rootonly"
+install -m 4755 "$(command -v curl)" "$tmp/suid-curl"
+nobody_uid=$(id -u nobody)
+rm -f /dev/shm/rlshim-"$nobody_uid"-*
+env -u LD_PRELOAD RLSHIM_CONFIG="$rootonly/rlshim.ini" \
+    RLSHIM_DECISION_LOG="$rootonly/decisions.jsonl" \
+    RLSHIM_STATE_DIR="$rootonly/state" RLSHIM_KEY=free-pass \
+    setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups sh -c \
+    "for i in 1 2 3 4 5 6; do $tmp/suid-curl -s -o /dev/null http://127.0.0.1:$port/suid; done"
+set -- $(span suid)
+made=$(find "$rootonly" -mindepth 1 | wc -l)
+owner=$(stat -c %u /dev/shm/rlshim-"$nobody_uid"-* 2>/dev/null | sort -u | tr '\n' ' ')
+if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s >= 2.45)}' &&
+    [ "$made" -eq 0 ] && [ "$owner" = "$nobody_uid " ]; then
+    ok "setuid curl run by nobody: the host's config, 6 requests over $2 s, nothing in the root-only dir, its segment nobody's"
+else
+    bad "setuid curl run by nobody: $1 requests over $2 s (want 6 over >= 2.5 s), $made files in the root-only dir (want 0), segment owned by '$owner' (want $nobody_uid)"
+fi
+rm -f /dev/shm/rlshim-"$nobody_uid"-*
+
+# 5. A missing library: ld.so warns and runs the program (the recovery
 #    the README describes), and rlshim check --host says so.
 echo "$tmp/missing/librlshim.so" > /etc/ld.so.preload
 err=$(/bin/true 2>&1)
@@ -127,7 +154,7 @@ case "$err:$st:$hrc:$out" in
 *) bad "a missing library: true said '$err' (exit $st); check --host (exit $hrc): $out" ;;
 esac
 
-# 5. A file that is not a shared object: ignored the same way.
+# 6. A file that is not a shared object: ignored the same way.
 printf 'not an ELF file\n' > "$tmp/lib/garbage.so"
 echo "$tmp/lib/garbage.so" > /etc/ld.so.preload
 err=$(/bin/true 2>&1)
