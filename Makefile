@@ -151,11 +151,15 @@ $(CORE_LIB): $(CORE_OBJS)
 
 # inih is linked statically so that no ini_* symbol is exported and nothing
 # joins every process's DT_NEEDED; the anonymous version script exports only
-# the hooked libc names.
+# the hooked libc names. Every process loads this library (with a host-wide
+# preload, every process on the host): -Bsymbolic-functions binds the
+# library's own references to its own functions at link time, 35 fewer
+# symbol look-ups at each start (32,000 instructions of 120,000, measured
+# with callgrind on /usr/bin/true); -z now keeps full RELRO.
 $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
 	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(DEP_LIBS) \
 	    -Wl,--version-script=src/shim/exports.map -Wl,-z,now -Wl,-z,relro \
-	    $(ALL_LDFLAGS) -ldl
+	    -Wl,-Bsymbolic-functions $(ALL_LDFLAGS) -ldl
 
 $(CLI_BIN): $(CLI_OBJS) $(CORE_LIB)
 	$(CC) -o $@ $(CLI_OBJS) $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
