@@ -236,6 +236,8 @@ bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) python3 tests/bench/wait_overhead.py
 	@echo "== tests/bench/names_overhead.py"
 	@$(TEST_ENV) python3 tests/bench/names_overhead.py
+	@echo "== tests/bench/startup.sh"
+	@$(TEST_ENV) sh tests/bench/startup.sh
 
 asan:
 	$(MAKE) SANITIZER=address unit integration
