@@ -25,7 +25,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/select.h>
 #include <time.h>
 
@@ -35,10 +34,10 @@
 #include "shim/hooks.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
+#include "shim/waitbuf.h"
 #include "shim/wreal.h"
 #include "util/clock.h"
 
-#define VIEW_MAX 256
 /* The slow halves live out of line, so that each exported name is two
  * loads, a test and a tail call while nothing is held. */
 #define COLD __attribute__((noinline, cold))
@@ -181,84 +180,6 @@ static int poll_real(const struct poll_call *c, struct pollfd *f, nfds_t n,
 
 /* Hide the held sockets among f; what was changed goes in saved[]
  * (index, fd, events) to be put back. */
-struct poll_saved {
-    nfds_t i;
-    int fd;
-    short events;
-};
-
-/* What a wait call that loops keeps between its real calls: the sockets
- * hidden now and, for poll, what it changed in the caller's array. 8 KiB:
- * kept off the program's stack (a thread with a small one, a handler on a
- * sigaltstack), in buffers made once and shared by every thread, one per
- * call at a time. A slot is taken by CAS on a bitmap, so a signal handler
- * that waits inside a wait call takes another one: no lock, nothing
- * allocated but by mmap (a system call, handler-safe), nothing lost when a
- * thread ends. With every slot in use, a call maps a buffer of its own
- * for its length. */
-struct wait_buf {
-    struct rl_ready_view v[VIEW_MAX];
-    struct poll_saved saved[VIEW_MAX];
-};
-
-#define BUFS 64
-static struct wait_buf *bufs[BUFS];
-static _Atomic uint64_t bufs_taken;
-/* The slots this thread holds: a fork child keeps only those (the other
- * threads' calls are not in it). */
-static __thread uint64_t bufs_mine __attribute__((tls_model("initial-exec")));
-
-static struct wait_buf *buf_map(void)
-{
-    int saved = errno;
-    void *m = mmap(NULL, sizeof(struct wait_buf), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    return m == MAP_FAILED ? NULL : m;
-}
-
-/* A buffer for this call (*slot: its slot, BUFS for one of its own), or
- * NULL when none can be had (the call then passes through). */
-static struct wait_buf *buf_take(unsigned *slot)
-{
-    uint64_t t = atomic_load_explicit(&bufs_taken, memory_order_relaxed);
-    while (~t != 0) {
-        unsigned i = (unsigned)__builtin_ctzll(~t);
-        uint64_t bit = (uint64_t)1 << i;
-        /* Acquire: pairs with the release of buf_give, so the slot's
-         * buffer pointer, written by whoever held it first, is seen. */
-        if (!atomic_compare_exchange_weak_explicit(&bufs_taken, &t, t | bit,
-                                                   memory_order_acquire,
-                                                   memory_order_relaxed))
-            continue;
-        bufs_mine |= bit;
-        if (bufs[i] == NULL)
-            bufs[i] = buf_map();
-        if (bufs[i] == NULL) {
-            bufs_mine &= ~bit;
-            atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
-            return NULL;
-        }
-        *slot = i;
-        return bufs[i];
-    }
-    *slot = BUFS;
-    return buf_map();
-}
-
-static void buf_give(struct wait_buf *b, unsigned slot)
-{
-    if (slot == BUFS) {
-        int saved = errno;
-        munmap(b, sizeof *b);
-        errno = saved;
-        return;
-    }
-    uint64_t bit = (uint64_t)1 << slot;
-    bufs_mine &= ~bit;
-    atomic_fetch_and_explicit(&bufs_taken, ~bit, memory_order_release);
-}
-
 static unsigned poll_hide(struct pollfd *f, nfds_t n,
                           const struct rl_ready_view *v, unsigned nv,
                           struct poll_saved *saved, unsigned cap)
@@ -289,7 +210,7 @@ static void poll_unhide(struct pollfd *f, const struct poll_saved *saved,
 }
 
 static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
-                        nfds_t n, uint64_t timeout, struct wait_buf *b)
+                        nfds_t n, uint64_t timeout, struct rl_waitbuf *b)
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
@@ -313,12 +234,12 @@ static COLD int poll_loop(const struct poll_call *c, struct pollfd *f, nfds_t n,
                      uint64_t timeout)
 {
     unsigned slot;
-    struct wait_buf *b = buf_take(&slot);
+    struct rl_waitbuf *b = rl_waitbuf_take(&slot);
     if (b == NULL)
         return poll_real(c, f, n, timeout);
     int r = poll_loop_in(c, f, n, timeout, b);
     int err = errno;
-    buf_give(b, slot);
+    rl_waitbuf_give(b, slot);
     errno = err;
     return r;
 }
@@ -457,7 +378,7 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
                             struct timeval *left)
 {
     unsigned slot;
-    struct wait_buf *b = buf_take(&slot);
+    struct rl_waitbuf *b = rl_waitbuf_take(&slot);
     if (b == NULL) {
         if (p) {
             struct timespec ts = to_ts(timeout);
@@ -468,7 +389,7 @@ static COLD int select_loop(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
     }
     int res = select_loop_in(p, nfds, r, w, e, timeout, mask, left, b->v);
     int err = errno;
-    buf_give(b, slot);
+    rl_waitbuf_give(b, slot);
     errno = err;
     return res;
 }
@@ -540,12 +461,12 @@ static COLD int ep_slow(int kind, int ep, struct epoll_event *ev, int max,
                         uint64_t timeout, const sigset_t *mask)
 {
     unsigned slot;
-    struct wait_buf *b = buf_take(&slot);
+    struct rl_waitbuf *b = rl_waitbuf_take(&slot);
     if (b == NULL)
         return ep_real(kind, ep, ev, max, timeout, mask);
     int r = ep_loop(kind, ep, ev, max, timeout, mask, b->v);
     int err = errno;
-    buf_give(b, slot);
+    rl_waitbuf_give(b, slot);
     errno = err;
     return r;
 }
@@ -619,9 +540,3 @@ RL_EXPORT int epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
     return r;
 }
 
-/* In a fork child: only the forking thread's buffers are in use (the
- * other threads are not there). Called by init.c's one fork handler. */
-void rl_wait_atfork_child(void)
-{
-    atomic_store_explicit(&bufs_taken, bufs_mine, memory_order_relaxed);
-}

@@ -44,7 +44,7 @@
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/shim.h"
-#include "shim/wait.h"
+#include "shim/waitbuf.h"
 #include "util/log.h"
 #include "util/sys.h"
 

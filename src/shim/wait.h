@@ -76,10 +76,6 @@ static inline void rl_wait_forget(int fd, uint32_t mark)
         rl_wait_forget_slow((unsigned)fd, (unsigned)fd);
 }
 
-/* In a fork child: the wait buffers of the parent's other threads are
- * free again (init.c's fork handler). */
-void rl_wait_atfork_child(void);
-
 /* [first, last] is being closed. */
 static inline void rl_wait_forget_range(unsigned first, unsigned last)
 {
