@@ -145,6 +145,12 @@ $(B)/obj/%.o: %.c | $(B)/.deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# The sanitizer runtimes install their own signal handlers through
+# sigaction while they start, before they can run instrumented code: our
+# sigaction wrapper (hook_signal.c) is never built with TSan's
+# instrumentation, or a TSan shim preloaded alone crashes at load.
+$(B)/obj/src/shim/hook_signal.o: SAN_FLAGS := $(filter-out -fsanitize=thread,$(SAN_FLAGS))
+
 $(CORE_LIB): $(CORE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
