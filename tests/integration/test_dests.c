@@ -188,11 +188,14 @@ static void six_fetchers_per_host(const char *algorithm)
         for (int k = 0; k < n && sl < sizeof seen - 16; k++)
             sl += (size_t)snprintf(seen + sl, sizeof seen - sl, " %.3f",
                                    t[k] - t[0]);
-        /* One connect a second, less 100 ms: a loaded machine may
-         * accept one late (24 clients start at once on it). A double
-         * turn is a few ms apart. */
+        /* One connect a second. The times are the server's accepts:
+         * with 24 python clients starting at once on 2 cores, the first
+         * accept of a host has come 50-133 ms after its turn (the gap
+         * after it then reads 0.87-0.95 s, every later one 1.000 s).
+         * The defect this test is for, a double turn, puts two connects
+         * a few ms apart: half a period tells the two apart. */
         for (int k = 1; k < n; k++)
-            cr_expect_geq(t[k] - t[k - 1], 0.9,
+            cr_expect_geq(t[k] - t[k - 1], 0.5,
                           "%s (%s): connections %d and %d only %.3f s apart "
                           "(at%s s)",
                           host[i], algorithm, k - 1, k, t[k] - t[k - 1], seen);
