@@ -8,6 +8,7 @@ pass=0
 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   - $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+here=$(cd "$(dirname "$0")" && pwd)
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 tmp=$(mktemp -d /tmp/rlshim-deb-XXXXXX)
 server=""
@@ -63,27 +64,12 @@ else
     bad "rlshim run preloaded '$lib'"
 fi
 
-cat > "$tmp/server.py" <<'PY'
-import http.server, sys, time
-log = open(sys.argv[1], "a", buffering=1)
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        log.write("%.6f\n" % time.monotonic())
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    def log_message(self, *a):
-        pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-PY
-python3 "$tmp/server.py" "$tmp/hits" > "$tmp/port" &
+# The project's counting server: one line per request, its end time first.
+python3 "$here/../integration/servers/http_count.py" "$tmp/hits" > "$tmp/port" &
 server=$!
 i=0
-while [ ! -s "$tmp/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-port=$(cat "$tmp/port")
+while ! grep -q '^PORT ' "$tmp/port" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+port=$(sed -n 's/^PORT //p' "$tmp/port")
 cat > "$tmp/rlshim.ini" <<INI
 [rlshim]
 on_deny = delay

@@ -32,29 +32,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The server counts requests as they arrive.
-cat > "$tmp/server.py" <<'PY'
-import http.server, sys, time
-log = open(sys.argv[1], "a", buffering=1)
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        log.write("%s %.6f\n" % (self.path, time.monotonic()))
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    def log_message(self, *a):
-        pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-PY
-# Started before the preload exists: the server itself is not throttled.
-python3 "$tmp/server.py" "$tmp/hits" > "$tmp/port" &
+# The project's counting server (one line per request, its end time
+# first), started before the preload exists: it is not throttled itself.
+python3 "$here/../integration/servers/http_count.py" "$tmp/hits" > "$tmp/port" &
 server=$!
 i=0
-while [ ! -s "$tmp/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-port=$(cat "$tmp/port")
+while ! grep -q '^PORT ' "$tmp/port" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+port=$(sed -n 's/^PORT //p' "$tmp/port")
 
 # A copy of /etc with the host's preload and config, over /etc.
 mkdir "$tmp/state"
@@ -83,9 +67,11 @@ case "$out" in
 *) bad "rlshim check --host said: $out" ;;
 esac
 
-# span LABEL: requests and seconds between the first and last at the server
+# mark: where the server's log stands now; span MARK: requests and
+# seconds between the first and last logged after MARK
+mark() { wc -l < "$tmp/hits" 2>/dev/null || echo 0; }
 span() {
-    awk -v p="/$1" '$1 == p {if (!n) a = $2; b = $2; n++}
+    awk -v m="$1" 'NR > m {if (!n) a = $1; b = $1; n++}
         END {printf "%d %.3f", n, b - a}' "$tmp/hits"
 }
 fetch6() { # fetch6 USER LABEL: six curls as USER, no LD_PRELOAD anywhere
@@ -95,8 +81,9 @@ fetch6() { # fetch6 USER LABEL: six curls as USER, no LD_PRELOAD anywhere
 }
 
 # 2. A configured user: six connects under 2/s, burst 1: >= 2.5 s.
+m=$(mark)
 fetch6 nobody ruled
-set -- $(span ruled)
+set -- $(span "$m")
 if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s >= 2.45)}'; then
     ok "nobody (a rule) with no LD_PRELOAD: 6 requests over $2 s at the server"
 else
@@ -105,8 +92,9 @@ fi
 
 # 3. A user with no rule is untouched: well under the throttle's 2.5 s,
 #    and no segment of theirs in the state dir.
+m=$(mark)
 fetch6 daemon free
-set -- $(span free)
+set -- $(span "$m")
 segs=$(find "$tmp/state" -name 'rlshim-1-*' | wc -l)
 if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s < 1.25)}' && [ "$segs" -eq 0 ]; then
     ok "daemon (no rule): 6 requests over $2 s, no segment"
@@ -125,12 +113,13 @@ install -d -m 0755 "$rootonly"
 install -m 4755 "$(command -v curl)" "$tmp/suid-curl"
 nobody_uid=$(id -u nobody)
 rm -f /dev/shm/rlshim-"$nobody_uid"-*
+m=$(mark)
 env -u LD_PRELOAD RLSHIM_CONFIG="$rootonly/rlshim.ini" \
     RLSHIM_DECISION_LOG="$rootonly/decisions.jsonl" \
     RLSHIM_STATE_DIR="$rootonly/state" RLSHIM_KEY=free-pass \
     setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups sh -c \
     "for i in 1 2 3 4 5 6; do $tmp/suid-curl -s -o /dev/null http://127.0.0.1:$port/suid; done"
-set -- $(span suid)
+set -- $(span "$m")
 made=$(find "$rootonly" -mindepth 1 | wc -l)
 owner=$(stat -c %u /dev/shm/rlshim-"$nobody_uid"-* 2>/dev/null | sort -u | tr '\n' ' ')
 if [ "$1" -eq 6 ] && awk -v s="$2" 'BEGIN {exit !(s >= 2.45)}' &&
