@@ -87,8 +87,8 @@ static const struct words per_words = {per_names, NULL, NELEM(per_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
-static const char *const kind_names[RL_KIND_COUNT] = {"connect", "send",
-                                                      "send_bytes"};
+static const char *const kind_names[RL_KIND_COUNT] = {
+    "connect", "send", "send_bytes", "request"};
 
 const char *rl_kind_name(int kind)
 {
@@ -144,6 +144,8 @@ const struct key rl_cfg_keys[] = {
     {"send_burst", IN_RULE, rl_cfg_p_bursts, .kind = RL_KIND_SEND},
     {"send_bytes", IN_RULE, rl_cfg_p_rates, .kind = RL_KIND_SEND_BYTES},
     {"send_bytes_burst", IN_RULE, rl_cfg_p_bursts, .kind = RL_KIND_SEND_BYTES},
+    {"request", IN_RULE, rl_cfg_p_rates, .kind = RL_KIND_REQUEST},
+    {"request_burst", IN_RULE, rl_cfg_p_bursts, .kind = RL_KIND_REQUEST},
     {"to", IN_RULE, rl_cfg_p_to, RULE(to)},
     {"per", IN_RULE, rl_cfg_p_word, RULE(per), .words = &per_words},
     {"max_open", IN_RULE, rl_cfg_p_count, RULE(max_open),

@@ -25,7 +25,8 @@ enum rl_kind {
     RL_KIND_CONNECT = 0, /* new stream connections (and MSG_FASTOPEN) */
     RL_KIND_SEND = 1,    /* send-family calls (sendmmsg: per message) */
     RL_KIND_SEND_BYTES = 2,
-    RL_KIND_COUNT = 3,
+    RL_KIND_REQUEST = 3, /* HTTP requests (SPEC §11) */
+    RL_KIND_COUNT = 4,
 };
 
 /* Rates per kind, comma-separated in the file ("5/s, 100/min"). */

@@ -149,6 +149,11 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
                 g->refill_10ms = (uint64_t)r;
         }
     }
+    g->counts_requests = rule != NULL && rule->nlimits[RL_KIND_REQUEST] > 0;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].site != NULL &&
+            c->rules[i].nlimits[RL_KIND_REQUEST] > 0)
+            g->counts_requests = true;
     if (rule == NULL) {
         g->deny_all = c->unknown == RL_UNKNOWN_DENY;
         g->active = g->deny_all;
@@ -238,6 +243,11 @@ void rl_gate_atfork_child(void)
 bool rl_gate_charges_sends(void)
 {
     return rl_gate.charges_sends;
+}
+
+bool rl_gate_counts_requests(void)
+{
+    return rl_gate.counts_requests;
 }
 
 bool rl_gate_active(void)

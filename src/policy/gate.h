@@ -71,6 +71,8 @@ struct rl_gate_ticket {
     uint64_t calls;   /* `send` units granted (connect: 1) */
     uint64_t bytes;   /* `send_bytes` units granted */
     int err;          /* RL_GATE_FAIL: the errno to set */
+    uint64_t retry_ns; /* RL_GATE_FAIL: ns until the denied units could
+                          go (UINT64_MAX: never, or not known) */
     bool leased;      /* granted from the thread's lease (rl_gate_send) */
     unsigned ncharges;
     const struct rl_rule *denier; /* RL_GATE_FAIL: the section that said no */
@@ -148,6 +150,38 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
 int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                     int fd, const void *sa, unsigned salen, uint64_t calls,
                     uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+
+/* Does any request limit apply in this process (its rule or a site sets
+ * `request`, or unknown = deny)? When not, no connection is scanned. */
+bool rl_gate_counts_requests(void);
+
+/* One question about `units` HTTP requests (SPEC §11), as the request
+ * layer (policy/reqconn.h) hands it over: the connection (fd, -1 when not
+ * known: a TLS library writing to a memory BIO; its peer `sa`, NULL when
+ * not known), the name the requests are charged to (the first's Host or
+ * absolute-form authority, else the TLS server name; NULL: the
+ * connection's name, policy/names.h) and its port (0: the connection's),
+ * and, for the decision log, the first request's method and target. The
+ * gate never asks the kernel anything about the connection. */
+struct rl_gate_req {
+    const char *call; /* the libc or TLS name, for log lines */
+    int fd;
+    const void *sa;
+    unsigned salen;
+    const char *name;
+    uint16_t port;
+    const char *method, *target;
+    uint64_t units; /* all or none */
+};
+
+/* Decide q: RL_GATE_GO (after sleeping t->wait_ns: the turn is reserved)
+ * or RL_GATE_FAIL (t->err; t->retry_ns says when `units` could go, or
+ * UINT64_MAX). A connection with no request budget at all is GO with no
+ * charge (t->ncharges 0). Give a granted request back with
+ * rl_gate_refund(t, RL_KIND_REQUEST, units). */
+int rl_gate_request(struct rl_gate_ticket *t, const struct rl_gate_req *q);
+int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
+                       const struct rl_gate_req *q);
 
 /* One call made from a signal handler, as the hook hands it over whole:
  * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least

@@ -58,6 +58,7 @@ struct rl_gate {
     bool deny_all;              /* no rule and unknown = deny */
     bool active;
     bool charges_sends;
+    bool counts_requests; /* the rule or a site sets `request` */
     struct rl_store_opts store_opts;
     uint64_t slot_tag, overflow_tag;
     char label[RL_STORE_LABEL_MAX];

@@ -36,13 +36,15 @@ static const char *site_of(const struct rl_gate_ticket *t)
 
 void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
                           const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const char *call, int fd,
-                          const void *sa, unsigned salen)
+                          uint64_t denied_units, const struct rl_gate_call *c)
 {
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    rl_declog_dest(fd, sa, salen, host, sizeof host, &port);
-    name_of(host, sizeof host);
+    rl_declog_dest(c->fd, c->sa, c->salen, host, sizeof host, &port);
+    if (c->dest != NULL && strlen(c->dest) < sizeof host)
+        memcpy(host, c->dest, strlen(c->dest) + 1);
+    else
+        name_of(host, sizeof host);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
         .user = user,
@@ -50,7 +52,9 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         .site = site_of(t),
         .dest = host,
         .port = port,
-        .call = call,
+        .call = c->name,
+        .method = c->method,
+        .target = c->target,
     };
     if (denied_kind >= 0) {
         r.limit = rl_kind_name(denied_kind);
@@ -59,7 +63,7 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         rl_declog_write(&r);
         return;
     }
-    const uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
+    const uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
     r.verdict = t->wait_ns > 0 ? RL_DECLOG_DELAY : RL_DECLOG_ALLOW;
     r.wait_ns = t->wait_ns;
     for (int k = 0; k < RL_KIND_COUNT; k++) {

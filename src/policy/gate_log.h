@@ -15,6 +15,10 @@ struct rl_gate_call {
     int fd;
     const void *sa;
     unsigned salen;
+    /* A request (SPEC §11): the name it is charged to (NULL: the
+     * connection's), its method and target (NULL for other calls). */
+    const char *dest;
+    const char *method, *target;
 };
 
 /* What a log line says about a decision. */
@@ -43,7 +47,6 @@ bool rl_gate_dry_run(void);
  * when rl_declog_enabled(). */
 void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
                           const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const char *call, int fd,
-                          const void *sa, unsigned salen);
+                          uint64_t denied_units, const struct rl_gate_call *c);
 
 #endif

@@ -84,11 +84,49 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
     return true;
 }
 
-/* The budgets this call to `sa` (NULL: fd's peer) is charged to, into
- * t->charge[]: the rule's (when its `to` covers the destination; its
- * budget for the destination when it is `per = destination`) and the
- * first site that covers it (likewise). A store that could not be set up
- * charges none. */
+/* The budgets a call to destination p is charged to, into t->charge[]:
+ * the rule's (when its `to` covers p; its budget for the destination when
+ * it is `per = destination`) and the first site that covers p (likewise).
+ * `kind` >= 0: only sections that limit that kind (a request charges no
+ * per-destination entry of a section without a request limit). */
+static void charges_peer(struct rl_gate_ticket *t, struct budget *b,
+                         struct rl_peer *p, int kind)
+{
+    const struct rl_rule *rule = rl_gate.rule;
+    /* The destination's name is looked up at most once for every `to`
+     * and per-destination budget below. */
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (rule != NULL && (kind < 0 || rule->nlimits[kind] > 0) &&
+        rl_dests_cover_peer(rule->to, rule->nto, p, pname)) {
+        if (rule->per == RL_PER_DESTINATION) {
+            namelen = rl_dests_peer_name(p, name);
+            const char *owner = rl_budget_user(rule, rl_gate.user);
+            if (!add_dest(t, b, rule, owner, name, namelen))
+                /* No room at all: the rule's own (in Redis, still the
+                 * destination's). */
+                fleet_dest(t, add_budget(t, b), owner, name, namelen);
+        } else {
+            add_budget(t, b);
+        }
+    }
+    int si = rl_sites_pick_peer(p, pname);
+    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
+    if (sb == NULL || (kind >= 0 && sb->rule->nlimits[kind] == 0))
+        return;
+    if (sb->rule->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_peer_name(p, name);
+        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
+            return;
+        fleet_dest(t, add_budget(t, sb), rl_gate.user, name, namelen);
+        return;
+    }
+    add_budget(t, sb);
+}
+
+/* The budgets this call to `sa` (NULL: fd's peer) is charged to (see
+ * charges_peer). A store that could not be set up charges none. */
 static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
                     unsigned salen)
 {
@@ -112,38 +150,9 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
         sa = &peer;
         salen = l;
     }
-    /* The destination taken apart once: its name is looked up at most
-     * once for every `to` and per-destination budget below. */
     struct rl_peer p;
-    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
-    size_t namelen = 0;
-    if (!rl_peer_from_addr(sa, salen, &p))
-        return;
-    if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
-        if (rule->per == RL_PER_DESTINATION) {
-            namelen = rl_dests_peer_name(&p, name);
-            const char *owner = rl_budget_user(rule, rl_gate.user);
-            if (!add_dest(t, b, rule, owner, name, namelen))
-                /* No room at all: the rule's own (in Redis, still the
-                 * destination's). */
-                fleet_dest(t, add_budget(t, b), owner, name, namelen);
-        } else {
-            add_budget(t, b);
-        }
-    }
-    int si = rl_sites_pick_peer(&p, pname);
-    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
-    if (sb == NULL)
-        return;
-    if (sb->rule->per == RL_PER_DESTINATION) {
-        if (namelen == 0)
-            namelen = rl_dests_peer_name(&p, name);
-        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
-            return;
-        fleet_dest(t, add_budget(t, sb), rl_gate.user, name, namelen);
-        return;
-    }
-    add_budget(t, sb);
+    if (rl_peer_from_addr(sa, salen, &p))
+        charges_peer(t, b, &p, -1);
 }
 
 static struct budget *budget_of(const struct rl_gate_charge *c)
@@ -298,6 +307,7 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
         if (v.granted == 0 || moved) {
             /* Denied, or what it took fell on the other name (kept
              * there: that name admits less, never more). */
+            t->retry_ns = v.granted == 0 ? v.wait_ns : 0;
             untake_all(t, kind, least);
             t->denier = c->rule;
             return false;
@@ -335,8 +345,7 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
     /* Counted where it was denied (the site's budget, or the rule's). */
     rl_gate_count(counted, kind, RL_STAT_DENIED, units);
     if (rl_declog_enabled())
-        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units,
-                             c->name, c->fd, c->sa, c->salen);
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units, c);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run();
     const struct rl_gate_line d = {
         dry ? "would deny" : "denied",
@@ -360,7 +369,7 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
 
 static void granted(struct rl_gate_ticket *t, const struct rl_gate_call *c)
 {
-    uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes};
+    uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *ch = &t->charge[i];
         for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -374,8 +383,7 @@ static void granted(struct rl_gate_ticket *t, const struct rl_gate_call *c)
         }
     }
     if (rl_declog_enabled())
-        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c->name,
-                             c->fd, c->sa, c->salen);
+        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c);
     if (t->wait_ns == 0)
         return;
     bool dry = rl_gate_dry_run();
@@ -395,12 +403,13 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
     t->now = now;
     t->calls = calls;
     t->bytes = bytes;
+    t->retry_ns = UINT64_MAX;
 }
 
 static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                       int fd, const void *sa, unsigned salen)
 {
-    const struct rl_gate_call c = {call, fd, sa, salen};
+    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL};
     rl_gate_ticket_init(t, now, 1, 0);
     if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
@@ -435,7 +444,7 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
     const struct rl_rule *rule = rl_gate.rule;
-    const struct rl_gate_call c = {call, fd, sa, salen};
+    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL};
     rl_gate_ticket_init(t, now, calls, bytes);
     if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
@@ -467,6 +476,50 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     granted(t, &c);
     if (rl_gate.lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
         rl_lease_refill(budget_of(&t->charge[0]), now, gb);
+    return RL_GATE_GO;
+}
+
+/* The destination a request names: the connection's peer address (when
+ * known) under the request's own name and port (when it gave them). */
+static bool request_peer(const struct rl_gate_req *q, struct rl_peer *p)
+{
+    if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, p)) {
+        if (q->name == NULL)
+            return false;
+        memset(p, 0, sizeof *p);
+    }
+    if (q->name != NULL && q->name[0] != '\0') {
+        size_t l = strlen(q->name);
+        if (l > RL_NAME_MAX)
+            return false;
+        p->name = q->name;
+        p->namelen = (int16_t)l;
+    }
+    if (q->port != 0)
+        p->port = q->port;
+    return true;
+}
+
+static int request_at(struct rl_gate_ticket *t, uint64_t now,
+                      const struct rl_gate_req *q)
+{
+    const struct rl_gate_call c = {q->call,   q->fd,     q->sa,    q->salen,
+                                   q->name,   q->method, q->target};
+    rl_gate_ticket_init(t, now, q->units, 0);
+    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
+        return rl_gate.deny_all ? deny(t, RL_KIND_REQUEST, q->units, &c)
+                                : RL_GATE_GO;
+    struct budget *b = rl_gate_budget();
+    struct rl_peer p;
+    if (b == NULL || !request_peer(q, &p))
+        return RL_GATE_GO;
+    charges_peer(t, b, &p, RL_KIND_REQUEST);
+    if (t->ncharges == 0)
+        return RL_GATE_GO;
+    uint64_t g;
+    if (!take(t, RL_KIND_REQUEST, q->units, q->units, &g))
+        return deny(t, RL_KIND_REQUEST, q->units, &c);
+    granted(t, &c);
     return RL_GATE_GO;
 }
 
@@ -510,6 +563,21 @@ int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     int r = connect_at(t, now, call, fd, sa, salen);
     t->dest = NULL;
     return r;
+}
+
+int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
+                       const struct rl_gate_req *q)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = request_at(t, now, q);
+    t->dest = NULL;
+    return r;
+}
+
+int rl_gate_request(struct rl_gate_ticket *t, const struct rl_gate_req *q)
+{
+    return rl_gate_request_at(t, rl_clock_now_ns(), q);
 }
 
 int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,

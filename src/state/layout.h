@@ -45,7 +45,7 @@
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 3u
+#define RL_LAYOUT_VERSION 4u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -133,9 +133,17 @@ struct rl_seg_slot {
 struct rl_seg_store {
     char label[RL_STORE_LABEL_MAX];
     rl_atomic_u64 counters[RL_STORE_COUNTERS];
+    /* Requests (SPEC §11, §12): TLS connections whose requests could not
+     * be counted (relaxed adds, like the counters), and the request
+     * budget's pause (a server's Retry-After: paused until, CLOCK_MONOTONIC
+     * ns; the backoff's count of 429/503 in a row). */
+    rl_atomic_u64 tls_unseen;
+    rl_atomic_u64 paused_until;
+    rl_atomic_u64 backoff;
+    rl_atomic_u64 spare[5];
 };
 
-#define RL_SEG_STORE_SIZE 160u
+#define RL_SEG_STORE_SIZE 256u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
 /* Storage is carved in lines of 64 bytes: two users' words never share a
  * cache line. */

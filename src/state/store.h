@@ -36,7 +36,7 @@
 
 /* Statistics per slot: [kind * RL_STORE_STATS_PER_KIND + stat] with stats
  * allowed, denied, delayed, delayed_ns (see enum rl_stat). */
-#define RL_STORE_KINDS 3
+#define RL_STORE_KINDS 4
 #define RL_STORE_STATS_PER_KIND 4
 #define RL_STORE_COUNTERS (RL_STORE_KINDS * RL_STORE_STATS_PER_KIND)
 #define RL_STORE_LABEL_MAX 64 /* bytes, including the NUL */

@@ -37,6 +37,9 @@ struct rl_declog_rec {
     uint64_t units;
     int verdict;       /* enum rl_declog_verdict */
     uint64_t wait_ns;
+    /* call = request (SPEC §11): its method and target, cut at 256
+     * bytes; NULL for other calls (not written). */
+    const char *method, *target;
 };
 
 /* The longest line written (longer fields are cut, the line stays JSON). */

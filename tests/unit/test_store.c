@@ -179,7 +179,7 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
     cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 3, "storage allocated as slots are claimed");
+    cr_assert_eq(RL_LAYOUT_VERSION, 4, "request counters in every slot (SPEC §11)");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
@@ -187,7 +187,7 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 160);
+    cr_assert_eq(sizeof(struct rl_seg_store), 256);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 12);

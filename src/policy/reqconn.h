@@ -1,0 +1,118 @@
+/* reqconn.h — the requests of one connection (SPEC §11): what the program
+ * writes is scanned (http/reqscan.h) and each request it starts is
+ * charged, through the gate, to the budgets of the name it carries, when
+ * the call that carries its first byte is made.
+ *
+ * One struct rl_reqconn per connection whose requests are counted, made by
+ * whoever owns the connection's writes: the socket layer (shim/conntab.c,
+ * per fd, a plaintext TCP connection) or the TLS layer (shim/hook_tls*.c,
+ * per SSL* or gnutls session). The TLS layer owns the count on a TLS
+ * connection: the socket layer's scanner sees a TLS record, stops, and
+ * never counts the ciphertext.
+ *
+ * Every write has two steps around the real call:
+ *
+ *     struct rl_reqplan p;
+ *     rl_reqconn_plan(c, iov, n, &q, &p);   decide the requests the bytes
+ *                                           start (nothing is changed but
+ *                                           the budgets)
+ *     sleep until p.wake if p.act is GO and the call may sleep;
+ *     r = real(..., p.allow bytes)          or fail with p.err
+ *     rl_reqconn_done(c, iov, n, r, &p);    the bytes that went move the
+ *                                           scanner on
+ *
+ * A request charged by a call that then failed (the kernel's EAGAIN, or
+ * a TLS write the library asks to be retried) stays charged, and a retry
+ * of the same bytes is not charged again: the connection remembers how
+ * far its stream is charged. Not async-signal-safe (a write from a
+ * signal handler is not scanned: the stream is given up). */
+#ifndef RL_POLICY_REQCONN_H
+#define RL_POLICY_REQCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "http/http.h"
+#include "http/reqscan.h"
+#include "policy/dest.h"
+
+struct rl_reqconn {
+    struct rl_httpconn http; /* shared with the response side */
+    struct rl_reqscan scan;
+    /* The connection's destination: its peer (salen 0: not known) and the
+     * TLS server name the program set ("" : none). */
+    struct sockaddr_storage peer;
+    socklen_t salen;
+    char sni[RL_NAME_MAX + 1];
+    /* Bytes of the stream from the scanner's position on whose requests
+     * are charged already (a call that carried them failed, or a turn
+     * reserved for a non-blocking socket), and, for such a turn, when it
+     * comes (CLOCK_MONOTONIC ns; 0: none). */
+    uint64_t charged;
+    uint64_t turn;
+    bool tls_seen;  /* a TLS record went through the socket layer */
+    bool tls_owned; /* a TLS layer counts this connection's requests */
+    int busy;       /* a plan is being made (atomic: another thread's
+                       write on the same connection is not scanned) */
+};
+
+/* How a write goes: a plaintext socket write may be cut before a request
+ * that cannot go (a short write); a TLS write goes whole or not at all. */
+enum rl_reqhow { RL_REQ_PLAIN = 0, RL_REQ_WHOLE = 1 };
+
+/* What the write is: its fd (-1: not known), its name in log lines, and
+ * whether it may sleep (a blocking socket; 0 for a non-blocking one:
+ * a turn later than now is then reserved and answered EAGAIN). */
+struct rl_reqwrite {
+    int fd;
+    const char *call;
+    int how;            /* enum rl_reqhow */
+    bool nonblocking;
+};
+
+/* The decision for one write. */
+struct rl_reqplan {
+    int act;       /* RL_GATE_GO or RL_GATE_FAIL (then err) */
+    int err;
+    size_t allow;  /* GO: bytes that may go now (plaintext: up to the first
+                      request that cannot; the whole write otherwise) */
+    uint64_t wake; /* GO: sleep until then first (CLOCK_MONOTONIC ns; 0: at
+                      once); FAIL on a non-blocking socket: when it could
+                      go (hold it until then; 0: not known) */
+    unsigned requests; /* requests this write charged */
+    bool scanned;  /* done must commit (false: the write was not looked at) */
+};
+
+/* Start counting a connection to `sa` (NULL: not known yet). The result is
+ * zeroed and owned by the caller; free with rl_reqconn_free. */
+void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen);
+void rl_reqconn_free(struct rl_reqconn *c);
+
+/* Is there anything left to count on c (not a stream that turned out not
+ * to be HTTP, nor a plaintext socket that carries TLS)? */
+bool rl_reqconn_counting(const struct rl_reqconn *c);
+
+/* Decide the write of iov[0..n) on c. */
+void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+                     const struct rl_reqwrite *w, struct rl_reqplan *p);
+
+/* After the real call took `sent` bytes (< 0: it failed). */
+void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+                     long sent, const struct rl_reqplan *p);
+
+/* The stream's protocol as far as seen (enum rl_http_proto). */
+int rl_reqconn_proto(const struct rl_reqconn *c);
+
+/* A plaintext socket whose first bytes were a TLS record while no TLS
+ * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
+ * process on stderr, naming the destination, and counts it for the exit
+ * report and `rlshim stat`. */
+void rl_reqconn_unseen_tls(const struct rl_reqconn *c);
+
+/* TLS connections seen that the shim could not read, for the report. */
+uint64_t rl_reqconn_unseen_count(void);
+
+#endif
