@@ -38,6 +38,7 @@
 #include "http/http.h"
 #include "http/reqscan.h"
 #include "policy/dest.h"
+#include "policy/names.h"
 
 struct rl_reqconn {
     struct rl_httpconn http; /* shared with the response side */
