@@ -35,11 +35,6 @@ void rl_reqconn_free(struct rl_reqconn *c)
     rl_reqscan_free(&c->scan);
 }
 
-int rl_reqconn_proto(const struct rl_reqconn *c)
-{
-    return rl_reqscan_proto(&c->scan);
-}
-
 bool rl_reqconn_counting(const struct rl_reqconn *c)
 {
     int p = rl_reqscan_proto(&c->scan);

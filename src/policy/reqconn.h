@@ -104,9 +104,6 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
                      long sent, const struct rl_reqplan *p);
 
-/* The stream's protocol as far as seen (enum rl_http_proto). */
-int rl_reqconn_proto(const struct rl_reqconn *c);
-
 /* A plaintext socket whose first bytes were a TLS record while no TLS
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
  * process on stderr, naming the destination, and counts it for the exit
