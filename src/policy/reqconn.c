@@ -103,8 +103,10 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
     ask(c, w, first, k, &q);
     int act = rl_gate_request_at(&t, now, &q);
     uint64_t wait = t.wait_ns;
-    if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX) {
-        /* More than a burst at once: one turn each. */
+    if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX &&
+        t.denier != NULL && t.denier->on_deny == RL_DENY_DELAY) {
+        /* More than a burst at once, in delay mode: one turn each (should
+         * one fail, past max_delay, the turns before it stay spent). */
         q.units = 1;
         for (uint64_t i = 0; i < k; i++) {
             act = rl_gate_request_at(&t, now, &q);
@@ -121,7 +123,7 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
             p->wake = rl_add_sat_u64(now, t.retry_ns);
         return;
     }
-    p->requests = (unsigned)k;
+    p->requests = t.ncharges > 0 ? (unsigned)k : 0;
     c->charged = p->allow; /* all of them, for a retry of these bytes */
     if (wait > 0 && nonblocking(w)) {
         /* Reserved: the retry of these bytes at or after the turn goes. */
@@ -173,7 +175,8 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
             return;
         }
-        p->requests++;
+        if (t.ncharges > 0)
+            p->requests++;
         c->charged = (uint64_t)e->offset + 1;
         if (t.wait_ns == 0)
             continue;
