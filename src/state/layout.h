@@ -140,10 +140,10 @@ struct rl_seg_store {
     rl_atomic_u64 tls_unseen;
     rl_atomic_u64 paused_until;
     rl_atomic_u64 backoff;
-    rl_atomic_u64 spare[5];
 };
 
-#define RL_SEG_STORE_SIZE 256u
+/* 216: with a token bucket's word, one budget is four lines of 64 bytes. */
+#define RL_SEG_STORE_SIZE 216u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
 /* Storage is carved in lines of 64 bytes: two users' words never share a
  * cache line. */

@@ -187,7 +187,7 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 256);
+    cr_assert_eq(sizeof(struct rl_seg_store), 216);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 12);
