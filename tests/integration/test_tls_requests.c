@@ -106,6 +106,27 @@ Test(tls_requests, ssl_write_ex_requests_on_one_connection_are_paced)
     c_client_paced("ex");
 }
 
+/* A non-blocking socket never sleeps in the shim: its write is denied
+ * (WANT_WRITE) and the socket is not reported writable until its turn,
+ * so the client's poll wakes once per denied request, not in a loop. */
+Test(tls_requests, a_non_blocking_ssl_write_waits_in_poll_for_its_turn)
+{
+    h_config_write("%s", paced);
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "4", "nb", NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "ok", -1), 4, "%s", r.out);
+    expect_paced(4, 0.4, "non-blocking");
+    /* 3 requests wait: one wake-up each, a few more for a poll that
+     * returned as the hold ended; a spinning retry makes thousands. */
+    long w = h_out_long(&r, "wakeups", -1);
+    cr_expect(w >= 0 && w <= 12, "%ld wake-ups for 3 waits", w);
+    expect_control_fast(argv, 4, "non-blocking");
+}
+
 /* Fail mode: the second request is beyond the burst. SSL_write says -1
  * (SSL_write_ex 0), SSL_get_error says SSL_ERROR_WANT_WRITE (3), errno is
  * EAGAIN, and nothing of that request reaches the server. */
@@ -165,20 +186,28 @@ Test(tls_requests, python_requests_session_is_paced)
     expect_control_fast(argv, 4, "python requests");
 }
 
-/* curl links libssl: two URLs on one command line share one keep-alive
- * connection, and its second request waits its turn. */
+/* curl links libssl: URLs on one command line share one keep-alive
+ * connection, and each request after the first waits its turn. */
 Test(tls_requests, curl_two_urls_on_one_connection_are_paced)
 {
     h_config_write("%s", paced);
-    char u1[64], u2[64];
-    snprintf(u1, sizeof u1, "https://localhost:%d/c1", srv.port);
-    snprintf(u2, sizeof u2, "https://localhost:%d/c2", srv.port);
+    char u[3][64];
+    for (int i = 0; i < 3; i++)
+        snprintf(u[i], sizeof u[i], "https://localhost:%d/c%d", srv.port, i);
     char *argv[] = {"curl", "-sSk", "--http1.1", "-o", "/dev/null",
-                    "-o", "/dev/null", u1, u2, NULL};
+                    "-o", "/dev/null", "-o", "/dev/null", u[0], u[1], u[2],
+                    NULL};
     h_run(&r, true, 20, argv);
     cr_assert_eq(r.status, 0, "curl: status %d", r.status);
-    expect_paced(2, 0.4, "curl");
-    expect_control_fast(argv, 2, "curl");
+    expect_paced(3, 0.4, "curl");
+    expect_control_fast(argv, 3, "curl");
+    /* curl's socket is non-blocking: its denied write is retried when
+     * poll says writable, so the socket is held until its turn; without
+     * that, curl spins for the 1 s it waits. */
+    struct run ctl;
+    h_run_control(&ctl, 20, argv);
+    cr_assert_eq(ctl.status, 0, "curl control: status %d", ctl.status);
+    h_expect_no_spin(&r, &ctl, 0.1, "curl");
 }
 
 /* wget links GnuTLS (gnutls_record_send, the name through

@@ -1,22 +1,46 @@
 /* tls_client.c — N HTTP/1.1 requests on one keep-alive TLS connection,
- * written with OpenSSL (SSL_write, or SSL_write_ex with "ex").
+ * written with OpenSSL (SSL_write, or SSL_write_ex with "ex"; "nb":
+ * SSL_write on a non-blocking socket, retried when poll says it may).
  *
- * Usage: tls_client PORT N write|ex
+ * Usage: tls_client PORT N write|ex|nb
  * Connects to 127.0.0.1:PORT (server name "localhost", no verification),
  * writes each GET and reads its answer (Content-Length framed) before the
  * next. Prints ok=<requests answered>; on a write that fails, also
  * fail_at=<index> ret=<return> ssl_error=<SSL_get_error> errno=<errno>
- * and stops (exit 0: the test decides). Exit 2 on a set-up failure. */
+ * and stops (exit 0: the test decides). "nb" also prints
+ * wakeups=<polls for writing that returned ready>. Exit 2 on a set-up
+ * failure. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+static int nb_fd = -1; /* the socket, once non-blocking */
+static long wakeups;
+
+/* A non-blocking call that asked to be retried: wait as it asked. */
+static bool retry(SSL *ssl, int ret)
+{
+    if (nb_fd < 0)
+        return false;
+    int e = SSL_get_error(ssl, ret);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+        return false;
+    struct pollfd p = {nb_fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, 0};
+    int r = poll(&p, 1, 5000);
+    if (r > 0 && e == SSL_ERROR_WANT_WRITE)
+        wakeups++;
+    return r > 0;
+}
 
 /* Reads one answer: its head, then Content-Length bytes. */
 static int read_answer(SSL *ssl)
@@ -28,6 +52,8 @@ static int read_answer(SSL *ssl)
         if (have == sizeof buf - 1)
             return -1;
         int r = SSL_read(ssl, buf + have, (int)(sizeof buf - 1 - have));
+        if (r <= 0 && retry(ssl, r))
+            continue;
         if (r <= 0)
             return -1;
         have += (size_t)r;
@@ -39,6 +65,8 @@ static int read_answer(SSL *ssl)
     long got = (long)(have - (size_t)(end + 4 - buf));
     while (got < body) {
         int r = SSL_read(ssl, buf, sizeof buf);
+        if (r <= 0 && retry(ssl, r))
+            continue;
         if (r <= 0)
             return -1;
         got += r;
@@ -69,6 +97,10 @@ int main(int argc, char **argv)
         ERR_print_errors_fp(stderr);
         return 2;
     }
+    if (strcmp(argv[3], "nb") == 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        nb_fd = fd;
+    }
     int ok = 0;
     for (int i = 0; i < n; i++) {
         char req[256];
@@ -83,7 +115,8 @@ int main(int argc, char **argv)
             if (ret == 1 && w != (size_t)len)
                 ret = -2;
         } else {
-            ret = SSL_write(ssl, req, len);
+            while ((ret = SSL_write(ssl, req, len)) <= 0 && retry(ssl, ret))
+                ;
             if (ret > 0 && ret != len)
                 ret = -2;
         }
@@ -99,6 +132,8 @@ int main(int argc, char **argv)
         }
         ok++;
     }
+    if (nb_fd >= 0)
+        printf("wakeups=%ld\n", wakeups);
     printf("ok=%d\n", ok);
     fflush(stdout);
     SSL_shutdown(ssl);
