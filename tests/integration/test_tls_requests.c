@@ -127,6 +127,35 @@ Test(tls_requests, a_non_blocking_ssl_write_waits_in_poll_for_its_turn)
     expect_control_fast(argv, 4, "non-blocking");
 }
 
+/* Requests without a Host header are charged to the server name the
+ * program gave OpenSSL (SSL_get_servername): a site that covers that name
+ * paces them, and the same client with another name is not paced. */
+Test(tls_requests, requests_are_charged_to_the_server_name_set)
+{
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[site:a]\nto = site-a.test\n"
+                   "request = 2/s\nrequest_burst = 1\n");
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "3", "write", "site-a.test", "nohost", NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "ok", -1), 3, "%s", r.out);
+    expect_paced(3, 0.4, "site-a.test");
+    /* Another name, the same config: nothing covers it. */
+    FILE *f = fopen(srv.log, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    char *other[] = {argv[0], port, "3", "write", "other.test", "nohost",
+                     NULL};
+    h_run(&r, true, 20, other);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_server_wait(&srv, "REQ ", 3, 5), 3);
+    double span = arrival(2, NULL, 0, NULL) - arrival(0, NULL, 0, NULL);
+    cr_expect_lt(span, 0.5, "other.test: 3 requests in %.3f s", span);
+}
+
 /* Fail mode: the second request is beyond the burst. SSL_write says -1
  * (SSL_write_ex 0), SSL_get_error says SSL_ERROR_WANT_WRITE (3), errno is
  * EAGAIN, and nothing of that request reaches the server. */

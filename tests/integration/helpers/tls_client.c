@@ -2,8 +2,10 @@
  * written with OpenSSL (SSL_write, or SSL_write_ex with "ex"; "nb":
  * SSL_write on a non-blocking socket, retried when poll says it may).
  *
- * Usage: tls_client PORT N write|ex|nb
- * Connects to 127.0.0.1:PORT (server name "localhost", no verification),
+ * Usage: tls_client PORT N write|ex|nb [SNI [nohost]]
+ * Connects to 127.0.0.1:PORT (server name SNI, default "localhost"; no
+ * verification; "nohost": heads without a Host header, so that the
+ * server name is the requests' only name),
  * writes each GET and reads its answer (Content-Length framed) before the
  * next. Prints ok=<requests answered>; on a write that fails, also
  * fail_at=<index> ret=<return> ssl_error=<SSL_get_error> errno=<errno>
@@ -76,8 +78,10 @@ static int read_answer(SSL *ssl)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4)
+    if (argc < 4 || argc > 6)
         return 2;
+    const char *sni = argc > 4 ? argv[4] : "localhost";
+    bool host = !(argc > 5 && strcmp(argv[5], "nohost") == 0);
     int port = atoi(argv[1]), n = atoi(argv[2]);
     int ex = strcmp(argv[3], "ex") == 0;
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -92,7 +96,7 @@ int main(int argc, char **argv)
         return 2;
     SSL *ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
-    SSL_set_tlsext_host_name(ssl, "localhost");
+    SSL_set_tlsext_host_name(ssl, sni);
     if (SSL_connect(ssl) != 1) {
         ERR_print_errors_fp(stderr);
         return 2;
@@ -105,9 +109,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         char req[256];
         int len = snprintf(req, sizeof req,
-                           "GET /r%d HTTP/1.1\r\nHost: localhost\r\n"
+                           "GET /r%d HTTP/1.1\r\n%s"
                            "User-Agent: tls_client\r\n\r\n",
-                           i);
+                           i, host ? "Host: localhost\r\n" : "");
         int ret;
         if (ex) {
             size_t w = 0;
