@@ -663,3 +663,67 @@ Test(gate, never_waits_in_dry_run_when_a_second_limit_would_deny)
                  (unsigned long long)t.wait_ns);
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_DENIED), 500);
 }
+
+/* --- requests over TLS the shim cannot see (SPEC §11) --- */
+
+#include <fcntl.h>
+
+#include "policy/gate_int.h"
+#include "policy/report.h"
+
+/* What rl_report_write says on stderr (fd 2, as the shim writes it). */
+static void report_text(char *out, size_t len)
+{
+    char path[] = "/tmp/rlshim-report-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    rl_report_write();
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, out, len - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
+{
+    gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
+    rl_gate_report_enable();
+    rl_report_tls_unseen();
+    rl_report_tls_unseen();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "rule [user:tester]: request seen 0, allowed 0, "
+                          "denied 0, delayed 0") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "rule [user:tester]: 2 TLS connections: requests "
+                          "not counted (TLS the shim cannot see)") != NULL,
+              "%s", out);
+    struct budget *b = atomic_load(&rl_gate.cur);
+    cr_assert_not_null(b);
+    cr_expect_eq(rl_load_relaxed_u64(&b->slot.counters[RL_STORE_TLS_UNSEEN]),
+                 2);
+}
+
+Test(gate, says_nothing_of_tls_when_every_request_was_seen)
+{
+    gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
+    rl_gate_report_enable();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
+    cr_expect(strstr(out, "TLS") == NULL, "%s", out);
+}
+
+Test(gate, a_site_with_requests_puts_them_in_the_report)
+{
+    gate_with("[user:tester]\nconnect = 5/s\n"
+              "[site:every]\nper = destination\nrequest = 1/s\n");
+    rl_gate_report_enable();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
+}
