@@ -727,3 +727,50 @@ Test(gate, a_site_with_requests_puts_them_in_the_report)
     report_text(out, sizeof out);
     cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
 }
+
+/* `rlshim stat` on requests the gate decided per destination: a row per
+ * destination's request budget, what is left in each. */
+Test(gate, stat_shows_each_destinations_request_budget)
+{
+    static const char text[] = "[rlshim]\non_deny = fail\n"
+                               "[site:every]\nper = destination\n"
+                               "request = 3/h\n";
+    gate_with(text);
+    char ini[128];
+    snprintf(ini, sizeof ini, "%s/cfg.ini", dir);
+    FILE *f = fopen(ini, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(443)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .sa = &a,
+                            .salen = sizeof a, .port = 443, .method = "GET",
+                            .target = "/", .units = 1};
+    uint64_t now = rl_clock_now_ns();
+    q.name = "a.example";
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+    q.name = "b.example";
+    cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+    char cmd[512], out[8192];
+    const char *b = getenv("RLSHIM_BUILD");
+    snprintf(cmd, sizeof cmd, "%s/rlshim stat -c %s 2>&1", b ? b : "build",
+             ini);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    char want[256];
+    snprintf(want, sizeof want, "%-10s %-14s %10s %10s %10s %12s %10s  dest %s",
+             "request", "token_bucket", "-", "-", "-", "-", "1", "a.example");
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+    snprintf(want, sizeof want, "%-10s %-14s %10s %10s %10s %12s %10s  dest %s",
+             "request", "token_bucket", "-", "-", "-", "-", "2", "b.example");
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+    /* The section's own row counts all three. */
+    snprintf(want, sizeof want, "%-10s %-14s %10u %10u", "request",
+             "token_bucket", 3, 0);
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+}
