@@ -10,6 +10,7 @@
 
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/report.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -254,14 +255,13 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     c->turn = 0;
 }
 
-/* Once per process (reset in a fork child is not needed: the child's
- * line would say the same). */
+/* Said once per process (a fork child's line would say the same); every
+ * such connection is counted for the exit report and `rlshim stat`. */
 static atomic_bool unseen_said;
-static rl_atomic_u64 unseen_count;
 
 void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
 {
-    rl_add_relaxed_u64(&unseen_count, 1);
+    rl_report_tls_unseen();
     if (atomic_exchange(&unseen_said, true))
         return;
     char host[RL_NAME_MAX + 1] = "?";
@@ -281,9 +281,4 @@ void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
     }
     rl_log_stderr("requests to %s:%u are not counted: TLS the shim cannot see",
                   host, port);
-}
-
-uint64_t rl_reqconn_unseen_count(void)
-{
-    return rl_load_relaxed_u64(&unseen_count);
 }

@@ -110,7 +110,4 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
  * report and `rlshim stat`. */
 void rl_reqconn_unseen_tls(const struct rl_reqconn *c);
 
-/* TLS connections seen that the shim could not read, for the report. */
-uint64_t rl_reqconn_unseen_count(void);
-
 #endif
