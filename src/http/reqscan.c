@@ -364,7 +364,9 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
     struct rl_reqscan *s = c->s;
     struct rl_req_cur *r = &s->cur;
 
-    if (++s->head_len > RL_HTTP_HEAD_MAX) {
+    /* Between requests the previous head's length no longer counts: the
+     * byte that starts the next head starts its count (begin_request). */
+    if (s->st != ST_IDLE && ++s->head_len > RL_HTTP_HEAD_MAX) {
         rq_none(c, i);
         return;
     }
@@ -378,6 +380,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
             return;
         }
         begin_request(c, i);
+        s->head_len = 1;
         /* fall through */
     case ST_METHOD:
         if (b == ' ' && r->mlen > 0) {

@@ -52,7 +52,7 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         .site = site_of(t),
         .dest = host,
         .port = port,
-        .call = c->name,
+        .call = c->request ? "request" : c->name,
         .method = c->method,
         .target = c->target,
     };

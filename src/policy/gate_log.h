@@ -19,6 +19,9 @@ struct rl_gate_call {
      * connection's), its method and target (NULL for other calls). */
     const char *dest;
     const char *method, *target;
+    /* A request: the decision log says `call = request` (SPEC §11), the
+     * shim's log line names the call that carried it. */
+    bool request;
 };
 
 /* What a log line says about a decision. */

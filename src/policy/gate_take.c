@@ -503,8 +503,8 @@ static bool request_peer(const struct rl_gate_req *q, struct rl_peer *p)
 static int request_at(struct rl_gate_ticket *t, uint64_t now,
                       const struct rl_gate_req *q)
 {
-    const struct rl_gate_call c = {q->call,   q->fd,     q->sa,    q->salen,
-                                   q->name,   q->method, q->target};
+    const struct rl_gate_call c = {q->call, q->fd,     q->sa,     q->salen,
+                                   q->name, q->method, q->target, true};
     rl_gate_ticket_init(t, now, q->units, 0);
     if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_REQUEST, q->units, &c)

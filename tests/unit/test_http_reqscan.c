@@ -351,3 +351,23 @@ Test(http_reqscan, a_preface_that_is_not_one_is_an_http1_line)
     expect(&r[2], RL_REQ_REQUEST, strstr(s, "PUT") - s, "q", 0);
     check_splits(S(s));
 }
+
+Test(http_reqscan, a_head_of_the_largest_size_leaves_the_next_head_counted)
+{
+    /* A head of exactly RL_HTTP_HEAD_MAX bytes, then a small one: the
+     * second's first byte starts a count of its own (it used to be
+     * counted against the first, which turned the stream off). */
+    static const char pre[] = "GET /big HTTP/1.1\r\nHost: a.example\r\nX: ";
+    static const char next[] = "GET /small HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    size_t n = RL_HTTP_HEAD_MAX + sizeof next - 1;
+    uint8_t *buf = malloc(n);
+    cr_assert_not_null(buf);
+    memcpy(buf, pre, sizeof pre - 1);
+    memset(buf + sizeof pre - 1, 'v', RL_HTTP_HEAD_MAX - (sizeof pre - 1) - 4);
+    memcpy(buf + RL_HTTP_HEAD_MAX - 4, "\r\n\r\n", 4);
+    memcpy(buf + RL_HTTP_HEAD_MAX, next, sizeof next - 1);
+    cr_assert_eq(scan_whole(buf, n, r), 3);
+    expect(&r[1], RL_REQ_REQUEST, 0, "a.example", 0);
+    expect(&r[2], RL_REQ_REQUEST, RL_HTTP_HEAD_MAX, "a.example", 0);
+    free(buf);
+}
