@@ -409,7 +409,7 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
 static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                       int fd, const void *sa, unsigned salen)
 {
-    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL};
+    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, 1, 0);
     if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
@@ -444,7 +444,7 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
     const struct rl_rule *rule = rl_gate.rule;
-    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL};
+    const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, calls, bytes);
     if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
         return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
