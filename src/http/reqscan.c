@@ -40,7 +40,7 @@ struct rl_req_event *rq_emit(struct rq_ctx *c, uint8_t kind, size_t off)
     e = &c->ev[c->nev - 1];
     memset(e, 0, sizeof *e);
     e->kind = kind;
-    e->offset = (uint32_t)off;
+    e->offset = off == RQ_EARLIER ? 0 : (uint32_t)(off + c->seg);
     return e;
 }
 
@@ -95,7 +95,7 @@ static void report(struct rq_ctx *c)
 
     c->s->reported = true;
     c->cur_ev = (long)c->nev;
-    e = rq_emit(c, RL_REQ_REQUEST, c->start_here ? c->start : 0);
+    e = rq_emit(c, RL_REQ_REQUEST, c->start_here ? c->start : RQ_EARLIER);
     if (e != NULL)
         rq_fill(c, e);
 }
@@ -187,7 +187,7 @@ static void head_done(struct rq_ctx *c, size_t i)
     if (src != RL_NAME_UNKNOWN && !tunnel)
         memcpy(s->last, name, sizeof name);
     if (tunnel) {
-        e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : 0);
+        e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : RQ_EARLIER);
     } else if (c->cur_ev >= 0) {
         e = cur_event(c);
     } else {
@@ -321,7 +321,7 @@ static void detect(struct rq_ctx *c, uint8_t b, size_t i)
         if (s->pre == 1 && b == 0x03) {
             s->pre = 2;
         } else if (s->pre == 2 && b <= 0x04) {
-            set_proto(c, RL_HTTP_TLS, c->start_here ? c->start : 0);
+            set_proto(c, RL_HTTP_TLS, c->start_here ? c->start : RQ_EARLIER);
             s->st = ST_OFF;
         } else {
             rq_none(c, i);
@@ -331,7 +331,7 @@ static void detect(struct rq_ctx *c, uint8_t b, size_t i)
     /* ST_PREFACE */
     if ((uint8_t)preface[s->pre] == b) {
         if (++s->pre == PREFACE_LEN) {
-            set_proto(c, RL_HTTP_2, c->start_here ? c->start : 0);
+            set_proto(c, RL_HTTP_2, c->start_here ? c->start : RQ_EARLIER);
             if (c->commit && s->hp == NULL && rl_hpack_new(&s->hp) != 0) {
                 c->err = -ENOMEM;
                 rq_none(c, i + 1);
@@ -438,7 +438,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
         }
         if (s->pre >= 8 && b == '\n') {
             if (s->first) {
-                set_proto(c, RL_HTTP_1, c->start_here ? c->start : 0);
+                set_proto(c, RL_HTTP_1, c->start_here ? c->start : RQ_EARLIER);
                 if (!is_method(r, "CONNECT"))
                     report(c);
             }
@@ -602,4 +602,31 @@ long rl_reqscan_commit(struct rl_reqscan *s, const uint8_t *buf, size_t k,
     if (s->st == ST_OFF)
         return 0;
     return scan(&c, buf, k);
+}
+
+size_t rl_reqscan_peekv(const struct rl_reqscan *s, const struct iovec *iov,
+                        size_t n, struct rl_req_event *ev, size_t max)
+{
+    struct rl_reqscan copy;
+    size_t total = 0, base = 0;
+
+    if (s->st == ST_OFF)
+        return 0;
+    copy = *s;
+    for (size_t i = 0; i < n && copy.st != ST_OFF; i++) {
+        size_t len = iov[i].iov_len;
+        struct rq_ctx c = {.s = &copy,
+                           .ev = ev != NULL && total < max ? ev + total : NULL,
+                           .max = total < max ? max - total : 0};
+
+        if (len > UINT32_MAX - base)
+            len = UINT32_MAX - base; /* offsets are 32-bit: the rest unseen */
+        c.seg = base;
+        scan(&c, iov[i].iov_base, len);
+        total += c.nev;
+        base += len;
+        if (len < iov[i].iov_len)
+            break;
+    }
+    return total;
 }

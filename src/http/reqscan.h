@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "http/chunked.h"
 #include "http/h2frame.h"
@@ -132,6 +133,14 @@ void rl_reqscan_free(struct rl_reqscan *s);
  * the rest were left out). */
 size_t rl_reqscan_peek(const struct rl_reqscan *s, const uint8_t *buf,
                        size_t n, struct rl_req_event *ev, size_t max);
+
+/* rl_reqscan_peek of the concatenation of iov[0..n) (one copy of the
+ * state for all), each event's offset counted from the first byte of
+ * iov[0]. A request reported at offset 0 of a later segment (it began in
+ * an earlier one, or an earlier write) keeps offset 0. At most 4 GiB are
+ * looked at. */
+size_t rl_reqscan_peekv(const struct rl_reqscan *s, const struct iovec *iov,
+                        size_t n, struct rl_req_event *ev, size_t max);
 
 /* Takes buf[0..k), the bytes that went: records the requests in the
  * connection (for the response side), decodes HTTP/2 header blocks, and

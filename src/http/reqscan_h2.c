@@ -22,7 +22,7 @@ static bool frame(void *ctx, const struct rl_h2f *f, size_t start, bool here)
     s->max_stream = f->stream;
     memset(&s->cur, 0, sizeof s->cur);
     c->cur_ev = (long)c->nev;
-    e = rq_emit(c, RL_REQ_REQUEST, here ? c->base + start : 0);
+    e = rq_emit(c, RL_REQ_REQUEST, here ? c->base + start : RQ_EARLIER);
     if (e != NULL) {
         rq_fill(c, e);
         e->stream_id = f->stream;

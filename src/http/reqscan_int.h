@@ -23,8 +23,13 @@ struct rq_ctx {
     size_t start;    /* where the current request (or frame) began ... */
     bool start_here; /* ... if that was in this feed */
     size_t base;     /* where the HTTP/2 frames of this feed began */
+    size_t seg;      /* added to every event's offset (rl_reqscan_peekv:
+                        where this segment starts in the write) */
     int err;
 };
+
+/* The offset of an event whose first byte was in an earlier feed. */
+#define RQ_EARLIER SIZE_MAX
 
 struct rl_req_event *rq_emit(struct rq_ctx *c, uint8_t kind, size_t off);
 void rq_fill(struct rq_ctx *c, struct rl_req_event *e);

@@ -38,6 +38,7 @@
 #include "http/http.h"
 #include "http/reqscan.h"
 #include "policy/dest.h"
+#include "policy/names.h"
 
 struct rl_reqconn {
     struct rl_httpconn http; /* shared with the response side */
@@ -102,9 +103,6 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 /* After the real call took `sent` bytes (< 0: it failed). */
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
                      long sent, const struct rl_reqplan *p);
-
-/* The stream's protocol as far as seen (enum rl_http_proto). */
-int rl_reqconn_proto(const struct rl_reqconn *c);
 
 /* A plaintext socket whose first bytes were a TLS record while no TLS
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per

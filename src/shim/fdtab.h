@@ -31,6 +31,14 @@
              (inherited across exec): MATCHED until the                        \
              first send asks the rule about its peer */
 
+#define RL_FD_HTTP                                                             \
+    0x40u /* its requests are counted: a connection in                         \
+             shim/conntab.h */
+
+/* A send-like call on fd needs more than the real function: its sends
+ * are charged, or its requests counted. */
+#define RL_FD_SLOW (RL_FD_MATCHED | RL_FD_HTTP)
+
 /* The bits of an inet socket (or what may be one: a provisional mark).
  * Only such an fd is ever held or has its epoll registrations recorded
  * (shim/wait.h), so the close of anything else (a file, a pipe, an

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -32,6 +33,8 @@ static __attribute__((noinline)) void forget(int fd, uint32_t m)
         return;
     rl_fdtab_clear(fd);
     rl_wait_forget(fd, m);
+    if (m & RL_FD_HTTP)
+        rl_conntab_forget(fd);
 }
 
 /* After a copy of `from` onto `to` (dup*, F_DUPFD) succeeded: `to` carries
@@ -44,6 +47,8 @@ static void copy_mark(int from, int to)
         return;
     int saved = errno;
     rl_wait_forget(to, old);
+    if (old & RL_FD_HTTP)
+        rl_conntab_forget(to);
     rl_fdtab_copy(from, to);
     errno = saved;
 }
@@ -65,6 +70,7 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
         !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range(first, last);
         rl_wait_forget_range(first, last);
+        rl_conntab_forget_range(first, last);
     }
     return REAL(close_range)(first, last, flags);
 }
@@ -74,6 +80,7 @@ RL_EXPORT void closefrom(int lowfd)
     if (lowfd >= 0 && !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range((unsigned)lowfd, ~0u);
         rl_wait_forget_range((unsigned)lowfd, ~0u);
+        rl_conntab_forget_range((unsigned)lowfd, ~0u);
     }
     REAL(closefrom)(lowfd);
 }

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "policy/gate.h"
+#include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -62,6 +63,14 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     /* The mark says what the socket is: socket() gave it a fresh one, so
      * a number whose close the shim never saw carries nothing stale. */
     uint32_t type = rl_hook_sock_type(fd, m);
+    /* Its requests are counted by the names they carry, whatever the
+     * address (SPEC §11): a connection for every TCP connect. */
+    uint32_t http = m & RL_FD_HTTP;
+    if (type == RL_FD_STREAM && http == 0 && rl_gate_counts_requests() &&
+        rl_conntab_open(fd, sa, len)) {
+        http = RL_FD_HTTP;
+        rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
+    }
     bool covered = rl_gate_covers(sa, len);
     /* MATCHED only when sends are charged at all: with a connect-only
      * quota, sends on the socket stay as cheap as on any other fd. */
@@ -75,7 +84,8 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     int act = rl_gate_connect(t, call, fd, sa, len);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
-    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
+    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED |
+                         http);
     return RL_HOOK_GO;
 }
 
@@ -86,7 +96,7 @@ void rl_hook_connect_end(int fd, int r, int err)
         return;
     /* Refused, unreachable, ...: this attempt is over (and was charged);
      * a connect on the same socket again is a new attempt. */
-    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM);
+    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM | (rl_fdtab_get(fd) & RL_FD_HTTP));
 }
 
 int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
@@ -135,6 +145,14 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
         return REAL(connect)(fd, sa, len);
     }
     uint32_t type = rl_hook_sock_type(fd, m);
+    /* Its requests are counted by the names they carry, whatever the
+     * address (SPEC §11): a connection for every TCP connect. */
+    uint32_t http = m & RL_FD_HTTP;
+    if (type == RL_FD_STREAM && http == 0 && rl_gate_counts_requests() &&
+        rl_conntab_open(fd, sa, len)) {
+        http = RL_FD_HTTP;
+        rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
+    }
     bool covered = rl_gate_covers(sa, len);
     uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM)

@@ -232,6 +232,11 @@ int rl_send_begin(struct rl_send *s)
     s->grant_calls = s->calls;
     if (rl_hook_in_handler() || (rl_shim_ready() && rl_shim_busy))
         return decide_in_handler(s);
+    if ((s->mark & RL_FD_HTTP) && rl_request_begin(s) < 0)
+        return -1;
+    if (!(s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) && s->sa == NULL &&
+        s->kind == 0)
+        return 0; /* only its requests are counted */
     if (!rl_shim_enter())
         return 0; /* not set up: passes, as every call then */
     int saved = errno;
@@ -259,6 +264,8 @@ int rl_send_begin(struct rl_send *s)
 void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
 {
     int err = errno;
+    if (s->rc != NULL)
+        rl_request_end(s, r < 0 ? -1 : (long)bytes);
     if (s->cact == RL_HOOK_GO)
         rl_hook_connect_end(s->fd, r < 0 ? -1 : 0, err);
     /* What was taken (the ticket, or the lease's grant): the hook may have
@@ -293,13 +300,15 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     uint32_t m = rl_fdtab_get(fd);
     ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
     if (__builtin_expect(
-            !(m & RL_FD_MATCHED) && real != NULL && !rl_shim_scan_due(), 1))
+            !(m & RL_FD_SLOW) && real != NULL && !rl_shim_scan_due(), 1))
         return real(fd, buf, len, flags);
     m = rl_hook_mark_scanned(fd, m);
-    if (!(m & RL_FD_MATCHED))
+    if (!(m & RL_FD_SLOW))
         return REAL(send)(fd, buf, len, flags);
     struct rl_send s;
+    struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "send", len);
+    rl_send_bytes(&s, &one, 1);
     s.flags = flags;
     if (rl_send_begin(&s) < 0)
         return -1;
@@ -312,10 +321,12 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                          const struct sockaddr *sa, socklen_t salen)
 {
     uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
-    if (!(m & RL_FD_MATCHED) && !inet(sa, salen))
+    if (!(m & RL_FD_SLOW) && !inet(sa, salen))
         return REAL(sendto)(fd, buf, len, flags, sa, salen);
     struct rl_send s;
+    struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "sendto", len);
+    rl_send_bytes(&s, &one, 1);
     s.sa = sa;
     s.salen = salen;
     s.flags = flags;
@@ -345,18 +356,19 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     uint32_t m = rl_hook_mark_scanned(fd, rl_fdtab_get(fd));
     if (msg == NULL ||
-        (!(m & RL_FD_MATCHED) &&
+        (!(m & RL_FD_SLOW) &&
          !inet(msg->msg_name, msg->msg_name != NULL ? msg->msg_namelen : 0)))
         return REAL(sendmsg)(fd, msg, flags);
     struct rl_send s;
-    rl_send_init(&s, 
-        fd, m, "sendmsg", rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen));
+    size_t total = rl_hook_iov_len(msg->msg_iov, msg->msg_iovlen);
+    rl_send_init(&s, fd, m, "sendmsg", total);
+    rl_send_bytes(&s, msg->msg_iov, msg->msg_iovlen);
     s.sa = msg->msg_name;
     s.salen = msg->msg_name != NULL ? msg->msg_namelen : 0;
     s.flags = flags;
     if (rl_send_begin(&s) < 0)
         return -1;
-    ssize_t r = s.grant < s.len ? sendmsg_trimmed(fd, msg, flags, &s.grant)
+    ssize_t r = s.grant < total ? sendmsg_trimmed(fd, msg, flags, &s.grant)
                                 : REAL(sendmsg)(fd, msg, flags);
     rl_send_end(&s, r);
     return r;

@@ -24,10 +24,12 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
                                                       size_t len, uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
-    if (!(m & RL_FD_MATCHED))
+    if (!(m & RL_FD_SLOW))
         return REAL(write)(fd, buf, len);
     struct rl_send s;
+    struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "write", len);
+    rl_send_bytes(&s, &one, 1);
     if (rl_send_begin(&s) < 0)
         return -1;
     ssize_t r = REAL(write)(fd, buf, s.grant);
@@ -38,7 +40,7 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
 RL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
+    if (__builtin_expect(!(m & RL_FD_SLOW) && !rl_shim_scan_due(), 1))
         return rl_real.write(fd, buf, len); /* never NULL (real.h) */
     return write_marked(fd, buf, len, m);
 }
@@ -59,13 +61,15 @@ static __attribute__((noinline)) ssize_t
 writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
-    if (!(m & RL_FD_MATCHED) || iovcnt <= 0)
+    if (!(m & RL_FD_SLOW) || iovcnt <= 0)
         return REAL(writev)(fd, iov, iovcnt);
     struct rl_send s;
-    rl_send_init(&s, fd, m, "writev", rl_hook_iov_len(iov, (size_t)iovcnt));
+    size_t total = rl_hook_iov_len(iov, (size_t)iovcnt);
+    rl_send_init(&s, fd, m, "writev", total);
+    rl_send_bytes(&s, iov, (size_t)iovcnt);
     if (rl_send_begin(&s) < 0)
         return -1;
-    ssize_t r = s.grant < s.len ? writev_trimmed(fd, iov, iovcnt, &s.grant)
+    ssize_t r = s.grant < total ? writev_trimmed(fd, iov, iovcnt, &s.grant)
                                 : REAL(writev)(fd, iov, iovcnt);
     rl_send_end(&s, r);
     return r;
@@ -74,7 +78,7 @@ writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
 RL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     uint32_t m = rl_fdtab_get(fd);
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
+    if (__builtin_expect(!(m & RL_FD_SLOW) && !rl_shim_scan_due(), 1))
         return rl_real.writev(fd, iov, iovcnt); /* never NULL (real.h) */
     return writev_marked(fd, iov, iovcnt, m);
 }
@@ -104,10 +108,10 @@ static int sendfile_begin(struct rl_send *s, int out, int in, int64_t off,
 {
     uint32_t m = rl_fdtab_get(out);
     rl_send_init(s, out, m, call, count);
-    if (__builtin_expect(!(m & RL_FD_MATCHED) && !rl_shim_scan_due(), 1))
+    if (__builtin_expect(!(m & RL_FD_SLOW) && !rl_shim_scan_due(), 1))
         return 0;
     s->mark = m = rl_hook_mark_scanned(out, m);
-    if (!(m & RL_FD_MATCHED))
+    if (!(m & RL_FD_SLOW))
         return 0;
     int saved = errno;
     s->len = file_left(in, off, count);

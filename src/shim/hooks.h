@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "policy/gate.h"
+#include "policy/reqconn.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
 
@@ -145,6 +146,12 @@ struct rl_send {
     size_t grant;             /* bytes to pass to the real call */
     uint64_t grant_calls;     /* units granted (sendmmsg's prefix) */
     int cact;                 /* the MSG_FASTOPEN connect's act */
+    /* The bytes, when the call's requests are counted (RL_FD_HTTP; NULL:
+     * not seen, as sendfile's: the connection is counted no further). */
+    const struct iovec *iov;
+    size_t niov;
+    struct rl_reqconn *rc;    /* held from rl_request_begin to _end */
+    struct rl_reqplan rp;
     struct rl_gate_ticket t;  /* the send's decision (a MSG_FASTOPEN's
                                  connect has its own only while decided:
                                  hook_send.c) */
@@ -178,7 +185,26 @@ static inline void rl_send_init(struct rl_send *s, int fd, uint32_t mark,
     s->grant = len;
     s->grant_calls = 1;
     s->cact = 0;
+    s->iov = NULL;
+    s->niov = 0;
+    s->rc = NULL;
 }
+
+/* The bytes the call carries, for counting its requests. */
+static inline void rl_send_bytes(struct rl_send *s, const struct iovec *iov,
+                                 size_t n)
+{
+    s->iov = iov;
+    s->niov = n;
+}
+
+/* The requests of the call (hook_request.c): plan them, sleep if told,
+ * trim s->len and s->grant to what may go, or fail (-1, errno set). */
+int rl_request_begin(struct rl_send *s);
+
+/* After the real call sent `sent` bytes (-1: failed): the scanner moves
+ * on and the connection is let go. */
+void rl_request_end(struct rl_send *s, long sent);
 
 /* Decide the call and apply the verdict. Returns 0 (s->grant bytes,
  * s->grant_calls units may go; errno as the caller left it) or -1 with
@@ -193,7 +219,7 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes);
 /* rl_send_settle for a call of one unit that returned r bytes. */
 static inline void rl_send_end(struct rl_send *s, ssize_t r)
 {
-    if (s->how != RL_SEND_FREE || s->cact != 0)
+    if (s->how != RL_SEND_FREE || s->cact != 0 || s->rc != NULL)
         rl_send_settle(s, r < 0 ? -1 : 0, r < 0 ? 0 : 1,
                        r < 0 ? 0 : (uint64_t)r);
 }

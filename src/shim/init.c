@@ -40,6 +40,7 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/proc.h"
+#include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -230,6 +231,7 @@ static void after_fork_child(void)
     rl_proc_atfork_child(&proc);
     rl_epreg_atfork_child();
     rl_wait_atfork_child();
+    rl_conntab_atfork_child();
 }
 
 /* At start-up: the environment, and whether there is a config at all

@@ -1,0 +1,289 @@
+/* reqconn.c — see reqconn.h. */
+#include "policy/reqconn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "policy/gate.h"
+#include "policy/names.h"
+#include "util/atomics.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/sys.h"
+
+/* Events looked at per write: a write that starts more requests than
+ * this is cut before the last one seen (plaintext), so none goes
+ * uncharged. */
+#define PLAN_EVENTS 8
+
+void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
+{
+    memset(c, 0, sizeof *c);
+    rl_reqscan_init(&c->scan, &c->http);
+    if (sa != NULL && salen > 0 && salen <= sizeof c->peer) {
+        memcpy(&c->peer, sa, salen);
+        c->salen = salen;
+    }
+}
+
+void rl_reqconn_free(struct rl_reqconn *c)
+{
+    rl_reqscan_free(&c->scan);
+}
+
+bool rl_reqconn_counting(const struct rl_reqconn *c)
+{
+    int p = rl_reqscan_proto(&c->scan);
+    return p != RL_HTTP_NONE && p != RL_HTTP_TLS && !c->tls_owned;
+}
+
+static size_t iov_total(const struct iovec *iov, size_t n)
+{
+    size_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum = iov[i].iov_len > SIZE_MAX - sum ? SIZE_MAX : sum + iov[i].iov_len;
+    return sum;
+}
+
+static bool nonblocking(const struct rl_reqwrite *w)
+{
+    if (w->nonblocking)
+        return true;
+    if (w->fd < 0)
+        return false;
+    int fl = rl_sys.fcntl(w->fd, F_GETFL, 0);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* The name a request is charged to (SPEC §11): its own (Host, the
+ * absolute-form target, HTTP/2 :authority), else while its head is not
+ * complete the previous request's, else the TLS server name, else NULL
+ * (the connection's name). */
+static const char *name_of(const struct rl_reqconn *c,
+                           const struct rl_req_event *e, uint16_t *port)
+{
+    *port = 0;
+    if (e->name[0] != '\0' && e->name_src != RL_NAME_UNKNOWN) {
+        if (e->name_src != RL_NAME_HINT)
+            *port = e->port;
+        return e->name;
+    }
+    if (c->sni[0] != '\0')
+        return c->sni;
+    return NULL;
+}
+
+static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
+                const struct rl_req_event *e, uint64_t units,
+                struct rl_gate_req *q)
+{
+    q->call = w->call;
+    q->fd = w->fd;
+    q->sa = c->salen > 0 ? &c->peer : NULL;
+    q->salen = c->salen;
+    q->name = name_of(c, e, &q->port);
+    q->method = e->method[0] != '\0' ? e->method : NULL;
+    q->target = e->target[0] != '\0' ? e->target : NULL;
+    q->units = units;
+}
+
+/* A TLS write: its k requests go together or not at all (SPEC §11). In
+ * delay mode k turns one after another (a burst smaller than k can never
+ * grant k at once), the write going at the last. */
+static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
+                       const struct rl_req_event *first, uint64_t k,
+                       uint64_t now, struct rl_reqplan *p)
+{
+    struct rl_gate_ticket t;
+    struct rl_gate_req q;
+    ask(c, w, first, k, &q);
+    int act = rl_gate_request_at(&t, now, &q);
+    uint64_t wait = t.wait_ns;
+    if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX &&
+        t.denier != NULL && t.denier->on_deny == RL_DENY_DELAY) {
+        /* More than a burst at once, in delay mode: one turn each (should
+         * one fail, past max_delay, the turns before it stay spent). */
+        q.units = 1;
+        for (uint64_t i = 0; i < k; i++) {
+            act = rl_gate_request_at(&t, now, &q);
+            if (act == RL_GATE_FAIL)
+                break;
+            if (t.wait_ns > wait)
+                wait = t.wait_ns;
+        }
+    }
+    if (act == RL_GATE_FAIL) {
+        p->act = RL_GATE_FAIL;
+        p->err = t.err;
+        if (nonblocking(w) && t.retry_ns != UINT64_MAX)
+            p->wake = rl_add_sat_u64(now, t.retry_ns);
+        return;
+    }
+    p->requests = t.ncharges > 0 ? (unsigned)k : 0;
+    c->charged = p->allow; /* all of them, for a retry of these bytes */
+    if (wait > 0 && nonblocking(w)) {
+        /* Reserved: the retry of these bytes at or after the turn goes. */
+        c->turn = rl_add_sat_u64(now, wait);
+        p->act = RL_GATE_FAIL;
+        p->err = EAGAIN;
+        p->wake = c->turn;
+        return;
+    }
+    if (wait > 0)
+        p->wake = rl_add_sat_u64(now, wait);
+}
+
+/* A plaintext write: requests in order, each charged; the write is cut
+ * before the first that cannot go now (or that must wait, unless it is
+ * the write's first byte: then the write waits for it). */
+static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
+                       const struct rl_req_event *ev, size_t nev,
+                       uint64_t now, struct rl_reqplan *p)
+{
+    for (size_t i = 0; i < nev; i++) {
+        const struct rl_req_event *e = &ev[i];
+        if (e->kind != RL_REQ_REQUEST || e->offset < c->charged)
+            continue;
+        if (p->wake != 0 || (i == PLAN_EVENTS - 1 && e->offset > 0)) {
+            /* After a request that waits, or the last event looked at:
+             * the next write starts here. */
+            p->allow = e->offset;
+            return;
+        }
+        struct rl_gate_ticket t;
+        struct rl_gate_req q;
+        ask(c, w, e, 1, &q);
+        int act = rl_gate_request_at(&t, now, &q);
+        if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
+            /* The bytes before it go now; it waits in the next write. */
+            rl_gate_refund(&t, RL_KIND_REQUEST, 1);
+            p->allow = e->offset;
+            return;
+        }
+        if (act == RL_GATE_FAIL) {
+            if (e->offset > 0) {
+                p->allow = e->offset; /* a short write before it */
+                return;
+            }
+            p->act = RL_GATE_FAIL;
+            p->err = t.err;
+            if (nonblocking(w) && t.retry_ns != UINT64_MAX)
+                p->wake = rl_add_sat_u64(now, t.retry_ns);
+            return;
+        }
+        if (t.ncharges > 0)
+            p->requests++;
+        c->charged = (uint64_t)e->offset + 1;
+        if (t.wait_ns == 0)
+            continue;
+        if (nonblocking(w)) {
+            c->turn = rl_add_sat_u64(now, t.wait_ns);
+            p->act = RL_GATE_FAIL;
+            p->err = EAGAIN;
+            p->wake = c->turn;
+            return;
+        }
+        p->wake = rl_add_sat_u64(now, t.wait_ns);
+    }
+}
+
+void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+                     const struct rl_reqwrite *w, struct rl_reqplan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->act = RL_GATE_GO;
+    p->allow = iov_total(iov, n);
+    if (!rl_reqconn_counting(c) || p->allow == 0)
+        return;
+    p->scanned = true;
+    uint64_t now = rl_clock_now_ns();
+    if (c->turn != 0) {
+        /* A turn reserved by an earlier try of these bytes. */
+        if (now < c->turn) {
+            p->act = RL_GATE_FAIL;
+            p->err = EAGAIN;
+            p->wake = c->turn;
+            return;
+        }
+        c->turn = 0;
+    }
+    struct rl_req_event ev[PLAN_EVENTS];
+    size_t nev = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
+    if (nev > PLAN_EVENTS)
+        nev = PLAN_EVENTS;
+    const struct rl_req_event *first = NULL;
+    uint64_t k = 0;
+    for (size_t i = 0; i < nev; i++) {
+        if (ev[i].kind == RL_REQ_PROTO && ev[i].proto == RL_HTTP_TLS &&
+            w->how == RL_REQ_PLAIN)
+            c->tls_seen = true;
+        if (ev[i].kind == RL_REQ_TUNNEL && ev[i].name[0] != '\0' &&
+            c->sni[0] == '\0')
+            /* The requests inside a tunnel are its site's. */
+            memcpy(c->sni, ev[i].name, sizeof c->sni);
+        if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset >= c->charged) {
+            if (first == NULL)
+                first = &ev[i];
+            k++;
+        }
+    }
+    if (k == 0)
+        return;
+    if (w->how == RL_REQ_WHOLE)
+        plan_whole(c, w, first, k, now, p);
+    else
+        plan_plain(c, w, ev, nev, now, p);
+}
+
+void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+                     long sent, const struct rl_reqplan *p)
+{
+    if (!p->scanned || sent <= 0)
+        return;
+    size_t left = (size_t)sent;
+    for (size_t i = 0; i < n && left > 0 && rl_reqconn_counting(c); i++) {
+        size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+        rl_reqscan_commit(&c->scan, iov[i].iov_base, k, NULL, 0);
+        left -= k;
+    }
+    c->charged = c->charged > (uint64_t)sent ? c->charged - (uint64_t)sent : 0;
+    c->turn = 0;
+}
+
+/* Once per process (reset in a fork child is not needed: the child's
+ * line would say the same). */
+static atomic_bool unseen_said;
+static rl_atomic_u64 unseen_count;
+
+void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
+{
+    rl_add_relaxed_u64(&unseen_count, 1);
+    if (atomic_exchange(&unseen_said, true))
+        return;
+    char host[RL_NAME_MAX + 1] = "?";
+    unsigned port = 0;
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+    if (c->salen > 0 && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const void *)sa;
+        port = ntohs(in->sin_port);
+        if (rl_names_find(AF_INET, (const uint8_t *)&in->sin_addr, host) == 0)
+            inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    } else if (c->salen > 0 && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const void *)sa;
+        port = ntohs(in6->sin6_port);
+        if (rl_names_find(AF_INET6, (const uint8_t *)&in6->sin6_addr, host) ==
+            0)
+            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    }
+    rl_log_stderr("requests to %s:%u are not counted: TLS the shim cannot see",
+                  host, port);
+}
+
+uint64_t rl_reqconn_unseen_count(void)
+{
+    return rl_load_relaxed_u64(&unseen_count);
+}

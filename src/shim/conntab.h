@@ -1,0 +1,49 @@
+/* conntab.h — the plaintext TCP connections whose requests are counted
+ * (SPEC §11): fd → struct rl_reqconn (policy/reqconn.h).
+ *
+ * A connection is added at its connect (never from a signal handler: it
+ * allocates) when a request limit applies in the process, and carries the
+ * fd mark RL_FD_HTTP; its close (any close path, dup2 over it) removes it.
+ * A write holds its connection from the plan to the commit (acquire ...
+ * release), across the sleep and the real call: a close meanwhile only
+ * unlinks it, and the writer frees it when it lets go. A second thread
+ * writing on the same connection at the same time is not scanned (its
+ * bytes would interleave anyway). The table's lock is held only to look
+ * up, link and unlink, never across a call; the fork child re-makes it
+ * (rl_conntab_atfork_child). */
+#ifndef RL_SHIM_CONNTAB_H
+#define RL_SHIM_CONNTAB_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+struct rl_reqconn;
+
+/* Count the requests of fd, connecting to sa. Returns true when fd now
+ * has a connection (mark it RL_FD_HTTP). */
+bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len);
+
+/* fd's connection, held by the caller until rl_conntab_release; NULL when
+ * fd has none or another write holds it. */
+struct rl_reqconn *rl_conntab_acquire(int fd);
+void rl_conntab_release(struct rl_reqconn *c);
+
+/* fd is closed or replaced: its connection goes (now, or when its writer
+ * lets go). Cheap when the table is empty. */
+void rl_conntab_forget(int fd);
+void rl_conntab_forget_range(unsigned first, unsigned last);
+
+/* A TLS layer counts fd's requests from now on (the socket layer stops). */
+void rl_conntab_tls_owned(int fd);
+
+/* Is a TLS library the shim reads (libssl, libgnutls) loaded in this
+ * process? A TLS connection seen on a plaintext socket is then taken as
+ * that library's (its writes are counted there); otherwise it is TLS the
+ * shim cannot see. */
+bool rl_conntab_tls_visible(void);
+
+/* In the fork child: the lock is re-made; the parent's connections stay
+ * (the child shares their sockets) but none is held. */
+void rl_conntab_atfork_child(void);
+
+#endif

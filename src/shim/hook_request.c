@@ -1,0 +1,85 @@
+/* hook_request.c — the requests a plaintext send-like call carries (SPEC
+ * §11): the step before the send's own decision (rl_send_begin) and the
+ * one after the real call (rl_send_settle), on a connection of
+ * shim/conntab.h. The decisions are policy/reqconn.c's; this file holds
+ * the connection across the call, sleeps, holds a non-blocking socket
+ * until its turn, and trims the call. */
+#include <errno.h>
+
+#include "policy/gate.h"
+#include "policy/ready.h"
+#include "policy/reqconn.h"
+#include "shim/conntab.h"
+#include "shim/epreg.h"
+#include "shim/hooks.h"
+#include "shim/shim.h"
+#include "util/clock.h"
+
+/* A TLS record on a plaintext socket that no TLS library of the process
+ * could have written: its requests cannot be seen (said once). */
+static void tls_check(struct rl_reqconn *c)
+{
+    if (!c->tls_seen || c->tls_owned)
+        return;
+    c->tls_seen = false;
+    if (!rl_conntab_tls_visible())
+        rl_reqconn_unseen_tls(c);
+}
+
+int rl_request_begin(struct rl_send *s)
+{
+    if (!rl_shim_enter())
+        return 0;
+    struct rl_reqconn *c = rl_conntab_acquire(s->fd);
+    if (c == NULL) {
+        rl_shim_leave();
+        return 0;
+    }
+    if (s->iov == NULL) {
+        /* Bytes the shim does not see (sendfile): the stream's place is
+         * lost, so its requests are counted no further. */
+        c->tls_owned = true;
+        rl_shim_leave();
+        rl_conntab_release(c);
+        return 0;
+    }
+    int saved = errno;
+    const struct rl_reqwrite w = {s->fd, s->call, RL_REQ_PLAIN,
+                                  (s->flags & MSG_DONTWAIT) != 0};
+    rl_reqconn_plan(c, s->iov, s->niov, &w, &s->rp);
+    tls_check(c);
+    if (!s->rp.scanned) {
+        rl_shim_leave();
+        rl_conntab_release(c);
+        return 0;
+    }
+    if (s->rp.act == RL_GATE_FAIL) {
+        if (s->rp.wake != 0 && rl_ready_hold(s->fd, s->rp.wake) >= 0)
+            rl_epreg_hold(s->fd);
+        rl_shim_leave();
+        rl_conntab_release(c);
+        errno = s->rp.err;
+        return -1;
+    }
+    rl_shim_leave();
+    s->rc = c;
+    if (s->rp.allow < s->len) {
+        s->len = s->rp.allow;
+        s->grant = s->rp.allow;
+    }
+    if (s->rp.wake > rl_clock_now_ns())
+        rl_shim_sleep_until(s->rp.wake);
+    errno = saved;
+    return 0;
+}
+
+void rl_request_end(struct rl_send *s, long sent)
+{
+    struct rl_reqconn *c = s->rc;
+    s->rc = NULL;
+    bool in = rl_shim_enter();
+    rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
+    if (in)
+        rl_shim_leave();
+    rl_conntab_release(c);
+}

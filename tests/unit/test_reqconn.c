@@ -1,0 +1,203 @@
+/* The request layer (policy/reqconn.h): a connection's writes planned
+ * against the gate, on a config loaded from a string and a state segment
+ * in a temp dir. Rates are per minute, so that nothing refills while a
+ * test runs (reqconn reads the real clock). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "policy/config.h"
+#include "policy/gate.h"
+#include "policy/reqconn.h"
+
+static char dir[64];
+static struct rl_reqconn conn;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/rlshim-reqconn-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    setenv("RLSHIM_STATE_DIR", dir, 1);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    rl_reqconn_free(&conn);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(reqconn, .init = setup, .fini = teardown);
+
+static void gate_with(const char *text)
+{
+    struct rl_config *cfg = NULL;
+    struct rl_diag diag = {0};
+    int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
+    cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
+    rl_diag_free(&diag);
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "tester");
+    char why[256] = "";
+    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    rl_reqconn_init(&conn, &a, sizeof a);
+}
+
+static const struct rl_reqwrite plain = {7, "send", RL_REQ_PLAIN, true};
+static const struct rl_reqwrite whole = {7, "SSL_write", RL_REQ_WHOLE, true};
+
+/* Plan a write of `text` and, when it may go, send what it allows (or
+ * `fail`: the real call failed and sent nothing). */
+static struct rl_reqplan write_(const char *text, const struct rl_reqwrite *w,
+                                bool fail)
+{
+    struct iovec iov = {(void *)text, strlen(text)};
+    struct rl_reqplan p;
+    rl_reqconn_plan(&conn, &iov, 1, w, &p);
+    if (p.act == RL_GATE_GO) {
+        iov.iov_len = p.allow;
+        rl_reqconn_done(&conn, &iov, 1, fail ? -1 : (long)p.allow, &p);
+    }
+    return p;
+}
+
+#define GET(path, host) "GET " path " HTTP/1.1\r\nHost: " host "\r\n\r\n"
+
+Test(reqconn, keep_alive_heads_are_each_a_request_and_the_one_over_is_denied)
+{
+    gate_with("[default]\nrequest = 2/min\nrequest_burst = 2\n");
+    struct rl_reqplan p = write_(GET("/a", "h.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.requests, 1);
+    p = write_(GET("/b", "h.test"), &plain, false);
+    cr_assert_eq(p.requests, 1);
+    p = write_(GET("/c", "h.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "the third of a burst of 2");
+    cr_assert_eq(p.err, EAGAIN);
+    cr_assert_gt(p.wake, 0, "a non-blocking socket is held until then");
+}
+
+Test(reqconn, a_plaintext_write_is_cut_before_the_head_that_cannot_go)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n");
+    const char *two = GET("/a", "h.test") GET("/b", "h.test");
+    struct rl_reqplan p = write_(two, &plain, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.requests, 1);
+    cr_assert_eq(p.allow, strlen(GET("/a", "h.test")),
+                 "a short write up to the second head");
+    p = write_(GET("/b", "h.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL);
+}
+
+Test(reqconn, a_tls_write_goes_whole_or_not_at_all)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n");
+    const char *two = GET("/a", "h.test") GET("/b", "h.test");
+    struct rl_reqplan p = write_(two, &whole, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "two requests, room for one");
+    p = write_(GET("/a", "h.test"), &whole, false);
+    cr_assert_eq(p.act, RL_GATE_GO, "the denied write took nothing");
+    cr_assert_eq(p.requests, 1);
+}
+
+Test(reqconn, a_retried_write_is_charged_once)
+{
+    gate_with("[default]\nrequest = 2/min\nrequest_burst = 2\n");
+    struct rl_reqplan p = write_(GET("/a", "h.test"), &whole, true);
+    cr_assert_eq(p.requests, 1);
+    p = write_(GET("/a", "h.test"), &whole, true);
+    cr_assert_eq(p.requests, 0, "the same bytes again: the same request");
+    p = write_(GET("/a", "h.test"), &whole, false);
+    cr_assert_eq(p.requests, 0);
+    p = write_(GET("/b", "h.test"), &whole, false);
+    cr_assert_eq(p.act, RL_GATE_GO, "the second of a burst of 2");
+    cr_assert_eq(p.requests, 1);
+}
+
+Test(reqconn, a_body_that_looks_like_a_head_is_not_a_request)
+{
+    gate_with("[default]\nrequest = 5/min\n");
+    const char *post = "POST /f HTTP/1.1\r\nHost: h.test\r\n"
+                       "Content-Length: 32\r\n\r\n"
+                       "GET / HTTP/1.1\r\nHost: x.test\r\n\r\n";
+    cr_assert_eq(strlen(post) - strlen("POST /f HTTP/1.1\r\nHost: h.test\r\n"
+                                       "Content-Length: 32\r\n\r\n"),
+                 32);
+    struct rl_reqplan p = write_(post, &plain, false);
+    cr_assert_eq(p.requests, 1);
+    p = write_(GET("/g", "h.test"), &plain, false);
+    cr_assert_eq(p.requests, 1, "the next head after the body counts");
+}
+
+Test(reqconn, a_request_is_charged_to_the_site_its_host_names)
+{
+    gate_with("[site:a]\nto = a.test\nrequest = 1/min\nrequest_burst = 1\n");
+    struct rl_reqplan p = write_(GET("/1", "a.test"), &plain, false);
+    cr_assert_eq(p.requests, 1);
+    p = write_(GET("/2", "b.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_GO, "b.test is no site's");
+    cr_assert_eq(p.requests, 0, "no budget charged");
+    p = write_(GET("/3", "a.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "a.test's burst is spent");
+}
+
+Test(reqconn, a_connection_that_is_not_http_is_left_alone)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n");
+    struct rl_reqplan p = write_("\x01\x02 binary", &plain, false);
+    cr_assert_eq(p.requests, 0);
+    cr_assert_not(rl_reqconn_counting(&conn));
+    p = write_(GET("/a", "h.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_not(p.scanned, "no further cost");
+}
+
+Test(reqconn, a_tls_record_on_a_plaintext_socket_is_seen_and_counted_as_unseen)
+{
+    gate_with("[default]\nrequest = 1/min\n");
+    struct rl_reqplan p = write_("\x16\x03\x01\x00\x05hello", &plain, false);
+    cr_assert_eq(p.requests, 0);
+    cr_assert(conn.tls_seen);
+    cr_assert_not(rl_reqconn_counting(&conn));
+    uint64_t before = rl_reqconn_unseen_count();
+    rl_reqconn_unseen_tls(&conn);
+    cr_assert_eq(rl_reqconn_unseen_count(), before + 1);
+}
+
+Test(reqconn, the_gate_charges_units_to_the_name_a_request_gives)
+{
+    gate_with("[site:a]\nto = a.test\nrequest = 2/min\nrequest_burst = 2\n");
+    struct rl_gate_ticket t;
+    struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .name = "a.test",
+                            .units = 2};
+    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(t.ncharges, 1);
+    q.units = 1;
+    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_FAIL);
+    rl_gate_refund(&t, RL_KIND_REQUEST, 0);
+    q.name = "b.test";
+    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(t.ncharges, 0, "not a site's name: nothing charged");
+}
+
+Test(reqconn, a_head_that_starts_a_later_iovec_is_cut_at_its_own_offset)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n");
+    const char *a = GET("/a", "h.test"), *b = GET("/b", "h.test");
+    struct iovec iov[2] = {{(void *)a, strlen(a)}, {(void *)b, strlen(b)}};
+    struct rl_reqplan p;
+    rl_reqconn_plan(&conn, iov, 2, &plain, &p);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.requests, 1);
+    cr_assert_eq(p.allow, strlen(a), "writev cut before the second head");
+}
