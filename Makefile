@@ -195,7 +195,10 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
     $(B)/.test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-field-initializers -o $@ $< \
-	    $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) -ldl
+	    $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) -ldl $(HELPER_LIBS)
+
+# The TLS client links OpenSSL itself (what the TLS hooks interpose).
+$(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)

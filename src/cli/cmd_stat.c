@@ -292,6 +292,15 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         }
         row(v, user, section, k, a ? a->name : NULL, c, has, avail);
     }
+    /* Requests over TLS the shim cannot see (SPEC §11): said when any. */
+    if (info->tls_unseen > 0 && dest == NULL) {
+        if (v->prom)
+            (void)rl_prom_tls_unseen(user, section, info->tls_unseen);
+        else if (!v->json)
+            fprintf(v->out, "%-16s %-18s TLS connections not counted: %llu "
+                            "(requests over TLS the shim cannot see)\n",
+                    user, section, (unsigned long long)info->tls_unseen);
+    }
     if (v->prom && rule && v->layout_ok && rule->max_open > 0 && !dest)
         rl_prom_budget_open(info->index, rule, user);
     return 0;

@@ -5,7 +5,7 @@
  * limit as a line).
  *
  * One kind of line is drawn (--limit's, else connect when the log has any,
- * else send): a send charged to both send and send_bytes is two lines.
+ * else request when it has any, else send): a send charged to both send and send_bytes is two lines.
  * Allowed and delayed calls are placed when they went (mono_ns + wait_ns),
  * denied ones when they were refused. The limit comes from --limit, else
  * from the config's section named by the lines' rule (its first rate). */
@@ -53,7 +53,7 @@ static void usage(FILE *f)
 static int kind_ok(const char *k)
 {
     return strcmp(k, "connect") == 0 || strcmp(k, "send") == 0 ||
-           strcmp(k, "send_bytes") == 0;
+           strcmp(k, "send_bytes") == 0 || strcmp(k, "request") == 0;
 }
 
 static int parse_limit(const char *s, struct chart *ch)
@@ -103,9 +103,10 @@ static void rate_from_config(struct chart *ch, const struct rl_logfile *lf,
     struct rl_config *cfg = NULL;
     if (rule == NULL || rl_cli_load_optional(copt, &cfg) < 0 || cfg == NULL)
         return;
-    int k = strcmp(ch->kind, "connect") == 0 ? RL_KIND_CONNECT
-            : strcmp(ch->kind, "send") == 0  ? RL_KIND_SEND
-                                             : RL_KIND_SEND_BYTES;
+    int k = strcmp(ch->kind, "connect") == 0   ? RL_KIND_CONNECT
+            : strcmp(ch->kind, "send") == 0    ? RL_KIND_SEND
+            : strcmp(ch->kind, "request") == 0 ? RL_KIND_REQUEST
+                                               : RL_KIND_SEND_BYTES;
     for (size_t i = 0; i < cfg->nrules; i++) {
         const struct rl_rule *r = &cfg->rules[i];
         if (strcmp(r->section, rule) == 0 && r->nlimits[k] > 0) {
@@ -129,11 +130,14 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
     uint64_t t0 = UINT64_MAX, t1 = 0;
     if (ch->kind[0] == '\0') {
         snprintf(ch->kind, sizeof ch->kind, "send");
-        for (size_t i = 0; i < lf->n; i++)
+        for (size_t i = 0; i < lf->n; i++) {
             if (strcmp(lf->v[i].e.limit, "connect") == 0) {
                 snprintf(ch->kind, sizeof ch->kind, "connect");
                 break;
             }
+            if (strcmp(lf->v[i].e.limit, "request") == 0)
+                snprintf(ch->kind, sizeof ch->kind, "request");
+        }
     }
     for (size_t i = 0; i < lf->n; i++) {
         const struct rl_declog_entry *e = &lf->v[i].e;

@@ -43,7 +43,7 @@ static void usage(FILE *f)
     fputs("usage: rlshim verify LOG --limit KIND=RATE[,burst=N] "
           "[--per user|destination]\n"
           "                     [--window] [--slack DURATION]\n"
-          "  KIND is connect, send or send_bytes; RATE is N/PERIOD (5/s, "
+          "  KIND is connect, send, send_bytes or request; RATE is N/PERIOD (5/s, "
           "100/min, 1MiB/s).\n"
           "  Exit 0: the allowed units obey the limit; 1: they do not (the "
           "worst interval\n"
@@ -60,7 +60,7 @@ static int parse_limit(const char *s, struct spec *sp)
     sp->kind[eq - s] = '\0';
     bool bytes = strcmp(sp->kind, "send_bytes") == 0;
     if (!bytes && strcmp(sp->kind, "connect") != 0 &&
-        strcmp(sp->kind, "send") != 0)
+        strcmp(sp->kind, "send") != 0 && strcmp(sp->kind, "request") != 0)
         return -EINVAL;
     char rate[128];
     const char *comma = strchr(eq + 1, ',');

@@ -11,6 +11,9 @@
  *       not for scope = fleet, whose budgets are in Redis)
  *   rlshim_open_connections{user,rule[,dest]}      gauge (max_open)
  *   rlshim_max_open_connections{user,rule[,dest]}  gauge (max_open)
+ *   rlshim_tls_connections_not_counted_total{user,rule,limit="request"}
+ *       counter: TLS connections whose requests the shim could not see
+ *       (SPEC §11); only for budgets that had one.
  *
  * Counters are monotonic except that a refund (the kernel took fewer bytes
  * than were granted) lowers `allowed`; a scraper sees that as a reset. */
@@ -33,6 +36,7 @@ struct prow {
     uint64_t avail;
     uint64_t open;
     uint32_t max;
+    uint64_t tls_unseen; /* limit "request" rows */
 };
 
 static struct prow *rows;
@@ -118,6 +122,15 @@ int rl_prom_open(const char *user, const char *rule, const char *dest,
     r->open += open;
     if (max > r->max)
         r->max = max;
+    return 0;
+}
+
+int rl_prom_tls_unseen(const char *user, const char *rule, uint64_t n)
+{
+    struct prow *r = find(user, rule, NULL, "request");
+    if (r == NULL)
+        return -ENOMEM;
+    r->tls_unseen += n;
     return 0;
 }
 
@@ -323,6 +336,19 @@ void rl_prom_print(FILE *f)
         fputs("rlshim_max_open_connections{", f);
         labels(f, &rows[i]);
         fprintf(f, "} %u\n", rows[i].max);
+    }
+    bool any = false;
+    for (size_t i = 0; i < nrows; i++) {
+        if (rows[i].tls_unseen == 0)
+            continue;
+        if (!any)
+            family(f, "rlshim_tls_connections_not_counted_total", "counter",
+                   "TLS connections whose requests rlshim could not count "
+                   "(TLS built into the program).");
+        any = true;
+        fputs("rlshim_tls_connections_not_counted_total{", f);
+        labels(f, &rows[i]);
+        fprintf(f, "} %llu\n", (unsigned long long)rows[i].tls_unseen);
     }
     for (size_t i = 0; i < nrows; i++)
         prow_free(&rows[i]);

@@ -32,6 +32,9 @@ int rl_prom_add(const struct rl_prom_row *row);
 int rl_prom_open(const char *user, const char *rule, const char *dest,
                  uint64_t open, uint32_t max);
 
+/* A budget's TLS connections whose requests were not counted (n > 0). */
+int rl_prom_tls_unseen(const char *user, const char *rule, uint64_t n);
+
 /* max_open areas of budgets that are not per destination live in slots
  * of their own, "#open|SECTION|N" beside the budget's slot N
  * (policy/gate.c's open_area). */

@@ -389,6 +389,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v)
 {
+    /* The host's lease holds send units only (fleet_lease.c): connects
+     * and requests are each decided on Redis, exactly. */
+    if (kind != RL_KIND_SEND && kind != RL_KIND_SEND_BYTES)
+        pool = NULL;
     uint64_t cnow = pool != NULL ? rl_clock_coarse_ns() : 0;
     if (pool != NULL) {
         /* What the host leased comes first: Redis counted it already

@@ -412,6 +412,9 @@ uint64_t rl_cfg_hash(const struct rl_config *c)
         if (r->scope != RL_SCOPE_HOST) /* host budgets hash as before */
             h = rl_hash_u64(h, (uint64_t)r->scope);
         for (int k = 0; k < RL_KIND_COUNT; k++) {
+            /* A rule without requests hashes as before the kind was. */
+            if (k == RL_KIND_REQUEST && r->nlimits[k] == 0)
+                continue;
             h = rl_hash_u64(h, r->nlimits[k]);
             for (unsigned j = 0; j < r->nlimits[k]; j++)
                 h = hash_limit(h, &r->limits[k][j]);

@@ -43,6 +43,9 @@ struct budget {
 struct rl_report {
     bool on;
     rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
+    /* TLS connections whose requests were not counted (report.h's
+     * rl_report_tls_unseen), counted whether or not the report is on. */
+    rl_atomic_u64 tls_unseen;
 };
 
 /* The lease settings (lease.c), fixed at init. */

@@ -18,6 +18,18 @@ void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n)
         rl_sub_sat_u64(&r->mine[kind][stat], n);
 }
 
+void rl_report_tls_unseen(void)
+{
+    rl_add_relaxed_u64(&rl_gate.report.tls_unseen, 1);
+    /* The rule's budget: the one slot every process of the user shares
+     * (a site's or a destination's budget is not known here). */
+    /* Pairs with the release stores of rl_gate.cur in gate.c; never
+     * rl_gate_budget(), which may re-open a replaced segment. */
+    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    if (b != NULL && b->slot.counters != NULL)
+        rl_store_count_tls_unseen(&b->slot);
+}
+
 void rl_report_write(void)
 {
     const struct rl_gate *g = &rl_gate;
@@ -34,8 +46,12 @@ void rl_report_write(void)
         g->rule != NULL ? g->rule->section : "none, unknown = deny";
     uint64_t seen_all = 0;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (g->rule != NULL ? g->rule->nlimits[k] == 0
-                            : k == RL_KIND_SEND_BYTES)
+        /* Requests: when the rule or a site limits them (a site's
+         * requests are counted with the rule's, as for every kind). */
+        bool shown = k == RL_KIND_REQUEST ? g->counts_requests
+                     : g->rule != NULL    ? g->rule->nlimits[k] != 0
+                                          : k != RL_KIND_SEND_BYTES;
+        if (!shown)
             continue;
         uint64_t a = rl_load_relaxed_u64(&r->mine[k][RL_STAT_ALLOWED]);
         uint64_t d = rl_load_relaxed_u64(&r->mine[k][RL_STAT_DENIED]);
@@ -47,6 +63,12 @@ void rl_report_write(void)
                       (unsigned long long)(a + d), (unsigned long long)a,
                       (unsigned long long)d, (unsigned long long)w);
     }
+    uint64_t unseen = rl_load_relaxed_u64(&r->tls_unseen);
+    if (unseen > 0)
+        rl_log_stderr("report: pid %d user %s rule [%s]: %llu TLS "
+                      "connections: requests not counted (TLS the shim "
+                      "cannot see)",
+                      pid, g->user, sec, (unsigned long long)unseen);
     if (seen_all == 0)
         rl_log_stderr("report: pid %d user %s rule [%s]: no call went to a "
                       "destination of the rule: nothing was throttled",

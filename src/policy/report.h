@@ -15,6 +15,15 @@ void rl_report_add(struct rl_report *r, int kind, int stat, uint64_t n);
 /* Take n off, never below zero. */
 void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n);
 
+/* One TLS connection, covered by a request limit, whose plaintext the
+ * shim cannot see (TLS built into the program: SPEC §11), so its requests
+ * are not counted. The request layer calls it once per such connection.
+ * Counts it for this process (the exit report's "N TLS connections:
+ * requests not counted" line) and in the user's rule budget in the
+ * segment (`rlshim stat`: "TLS connections not counted"). Lock-free,
+ * relaxed adds; never blocks, no system call. */
+void rl_report_tls_unseen(void);
+
 /* Write the report's lines to stderr (rl_gate_finish, when on). */
 void rl_report_write(void);
 

@@ -11,6 +11,7 @@
 #include "policy/reqconn.h"
 #include "shim/conntab.h"
 #include "shim/epreg.h"
+#include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/shim.h"
 #include "util/clock.h"
@@ -38,7 +39,8 @@ int rl_request_begin(struct rl_send *s)
     if (s->iov == NULL) {
         /* Bytes the shim does not see (sendfile): the stream's place is
          * lost, so its requests are counted no further. */
-        c->tls_owned = true;
+        rl_fdtab_set(s->fd, rl_fdtab_get(s->fd) & ~RL_FD_HTTP);
+        rl_conntab_forget(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);
         return 0;
@@ -79,6 +81,12 @@ void rl_request_end(struct rl_send *s, long sent)
     s->rc = NULL;
     bool in = rl_shim_enter();
     rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
+    if (!rl_reqconn_counting(c)) {
+        /* Not HTTP, or TLS (counted by the TLS layer, if at all): its
+         * sends cost what any other socket's do from now on. */
+        rl_fdtab_set(s->fd, rl_fdtab_get(s->fd) & ~RL_FD_HTTP);
+        rl_conntab_forget(s->fd);
+    }
     if (in)
         rl_shim_leave();
     rl_conntab_release(c);

@@ -41,6 +41,7 @@
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "shim/conntab.h"
+#include "shim/tlstab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -232,6 +233,7 @@ static void after_fork_child(void)
     rl_epreg_atfork_child();
     rl_wait_atfork_child();
     rl_conntab_atfork_child();
+    rl_tlstab_atfork_child();
 }
 
 /* At start-up: the environment, and whether there is a config at all

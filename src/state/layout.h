@@ -140,10 +140,10 @@ struct rl_seg_store {
     rl_atomic_u64 tls_unseen;
     rl_atomic_u64 paused_until;
     rl_atomic_u64 backoff;
-    rl_atomic_u64 spare[5];
 };
 
-#define RL_SEG_STORE_SIZE 256u
+/* 216: with a token bucket's word, one budget is four lines of 64 bytes. */
+#define RL_SEG_STORE_SIZE 216u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
 /* Storage is carved in lines of 64 bytes: two users' words never share a
  * cache line. */
@@ -170,6 +170,10 @@ _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");
 _Static_assert(offsetof(struct rl_seg_slot, meta) == 8, "meta");
+_Static_assert(offsetof(struct rl_seg_store, tls_unseen) ==
+                   offsetof(struct rl_seg_store, counters) +
+                       8 * RL_STORE_COUNTERS,
+               "store.h reaches the request words after the counters");
 _Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
                "storage head size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");

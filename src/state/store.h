@@ -133,6 +133,18 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
     rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
 }
 
+/* The slot's request words after its counters (layout.h's struct
+ * rl_seg_store, shared or kept in the process alike). */
+#define RL_STORE_TLS_UNSEEN RL_STORE_COUNTERS
+#define RL_STORE_PAUSED_UNTIL (RL_STORE_COUNTERS + 1)
+
+/* One more TLS connection whose requests the shim cannot see (SPEC §11):
+ * relaxed, like the counters. */
+static inline void rl_store_count_tls_unseen(const struct rl_slot *sl)
+{
+    rl_add_relaxed_u64(&sl->counters[RL_STORE_TLS_UNSEEN], 1);
+}
+
 /* What the segment was made for, for `rlshim stat`. */
 uint64_t rl_store_config_hash(const struct rl_store *s);
 
@@ -158,6 +170,7 @@ struct rl_slot_info {
     uint64_t tag;
     char label[RL_STORE_LABEL_MAX];
     uint64_t counters[RL_STORE_COUNTERS];
+    uint64_t tls_unseen; /* TLS connections whose requests were not seen */
     uint32_t nwords;
     bool overflow; /* one of the overflow slots */
 };

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -82,29 +83,93 @@ static void putf(struct out *o, const char *prefix, uint64_t v)
     put_u64(o, v, 1);
 }
 
-/* A JSON string, or null; at most 200 bytes of it (user names and rule
- * sections are short; the cap keeps a line under RL_DECLOG_LINE_MAX). */
-static void put_str(struct out *o, const char *s)
+/* A bounded string: what is left of its own share of the line. */
+struct share {
+    struct out *o;
+    size_t left;
+};
+
+/* One escape or byte sequence, whole or not at all, within the string's
+ * share and keeping back a byte for its closing quote: a cut line still
+ * parses. */
+static bool put_whole(struct share *sh, const char *s, size_t n)
+{
+    struct out *o = sh->o;
+    if (n > sh->left || o->n + n + 1 > o->len)
+        return false;
+    put(o, s, n);
+    sh->left -= n;
+    return true;
+}
+
+/* The length of the valid UTF-8 sequence at s[0..n) (0: not one). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 && s[0] <= 0xf4   ? 4
+                 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+                                                : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong 3- and 4-byte forms, surrogates, past U+10FFFF. */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* A JSON string of at most `max` bytes of s, taking at most `room` bytes
+ * of the line escaped, or null. What a program wrote (a request's method
+ * and target) may be any bytes: a byte that is not part of valid UTF-8
+ * becomes U+FFFD, and a sequence the cut would split is left out, so
+ * that every line is UTF-8 JSON. */
+static void put_str_max(struct out *o, const char *s, size_t max, size_t room)
 {
     if (s == NULL) {
         puts_(o, "null");
         return;
     }
+    size_t n = strnlen(s, max);
+    const unsigned char *u = (const unsigned char *)s;
+    struct share sh = {o, room};
     put(o, "\"", 1);
-    for (size_t i = 0; s[i] != '\0' && i < 200; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        bool fit;
+        size_t step = 1;
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
-            put(o, e, 2);
+            fit = put_whole(&sh, e, 2);
         } else if (c < 0x20 || c == 0x7f) {
             static const char hex[] = "0123456789abcdef";
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            put(o, e, 6);
+            fit = put_whole(&sh, e, 6);
+        } else if (c < 0x80) {
+            fit = put_whole(&sh, (const char *)&c, 1);
+        } else if ((step = utf8_len(u + i, n - i)) > 0) {
+            fit = put_whole(&sh, s + i, step);
+        } else if (n == max && n - i < 4 && c >= 0xc2 && c <= 0xf4) {
+            break; /* a sequence the cut split */
         } else {
-            put(o, (const char *)&c, 1);
+            step = 1;
+            fit = put_whole(&sh, "\\ufffd", 6);
         }
+        if (!fit)
+            break;
+        i += step;
     }
     put(o, "\"", 1);
+}
+
+/* User names, rule sections and destination names: at most 200 bytes of
+ * the line each (they are short; the cap keeps every field a reader needs
+ * inside RL_DECLOG_LINE_MAX whatever they hold). */
+static void put_str(struct out *o, const char *s)
+{
+    put_str_max(o, s, 200, 200);
 }
 
 /* Days since 1970-01-01 to a proleptic Gregorian date (the era-based
@@ -183,6 +248,16 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     puts_(&o, ",\"verdict\":");
     put_str(&o, verdict_name(r->verdict));
     putf(&o, ",\"wait_ns\":", r->wait_ns);
+    /* Last: what a program wrote can be long, and a cut keeps the fields
+     * every reader needs. */
+    if (r->method != NULL) {
+        puts_(&o, ",\"method\":");
+        put_str_max(&o, r->method, RL_DECLOG_REQ_MAX, RL_DECLOG_REQ_MAX);
+    }
+    if (r->target != NULL) {
+        puts_(&o, ",\"target\":");
+        put_str_max(&o, r->target, RL_DECLOG_REQ_MAX, SIZE_MAX);
+    }
     memcpy(buf + o.n, "}\n", 2);
     return o.n + 2;
 }

@@ -33,17 +33,23 @@ struct rl_declog_rec {
     const char *dest;  /* host name or address literal; NULL: unknown */
     unsigned port;
     const char *call;  /* the libc name ("connect", "send", ...) */
-    const char *limit; /* "connect", "send" or "send_bytes" */
+    const char *limit; /* "connect", "send", "send_bytes" or "request" */
     uint64_t units;
     int verdict;       /* enum rl_declog_verdict */
     uint64_t wait_ns;
-    /* call = request (SPEC §11): its method and target, cut at 256
-     * bytes; NULL for other calls (not written). */
+    /* call = request (SPEC §11): its method and target, written as
+     * "method" and "target" after the other fields, cut at
+     * RL_DECLOG_REQ_MAX bytes (bytes that are not UTF-8 become U+FFFD);
+     * NULL: not written (other calls). */
     const char *method, *target;
 };
 
-/* The longest line written (longer fields are cut, the line stays JSON). */
-#define RL_DECLOG_LINE_MAX 1024
+/* A request's method and target are cut at this many bytes (SPEC §11). */
+#define RL_DECLOG_REQ_MAX 256
+
+/* The longest line written (longer fields are cut, the line stays JSON):
+ * room for the names and a request's method and target, escaped. */
+#define RL_DECLOG_LINE_MAX 2048
 
 /* Log to `path` (copied; NULL or "" turns the log off). Call once at load,
  * before any decision. Returns 0, -ENAMETOOLONG, or -EINVAL for a relative

@@ -166,6 +166,10 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
             return *seen |= F_CALL, str(c, e->call, sizeof e->call);
         if (strcmp(key, "limit") == 0)
             return *seen |= F_LIMIT, str(c, e->limit, sizeof e->limit);
+        if (strcmp(key, "method") == 0)
+            return str(c, e->method, sizeof e->method);
+        if (strcmp(key, "target") == 0)
+            return str(c, e->target, sizeof e->target);
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {

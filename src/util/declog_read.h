@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/declog.h"
+
 struct rl_declog_entry {
     uint64_t mono_ns, pid, tid, units, wait_ns, port;
     int verdict; /* enum rl_declog_verdict */
@@ -15,6 +17,9 @@ struct rl_declog_entry {
     char dest[256];
     char call[32];
     char limit[16];
+    /* call = request (SPEC §11): "" when the line has none. */
+    char method[RL_DECLOG_REQ_MAX + 1];
+    char target[RL_DECLOG_REQ_MAX + 1];
 };
 
 /* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when

@@ -319,6 +319,8 @@ Test(check, finds_every_key_explained_in_the_example_host_config)
         "send_burst",
         "send_bytes",
         "send_bytes_burst",
+        "request",
+        "request_burst",
         "to",
     };
     char p[1024], text[16384], pat[64];

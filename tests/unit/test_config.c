@@ -854,3 +854,106 @@ Test(config, refuses_a_duration_past_the_cap_with_its_line)
         rl_diag_free(&d);
     }
 }
+
+/* ---- the request kind (SPEC §11) ----------------------------------------*/
+
+Test(config, reads_request_and_its_burst_like_connect)
+{
+    struct rl_config *cfg = load_ok("[default]\n"
+                                    "request = 1/s, 30/min\n"
+                                    "request_burst = 3\n");
+    const struct rl_rule *r = &cfg->rules[0];
+    cr_expect_eq(r->nlimits[RL_KIND_REQUEST], 2);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].count, 1);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].period_ns, RL_NS_PER_S);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].burst, 3);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][1].count, 30);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][1].burst, 30,
+                 "a rate without its own burst gets N");
+    cr_expect_eq(r->nlimits[RL_KIND_CONNECT], 0);
+    cr_expect_eq(r->nlimits[RL_KIND_SEND], 0);
+    cr_expect_str_eq(rl_kind_name(RL_KIND_REQUEST), "request");
+    rl_config_free(cfg);
+}
+
+Test(config, takes_request_in_a_sliding_window)
+{
+    struct rl_config *cfg = load_ok("[user:crawler]\n"
+                                    "algorithm = sliding_window\n"
+                                    "request = 2/s\n");
+    const struct rl_rule *r = &cfg->rules[0];
+    cr_expect_eq(r->nlimits[RL_KIND_REQUEST], 1);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].algo, RL_ALGO_SLIDING_WINDOW);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].count, 2);
+    rl_config_free(cfg);
+    /* ... but a window has no burst, for requests as for connect. */
+    struct rl_diag d = load_bad("[user:crawler]\n"
+                                "algorithm = sliding_window\n"
+                                "request = 2/s\n"
+                                "request_burst = 4\n");
+    cr_expect_eq(d.n, 1);
+    cr_expect_str_eq(d.msgs[0],
+                     "t.ini:4: 'request_burst' needs algorithm = token_bucket "
+                     "in [user:crawler] (a sliding window has no burst)");
+    rl_diag_free(&d);
+}
+
+Test(config, takes_request_in_a_site_per_destination)
+{
+    struct rl_config *cfg = load_ok("[site:every-host]\n"
+                                    "per = destination\n"
+                                    "request = 1/s\n"
+                                    "request_burst = 1\n"
+                                    "max_open = 2\n");
+    const struct rl_rule *r = &cfg->rules[0];
+    cr_expect_str_eq(r->site, "every-host");
+    cr_expect_eq(r->per, RL_PER_DESTINATION);
+    cr_expect_eq(r->nlimits[RL_KIND_REQUEST], 1);
+    cr_expect_eq(r->limits[RL_KIND_REQUEST][0].burst, 1);
+    cr_expect_eq(r->max_open, 2);
+    rl_config_free(cfg);
+}
+
+Test(config, names_the_line_of_each_request_mistake)
+{
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"[default]\nconnect = 1/s\nrequest = 0/s\n",
+         "t.ini:3: zero rate in '0/s' for 'request' in [default]"},
+        {"; x\n[site:a]\nrequest_burst = 2\n",
+         "t.ini:3: 'request_burst' without 'request' in [site:a]"},
+        {"[default]\nrequest = 1/s, 2/s\nrequest_burst = 1, 2, 3\n",
+         "t.ini:3: 3 bursts for 2 rates in 'request_burst' of [default]"},
+        {"[rlshim]\nrequest = 1/s\n",
+         NULL /* a rule's key in [rlshim]: some message on line 2 */},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct rl_diag d = load_bad(bad[i].text);
+        cr_expect_eq(d.n, 1, "%s", bad[i].text);
+        if (bad[i].want != NULL)
+            cr_expect_str_eq(d.msgs[0], bad[i].want);
+        else
+            cr_expect(strncmp(d.msgs[0], "t.ini:2: ", 9) == 0, "%s",
+                      d.msgs[0]);
+        rl_diag_free(&d);
+    }
+}
+
+Test(config, hashes_a_request_limit_and_nothing_else_changes)
+{
+    /* A request limit shapes the budget (its words, its Redis keys); a
+     * rule without one hashes as before the kind existed (pinned above). */
+    struct rl_config *a = load_ok("[default]\nconnect = 5/s\n");
+    struct rl_config *b = load_ok("[default]\nconnect = 5/s\nrequest = 1/s\n");
+    struct rl_config *c = load_ok("[default]\nconnect = 5/s\nrequest = 2/s\n");
+    struct rl_config *e = load_ok("[default]\nconnect = 5/s\nrequest = 1/s\n"
+                                  "request_burst = 4\n");
+    cr_expect_neq(a->hash, b->hash);
+    cr_expect_neq(b->hash, c->hash);
+    cr_expect_neq(b->hash, e->hash);
+    rl_config_free(a);
+    rl_config_free(b);
+    rl_config_free(c);
+    rl_config_free(e);
+}

@@ -322,3 +322,102 @@ Test(declog, control_characters_are_escaped)
     cr_assert_eq(rl_declog_parse(buf, &e), 0);
     cr_assert_str_eq(e.user, "a\x01\n\x7f");
 }
+
+/* ---- requests (SPEC §11) --------------------------------------------- */
+
+static const struct rl_declog_rec req = {
+    .mono_ns = 5,
+    .user = "crawler",
+    .rule = "site:every-host",
+    .site = "every-host",
+    .dest = "example.com",
+    .port = 443,
+    .call = "SSL_write",
+    .limit = "request",
+    .units = 1,
+    .verdict = RL_DECLOG_ALLOW,
+    .wait_ns = 0,
+    .method = "GET",
+    .target = "/a?q=\"x\"\\y\t",
+};
+
+Test(declog, a_request_line_carries_its_method_and_target_escaped)
+{
+    char buf[RL_DECLOG_LINE_MAX];
+    size_t n = rl_declog_format(buf, sizeof buf, &req, 0, 7, 8);
+    buf[n] = '\0';
+    cr_assert_str_eq(
+        buf,
+        "{\"t\":\"1970-01-01T00:00:00.000000Z\",\"mono_ns\":5,\"pid\":7,"
+        "\"tid\":8,\"user\":\"crawler\",\"rule\":\"site:every-host\","
+        "\"site\":\"every-host\",\"dest\":{\"name\":\"example.com\","
+        "\"port\":443},\"call\":\"SSL_write\",\"limit\":\"request\","
+        "\"units\":1,\"verdict\":\"allow\",\"wait_ns\":0,\"method\":\"GET\","
+        "\"target\":\"/a?q=\\\"x\\\"\\\\y\\u0009\"}\n");
+    struct rl_declog_entry e;
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_str_eq(e.method, "GET");
+    cr_expect_str_eq(e.target, req.target);
+    cr_expect_str_eq(e.limit, "request");
+    cr_expect_str_eq(e.dest, "example.com");
+    /* Other calls have neither (the first test pins their line). */
+    n = rl_declog_format(buf, sizeof buf, &rec, 0, 7, 8);
+    buf[n] = '\0';
+    cr_expect_null(strstr(buf, "method"), "%s", buf);
+    cr_assert_eq(rl_declog_parse(buf, &e), 0);
+    cr_expect_str_eq(e.method, "");
+    cr_expect_str_eq(e.target, "");
+}
+
+Test(declog, a_target_is_cut_at_256_bytes_and_stays_utf8)
+{
+    char target[1000];
+    memset(target, 'a', sizeof target - 1);
+    target[sizeof target - 1] = '\0';
+    struct rl_declog_rec r = req;
+    r.target = target;
+    char buf[RL_DECLOG_LINE_MAX];
+    size_t n = rl_declog_format(buf, sizeof buf, &r, 0, 1, 1);
+    buf[n] = '\0';
+    struct rl_declog_entry e;
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_eq(strlen(e.target), 256);
+    cr_expect_eq(strspn(e.target, "a"), 256);
+    /* "é" (2 bytes) across the cut is left out, not split. */
+    memcpy(target + 255, "\xc3\xa9", 2);
+    n = rl_declog_format(buf, sizeof buf, &r, 0, 1, 1);
+    buf[n] = '\0';
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_eq(strlen(e.target), 255);
+    /* Inside the cut it is kept; a byte that is not UTF-8 is U+FFFD. */
+    r.target = "/caf\xc3\xa9/\xff";
+    n = rl_declog_format(buf, sizeof buf, &r, 0, 1, 1);
+    buf[n] = '\0';
+    cr_expect_not_null(strstr(buf, "\"target\":\"/caf\xc3\xa9/\\ufffd\""),
+                       "%s", buf);
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_str_eq(e.target, "/caf\xc3\xa9/?");
+}
+
+Test(declog, the_longest_request_line_is_cut_and_still_parses)
+{
+    /* Every name at its cap, all of it escaped, and a target of 256
+     * control bytes (6 bytes each): past the line's room. */
+    char name[300], target[300];
+    memset(name, '"', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    memset(target, 1, sizeof target - 1);
+    target[sizeof target - 1] = '\0';
+    struct rl_declog_rec r = req;
+    r.user = r.rule = r.site = r.dest = name;
+    r.method = name;
+    r.target = target;
+    char buf[RL_DECLOG_LINE_MAX + 1];
+    size_t n = rl_declog_format(buf, RL_DECLOG_LINE_MAX, &r, 0, 1, 1);
+    cr_assert_leq(n, RL_DECLOG_LINE_MAX);
+    cr_assert_eq(buf[n - 1], '\n');
+    buf[n] = '\0';
+    struct rl_declog_entry e;
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_eq(e.verdict, RL_DECLOG_ALLOW);
+}

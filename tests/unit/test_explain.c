@@ -197,3 +197,21 @@ Test(explain, a_name_that_does_not_resolve_is_explained_by_name)
                   NULL,
               "%s", out);
 }
+
+/* Requests (SPEC §11): a request budget is shown with the others, and
+ * `rlshim check`'s table has its row. */
+Test(explain, shows_request_budgets)
+{
+    write_ini("[site:every-host]\nper = destination\nrequest = 1/s\n"
+              "request_burst = 1\nmax_open = 2\n");
+    char args[512];
+    snprintf(args, sizeof args,
+             "check -c '%s' --explain -k crawler http://example.com/", ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "site [site:every-host] covers it") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "request 1/s (token_bucket)") != NULL, "%s", out);
+    snprintf(args, sizeof args, "check -c '%s'", ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "request") != NULL, "%s", out);
+}

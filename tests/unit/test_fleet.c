@@ -17,6 +17,7 @@
 
 #include "../redis_server.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_lease.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "util/clock.h"
@@ -408,4 +409,51 @@ Test(fleet, a_decision_takes_well_under_4_KiB_of_the_callers_stack)
     cr_expect(rl_fleet_up(), "Redis did not answer");
     cr_expect_lt(used - base, 3072, "%zu bytes of the caller's stack",
                  used - base);
+}
+
+/* Requests (SPEC §11) under scope = fleet are decided on Redis, like
+ * connects, and never from the host's lease of send units: the pool has
+ * words for send and send_bytes only, and a request's kind read as a pool
+ * word would be the pool's clock (a few billion requests "left"). */
+Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
+{
+    start_redis();
+    char text[512];
+    snprintf(text, sizeof text,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+             "[user:crawler]\nscope = fleet\nsend = 1000/s\n"
+             "send_burst = 4096\nrequest = 1/s\nrequest_burst = 1\n",
+             R.port);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(load(text, &cfg, &d), 0, "%s", d.n ? d.msgs[0] : "");
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "crawler");
+    char why[256] = "";
+    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    const struct rl_rule *rule = &cfg->rules[0];
+    cr_assert(rl_fleet_leasable(rule), "the rule's sends can be leased");
+    /* A fresh pool of the host, as a lease of sends leaves it. */
+    static rl_atomic_u64 area[RL_FLEET_POOL_AREA_WORDS + 8];
+    struct rl_fleet_pool pool;
+    rl_fleet_pool_at(area, NULL, &pool);
+    uint64_t cnow = rl_clock_coarse_ns();
+    for (unsigned i = 0; i < 16; i++)
+        rl_store_relaxed_u64(&pool.w[i], cnow);
+    rl_store_relaxed_u64(&pool.w[0], 100); /* 100 sends leased */
+    rl_word *states[RL_MAX_RATES] = {0};
+    struct rl_verdict v[RL_MAX_RATES];
+    uint64_t now = rl_clock_now_ns();
+    struct rl_verdict a = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
+                                        &pool, now, 1, 1, 0, v);
+    struct rl_verdict b = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
+                                        &pool, now, 1, 1, 0, v);
+    cr_expect_eq(a.granted, 1);
+    cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
+    cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
+    char out[256];
+    redis_cli(&R, "EXISTS 'rlshim:{user:crawler|crawler}:request:0:tb'", out,
+              sizeof out);
+    cr_expect_eq(strtol(out, NULL, 10), 1, "the request key on Redis: %s",
+                 out);
 }

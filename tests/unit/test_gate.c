@@ -663,3 +663,114 @@ Test(gate, never_waits_in_dry_run_when_a_second_limit_would_deny)
                  (unsigned long long)t.wait_ns);
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_DENIED), 500);
 }
+
+/* --- requests over TLS the shim cannot see (SPEC §11) --- */
+
+#include <fcntl.h>
+
+#include "policy/gate_int.h"
+#include "policy/report.h"
+
+/* What rl_report_write says on stderr (fd 2, as the shim writes it). */
+static void report_text(char *out, size_t len)
+{
+    char path[] = "/tmp/rlshim-report-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    int saved = dup(2);
+    dup2(fd, 2);
+    rl_report_write();
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, out, len - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
+{
+    gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
+    rl_gate_report_enable();
+    rl_report_tls_unseen();
+    rl_report_tls_unseen();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "rule [user:tester]: request seen 0, allowed 0, "
+                          "denied 0, delayed 0") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "rule [user:tester]: 2 TLS connections: requests "
+                          "not counted (TLS the shim cannot see)") != NULL,
+              "%s", out);
+    struct budget *b = atomic_load(&rl_gate.cur);
+    cr_assert_not_null(b);
+    cr_expect_eq(rl_load_relaxed_u64(&b->slot.counters[RL_STORE_TLS_UNSEEN]),
+                 2);
+}
+
+Test(gate, says_nothing_of_tls_when_every_request_was_seen)
+{
+    gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
+    rl_gate_report_enable();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
+    cr_expect(strstr(out, "TLS") == NULL, "%s", out);
+}
+
+Test(gate, a_site_with_requests_puts_them_in_the_report)
+{
+    gate_with("[user:tester]\nconnect = 5/s\n"
+              "[site:every]\nper = destination\nrequest = 1/s\n");
+    rl_gate_report_enable();
+    char out[4096];
+    report_text(out, sizeof out);
+    cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
+}
+
+/* `rlshim stat` on requests the gate decided per destination: a row per
+ * destination's request budget, what is left in each. */
+Test(gate, stat_shows_each_destinations_request_budget)
+{
+    static const char text[] = "[rlshim]\non_deny = fail\n"
+                               "[site:every]\nper = destination\n"
+                               "request = 3/h\n";
+    gate_with(text);
+    char ini[128];
+    snprintf(ini, sizeof ini, "%s/cfg.ini", dir);
+    FILE *f = fopen(ini, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(443)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .sa = &a,
+                            .salen = sizeof a, .port = 443, .method = "GET",
+                            .target = "/", .units = 1};
+    uint64_t now = rl_clock_now_ns();
+    q.name = "a.example";
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+    q.name = "b.example";
+    cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+    char cmd[512], out[8192];
+    const char *b = getenv("RLSHIM_BUILD");
+    snprintf(cmd, sizeof cmd, "%s/rlshim stat -c %s 2>&1", b ? b : "build",
+             ini);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    char want[256];
+    snprintf(want, sizeof want, "%-10s %-14s %10s %10s %10s %12s %10s  dest %s",
+             "request", "token_bucket", "-", "-", "-", "-", "1", "a.example");
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+    snprintf(want, sizeof want, "%-10s %-14s %10s %10s %10s %12s %10s  dest %s",
+             "request", "token_bucket", "-", "-", "-", "-", "2", "b.example");
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+    /* The section's own row counts all three. */
+    snprintf(want, sizeof want, "%-10s %-14s %10u %10u", "request",
+             "token_bucket", 3, 0);
+    cr_expect(strstr(out, want) != NULL, "no '%s' in\n%s", want, out);
+}

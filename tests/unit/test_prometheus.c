@@ -25,7 +25,8 @@ static const char cfg_text[] = "[rlshim]\n"
                                "max_users = 16\n"
                                "[user:al\"ice]\n"
                                "connect = 2/h\n"
-                               "send = 10/h\n";
+                               "send = 10/h\n"
+                               "request = 3/h\n";
 
 static void setup(void)
 {
@@ -279,8 +280,10 @@ Test(prometheus, counters_in_the_text_format)
              lbl);
     check_exposition(out, want);
     snprintf(want, sizeof want, "rlshim_available{%s} 0", lbl);
-    /* 2 families' samples per limit (connect, send) + available each. */
-    cr_assert_eq(check_exposition(out, want), 2 * 3 + 2 + 2);
+    /* Per limit (connect, send, request): 3 verdicts, delayed seconds,
+     * available. */
+    cr_assert_eq(check_exposition(out, want), 3 * 3 + 3 + 3);
+    cr_expect_null(strstr(out, "tls_connections"), "none: none seen\n%s", out);
     promtool(out);
 }
 
@@ -330,5 +333,45 @@ Test(prometheus, all_segments_make_one_exposition)
     snprintf(want, sizeof want, "rlshim_delayed_seconds_total{%s} 3.000000000",
              lbl);
     check_exposition(out, want);
+    promtool(out);
+}
+
+/* Requests (SPEC §11): their counters like every kind's, and the TLS
+ * connections whose requests could not be counted, when there were any. */
+Test(prometheus, request_counters_and_tls_not_counted)
+{
+    spend(1);
+    const struct rl_rule *rule = &cfg->rules[0];
+    struct rl_budget_layout l;
+    struct rl_slot sl;
+    char label[RL_STORE_LABEL_MAX];
+    bool ovf;
+    rl_budget_layout(rule, &l);
+    uint64_t tag = rl_budget_label(rule, rl_budget_user(rule, "0"), label,
+                                   sizeof label);
+    cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
+                               rl_budget_overflow_tag(rule), &sl, &ovf),
+                 0);
+    rl_store_count(&sl, RL_KIND_REQUEST, RL_STAT_ALLOWED, 2);
+    rl_store_count(&sl, RL_KIND_REQUEST, RL_STAT_DENIED, 4);
+    for (int i = 0; i < 3; i++)
+        rl_store_count_tls_unseen(&sl);
+    char out[16384], args[256];
+    snprintf(args, sizeof args, "stat --prometheus -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    const char *lbl = "user=\"al\\\"ice\",rule=\"user:al\\\"ice\",limit=\"request\"";
+    char want[512];
+    snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"allow\"} 2",
+             lbl);
+    check_exposition(out, want);
+    snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"deny\"} 4",
+             lbl);
+    check_exposition(out, want);
+    snprintf(want, sizeof want,
+             "rlshim_tls_connections_not_counted_total{%s} 3", lbl);
+    check_exposition(out, want);
+    cr_expect_not_null(
+        strstr(out, "# TYPE rlshim_tls_connections_not_counted_total counter\n"),
+        "%s", out);
     promtool(out);
 }

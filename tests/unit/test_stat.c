@@ -31,7 +31,9 @@ static const char cfg_text[] = "[rlshim]\n"
                                "algorithm = sliding_window\n"
                                "connect = 2/h\n"
                                "[user:bulk]\n"
-                               "send_bytes = 64000/h\n";
+                               "send_bytes = 64000/h\n"
+                               "[user:crawler]\n"
+                               "request = 5/h\n";
 
 static void setup(void)
 {
@@ -502,4 +504,69 @@ Test(stat, reset_takes_back_leases_with_the_buckets)
     cr_expect_eq(rl_load_relaxed_u64(&rec[0]), 0, "the record is free");
     stat_json(out, sizeof out);
     expect_bulk(out, 0, 64000, rl_clock_now_ns());
+}
+
+/* ---- requests (SPEC §11) ----------------------------------------------- */
+
+/* The slot of a section's budget for uid "0" (as spend() claims it). */
+static struct rl_slot slot_of(const char *section)
+{
+    const struct rl_rule *rule = NULL;
+    struct rl_budget_layout l;
+    struct rl_slot sl;
+    char label[RL_STORE_LABEL_MAX];
+    bool ovf;
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (!strcmp(cfg->rules[i].section, section))
+            rule = &cfg->rules[i];
+    cr_assert_not_null(rule);
+    rl_budget_layout(rule, &l);
+    uint64_t tag =
+        rl_budget_label(rule, rl_budget_user(rule, "0"), label, sizeof label);
+    cr_assert_eq(rl_store_slot(store, tag, label, l.nwords,
+                               rl_budget_overflow_tag(rule), &sl, &ovf),
+                 0);
+    return sl;
+}
+
+Test(stat, shows_request_counters_and_tls_it_could_not_count)
+{
+    char out[8192], args[256];
+    open_store();
+    spend("user:crawler", RL_KIND_REQUEST, 6); /* 5/h: 5 allowed, 1 denied */
+    struct rl_slot sl = slot_of("user:crawler");
+    rl_store_count_tls_unseen(&sl);
+    rl_store_count_tls_unseen(&sl);
+    snprintf(args, sizeof args, "stat -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    char want[256];
+    snprintf(want, sizeof want, "%-16s %-18s %-10s %-14s %10u %10u %10u",
+             "crawler", "user:crawler", "request", "token_bucket", 5, 1, 0);
+    cr_expect_not_null(strstr(out, want), "no request row in:\n%s", out);
+    cr_expect_not_null(strstr(out, "TLS connections not counted: 2"), "%s",
+                       out);
+    stat_json(out, sizeof out);
+    cr_expect_not_null(strstr(out, "\"user\": \"crawler\", \"rule\": "
+                                   "\"user:crawler\", \"limit\": "
+                                   "\"request\", \"algorithm\": "
+                                   "\"token_bucket\", \"allowed\": 5, "
+                                   "\"denied\": 1"),
+                       "%s", out);
+    /* rlshim reset clears it with the counters. */
+    snprintf(args, sizeof args, "reset -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    snprintf(args, sizeof args, "stat -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_expect_null(strstr(out, "TLS connections not counted"), "%s", out);
+}
+
+Test(stat, says_nothing_of_tls_when_every_request_was_seen)
+{
+    char out[8192], args[256];
+    open_store();
+    spend("user:crawler", RL_KIND_REQUEST, 1);
+    snprintf(args, sizeof args, "stat -c %s", cfg_path);
+    cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "request"), "%s", out);
+    cr_expect_null(strstr(out, "TLS"), "%s", out);
 }

@@ -187,10 +187,14 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 256);
+    cr_assert_eq(sizeof(struct rl_seg_store), 216);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
-    cr_assert_eq(RL_STORE_COUNTERS, 12);
+    cr_assert_eq(RL_STORE_COUNTERS, 16, "4 kinds (request: SPEC §11) x 4 stats");
+    cr_assert_eq(offsetof(struct rl_seg_store, tls_unseen), 192);
+    cr_assert_eq(offsetof(struct rl_seg_store, paused_until), 200);
+    cr_assert_eq(offsetof(struct rl_seg_store, backoff), 208);
+    cr_assert_eq(offsetof(struct rl_seg_store, spare), 216);
     cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
     cr_assert_eq(RL_SEG_ALIGN, 4096);
     cr_assert_eq(RL_META_PENDING, 1ull << 39);
@@ -205,9 +209,10 @@ Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
-    cr_assert_eq(rl_seg_carve(1), 24, "label, counters, a word: 3 lines");
-    cr_assert_eq(rl_seg_carve(4), 24);
-    cr_assert_eq(rl_seg_carve(5), 32);
+    cr_assert_eq(rl_seg_carve(1), 40,
+                 "label, counters (2 lines), request words, a word: 5 lines");
+    cr_assert_eq(rl_seg_carve(8), 40);
+    cr_assert_eq(rl_seg_carve(9), 48);
 }
 
 /* ---- creation and slots ------------------------------------------------ */

@@ -361,3 +361,73 @@ Test(verify, property_agrees_with_brute_force_on_random_logs)
     cr_assert_gt(oks, 10);
     cr_assert_gt(fails, 10);
 }
+
+/* ---- requests (SPEC §11) ---------------------------------------------- */
+
+#include "util/declog.h"
+
+/* A log as the shim writes it for requests (rl_declog_format): per host,
+ * one request a second, the hosts 100 ms apart, and between them connect
+ * lines far faster (not requests: never counted against request=...). */
+static char *write_request_log(unsigned per_host)
+{
+    static char path[64];
+    strcpy(path, "/tmp/rlshim-vreq-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    static const char *const hosts[] = {"a.example", "b.example"};
+    for (unsigned i = 0; i < per_host; i++)
+        for (unsigned h = 0; h < 2; h++) {
+            uint64_t t = 5000000000ull + i * 1000 * MS + h * 100 * MS;
+            struct rl_declog_rec r = {
+                .mono_ns = t, .user = "crawler", .rule = "site:every-host",
+                .site = "every-host", .dest = hosts[h], .port = 443,
+                .call = "SSL_write", .limit = "request", .units = 1,
+                .verdict = RL_DECLOG_ALLOW, .method = "GET",
+                .target = "/page?x=\"1\"",
+            };
+            char line[RL_DECLOG_LINE_MAX];
+            fwrite(line, 1, rl_declog_format(line, sizeof line, &r, 0, 1, 1),
+                   f);
+            r.mono_ns = t + MS;
+            r.call = r.limit = "connect";
+            r.method = r.target = NULL;
+            fwrite(line, 1, rl_declog_format(line, sizeof line, &r, 0, 1, 1),
+                   f);
+        }
+    fclose(f);
+    return path;
+}
+
+Test(verify, checks_requests_per_destination)
+{
+    char *log = write_request_log(4);
+    char out[16384];
+    cr_assert_eq(verify(out, sizeof out, log, "request=1/s,burst=1",
+                        "--per", "destination"),
+                 0, "%s", out);
+    cr_assert(strstr(out, "ok: 8 request units") != NULL, "%s", out);
+    /* Both hosts together go twice as fast (the connect lines, faster
+     * still, are not requests: 8 lines). */
+    cr_assert_eq(verify(out, sizeof out, log, "request=1/s,burst=1", NULL,
+                        NULL),
+                 1, "%s", out);
+    cr_assert(strstr(out, "FAIL: 8 request units allowed in 8 lines") != NULL,
+              "%s", out);
+    /* The lines shown are the log's, method and target included. */
+    cr_assert(strstr(out, "\"target\":\"/page?x=\\\"1\\\"\"") != NULL, "%s",
+              out);
+    unlink(log);
+}
+
+Test(timeline, draws_requests_when_the_log_has_no_connect_limit)
+{
+    char *log = write_request_log(3);
+    char out[16384];
+    const char *a[] = {"timeline", log, "--limit", "request=1/s", NULL};
+    cr_assert_eq(rlshim(out, sizeof out, a), 0, "%s", out);
+    cr_assert(strstr(out, "a.example: 3 allowed, 0 delayed, 0 denied") != NULL,
+              "%s", out);
+    unlink(log);
+}

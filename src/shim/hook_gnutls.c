@@ -1,0 +1,90 @@
+/* hook_gnutls.c — GnuTLS's writes (SPEC §11): gnutls_record_send; the
+ * server name the program sets (gnutls_server_name_set, remembered for
+ * the session's first write); gnutls_deinit forgets the session. */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "shim/hooks.h"
+#include "shim/tlsreal.h"
+#include "shim/tlstab.h"
+#include "shim/tlswrite.h"
+
+/* The library's own types stay opaque: no GnuTLS header is needed. */
+typedef struct gnutls_session_int *gnutls_session_t;
+
+#define GNUTLS_E_AGAIN (-28)
+#define GNUTLS_E_INTERNAL_ERROR (-59)
+#define GNUTLS_NAME_DNS 1
+
+static int fd_of(const void *session)
+{
+    int (*get)(gnutls_session_t) =
+        rl_tls_real(RL_TLS_GNUTLS_TRANSPORT_GET_INT);
+    return get != NULL ? get((gnutls_session_t)session) : -1;
+}
+
+static void name_of(const void *session, const struct rl_tlsent *e,
+                    char *out)
+{
+    (void)session;
+    memcpy(out, e->name, sizeof e->name);
+}
+
+static const struct rl_tlsops ops = {fd_of, name_of};
+
+RL_EXPORT ssize_t gnutls_record_send(gnutls_session_t session,
+                                     const void *data, size_t size)
+{
+    ssize_t (*real)(gnutls_session_t, const void *, size_t) =
+        rl_tls_real(RL_TLS_GNUTLS_RECORD_SEND);
+    if (real == NULL)
+        return GNUTLS_E_INTERNAL_ERROR;
+    struct rl_tlswrite w;
+    int act = rl_tlswrite_begin(&w, session, data, data != NULL ? size : 0,
+                                "gnutls_record_send", &ops);
+    if (act == RL_TLSW_FAIL) {
+        /* SSL_get_error has no GnuTLS twin: the code says it. */
+        rl_tls_denied = NULL;
+        return GNUTLS_E_AGAIN;
+    }
+    rl_tls_depth++;
+    ssize_t r = real(session, data, size);
+    rl_tls_depth--;
+    if (act == RL_TLSW_GO)
+        rl_tlswrite_end(&w, r > 0 ? (long)r : -1);
+    return r;
+}
+
+RL_EXPORT int gnutls_server_name_set(gnutls_session_t session, int type,
+                                     const void *name, size_t name_length)
+{
+    int (*real)(gnutls_session_t, int, const void *, size_t) =
+        rl_tls_real(RL_TLS_GNUTLS_SERVER_NAME_SET);
+    if (real == NULL)
+        return GNUTLS_E_INTERNAL_ERROR;
+    int r = real(session, type, name, name_length);
+    /* Remembered only where requests are counted (the table allocates:
+     * never in a handler). */
+    if (r == 0 && type == GNUTLS_NAME_DNS && name != NULL &&
+        !rl_hook_in_handler() && !rl_shim_in_vfork_child() &&
+        rl_shim_ready() && rl_gate_counts_requests()) {
+        struct rl_tlsent *e = rl_tlstab_get(session, true);
+        if (e != NULL) {
+            size_t l = name_length < RL_NAME_MAX ? name_length : RL_NAME_MAX;
+            memcpy(e->name, name, l);
+            e->name[l] = '\0';
+        }
+    }
+    return r;
+}
+
+RL_EXPORT void gnutls_deinit(gnutls_session_t session)
+{
+    if (session != NULL && !rl_hook_in_handler() && !rl_shim_in_vfork_child())
+        rl_tlstab_drop(session);
+    void (*real)(gnutls_session_t) = rl_tls_real(RL_TLS_GNUTLS_DEINIT);
+    if (real != NULL)
+        real(session);
+}

@@ -1,0 +1,121 @@
+/* hook_openssl.c — OpenSSL's writes (SPEC §11): SSL_write, SSL_write_ex,
+ * and what a denied write makes of SSL_get_error; SSL_free forgets the
+ * session.
+ *
+ * The hooks are unversioned: they satisfy the program's versioned
+ * references (SSL_write@OPENSSL_3.0.0). SSL_sendfile is not hooked: its
+ * bytes go from a file to the kernel's TLS without passing the shim, so
+ * they are not counted (a body sent that way also leaves the scanner's
+ * framing behind: rare, kTLS only). */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "shim/hooks.h"
+#include "shim/tlsreal.h"
+#include "shim/tlstab.h"
+#include "shim/tlswrite.h"
+
+/* The library's own types stay opaque: no OpenSSL header is needed. */
+typedef struct ssl_st SSL;
+
+#define SSL_ERROR_WANT_WRITE 3
+#define SSL_ERROR_SYSCALL 5
+#define TLSEXT_NAMETYPE_host_name 0
+
+static int fd_of(const void *session)
+{
+    int (*get_fd)(const SSL *) = rl_tls_real(RL_TLS_SSL_GET_FD);
+    return get_fd != NULL ? get_fd(session) : -1;
+}
+
+static void name_of(const void *session, const struct rl_tlsent *e,
+                    char *out)
+{
+    (void)e;
+    const char *(*get)(const SSL *, int) =
+        rl_tls_real(RL_TLS_SSL_GET_SERVERNAME);
+    /* On a client: the name the program set (SSL_set_tlsext_host_name). */
+    const char *n = get != NULL ? get(session, TLSEXT_NAMETYPE_host_name)
+                                : NULL;
+    out[0] = '\0';
+    if (n != NULL) {
+        size_t l = strnlen(n, RL_NAME_MAX);
+        memcpy(out, n, l);
+        out[l] = '\0';
+    }
+}
+
+static const struct rl_tlsops ops = {fd_of, name_of};
+
+RL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
+{
+    int (*real)(SSL *, const void *, int) = rl_tls_real(RL_TLS_SSL_WRITE);
+    if (real == NULL) {
+        /* No libssl in the process behind this name: fail as it fails. */
+        errno = ENOSYS;
+        return -1;
+    }
+    struct rl_tlswrite w;
+    int act = rl_tlswrite_begin(&w, ssl, buf, num > 0 ? (size_t)num : 0,
+                                "SSL_write", &ops);
+    if (act == RL_TLSW_FAIL)
+        return -1;
+    rl_tls_depth++;
+    int r = real(ssl, buf, num);
+    rl_tls_depth--;
+    if (act == RL_TLSW_GO)
+        rl_tlswrite_end(&w, r > 0 ? r : -1);
+    return r;
+}
+
+RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
+                           size_t *written)
+{
+    int (*real)(SSL *, const void *, size_t, size_t *) =
+        rl_tls_real(RL_TLS_SSL_WRITE_EX);
+    if (real == NULL) {
+        if (written != NULL)
+            *written = 0;
+        errno = ENOSYS;
+        return 0;
+    }
+    struct rl_tlswrite w;
+    int act = rl_tlswrite_begin(&w, ssl, buf, num, "SSL_write_ex", &ops);
+    if (act == RL_TLSW_FAIL) {
+        if (written != NULL)
+            *written = 0;
+        return 0;
+    }
+    rl_tls_depth++;
+    int r = real(ssl, buf, num, written);
+    rl_tls_depth--;
+    if (act == RL_TLSW_GO)
+        rl_tlswrite_end(&w, r > 0 && written != NULL ? (long)*written : -1);
+    return r;
+}
+
+RL_EXPORT int SSL_get_error(const SSL *ssl, int ret)
+{
+    if (ret <= 0 && ssl != NULL && rl_tls_denied == ssl) {
+        /* Once: the denial is the answer to the call just made. */
+        rl_tls_denied = NULL;
+        return SSL_ERROR_WANT_WRITE;
+    }
+    int (*real)(const SSL *, int) = rl_tls_real(RL_TLS_SSL_GET_ERROR);
+    return real != NULL ? real(ssl, ret) : SSL_ERROR_SYSCALL;
+}
+
+RL_EXPORT void SSL_free(SSL *ssl)
+{
+    if (rl_tls_denied == ssl)
+        rl_tls_denied = NULL;
+    /* A handler's SSL_free leaves the entry (the table's lock may be
+     * held by the code it interrupted): a stale entry at worst. */
+    if (ssl != NULL && !rl_hook_in_handler() && !rl_shim_in_vfork_child())
+        rl_tlstab_drop(ssl);
+    void (*real)(SSL *) = rl_tls_real(RL_TLS_SSL_FREE);
+    if (real != NULL)
+        real(ssl);
+}

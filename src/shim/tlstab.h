@@ -1,0 +1,47 @@
+/* tlstab.h — the TLS sessions whose requests are counted (SPEC §11): an
+ * SSL* or gnutls_session_t → its struct rl_reqconn (policy/reqconn.h).
+ *
+ * An entry is made by the session's first counted write (or, GnuTLS, by
+ * the server name the program sets before it) and goes at SSL_free /
+ * gnutls_deinit. The lock is held only to look up, link and unlink; an
+ * entry is used outside it by the thread that writes on its session (the
+ * library itself forbids freeing a session another thread writes on).
+ *
+ * Fork: the child inherits the table with its sessions (their sockets
+ * and library state are the child's too), so a child that goes on
+ * writing on a session goes on counting it from where the parent was; a
+ * write the parent had in flight in another thread is not in the child.
+ * rl_tlstab_atfork_child re-makes the lock (another thread may have held
+ * it at the fork); links are made with one pointer store after the entry
+ * is complete, so the child never sees half an entry. */
+#ifndef RL_SHIM_TLSTAB_H
+#define RL_SHIM_TLSTAB_H
+
+#include <stdbool.h>
+
+#include "policy/names.h"
+
+struct rl_reqconn;
+
+struct rl_tlsent {
+    const void *key;
+    struct rl_tlsent *next;
+    struct rl_reqconn *c; /* NULL until the first counted write */
+    int fd;               /* the session's socket (-1: not known) */
+    char name[RL_NAME_MAX + 1]; /* GnuTLS: the server name set ("": none) */
+};
+
+/* The entry of `key`; made (zeroed, fd -1) when `make` and there is none.
+ * NULL when there is none (or no memory). Allocates: never from a signal
+ * handler. */
+struct rl_tlsent *rl_tlstab_get(const void *key, bool make);
+
+/* The session `key` is freed: its entry goes. Cheap when the table is
+ * empty. */
+void rl_tlstab_drop(const void *key);
+
+/* In the fork child (shim/init.c's handler, beside
+ * rl_conntab_atfork_child). */
+void rl_tlstab_atfork_child(void);
+
+#endif

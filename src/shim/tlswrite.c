@@ -1,0 +1,134 @@
+/* tlswrite.c — a counted TLS write, before and after the real call (see
+ * tlswrite.h). The decisions are policy/reqconn.c's; this file finds the
+ * session's connection, sleeps, and holds a non-blocking socket until its
+ * turn. */
+#include "shim/tlswrite.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "policy/gate.h"
+#include "policy/ready.h"
+#include "shim/conntab.h"
+#include "shim/epreg.h"
+#include "shim/hooks.h"
+#include "shim/real.h"
+#include "shim/shim.h"
+#include "shim/tlstab.h"
+#include "util/clock.h"
+
+__thread int rl_tls_depth __attribute__((tls_model("initial-exec")));
+__thread const void *rl_tls_denied __attribute__((tls_model("initial-exec")));
+
+/* The session's first counted write: its destination (the socket's peer,
+ * the server name the program gave the library), and the socket layer
+ * told that this fd's requests are the TLS layer's. */
+static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
+                                      const struct rl_tlsops *ops)
+{
+    struct rl_reqconn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    int fd = ops->fd_of(session);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    /* getpeername is not hooked: this is libc's. */
+    bool peer = fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0;
+    rl_reqconn_init(c, peer ? &ss : NULL, peer ? len : 0);
+    /* c->tls_owned stays false: on this connection it would mean "counted
+     * elsewhere" (rl_reqconn_counting); it is the fd's plaintext
+     * connection that is told, below. */
+    ops->name_of(session, e, c->sni);
+    e->fd = fd;
+    if (fd >= 0)
+        rl_conntab_tls_owned(fd);
+    e->c = c;
+    return c;
+}
+
+/* A socket that must not sleep. A session with no socket the shim knows
+ * (a memory BIO: the program moves the ciphertext itself) is taken as
+ * blocking: it waits its turn rather than hand an event loop a failure it
+ * does not expect for such a write. */
+static bool nonblocking(int fd)
+{
+    if (fd < 0)
+        return false;
+    int fl = REAL(fcntl)(fd, F_GETFL);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
+                      const void *buf, size_t n, const char *call,
+                      const struct rl_tlsops *ops)
+{
+    w->c = NULL;
+    if (rl_tls_denied == session)
+        rl_tls_denied = NULL;
+    /* A handler's write is not scanned (reqconn is not async-signal-safe);
+     * a vfork child's writes are in its parent's memory. */
+    if (n == 0 || rl_tls_depth > 0 || rl_hook_in_handler() ||
+        rl_shim_in_vfork_child())
+        return RL_TLSW_PASS;
+    if (!rl_shim_enter())
+        return RL_TLSW_PASS;
+    int saved = errno;
+    struct rl_tlsent *e = NULL;
+    struct rl_reqconn *c = NULL;
+    if (rl_gate_counts_requests() &&
+        (e = rl_tlstab_get(session, true)) != NULL)
+        c = e->c != NULL ? e->c : first_write(e, session, ops);
+    /* Another thread writing on the same session at once is not scanned
+     * (its bytes interleave with these anyway). */
+    if (c == NULL || !rl_reqconn_counting(c) ||
+        __atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
+        rl_shim_leave();
+        errno = saved;
+        return RL_TLSW_PASS;
+    }
+    bool nb = nonblocking(e->fd);
+    w->iov.iov_base = (void *)buf;
+    w->iov.iov_len = n;
+    const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb};
+    rl_reqconn_plan(c, &w->iov, 1, &q, &w->p);
+    if (!w->p.scanned) {
+        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        rl_shim_leave();
+        errno = saved;
+        return RL_TLSW_PASS;
+    }
+    if (w->p.act == RL_GATE_FAIL) {
+        /* Hidden from the program's poll until it could go. */
+        if (nb && w->p.wake != 0 && rl_ready_hold(e->fd, w->p.wake) >= 0)
+            rl_epreg_hold(e->fd);
+        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        rl_shim_leave();
+        rl_tls_denied = session;
+        errno = w->p.err;
+        return RL_TLSW_FAIL;
+    }
+    rl_shim_leave();
+    w->c = c;
+    if (!nb && w->p.wake > rl_clock_now_ns())
+        rl_shim_sleep_until(w->p.wake);
+    errno = saved;
+    return RL_TLSW_GO;
+}
+
+void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
+{
+    struct rl_reqconn *c = w->c;
+    if (c == NULL)
+        return;
+    w->c = NULL;
+    int saved = errno;
+    bool in = rl_shim_enter();
+    rl_reqconn_done(c, &w->iov, 1, sent, &w->p);
+    if (in)
+        rl_shim_leave();
+    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    errno = saved;
+}

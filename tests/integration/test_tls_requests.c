@@ -1,0 +1,286 @@
+/* Requests written through a TLS library (SPEC §11): OpenSSL's SSL_write
+ * and SSL_write_ex (a C client, curl, python's dlopen'ed `_ssl`), GnuTLS's
+ * gnutls_record_send (wget), each counted once in its plaintext and
+ * measured where they arrive: the HTTPS server timestamps each request
+ * head (servers/https_count.py). */
+#include "harness.h"
+
+static struct server srv;
+static struct run r;
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&srv, "https_count.py");
+}
+
+static void teardown(void)
+{
+    h_server_stop(&srv);
+    h_teardown();
+}
+
+TestSuite(tls_requests, .init = setup, .fini = teardown, .timeout = 40);
+
+/* 2 requests a second, a burst of 1: one every 0.5 s after the first. */
+static const char paced[] = "[rlshim]\non_deny = delay\n"
+                            "[default]\nrequest = 2/s\nrequest_burst = 1\n";
+
+/* The i-th request's arrival (server's monotonic seconds), its path and
+ * connection. */
+static double arrival(int i, char *path, size_t plen, int *conn)
+{
+    char line[512], p[256] = "";
+    double t = -1;
+    int c = -1;
+    h_server_line(&srv, "REQ ", i, line, sizeof line);
+    cr_assert_eq(sscanf(line, "REQ %lf %255s %d", &t, p, &c), 3,
+                 "request %d not logged: '%s'", i, line);
+    if (path != NULL)
+        snprintf(path, plen, "%s", p);
+    if (conn != NULL)
+        *conn = c;
+    return t;
+}
+
+/* The n requests arrived on one connection at least `gap` s apart. The
+ * limiter's period is 0.5 s exactly (the token bucket's own clock); 0.4 s
+ * leaves 100 ms for the server's thread to log a head late and the next
+ * one early. Unthrottled, the same client's requests arrive within a few
+ * ms of each other (each run's control below). */
+static void expect_paced(int n, double gap, const char *who)
+{
+    cr_assert_eq(h_server_wait(&srv, "REQ ", n, 5), n,
+                 "%s: %d requests reached the server, not %d", who,
+                 h_server_count(&srv, "REQ "), n);
+    int conn0;
+    double prev = arrival(0, NULL, 0, &conn0);
+    for (int i = 1; i < n; i++) {
+        int conn;
+        double t = arrival(i, NULL, 0, &conn);
+        cr_expect_eq(conn, conn0, "%s: request %d on another connection",
+                     who, i);
+        cr_expect_geq(t - prev, gap, "%s: requests %d and %d %.3f s apart",
+                      who, i - 1, i, t - prev);
+        prev = t;
+    }
+}
+
+/* The same client unthrottled: its n requests come faster than the
+ * limit would let them (else the paced test proves nothing). */
+static void expect_control_fast(char *const argv[], int n, const char *who)
+{
+    FILE *f = fopen(srv.log, "w"); /* the throttled run's lines are read */
+    cr_assert_not_null(f);
+    fclose(f);
+    struct run c;
+    h_run(&c, false, 20, argv);
+    cr_assert_eq(c.status, 0, "%s control: status %d", who, c.status);
+    cr_assert_eq(h_server_wait(&srv, "REQ ", n, 5), n);
+    double span = arrival(n - 1, NULL, 0, NULL) - arrival(0, NULL, 0, NULL);
+    cr_expect_lt(span, 0.25 * (n - 1), "%s control: %d requests in %.3f s",
+                 who, n, span);
+}
+
+static void c_client_paced(const char *how)
+{
+    h_config_write("%s", paced);
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "5", (char *)how, NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    expect_paced(5, 0.4, how);
+    expect_control_fast(argv, 5, how);
+}
+
+Test(tls_requests, ssl_write_requests_on_one_connection_are_paced)
+{
+    c_client_paced("write");
+}
+
+Test(tls_requests, ssl_write_ex_requests_on_one_connection_are_paced)
+{
+    c_client_paced("ex");
+}
+
+/* A non-blocking socket never sleeps in the shim: its write is denied
+ * (WANT_WRITE) and the socket is not reported writable until its turn,
+ * so the client's poll wakes once per denied request, not in a loop. */
+Test(tls_requests, a_non_blocking_ssl_write_waits_in_poll_for_its_turn)
+{
+    h_config_write("%s", paced);
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "4", "nb", NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "ok", -1), 4, "%s", r.out);
+    expect_paced(4, 0.4, "non-blocking");
+    /* 3 requests wait: one wake-up each, a few more for a poll that
+     * returned as the hold ended; a spinning retry makes thousands. */
+    long w = h_out_long(&r, "wakeups", -1);
+    cr_expect(w >= 0 && w <= 12, "%ld wake-ups for 3 waits", w);
+    expect_control_fast(argv, 4, "non-blocking");
+}
+
+/* Requests without a Host header are charged to the server name the
+ * program gave OpenSSL (SSL_get_servername): a site that covers that name
+ * paces them, and the same client with another name is not paced. */
+Test(tls_requests, requests_are_charged_to_the_server_name_set)
+{
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[site:a]\nto = site-a.test\n"
+                   "request = 2/s\nrequest_burst = 1\n");
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "3", "write", "site-a.test", "nohost", NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "ok", -1), 3, "%s", r.out);
+    expect_paced(3, 0.4, "site-a.test");
+    /* Another name, the same config: nothing covers it. */
+    FILE *f = fopen(srv.log, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    char *other[] = {argv[0], port, "3", "write", "other.test", "nohost",
+                     NULL};
+    h_run(&r, true, 20, other);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_server_wait(&srv, "REQ ", 3, 5), 3);
+    double span = arrival(2, NULL, 0, NULL) - arrival(0, NULL, 0, NULL);
+    cr_expect_lt(span, 0.5, "other.test: 3 requests in %.3f s", span);
+}
+
+/* Fail mode: the second request is beyond the burst. SSL_write says -1
+ * (SSL_write_ex 0), SSL_get_error says SSL_ERROR_WANT_WRITE (3), errno is
+ * EAGAIN, and nothing of that request reaches the server. */
+static void denied(const char *how, long ret)
+{
+    h_config_write("[default]\nrequest = 2/s\nrequest_burst = 1\n");
+    char helper[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, "3", (char *)how, NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail_at", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "ret", 99), ret, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "ssl_error", -1), 3, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "errno", -1), EAGAIN, "%s", r.out);
+    /* Time for a request that did get through to be logged. */
+    usleep(500000);
+    cr_expect_eq(h_server_count(&srv, "REQ "), 1,
+                 "%d requests reached the server", h_server_count(&srv, "REQ "));
+}
+
+Test(tls_requests, ssl_write_beyond_the_burst_fails_with_want_write)
+{
+    denied("write", -1);
+}
+
+Test(tls_requests, ssl_write_ex_beyond_the_burst_fails_with_want_write)
+{
+    denied("ex", 0);
+}
+
+/* Debian's python dlopens `_ssl` RTLD_LOCAL: its libssl is out of
+ * RTLD_NEXT's reach, found already loaded (RTLD_NOLOAD). */
+Test(tls_requests, python_requests_session_is_paced)
+{
+    if (access("/usr/bin/python3", X_OK) != 0 ||
+        system("/usr/bin/python3 -c 'import requests' 2>/dev/null") != 0)
+        h_skip("/usr/bin/python3 with requests is not installed "
+               "(apt-get install python3-requests)");
+    h_config_write("%s", paced);
+    char code[512];
+    snprintf(code, sizeof code,
+             "import requests, urllib3\n"
+             "urllib3.disable_warnings()\n"
+             "s = requests.Session()\n"
+             "for i in range(4):\n"
+             "    s.get('https://localhost:%d/p%%d' %% i, verify=False)\n"
+             "print('done=1')\n",
+             srv.port);
+    char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
+    h_run(&r, true, 25, argv);
+    cr_assert_eq(r.status, 0, "status %d", r.status);
+    cr_assert_eq(h_out_long(&r, "done", 0), 1);
+    expect_paced(4, 0.4, "python requests");
+    expect_control_fast(argv, 4, "python requests");
+}
+
+/* curl links libssl: URLs on one command line share one keep-alive
+ * connection, and each request after the first waits its turn. */
+Test(tls_requests, curl_two_urls_on_one_connection_are_paced)
+{
+    h_config_write("%s", paced);
+    char u[3][64];
+    for (int i = 0; i < 3; i++)
+        snprintf(u[i], sizeof u[i], "https://localhost:%d/c%d", srv.port, i);
+    char *argv[] = {"curl", "-sSk", "--http1.1", "-o", "/dev/null",
+                    "-o", "/dev/null", "-o", "/dev/null", u[0], u[1], u[2],
+                    NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "curl: status %d", r.status);
+    expect_paced(3, 0.4, "curl");
+    expect_control_fast(argv, 3, "curl");
+    /* curl's socket is non-blocking: its denied write is retried when
+     * poll says writable, so the socket is held until its turn; without
+     * that, curl spins for the 1 s it waits. */
+    struct run ctl;
+    h_run_control(&ctl, 20, argv);
+    cr_assert_eq(ctl.status, 0, "curl control: status %d", ctl.status);
+    h_expect_no_spin(&r, &ctl, 0.1, "curl");
+}
+
+/* wget links GnuTLS (gnutls_record_send, the name through
+ * gnutls_server_name_set). */
+Test(tls_requests, wget_gnutls_requests_on_one_connection_are_paced)
+{
+    h_config_write("%s", paced);
+    char u[3][64];
+    for (int i = 0; i < 3; i++)
+        snprintf(u[i], sizeof u[i], "https://localhost:%d/w%d", srv.port, i);
+    char *argv[] = {"wget", "-q", "--no-check-certificate", "-O",
+                    "/dev/null", u[0], u[1], u[2], NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "wget: status %d", r.status);
+    expect_paced(3, 0.4, "wget");
+    expect_control_fast(argv, 3, "wget");
+}
+
+/* A program that never loads libssl or libgnutls, calling the names
+ * anyway (they are in the global scope: the shim's): the calls fail as
+ * the libraries fail, nothing crashes, and no TLS library is loaded. */
+Test(tls_requests, a_program_without_tls_libraries_is_unaffected)
+{
+    h_config_write("%s", paced);
+    char *argv[] = {
+        "python3", "-c",
+        "import ctypes\n"
+        "g = ctypes.CDLL(None)\n"
+        "print('write=%d' % g.SSL_write(None, b'GET / HTTP/1.1\\r\\n\\r\\n', 18))\n"
+        "w = ctypes.c_size_t(7)\n"
+        "print('write_ex=%d' % g.SSL_write_ex(None, b'x', 1, ctypes.byref(w)))\n"
+        "print('written=%d' % w.value)\n"
+        "g.gnutls_record_send.restype = ctypes.c_ssize_t\n"
+        "print('gnutls=%d' % g.gnutls_record_send(None, b'x', 1))\n"
+        "g.SSL_free(None)\n"
+        "g.gnutls_deinit(None)\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print('loaded=%d' % ('libssl' in maps or 'libgnutls' in maps))\n",
+        NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "write", 0), -1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "write_ex", 1), 0, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "written", 1), 0, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "gnutls", 0), -59, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "loaded", 1), 0, "%s", r.out);
+}
