@@ -153,8 +153,11 @@ size_t rl_dests_peer_name(struct rl_peer *p, char *buf)
             memcpy(buf, p->name, (size_t)p->namelen + 1);
         return (size_t)p->namelen;
     }
-    inet_ntop(p->family == AF_INET ? AF_INET : AF_INET6, p->addr, buf,
-              RL_NAME_MAX + 1);
+    if (p->family != AF_INET && p->family != AF_INET6) {
+        memcpy(buf, "-", 2); /* a request to a destination not known */
+        return 1;
+    }
+    inet_ntop(p->family, p->addr, buf, RL_NAME_MAX + 1);
     return strlen(buf);
 }
 

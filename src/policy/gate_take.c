@@ -483,11 +483,12 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
  * known) under the request's own name and port (when it gave them). */
 static bool request_peer(const struct rl_gate_req *q, struct rl_peer *p)
 {
-    if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, p)) {
-        if (q->name == NULL)
-            return false;
+    if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, p))
+        /* Neither address nor name (a TLS library writing through a BIO
+         * of the program's, an HTTP/2 request whose name only its commit
+         * decodes): only sections without `to` cover it, under the
+         * destination "-". */
         memset(p, 0, sizeof *p);
-    }
     if (q->name != NULL && q->name[0] != '\0') {
         size_t l = strlen(q->name);
         if (l > RL_NAME_MAX)

@@ -198,3 +198,17 @@ Test(reqconn, a_head_that_starts_a_later_iovec_is_cut_at_its_own_offset)
     cr_assert_eq(p.requests, 1);
     cr_assert_eq(p.allow, strlen(a), "writev cut before the second head");
 }
+
+Test(reqconn, a_request_to_a_destination_not_known_is_charged_where_no_to_applies)
+{
+    /* A TLS library writing through the program's own BIO (no fd, no
+     * peer) and an HTTP/2 request whose name only its commit decodes: a
+     * section without `to` still covers it; one with `to` does not. */
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n"
+              "[site:a]\nto = a.test\nrequest = 1/min\n");
+    struct rl_gate_ticket t;
+    struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .units = 1};
+    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(t.ncharges, 1, "the user's rule, not the site");
+    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_FAIL, "its burst is 1");
+}
