@@ -14,6 +14,7 @@
 
 #include "gate_fixture.h"
 #include "util/clock.h"
+#include "util/declog_read.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -278,4 +279,95 @@ Test(pause, another_process_sees_a_destinations_pause)
     cr_assert_eq(ask("a.example", now), RL_GATE_FAIL);
     cr_expect_gt(t.retry_ns, 50 * S);
     cr_expect_eq(ask("b.example", now), RL_GATE_GO);
+}
+
+/* The decision log says why a pause held a request (SPEC §12), and says
+ * nothing on a request no pause held. */
+Test(pause, the_decision_log_says_retry_after_or_backoff)
+{
+    char log[128];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", fixture_dir);
+    setenv("RLSHIM_DECISION_LOG", log, 1);
+    fixture_gate("tester", "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                           "[user:tester]\nrequest = 1/s\n"
+                           "request_burst = 10\n");
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    answer("a.example", 429, true, 2 * S, T0);
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    answer("a.example", 200, false, 0, T0 + 3 * S);
+    answer("a.example", 503, false, 0, T0 + 3 * S);
+    cr_assert_eq(ask("a.example", T0 + 3 * S), RL_GATE_GO);
+    FILE *f = fopen(log, "r");
+    cr_assert_not_null(f);
+    char line[RL_DECLOG_LINE_MAX + 2];
+    const char *want[] = {"", "retry_after", "backoff"};
+    const uint64_t wait[] = {0, 2 * S, 1 * S};
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        struct rl_declog_entry e;
+        cr_assert_eq(rl_declog_parse(line, &e), 0, "%s", line);
+        cr_assert_lt(n, 3, "%s", line);
+        cr_expect_str_eq(e.reason, want[n], "%s", line);
+        cr_expect_eq(e.wait_ns, wait[n], "%s", line);
+        n++;
+    }
+    fclose(f);
+    cr_expect_eq(n, 3);
+}
+
+/* Run `rlshim stat -c` on `text` (written into the state dir) into out. */
+static void stat_of(const char *text, char *out, size_t len)
+{
+    char ini[128];
+    snprintf(ini, sizeof ini, "%s/cfg.ini", fixture_dir);
+    FILE *f = fopen(ini, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    char cmd[512];
+    const char *b = getenv("RLSHIM_BUILD");
+    snprintf(cmd, sizeof cmd, "%s/rlshim stat -c %s 2>&1", b ? b : "build",
+             ini);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+}
+
+/* `rlshim stat` says "paused until" for a destination while its pause
+ * lasts, and nothing for one that is not paused. */
+Test(pause, stat_shows_a_destinations_pause)
+{
+    static const char text[] = "[rlshim]\non_deny = fail\n"
+                               "[site:every]\nper = destination\n"
+                               "request = 3/h\n";
+    fixture_gate("tester", text);
+    uint64_t now = rl_clock_now_ns();
+    cr_assert_eq(ask("a.example", now), RL_GATE_GO);
+    cr_assert_eq(ask("b.example", now), RL_GATE_GO);
+    answer("a.example", 429, true, 120 * S, now);
+    char out[8192];
+    stat_of(text, out, sizeof out);
+    const char *a = strstr(out, "dest a.example paused until ");
+    cr_assert_not_null(a, "%s", out);
+    cr_expect(strstr(a, "s more, retry_after)") != NULL, "%s", out);
+    const char *b = strstr(out, "dest b.example");
+    cr_assert_not_null(b, "%s", out);
+    cr_expect(strncmp(b, "dest b.example\n", 15) == 0, "%s", out);
+}
+
+Test(pause, stat_shows_a_rules_pause)
+{
+    static const char text[] = "[rlshim]\non_deny = fail\n"
+                               "[user:tester]\nrequest = 1/min\n";
+    fixture_gate("tester", text);
+    char out[8192];
+    stat_of(text, out, sizeof out);
+    cr_expect_null(strstr(out, "paused"), "%s", out);
+    answer("a.example", 503, false, 0, rl_clock_now_ns());
+    stat_of(text, out, sizeof out);
+    cr_expect(strstr(out, "user:tester        paused until ") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "s more, backoff)") != NULL, "%s", out);
 }
