@@ -247,7 +247,9 @@ Test(pause, another_process_sees_the_pause)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         fixture_gate("tester", text);
-        answer("a.example", 429, true, 60 * S, rl_clock_now_ns());
+        /* The clock-reading form, as the receive hooks are to call it. */
+        struct rl_gate_req q = req("a.example");
+        rl_gate_request_outcome(&q, 429, true, 60 * S);
         _exit(0);
     }
     int st = 0;
@@ -370,4 +372,24 @@ Test(pause, stat_shows_a_rules_pause)
     cr_expect(strstr(out, "user:tester        paused until ") != NULL, "%s",
               out);
     cr_expect(strstr(out, "s more, backoff)") != NULL, "%s", out);
+}
+
+/* A full budget is re-used for a new name when the table is short of room
+ * (policy/dests.h), but a paused one carries what the server said: it
+ * keeps its name. 16 live entries, 200 other names once the buckets are
+ * full again: every other entry is re-used over and over. */
+Test(pause, a_paused_destination_keeps_its_budget_in_a_full_table)
+{
+    fixture_gate("tester", "[rlshim]\non_deny = fail\nmax_destinations = 16\n"
+                           "[site:every]\nper = destination\n"
+                           "request = 1/s\nrequest_burst = 1\n");
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    answer("a.example", 429, true, 600 * S, T0);
+    char name[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "n%d.example", i);
+        (void)ask(name, T0 + 10 * S + (uint64_t)i * 2 * S);
+    }
+    uint64_t now = T0 + 10 * S + 400 * S;
+    expect_paused("a.example", now, T0 + 600 * S - now, "retry_after");
 }
