@@ -21,6 +21,7 @@
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/dests.h"
+#include "policy/gate_pause.h"
 #include "policy/open.h"
 #include "state/store.h"
 #include "util/clock.h"
@@ -132,6 +133,29 @@ static void row(struct view *v, const char *user, const char *rule_name, int k,
     v->rows++;
 }
 
+/* A budget's pause (SPEC §12) while it lasts: "paused until
+ * 2026-12-02T12:58:03Z (2.0 s more, retry_after)" into buf, false when
+ * the word says no pause past now. The word is CLOCK_MONOTONIC of this
+ * boot: shown as the wall-clock time it ends at. */
+static bool pause_text(const struct view *v, uint64_t word, char *buf,
+                       size_t len, uint64_t *left)
+{
+    uint64_t end = rl_pause_end(word);
+    if (end <= v->now)
+        return false;
+    *left = end - v->now;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t at = ts.tv_sec + (time_t)((*left + (uint64_t)ts.tv_nsec) / 1000000000u);
+    struct tm tm;
+    char when[32] = "?";
+    if (gmtime_r(&at, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(buf, len, "paused until %s (%.1f s more, %s)", when,
+             (double)*left / 1e9, rl_pause_reason(word));
+    return true;
+}
+
 /* One row per limit of a per-destination budget: no counters of its own
  * (they are the section's, in the user's row), what is available now, and
  * the connections it holds open. */
@@ -146,6 +170,12 @@ static void dest_row(const struct rl_rule *rule, const char *label,
     const char *dest = bar ? bar + 1 : label;
     bool has_open = e->open != NULL;
     uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
+    char paused[96] = "";
+    uint64_t paused_left = 0;
+    bool has_pause =
+        e->pause != NULL && rule->nlimits[RL_KIND_REQUEST] > 0 &&
+        pause_text(v, rl_load_relaxed_u64(&e->pause[0]), paused,
+                   sizeof paused, &paused_left);
     if (v->prom && has_open)
         (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -190,18 +220,26 @@ static void dest_row(const struct rl_rule *rule, const char *label,
                 fprintf(f, "%llu", (unsigned long long)least);
             else
                 fputs("null", f);
+            if (has_pause && k == RL_KIND_REQUEST)
+                fprintf(f, ", \"paused_ns\": %llu, \"pause_reason\": \"%s\"",
+                        (unsigned long long)paused_left,
+                        rl_pause_reason(rl_load_relaxed_u64(&e->pause[0])));
             if (has_open && k == 0)
                 fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
                         (unsigned long long)open, rule->max_open);
             else
                 fputs("}", f);
         } else {
-            char av[32] = "-", op[48] = "";
+            char av[32] = "-", op[48 + sizeof paused] = "";
             if (least != UINT64_MAX)
                 snprintf(av, sizeof av, "%llu", (unsigned long long)least);
             if (has_open && k == 0)
                 snprintf(op, sizeof op, " open %llu/%u",
                          (unsigned long long)open, rule->max_open);
+            if (has_pause && k == RL_KIND_REQUEST) {
+                size_t ol = strlen(op);
+                snprintf(op + ol, sizeof op - ol, " %s", paused);
+            }
             fprintf(f,
                     "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "
                     "%s%s\n",
@@ -301,6 +339,12 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
                             "(requests over TLS the shim cannot see)\n",
                     user, section, (unsigned long long)info->tls_unseen);
     }
+    /* A request budget's pause (SPEC §12), while it lasts. */
+    char paused[96];
+    uint64_t left;
+    if (!v->prom && !v->json && dest == NULL &&
+        pause_text(v, info->paused_until, paused, sizeof paused, &left))
+        fprintf(v->out, "%-16s %-18s %s\n", user, section, paused);
     if (v->prom && rule && v->layout_ok && rule->max_open > 0 && !dest)
         rl_prom_budget_open(info->index, rule, user);
     return 0;

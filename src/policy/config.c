@@ -66,6 +66,7 @@ static const char *const scope_names[] = {"host", "fleet"};
 static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
 static const char *const per_names[] = {"user", "destination"};
+static const char *const retry_after_names[] = {"obey", "ignore"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
                                           "ENETUNREACH"};
 static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
@@ -84,6 +85,8 @@ static const struct words io_uring_words = {io_uring_names, NULL,
                                             NELEM(io_uring_names)};
 static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
 static const struct words per_words = {per_names, NULL, NELEM(per_names)};
+static const struct words retry_after_words = {retry_after_names, NULL,
+                                               NELEM(retry_after_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -155,6 +158,9 @@ const struct key rl_cfg_keys[] = {
     {"fleet_fallback", IN_RLSHIM, rl_cfg_p_word, CFG(fleet_fallback),
      .words = &fallback_words},
     {"scope", IN_RULE, rl_cfg_p_word, RULE(scope), .words = &scope_words},
+    {"retry_after", IN_RULE, rl_cfg_p_word, RULE(retry_after),
+     .words = &retry_after_words},
+    {"max_retry_after", IN_RULE, rl_cfg_p_duration, RULE(max_retry_after_ns)},
 };
 
 _Static_assert(NELEM(rl_cfg_keys) == RL_CFG_NKEYS,

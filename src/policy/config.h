@@ -66,6 +66,11 @@ enum rl_kind {
 enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
 enum rl_per { RL_PER_USER = 0, RL_PER_DESTINATION = 1 };
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
+/* retry_after (SPEC §12): does a 429/503 pause the request budget? Obey
+ * is 0: the default wherever a request limit is set. */
+enum rl_retry_after { RL_RETRY_AFTER_OBEY = 0, RL_RETRY_AFTER_IGNORE = 1 };
+/* max_retry_after's default: a longer pause asked by a server is cut. */
+#define RL_MAX_RETRY_AFTER_DEFAULT_NS (600ull * 1000000000ull)
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
 /* Fleet budgets (SPEC §8): what a process does while Redis is away, and
@@ -105,6 +110,8 @@ struct rl_rule {
     int per;       /* enum rl_per: destination = a budget per name */
     uint32_t max_open; /* connections open at once; 0 = not limited */
     int scope;     /* enum rl_scope; fleet only when cfg->fleet is set */
+    int retry_after;             /* enum rl_retry_after (SPEC §12) */
+    uint64_t max_retry_after_ns; /* the longest pause a 429/503 makes */
     unsigned line; /* where the section starts, for messages */
 };
 

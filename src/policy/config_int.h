@@ -71,7 +71,7 @@ struct key {
 
 /* The rows of the key table (config.c), a constant because each section
  * keeps the line of each key (struct sect). */
-#define RL_CFG_NKEYS 29u
+#define RL_CFG_NKEYS 31u
 extern const struct key rl_cfg_keys[]; /* RL_CFG_NKEYS rows */
 
 /* The parsers the table names (config_values.c). */

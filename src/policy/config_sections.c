@@ -107,6 +107,7 @@ static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
     }
     r->is_default = kind == SK_DEFAULT;
     r->algo = RL_ALGO_TOKEN_BUCKET;
+    r->max_retry_after_ns = RL_MAX_RETRY_AFTER_DEFAULT_NS;
     r->line = line;
     cfg->nrules++;
     return 0;

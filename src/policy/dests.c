@@ -50,6 +50,7 @@ static uint32_t stride;   /* words per entry: key, rule, state, open, label */
 static uint32_t label_at; /* where an entry's label ("USER|NAME", cut to
                              RL_DESTS_LABEL_WORDS words) starts */
 static uint32_t open_at;  /* where an entry's open area starts; 0: none */
+static uint32_t pause_at; /* where an entry's pause words start */
 static uint64_t cap;      /* entries, a power of two */
 static uint64_t max_live; /* max_destinations */
 static uint32_t table_words;
@@ -90,6 +91,8 @@ int rl_dests_setup(const struct rl_config *c)
     for (size_t i = 0; i < c->nrules; i++)
         rl_budget_layout(&c->rules[i], &layouts[i]);
     stride = 2 + w;
+    pause_at = stride;
+    stride += 2;
     if (open) {
         open_at = stride;
         stride += RL_OPEN_WORDS;
@@ -204,16 +207,23 @@ static void fill(struct rl_dest_entry *out, const struct rl_rule *rule,
     out->key = key;
     if (open_at != 0 && rule->max_open > 0 && key_word != NULL)
         out->open = (rl_atomic_u64 *)words - 2 + open_at;
+    if (key_word != NULL)
+        out->pause = (rl_atomic_u64 *)words - 2 + pause_at;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned j = 0; j < rule->nlimits[k]; j++)
             out->states[k][j] = words + l->offset[k][j];
 }
 
 /* Is the budget in `words` of section `rule` full (token buckets only)
- * and holding no open connection? */
+ * and holding no open connection nor a pause (a server's Retry-After, or a
+ * backoff that a success has not ended, is information too)? */
 static bool full(const struct rl_rule *rule, rl_word *words, uint64_t now)
 {
     const struct rl_budget_layout *l = &layouts[rule - cfg->rules];
+    rl_atomic_u64 *pause = (rl_atomic_u64 *)words - 2 + pause_at;
+    if (rl_load_acquire_u64(&pause[0]) > now ||
+        rl_load_relaxed_u64(&pause[1]) != 0)
+        return false;
     if (open_at != 0 &&
         rl_load_acquire_u64((rl_atomic_u64 *)words - 2 + open_at) != 0)
         return false;
@@ -352,6 +362,7 @@ static int overflow_budget(struct rl_store *st, const struct rl_rule *rule,
         o = no;
     }
     fill(out, rule, o->slot.words, NULL, 0);
+    out->pause = rl_store_pause_words(&o->slot);
     out->overflow = true;
     return 0;
 }

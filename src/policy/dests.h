@@ -12,6 +12,7 @@
  *     key   hash of (section, user, name); 0 = never used, 1 = busy
  *     rule  index of the section in the config, + 1
  *     state the section's limiter words (stride: the largest of them)
+ *     pause paused until (ns) and the backoff count (SPEC §12)
  *
  * A look-up of a known destination is lock-free: hash, then a short linear
  * probe comparing one word per entry. A new destination takes the insert
@@ -19,7 +20,7 @@
  * over) so that two processes never make two budgets for one name. An entry is
  * never emptied, only re-used: when no free entry is near, an entry whose
  * budget is full (token buckets only: a full bucket carries no
- * information) is re-used for the new name. When nothing can be re-used,
+ * information, unless it is paused) is re-used for the new name. When nothing can be re-used,
  * the call is charged to the section's overflow budget (one per section
  * and user, shared by every destination that found no room), and the
  * first process to see that says so once. A window's budget is never
@@ -48,6 +49,8 @@ struct rl_dest_entry {
     rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
     rl_atomic_u64 *open; /* the section's max_open area (policy/open.h),
                             NULL when it has none */
+    rl_atomic_u64 *pause; /* its request pause (SPEC §12): [0] paused
+                             until, ns; [1] 429/503 in a row */
     bool overflow;
 };
 

@@ -44,6 +44,8 @@ struct rl_gate_charge {
     rl_atomic_u64 *key_word;
     uint64_t key;
     rl_atomic_u64 *open_area; /* a per-destination entry's max_open area */
+    /* Its request pause (SPEC §12; policy/pause.h): NULL when none. */
+    rl_atomic_u64 *pause;
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
     bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
@@ -82,6 +84,9 @@ struct rl_gate_ticket {
     rl_atomic_u64 *open[RL_GATE_MAX_CHARGES];
     rl_atomic_u64 *open_full;
     uint32_t open_seq;
+    /* A request a pause held (SPEC §12): the reason the decision log
+     * gives, "retry_after" or "backoff"; NULL: none held it. */
+    const char *reason;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
@@ -182,6 +187,24 @@ struct rl_gate_req {
 int rl_gate_request(struct rl_gate_ticket *t, const struct rl_gate_req *q);
 int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
                        const struct rl_gate_req *q);
+
+/* What the server answered to a request decided by rl_gate_request (SPEC
+ * §12), as the receive side hands it over: q names the request as it did
+ * for the decision (the same budgets are found), `status` is the
+ * response's status code, and `has_retry_after` says whether it carried a
+ * well-formed Retry-After, whose wait is `retry_after_ns` from now
+ * (http/retry_after.h; saturated values welcome). A 429 or 503 pauses
+ * every request budget of q whose section obeys retry_after until
+ * now + min(Retry-After, max_retry_after) or, without the header, for one
+ * turn of the budget's slowest request limit, doubling with each 429/503
+ * in a row, capped alike. A pause only ever moves later. Any other final
+ * status (1xx is not one) ends the doubling. Budgets with
+ * `retry_after = ignore`, or without a request limit, are left alone. */
+void rl_gate_request_outcome(const struct rl_gate_req *q, int status,
+                             bool has_retry_after, uint64_t retry_after_ns);
+void rl_gate_request_outcome_at(const struct rl_gate_req *q, int status,
+                                bool has_retry_after, uint64_t retry_after_ns,
+                                uint64_t now);
 
 /* One call made from a signal handler, as the hook hands it over whole:
  * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least

@@ -102,6 +102,16 @@ struct rl_gate_ticket;
 void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now,
                          uint64_t calls, uint64_t bytes);
 
+/* The budgets a call to destination p is charged to, into t->charge[]
+ * (kind >= 0: only sections that limit that kind), and the destination a
+ * request names (false: none can be told). gate_take.c; the request's
+ * outcome (gate_pause.c) finds the same budgets as its decision did. */
+struct rl_peer;
+struct rl_gate_req;
+void rl_gate_charges_peer(struct rl_gate_ticket *t, struct budget *b,
+                          struct rl_peer *p, int kind);
+bool rl_gate_request_peer(const struct rl_gate_req *q, struct rl_peer *p);
+
 /* Give back to the host's lease of a fleet budget what a call it granted
  * did not use. */
 void rl_gate_fleet_lease_refund(uint64_t calls, uint64_t bytes);

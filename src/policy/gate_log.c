@@ -55,6 +55,7 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         .call = c->request ? "request" : c->name,
         .method = c->method,
         .target = c->target,
+        .reason = t->reason,
     };
     if (denied_kind >= 0) {
         r.limit = rl_kind_name(denied_kind);

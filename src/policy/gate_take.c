@@ -17,6 +17,7 @@
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
+#include "policy/gate_pause.h"
 #include "policy/lease.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
@@ -40,6 +41,7 @@ static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
     c->budget = b;
     c->rule = b->rule;
     memcpy(c->states, b->states, sizeof c->states);
+    c->pause = rl_store_pause_words(&b->slot);
     /* A site's fleet budget is the site's for this user. */
     if (b->rule != rl_gate.rule)
         c->fleet_owner = rl_gate.user;
@@ -80,6 +82,7 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
     c->key_word = e.key_word;
     c->key = e.key;
     c->open_area = e.open;
+    c->pause = e.pause;
     fleet_dest(t, c, owner, name, namelen);
     return true;
 }
@@ -89,8 +92,8 @@ static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
  * it is `per = destination`) and the first site that covers p (likewise).
  * `kind` >= 0: only sections that limit that kind (a request charges no
  * per-destination entry of a section without a request limit). */
-static void charges_peer(struct rl_gate_ticket *t, struct budget *b,
-                         struct rl_peer *p, int kind)
+void rl_gate_charges_peer(struct rl_gate_ticket *t, struct budget *b,
+                          struct rl_peer *p, int kind)
 {
     const struct rl_rule *rule = rl_gate.rule;
     /* The destination's name is looked up at most once for every `to`
@@ -152,7 +155,7 @@ static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
     }
     struct rl_peer p;
     if (rl_peer_from_addr(sa, salen, &p))
-        charges_peer(t, b, &p, -1);
+        rl_gate_charges_peer(t, b, &p, -1);
 }
 
 static struct budget *budget_of(const struct rl_gate_charge *c)
@@ -250,7 +253,8 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
  * the rule let 3 go at once. A give-back admits no more than if the take
  * had not happened (limit.h), so the loop never over-admits; a turn that
  * keeps moving (other callers take in between) is refused after a few
- * rounds.
+ * rounds. `from` is the earliest turn (ns after t->now): the end of a
+ * pause (SPEC §12), else 0.
  *
  * A fleet charge (decided in Redis, at Redis's time) cannot be given back
  * nor asked for a later turn. It is asked first, so that the local
@@ -259,9 +263,9 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
  * it is: refusing would lose the fleet's unit and turn the delay the
  * section asked for into a failure). */
 static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
-                 uint64_t min, uint64_t *granted)
+                 uint64_t min, uint64_t from, uint64_t *granted)
 {
-    uint64_t least = want, at = 0; /* the turn, from t->now */
+    uint64_t least = want, at = from; /* the turn, from t->now */
     uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
     unsigned order[RL_GATE_MAX_CHARGES], nc = 0, rounds = 0;
     *granted = want;
@@ -425,7 +429,7 @@ static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
     if (!rl_gate_open_take(t))
         return deny(t, RL_KIND_CONNECT, 1, &c);
     uint64_t g;
-    if (!take(t, RL_KIND_CONNECT, 1, 1, &g)) {
+    if (!take(t, RL_KIND_CONNECT, 1, 1, 0, &g)) {
         rl_gate_open_untake(t);
         return deny(t, RL_KIND_CONNECT, 1, &c);
     }
@@ -456,7 +460,7 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
             t->charge[i].budget->rule == t->charge[i].rule)
             rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
-    if (!take(t, RL_KIND_SEND, calls, calls_min, &gc))
+    if (!take(t, RL_KIND_SEND, calls, calls_min, 0, &gc))
         return deny(t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
@@ -467,7 +471,7 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
         if (least > bytes_min)
             bytes_min = least;
     }
-    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, &gb)) {
+    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, 0, &gb)) {
         untake_all(t, RL_KIND_SEND, gc);
         return deny(t, RL_KIND_SEND_BYTES, bytes, &c);
     }
@@ -481,7 +485,7 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
 
 /* The destination a request names: the connection's peer address (when
  * known) under the request's own name and port (when it gave them). */
-static bool request_peer(const struct rl_gate_req *q, struct rl_peer *p)
+bool rl_gate_request_peer(const struct rl_gate_req *q, struct rl_peer *p)
 {
     if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, p))
         /* Neither address nor name (a TLS library writing through a BIO
@@ -512,13 +516,33 @@ static int request_at(struct rl_gate_ticket *t, uint64_t now,
                                 : RL_GATE_GO;
     struct budget *b = rl_gate_budget();
     struct rl_peer p;
-    if (b == NULL || !request_peer(q, &p))
+    if (b == NULL || !rl_gate_request_peer(q, &p))
         return RL_GATE_GO;
-    charges_peer(t, b, &p, RL_KIND_REQUEST);
+    rl_gate_charges_peer(t, b, &p, RL_KIND_REQUEST);
     if (t->ncharges == 0)
         return RL_GATE_GO;
+    /* A paused budget (SPEC §12): its requests go at the end of the
+     * latest pause of their budgets, FIFO with each other after it, or
+     * not at all where that is past a section's max_delay (0 in fail
+     * mode). */
+    uint64_t from = 0;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        const char *why = NULL;
+        uint64_t left = rl_pause_left(&t->charge[i], now, &why);
+        if (left > from) {
+            from = left;
+            t->reason = why;
+        }
+    }
+    for (unsigned i = 0; from > 0 && i < t->ncharges; i++) {
+        if (from > max_wait(t->charge[i].rule)) {
+            t->denier = t->charge[i].rule;
+            t->retry_ns = from;
+            return deny(t, RL_KIND_REQUEST, q->units, &c);
+        }
+    }
     uint64_t g;
-    if (!take(t, RL_KIND_REQUEST, q->units, q->units, &g))
+    if (!take(t, RL_KIND_REQUEST, q->units, q->units, from, &g))
         return deny(t, RL_KIND_REQUEST, q->units, &c);
     granted(t, &c);
     return RL_GATE_GO;

@@ -45,7 +45,7 @@
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 4u
+#define RL_LAYOUT_VERSION 5u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -174,6 +174,9 @@ _Static_assert(offsetof(struct rl_seg_store, tls_unseen) ==
                    offsetof(struct rl_seg_store, counters) +
                        8 * RL_STORE_COUNTERS,
                "store.h reaches the request words after the counters");
+_Static_assert(offsetof(struct rl_seg_store, backoff) ==
+                   offsetof(struct rl_seg_store, paused_until) + 8,
+               "store.h's pause words: paused until, then the backoff");
 _Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
                "storage head size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");

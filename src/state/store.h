@@ -137,6 +137,15 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
  * rl_seg_store, shared or kept in the process alike). */
 #define RL_STORE_TLS_UNSEEN RL_STORE_COUNTERS
 #define RL_STORE_PAUSED_UNTIL (RL_STORE_COUNTERS + 1)
+#define RL_STORE_BACKOFF (RL_STORE_COUNTERS + 2)
+
+/* The request budget's pause (SPEC §12): two words, [0] paused until
+ * (CLOCK_MONOTONIC ns of this boot; 0: never paused) and [1] the count of
+ * 429/503 in a row (the backoff). policy/pause.h reads and moves them. */
+static inline rl_atomic_u64 *rl_store_pause_words(const struct rl_slot *sl)
+{
+    return &sl->counters[RL_STORE_PAUSED_UNTIL];
+}
 
 /* One more TLS connection whose requests the shim cannot see (SPEC §11):
  * relaxed, like the counters. */
@@ -171,6 +180,7 @@ struct rl_slot_info {
     char label[RL_STORE_LABEL_MAX];
     uint64_t counters[RL_STORE_COUNTERS];
     uint64_t tls_unseen; /* TLS connections whose requests were not seen */
+    uint64_t paused_until; /* the request budget's pause (ns; 0: none) */
     uint32_t nwords;
     bool overflow; /* one of the overflow slots */
 };

@@ -248,6 +248,10 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     puts_(&o, ",\"verdict\":");
     put_str(&o, verdict_name(r->verdict));
     putf(&o, ",\"wait_ns\":", r->wait_ns);
+    if (r->reason != NULL) {
+        puts_(&o, ",\"reason\":");
+        put_str(&o, r->reason);
+    }
     /* Last: what a program wrote can be long, and a cut keeps the fields
      * every reader needs. */
     if (r->method != NULL) {

@@ -42,6 +42,9 @@ struct rl_declog_rec {
      * RL_DECLOG_REQ_MAX bytes (bytes that are not UTF-8 become U+FFFD);
      * NULL: not written (other calls). */
     const char *method, *target;
+    /* Why a pause held the call (SPEC §12: "retry_after" or "backoff"),
+     * written as "reason" after wait_ns; NULL: not written. */
+    const char *reason;
 };
 
 /* A request's method and target are cut at this many bytes (SPEC §11). */

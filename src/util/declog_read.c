@@ -170,6 +170,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
             return str(c, e->method, sizeof e->method);
         if (strcmp(key, "target") == 0)
             return str(c, e->target, sizeof e->target);
+        if (strcmp(key, "reason") == 0)
+            return str(c, e->reason, sizeof e->reason);
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {

@@ -20,6 +20,8 @@ struct rl_declog_entry {
     /* call = request (SPEC §11): "" when the line has none. */
     char method[RL_DECLOG_REQ_MAX + 1];
     char target[RL_DECLOG_REQ_MAX + 1];
+    /* A pause held it (SPEC §12): "retry_after" or "backoff"; "" else. */
+    char reason[16];
 };
 
 /* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when

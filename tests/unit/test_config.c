@@ -957,3 +957,63 @@ Test(config, hashes_a_request_limit_and_nothing_else_changes)
     rl_config_free(c);
     rl_config_free(e);
 }
+
+/* ---- retry_after, max_retry_after (SPEC §12) ----------------------------*/
+
+Test(config, retry_after_obeys_for_ten_minutes_by_default)
+{
+    struct rl_config *cfg = load_ok("[user:u]\nrequest = 1/s\n"
+                                    "[site:s]\nrequest = 2/s\n");
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        cr_expect_eq(cfg->rules[i].retry_after, RL_RETRY_AFTER_OBEY);
+        cr_expect_eq(cfg->rules[i].max_retry_after_ns, 600ull * 1000000000ull,
+                     "[%s]", cfg->rules[i].section);
+    }
+    rl_config_free(cfg);
+}
+
+Test(config, retry_after_and_max_retry_after_in_rules_and_sites)
+{
+    struct rl_config *cfg =
+        load_ok("[default]\nrequest = 1/s\nretry_after = ignore\n"
+                "[site:s]\nrequest = 2/s\nretry_after = obey\n"
+                "max_retry_after = 90s\n");
+    cr_assert_eq(cfg->nrules, 2);
+    cr_expect_eq(cfg->rules[0].retry_after, RL_RETRY_AFTER_IGNORE);
+    cr_expect_eq(cfg->rules[0].max_retry_after_ns, 600ull * 1000000000ull);
+    cr_expect_eq(cfg->rules[1].retry_after, RL_RETRY_AFTER_OBEY);
+    cr_expect_eq(cfg->rules[1].max_retry_after_ns, 90ull * 1000000000ull);
+    rl_config_free(cfg);
+}
+
+Test(config, a_bad_retry_after_says_file_and_line)
+{
+    struct rl_diag d = load_bad("[default]\nrequest = 1/s\n"
+                                "retry_after = sometimes\n");
+    cr_expect_str_eq(d.msgs[0], "t.ini:3: bad value 'sometimes' for "
+                                "'retry_after' in [default] (use obey or "
+                                "ignore)");
+    rl_diag_free(&d);
+}
+
+Test(config, a_bad_max_retry_after_says_file_and_line)
+{
+    struct rl_diag d = load_bad("[site:s]\nrequest = 1/s\n"
+                                "max_retry_after = 10 fortnights\n");
+    cr_expect_str_eq(d.msgs[0], "t.ini:3: bad unit in '10 fortnights' for "
+                                "'max_retry_after' in [site:s] (use ns, us, "
+                                "ms, s, min or h)");
+    rl_diag_free(&d);
+    d = load_bad("[site:s]\nrequest = 1/s\nmax_retry_after = -5s\n");
+    cr_expect_str_eq(d.msgs[0], "t.ini:3: negative value '-5s' for "
+                                "'max_retry_after' in [site:s]");
+    rl_diag_free(&d);
+}
+
+Test(config, retry_after_is_no_key_of_rlshim)
+{
+    struct rl_diag d = load_bad("[rlshim]\nretry_after = obey\n");
+    cr_expect(strstr(d.msgs[0], "t.ini:2:") == d.msgs[0], "%s", d.msgs[0]);
+    cr_expect(strstr(d.msgs[0], "retry_after") != NULL, "%s", d.msgs[0]);
+    rl_diag_free(&d);
+}

@@ -421,3 +421,33 @@ Test(declog, the_longest_request_line_is_cut_and_still_parses)
     cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
     cr_expect_eq(e.verdict, RL_DECLOG_ALLOW);
 }
+
+/* SPEC §12: a request a pause held says why, after wait_ns (before the
+ * program's method and target, which may be cut); other lines say
+ * nothing of it. */
+Test(declog, a_request_a_pause_held_carries_its_reason)
+{
+    struct rl_declog_rec r = req;
+    r.verdict = RL_DECLOG_DELAY;
+    r.wait_ns = 2000000000ull;
+    r.reason = "retry_after";
+    char buf[RL_DECLOG_LINE_MAX];
+    size_t n = rl_declog_format(buf, sizeof buf, &r, 0, 7, 8);
+    buf[n] = '\0';
+    cr_expect(strstr(buf, "\"wait_ns\":2000000000,\"reason\":\"retry_after\","
+                          "\"method\":\"GET\"") != NULL,
+              "%s", buf);
+    struct rl_declog_entry e;
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_str_eq(e.reason, "retry_after");
+    r.reason = "backoff";
+    n = rl_declog_format(buf, sizeof buf, &r, 0, 7, 8);
+    buf[n] = '\0';
+    cr_assert_eq(rl_declog_parse(buf, &e), 0, "%s", buf);
+    cr_expect_str_eq(e.reason, "backoff");
+    n = rl_declog_format(buf, sizeof buf, &req, 0, 7, 8);
+    buf[n] = '\0';
+    cr_expect_null(strstr(buf, "reason"), "%s", buf);
+    cr_assert_eq(rl_declog_parse(buf, &e), 0);
+    cr_expect_str_eq(e.reason, "");
+}

@@ -1,0 +1,28 @@
+/* gate_pause.h — a request budget's pause (SPEC §12; gate_pause.c says
+ * what its two words hold), for the decision (gate_take.c) and for
+ * `rlshim stat`. The outcome that sets a pause is in gate.h. */
+#ifndef RL_POLICY_GATE_PAUSE_H
+#define RL_POLICY_GATE_PAUSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy/config.h"
+#include "policy/gate.h"
+
+/* Does section r listen to 429/503 (retry_after = obey, and a request
+ * limit to pause)? */
+bool rl_pause_obeyed(const struct rl_rule *r);
+
+/* The end of the pause a paused-until word holds (ns; 0: none). */
+uint64_t rl_pause_end(uint64_t word);
+
+/* ns from `now` until charge c's pause ends (0: not paused, or its section
+ * ignores pauses); when paused, *reason is "retry_after" or "backoff". */
+uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
+                       const char **reason);
+
+/* The reason a paused-until word gives ("retry_after" or "backoff"). */
+const char *rl_pause_reason(uint64_t word);
+
+#endif
