@@ -58,7 +58,9 @@ struct rl_lease_units {
 
 static inline void rl_lease_unpack(uint64_t w, struct rl_lease_units *u)
 {
-    u->left[0] = u->spent[0] = 0;
+    /* Only sends are leased: the other kinds' units are none. */
+    u->left[RL_KIND_CONNECT] = u->spent[RL_KIND_CONNECT] = 0;
+    u->left[RL_KIND_REQUEST] = u->spent[RL_KIND_REQUEST] = 0;
     u->left[RL_KIND_SEND] = (w >> RL_LEASE_CL_SHIFT) & RL_LEASE_C_MASK;
     u->spent[RL_KIND_SEND] = (w >> RL_LEASE_CS_SHIFT) & RL_LEASE_C_MASK;
     u->left[RL_KIND_SEND_BYTES] = (w >> RL_LEASE_BL_SHIFT) & RL_LEASE_B_MASK;
