@@ -247,6 +247,8 @@ bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) python3 tests/bench/names_overhead.py
 	@echo "== tests/bench/startup.sh"
 	@$(TEST_ENV) sh tests/bench/startup.sh
+	@echo "== tests/bench/requests_overhead.py"
+	@$(TEST_ENV) python3 tests/bench/requests_overhead.py
 
 asan:
 	$(MAKE) SANITIZER=address unit integration
