@@ -14,39 +14,26 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/reqconn.h"
+#include "gate_fixture.h"
 
-static char dir[64];
 static struct rl_reqconn conn;
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/rlshim-reqconn-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    setenv("RLSHIM_STATE_DIR", dir, 1);
-}
 
 static void teardown(void)
 {
-    char cmd[128];
     rl_reqconn_free(&conn);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    fixture_state_dir_remove();
+}
+
+static void setup(void)
+{
+    fixture_state_dir("reqconn");
 }
 
 TestSuite(reqconn, .init = setup, .fini = teardown);
 
 static void gate_with(const char *text)
 {
-    struct rl_config *cfg = NULL;
-    struct rl_diag diag = {0};
-    int r = rl_config_load_string(text, "test.ini", &cfg, &diag);
-    cr_assert_eq(r, 0, "config: %s", diag.n ? diag.msgs[0] : "?");
-    rl_diag_free(&diag);
-    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
-    snprintf(id.key, sizeof id.key, "tester");
-    char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    fixture_gate("tester", text);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     rl_reqconn_init(&conn, &a, sizeof a);
