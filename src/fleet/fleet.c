@@ -67,10 +67,8 @@ static struct {
     rl_atomic_u64 gen;       /* Redis answers seen: a new one ends an outage */
     struct budget_state own; /* the user's rule budget (F.label) */
     struct budget_state others[RL_FLEET_BUDGETS];
-} F = {
-    .conn = {.fd = -1},
-    .warned = ATOMIC_FLAG_INIT,
-};
+} F; /* all zero, in .bss: a process with no fleet pays no page for it
+       * at load (rl_fleet_init gives the connection its -1) */
 
 /* ---- the host's identity ------------------------------------------------*/
 
@@ -98,6 +96,7 @@ int rl_fleet_init(const struct rl_config *cfg, const char *label)
     if (rl_fleet_addr_parse(cfg->fleet, &F.addr) != NULL)
         return -EINVAL;
     F.cfg = cfg;
+    F.conn.fd = -1;
     snprintf(F.label, sizeof F.label, "%s", label);
     host_id(F.host, sizeof F.host);
     rl_store_relaxed_u64(&F.hosts, 1);
@@ -535,7 +534,8 @@ void rl_fleet_atfork_child(void)
      * is dropped without a look inside its reader. Nothing is sent: the
      * parent still holds the socket. */
     atomic_store_explicit(&F.lock, 0, memory_order_relaxed);
-    rl_fleet_conn_abandon(&F.conn);
+    if (F.on)
+        rl_fleet_conn_abandon(&F.conn);
     /* The child's connection will live above the floor: its fd table
      * grows now, while the child has one thread, not on its first
      * decision, when it may have several (fleet_conn.h). */

@@ -77,12 +77,10 @@ static sigaction_fn resolve(void)
     return f;
 }
 
-/* Resolved at load: a program that first installs a handler from inside
- * another handler must not call dlsym there. */
-__attribute__((constructor)) static void signal_init(void)
-{
-    (void)resolve();
-}
+/* Resolved at the first sigaction or signal, not at load (every process
+ * of a host pays what the constructor does, SPEC §13). A handler can only
+ * run once one was installed, and installing it came through here: a
+ * program installing a handler from inside a handler finds it resolved. */
 
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {

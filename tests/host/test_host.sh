@@ -130,30 +130,37 @@ else
 fi
 rm -f /dev/shm/rlshim-"$nobody_uid"-*
 
-# 5. Start-up, paid by every process of the host: a script of 1,000
-#    `true`s under the shim costs at most 1.10 times the same under a
-#    pass-through preload (same run, alternating, the median of 7 ratios).
-#    Root has no rule here: this is what a user without one pays.
+# 5. Start-up, paid by every process of the host: SPEC §13 allows 0.1 ms
+#    per process over an empty preload. Measured as the difference between
+#    a script of 500 `true`s under the shim and the same under a
+#    pass-through preload (same run, alternating, the median of 15 rounds:
+#    one round's figure swings by 100 us on a shared 2-core machine),
+#    per process. Root has no rule here: this is what a user without one
+#    pays. The ratio is printed beside it (it depends on how fast this
+#    machine starts a process; the SPEC's figure does not).
 cc -O2 -shared -fPIC -o "$tmp/lib/passthrough.so" "$here/../bench/control/passthrough.c" -ldl
-trues() { # trues LIB: ns for 1,000 trues with LIB as the host's preload
+trues() { # trues LIB: ns for 500 trues with LIB as the host's preload
     echo "$1" > /etc/ld.so.preload
     t0=$(date +%s%N)
-    sh -c 'i=0; while [ $i -lt 1000 ]; do /usr/bin/true; i=$((i + 1)); done'
+    sh -c 'i=0; while [ $i -lt 500 ]; do /usr/bin/true; i=$((i + 1)); done'
     t1=$(date +%s%N)
     echo $((t1 - t0))
 }
+added=""
 ratios=""
-for round in 1 2 3 4 5 6 7; do
+for round in $(seq 15); do
     a=$(trues "$lib")
     b=$(trues "$tmp/lib/passthrough.so")
+    added="$added $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", (a - b) / 500 / 1000}')"
     ratios="$ratios $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", a / b}')"
 done
 echo "$lib" > /etc/ld.so.preload
-median=$(printf '%s\n' $ratios | sort -n | sed -n 4p)
-if awk -v m="$median" 'BEGIN {exit !(m <= 1.10)}'; then
-    ok "1,000 trues under the host preload: $median of a pass-through preload (ratios:$ratios)"
+median=$(printf '%s\n' $added | sort -g | sed -n 8p)
+ratio=$(printf '%s\n' $ratios | sort -g | sed -n 8p)
+if awk -v m="$median" 'BEGIN {exit !(m <= 100)}'; then
+    ok "500 trues under the host preload: $median us added per process (at most 100), $ratio of a pass-through preload (us added:$added)"
 else
-    bad "1,000 trues under the host preload: $median of a pass-through preload, over 1.10 (ratios:$ratios)"
+    bad "500 trues under the host preload: $median us added per process, over 100 (us added:$added; ratios:$ratios)"
 fi
 
 # 6. A missing library: ld.so warns and runs the program (the recovery
