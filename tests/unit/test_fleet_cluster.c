@@ -331,3 +331,17 @@ Test(fleet_cluster, the_node_table_reuses_an_address_and_fills_up)
     rl_fleet_map_clear(&map);
     cr_expect_eq(rl_fleet_map_node(&map, 5), -1);
 }
+
+/* After the failover CLUSTER SHARDS lists the dead master in a shard of
+ * its own, with no slots and health "fail": nothing maps to it, and its
+ * slots map to the replica promoted in its place. */
+Test(fleet_cluster, cluster_shards_after_a_failover_maps_to_the_new_master)
+{
+    struct seen s;
+    walk("cluster_shards_failover.resp", true, &s);
+    cr_expect_eq(s.n, 3, "%d ranges", s.n);
+    int p0 = master_port(&map, 0);
+    cr_expect_neq(p0, 60577, "slot 0 still on the dead master");
+    cr_expect_eq(p0, 45495);
+    cr_expect_eq(map.n, 3, "the dead master is no node of the map");
+}
