@@ -311,6 +311,12 @@ static void read_until(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *mine,
                 return;
             }
         struct rl_fleet_pipe_slot *s = slot_of(p, got);
+        if (s->skip > 0) {
+            /* A reply before the ticket's own (ASKING's +OK). */
+            s->skip--;
+            freeReplyObject(rep);
+            continue;
+        }
         to_result(rep, s->raw, &s->res);
         if (hand_over(p, s) != 0) {
             rl_fleet_pipe_break(p, "a reply no command asked for");
@@ -410,7 +416,7 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
 /* ---- commands -----------------------------------------------------------*/
 
 int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
-                       void *ctx, bool raw, uint64_t deadline,
+                       void *ctx, unsigned skip, bool raw, uint64_t deadline,
                        uint64_t *ticket)
 {
     if (!lock_until(&p->send_lock, deadline))
@@ -447,6 +453,7 @@ int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
         goto out;
     }
     s->raw = raw;
+    s->skip = skip;
     s->res.raw = NULL;
     atomic_store_explicit(&p->order[k % RL_FLEET_PIPE_RING], (uint8_t)i,
                           memory_order_relaxed);

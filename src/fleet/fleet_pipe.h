@@ -73,7 +73,7 @@ struct rl_fleet_late {
 typedef void (*rl_fleet_late_fn)(const struct rl_fleet_result *r,
                                  const struct rl_fleet_late *late);
 
-/* Builds one command in c->out (fleet_conn.h's rl_fleet_cmd_*), under
+/* Builds the command(s) in c->out (fleet_conn.h's rl_fleet_cmd_*), under
  * the send side; `sha` are the connection's scripts' SHA1s. */
 typedef void (*rl_fleet_build_fn)(struct rl_fleet_conn *c,
                                   const char (*sha)[41], void *ctx);
@@ -81,6 +81,7 @@ typedef void (*rl_fleet_build_fn)(struct rl_fleet_conn *c,
 struct rl_fleet_pipe_slot {
     _Atomic uint32_t st; /* see fleet_pipe.c */
     bool raw;
+    unsigned skip; /* replies before the one that is the ticket's */
     struct rl_fleet_result res;
     struct rl_fleet_late late;
 };
@@ -117,12 +118,14 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
 /* Stop using p; the last thread to leave a broken pipe closes it. */
 void rl_fleet_pipe_leave(struct rl_fleet_pipe *p);
 
-/* Send the command `build` makes (raw: its reply kept whole in the
- * result). 0 and *ticket (the slot its reply will be in), -EBUSY
+/* Send what `build` makes: `skip` + 1 commands written together (so that
+ * nothing of another thread's comes between them: `ASKING` and the
+ * command it is for), whose last reply is the ticket's and the others'
+ * are dropped; raw: that reply kept whole in the result. 0 and *ticket (the slot its reply will be in), -EBUSY
  * (RL_FLEET_PIPE_RING commands owed, no free slot, or the send side held
  * past `deadline`), -E2BIG, or -errno (the pipe broke). */
 int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
-                       void *ctx, bool raw, uint64_t deadline,
+                       void *ctx, unsigned skip, bool raw, uint64_t deadline,
                        uint64_t *ticket);
 
 /* Wait until `deadline` for ticket's reply: 0 and *out (out->err says

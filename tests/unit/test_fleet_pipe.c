@@ -143,7 +143,7 @@ static int echo(uint64_t a, uint64_t b, uint64_t wait_ns, int64_t v[2])
         return r;
     struct echo e = {a, b};
     uint64_t k;
-    r = rl_fleet_pipe_send(&pipe_, build_echo, &e, false, deadline, &k);
+    r = rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline, &k);
     if (r == 0) {
         struct rl_fleet_result res;
         r = rl_fleet_pipe_wait(&pipe_, k, deadline, &res);
@@ -329,7 +329,7 @@ Test(fleet_pipe, a_reply_read_while_its_owner_decides_is_settled_by_it)
     cr_assert_eq(rl_fleet_pipe_enter(&pipe_, NULL, 500 * MS, deadline), 0);
     struct echo e = {7, 1};
     uint64_t k;
-    cr_assert_eq(rl_fleet_pipe_send(&pipe_, build_echo, &e, false, deadline,
+    cr_assert_eq(rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline,
                                     &k),
                  0);
     struct rl_fleet_result res;

@@ -1,0 +1,367 @@
+/* fleet_route.c — a budget's node, and one call there (see
+ * fleet_route.h).
+ *
+ * Shared data: `cluster` and `stale` are flags any thread sets (relaxed:
+ * a stale read costs one more MOVED or one more look-up); the map is
+ * fleet_cluster.h's (lock-free); a node's pipe pointer is published once
+ * (CAS from NULL, release; read with acquire) and never freed before the
+ * process ends; `down`/`next_try` are relaxed (a stale read costs one try
+ * more or less). */
+#include "fleet/fleet_route.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/clock.h"
+#include "util/sys.h"
+
+void rl_fleet_route_init(struct rl_fleet_route *r,
+                         const struct rl_fleet_addr *seed,
+                         const char *password_file, uint64_t open_ns,
+                         rl_fleet_late_fn late)
+{
+    r->password_file = password_file;
+    r->late = late;
+    r->open_ns = open_ns;
+    atomic_store_explicit(&r->cluster, false, memory_order_relaxed);
+    atomic_store_explicit(&r->stale, false, memory_order_relaxed);
+    /* Node 0 is the seed, whatever the table held. */
+    atomic_store_explicit(&r->map.n, 0, memory_order_relaxed);
+    (void)rl_fleet_map_find(&r->map, seed);
+    r->map.nodes[0].db = seed->db;
+}
+
+/* The slot of every key of the budget `label`: its hosts key's. */
+static unsigned label_slot(const char *label)
+{
+    char key[1024]; /* labels are a few hundred bytes at most */
+    int n = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
+    if (n < 0 || (size_t)n >= sizeof key)
+        n = (int)sizeof key - 1;
+    return rl_fleet_key_slot(key, (size_t)n);
+}
+
+int rl_fleet_route_node(struct rl_fleet_route *r, const char *label)
+{
+    if (!atomic_load_explicit(&r->cluster, memory_order_relaxed))
+        return 0;
+    int i = rl_fleet_map_node(&r->map, label_slot(label));
+    return i >= 0 ? i : 0;
+}
+
+/* Node i's pipe, made on first use. */
+static struct rl_fleet_pipe *pipe_of(struct rl_fleet_route *r, int i)
+{
+    struct rl_fleet_node *n = &r->node[i];
+    /* Acquire pairs with the release CAS below: the pipe is set up. */
+    struct rl_fleet_pipe *p = atomic_load_explicit(&n->pipe,
+                                                   memory_order_acquire);
+    if (p != NULL)
+        return p;
+    struct rl_fleet_pipe *fresh = calloc(1, sizeof *fresh);
+    if (fresh == NULL)
+        return NULL;
+    rl_fleet_pipe_init(fresh, &r->map.nodes[i], r->late);
+    if (atomic_compare_exchange_strong_explicit(&n->pipe, &p, fresh,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return fresh;
+    free(fresh); /* another thread's won */
+    return p;
+}
+
+/* ---- pacing -------------------------------------------------------------*/
+
+bool rl_fleet_route_may_try(struct rl_fleet_route *r, int i, uint64_t now,
+                            uint64_t retry_ns)
+{
+    struct rl_fleet_node *n = &r->node[i];
+    if (!atomic_load_explicit(&n->down, memory_order_relaxed))
+        return true;
+    uint64_t next = rl_load_relaxed_u64(&n->next_try);
+    return now >= next &&
+           atomic_compare_exchange_strong_explicit(&n->next_try, &next,
+                                                   now + retry_ns,
+                                                   memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
+bool rl_fleet_route_failed(struct rl_fleet_route *r, int i, uint64_t now,
+                           uint64_t retry_ns)
+{
+    struct rl_fleet_node *n = &r->node[i];
+    rl_store_relaxed_u64(&n->next_try, now + retry_ns);
+    /* A cluster's node that fails may have lost its slots to a replica:
+     * the map is asked again before the next try. */
+    if (atomic_load_explicit(&r->cluster, memory_order_relaxed))
+        atomic_store_explicit(&r->stale, true, memory_order_relaxed);
+    return !atomic_exchange_explicit(&n->down, true, memory_order_relaxed);
+}
+
+bool rl_fleet_route_answered(struct rl_fleet_route *r, int i)
+{
+    struct rl_fleet_node *n = &r->node[i];
+    if (!atomic_load_explicit(&n->down, memory_order_relaxed))
+        return false;
+    return atomic_exchange_explicit(&n->down, false, memory_order_relaxed);
+}
+
+void rl_fleet_route_try_now(struct rl_fleet_route *r)
+{
+    for (unsigned i = 0; i < RL_FLEET_NODES; i++)
+        rl_store_relaxed_u64(&r->node[i].next_try, 0);
+}
+
+bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
+{
+    return !atomic_load_explicit(&r->node[i].down, memory_order_relaxed);
+}
+
+/* ---- one command on one node --------------------------------------------*/
+
+/* Send and wait on node i; 0 and *out (pipe left), -ETIMEDOUT with the
+ * pipe still entered (*ticket owed), or -errno (pipe left). */
+static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
+                   void *ctx, unsigned skip, bool raw, uint64_t deadline,
+                   uint64_t *ticket, struct rl_fleet_result *out, char *why,
+                   size_t whylen)
+{
+    struct rl_fleet_pipe *p = pipe_of(r, i);
+    if (p == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
+    int e = rl_fleet_pipe_enter(p, r->password_file, r->open_ns, deadline);
+    if (e < 0) {
+        snprintf(why, whylen, "%s", e == -ETIMEDOUT ? strerror(-e) : p->why);
+        return e;
+    }
+    /* A connection opened now had its own bound: the call gets its own
+     * wait after it (SPEC §8: no *reply* within 50 ms). */
+    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, ticket);
+    if (e == 0) {
+        e = rl_fleet_pipe_wait(p, *ticket, deadline, out);
+        if (e == -ETIMEDOUT)
+            return e; /* still entered: rl_fleet_route_abandon leaves */
+        if (out->err != 0) {
+            e = out->err;
+            snprintf(why, whylen, "%s", p->why);
+        }
+    } else {
+        snprintf(why, whylen, "%s",
+                 e == -EBUSY ? "too many calls owed" : strerror(-e));
+    }
+    rl_fleet_pipe_leave(p);
+    return e;
+}
+
+/* ASKING, then the caller's command, in one write. */
+struct asking {
+    rl_fleet_build_fn build;
+    void *ctx;
+};
+
+static void build_asking(struct rl_fleet_conn *c, const char (*sha)[41],
+                         void *ctx)
+{
+    const struct asking *a = ctx;
+    rl_fleet_cmd_start(c, 1);
+    rl_fleet_cmd_str(c, "ASKING");
+    a->build(c, sha, a->ctx);
+}
+
+/* The caller's command with sha NULL: EVAL of the text (after NOSCRIPT). */
+struct as_eval {
+    rl_fleet_build_fn build;
+    void *ctx;
+};
+
+static void build_as_eval(struct rl_fleet_conn *c, const char (*sha)[41],
+                          void *ctx)
+{
+    (void)sha;
+    const struct as_eval *a = ctx;
+    a->build(c, NULL, a->ctx);
+}
+
+static void build_slots(struct rl_fleet_conn *c, const char (*sha)[41],
+                        void *ctx)
+{
+    (void)sha;
+    (void)ctx;
+    rl_fleet_cmd_start(c, 2);
+    rl_fleet_cmd_str(c, "CLUSTER");
+    rl_fleet_cmd_str(c, "SLOTS");
+}
+
+static int learn_range(void *ctx, unsigned first, unsigned last,
+                       const struct rl_fleet_addr *master)
+{
+    struct rl_fleet_route *r = ctx;
+    int i = rl_fleet_map_find(&r->map, master);
+    for (int k = 0; i == -EAGAIN && k < 1000; k++)
+        i = rl_fleet_map_find(&r->map, master);
+    if (i >= 0)
+        rl_fleet_map_set(&r->map, first, last, i);
+    return 0;
+}
+
+/* Ask CLUSTER SLOTS of a node that is up (the seed first). */
+static void refresh_map(struct rl_fleet_route *r, uint64_t deadline)
+{
+    if (!atomic_exchange_explicit(&r->stale, false, memory_order_relaxed))
+        return;
+    unsigned n = atomic_load_explicit(&r->map.n, memory_order_acquire);
+    char why[RL_FLEET_WHY_MAX];
+    for (unsigned i = 0; i < n; i++) {
+        if (!rl_fleet_route_up(r, (int)i) && i != 0)
+            continue;
+        struct rl_fleet_result res;
+        uint64_t ticket;
+        int e = on_node(r, (int)i, build_slots, NULL, 0, true, deadline,
+                        &ticket, &res, why, sizeof why);
+        if (e == -ETIMEDOUT) {
+            struct rl_fleet_call call = {(int)i, ticket};
+            struct rl_fleet_late none = {{0}};
+            rl_fleet_route_abandon(r, &call, &none);
+            break;
+        }
+        if (e < 0)
+            continue;
+        if (res.raw != NULL) {
+            int rc = rl_fleet_cluster_slots(res.raw, &r->map.nodes[i],
+                                            learn_range, r);
+            freeReplyObject(res.raw);
+            if (rc == 0)
+                return;
+        }
+    }
+    /* Nobody answered: ask again next time. */
+    atomic_store_explicit(&r->stale, true, memory_order_relaxed);
+}
+
+/* Is this error one that passes (a failover, a migration, a restart)? */
+static bool passing(const char *text)
+{
+    return strncmp(text, "TRYAGAIN", 8) == 0 ||
+           strncmp(text, "CLUSTERDOWN", 11) == 0 ||
+           strncmp(text, "LOADING", 7) == 0 ||
+           strncmp(text, "MASTERDOWN", 10) == 0;
+}
+
+static void pause_ms(uint64_t ms, uint64_t deadline)
+{
+    uint64_t now = rl_clock_now_ns();
+    uint64_t until = now + ms * 1000000u;
+    if (until > deadline)
+        until = deadline;
+    if (until <= now)
+        return;
+    struct timespec ts = {0, (long)(until - now)};
+    uint32_t never = 1;
+    /* A timed sleep through the seam: a wait on a word no one wakes. */
+    rl_sys.futex(&never, FUTEX_WAIT_PRIVATE, 1, &ts);
+}
+
+int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
+                        rl_fleet_build_fn build, void *ctx, uint64_t deadline,
+                        int *node, struct rl_fleet_call *call,
+                        struct rl_fleet_result *out, char *why,
+                        size_t whylen)
+{
+    bool cluster = atomic_load_explicit(&r->cluster, memory_order_relaxed);
+    if (cluster)
+        refresh_map(r, deadline);
+    int i = rl_fleet_route_node(r, label);
+    bool ask = false, eval = false;
+    for (int hop = 0; hop < 6; hop++) {
+        struct asking a = {build, ctx};
+        struct as_eval ev = {build, ctx};
+        if (eval) {
+            a.build = build_as_eval;
+            a.ctx = &ev;
+        }
+        *node = i;
+        uint64_t ticket;
+        int e = ask ? on_node(r, i, build_asking, &a, 1, false, deadline,
+                              &ticket, out, why, whylen)
+                    : on_node(r, i, a.build, a.ctx, 0, false, deadline,
+                              &ticket, out, why, whylen);
+        if (e == -ETIMEDOUT) {
+            call->node = i;
+            call->ticket = ticket;
+            return e;
+        }
+        if (e < 0)
+            return e;
+        ask = false;
+        if (out->type != RL_FLEET_REPLY_ERROR)
+            return 0;
+        struct rl_fleet_redirect rd;
+        int k = rl_fleet_redirect_parse(out->text, strlen(out->text),
+                                        &r->map.nodes[i], &rd);
+        if (k == RL_FLEET_MOVED || k == RL_FLEET_ASK) {
+            int j = rl_fleet_map_find(&r->map, &rd.to);
+            for (int n = 0; j == -EAGAIN && n < 1000; n++)
+                j = rl_fleet_map_find(&r->map, &rd.to);
+            if (j < 0) {
+                snprintf(why, whylen, "cluster: %s (%s)", out->text,
+                         j == -ENOSPC ? "too many nodes" : "cannot follow");
+                return j == -ENOSPC ? -ENOSPC : -EPROTO;
+            }
+            if (k == RL_FLEET_MOVED) {
+                atomic_store_explicit(&r->cluster, true, memory_order_relaxed);
+                rl_fleet_map_set(&r->map, rd.slot, rd.slot, j);
+            } else {
+                ask = true;
+            }
+            i = j;
+            continue;
+        }
+        if (k < 0) {
+            snprintf(why, whylen, "cluster: %s (cannot follow)", out->text);
+            return -EPROTO;
+        }
+        if (strncmp(out->text, "NOSCRIPT", 8) == 0 && !eval) {
+            eval = true;
+            continue;
+        }
+        if (passing(out->text)) {
+            snprintf(why, whylen, "%s", out->text);
+            if (strncmp(out->text, "CLUSTERDOWN", 11) == 0)
+                atomic_store_explicit(&r->stale, true, memory_order_relaxed);
+            pause_ms(2, deadline);
+            if (rl_clock_now_ns() >= deadline)
+                return -EAGAIN;
+            hop--; /* a wait, not a hop */
+            continue;
+        }
+        return 0; /* another error: the caller's */
+    }
+    snprintf(why, whylen, "cluster: too many redirections");
+    return -ELOOP;
+}
+
+void rl_fleet_route_abandon(struct rl_fleet_route *r,
+                            const struct rl_fleet_call *call,
+                            const struct rl_fleet_late *late)
+{
+    struct rl_fleet_pipe *p =
+        atomic_load_explicit(&r->node[call->node].pipe, memory_order_acquire);
+    rl_fleet_pipe_abandon(p, call->ticket, late);
+    rl_fleet_pipe_leave(p);
+}
+
+void rl_fleet_route_atfork_child(struct rl_fleet_route *r)
+{
+    for (unsigned i = 0; i < RL_FLEET_NODES; i++) {
+        struct rl_fleet_pipe *p =
+            atomic_load_explicit(&r->node[i].pipe, memory_order_relaxed);
+        if (p != NULL)
+            rl_fleet_pipe_atfork_child(p);
+    }
+}
