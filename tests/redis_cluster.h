@@ -17,7 +17,7 @@ struct redis_cluster {
     int n; /* nodes: the first 3 are the masters redis-cli was given */
     struct redis node[CLUSTER_MAX];
     int bus[CLUSTER_MAX]; /* each node's cluster bus port */
-    char dir[128];        /* nodes.conf files */
+    char dir[300];        /* nodes.conf files */
     int node_timeout_ms;  /* cluster-node-timeout: how soon a failover */
 };
 
@@ -32,7 +32,7 @@ static __attribute__((unused)) bool cluster_node_start(struct redis_cluster *c,
                                                        int i)
 {
     struct redis *r = &c->node[i];
-    char port[16], bus[16], conf[200], timeout[16];
+    char port[16], bus[16], conf[64], timeout[16];
     snprintf(port, sizeof port, "%d", r->port);
     snprintf(bus, sizeof bus, "%d", c->bus[i]);
     snprintf(conf, sizeof conf, "nodes-%d.conf", r->port);
@@ -173,7 +173,7 @@ static __attribute__((unused)) void cluster_stop(struct redis_cluster *c)
     for (int i = 0; i < c->n; i++)
         redis_kill(&c->node[i]);
     if (c->dir[0] != '\0') {
-        char cmd[200];
+        char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", c->dir);
