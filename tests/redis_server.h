@@ -90,14 +90,17 @@ static __attribute__((unused)) bool redis_start(struct redis *r)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
+        /* Protected mode would refuse the simulated hosts on a bridge
+         * (clients from another address than loopback, no password). */
         if (r->pass[0] != '\0')
             execlp("redis-server", "redis-server", "--port", port, "--bind",
                    redis_addr(r), "--save", "", "--appendonly", "no",
-                   "--requirepass", r->pass, (char *)NULL);
+                   "--protected-mode", "no", "--requirepass", r->pass,
+                   (char *)NULL);
         else
             execlp("redis-server", "redis-server", "--port", port, "--bind",
                    redis_addr(r), "--save", "", "--appendonly", "no",
-                   (char *)NULL);
+                   "--protected-mode", "no", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 300; i++) {

@@ -105,10 +105,11 @@ static void unlock(_Atomic uint32_t *l)
 
 void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
                         const struct rl_fleet_addr *addr,
-                        rl_fleet_late_fn late)
+                        rl_fleet_late_fn late, void *ctx)
 {
     p->addr = *addr;
     p->late = late;
+    p->late_ctx = ctx;
     p->c.fd = -1;
     p->c.rd = NULL;
     atomic_store_explicit(&p->st, 0, memory_order_relaxed);
@@ -164,7 +165,7 @@ static void to_result(redisReply *rep, bool raw, struct rl_fleet_result *r)
 static void settle(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s)
 {
     if (p->late != NULL)
-        p->late(&s->res, &s->late);
+        p->late(p->late_ctx, &s->res, &s->late);
     if (s->res.raw != NULL)
         freeReplyObject(s->res.raw);
     s->res.raw = NULL;
@@ -538,5 +539,5 @@ void rl_fleet_pipe_abandon(struct rl_fleet_pipe *p, uint64_t ticket,
 void rl_fleet_pipe_atfork_child(struct rl_fleet_pipe *p)
 {
     rl_fleet_conn_abandon(&p->c);
-    rl_fleet_pipe_init(p, &p->addr, p->late);
+    rl_fleet_pipe_init(p, &p->addr, p->late, p->late_ctx);
 }

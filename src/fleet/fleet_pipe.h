@@ -67,10 +67,11 @@ struct rl_fleet_late {
     uint64_t w[6];
 };
 
-/* Called with a reply that came after its owner left, and what the owner
- * left; from whichever thread reads it, holding the read side (so it must
- * not use the pipe). r->err != 0: the reply is lost. */
-typedef void (*rl_fleet_late_fn)(const struct rl_fleet_result *r,
+/* Called with the pipe's `ctx`, a reply that came after its owner left,
+ * and what the owner left; from whichever thread reads it, holding the
+ * read side (so it must not use the pipe). r->err != 0: the reply is
+ * lost. */
+typedef void (*rl_fleet_late_fn)(void *ctx, const struct rl_fleet_result *r,
                                  const struct rl_fleet_late *late);
 
 /* Builds the command(s) in c->out (fleet_conn.h's rl_fleet_cmd_*), under
@@ -89,6 +90,7 @@ struct rl_fleet_pipe_slot {
 struct rl_fleet_pipe {
     struct rl_fleet_addr addr;
     rl_fleet_late_fn late;
+    void *late_ctx;
     /* users (bits 0-15) | OPEN | OPENING | BROKEN: a futex word. */
     _Atomic uint32_t st;
     _Atomic uint32_t send_lock, read_lock; /* futex words: 0, 1, 2 */
@@ -103,10 +105,11 @@ struct rl_fleet_pipe {
     struct rl_fleet_pipe_slot slot[RL_FLEET_PIPE_SLOTS];
 };
 
-/* A closed pipe to the node at `addr`; late replies go to `late`. */
+/* A closed pipe to the node at `addr`; late replies go to `late`, with
+ * `ctx`. */
 void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
                         const struct rl_fleet_addr *addr,
-                        rl_fleet_late_fn late);
+                        rl_fleet_late_fn late, void *ctx);
 
 /* Start using p: when it is closed, this thread opens it (connect, AUTH
  * with password_file, SELECT, SCRIPT LOAD; bounded by open_ns of its

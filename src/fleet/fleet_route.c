@@ -22,10 +22,11 @@
 void rl_fleet_route_init(struct rl_fleet_route *r,
                          const struct rl_fleet_addr *seed,
                          const char *password_file, uint64_t open_ns,
-                         rl_fleet_late_fn late)
+                         rl_fleet_late_fn late, void *late_ctx)
 {
     r->password_file = password_file;
     r->late = late;
+    r->late_ctx = late_ctx;
     r->open_ns = open_ns;
     atomic_store_explicit(&r->cluster, false, memory_order_relaxed);
     atomic_store_explicit(&r->stale, false, memory_order_relaxed);
@@ -65,7 +66,7 @@ static struct rl_fleet_pipe *pipe_of(struct rl_fleet_route *r, int i)
     struct rl_fleet_pipe *fresh = calloc(1, sizeof *fresh);
     if (fresh == NULL)
         return NULL;
-    rl_fleet_pipe_init(fresh, &r->map.nodes[i], r->late);
+    rl_fleet_pipe_init(fresh, &r->map.nodes[i], r->late, r->late_ctx);
     if (atomic_compare_exchange_strong_explicit(&n->pipe, &p, fresh,
                                                 memory_order_acq_rel,
                                                 memory_order_acquire))

@@ -34,7 +34,8 @@ struct rl_fleet_node {
 
 struct rl_fleet_route {
     const char *password_file; /* fleet_password, or NULL */
-    rl_fleet_late_fn late;     /* every pipe's */
+    rl_fleet_late_fn late;     /* every pipe's, with late_ctx */
+    void *late_ctx;
     uint64_t open_ns;          /* a connection's set-up, bounded apart */
     atomic_bool cluster;       /* a MOVED was seen */
     atomic_bool stale;         /* the map is to be asked again */
@@ -46,7 +47,7 @@ struct rl_fleet_route {
 void rl_fleet_route_init(struct rl_fleet_route *r,
                          const struct rl_fleet_addr *seed,
                          const char *password_file, uint64_t open_ns,
-                         rl_fleet_late_fn late);
+                         rl_fleet_late_fn late, void *late_ctx);
 
 /* The node that decides the budget labelled `label` (its keys are
  * `rlshim:{label}:...`): the seed, or its slot's master once r is a

@@ -106,6 +106,28 @@ H_FN int hosts_err_lines(int nhosts, int n, const char *needle)
 }
 
 /* Connection start times the sink logged, sorted; returns how many. */
+/* The first line of any host's stderr (run n) that holds `needle`, into
+ * buf ("" when none): what a fallback said, for the test's own line. */
+H_FN const char *hosts_err_first(int nhosts, int n, const char *needle,
+                                 char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int h = 0; h < nhosts && buf[0] == '\0'; h++) {
+        char path[300], line[512];
+        snprintf(path, sizeof path, "%s/host%d.%d.err", h_dir, h, n);
+        FILE *f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (strstr(line, needle) != NULL) {
+                line[strcspn(line, "\n")] = '\0';
+                snprintf(buf, len, "%s", line);
+                break;
+            }
+        if (f != NULL)
+            fclose(f);
+    }
+    return buf;
+}
+
 H_FN int conn_times(const struct server *s, double *t, int max)
 {
     int n = 0;

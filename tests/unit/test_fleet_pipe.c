@@ -107,9 +107,10 @@ static void build_echo(struct rl_fleet_conn *c, const char (*sha)[41],
 static _Atomic int late_calls, late_lost;
 static _Atomic int64_t late_a, late_w;
 
-static void on_late(const struct rl_fleet_result *r,
+static void on_late(void *ctx, const struct rl_fleet_result *r,
                     const struct rl_fleet_late *late)
 {
+    cr_assert_eq(ctx, &late_calls);
     atomic_fetch_add(&late_calls, 1);
     if (r->err != 0) {
         atomic_fetch_add(&late_lost, 1);
@@ -128,7 +129,7 @@ static void pipe_to(int port)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     cr_assert_null(rl_fleet_addr_parse(url, &a));
     memset(&pipe_, 0, sizeof pipe_);
-    rl_fleet_pipe_init(&pipe_, &a, on_late);
+    rl_fleet_pipe_init(&pipe_, &a, on_late, &late_calls);
     atomic_store(&late_calls, 0);
     atomic_store(&late_lost, 0);
 }
