@@ -1,28 +1,25 @@
-/* fleet.c — the decisions of fleet budgets (see fleet.h): one EVALSHA
- * on the connection (fleet_conn.h), the fallback while Redis is away, the
- * host's lease (fleet_lease.h) spent first.
+/* fleet.c — the decisions of fleet budgets (see fleet.h): one script call
+ * at the budget's node (fleet_route.h), the fallback while it is away,
+ * the host's lease (fleet_lease.h) spent first, late replies settled
+ * (fleet_settle.h).
  *
- * A decision is one EVALSHA; NOSCRIPT (Redis restarted, or SCRIPT FLUSH)
- * loads the scripts again, once, on the same call.
- *
- * Shared data: `lock` guards `conn` (its buffers too) and the SHAs;
- * everything else is atomic. `down` and `next_try` are written by the
- * thread that holds `lock` and read by every thread (relaxed: a stale read
- * only costs one extra try or one extra fallback decision). */
+ * Shared data: the route and its pipes are their own (lock-free or
+ * bounded); the budgets' accounts are atomic (fleet_settle.h); `hosts`,
+ * `gen` and `back` are relaxed words (a stale read costs one extra try,
+ * one extra fallback decision, or a share applied a little longer). */
 #include "fleet/fleet.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "fleet/fleet_addr.h"
+#include "fleet/fleet_call.h"
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_lease.h"
 #include "util/atomics.h"
@@ -31,44 +28,8 @@
 #include "util/hash.h"
 #include "util/sys.h"
 
-enum { SCRIPT_BUCKET = 0, SCRIPT_WINDOW = 1 };
-
-/* What the process keeps per fleet budget: the user's rule budget has its
- * own; a site's and per-destination budgets (named by their label) get one
- * of a small table, claimed by the label's hash. */
-struct budget_state {
-    rl_atomic_u64 tag;                 /* label hash | 1; 0: free */
-    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
-    /* Host clock until which Redis said no to one unit of a kind: calls
-     * before then are denied here, with no round trip (a denied client
-     * that retries at once must not become a storm on one key). */
-    rl_atomic_u64 closed_until[RL_KIND_COUNT];
-    /* F.gen + 1 when this outage's host budget was drained. */
-    rl_atomic_u64 drained[RL_KIND_COUNT];
-};
-#define RL_FLEET_BUDGETS 64
-
-static struct {
-    const struct rl_config *cfg;
-    struct rl_fleet_addr addr;
-    char label[160];
-    char host[40]; /* this host's id in the hosts sets */
-    bool on;
-    /* 0 free, 1 held, 2 held with waiters (futex word): a forked child
-     * starts it afresh with a store, whoever held it in the parent. */
-    _Atomic uint32_t lock;
-    struct rl_fleet_conn conn;
-    char sha[2][41];
-    atomic_bool down;
-    rl_atomic_u64 next_try; /* host clock: no try before */
-    atomic_flag warned;
-    rl_atomic_u64 hosts; /* last seen; 1 until then */
-    rl_atomic_u64 seq;
-    rl_atomic_u64 gen;       /* Redis answers seen: a new one ends an outage */
-    struct budget_state own; /* the user's rule budget (F.label) */
-    struct budget_state others[RL_FLEET_BUDGETS];
-} F; /* all zero, in .bss: a process with no fleet pays no page for it
-       * at load (rl_fleet_init gives the connection its -1) */
+static struct rl_fleet F; /* all zero, in .bss: a process with no fleet
+                           * pays no page for it at load */
 
 /* ---- the host's identity ------------------------------------------------*/
 
@@ -89,211 +50,112 @@ static void host_id(char *buf, size_t len)
     snprintf(buf, len, "%s:%016llx", name, (unsigned long long)h);
 }
 
-int rl_fleet_init(const struct rl_config *cfg, const char *label)
+static int fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
+                      const char *label)
 {
     if (cfg->fleet == NULL)
         return 0;
-    if (rl_fleet_addr_parse(cfg->fleet, &F.addr) != NULL)
+    if (rl_fleet_addr_parse(cfg->fleet, &f->addr) != NULL)
         return -EINVAL;
-    F.cfg = cfg;
-    F.conn.fd = -1;
-    snprintf(F.label, sizeof F.label, "%s", label);
-    host_id(F.host, sizeof F.host);
-    rl_store_relaxed_u64(&F.hosts, 1);
+    f->cfg = cfg;
+    snprintf(f->label, sizeof f->label, "%s", label);
+    host_id(f->host, sizeof f->host);
+    rl_store_relaxed_u64(&f->hosts, 1);
+    rl_fleet_route_init(&f->route, &f->addr, cfg->fleet_password,
+                        RL_FLEET_OPEN_NS, rl_fleet_settle, &f->budgets);
     /* Budgets' drained start at 0 (no generation): a process whose first
-     * decisions find Redis away (or slow, as on a loaded host at start) drains
-     * the host budget too. That budget sits full while Redis decides; taken as
-     * it is, it would be a burst per process on top of what the fleet admitted.
-     */
-    F.on = true;
+     * decisions find Redis away (or slow, as on a loaded host at start)
+     * drains the host budget too. That budget sits full while Redis
+     * decides; taken as it is, it would be a burst per process on top of
+     * what the fleet admitted. */
+    f->on = true;
     return 0;
 }
 
-bool rl_fleet_decides(const struct rl_rule *rule)
+/* ---- the stderr line ----------------------------------------------------*/
+
+/* Once per process, through rl_sys: never the program's write(), so the
+ * shim's own line is never charged, whatever fd 2 is and whatever flag
+ * this thread holds. Only the thread that set f->warned touches `line`
+ * (not the caller's stack: a program thread lends the shim little). */
+static void warn(struct rl_fleet *f, const char *why)
 {
-    return F.on && rule->scope == RL_SCOPE_FLEET;
+    static const char *const names[] = {"share", "local", "allow", "deny"};
+    static char line[512];
+    if (atomic_flag_test_and_set(&f->warned))
+        return;
+    int n = snprintf(line, sizeof line,
+                     "rlshim: fleet Redis %s: %s; fleet_fallback = %s until it "
+                     "is back\n",
+                     f->cfg->fleet, why, names[f->cfg->fleet_fallback & 3]);
+    if (n > 0)
+        rl_sys_write_all(2, line,
+                         (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-bool rl_fleet_up(void)
-{
-    return F.on && !atomic_load_explicit(&F.down, memory_order_relaxed);
-}
+/* ---- the host's share ---------------------------------------------------*/
 
-/* The state of the budget named `label` (NULL: the user's rule budget);
- * NULL when the table is full (that budget then keeps no debt, no denial
- * shortcut and no drain: each call asks Redis, or the fallback). */
-static struct budget_state *state_of(const char *label)
+/* Hosts to divide the limits by: the last reply's count, or the host's
+ * (another process's reply) when larger. */
+static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
 {
-    if (label == NULL)
-        return &F.own;
-    uint64_t h = rl_hash_str(RL_HASH_INIT, label) | 1;
-    for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++) {
-        struct budget_state *b = &F.others[(h + i) % RL_FLEET_BUDGETS];
-        uint64_t t = rl_load_relaxed_u64(&b->tag);
-        if (t == 0 &&
-            atomic_compare_exchange_strong_explicit(
-                &b->tag, &t, h, memory_order_relaxed, memory_order_relaxed))
-            return b;
-        if (t == h)
-            return b;
+    uint64_t h = rl_load_relaxed_u64(&f->hosts);
+    if (host != NULL) {
+        uint64_t hh = rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]);
+        if (hh > h && hh < 1000000)
+            h = hh;
     }
-    return NULL;
+    return h > 0 ? h : 1;
 }
 
-/* ---- one decision in Redis ----------------------------------------------*/
-
-/* What one EVALSHA asks: a call's units, and a lease's. */
-struct ask {
-    uint64_t want, min, max_wait_ns, debt;
-    uint64_t lease; /* units more for the host's pool */
-    uint64_t ret;   /* a stale lease's units given back */
-};
-
-static void format_eval(struct rl_fleet_conn *c, const char *sha,
-                        const char *label, const struct rl_rule *rule, int kind,
-                        const struct ask *a)
+/* This host's share of the limits, from the host budget: each unit costs
+ * `hosts` units of it (a rate and burst divided by hosts). */
+static struct rl_verdict share(struct rl_fleet *f, const struct rl_rule *rule,
+                               int kind, rl_word *const *states,
+                               rl_atomic_u64 *host, uint64_t now,
+                               uint64_t want, uint64_t min,
+                               uint64_t max_wait_ns, struct rl_verdict *v)
 {
     unsigned n = rule->nlimits[kind];
-    rl_fleet_cmd_reset(c);
-    rl_fleet_cmd_start(c, 3 + (n + 1) + 8 + 3 * n);
-    rl_fleet_cmd_str(c, "EVALSHA");
-    rl_fleet_cmd_str(c, sha);
-    rl_fleet_cmd_u64(c, n + 1);
-    const char *algo[2] = {"sw", "tb"};
-    char idx[2] = "0";
-    const char *key[8] = {"rlshim:{", label, "}:", rl_kind_name(kind),
-                          ":",        idx,   ":",  NULL};
-    for (unsigned i = 0; i < n; i++) {
-        idx[0] = (char)('0' + i); /* i < RL_MAX_RATES */
-        key[7] = algo[rule->limits[kind][i].algo == RL_ALGO_TOKEN_BUCKET];
-        rl_fleet_cmd_cat(c, key, 8);
-    }
-    const char *hosts[3] = {"rlshim:{", label, "}:hosts"};
-    rl_fleet_cmd_cat(c, hosts, 3);
-    rl_fleet_cmd_u64(c, a->want);
-    rl_fleet_cmd_u64(c, a->min);
-    rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
-    rl_fleet_cmd_u64(c, a->debt);
-    rl_fleet_cmd_str(c, F.host);
-    /* The call's id: unique members of the window's sorted sets. */
-    char pid[24], seq[24];
-    const char *id[5] = {F.host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
-                         ":",
-                         rl_fleet_dec(seq, rl_add_relaxed_u64(&F.seq, 1))};
-    rl_fleet_cmd_cat(c, id, 5);
-    rl_fleet_cmd_u64(c, a->lease);
-    rl_fleet_cmd_u64(c, a->ret);
-    for (unsigned i = 0; i < n; i++) {
-        const struct rl_limit *l = &rule->limits[kind][i];
-        rl_fleet_cmd_u64(c, l->count);
-        rl_fleet_cmd_u64(c, l->period_ns / 1000);
-        rl_fleet_cmd_u64(c, l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst
-                                                            : l->count);
-    }
+    uint64_t h = hosts_now(f, host);
+    if (want > UINT64_MAX / h)
+        want = UINT64_MAX / h;
+    if (min > want)
+        min = want;
+    struct rl_verdict r = rl_multi_take(states, rule->limits[kind], n, now,
+                                        want * h, min * h, max_wait_ns, v);
+    uint64_t got = r.granted / h;
+    if (r.granted > got * h)
+        rl_multi_refund(states, rule->limits[kind], n, now, v,
+                        r.granted - got * h);
+    r.granted = got;
+    if (got == 0 && r.wait_ns == 0)
+        r.wait_ns = UINT64_MAX;
+    return r;
 }
 
-static int64_t int_at(const redisReply *r, size_t i)
+/* Give back to the host budget `units` of a share taken (h each). */
+static void unshare(struct rl_fleet *f, const struct rl_rule *rule, int kind,
+                    rl_word *const *states, rl_atomic_u64 *host, uint64_t now,
+                    struct rl_verdict *v, uint64_t units)
 {
-    return i < r->elements && r->element[i]->type == REDIS_REPLY_INTEGER
-               ? r->element[i]->integer
-               : -2;
-}
-
-/* One EVALSHA on c (re-loading the scripts once after NOSCRIPT); the
- * units leased are in *leased; on failure c->why says why. */
-static int eval(struct rl_fleet_conn *c, const char *label,
-                const struct rl_rule *rule, int kind, const struct ask *a,
-                uint64_t deadline, struct rl_verdict *out, uint64_t *leased)
-{
-    int script = rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET
-                     ? SCRIPT_BUCKET
-                     : SCRIPT_WINDOW;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        format_eval(c, F.sha[script], label, rule, kind, a);
-        if (c->overflow) {
-            rl_fleet_conn_why(c, "command too long");
-            return -E2BIG;
-        }
-        int r = rl_fleet_conn_send(c, deadline);
-        redisReply *rep = NULL;
-        if (r == 0)
-            r = rl_fleet_conn_reply(c, &rep, deadline);
-        if (r < 0) {
-            rl_fleet_conn_why(c, "%s", strerror(-r));
-            return r;
-        }
-        if (rep->type == REDIS_REPLY_ERROR &&
-            strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
-            freeReplyObject(rep);
-            /* Redis lost the scripts (a restart): load them again. */
-            r = rl_fleet_conn_handshake(c, &F.addr, F.cfg->fleet_password,
-                                        F.sha, deadline);
-            if (r < 0)
-                return r;
-            continue;
-        }
-        if (rep->type != REDIS_REPLY_ARRAY) {
-            r = rep->type == REDIS_REPLY_ERROR
-                    ? rl_fleet_conn_error(c, rep, "script")
-                    : -EPROTO;
-            freeReplyObject(rep);
-            return r;
-        }
-        int64_t g = int_at(rep, 0), w = int_at(rep, 1), h = int_at(rep, 2);
-        int64_t l = int_at(rep, 3);
-        freeReplyObject(rep);
-        if (g < 0 || w < -1 || h < 0 || l < 0) {
-            rl_fleet_conn_why(c, "unexpected reply");
-            return -EPROTO;
-        }
-        out->granted = (uint64_t)g;
-        out->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
-        out->stamp = 0;
-        *leased = (uint64_t)l;
-        rl_store_relaxed_u64(&F.hosts, h > 0 ? (uint64_t)h : 1);
-        return 0;
-    }
-    return -EPROTO;
+    if (units > 0)
+        rl_multi_refund(states, rule->limits[kind], rule->nlimits[kind], now,
+                        v, units * hosts_now(f, host));
 }
 
 /* ---- while Redis is away ------------------------------------------------*/
 
-/* The stderr line, once per process: made under the lock (from c->why),
- * written after it. Only the thread that set F.warned touches it. */
-static char warn_line[512];
-
-static size_t warn_format(const char *why)
-{
-    static const char *const names[] = {"share", "local", "allow", "deny"};
-    if (atomic_flag_test_and_set(&F.warned))
-        return 0;
-    int n = snprintf(warn_line, sizeof warn_line,
-                     "rlshim: fleet Redis %s: %s; fleet_fallback = %s until it "
-                     "is back\n",
-                     F.cfg->fleet, why, names[F.cfg->fleet_fallback & 3]);
-    if (n <= 0)
-        return 0;
-    return (size_t)n < sizeof warn_line ? (size_t)n : sizeof warn_line - 1;
-}
-
-/* Through rl_sys: never the program's write(), so the shim's own line is
- * never charged, whatever fd 2 is and whatever flag this thread holds. */
-static void warn_write(size_t n)
-{
-    if (n > 0)
-        rl_sys_write_all(2, warn_line, n);
-}
-
-static struct rl_verdict fallback(struct budget_state *st,
+static struct rl_verdict fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
                                   const struct rl_rule *rule, int kind,
-                                  rl_word *const *states, uint64_t now,
-                                  uint64_t want, uint64_t min,
+                                  rl_word *const *states, rl_atomic_u64 *host,
+                                  uint64_t now, uint64_t want, uint64_t min,
                                   uint64_t max_wait_ns, struct rl_verdict *v)
 {
     struct rl_verdict r = {0, UINT64_MAX, 0};
     unsigned n = rule->nlimits[kind];
-    int fb = F.cfg->fleet_fallback;
-    uint64_t gen = rl_load_relaxed_u64(&F.gen) + 1;
+    int fb = f->cfg->fleet_fallback;
+    uint64_t gen = rl_load_relaxed_u64(&f->gen) + 1;
     if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL &&
         atomic_exchange_explicit(&st->drained[kind], gen,
                                  memory_order_relaxed) != gen) {
@@ -319,80 +181,72 @@ static struct rl_verdict fallback(struct budget_state *st,
                           max_wait_ns, v);
         break;
     case RL_FLEET_SHARE:
-    default: {
-        /* This host's share of the limits: each unit costs `hosts` units
-         * of the host budget (a rate and burst divided by hosts). */
-        uint64_t h = rl_load_relaxed_u64(&F.hosts);
-        if (h == 0)
-            h = 1;
-        if (want > UINT64_MAX / h)
-            want = UINT64_MAX / h;
-        if (min > want)
-            min = want;
-        r = rl_multi_take(states, rule->limits[kind], n, now, want * h, min * h,
-                          max_wait_ns, v);
-        uint64_t got = r.granted / h;
-        if (r.granted > got * h)
-            rl_multi_refund(states, rule->limits[kind], n, now, v,
-                            r.granted - got * h);
-        r.granted = got;
-        if (got == 0 && r.wait_ns == 0)
-            r.wait_ns = UINT64_MAX;
+    default:
+        r = share(f, rule, kind, states, host, now, want, min, max_wait_ns, v);
         break;
-    }
     }
     if (st != NULL)
         rl_add_relaxed_u64(&st->debt[kind], r.granted);
     return r;
 }
 
-/* F.lock, waited for at most RL_FLEET_WAIT_NS: a futex word of the
- * process rather than a pthread mutex, so that a forked child can start it
- * afresh (whoever held it in the parent) with one store. Acquire pairs
- * with the release exchange of unlock(). */
-static bool lock_bounded(void)
+/* ---- one decision at Redis ----------------------------------------------*/
+
+/* Is the host (or this process) within RL_FLEET_SETTLE_NS of a return,
+ * when every host keeps to its share as well? */
+static bool settling(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
 {
-    uint32_t free = 0;
-    if (atomic_compare_exchange_strong_explicit(&F.lock, &free, 1,
-                                                memory_order_acquire,
-                                                memory_order_relaxed))
-        return true;
-    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
-    for (;;) {
-        if (atomic_exchange_explicit(&F.lock, 2, memory_order_acquire) == 0)
-            return true;
-        uint64_t now = rl_clock_now_ns();
-        if (now >= deadline)
-            return false;
-        struct timespec ts = {.tv_sec = (time_t)((deadline - now) / 1000000000u),
-                              .tv_nsec = (long)((deadline - now) % 1000000000u)};
-        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAIT_PRIVATE, 2, &ts);
+    if (f->cfg->fleet_fallback != RL_FLEET_SHARE)
+        return false;
+    uint64_t back = rl_load_relaxed_u64(&f->back);
+    if (host != NULL) {
+        uint64_t hb = rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]);
+        back = hb > back ? hb : back;
+    }
+    return back != 0 && cnow >= back && cnow - back < RL_FLEET_SETTLE_NS;
+}
+
+/* Node i answered again after an outage: this process and (through the
+ * host's word) every other of the host come back, and keep to their
+ * share for a while. */
+static void returned(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
+{
+    rl_add_relaxed_u64(&f->gen, 1);
+    rl_store_relaxed_u64(&f->back, cnow);
+    if (host != NULL) {
+        uint64_t hb = rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]);
+        while (hb < cnow &&
+               !atomic_compare_exchange_weak_explicit(
+                   &host[RL_FLEET_HOST_BACK], &hb, cnow, memory_order_relaxed,
+                   memory_order_relaxed))
+            ;
     }
 }
 
-static void unlock(void)
+/* What a call that failed leaves: the debt it carried goes back to be
+ * charged with another call (if its script ran after all, its late reply
+ * takes it off again); a refund it carried is dropped (given back twice
+ * would over-admit; dropped, the fleet admits less). */
+static void unask(struct rl_fleet_budget *st, int kind,
+                  const struct rl_fleet_ask *a)
 {
-    if (atomic_exchange_explicit(&F.lock, 0, memory_order_release) == 2)
-        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAKE_PRIVATE, 1, NULL);
-}
-
-static int conn_open(struct rl_fleet_conn *c, uint64_t deadline)
-{
-    return rl_fleet_conn_open(c, &F.addr, F.cfg->fleet_password, F.sha,
-                              deadline);
+    if (st != NULL && a->debt > 0)
+        rl_add_relaxed_u64(&st->debt[kind], a->debt);
 }
 
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 int kind, rl_word *const *states,
-                                const struct rl_fleet_pool *pool, uint64_t now,
+                                const struct rl_fleet_pool *pool,
+                                rl_atomic_u64 *host, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v)
 {
+    struct rl_fleet *f = &F;
     /* The host's lease holds send units only (fleet_lease.c): connects
      * and requests are each decided on Redis, exactly. */
     if (kind != RL_KIND_SEND && kind != RL_KIND_SEND_BYTES)
         pool = NULL;
-    uint64_t cnow = pool != NULL ? rl_clock_coarse_ns() : 0;
+    uint64_t cnow = rl_clock_coarse_ns();
     if (pool != NULL) {
         /* What the host leased comes first: Redis counted it already
          * (and while Redis is away, it is spent before the fallback). */
@@ -404,162 +258,215 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             return out;
         }
     }
-    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
-    bool down = atomic_load_explicit(&F.down, memory_order_relaxed);
-    struct budget_state *st = state_of(label);
+    const char *name = label != NULL ? label : f->label;
+    struct rl_fleet_budget *st = rl_fleet_budget_of(&f->budgets, label);
+    int node = rl_fleet_route_node(&f->route, name);
+    bool up = rl_fleet_route_up(&f->route, node);
+    if (!up && host != NULL &&
+        rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]) >
+            rl_load_relaxed_u64(&f->back))
+        rl_fleet_route_try_now(&f->route); /* another process saw it back */
     uint64_t closed =
         st != NULL ? rl_load_relaxed_u64(&st->closed_until[kind]) : 0;
-    if (!down && now < closed && closed - now > max_wait_ns)
+    if (up && now < closed && closed - now > max_wait_ns)
         return (struct rl_verdict){0, closed - now, 0};
-    if (down) {
-        /* One try a second, by whichever thread claims it. */
-        uint64_t next = rl_load_relaxed_u64(&F.next_try);
-        if (now < next || !atomic_compare_exchange_strong_explicit(
-                              &F.next_try, &next, now + RL_FLEET_RETRY_NS,
-                              memory_order_relaxed, memory_order_relaxed))
-            return fallback(st, rule, kind, states, now, want, min, max_wait_ns,
-                            v);
+    if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
+        return fallback(f, st, rule, kind, states, host, now, want, min,
+                        max_wait_ns, v);
+    /* For a while after a return, the host's share bounds it too. */
+    uint64_t shared = 0;
+    if (settling(f, host, cnow)) {
+        struct rl_verdict s = share(f, rule, kind, states, host, now, want,
+                                    min, max_wait_ns, v);
+        if (s.granted == 0)
+            return s;
+        shared = s.granted;
+        want = shared;
+        if (min > want)
+            min = want;
     }
-    if (!lock_bounded()) {
-        /* Other threads of ours kept Redis busy for 50 ms: Redis answers,
-         * so this is no outage; never admit without it. */
-        if (!down)
-            return (struct rl_verdict){0, RL_FLEET_WAIT_NS, 0};
-        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
-    }
-    struct rl_fleet_conn *c = &F.conn;
-    /* A number the program closed and reused, or dup2'd over, is not
-     * ours: forgotten, never closed (fleet_conn.h). */
-    if (c->fd >= 0 && !rl_fleet_conn_ours(c))
-        rl_fleet_conn_close(c);
-    int r = 0;
-    if (c->fd < 0)
-        r = conn_open(c, deadline);
-    /* What was admitted while away is charged with this call. */
-    struct ask a = {want, min, max_wait_ns, 0, 0, 0};
-    if (st != NULL)
+    int bucket = rl_fleet_call_bucket(rule, kind);
+    struct rl_fleet_ask a = {want, min, max_wait_ns, 0, 0, 0};
+    if (st != NULL) {
+        /* What was admitted while away is charged with this call, and
+         * what Redis charged that nobody spent goes back with it. */
         a.debt =
             atomic_exchange_explicit(&st->debt[kind], 0, memory_order_relaxed);
+        if (bucket)
+            a.ret = atomic_exchange_explicit(&st->refund[kind], 0,
+                                             memory_order_relaxed);
+    }
     bool claimed = false;
-    if (r == 0 && pool != NULL) {
+    uint64_t stale = 0;
+    if (pool != NULL) {
         /* A stale lease goes back, and a new one comes, with this call. */
-        a.ret = rl_fleet_pool_claim_stale(pool, kind, cnow);
+        stale = rl_fleet_pool_claim_stale(pool, kind, cnow);
+        a.ret += stale;
         a.lease = rl_fleet_pool_lease_size(pool, rule, kind, want, cnow);
         claimed = a.lease > 0;
     }
-    struct rl_verdict out = {0, UINT64_MAX, 0};
-    uint64_t leased = 0;
-    const char *name = label != NULL ? label : F.label;
-    if (r == 0)
-        r = eval(c, name, rule, kind, &a, deadline, &out, &leased);
-    if (r == -EBADF) {
-        /* The program took the number in the middle of the call: once more
-         * on a new connection. The first script may have run (its reply
-         * unread), so the stale lease is not given back twice (dropped:
-         * under-use) and the debt is charged again at worst (the same). */
-        rl_fleet_conn_close(c);
-        a.ret = 0;
-        r = conn_open(c, deadline);
-        if (r == 0)
-            r = eval(c, name, rule, kind, &a, deadline, &out, &leased);
+    struct rl_fleet_cmd cmd = {rule, kind, name, f->host,
+                               rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
+    struct rl_fleet_call owed;
+    struct rl_fleet_result res;
+    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0, 0};
+    const char *why = "";
+    int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &cmd,
+                                rl_clock_now_ns() + RL_FLEET_WAIT_NS, &node,
+                                &owed, &res, &why);
+    if (r == 0 && rl_fleet_call_answer(&res, &ans) != 0) {
+        why = res.type == RL_FLEET_REPLY_ERROR ? res.text : "unexpected reply";
+        r = -EPROTO;
     }
     if (r < 0) {
-        /* A stale lease's units are dropped, not kept: Redis may have run
-         * the script that took them back (a reply lost to the timeout),
-         * and spending them then would over-admit. */
-        if (claimed)
-            rl_fleet_pool_filled(pool, kind, 0, 0, a.ret, true, cnow);
-        if (st != NULL)
-            rl_add_relaxed_u64(&st->debt[kind], a.debt);
-        rl_fleet_conn_close(c);
-        rl_store_relaxed_u64(&F.next_try, now + RL_FLEET_RETRY_NS);
-        atomic_store_explicit(&F.down, true, memory_order_relaxed);
-        size_t n = warn_format(c->why);
-        unlock();
-        warn_write(n);
-        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
+        if (r == -ETIMEDOUT)
+            why = "no reply within 50 ms";
+        /* The stale lease's units are dropped, not kept: the script that
+         * took them back may run yet. */
+        if (claimed || stale > 0)
+            rl_fleet_pool_filled(pool, kind, 0, 0, stale, claimed, cnow);
+        unask(st, kind, &a);
+        rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
+        warn(f, why);
+        struct rl_verdict out;
+        if (shared > 0) {
+            /* Already the share's: admitted as the fallback would. */
+            out = (struct rl_verdict){shared, 0, 0};
+            if (st != NULL)
+                rl_add_relaxed_u64(&st->debt[kind], shared);
+        } else {
+            out = fallback(f, st, rule, kind, states, host, now, want, min,
+                           max_wait_ns, v);
+        }
+        if (r == -ETIMEDOUT) {
+            /* Its reply may come yet: what it charged is then set against
+             * what was admitted without it. */
+            struct rl_fleet_owed o = {st,       kind,   bucket, out.granted,
+                                      a.debt, a.lease};
+            struct rl_fleet_late late;
+            rl_fleet_owed_pack(&f->budgets, &o, &late);
+            rl_fleet_route_abandon(&f->route, &owed, &late);
+        }
+        return out;
     }
-    atomic_store_explicit(&F.down, false, memory_order_relaxed);
-    /* A new generation: the next outage drains every host budget again. */
-    rl_add_relaxed_u64(&F.gen, 1);
-    unlock();
+    rl_store_relaxed_u64(&f->hosts, ans.hosts);
+    if (host != NULL &&
+        rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]) != ans.hosts)
+        rl_store_relaxed_u64(&host[RL_FLEET_HOST_HOSTS], ans.hosts);
+    if (rl_fleet_route_answered(&f->route, node))
+        returned(f, host, cnow);
+    if (shared > ans.granted)
+        unshare(f, rule, kind, states, host, now, v, shared - ans.granted);
     if (pool != NULL)
-        rl_fleet_pool_filled(pool, kind, leased, out.granted, a.ret, claimed,
-                             cnow);
-    if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1)
-        if (st != NULL)
-            rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
+        rl_fleet_pool_filled(pool, kind, ans.leased, ans.granted, stale,
+                             claimed, cnow);
+    struct rl_verdict out = {ans.granted, ans.wait_ns, 0};
+    if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1 &&
+        st != NULL)
+        rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
     for (unsigned i = 0; i < rule->nlimits[kind]; i++)
         v[i] = out;
     return out;
 }
 
+/* ---- the process's ends -------------------------------------------------*/
+
 void rl_fleet_finish(const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool)
 {
-    if (!F.on || pool == NULL ||
-        atomic_load_explicit(&F.down, memory_order_relaxed))
+    struct rl_fleet *f = &F;
+    if (!f->on || pool == NULL)
         return;
+    int node = rl_fleet_route_node(&f->route, f->label);
+    struct rl_fleet_node *nd = &f->route.node[node];
     /* Only on a connection this process has: a process that never went
      * to Redis leaves the pool to the host's other processes (it goes
      * back when stale), rather than pay a connection at exit. */
-    if (!lock_bounded())
+    struct rl_fleet_pipe *p =
+        atomic_load_explicit(&nd->pipe, memory_order_acquire);
+    if (p == NULL || !rl_fleet_pipe_open(p) ||
+        !rl_fleet_route_up(&f->route, node))
         return;
-    struct rl_fleet_conn *c = &F.conn;
-    if (c->fd >= 0 && !rl_fleet_conn_ours(c))
-        rl_fleet_conn_close(c);
-    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES && c->fd >= 0; k++) {
+    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         if (rule->nlimits[k] == 0)
             continue;
-        struct ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k)};
+        struct rl_fleet_ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k)};
         if (a.ret == 0)
             continue;
-        a.debt =
-            atomic_exchange_explicit(&F.own.debt[k], 0, memory_order_relaxed);
-        struct rl_verdict out;
-        uint64_t leased = 0;
-        if (eval(c, F.label, rule, k, &a, deadline, &out, &leased) < 0) {
-            rl_fleet_conn_close(c);
-            break;
+        a.debt = atomic_exchange_explicit(&f->budgets.b[0].debt[k], 0,
+                                          memory_order_relaxed);
+        struct rl_fleet_cmd cmd = {rule, k, f->label, f->host,
+                                   rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
+        struct rl_fleet_call owed;
+        struct rl_fleet_result res;
+        const char *why;
+        int r = rl_fleet_route_call(&f->route, f->label, rl_fleet_call_build,
+                                    &cmd, rl_clock_now_ns() + RL_FLEET_WAIT_NS,
+                                    &node, &owed, &res, &why);
+        if (r == -ETIMEDOUT) {
+            struct rl_fleet_late none = {{0}};
+            rl_fleet_route_abandon(&f->route, &owed, &none);
         }
+        if (r < 0)
+            break;
     }
-    unlock();
 }
 
 void rl_fleet_atfork_child(void)
 {
-    /* Whatever a thread of the parent was doing under the lock stopped at
-     * the fork: the lock starts afresh, and the connection (the parent's)
-     * is dropped without a look inside its reader. Nothing is sent: the
-     * parent still holds the socket. */
-    atomic_store_explicit(&F.lock, 0, memory_order_relaxed);
-    if (F.on)
-        rl_fleet_conn_abandon(&F.conn);
-    /* The child's connection will live above the floor: its fd table
+    struct rl_fleet *f = &F;
+    if (!f->on)
+        return;
+    /* Whatever a thread of the parent was doing on a connection stopped
+     * at the fork: each is dropped (closed by system call while it is
+     * still ours, its reader forgotten). Nothing is sent: the parent
+     * still holds the sockets. */
+    rl_fleet_route_atfork_child(&f->route);
+    /* The child's connections will live above the floor: its fd table
      * grows now, while the child has one thread, not on its first
      * decision, when it may have several (fleet_conn.h). */
-    if (F.on)
-        rl_fleet_fd_table_grow();
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        rl_store_relaxed_u64(&F.own.debt[k], 0);
-        for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++)
-            rl_store_relaxed_u64(&F.others[i].debt[k], 0);
-    }
+    rl_fleet_fd_table_grow();
+    for (unsigned i = 0; i < 1 + RL_FLEET_BUDGETS; i++)
+        for (int k = 0; k < RL_KIND_COUNT; k++) {
+            rl_store_relaxed_u64(&f->budgets.b[i].debt[k], 0);
+            rl_store_relaxed_u64(&f->budgets.b[i].refund[k], 0);
+        }
+}
+
+int rl_fleet_init(const struct rl_config *cfg, const char *label)
+{
+    return fleet_init(&F, cfg, label);
+}
+
+bool rl_fleet_decides(const struct rl_rule *rule)
+{
+    return F.on && rule->scope == RL_SCOPE_FLEET;
+}
+
+bool rl_fleet_up(void)
+{
+    if (!F.on)
+        return false;
+    for (unsigned i = 0; i < RL_FLEET_NODES; i++)
+        if (!rl_fleet_route_up(&F.route, (int)i))
+            return false;
+    return true;
+}
+
+const struct rl_fleet_settled *rl_fleet_settled(void)
+{
+    return &F.budgets.settled;
 }
 
 int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
                   size_t whylen)
 {
-    const struct rl_config *saved = F.cfg;
-    struct rl_fleet_addr saved_addr = F.addr;
-    const char *bad = rl_fleet_addr_parse(cfg->fleet, &F.addr);
+    struct rl_fleet_addr addr;
+    const char *bad = rl_fleet_addr_parse(cfg->fleet, &addr);
     if (bad != NULL) {
         snprintf(why, whylen, "%s", bad);
-        F.addr = saved_addr;
         return -EINVAL;
     }
-    F.cfg = cfg;
     /* A connection of its own (the CLI's): on the heap, it is 12 KiB. */
     struct rl_fleet_conn *c = calloc(1, sizeof *c);
     int r = c != NULL ? 0 : -ENOMEM;
@@ -567,7 +474,7 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
     uint64_t t0 = rl_clock_now_ns();
     if (c != NULL) {
         c->fd = -1;
-        r = rl_fleet_conn_open(c, &F.addr, cfg->fleet_password, sha,
+        r = rl_fleet_conn_open(c, &addr, cfg->fleet_password, sha,
                                t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
         snprintf(why, whylen, "%s", c->why);
     }
@@ -592,7 +499,5 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
         rl_fleet_conn_close(c);
     }
     free(c);
-    F.cfg = saved;
-    F.addr = saved_addr;
     return r;
 }

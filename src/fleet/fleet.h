@@ -1,31 +1,70 @@
 /* fleet.h — budgets shared by every host on one Redis (SPEC §8).
  *
  * A rule with `scope = fleet` is decided in Redis by one Lua script per
- * kind and call (fleet_scripts.h), on Redis's clock. The process keeps one
- * connection (opened on its first decision, re-opened by a forked child,
- * and when a close_range/closefrom sweep took it), used by one thread at a
- * time; every wait on it, the lock included, is bounded by
- * RL_FLEET_WAIT_NS. While Redis is away the config's fleet_fallback
- * decides, on the host budget (the rule's own slot, unused otherwise), one
- * stderr line says so per process, and Redis is tried again at most once a
- * second; what was admitted meanwhile is charged when it is back.
+ * kind and call (fleet_scripts.h), on Redis's clock, at the node that
+ * holds the budget (fleet_route.h: one Redis, or a Redis Cluster's master
+ * of the budget's slot). Each node has one connection per process, on
+ * which every thread's calls are pipelined (fleet_pipe.h): a decision
+ * waits for its own reply only, at most RL_FLEET_WAIT_NS, and a
+ * connection's set-up has a bound of its own (RL_FLEET_OPEN_NS).
+ *
+ * While a node is away (no reply in time, or none at all) the config's
+ * fleet_fallback decides its budgets on the host budget (the rule's own
+ * slot, unused otherwise); one stderr line says so per process; the node
+ * is tried again at most once a second, or at once when another process
+ * of the host saw Redis answer again (the host's "back" word). What was
+ * admitted meanwhile is charged when it is back (fleet_settle.h: a reply
+ * that came late is settled, so nothing is charged twice), and for a
+ * while after a return each host admits no more than its share, so the
+ * hosts still away and those back do not add up to more than the rate.
  *
  * Every system call made here goes through rl_sys (util/sys.h), never a
  * name the shim hooks: the shim's own sockets, reads and writes are never
- * charged, logged or marked, whatever flag the calling thread holds. The
- * connection and its protocol are fleet_conn.h's. */
+ * charged, logged or marked, whatever flag the calling thread holds. */
 #ifndef RL_FLEET_H
 #define RL_FLEET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fleet/fleet_addr.h"
+#include "fleet/fleet_route.h"
+#include "fleet/fleet_settle.h"
 #include "limit/limit.h"
 #include "policy/config.h"
+#include "util/atomics.h"
 
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
+#define RL_FLEET_OPEN_NS 200000000u   /* a connection's set-up, apart */
 #define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
+/* After a return, how long a host keeps to its share as well: every
+ * host still away tries again within RL_FLEET_RETRY_NS. */
+#define RL_FLEET_SETTLE_NS (RL_FLEET_RETRY_NS + 100000000u)
+
+/* The host segment's fleet words (state/layout.h): the coarse clock of
+ * the host's latest return from an outage, and the most hosts a reply
+ * counted lately (a new process's share before its first reply). */
+enum { RL_FLEET_HOST_BACK = 0, RL_FLEET_HOST_HOSTS = 1 };
+
+/* A process's fleet: everything its decisions share. Only what the
+ * comments say is shared between threads, and how: the rest is set by
+ * rl_fleet_init before any decision. */
+struct rl_fleet {
+    const struct rl_config *cfg;
+    struct rl_fleet_addr addr;
+    char label[160]; /* the user's rule budget's */
+    char host[40];   /* this host's id in the hosts sets */
+    bool on;
+    atomic_flag warned;   /* the stderr line went out */
+    rl_atomic_u64 hosts;  /* last counted by a reply; 1 until then */
+    rl_atomic_u64 seq;    /* calls made (their ids) */
+    rl_atomic_u64 gen;    /* outages ended: a new one drains again */
+    rl_atomic_u64 back;   /* coarse clock of this process's last return */
+    struct rl_fleet_budgets budgets;
+    struct rl_fleet_route route;
+};
 
 /* Set the process up for cfg (its `fleet` set) and the budget `label`
  * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
@@ -40,14 +79,16 @@ struct rl_fleet_pool;
  * `rule` named `label` (NULL: the user's rule budget of rl_fleet_init; a
  * site's "site:S|USER", a per-destination one "SECTION|USER|NAME"), as
  * rl_multi_take does locally; `states` (the rule's host slot) serve the
- * fallback. `pool` (NULL: none) is the host's lease of send units
- * (fleet_lease.h): spent first, given back when stale and filled again by this
- * call's round trip. `now` is the host's clock, used only to pace the retries:
- * Redis's own clock decides. What is granted here is never given back (a refund
- * would only ever lower use). */
+ * fallback and the share after a return. `pool` (NULL: none) is the
+ * host's lease of send units (fleet_lease.h): spent first, given back
+ * when stale and filled again by this call's round trip. `host` (NULL:
+ * none) are the host segment's fleet words (RL_FLEET_HOST_*). `now` is
+ * the host's clock, used only to pace the retries: Redis's own clock
+ * decides. */
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 int kind, rl_word *const *states,
-                                const struct rl_fleet_pool *pool, uint64_t now,
+                                const struct rl_fleet_pool *pool,
+                                rl_atomic_u64 *host, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v);
 
@@ -56,12 +97,16 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
 void rl_fleet_finish(const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 
-/* In the child after fork: drop the parent's connection (the child opens
- * its own) and start the lock afresh, without touching either. */
+/* In the child after fork: drop the parent's connections (the child opens
+ * its own) and what its threads were doing on them, without touching
+ * either; the debts are the parent's to charge. */
 void rl_fleet_atfork_child(void);
 
-/* Is Redis answering now (for tests and `rlshim check`)? */
+/* Is Redis answering now (every node the process uses)? */
 bool rl_fleet_up(void);
+
+/* What the process settled of late replies (for the tests). */
+const struct rl_fleet_settled *rl_fleet_settled(void);
 
 /* For `rlshim check`: connect to cfg's Redis, authenticate, PING, load the
  * scripts. Returns 0 and the round trip in *rtt_ns, or -errno and why in

@@ -26,6 +26,11 @@ static uint16_t crc16(const unsigned char *p, size_t n)
     return crc;
 }
 
+unsigned rl_fleet_tag_slot(const char *tag, size_t n)
+{
+    return crc16((const unsigned char *)tag, n) % RL_FLEET_SLOTS;
+}
+
 unsigned rl_fleet_key_slot(const char *key, size_t len)
 {
     const char *open = memchr(key, '{', len);

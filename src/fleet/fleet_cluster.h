@@ -36,6 +36,9 @@
  * the whole key, mod 16384. */
 unsigned rl_fleet_key_slot(const char *key, size_t len);
 
+/* The slot of a hash tag's n bytes (CRC16 of them, mod 16384). */
+unsigned rl_fleet_tag_slot(const char *tag, size_t n);
+
 enum rl_fleet_redirect_kind {
     RL_FLEET_NO_REDIRECT = 0,
     RL_FLEET_MOVED, /* the slot lives there now: learn it */

@@ -129,10 +129,11 @@ static int wait_fd(int fd, short ev, uint64_t deadline)
         struct pollfd p = {.fd = fd, .events = ev};
         int ms = (int)((deadline - now + 999999) / 1000000);
         int r = rl_sys.poll(&p, 1, ms);
+        if (r > 0 && (p.revents & POLLNVAL))
+            return -EBADF; /* closed under us (a close_range sweep) */
         if (r > 0)
-            return (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & ev)
-                       ? -ECONNRESET
-                       : 0;
+            return (p.revents & POLLERR) && !(p.revents & ev) ? -ECONNRESET
+                                                               : 0;
         if (r < 0 && errno != EINTR)
             return -errno;
     }

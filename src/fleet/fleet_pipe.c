@@ -380,11 +380,9 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
 {
     uint32_t v = atomic_load_explicit(&p->st, memory_order_acquire);
     for (;;) {
-        if (v & P_BROKEN) {
-            /* Closed by its last user; a new one opens next time. */
-            return -ECONNRESET;
-        }
-        if (v & (P_OPENING | P_CLOSING)) {
+        if (v & (P_OPENING | P_CLOSING | P_BROKEN)) {
+            /* Opened, or closed by its last user (who is on the way out:
+             * a broken pipe fails every call it owes at once), soon. */
             if (rl_clock_now_ns() >= deadline)
                 return -ETIMEDOUT;
             futex_wait(&p->st, v, deadline);

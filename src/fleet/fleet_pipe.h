@@ -113,8 +113,9 @@ void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
 
 /* Start using p: when it is closed, this thread opens it (connect, AUTH
  * with password_file, SELECT, SCRIPT LOAD; bounded by open_ns of its
- * own); while another opens it, wait until `deadline`. 0, or -errno with
- * p->why saying why. Every 0 is paired with one rl_fleet_pipe_leave. */
+ * own); while another opens it, or the last users of a broken one leave
+ * it, wait until `deadline`. 0, or -errno with p->why saying why. Every
+ * 0 is paired with one rl_fleet_pipe_leave. */
 int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
                         uint64_t open_ns, uint64_t deadline);
 

@@ -36,14 +36,20 @@ void rl_fleet_route_init(struct rl_fleet_route *r,
     r->map.nodes[0].db = seed->db;
 }
 
-/* The slot of every key of the budget `label`: its hosts key's. */
+/* The slot of every key of the budget `label` (`rlshim:{label}:...`):
+ * the tag is the label up to its first '}', unless that leaves nothing
+ * (then the whole key counts: its hosts key's). Without building a key:
+ * the caller's stack is the program's. */
 static unsigned label_slot(const char *label)
 {
-    char key[1024]; /* labels are a few hundred bytes at most */
-    int n = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
-    if (n < 0 || (size_t)n >= sizeof key)
-        n = (int)sizeof key - 1;
-    return rl_fleet_key_slot(key, (size_t)n);
+    size_t n = strcspn(label, "}");
+    if (n > 0)
+        return rl_fleet_tag_slot(label, n);
+    char key[128];
+    int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
+    if (k < 0 || (size_t)k >= sizeof key)
+        k = (int)sizeof key - 1;
+    return rl_fleet_key_slot(key, (size_t)k);
 }
 
 int rl_fleet_route_node(struct rl_fleet_route *r, const char *label)
@@ -124,25 +130,49 @@ bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
 
 /* ---- one command on one node --------------------------------------------*/
 
+static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
+                   rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
+                   uint64_t deadline, uint64_t *ticket,
+                   struct rl_fleet_result *out, const char **why);
+
 /* Send and wait on node i; 0 and *out (pipe left), -ETIMEDOUT with the
  * pipe still entered (*ticket owed), or -errno (pipe left). */
 static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
                    void *ctx, unsigned skip, bool raw, uint64_t deadline,
-                   uint64_t *ticket, struct rl_fleet_result *out, char *why,
-                   size_t whylen)
+                   uint64_t *ticket, struct rl_fleet_result *out,
+                   const char **why)
 {
     struct rl_fleet_pipe *p = pipe_of(r, i);
     if (p == NULL) {
-        snprintf(why, whylen, "out of memory");
+        *why = "out of memory";
         return -ENOMEM;
     }
-    int e = rl_fleet_pipe_enter(p, r->password_file, r->open_ns, deadline);
+    int e = -EBADF;
+    /* A number the program closed or took (a close_range sweep, a dup2)
+     * broke the connection under the call: once more, on a new one. The
+     * first command may have run (its reply lost): charged twice at
+     * worst, the fleet admits less. */
+    for (int attempt = 0; attempt < 2 && e == -EBADF; attempt++)
+        e = on_pipe(r, p, build, ctx, skip, raw, deadline, ticket, out, why);
+    return e;
+}
+
+static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
+                   rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
+                   uint64_t deadline, uint64_t *ticket,
+                   struct rl_fleet_result *out, const char **why)
+{
+    /* A connection opened now (by this thread or another) has a bound of
+     * its own; the call's wait starts after it (SPEC §8: no *reply*
+     * within 50 ms). */
+    uint64_t t0 = rl_clock_now_ns();
+    int e = rl_fleet_pipe_enter(p, r->password_file, r->open_ns,
+                                t0 + r->open_ns);
     if (e < 0) {
-        snprintf(why, whylen, "%s", e == -ETIMEDOUT ? strerror(-e) : p->why);
+        *why = e == -ETIMEDOUT ? "connecting took too long" : p->why;
         return e;
     }
-    /* A connection opened now had its own bound: the call gets its own
-     * wait after it (SPEC §8: no *reply* within 50 ms). */
+    deadline += rl_clock_now_ns() - t0;
     e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, ticket);
     if (e == 0) {
         e = rl_fleet_pipe_wait(p, *ticket, deadline, out);
@@ -150,11 +180,10 @@ static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
             return e; /* still entered: rl_fleet_route_abandon leaves */
         if (out->err != 0) {
             e = out->err;
-            snprintf(why, whylen, "%s", p->why);
+            *why = p->why;
         }
     } else {
-        snprintf(why, whylen, "%s",
-                 e == -EBUSY ? "too many calls owed" : strerror(-e));
+        *why = e == -EBUSY ? "too many calls owed" : p->why;
     }
     rl_fleet_pipe_leave(p);
     return e;
@@ -217,14 +246,14 @@ static void refresh_map(struct rl_fleet_route *r, uint64_t deadline)
     if (!atomic_exchange_explicit(&r->stale, false, memory_order_relaxed))
         return;
     unsigned n = atomic_load_explicit(&r->map.n, memory_order_acquire);
-    char why[RL_FLEET_WHY_MAX];
+    const char *why;
     for (unsigned i = 0; i < n; i++) {
         if (!rl_fleet_route_up(r, (int)i) && i != 0)
             continue;
         struct rl_fleet_result res;
         uint64_t ticket;
         int e = on_node(r, (int)i, build_slots, NULL, 0, true, deadline,
-                        &ticket, &res, why, sizeof why);
+                        &ticket, &res, &why);
         if (e == -ETIMEDOUT) {
             struct rl_fleet_call call = {(int)i, ticket};
             struct rl_fleet_late none = {{0}};
@@ -271,8 +300,7 @@ static void pause_ms(uint64_t ms, uint64_t deadline)
 int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
                         int *node, struct rl_fleet_call *call,
-                        struct rl_fleet_result *out, char *why,
-                        size_t whylen)
+                        struct rl_fleet_result *out, const char **why)
 {
     bool cluster = atomic_load_explicit(&r->cluster, memory_order_relaxed);
     if (cluster)
@@ -289,9 +317,9 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
         *node = i;
         uint64_t ticket;
         int e = ask ? on_node(r, i, build_asking, &a, 1, false, deadline,
-                              &ticket, out, why, whylen)
+                              &ticket, out, why)
                     : on_node(r, i, a.build, a.ctx, 0, false, deadline,
-                              &ticket, out, why, whylen);
+                              &ticket, out, why);
         if (e == -ETIMEDOUT) {
             call->node = i;
             call->ticket = ticket;
@@ -310,8 +338,9 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
             for (int n = 0; j == -EAGAIN && n < 1000; n++)
                 j = rl_fleet_map_find(&r->map, &rd.to);
             if (j < 0) {
-                snprintf(why, whylen, "cluster: %s (%s)", out->text,
-                         j == -ENOSPC ? "too many nodes" : "cannot follow");
+                *why = j == -ENOSPC ? "cluster: too many nodes"
+                                    : "cluster: a redirection that cannot "
+                                      "be followed";
                 return j == -ENOSPC ? -ENOSPC : -EPROTO;
             }
             if (k == RL_FLEET_MOVED) {
@@ -324,7 +353,8 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
             continue;
         }
         if (k < 0) {
-            snprintf(why, whylen, "cluster: %s (cannot follow)", out->text);
+            *why = "cluster: a redirection that cannot be followed (a host "
+                   "name?)";
             return -EPROTO;
         }
         if (strncmp(out->text, "NOSCRIPT", 8) == 0 && !eval) {
@@ -332,7 +362,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
             continue;
         }
         if (passing(out->text)) {
-            snprintf(why, whylen, "%s", out->text);
+            *why = out->text;
             if (strncmp(out->text, "CLUSTERDOWN", 11) == 0)
                 atomic_store_explicit(&r->stale, true, memory_order_relaxed);
             pause_ms(2, deadline);
@@ -343,7 +373,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
         }
         return 0; /* another error: the caller's */
     }
-    snprintf(why, whylen, "cluster: too many redirections");
+    *why = "cluster: too many redirections";
     return -ELOOP;
 }
 

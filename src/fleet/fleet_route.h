@@ -62,17 +62,18 @@ struct rl_fleet_call {
 
 /* Call what `build` makes (an EVALSHA of a script; with sha NULL, the
  * same as EVAL of its text: after NOSCRIPT) for the budget `label`, at
- * its node, following redirections, until `deadline`. *node is where it
- * went last (the node that is down when it fails). Returns 0 and *out
- * (a reply: an error reply other than a redirection or a retry is in
- * *out, for the caller); -ETIMEDOUT with *call owed: the caller decides
- * without it and then gives it up with rl_fleet_route_abandon; another
- * -errno when no reply will come (*why says why). */
+ * its node, following redirections, until `deadline` (plus the time a
+ * connection's set-up took). *node is where it went last (the node that
+ * is down when it fails). Returns 0 and *out (a reply: an error reply
+ * other than a redirection or a retry is in *out, for the caller);
+ * -ETIMEDOUT with *call owed: the caller decides without it and then
+ * gives it up with rl_fleet_route_abandon; another -errno when no reply
+ * will come. *why says why (a string that outlives the call: the
+ * connection's reason, out->text, or a constant). */
 int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
                         int *node, struct rl_fleet_call *call,
-                        struct rl_fleet_result *out, char *why,
-                        size_t whylen);
+                        struct rl_fleet_result *out, const char **why);
 
 /* Give an owed call up; its reply (if it comes) goes to r->late with
  * `late`. */

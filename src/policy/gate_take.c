@@ -213,8 +213,8 @@ take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
                 c->budget->fleet.w != NULL
             ? &c->budget->fleet
             : NULL;
-    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
-                         want, min, mw, c->v[rl_gate_vrow(kind)]);
+    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, NULL,
+                         t->now, want, min, mw, c->v[rl_gate_vrow(kind)]);
 }
 
 static struct rl_verdict take_one(struct rl_gate_ticket *t,

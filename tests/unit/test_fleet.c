@@ -215,7 +215,10 @@ Test(fleet, keys_carry_a_hash_tag_and_expire_when_refilled)
     cr_expect(strtol(out, NULL, 10) > 0, "hosts TTL %s", out);
 }
 
-Test(fleet, reloads_the_scripts_after_noscript)
+/* A Redis that lost the scripts (SCRIPT FLUSH; a replica promoted, which
+ * never had them) answers NOSCRIPT: the call is made again as EVAL of
+ * the text, on the same connection, within the same decision. */
+Test(fleet, runs_the_script_as_eval_after_noscript)
 {
     start_redis();
     gate_with(FLEET_10);
@@ -225,7 +228,13 @@ Test(fleet, reloads_the_scripts_after_noscript)
     redis_cli(&R, "SCRIPT FLUSH", out, sizeof out);
     cr_assert_eq(connect_at(now), RL_GATE_GO);
     cr_expect(rl_fleet_up());
-    cr_expect_geq(redis_calls(&R, "script|load"), 4);
+    cr_expect_eq(redis_calls(&R, "eval"), 1);
+    /* The first decision's, and the one NOSCRIPT answered. */
+    cr_expect_eq(redis_calls(&R, "evalsha"), 2);
+    /* EVAL loaded it again: the next decision is an EVALSHA. */
+    cr_assert_eq(connect_at(now), RL_GATE_GO);
+    cr_expect_eq(redis_calls(&R, "evalsha"), 3);
+    cr_expect_eq(redis_calls(&R, "eval"), 1);
 }
 
 Test(fleet, sliding_window_keeps_unique_stamps)
@@ -350,7 +359,7 @@ static void *decide(void *arg)
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
             rl_fleet_take(d->rule, NULL, RL_KIND_CONNECT, d->states, NULL,
-                          rl_clock_now_ns(), 1, 1, 0, v);
+                          NULL, rl_clock_now_ns(), 1, 1, 0, v);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -445,9 +454,9 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_verdict v[RL_MAX_RATES];
     uint64_t now = rl_clock_now_ns();
     struct rl_verdict a = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
+                                        &pool, NULL, now, 1, 1, 0, v);
     struct rl_verdict b = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
+                                        &pool, NULL, now, 1, 1, 0, v);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");

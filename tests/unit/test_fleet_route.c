@@ -94,9 +94,11 @@ static long call(int *node, char *why, size_t len)
 {
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
+    const char *w = "";
     int e = rl_fleet_route_call(&route, label, build_incr, NULL,
                                 rl_clock_now_ns() + 500 * MS, node, &owed,
-                                &res, why, len);
+                                &res, &w);
+    snprintf(why, len, "%s", w);
     if (e == -ETIMEDOUT) {
         struct rl_fleet_late none = {{0}};
         rl_fleet_route_abandon(&route, &owed, &none);

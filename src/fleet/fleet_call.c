@@ -1,0 +1,78 @@
+/* fleet_call.c — a decision's script call and its reply (see
+ * fleet_call.h). */
+#include "fleet/fleet_call.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "fleet/fleet_scripts.h"
+
+int rl_fleet_call_bucket(const struct rl_rule *rule, int kind)
+{
+    return rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET;
+}
+
+void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
+                         void *ctx)
+{
+    const struct rl_fleet_cmd *k = ctx;
+    const struct rl_rule *rule = k->rule;
+    const struct rl_fleet_ask *a = k->ask;
+    int bucket = rl_fleet_call_bucket(rule, k->kind);
+    unsigned n = rule->nlimits[k->kind];
+    rl_fleet_cmd_start(c, 3 + (n + 1) + 8 + 3 * n);
+    if (sha != NULL) {
+        rl_fleet_cmd_str(c, "EVALSHA");
+        rl_fleet_cmd_str(c, sha[bucket ? 0 : 1]);
+    } else {
+        rl_fleet_cmd_str(c, "EVAL");
+        rl_fleet_cmd_str(c, bucket ? rl_fleet_lua_bucket : rl_fleet_lua_window);
+    }
+    rl_fleet_cmd_u64(c, n + 1);
+    const char *algo[2] = {"sw", "tb"};
+    char idx[2] = "0";
+    const char *key[8] = {"rlshim:{", k->label, "}:", rl_kind_name(k->kind),
+                          ":",        idx,      ":",  NULL};
+    for (unsigned i = 0; i < n; i++) {
+        idx[0] = (char)('0' + i); /* i < RL_MAX_RATES */
+        key[7] = algo[rule->limits[k->kind][i].algo == RL_ALGO_TOKEN_BUCKET];
+        rl_fleet_cmd_cat(c, key, 8);
+    }
+    const char *hosts[3] = {"rlshim:{", k->label, "}:hosts"};
+    rl_fleet_cmd_cat(c, hosts, 3);
+    rl_fleet_cmd_u64(c, a->want);
+    rl_fleet_cmd_u64(c, a->min);
+    rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
+    rl_fleet_cmd_u64(c, a->debt);
+    rl_fleet_cmd_str(c, k->host);
+    /* The call's id: unique members of the window's sorted sets. */
+    char pid[24], seq[24];
+    const char *id[5] = {k->host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
+                         ":", rl_fleet_dec(seq, k->seq)};
+    rl_fleet_cmd_cat(c, id, 5);
+    rl_fleet_cmd_u64(c, a->lease);
+    rl_fleet_cmd_u64(c, a->ret);
+    for (unsigned i = 0; i < n; i++) {
+        const struct rl_limit *l = &rule->limits[k->kind][i];
+        rl_fleet_cmd_u64(c, l->count);
+        rl_fleet_cmd_u64(c, l->period_ns / 1000);
+        rl_fleet_cmd_u64(c, l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst
+                                                            : l->count);
+    }
+}
+
+int rl_fleet_call_answer(const struct rl_fleet_result *r,
+                         struct rl_fleet_answer *a)
+{
+    if (r->err != 0 || r->type != RL_FLEET_REPLY_INTS || r->n < 5)
+        return -EPROTO;
+    int64_t g = r->v[0], w = r->v[1], h = r->v[2], l = r->v[3], d = r->v[4];
+    if (g < 0 || w < -1 || h < 0 || l < 0 || d < 0)
+        return -EPROTO;
+    a->granted = (uint64_t)g;
+    a->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
+    a->hosts = h > 0 ? (uint64_t)h : 1;
+    a->leased = (uint64_t)l;
+    a->debt_charged = (uint64_t)d;
+    return 0;
+}
