@@ -223,10 +223,11 @@ static void returned(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
     }
 }
 
-/* What a call that failed leaves: the debt it carried goes back to be
- * charged with another call (if its script ran after all, its late reply
- * takes it off again); a refund it carried is dropped (given back twice
- * would over-admit; dropped, the fleet admits less). */
+/* What a call that failed with no reply to come leaves: the debt it
+ * carried goes back to be charged with another call (had its script run,
+ * it is charged twice: the fleet admits less); a refund it carried is
+ * dropped (given back twice would over-admit; dropped, the fleet admits
+ * less). */
 static void unask(struct rl_fleet_budget *st, int kind,
                   const struct rl_fleet_ask *a)
 {
@@ -309,7 +310,7 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
-    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0, 0};
+    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0};
     const char *why = "";
     int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &cmd,
                                 rl_clock_now_ns() + RL_FLEET_WAIT_NS, &node,
@@ -325,7 +326,11 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
          * took them back may run yet. */
         if (claimed || stale > 0)
             rl_fleet_pool_filled(pool, kind, 0, 0, stale, claimed, cnow);
-        unask(st, kind, &a);
+        /* The debt it carried is owed again, unless its script may run
+         * yet (a reply only late): then it stays with it (its late reply,
+         * or the loss of it, settles it). */
+        if (r != -ETIMEDOUT)
+            unask(st, kind, &a);
         rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
         warn(f, why);
         struct rl_verdict out;
@@ -501,3 +506,4 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
     free(c);
     return r;
 }
+

@@ -64,15 +64,14 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
 int rl_fleet_call_answer(const struct rl_fleet_result *r,
                          struct rl_fleet_answer *a)
 {
-    if (r->err != 0 || r->type != RL_FLEET_REPLY_INTS || r->n < 5)
+    if (r->err != 0 || r->type != RL_FLEET_REPLY_INTS || r->n < 4)
         return -EPROTO;
-    int64_t g = r->v[0], w = r->v[1], h = r->v[2], l = r->v[3], d = r->v[4];
-    if (g < 0 || w < -1 || h < 0 || l < 0 || d < 0)
+    int64_t g = r->v[0], w = r->v[1], h = r->v[2], l = r->v[3];
+    if (g < 0 || w < -1 || h < 0 || l < 0)
         return -EPROTO;
     a->granted = (uint64_t)g;
     a->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
     a->hosts = h > 0 ? (uint64_t)h : 1;
     a->leased = (uint64_t)l;
-    a->debt_charged = (uint64_t)d;
     return 0;
 }

@@ -45,7 +45,6 @@ struct rl_fleet_answer {
     uint64_t wait_ns; /* UINT64_MAX: never */
     uint64_t hosts;   /* active in the last minute, at least 1 */
     uint64_t leased;
-    uint64_t debt_charged;
 };
 
 /* 0 and *a, or -EPROTO when r is not a script's reply. */

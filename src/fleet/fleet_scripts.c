@@ -23,7 +23,6 @@ const char rl_fleet_lua_bucket[] =
     PRELUDE
     "local L = {}\n"
     "local avail = want\n"
-    "local dc = debt\n"
     "for i = 1, n do\n"
     "  local c = tonumber(ARGV[6 + 3 * i])\n"
     "  local p = tonumber(ARGV[7 + 3 * i])\n"
@@ -44,9 +43,6 @@ const char rl_fleet_lua_bucket[] =
      * capped at empty would leave the bucket's regained burst to the
      * first one back (a burst on return). */
     "  if debt > 0 then\n"
-    "    local room = math.floor((2 * b * p - used) / p)\n"
-    "    if room < 0 then room = 0 end\n"
-    "    if room < dc then dc = room end\n"
     "    used = used + debt * p\n"
     "    if used > 2 * b * p then used = 2 * b * p end\n"
     "  end\n"
@@ -101,13 +97,12 @@ const char rl_fleet_lua_bucket[] =
     "    redis.call('DEL', KEYS[i])\n"
     "  end\n"
     "end\n"
-    "return {grant, wait, hosts, leased, dc}\n";
+    "return {grant, wait, hosts, leased}\n";
 
 const char rl_fleet_lua_window[] =
     PRELUDE
     "local id = ARGV[6]\n"
     "local avail = want\n"
-    "local dc = debt\n"
     "local L = {}\n"
     "for i = 1, n do\n"
     "  local c = tonumber(ARGV[6 + 3 * i])\n"
@@ -121,9 +116,7 @@ const char rl_fleet_lua_window[] =
     "    for j = 1, d do\n"
     "      redis.call('ZADD', KEYS[i], now, id .. ':d' .. j)\n"
     "    end\n"
-    "    if d < 0 then d = 0 end\n"
-    "    if d < dc then dc = d end\n"
-    "    cnt = cnt + d\n"
+    "    if d > 0 then cnt = cnt + d end\n"
     "  end\n"
     "  local a = c - cnt\n"
     "  if a < avail then avail = a end\n"
@@ -156,4 +149,4 @@ const char rl_fleet_lua_window[] =
     "  end\n"
     "  redis.call('PEXPIRE', KEYS[i], math.floor((at - now + L[i][2]) / 1000) + 2)\n"
     "end\n"
-    "return {grant, wait, hosts, 0, dc}\n";
+    "return {grant, wait, hosts, 0}\n";

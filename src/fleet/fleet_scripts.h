@@ -5,8 +5,7 @@
  * key, all with the same hash tag ({SECTION|USER}) so a Redis Cluster
  * runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
  * call id, lease, ret, then per limit: count, period_us, burst. They
- * reply {granted, wait_us, hosts, leased, debt_charged}: granted 0 is a
- * denial and
+ * reply {granted, wait_us, hosts, leased}: granted 0 is a denial and
  * wait_us then how long until `min` could be granted (-1: never). A grant
  * with wait_us > 0 is a reservation (on_deny = delay). `lease` asks for
  * that many units more, taken ahead for the host's pool (fleet_lease.h):
@@ -14,9 +13,8 @@
  * and only as far as every bucket keeps half its burst after it. `ret`
  * is a lease's unspent units given back, before anything is taken. The
  * window script leases nothing and ignores both. `debt` is what this process admitted
- * while Redis was away: charged first, down to one burst below empty;
- * `debt_charged` is how much of it every limit took (the least of them),
- * so that a reply that comes late is settled with what it charged. Each call marks `host` active in the hosts key
+ * while Redis was away: charged first, at most until the budget is empty
+ * (no burst on return). Each call marks `host` active in the hosts key
  * (a sorted set by time, 60 s), whose size is what `share` divides by. */
 #ifndef RL_FLEET_SCRIPTS_H
 #define RL_FLEET_SCRIPTS_H

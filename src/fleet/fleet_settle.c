@@ -69,28 +69,30 @@ void rl_fleet_settle(void *ctx, const struct rl_fleet_result *r,
     uint64_t idx = late->w[0];
     if (t == NULL || idx == 0 || idx > 1 + RL_FLEET_BUDGETS)
         return;
-    if (r->err != 0 || r->type != RL_FLEET_REPLY_INTS || r->n < 5) {
-        /* Lost with its connection, or an error: no script charged it
-         * that we can know of. */
-        rl_add_relaxed_u64(&t->settled.lost, 1);
-        return;
-    }
     struct rl_fleet_budget *b = &t->b[idx - 1];
     int kind = (int)(late->w[1] & 0xff);
     bool bucket = (late->w[1] >> 8) & 1;
     if (kind >= RL_KIND_COUNT)
         return;
+    if (r->err != 0 || r->type != RL_FLEET_REPLY_INTS || r->n < 4) {
+        /* Lost with its connection, or an error: its script most likely
+         * never ran (a killed Redis keeps nothing), so the debt it carried
+         * is owed again. Had it run, it is charged twice: the fleet
+         * admits less. */
+        rl_add_relaxed_u64(&b->debt[kind], late->w[3]);
+        rl_add_relaxed_u64(&t->settled.lost, 1);
+        return;
+    }
     uint64_t f = late->w[2];
     uint64_t g = nonneg(r->v[0]), leased = nonneg(r->v[3]);
-    uint64_t dc = nonneg(r->v[4]);
-    if (dc > late->w[3])
-        dc = late->w[3];
-    /* Paid at Redis already: the debt it carried, and the fallback's
-     * units its grant covers. Off the debt, or (sent again meanwhile with
-     * another call: charged twice) given back. */
-    uint64_t paid = dc + (f < g ? f : g);
-    uint64_t off = rl_fleet_take_up_to(&b->debt[kind], paid);
-    uint64_t back = (paid - off) + (g > f ? g - f : 0) + leased;
+    /* The debt it carried was charged (as far as the budget held it, as
+     * any call's). Of the fallback's f units (owed as debt), the grant
+     * covers min(f, g): off the debt while they are still there; once
+     * sent with another call they are charged again (the fleet admits
+     * less, never more). What Redis granted beyond f, and a lease that
+     * never reached the pool, nobody spent: given back to the bucket. */
+    uint64_t off = rl_fleet_take_up_to(&b->debt[kind], f < g ? f : g);
+    uint64_t back = (g > f ? g - f : 0) + leased;
     rl_add_relaxed_u64(&t->settled.late, 1);
     rl_add_relaxed_u64(&t->settled.debt_paid, off);
     if (bucket && back > 0) {

@@ -5,22 +5,23 @@
  *
  * A decision that got no reply in time (SPEC §8's 50 ms) is made by the
  * fallback (f units, charged to the host budget and owed to Redis as
- * debt). Its script may still run at Redis: its reply, when it comes
- * (fleet_pipe.h's late replies), says what Redis charged for it — g units
- * granted, a lease of l more, d of the debt it carried — and is settled
- * here against what the process did meanwhile:
- *   - the debt it carried and had put back (d of it charged) and the f of
- *     the fallback that g covers are taken off the debt (paid already);
- *     what was meanwhile sent again with another call is given back
- *     instead;
+ * debt). Its script may still run at Redis: the debt it carried stays
+ * with it (not owed again: it would be charged twice), and its reply,
+ * when it comes (fleet_pipe.h's late replies), says what Redis charged
+ * for it — g units granted, a lease of l more — and is settled here
+ * against what the process did meanwhile:
+ *   - the f of the fallback that g covers are taken off the debt (paid
+ *     already), while they are still owed;
  *   - what Redis charged and nobody spent (g beyond f, a lease that never
  *     reached the pool) is given back to the bucket with the budget's next
  *     call (`ret`). A sliding window cannot take units back: those stay
  *     charged (the fleet admits less, never more).
  * So an outage over-admits at most what the fallback allows, never what
  * the fallback and the late scripts allow together. A reply lost with its
- * connection (reset, killed Redis) cannot be settled: its script may have
- * run, and then the fleet admits less by its grant.
+ * connection (reset, killed Redis) is settled as a script that never ran:
+ * the debt it carried is owed again (had it run, the fleet admits less).
+ * Every unit given back is one Redis charged and nobody spent; every
+ * doubt is settled by charging, never by giving back.
  *
  * No I/O, no clock: atomics on the process's table only. */
 #ifndef RL_FLEET_SETTLE_H
@@ -74,7 +75,7 @@ struct rl_fleet_owed {
     int kind;
     bool bucket;       /* a token bucket's script (it takes refunds) */
     uint64_t fallback; /* what the fallback granted instead */
-    uint64_t debt;     /* the debt it carried (put back on the timeout) */
+    uint64_t debt;     /* the debt it carried (owed again if lost) */
     uint64_t lease;    /* lease units it asked for */
 };
 

@@ -213,7 +213,10 @@ take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
                 c->budget->fleet.w != NULL
             ? &c->budget->fleet
             : NULL;
-    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, NULL,
+    rl_atomic_u64 *host =
+        c->budget->store != NULL ? rl_store_fleet_words(c->budget->store)
+                                 : NULL;
+    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, host,
                          t->now, want, min, mw, c->v[rl_gate_vrow(kind)]);
 }
 

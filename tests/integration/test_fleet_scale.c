@@ -285,6 +285,13 @@ static void away_and_back(enum away how, double secs)
            "lines\n",
            how == PAUSE ? "paused" : "killed", secs, n, span, b + r * span,
            during, worst, r, away);
+    if (getenv("FLEET_SCALE_BINS") != NULL) {
+        /* Arrivals per 250 ms from the start, the return marked. */
+        for (double x = t[0]; x < t[n - 1]; x += 0.25)
+            printf("%s%d", x <= back && back < x + 0.25 ? " |" : " ",
+                   count_between(t, n, x, x + 0.25));
+        printf("\n");
+    }
     cr_expect_leq(worst, r * 1.2, "%d in one second around the return",
                   worst);
     cr_expect_leq(n, b + r * span + 1 + b * away, "%d admitted", n);

@@ -15,58 +15,64 @@ static void reset(void)
 
 TestSuite(fleet_settle, .init = reset);
 
-/* A reply of a script: {granted, wait, hosts, leased, debt_charged}. */
-static struct rl_fleet_result reply(int64_t g, int64_t leased, int64_t dc)
+/* A reply of a script: {granted, wait, hosts, leased}. */
+static struct rl_fleet_result reply(int64_t g, int64_t leased)
 {
-    struct rl_fleet_result r = {.type = RL_FLEET_REPLY_INTS, .n = 5};
+    struct rl_fleet_result r = {.type = RL_FLEET_REPLY_INTS, .n = 4};
     r.v[0] = g;
     r.v[1] = 0;
     r.v[2] = 3;
     r.v[3] = leased;
-    r.v[4] = dc;
     return r;
 }
 
-/* A call that timed out: the fallback granted f (owed as debt), the debt
- * d it carried put back; then its reply comes. */
+/* A call that carried debt d timed out: d stays with it; the fallback
+ * granted f (owed as debt); then its reply comes, or is lost. */
 static void timed_out(struct rl_fleet_budget *b, int kind, bool bucket,
                       uint64_t f, uint64_t d, uint64_t lease,
                       struct rl_fleet_late *late)
 {
-    rl_add_relaxed_u64(&b->debt[kind], f + d);
+    rl_add_relaxed_u64(&b->debt[kind], f);
     struct rl_fleet_owed o = {b, kind, bucket, f, d, lease};
     rl_fleet_owed_pack(&t, &o, late);
 }
 
-Test(fleet_settle, a_late_grant_pays_the_fallbacks_units_and_the_debt)
+static uint64_t debt(struct rl_fleet_budget *b, int kind)
+{
+    return rl_load_relaxed_u64(&b->debt[kind]);
+}
+
+static uint64_t refund(struct rl_fleet_budget *b, int kind)
+{
+    return rl_load_relaxed_u64(&b->refund[kind]);
+}
+
+Test(fleet_settle, a_late_grant_pays_the_fallbacks_units)
 {
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, NULL);
     struct rl_fleet_late late;
     timed_out(b, RL_KIND_CONNECT, true, 3, 2, 0, &late);
-    cr_assert_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_CONNECT]), 5);
-    struct rl_fleet_result r = reply(3, 0, 2);
+    cr_assert_eq(debt(b, RL_KIND_CONNECT), 3);
+    struct rl_fleet_result r = reply(3, 0);
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_CONNECT]), 0,
-                 "charged twice: %llu still owed",
-                 (unsigned long long)rl_load_relaxed_u64(
-                     &b->debt[RL_KIND_CONNECT]));
-    cr_expect_eq(rl_load_relaxed_u64(&b->refund[RL_KIND_CONNECT]), 0);
+    cr_expect_eq(debt(b, RL_KIND_CONNECT), 0, "charged twice: %llu owed",
+                 (unsigned long long)debt(b, RL_KIND_CONNECT));
+    cr_expect_eq(refund(b, RL_KIND_CONNECT), 0);
     cr_expect_eq(rl_load_relaxed_u64(&t.settled.late), 1);
-    cr_expect_eq(rl_load_relaxed_u64(&t.settled.debt_paid), 5);
+    cr_expect_eq(rl_load_relaxed_u64(&t.settled.debt_paid), 3);
 }
 
-/* fleet_fallback = deny granted nothing; Redis granted 4 that nobody
- * spent: given back to the bucket. */
+/* fleet_fallback = deny granted nothing; Redis granted 4, and a lease of
+ * 6 that never reached the pool: nobody spent them, they go back. */
 Test(fleet_settle, what_redis_granted_and_nobody_spent_goes_back)
 {
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, "site:s|u");
     struct rl_fleet_late late;
     timed_out(b, RL_KIND_SEND, true, 0, 0, 6, &late);
-    struct rl_fleet_result r = reply(4, 6, 0);
+    struct rl_fleet_result r = reply(4, 6);
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->refund[RL_KIND_SEND]), 4 + 6,
-                 "grant and lease back");
-    cr_expect_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_SEND]), 0);
+    cr_expect_eq(refund(b, RL_KIND_SEND), 4 + 6, "grant and lease back");
+    cr_expect_eq(debt(b, RL_KIND_SEND), 0);
 }
 
 /* The fallback granted more than Redis did: the rest stays owed. */
@@ -75,46 +81,53 @@ Test(fleet_settle, the_fallbacks_units_beyond_the_grant_stay_owed)
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, NULL);
     struct rl_fleet_late late;
     timed_out(b, RL_KIND_CONNECT, true, 5, 0, 0, &late);
-    struct rl_fleet_result r = reply(2, 0, 0);
+    struct rl_fleet_result r = reply(2, 0);
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_CONNECT]), 3);
-    cr_expect_eq(rl_load_relaxed_u64(&b->refund[RL_KIND_CONNECT]), 0);
+    cr_expect_eq(debt(b, RL_KIND_CONNECT), 3);
+    cr_expect_eq(refund(b, RL_KIND_CONNECT), 0);
 }
 
-/* The debt was sent again with another call before the late reply came:
- * charged twice, so the twice-charged units go back. */
-Test(fleet_settle, a_debt_sent_again_meanwhile_is_given_back)
+/* The fallback's units were sent as debt with another call before the
+ * late reply came (that call charges them, as far as the budget holds
+ * them): nothing is given back for them. Given back, a debt the budget
+ * did not hold (charged down to one burst below empty) would be a burst
+ * on return; kept, the fleet admits less at worst. */
+Test(fleet_settle, units_sent_again_meanwhile_are_never_given_back)
 {
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, NULL);
     struct rl_fleet_late late;
-    timed_out(b, RL_KIND_CONNECT, true, 1, 4, 0, &late);
-    (void)rl_fleet_take_up_to(&b->debt[RL_KIND_CONNECT], 5); /* sent */
-    struct rl_fleet_result r = reply(1, 0, 4);
+    timed_out(b, RL_KIND_CONNECT, true, 4, 9, 0, &late);
+    (void)rl_fleet_take_up_to(&b->debt[RL_KIND_CONNECT], 4); /* sent */
+    struct rl_fleet_result r = reply(4, 0);
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->refund[RL_KIND_CONNECT]), 5);
+    cr_expect_eq(refund(b, RL_KIND_CONNECT), 0);
+    cr_expect_eq(debt(b, RL_KIND_CONNECT), 0);
 }
 
 /* A sliding window takes nothing back: the fleet admits less, never
- * more. The debt is settled all the same. */
-Test(fleet_settle, a_window_settles_its_debt_and_gives_nothing_back)
+ * more. The fallback's units are settled all the same. */
+Test(fleet_settle, a_window_settles_the_fallback_and_gives_nothing_back)
 {
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, NULL);
     struct rl_fleet_late late;
     timed_out(b, RL_KIND_CONNECT, false, 1, 2, 0, &late);
-    struct rl_fleet_result r = reply(3, 0, 2);
+    struct rl_fleet_result r = reply(3, 0);
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_CONNECT]), 0);
-    cr_expect_eq(rl_load_relaxed_u64(&b->refund[RL_KIND_CONNECT]), 0);
+    cr_expect_eq(debt(b, RL_KIND_CONNECT), 0);
+    cr_expect_eq(refund(b, RL_KIND_CONNECT), 0);
 }
 
-Test(fleet_settle, a_lost_reply_changes_nothing_and_is_counted)
+/* Lost with its connection: its script most likely never ran, so the
+ * debt it carried is owed again; nothing is given back. */
+Test(fleet_settle, a_lost_reply_owes_its_debt_again_and_is_counted)
 {
     struct rl_fleet_budget *b = rl_fleet_budget_of(&t, NULL);
     struct rl_fleet_late late;
-    timed_out(b, RL_KIND_CONNECT, true, 2, 1, 0, &late);
+    timed_out(b, RL_KIND_CONNECT, true, 2, 7, 0, &late);
     struct rl_fleet_result r = {.err = -104};
     rl_fleet_settle(&t, &r, &late);
-    cr_expect_eq(rl_load_relaxed_u64(&b->debt[RL_KIND_CONNECT]), 3);
+    cr_expect_eq(debt(b, RL_KIND_CONNECT), 2 + 7);
+    cr_expect_eq(refund(b, RL_KIND_CONNECT), 0);
     cr_expect_eq(rl_load_relaxed_u64(&t.settled.lost), 1);
     /* A call with nothing to settle (a map look-up) is not counted. */
     struct rl_fleet_late none = {{0}};
