@@ -60,7 +60,7 @@ static int fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
     f->cfg = cfg;
     snprintf(f->label, sizeof f->label, "%s", label);
     host_id(f->host, sizeof f->host);
-    rl_store_relaxed_u64(&f->hosts, 1);
+    rl_store_relaxed_u64(&f->hosts, 0); /* not counted yet */
     rl_fleet_route_init(&f->route, &f->addr, cfg->fleet_password,
                         RL_FLEET_OPEN_NS, rl_fleet_settle, &f->budgets);
     /* Budgets' drained start at 0 (no generation): a process whose first
@@ -96,8 +96,8 @@ static void warn(struct rl_fleet *f, const char *why)
 /* ---- the host's share ---------------------------------------------------*/
 
 /* Hosts to divide the limits by: the last reply's count, or the host's
- * (another process's reply) when larger. */
-static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
+ * (another process's reply) when larger; 0 when no reply ever said. */
+static uint64_t hosts_known(struct rl_fleet *f, rl_atomic_u64 *host)
 {
     uint64_t h = rl_load_relaxed_u64(&f->hosts);
     if (host != NULL) {
@@ -105,6 +105,12 @@ static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
         if (hh > h && hh < 1000000)
             h = hh;
     }
+    return h;
+}
+
+static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
+{
+    uint64_t h = hosts_known(f, host);
     return h > 0 ? h : 1;
 }
 
@@ -269,8 +275,20 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         rl_fleet_route_try_now(&f->route); /* another process saw it back */
     uint64_t closed =
         st != NULL ? rl_load_relaxed_u64(&st->closed_until[kind]) : 0;
-    if (up && now < closed && closed - now > max_wait_ns)
+    if (up && closed != 0 && max_wait_ns < RL_FLEET_PROBE_NS) {
+        /* Redis said no until `closed`: denied here, with no round trip.
+         * When that time comes, one thread asks again (it claims the
+         * next RL_FLEET_PROBE_NS); the others wait for what it hears,
+         * rather than all of a hot key's callers asking at once. */
+        if (now < closed)
+            return (struct rl_verdict){0, closed - now, 0};
+        if (!atomic_compare_exchange_strong_explicit(
+                &st->closed_until[kind], &closed, now + RL_FLEET_PROBE_NS,
+                memory_order_relaxed, memory_order_relaxed))
+            return (struct rl_verdict){0, RL_FLEET_PROBE_NS, 0};
+    } else if (up && now < closed && closed - now > max_wait_ns) {
         return (struct rl_verdict){0, closed - now, 0};
+    }
     if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
         return fallback(f, st, rule, kind, states, host, now, want, min,
                         max_wait_ns, v);
@@ -287,7 +305,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             min = want;
     }
     int bucket = rl_fleet_call_bucket(rule, kind);
-    struct rl_fleet_ask a = {want, min, max_wait_ns, 0, 0, 0};
+    /* A share's debt is charged in full; one beyond a share as far as
+     * the budget holds it (fleet_scripts.h). */
+    struct rl_fleet_ask a = {want, min, max_wait_ns, 0, 0, 0,
+                             f->cfg->fleet_fallback != RL_FLEET_SHARE};
     if (st != NULL) {
         /* What was admitted while away is charged with this call, and
          * what Redis charged that nobody spent goes back with it. */
@@ -312,16 +333,23 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     struct rl_fleet_result res;
     struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0};
     const char *why = "";
+    /* A host that never heard how many hosts share the budget would fall
+     * back on all of it: it is starting (on a loaded machine, a fleet of
+     * hosts starting at once), not in an outage, and waits as long as a
+     * connection's set-up for its first reply. */
+    uint64_t wait = hosts_known(f, host) == 0 ? RL_FLEET_OPEN_NS
+                                              : RL_FLEET_WAIT_NS;
     int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &cmd,
-                                rl_clock_now_ns() + RL_FLEET_WAIT_NS, &node,
-                                &owed, &res, &why);
+                                rl_clock_now_ns() + wait, &node, &owed, &res,
+                                &why);
     if (r == 0 && rl_fleet_call_answer(&res, &ans) != 0) {
         why = res.type == RL_FLEET_REPLY_ERROR ? res.text : "unexpected reply";
         r = -EPROTO;
     }
     if (r < 0) {
         if (r == -ETIMEDOUT)
-            why = "no reply within 50 ms";
+            why = wait == RL_FLEET_WAIT_NS ? "no reply within 50 ms"
+                                           : "no first reply within 200 ms";
         /* The stale lease's units are dropped, not kept: the script that
          * took them back may run yet. */
         if (claimed || stale > 0)
@@ -331,8 +359,16 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
          * or the loss of it, settles it). */
         if (r != -ETIMEDOUT)
             unask(st, kind, &a);
-        rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
-        warn(f, why);
+        /* Redis is away when it failed, or said nothing to anyone for
+         * 50 ms; a reply late behind others' (a loaded host: this thread
+         * not run in time) is this call's alone: it falls back, and the
+         * next asks Redis again. */
+        if (r != -ETIMEDOUT ||
+            rl_fleet_route_silent(&f->route, node, rl_clock_coarse_ns(),
+                                  RL_FLEET_WAIT_NS)) {
+            rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
+            warn(f, why);
+        }
         struct rl_verdict out;
         if (shared > 0) {
             /* Already the share's: admitted as the fallback would. */
@@ -369,6 +405,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1 &&
         st != NULL)
         rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
+    else if (out.granted > 0 && st != NULL &&
+             rl_load_relaxed_u64(&st->closed_until[kind]) != 0)
+        rl_store_relaxed_u64(&st->closed_until[kind], 0); /* open again */
     for (unsigned i = 0; i < rule->nlimits[kind]; i++)
         v[i] = out;
     return out;
@@ -395,7 +434,8 @@ void rl_fleet_finish(const struct rl_rule *rule,
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         if (rule->nlimits[k] == 0)
             continue;
-        struct rl_fleet_ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k)};
+        struct rl_fleet_ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k),
+                                 f->cfg->fleet_fallback != RL_FLEET_SHARE};
         if (a.ret == 0)
             continue;
         a.debt = atomic_exchange_explicit(&f->budgets.b[0].debt[k], 0,

@@ -6,7 +6,9 @@
  * of the budget's slot). Each node has one connection per process, on
  * which every thread's calls are pipelined (fleet_pipe.h): a decision
  * waits for its own reply only, at most RL_FLEET_WAIT_NS, and a
- * connection's set-up has a bound of its own (RL_FLEET_OPEN_NS).
+ * connection's set-up has a bound of its own (RL_FLEET_OPEN_NS), as has
+ * the first reply of a host that does not know yet how many hosts share
+ * its budgets (its share would be all of them).
  *
  * While a node is away (no reply in time, or none at all) the config's
  * fleet_fallback decides its budgets on the host budget (the rule's own
@@ -39,6 +41,9 @@
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
 #define RL_FLEET_OPEN_NS 200000000u   /* a connection's set-up, apart */
 #define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
+/* A budget Redis said no to is asked again by one thread of the process
+ * at a time: the others are denied here for this long meanwhile. */
+#define RL_FLEET_PROBE_NS 5000000u
 /* After a return, how long a host keeps to its share as well: every
  * host still away tries again within RL_FLEET_RETRY_NS. */
 #define RL_FLEET_SETTLE_NS (RL_FLEET_RETRY_NS + 100000000u)
@@ -58,7 +63,7 @@ struct rl_fleet {
     char host[40];   /* this host's id in the hosts sets */
     bool on;
     atomic_flag warned;   /* the stderr line went out */
-    rl_atomic_u64 hosts;  /* last counted by a reply; 1 until then */
+    rl_atomic_u64 hosts;  /* last counted by a reply; 0 until then */
     rl_atomic_u64 seq;    /* calls made (their ids) */
     rl_atomic_u64 gen;    /* outages ended: a new one drains again */
     rl_atomic_u64 back;   /* coarse clock of this process's last return */

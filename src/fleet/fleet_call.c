@@ -20,7 +20,7 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     const struct rl_fleet_ask *a = k->ask;
     int bucket = rl_fleet_call_bucket(rule, k->kind);
     unsigned n = rule->nlimits[k->kind];
-    rl_fleet_cmd_start(c, 3 + (n + 1) + 8 + 3 * n);
+    rl_fleet_cmd_start(c, 3 + (n + 1) + 9 + 3 * n);
     if (sha != NULL) {
         rl_fleet_cmd_str(c, "EVALSHA");
         rl_fleet_cmd_str(c, sha[bucket ? 0 : 1]);
@@ -52,6 +52,7 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     rl_fleet_cmd_cat(c, id, 5);
     rl_fleet_cmd_u64(c, a->lease);
     rl_fleet_cmd_u64(c, a->ret);
+    rl_fleet_cmd_u64(c, a->capped);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *l = &rule->limits[k->kind][i];
         rl_fleet_cmd_u64(c, l->count);

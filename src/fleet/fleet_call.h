@@ -19,6 +19,8 @@ struct rl_fleet_ask {
     uint64_t want, min, max_wait_ns, debt;
     uint64_t lease; /* units more for the host's pool */
     uint64_t ret;   /* units given back (a stale lease, a refund) */
+    bool capped;    /* the debt beyond a share's: charged as far as the
+                       budget holds it (fleet_scripts.h) */
 };
 
 /* The call's command: a rl_fleet_build_fn's context. */

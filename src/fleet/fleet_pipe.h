@@ -96,6 +96,8 @@ struct rl_fleet_pipe {
     _Atomic uint32_t send_lock, read_lock; /* futex words: 0, 1, 2 */
     _Atomic uint64_t sent; /* commands written; changed under send_lock */
     _Atomic uint64_t got;  /* replies read; changed under read_lock */
+    /* Coarse clock of the last reply read (or of the open): relaxed. */
+    _Atomic uint64_t last_reply;
     /* The slot of ticket k's reply: order[k % RL_FLEET_PIPE_RING],
      * written under send_lock before `sent` counts k. */
     _Atomic uint8_t order[RL_FLEET_PIPE_RING];
@@ -148,6 +150,10 @@ void rl_fleet_pipe_break(struct rl_fleet_pipe *p, const char *why);
 
 /* Is p open and not broken (for the tests)? */
 bool rl_fleet_pipe_open(const struct rl_fleet_pipe *p);
+
+/* The coarse clock when p last read a reply (0: never): a call that
+ * timed out while others' replies came is late, not Redis away. */
+uint64_t rl_fleet_pipe_last_reply(const struct rl_fleet_pipe *p);
 
 /* In the child after fork: the parent's connection and whatever its
  * threads were doing on it are dropped (the socket closed while it is

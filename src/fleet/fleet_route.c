@@ -123,6 +123,15 @@ void rl_fleet_route_try_now(struct rl_fleet_route *r)
         rl_store_relaxed_u64(&r->node[i].next_try, 0);
 }
 
+bool rl_fleet_route_silent(struct rl_fleet_route *r, int i, uint64_t cnow,
+                           uint64_t ns)
+{
+    struct rl_fleet_pipe *p =
+        atomic_load_explicit(&r->node[i].pipe, memory_order_acquire);
+    uint64_t last = p != NULL ? rl_fleet_pipe_last_reply(p) : 0;
+    return last == 0 || cnow < last || cnow - last >= ns;
+}
+
 bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
 {
     return !atomic_load_explicit(&r->node[i].down, memory_order_relaxed);

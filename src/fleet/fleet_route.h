@@ -101,6 +101,12 @@ bool rl_fleet_route_answered(struct rl_fleet_route *r, int i);
  * Redis back). */
 void rl_fleet_route_try_now(struct rl_fleet_route *r);
 
+/* Is node i silent: no reply read from it for `ns` (coarse clock
+ * `cnow`)? A call that timed out on a node that is not silent was late
+ * behind others (a loaded host), not met by an absent Redis. */
+bool rl_fleet_route_silent(struct rl_fleet_route *r, int i, uint64_t cnow,
+                           uint64_t ns);
+
 /* Is node i answering (not down)? */
 bool rl_fleet_route_up(struct rl_fleet_route *r, int i);
 
