@@ -188,6 +188,11 @@ static struct rl_verdict fallback(struct rl_fleet *f, struct rl_fleet_budget *st
         break;
     case RL_FLEET_SHARE:
     default:
+        /* A host that never heard how many hosts share the budget has
+         * no share yet (taken as one host, every host starting at once
+         * would admit the whole budget): nothing until Redis says. */
+        if (hosts_known(f, host) == 0)
+            return r;
         r = share(f, rule, kind, states, host, now, want, min, max_wait_ns, v);
         break;
     }

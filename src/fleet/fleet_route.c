@@ -177,9 +177,12 @@ static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
     uint64_t t0 = rl_clock_now_ns();
     int e = rl_fleet_pipe_enter(p, r->password_file, r->open_ns,
                                 t0 + r->open_ns);
+    /* Only a reply owed past the deadline is -ETIMEDOUT (the caller then
+     * gives its ticket up): a connection not opened in time, or a command
+     * not written in time, owes nothing. */
     if (e < 0) {
         *why = e == -ETIMEDOUT ? "connecting took too long" : p->why;
-        return e;
+        return e == -ETIMEDOUT ? -EAGAIN : e;
     }
     deadline += rl_clock_now_ns() - t0;
     e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, ticket);
@@ -193,6 +196,8 @@ static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
         }
     } else {
         *why = e == -EBUSY ? "too many calls owed" : p->why;
+        if (e == -ETIMEDOUT)
+            e = -EAGAIN;
     }
     rl_fleet_pipe_leave(p);
     return e;
