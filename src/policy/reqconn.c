@@ -25,6 +25,7 @@ void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 {
     memset(c, 0, sizeof *c);
     rl_reqscan_init(&c->scan, &c->http);
+    rl_respscan_init(&c->resp, &c->http);
     if (sa != NULL && salen > 0 && salen <= sizeof c->peer) {
         memcpy(&c->peer, sa, salen);
         c->salen = salen;
@@ -34,6 +35,7 @@ void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 void rl_reqconn_free(struct rl_reqconn *c)
 {
     rl_reqscan_free(&c->scan);
+    rl_respscan_free(&c->resp);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)
@@ -179,6 +181,7 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
         if (t.ncharges > 0)
             p->requests++;
         c->charged = (uint64_t)e->offset + 1;
+        rl_reqconn_sent(c, &q, e->stream_id);
         if (t.wait_ns == 0)
             continue;
         if (nonblocking(w)) {
@@ -234,10 +237,20 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     }
     if (k == 0)
         return;
-    if (w->how == RL_REQ_WHOLE)
-        plan_whole(c, w, first, k, now, p);
-    else
+    if (w->how == RL_REQ_PLAIN) {
         plan_plain(c, w, ev, nev, now, p);
+        return;
+    }
+    uint64_t before = c->charged;
+    plan_whole(c, w, first, k, now, p);
+    if (p->act != RL_GATE_GO && c->turn == 0)
+        return; /* denied: charged when it goes */
+    /* All k went to the first one's name (a turn reserved counts). */
+    struct rl_gate_req q;
+    ask(c, w, first, 1, &q);
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset >= before)
+            rl_reqconn_sent(c, &q, ev[i].stream_id);
 }
 
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
