@@ -350,7 +350,7 @@ static void *decide(void *arg)
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
             rl_fleet_take(d->rule, NULL, RL_KIND_CONNECT, d->states, NULL,
-                          rl_clock_now_ns(), 1, 1, 0, v);
+                          rl_clock_now_ns(), 1, 1, 0, v, NULL);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -445,9 +445,9 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_verdict v[RL_MAX_RATES];
     uint64_t now = rl_clock_now_ns();
     struct rl_verdict a = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
+                                        &pool, now, 1, 1, 0, v, NULL);
     struct rl_verdict b = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
+                                        &pool, now, 1, 1, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
