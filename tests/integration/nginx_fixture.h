@@ -18,6 +18,9 @@ struct ngx_site {
     const char *addr; /* a loopback address to listen on */
     int port;
     char log[300];    /* its access log */
+    bool h2_tls;      /* HTTPS with HTTP/2 (a throwaway self-signed
+                         certificate in h_dir) */
+    const char *extra; /* more directives for its server block, or NULL */
 };
 
 static pid_t ngx_pid;
@@ -80,13 +83,29 @@ H_FN void ngx_start(struct ngx_site *sites, int n)
             "  scgi_temp_path %1$s/ngx-scgi;\n",
             h_dir);
     for (int i = 0; i < n; i++) {
+        char cert[400];
+        snprintf(cert, sizeof cert, "%s/ngx-cert.pem", h_dir);
+        if (sites[i].h2_tls && access(cert, F_OK) != 0) {
+            char cmd[1200];
+            snprintf(cmd, sizeof cmd,
+                     "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes "
+                     "-keyout ngx-key.pem -out ngx-cert.pem -days 1 "
+                     "-subj /CN=127.0.0.1 2>/dev/null",
+                     h_dir);
+            cr_assert_eq(system(cmd), 0, "openssl req failed");
+        }
         sites[i].port = ngx_free_port(sites[i].addr);
         snprintf(sites[i].log, sizeof sites[i].log, "%s/access.%d.log", h_dir,
                  i);
-        fprintf(f,
-                "  server {\n    listen %s:%d;\n    root %s/www;\n"
-                "    access_log %s reqs;\n  }\n",
-                sites[i].addr, sites[i].port, h_dir, sites[i].log);
+        fprintf(f, "  server {\n    listen %s:%d%s;\n    root %s/www;\n"
+                   "    access_log %s reqs;\n",
+                sites[i].addr, sites[i].port,
+                sites[i].h2_tls ? " ssl http2" : "", h_dir, sites[i].log);
+        if (sites[i].h2_tls)
+            fprintf(f, "    ssl_certificate %1$s/ngx-cert.pem;\n"
+                       "    ssl_certificate_key %1$s/ngx-key.pem;\n",
+                    h_dir);
+        fprintf(f, "%s  }\n", sites[i].extra != NULL ? sites[i].extra : "");
     }
     fputs("}\n", f);
     fclose(f);
