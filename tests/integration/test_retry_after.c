@@ -142,9 +142,11 @@ Test(retry_after, an_http_date_is_a_wait_until_then)
     cr_expect_lt(g, 3.9, "an HTTP-date 3 s ahead: %.3f s", g);
 }
 
-/* Two requests a second: the backoff's turn is 0.5 s. */
+/* Two requests a second: the backoff's turn is 0.5 s; a burst of 5, so
+ * that the requests themselves go at once (a pause is all that spaces
+ * them). */
 #define BACKOFF_CONFIG                                                       \
-    "[default]\nrequest = 2/s\nrequest_burst = 1\non_deny = delay\n"      \
+    "[default]\nrequest = 2/s\nrequest_burst = 5\non_deny = delay\n"      \
     "max_delay = 10s\nmax_retry_after = 2s\n"
 
 static const char forever_py[] =
@@ -195,12 +197,16 @@ Test(retry_after, a_huge_retry_after_is_cut_at_max_retry_after)
 
 Test(retry_after, retry_after_zero_pauses_nothing)
 {
-    h_config_write(BACKOFF_CONFIG);
+    char log[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    h_config_write("[rlshim]\ndecision_log = %s\n" BACKOFF_CONFIG, log);
     run_requests(true, url("http", st.port, "/s/429/0"),
                  url("http", st.port, "/ok"));
     double g = gap(&st, 0, 1);
-    cr_expect_lt(g, 0.5 + 0.3, "Retry-After: 0 paused %.3f s (one turn of "
-                               "request = 2/s is 0.5 s)", g);
+    cr_expect_lt(g, 0.3, "Retry-After: 0 paused %.3f s", g);
+    cr_expect_eq(h_file_lines(log, "\"verdict\":\"pause\""), 0,
+                 "Retry-After: 0 paused (as missing: the backoff)");
+    cr_expect_eq(h_file_lines(log, "\"call\":\"request\""), 2);
 }
 
 Test(retry_after, a_pause_past_max_delay_fails_the_request_not_hangs_it)
@@ -221,8 +227,9 @@ Test(retry_after, a_pause_past_max_delay_fails_the_request_not_hangs_it)
 
 Test(retry_after, fail_mode_fails_at_once_during_the_pause)
 {
+    /* A burst of 5: only the pause can refuse the second request. */
     h_config_write("[rlshim]\nerrno = ETIMEDOUT\n[default]\nrequest = 10/s\n"
-                   "request_burst = 1\non_deny = fail\n");
+                   "request_burst = 5\non_deny = fail\n");
     run_requests(true, url("http", st.port, "/s/429/3"),
                  url("http", st.port, "/ok"));
     cr_expect_lt(r.wall, 2.5, "the program took %.1f s", r.wall);
