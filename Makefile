@@ -71,6 +71,9 @@ TEST_DEPS  += golang-go:cmd:go
 # `rlshim stat --prometheus` is read by a real parser of the text format
 # (Debian's python3, which .ci/ensure-deps cannot probe for a module).
 TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prometheus_client/parser.py
+# The Retry-After tests (SPEC §12) run Scrapy, whose retry of a 429 is the
+# case issue 21 names.
+TEST_DEPS  += python3-scrapy:file:/usr/lib/python3/dist-packages/scrapy/__init__.py
 ENSURE     := sh .ci/ensure-deps
 
 # Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when
@@ -249,6 +252,8 @@ bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/startup.sh
 	@echo "== tests/bench/requests_overhead.py"
 	@$(TEST_ENV) python3 tests/bench/requests_overhead.py
+	@echo "== tests/bench/recv_overhead.py"
+	@$(TEST_ENV) python3 tests/bench/recv_overhead.py
 
 asan:
 	$(MAKE) SANITIZER=address unit integration
