@@ -466,3 +466,34 @@ Test(retry_after, a_second_host_on_the_fleet_waits_too)
     cr_assert_eq(r.status, 0, "host b: %s", r.out);
     expect_paused(gap(&st, 0, 1), 2, "a second host of the fleet");
 }
+
+/* The hooks only read what the program receives: a body of random bytes
+ * arrives byte for byte, in plaintext (recv) and over HTTP/2 with TLS
+ * (SSL_read), on connections whose responses are scanned. */
+Test(retry_after, a_download_arrives_byte_for_byte)
+{
+    static struct ngx_site sites[2] = {{.addr = "127.0.0.1"},
+                                       {.addr = "127.0.0.1", .h2_tls = true}};
+    ngx_start(sites, 2);
+    h_config_write(CONFIG_HEAD);
+    char body[300], got[300], cmd[700], want_sum[65], got_sum[65];
+    snprintf(body, sizeof body, "%s/www/random.bin", h_dir);
+    snprintf(cmd, sizeof cmd,
+             "head -c 3000000 /dev/urandom > '%s' && chmod 644 '%s'", body,
+             body);
+    cr_assert_eq(system(cmd), 0);
+    h_sha256_file(body, want_sum);
+    for (int i = 0; i < 2; i++) {
+        char u[160];
+        snprintf(u, sizeof u, "%s://127.0.0.1:%d/random.bin",
+                 i == 0 ? "http" : "https", sites[i].port);
+        snprintf(got, sizeof got, "%s/got.%d", h_dir, i);
+        char *argv[] = {"curl", "-sk", "--max-time", "20", "-o", got, u,
+                        "-o", got, u, NULL}; /* twice on one connection */
+        h_run(&r, true, 30, argv);
+        cr_assert_eq(r.status, 0, "curl: status %d", r.status);
+        h_sha256_file(got, got_sum);
+        cr_expect_str_eq(got_sum, want_sum, "%s: the body changed", u);
+    }
+    cr_expect_eq(h_file_lines(sites[1].log, "HTTP/2.0"), 2, "not HTTP/2");
+}
