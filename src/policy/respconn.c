@@ -77,8 +77,17 @@ static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
         return false;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return rl_retry_after_parse(e->retry_after, strlen(e->retry_after),
-                                (int64_t)ts.tv_sec, wait_ns) == 0;
+    size_t n = strlen(e->retry_after);
+    if (rl_retry_after_parse(e->retry_after, n, (int64_t)ts.tv_sec,
+                             wait_ns) != 0)
+        return false;
+    /* An HTTP-date names a whole second of the wall clock: the wait is to
+     * it from now, not from the start of now's second. */
+    if (strspn(e->retry_after, "0123456789 \t") != n)
+        *wait_ns = *wait_ns > (uint64_t)ts.tv_nsec
+                       ? *wait_ns - (uint64_t)ts.tv_nsec
+                       : 0;
+    return true;
 }
 
 static void answer(struct rl_reqconn *c, const struct rl_resp_event *e,
