@@ -1,7 +1,8 @@
 # rlshim — one GNU make file.
 #
 #   make                 build/librlshim.so and build/rlshim
-#   make test            build and run every test (unit, integration, lint)
+#   make test            build and run every test (unit, integration, lint,
+#                        instructions per call against their baseline)
 #   make bench           benchmarks; they print ratios measured in one run
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
 #   make fuzz            the config-parser and HTTP-scanner fuzzers, FUZZ_SECONDS each
@@ -71,6 +72,8 @@ TEST_DEPS  += golang-go:cmd:go
 # `rlshim stat --prometheus` is read by a real parser of the text format
 # (Debian's python3, which .ci/ensure-deps cannot probe for a module).
 TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prometheus_client/parser.py
+# Instructions per call are counted with callgrind.
+TEST_DEPS  += valgrind:cmd:valgrind
 ENSURE     := sh .ci/ensure-deps
 
 # Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when
@@ -126,7 +129,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
-        docs examples deb deb-test host-test \
+        docs examples deb deb-test host-test instructions instructions-baseline \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -216,7 +219,8 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint examples deb-test host-test
+test: all $(B)/.test-deps unit integration lint instructions examples \
+      deb-test host-test
 
 # Unit tests of the store exec a second program of their own; those of
 # `rlshim run` preload the shim (without it they would skip).
@@ -233,6 +237,18 @@ lint: all $(B)/.test-deps
 	@sh tests/lint.sh $(B)
 
 check: test
+
+# Instructions each call adds over a pass-through preload (callgrind), held
+# to tests/bench/instructions.baseline: more than 20 % above a figure
+# fails. Counts are of the plain build with the default CFLAGS: make
+# asan/ubsan/tsan never run it, and it skips (saying why) in another build.
+# After a change that moves a figure on purpose, make instructions-baseline
+# and commit the file.
+INSTR_BINS := $(B)/tests/helpers/bench_calls $(B)/tests/helpers/bench_net
+instructions: all $(B)/.test-deps $(INSTR_BINS)
+	@$(TEST_ENV) RLSHIM_CFLAGS='$(CFLAGS)' python3 tests/bench/instructions.py --check
+instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
+	$(TEST_ENV) python3 tests/bench/instructions.py --write-baseline
 
 # Ratios of medians of alternating runs, measured in one run; the last
 # lines say which of the project's bars are met (reported, not enforced:
