@@ -205,7 +205,12 @@ $(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
+	    $(BENCH_LIBS)
+
+# The seccomp benchmark's floor supervisor builds its filter with libseccomp.
+$(B)/bench/bench_seccomp: BENCH_LIBS := $(SECCOMP_LIBS)
+$(B)/bench/bench_seccomp: tests/seccomp/floor.h tests/seccomp/clients.h
 
 # Tests see the build through the environment, never through LD_PRELOAD of
 # the runner itself: helpers are spawned with the shim in *their* env.
