@@ -255,21 +255,16 @@ instructions: all $(B)/.test-deps $(INSTR_BINS)
 instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
 	$(TEST_ENV) python3 tests/bench/instructions.py --write-baseline
 
-# Ratios of medians of alternating runs, measured in one run; the last
-# lines say which of the project's bars are met (reported, not enforced:
-# the machines are shared). A benchmark that cannot run fails.
+# Ratios of medians of alternating runs, measured in one run, instructions
+# per call (callgrind) and how costs grow; the last lines list every bar of
+# the run, met or not (reported, not enforced: the machines are shared).
+# A benchmark that cannot run fails (tests/bench/run.sh).
+BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
+                 tests/bench/wait_overhead.py tests/bench/names_overhead.py \
+                 tests/bench/startup.sh tests/bench/requests_overhead.py \
+                 tests/bench/users_growth.py
 bench: all $(BENCHES) $(HELPERS)
-	@for b in $(BENCHES); do echo "== $$b"; $(TEST_ENV) $$b || exit 1; done
-	@echo "== tests/bench/shim_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/shim_overhead.py
-	@echo "== tests/bench/wait_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/wait_overhead.py
-	@echo "== tests/bench/names_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/names_overhead.py
-	@echo "== tests/bench/startup.sh"
-	@$(TEST_ENV) sh tests/bench/startup.sh
-	@echo "== tests/bench/requests_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/requests_overhead.py
+	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 
 asan:
 	$(MAKE) SANITIZER=address unit integration
