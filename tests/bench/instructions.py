@@ -15,11 +15,18 @@ lengths: one run per variant, and no other call's cost leaks in (the
 connect loop's socket and close are counted apart). Start-up is the whole
 of one /usr/bin/true. The sink (bench_net's) runs outside valgrind.
 
+Instructions do not see what a system call costs in the kernel, so the
+system calls per call are counted too (strace -c): the difference between
+a run of N calls and one of none (the same warm-up), over N; 'true''s
+are the whole process's.
+
   instructions.py                 the table, targets and bars (make bench)
   instructions.py --check         also compare with the committed baseline
                                   (make test): a figure more than 20 %
                                   (and more than 10 instructions) above its
-                                  baseline fails; ends on "instructions: N
+                                  baseline fails, and so does a call that
+                                  makes more system calls than its baseline
+                                  (by 0.1 a call); ends on "instructions: N
                                   passed, N failed, N skipped"
   instructions.py --write-baseline  rewrite tests/bench/instructions.baseline
                                   (make instructions-baseline)
@@ -53,6 +60,8 @@ TARGETS = {"send": 150, "connect": 600, "close": 100, "epoll_wait": 50,
 TOLERANCE = 0.20  # a regression is more than this much above the baseline
 FLOOR = 10        # ... and more than this many instructions (a figure near
                   # zero, read's, would fail on one instruction otherwise)
+SYSCALL_SLACK = 0.1  # system calls per call: what is done once every so
+                     # many calls (a lease's refill) may vary with timing
 BASELINE_CFLAGS = "-O2 -g"
 
 # (workload, bench_calls arguments with {drain}/{abort} ports, calls,
@@ -103,9 +112,10 @@ if mode == "--check":
     if cflags != BASELINE_CFLAGS:
         suite_end(0, 0, 1, f"the baseline is of CFLAGS='{BASELINE_CFLAGS}', "
                   f"this build's are '{cflags}'")
-for tool in ("valgrind", "callgrind_annotate"):
+for tool, pkg in (("valgrind", "valgrind"), ("callgrind_annotate", "valgrind"),
+                  ("strace", "strace")):
     if shutil.which(tool) is None:
-        sys.exit(f"instructions.py: no {tool} (Debian package valgrind)")
+        sys.exit(f"instructions.py: no {tool} (Debian package {pkg})")
 
 tmp = tempfile.mkdtemp(prefix="rlshim-bench-instr-")
 ini = os.path.join(tmp, "never-binds.ini")
@@ -167,7 +177,25 @@ def inclusive(path):
     return costs
 
 
+def syscalls(variant, argv):
+    """How many system calls argv makes (strace -c, every thread)."""
+    out = os.path.join(tmp, "strace.out")
+    p = subprocess.run(["strace", "-f", "-c", "-o", out] + argv,
+                       env=environ(VARIANTS[variant]),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=300)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr[-2000:])
+        raise RuntimeError(f"{variant}: strace {' '.join(argv)} failed")
+    for line in open(out):
+        f = line.split()
+        if f and f[-1] == "total":
+            return int(f[3])
+    raise RuntimeError(f"{variant}: strace -c wrote no total")
+
+
 per_call = {v: {} for v in VARIANTS}
+sys_per_call = {v: {} for v in VARIANTS}
 try:
     for variant in VARIANTS:
         for _, args, n, figures in WORKLOADS:
@@ -179,15 +207,24 @@ try:
                     raise RuntimeError(f"{variant}: no measured_{fig} in "
                                        "callgrind's output")
                 per_call[variant][fig] = costs[f"measured_{fig}"] / n
+            # The connect loop's system calls are its socket's, connect's,
+            # setsockopt's and close's together: on the connect row.
+            calls = (syscalls(variant, argv) -
+                     syscalls(variant, argv[:-1] + ["0"])) / n
+            sys_per_call[variant][figures[0] if len(figures) == 1
+                                  else "connect"] = calls
         true = shutil.which("true") or "/usr/bin/true"
         costs = inclusive(callgrind(variant, [true]))
         per_call[variant]["true"] = costs["PROGRAM"]  # PROGRAM TOTALS
+        sys_per_call[variant]["true"] = syscalls(variant, [true])
 finally:
     sink.kill()
     sink.wait()
     shutil.rmtree(tmp, ignore_errors=True)
 
 added = {f: per_call["rlshim"][f] - per_call["passthrough"][f] for f in ORDER}
+sys_added = {f: sys_per_call["rlshim"][f] - sys_per_call["passthrough"][f]
+             for f in sys_per_call["rlshim"]}
 
 if mode == "--write-baseline":
     with open(baseline_path, "w") as f:
@@ -207,6 +244,12 @@ if mode == "--write-baseline":
                 "# 'true' is the whole start-up of /usr/bin/true.\n")
         for fig in ORDER:
             f.write(f"{fig} {added[fig]:.0f}\n")
+        f.write("# System calls per call added (strace -c; connect: the "
+                "socket, connect,\n# setsockopt and close of its loop "
+                "together; true: the whole process).\n")
+        for fig in ORDER:
+            if fig in sys_added:
+                f.write(f"syscalls.{fig} {sys_added[fig]:.2f}\n")
     print(f"wrote {baseline_path}")
 
 baseline = {}
@@ -223,9 +266,10 @@ def limit(fig):
 
 
 print("instructions per call, quota never binding (callgrind; each call's "
-      "inclusive count / calls; true: the whole process)")
+      "inclusive count / calls; true: the whole process); system calls per "
+      "call added (strace)")
 print(f"{'call':<13}{'passthru':>10}{'rlshim':>10}{'added':>8}"
-      f"{'target':>9}{'':>9}{'baseline':>10}")
+      f"{'target':>9}{'':>9}{'baseline':>10}{'syscalls+':>11}")
 for fig in ORDER:
     pt, rl, a = per_call["passthrough"][fig], per_call["rlshim"][fig], added[fig]
     if fig in TARGETS:
@@ -235,8 +279,9 @@ for fig in ORDER:
     else:
         target, met = "-", True
     base = f"{baseline[fig]:.0f}" if fig in baseline else "-"
+    sc = f"{sys_added[fig]:+.2f}" if fig in sys_added else ""
     print(f"{fig:<13}{pt:>10.1f}{rl:>10.1f}{a:>8.1f}{target:>9}"
-          f"{'met' if met else 'NOT MET':>9}{base:>10}")
+          f"{'met' if met else 'NOT MET':>9}{base:>10}{sc:>11}")
 for fig in ORDER:
     a = added[fig]
     if fig in TARGETS:
@@ -256,4 +301,18 @@ for fig in ORDER:
     failed += not ok
     print(f"{'ok  ' if ok else 'FAIL'} - {fig}: {added[fig]:.0f} added "
           f"(baseline {baseline[fig]:.0f}, fails above {limit(fig):.0f})")
+for fig in ORDER:
+    if fig not in sys_added:
+        continue
+    key = "syscalls." + fig
+    if key not in baseline:
+        print(f"FAIL - {key}: not in {os.path.basename(baseline_path)}")
+        failed += 1
+        continue
+    ok = sys_added[fig] <= baseline[key] + SYSCALL_SLACK
+    passed += ok
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} - {key}: {sys_added[fig]:+.2f} added "
+          f"(baseline {baseline[key]:+.2f}, fails above "
+          f"{baseline[key] + SYSCALL_SLACK:+.2f})")
 suite_end(passed, failed, 0)
