@@ -29,40 +29,48 @@
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
-/* The child's listener, handed to the parent with SCM_RIGHTS (sendmsg is
- * not notified). */
-static inline int sc_floor_pass_fd(int sock, int fd)
-{
-    char data = 'L';
-    struct iovec iov = {.iov_base = &data, .iov_len = 1};
+/* The child's listener is handed to the parent with SCM_RIGHTS (sendmsg
+ * is not notified): one byte of data and one fd of control. */
+struct sc_floor_msg {
+    char data;
+    struct iovec iov;
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
     } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
-                       .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    struct msghdr m;
+};
+
+static inline void sc_floor_msg_init(struct sc_floor_msg *x)
+{
+    memset(x, 0, sizeof *x);
+    x->data = 'L';
+    x->iov = (struct iovec){.iov_base = &x->data, .iov_len = 1};
+    x->m = (struct msghdr){.msg_iov = &x->iov, .msg_iovlen = 1,
+                           .msg_control = x->u.buf,
+                           .msg_controllen = sizeof x->u.buf};
+}
+
+static inline int sc_floor_pass_fd(int sock, int fd)
+{
+    struct sc_floor_msg x;
+    sc_floor_msg_init(&x);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&x.m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+    return sendmsg(sock, &x.m, 0) == 1 ? 0 : -1;
 }
 
 static inline int sc_floor_take_fd(int sock)
 {
-    char data;
-    struct iovec iov = {.iov_base = &data, .iov_len = 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
-                       .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct sc_floor_msg x;
     int fd = -1;
-    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+    sc_floor_msg_init(&x);
+    if (recvmsg(sock, &x.m, MSG_CMSG_CLOEXEC) != 1)
         return -1;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&x.m);
     if (c != NULL && c->cmsg_type == SCM_RIGHTS)
         memcpy(&fd, CMSG_DATA(c), sizeof fd);
     return fd;
