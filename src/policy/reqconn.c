@@ -124,7 +124,9 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
     if (act == RL_GATE_FAIL) {
         p->act = RL_GATE_FAIL;
         p->err = t.err;
-        if (nonblocking(w) && t.retry_ns != UINT64_MAX)
+        /* Whatever the socket: the TLS layer may know it only by the
+         * ciphertext it carried (shim/tlswrite.h). */
+        if (t.retry_ns != UINT64_MAX)
             p->wake = rl_add_sat_u64(now, t.retry_ns);
         return;
     }

@@ -1,6 +1,7 @@
 /* hook_openssl.c — OpenSSL's writes (SPEC §11): SSL_write, SSL_write_ex,
- * and what a denied write makes of SSL_get_error; SSL_free forgets the
- * session.
+ * and what a denied write makes of SSL_get_error; SSL_connect, for the
+ * socket of a session written through the program's own BIO; SSL_free
+ * forgets the session.
  *
  * The hooks are unversioned: they satisfy the program's versioned
  * references (SSL_write@OPENSSL_3.0.0). SSL_sendfile is not hooked: its
@@ -93,6 +94,22 @@ RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
     rl_tls_depth--;
     if (act == RL_TLSW_GO)
         rl_tlswrite_end(&w, r > 0 && written != NULL ? (long)*written : -1);
+    return r;
+}
+
+RL_EXPORT int SSL_connect(SSL *ssl)
+{
+    int (*real)(SSL *) = rl_tls_real(RL_TLS_SSL_CONNECT);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    struct rl_tlsent *e = rl_tlswrite_handshake_begin(ssl, &ops);
+    rl_tls_depth++;
+    int r = real(ssl);
+    rl_tls_depth--;
+    if (e != NULL)
+        rl_tlswrite_handshake_end(e);
     return r;
 }
 
