@@ -202,6 +202,7 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
 
 # The TLS client links OpenSSL itself (what the TLS hooks interpose).
 $(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
+$(B)/tests/helpers/bench_tls: HELPER_LIBS := -lssl -lcrypto
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
@@ -262,7 +263,7 @@ instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
 BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
                  tests/bench/wait_overhead.py tests/bench/names_overhead.py \
                  tests/bench/startup.sh tests/bench/requests_overhead.py \
-                 tests/bench/users_growth.py
+                 tests/bench/users_growth.py tests/bench/tls_overhead.py
 bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 
