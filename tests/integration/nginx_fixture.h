@@ -172,6 +172,32 @@ H_FN void ngx_truncate(const struct ngx_site *s)
         fclose(f);
 }
 
+/* argv = prefix..., then n URLs of site s (a.txt, b.txt, ...: http or
+ * https as the site speaks), each after "-o out" when out is not NULL.
+ * The result stays valid until the next call. */
+#define NGX_URLS_MAX 16
+static char ngx_urls[NGX_URLS_MAX][96];
+static char *ngx_argv[64];
+
+H_FN char **ngx_client(const struct ngx_site *s, char *const prefix[],
+                       const char *out, int n)
+{
+    int k = 0;
+    for (; prefix[k] != NULL && k < 16; k++)
+        ngx_argv[k] = prefix[k];
+    for (int i = 0; i < n && i < NGX_URLS_MAX; i++) {
+        snprintf(ngx_urls[i], sizeof ngx_urls[i], "%s://%s:%d/%c.txt",
+                 s->tls ? "https" : "http", s->addr, s->port, 'a' + i % 5);
+        if (out != NULL) {
+            ngx_argv[k++] = "-o";
+            ngx_argv[k++] = (char *)out;
+        }
+        ngx_argv[k++] = ngx_urls[i];
+    }
+    ngx_argv[k] = NULL;
+    return ngx_argv;
+}
+
 /* The server's connections behind its log: nginx numbers them ($connection,
  * the last field). */
 H_FN int ngx_connections(const struct ngx_site *s)

@@ -42,28 +42,10 @@ static const char refused[] = "[default]\nrequest = 1/min\nrequest_burst = 1\n"
 
 #define NURLS 5
 
-static char url[NURLS][96];
-static char *argv_buf[64];
-
 /* argv = prefix..., then (`out` and) each of NURLS URLs of the site. */
 static char **client(char *const prefix[], const char *out)
 {
-    int n = 0;
-    while (prefix[n] != NULL) {
-        argv_buf[n] = prefix[n];
-        n++;
-    }
-    for (int i = 0; i < NURLS; i++) {
-        snprintf(url[i], sizeof url[i], "https://127.0.0.1:%d/%c.txt",
-                 ngx[0].port, 'a' + i % 5);
-        if (out != NULL) {
-            argv_buf[n++] = "-o";
-            argv_buf[n++] = (char *)out;
-        }
-        argv_buf[n++] = url[i];
-    }
-    argv_buf[n] = NULL;
-    return argv_buf;
+    return ngx_client(&ngx[0], prefix, out, NURLS);
 }
 
 /* Every request in the site's log (the last run's) came over HTTP/2. */

@@ -44,29 +44,11 @@ static const char fail_config[] = "[rlshim]\nerrno = ETIMEDOUT\n"
 
 #define NURLS 5
 
-/* argv = prefix..., then each of the NURLS URLs of site 0 (with `per`
+/* argv = prefix..., then each of the NURLS URLs of site 0 (with "-o per"
  * before each when not NULL). */
-static char urls[NURLS][96];
-static char *argv_buf[64];
-
 static char **client(char *const prefix[], const char *per)
 {
-    int n = 0;
-    while (prefix[n] != NULL) {
-        argv_buf[n] = prefix[n];
-        n++;
-    }
-    for (int i = 0; i < NURLS; i++) {
-        snprintf(urls[i], sizeof urls[i], "http://127.0.0.1:%d/%c.txt",
-                 ngx[0].port, 'a' + i % 5);
-        if (per != NULL) {
-            argv_buf[n++] = "-o";
-            argv_buf[n++] = (char *)per;
-        }
-        argv_buf[n++] = urls[i];
-    }
-    argv_buf[n] = NULL;
-    return argv_buf;
+    return ngx_client(&ngx[0], prefix, per, NURLS);
 }
 
 /* Paced: NURLS requests on one connection, half a second apart (see
