@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_stats.h"
 #include "http/reqscan.h"
 
 #define MAX_ROUNDS 99
@@ -35,24 +36,6 @@
 static const char head[] = "GET /page HTTP/1.1\r\nHost: example.test\r\n"
                            "User-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
 
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 /* One write: peek, then commit all of it. Returns the requests peeked. */
 static size_t one_write(struct rl_reqscan *s, const uint8_t *buf, size_t n)
@@ -210,8 +193,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double a = median(h1, rounds), b = median(h2, rounds),
-           c = median(body, rounds), w = median(sys, rounds);
+    double a = median_of(h1, rounds), b = median_of(h2, rounds),
+           c = median_of(body, rounds), w = median_of(sys, rounds);
     printf("request scanner: CPU ns per request (peek + commit of each "
            "write), median of %u rounds of %d\n",
            rounds, NREQ);
