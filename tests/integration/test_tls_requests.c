@@ -54,7 +54,7 @@ static void expect_paced(int n, double gap, const char *who)
                  "%s: %d requests reached the server, not %d", who,
                  h_server_count(&srv, "REQ "), n);
     int conn0;
-    double prev = arrival(0, NULL, 0, &conn0);
+    double first = arrival(0, NULL, 0, &conn0), prev = first, least = 1e9;
     for (int i = 1; i < n; i++) {
         int conn;
         double t = arrival(i, NULL, 0, &conn);
@@ -62,8 +62,12 @@ static void expect_paced(int n, double gap, const char *who)
                      who, i);
         cr_expect_geq(t - prev, gap, "%s: requests %d and %d %.3f s apart",
                       who, i - 1, i, t - prev);
+        if (t - prev < least)
+            least = t - prev;
         prev = t;
     }
+    cr_log_info("%s: %d requests in %.3f s, at least %.3f s apart", who, n,
+                prev - first, least);
 }
 
 /* The same client unthrottled: its n requests come faster than the
