@@ -72,6 +72,14 @@ TEST_DEPS  += golang-go:cmd:go
 # `rlshim stat --prometheus` is read by a real parser of the text format
 # (Debian's python3, which .ci/ensure-deps cannot probe for a module).
 TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prometheus_client/parser.py
+# The request tests (SPEC §11): nginx with TLS and HTTP/2 as the server, a
+# forward proxy, and real clients (python modules probed by their files).
+TEST_DEPS  += nginx-light:file:/usr/sbin/nginx tinyproxy:cmd:tinyproxy libssl-dev:pc:openssl \
+              python3-requests:file:/usr/lib/python3/dist-packages/requests/__init__.py \
+              python3-aiohttp:file:/usr/lib/python3/dist-packages/aiohttp/__init__.py \
+              python3-httpx:file:/usr/lib/python3/dist-packages/httpx/__init__.py \
+              python3-h2:file:/usr/lib/python3/dist-packages/h2/__init__.py \
+              python3-scrapy:file:/usr/lib/python3/dist-packages/scrapy/__init__.py
 # Instructions per call are counted with callgrind.
 TEST_DEPS  += valgrind:cmd:valgrind
 ENSURE     := sh .ci/ensure-deps
@@ -202,6 +210,7 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
 
 # The TLS client links OpenSSL itself (what the TLS hooks interpose).
 $(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
+$(B)/tests/helpers/bench_tls: HELPER_LIBS := -lssl -lcrypto
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
@@ -262,7 +271,7 @@ instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
 BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
                  tests/bench/wait_overhead.py tests/bench/names_overhead.py \
                  tests/bench/startup.sh tests/bench/requests_overhead.py \
-                 tests/bench/users_growth.py
+                 tests/bench/users_growth.py tests/bench/tls_overhead.py
 bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 

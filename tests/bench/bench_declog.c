@@ -18,24 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_stats.h"
 #include "limit/limit.h"
 #include "util/clock.h"
 #include "util/declog.h"
 
 #define MAX_ROUNDS 31
 
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static const struct rl_declog_rec rec = {
     .user = "1000",
@@ -118,10 +107,10 @@ int main(int argc, char **argv)
         if (dec[r] < 0)
             return 1;
     }
-    qsort(dec, rounds, sizeof dec[0], cmp);
-    qsort(fmt, rounds, sizeof fmt[0], cmp);
-    qsort(wtmp, rounds, sizeof wtmp[0], cmp);
-    qsort(wshm, rounds, sizeof wshm[0], cmp);
+    qsort(dec, rounds, sizeof dec[0], cmp_double);
+    qsort(fmt, rounds, sizeof fmt[0], cmp_double);
+    qsort(wtmp, rounds, sizeof wtmp[0], cmp_double);
+    qsort(wshm, rounds, sizeof wshm[0], cmp_double);
     double d = dec[rounds / 2];
     printf("decision log: CPU ns per line, median of %u rounds of %u lines\n",
            rounds, n);
