@@ -17,7 +17,7 @@ poll ppoll __poll_chk __ppoll_chk select pselect
 epoll_wait epoll_pwait epoll_pwait2 epoll_ctl
 getaddrinfo gethostbyname gethostbyname2 gethostbyname_r gethostbyname2_r
 sigaction signal
-SSL_write SSL_write_ex SSL_get_error SSL_free
+SSL_write SSL_write_ex SSL_get_error SSL_free SSL_connect SSL_sendfile
 gnutls_record_send gnutls_server_name_set gnutls_deinit
 SSL_read SSL_read_ex gnutls_record_recv"
 exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |

@@ -108,8 +108,9 @@ struct rl_reqplan {
     size_t allow;  /* GO: bytes that may go now (plaintext: up to the first
                       request that cannot; the whole write otherwise) */
     uint64_t wake; /* GO: sleep until then first (CLOCK_MONOTONIC ns; 0: at
-                      once); FAIL on a non-blocking socket: when it could
-                      go (hold it until then; 0: not known) */
+                      once); FAIL on a non-blocking socket, or of a write
+                      that goes whole: when it could go (hold the
+                      socket until then; 0: not known) */
     unsigned requests; /* requests this write charged */
     bool scanned;  /* done must commit (false: the write was not looked at) */
 };

@@ -19,6 +19,8 @@ static const struct {
     [RL_TLS_SSL_FREE] = {"SSL_free", "/libssl.so"},
     [RL_TLS_SSL_GET_FD] = {"SSL_get_fd", "/libssl.so"},
     [RL_TLS_SSL_GET_SERVERNAME] = {"SSL_get_servername", "/libssl.so"},
+    [RL_TLS_SSL_CONNECT] = {"SSL_connect", "/libssl.so"},
+    [RL_TLS_SSL_SENDFILE] = {"SSL_sendfile", "/libssl.so"},
     [RL_TLS_GNUTLS_RECORD_SEND] = {"gnutls_record_send", "/libgnutls.so"},
     [RL_TLS_GNUTLS_DEINIT] = {"gnutls_deinit", "/libgnutls.so"},
     [RL_TLS_GNUTLS_SERVER_NAME_SET] = {"gnutls_server_name_set",

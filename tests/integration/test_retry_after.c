@@ -382,7 +382,7 @@ Test(retry_after, wget_waits_in_plaintext_and_over_tls)
 
 static struct ngx_site h2[1] = {
     {.addr = "127.0.0.1",
-     .h2_tls = true,
+     .tls = true,
      .extra = "    location = /busy {\n"
               "      add_header Retry-After 2 always;\n"
               "      return 429;\n"
@@ -476,7 +476,7 @@ Test(retry_after, a_second_host_on_the_fleet_waits_too)
 Test(retry_after, a_download_arrives_byte_for_byte)
 {
     static struct ngx_site sites[2] = {{.addr = "127.0.0.1"},
-                                       {.addr = "127.0.0.1", .h2_tls = true}};
+                                       {.addr = "127.0.0.1", .tls = true}};
     ngx_start(sites, 2);
     h_config_write(CONFIG_HEAD);
     char body[300], got[300], cmd[700], want_sum[65], got_sum[65];
