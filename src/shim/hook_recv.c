@@ -12,8 +12,9 @@
  * TCP's MSG_TRUNC throws the bytes away unseen, and so does a read from a
  * signal handler (which takes no lock): the response side then turns off
  * rather than guess. A TLS connection's socket carries ciphertext: its
- * requests, and so its responses, are the TLS layer's (hook_tls_read.c),
- * and the socket layer dropped the mark when it saw the TLS record.
+ * requests, and so its responses, are the TLS layer's (hook_tls_read.c);
+ * the send side drops the socket's mark once the TLS layer has found its
+ * session, and until then its reads are not looked at.
  * recvmmsg is not hooked: no client the tests run reads a stream with it
  * (libcurl, wget, libssl, libgnutls, python import read, recv, recvfrom,
  * recvmsg and readv). */
@@ -67,10 +68,14 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
             ;
     }
     const struct rl_reqread r = {fd, call};
-    rl_reqconn_received(c, iov, n, got, &r);
-    if (!rl_reqconn_counting(c)) {
-        /* Not HTTP after all (or TLS, the TLS layer's): from now on its
-         * calls cost what any other socket's do. */
+    int proto = rl_reqscan_proto(&c->scan);
+    /* Ciphertext is the TLS layer's to read (whose socket the send side
+     * keeps until its session is found: hook_request.c). */
+    if (proto != RL_HTTP_TLS)
+        rl_reqconn_received(c, iov, n, got, &r);
+    if (proto == RL_HTTP_NONE) {
+        /* Not HTTP after all: from now on its calls cost what any other
+         * socket's do. */
         rl_fdtab_set(fd, rl_fdtab_get(fd) & ~(RL_FD_HTTP | RL_FD_RESP_LOST));
         rl_conntab_forget(fd);
     }
