@@ -13,7 +13,8 @@
   plaintext (recv) and over TLS (SSL_read); medians of alternating runs,
   want >= 0.98 in wall time. A download takes a few tenths of a second:
   on a loaded machine the wall times scatter, so curl's CPU time (what
-  the reads cost) is printed beside them.
+  the reads cost) is printed beside them, and curl's instructions for a
+  10 MB download under callgrind, which the load cannot move.
 The ns per response parsed are bench_respconn's (a C benchmark of make
 bench). Prints figures; exits 1 only when a run fails."""
 import os
@@ -56,11 +57,12 @@ def env_for(config, preload=shim):
     return env
 
 
-def instructions(env, n):
+def instructions(env, n, argv=None):
+    """Instructions of readloop N (or of argv) under callgrind."""
     out = os.path.join(tmp, "cg.out")
+    argv = argv or [os.path.join(tmp, "readloop"), str(n)]
     p = subprocess.run(["valgrind", "--tool=callgrind",
-                        "--callgrind-out-file=" + out,
-                        os.path.join(tmp, "readloop"), str(n)],
+                        "--callgrind-out-file=" + out] + argv,
                        env=env, capture_output=True, text=True)
     if p.returncode != 0:
         return None
@@ -157,6 +159,8 @@ def downloads():
     os.makedirs(root)
     with open(os.path.join(root, "big"), "wb") as f:
         f.truncate(100 * 1000 * 1000)
+    with open(os.path.join(root, "mid"), "wb") as f:
+        f.truncate(10 * 1000 * 1000)
     started = nginx_serving(root)
     if started is None:
         print("recv: nginx not installed: downloads not measured (1 skip)")
@@ -183,6 +187,19 @@ def downloads():
                   "scanner" %
                   (label, rounds, w["no-request"] / w["request"],
                    c["no-request"] / c["request"], 100 / w["request"]))
+            if shutil.which("valgrind") is not None:
+                # What the machine's load cannot move: curl's instructions
+                # for 10 MB, one run each.
+                argv = ["curl", "-sk", "-o", "/dev/null",
+                        url.replace("/big", "/mid")]
+                i_req = instructions(env_for(with_request), 0, argv)
+                i_no = instructions(env_for(no_request), 0, argv)
+                if i_req is None or i_no is None:
+                    return False
+                print("recv: 10 MB download %s under callgrind: %d "
+                      "instructions with a request limit, %d without "
+                      "(+%.2f %%)" % (label, i_req, i_no,
+                                      100.0 * (i_req - i_no) / i_no))
             ratio = w["no-request"] / w["request"]
             print("bar: 100 MB download %s, no-request-key / request: %.3f "
                   "(target >= 0.98): %s" %
