@@ -271,7 +271,8 @@ instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
 BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
                  tests/bench/wait_overhead.py tests/bench/names_overhead.py \
                  tests/bench/startup.sh tests/bench/requests_overhead.py \
-                 tests/bench/users_growth.py tests/bench/tls_overhead.py
+                 tests/bench/users_growth.py tests/bench/tls_overhead.py \
+                 tests/bench/recv_overhead.py
 bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 

@@ -29,6 +29,7 @@ void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 {
     memset(c, 0, sizeof *c);
     rl_reqscan_init(&c->scan, &c->http);
+    rl_respscan_init(&c->resp, &c->http);
     if (sa != NULL && salen > 0 && salen <= sizeof c->peer) {
         memcpy(&c->peer, sa, salen);
         c->salen = salen;
@@ -38,6 +39,7 @@ void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 void rl_reqconn_free(struct rl_reqconn *c)
 {
     rl_reqscan_free(&c->scan);
+    rl_respscan_free(&c->resp);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)
@@ -185,6 +187,7 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
         if (t.ncharges > 0)
             p->requests++;
         c->charged = (uint64_t)e->offset + 1;
+        rl_reqconn_sent(c, &q, e->stream_id);
         if (t.wait_ns == 0)
             continue;
         if (nonblocking(w)) {
@@ -218,6 +221,26 @@ static uint64_t requests_past(const struct rl_reqconn *c,
             k++;
     free(all);
     return k;
+}
+
+/* The k requests a TLS write charged (a turn reserved counts), all to the
+ * first one's name, for their answers (respconn.c): those looked at with
+ * their HTTP/2 streams, those past them (HTTP/1.x: in order; HTTP/2: their
+ * streams not known, so their answers are not paired). */
+static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
+                         const struct rl_req_event *first,
+                         const struct rl_req_event *ev, size_t nev,
+                         uint64_t before, uint64_t k)
+{
+    struct rl_gate_req q;
+    ask(c, w, first, 1, &q);
+    for (size_t i = 0; i < nev && k > 0; i++)
+        if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset >= before) {
+            rl_reqconn_sent(c, &q, ev[i].stream_id);
+            k--;
+        }
+    while (k-- > 0 && rl_reqscan_proto(&c->scan) == RL_HTTP_1)
+        rl_reqconn_sent(c, &q, 0);
 }
 
 void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
@@ -263,12 +286,18 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
         k += requests_past(c, iov, n, total);
     if (k == 0)
         return;
+    if (w->how == RL_REQ_PLAIN) {
+        plan_plain(c, w, ev, nev, now, p);
+        return;
+    }
     /* (Requests only past those looked at: named by the connection.) */
     static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
-    if (w->how == RL_REQ_WHOLE)
-        plan_whole(c, w, first != NULL ? first : &unnamed, k, now, p);
-    else
-        plan_plain(c, w, ev, nev, now, p);
+    if (first == NULL)
+        first = &unnamed;
+    uint64_t before = c->charged;
+    plan_whole(c, w, first, k, now, p);
+    if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
+        record_whole(c, w, first, ev, nev, before, k);
 }
 
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,

@@ -27,6 +27,9 @@ static const struct {
                                        "/libgnutls.so"},
     [RL_TLS_GNUTLS_TRANSPORT_GET_INT] = {"gnutls_transport_get_int",
                                          "/libgnutls.so"},
+    [RL_TLS_SSL_READ] = {"SSL_read", "/libssl.so"},
+    [RL_TLS_SSL_READ_EX] = {"SSL_read_ex", "/libssl.so"},
+    [RL_TLS_GNUTLS_RECORD_RECV] = {"gnutls_record_recv", "/libgnutls.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

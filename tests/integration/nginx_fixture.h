@@ -22,6 +22,7 @@ struct ngx_site {
     bool tls;         /* HTTPS and HTTP/2 */
     int port;
     char log[300];    /* its access log */
+    const char *extra; /* more directives for its server block, or NULL */
 };
 
 static pid_t ngx_pid;
@@ -112,7 +113,8 @@ H_FN void ngx_start(struct ngx_site *sites, int n)
                     "    ssl_certificate %1$s/ngx.crt;\n"
                     "    ssl_certificate_key %1$s/ngx.key;\n",
                     h_dir);
-        fprintf(f, "    access_log %s reqs;\n  }\n", sites[i].log);
+        fprintf(f, "    access_log %s reqs;\n%s  }\n", sites[i].log,
+                sites[i].extra != NULL ? sites[i].extra : "");
     }
     fputs("}\n", f);
     fclose(f);

@@ -1,6 +1,6 @@
 /* passthrough.so — the control of the benchmarks: a preload that wraps the
- * calls they measure (send, write, connect, socket, close, poll,
- * epoll_wait, getaddrinfo, SSL_write) and does nothing but call the next
+ * calls they measure (send, write, read, connect, socket, close,
+ * poll, epoll_wait, getaddrinfo, SSL_write) and does nothing but call the next
  * definition.
  * What it costs is the floor any LD_PRELOAD shim starts from. */
 #define _GNU_SOURCE
@@ -26,6 +26,12 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 ssize_t write(int fd, const void *buf, size_t len)
 {
     NEXT(write);
+    return next(fd, buf, len);
+}
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+    NEXT(read);
     return next(fd, buf, len);
 }
 
