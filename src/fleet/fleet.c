@@ -251,9 +251,12 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 const struct rl_fleet_pool *pool,
                                 rl_atomic_u64 *host, uint64_t now,
                                 uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v)
+                                uint64_t max_wait_ns, struct rl_verdict *v,
+                                struct rl_fleet_paused *paused)
 {
     struct rl_fleet *f = &F;
+    if (paused != NULL)
+        *paused = (struct rl_fleet_paused){0, false};
     /* The host's lease holds send units only (fleet_lease.c): connects
      * and requests are each decided on Redis, exactly. */
     if (kind != RL_KIND_SEND && kind != RL_KIND_SEND_BYTES)
@@ -336,7 +339,7 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
-    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0};
+    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0, 0, false};
     const char *why = "";
     /* A host that never heard how many hosts share the budget would fall
      * back on all of it: it is starting (on a loaded machine, a fleet of
@@ -406,6 +409,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, ans.leased, ans.granted, stale,
                              claimed, cnow);
+    if (paused != NULL && ans.paused_ns > 0)
+        *paused = (struct rl_fleet_paused){ans.paused_ns, ans.backoff};
     struct rl_verdict out = {ans.granted, ans.wait_ns, 0};
     if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1 &&
         st != NULL)
@@ -460,6 +465,18 @@ void rl_fleet_finish(const struct rl_rule *rule,
         if (r < 0)
             break;
     }
+}
+
+int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff)
+{
+    struct rl_fleet *f = &F;
+    if (!f->on)
+        return -EAGAIN;
+    const char *name = label != NULL ? label : f->label;
+    if (!rl_fleet_route_up(&f->route, rl_fleet_route_node(&f->route, name)))
+        return -EAGAIN; /* away: the fallback decides, on this host */
+    return rl_fleet_call_pause(&f->route, name, wait_ns, backoff,
+                               rl_clock_now_ns() + RL_FLEET_WAIT_NS);
 }
 
 void rl_fleet_atfork_child(void)

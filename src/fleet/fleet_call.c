@@ -20,7 +20,8 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     const struct rl_fleet_ask *a = k->ask;
     int bucket = rl_fleet_call_bucket(rule, k->kind);
     unsigned n = rule->nlimits[k->kind];
-    rl_fleet_cmd_start(c, 3 + (n + 1) + 9 + 3 * n);
+    unsigned pause = k->kind == RL_KIND_REQUEST; /* its pause key, last */
+    rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 9 + 3 * n);
     if (sha != NULL) {
         rl_fleet_cmd_str(c, "EVALSHA");
         rl_fleet_cmd_str(c, sha[bucket ? 0 : 1]);
@@ -28,7 +29,7 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
         rl_fleet_cmd_str(c, "EVAL");
         rl_fleet_cmd_str(c, bucket ? rl_fleet_lua_bucket : rl_fleet_lua_window);
     }
-    rl_fleet_cmd_u64(c, n + 1);
+    rl_fleet_cmd_u64(c, n + 1 + pause);
     const char *algo[2] = {"sw", "tb"};
     char idx[2] = "0";
     const char *key[8] = {"rlshim:{", k->label, "}:", rl_kind_name(k->kind),
@@ -40,6 +41,9 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     }
     const char *hosts[3] = {"rlshim:{", k->label, "}:hosts"};
     rl_fleet_cmd_cat(c, hosts, 3);
+    const char *pkey[3] = {"rlshim:{", k->label, "}:pause"};
+    if (pause)
+        rl_fleet_cmd_cat(c, pkey, 3);
     rl_fleet_cmd_u64(c, a->want);
     rl_fleet_cmd_u64(c, a->min);
     rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
@@ -74,5 +78,50 @@ int rl_fleet_call_answer(const struct rl_fleet_result *r,
     a->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
     a->hosts = h > 0 ? (uint64_t)h : 1;
     a->leased = (uint64_t)l;
+    /* A request's pause (SPEC §12): how far it moved the turn, whose. */
+    a->paused_ns = r->n >= 6 && r->v[4] > 0 ? (uint64_t)r->v[4] * 1000 : 0;
+    a->backoff = r->n >= 6 && r->v[5] == 1;
     return 0;
+}
+
+struct pause_cmd {
+    const char *label;
+    uint64_t wait_ns;
+    bool backoff;
+};
+
+static void build_pause(struct rl_fleet_conn *c, const char (*sha)[41],
+                        void *ctx)
+{
+    (void)sha; /* a 429 is rare: EVAL, no SHA to keep */
+    const struct pause_cmd *p = ctx;
+    const char *key[3] = {"rlshim:{", p->label, "}:pause"};
+    rl_fleet_cmd_start(c, 6);
+    rl_fleet_cmd_str(c, "EVAL");
+    rl_fleet_cmd_str(c, rl_fleet_lua_pause);
+    rl_fleet_cmd_u64(c, 1);
+    rl_fleet_cmd_cat(c, key, 3);
+    rl_fleet_cmd_u64(c, p->wait_ns / 1000);
+    rl_fleet_cmd_u64(c, p->backoff ? 1 : 2);
+}
+
+int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
+                        uint64_t wait_ns, bool backoff, uint64_t deadline)
+{
+    struct pause_cmd p = {label, wait_ns, backoff};
+    struct rl_fleet_call owed;
+    struct rl_fleet_result res;
+    const char *why;
+    int node;
+    int e = rl_fleet_route_call(r, label, build_pause, &p, deadline, &node,
+                                &owed, &res, &why);
+    if (e == -ETIMEDOUT) {
+        /* It may run yet: a pause that ends later is no harm. */
+        struct rl_fleet_late none = {{0}};
+        rl_fleet_route_abandon(r, &owed, &none);
+        return e;
+    }
+    if (e == 0 && res.type != RL_FLEET_REPLY_INTEGER)
+        e = -EPROTO;
+    return e;
 }

@@ -8,10 +8,12 @@
 #ifndef RL_FLEET_CALL_H
 #define RL_FLEET_CALL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_pipe.h"
+#include "fleet/fleet_route.h"
 #include "policy/config.h"
 
 /* What one call asks. */
@@ -47,10 +49,18 @@ struct rl_fleet_answer {
     uint64_t wait_ns; /* UINT64_MAX: never */
     uint64_t hosts;   /* active in the last minute, at least 1 */
     uint64_t leased;
+    uint64_t paused_ns; /* a request budget's pause moved the turn */
+    bool backoff;       /* the pause was the backoff's */
 };
 
 /* 0 and *a, or -EPROTO when r is not a script's reply. */
 int rl_fleet_call_answer(const struct rl_fleet_result *r,
                          struct rl_fleet_answer *a);
+
+/* A request budget's pause to Redis (fleet_scripts.h's
+ * rl_fleet_lua_pause), at the budget's node, until `deadline`: 0 or
+ * -errno. */
+int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
+                        uint64_t wait_ns, bool backoff, uint64_t deadline);
 
 #endif

@@ -149,6 +149,10 @@ static void to_result(redisReply *rep, bool raw, struct rl_fleet_result *r)
             r->v[i] = rep->element[i]->type == REDIS_REPLY_INTEGER
                           ? rep->element[i]->integer
                           : -2;
+    } else if (rep->type == REDIS_REPLY_INTEGER) {
+        r->type = RL_FLEET_REPLY_INTEGER;
+        r->n = 1;
+        r->v[0] = rep->integer;
     } else {
         r->type = RL_FLEET_REPLY_OTHER;
     }

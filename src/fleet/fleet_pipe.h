@@ -46,6 +46,7 @@
 enum rl_fleet_reply_type {
     RL_FLEET_REPLY_INTS = 1, /* an array: its integers in v (others -2) */
     RL_FLEET_REPLY_ERROR,    /* an error reply: its text */
+    RL_FLEET_REPLY_INTEGER,  /* an integer: v[0] */
     RL_FLEET_REPLY_OTHER,    /* anything else (a string's text kept) */
 };
 

@@ -34,17 +34,25 @@ static const char *site_of(const struct rl_gate_ticket *t)
     return NULL;
 }
 
+/* The destination a line names: the request's name, else the name the
+ * address was resolved from, else the address. */
+static void dest_of(const struct rl_gate_call *c, char *host, size_t len,
+                    unsigned *port)
+{
+    rl_declog_dest(c->fd, c->sa, c->salen, host, len, port);
+    if (c->dest != NULL && strlen(c->dest) < len)
+        memcpy(host, c->dest, strlen(c->dest) + 1);
+    else
+        name_of(host, len);
+}
+
 void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
                           const struct rl_rule *rule, int denied_kind,
                           uint64_t denied_units, const struct rl_gate_call *c)
 {
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    rl_declog_dest(c->fd, c->sa, c->salen, host, sizeof host, &port);
-    if (c->dest != NULL && strlen(c->dest) < sizeof host)
-        memcpy(host, c->dest, strlen(c->dest) + 1);
-    else
-        name_of(host, sizeof host);
+    dest_of(c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
         .user = user,
@@ -79,6 +87,31 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         r.units = units[k];
         rl_declog_write(&r);
     }
+}
+
+void rl_gate_log_pause(const struct rl_gate_ticket *t,
+                       const struct rl_gate_charge *ch,
+                       const struct rl_gate_call *c, unsigned status,
+                       uint64_t wait_ns, const char *reason)
+{
+    char host[RL_NAME_MAX + 1];
+    unsigned port;
+    dest_of(c, host, sizeof host, &port);
+    struct rl_declog_rec r = {
+        .mono_ns = t->now,
+        .user = rl_gate.user,
+        .rule = rl_gate.rule != NULL ? rl_gate.rule->section : NULL,
+        .site = ch->rule->site,
+        .dest = host,
+        .port = port,
+        .call = "response",
+        .limit = "request",
+        .verdict = RL_DECLOG_PAUSE,
+        .wait_ns = wait_ns,
+        .reason = reason,
+        .status = status,
+    };
+    rl_declog_write(&r);
 }
 
 /* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer

@@ -52,4 +52,13 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
                           const struct rl_rule *rule, int denied_kind,
                           uint64_t denied_units, const struct rl_gate_call *c);
 
+/* A response that paused charge ch's requests (SPEC §12): one line with
+ * verdict pause, call = response, limit = request, units 0, wait_ns the
+ * pause from t->now, reason and the response's status; dest as a
+ * decision of c names it. Call only when rl_declog_enabled(). */
+void rl_gate_log_pause(const struct rl_gate_ticket *t,
+                       const struct rl_gate_charge *ch,
+                       const struct rl_gate_call *c, unsigned status,
+                       uint64_t wait_ns, const char *reason);
+
 #endif

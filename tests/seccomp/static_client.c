@@ -26,6 +26,8 @@
  *                                  after_dup2= after_close_range=
  *                                  after_exit=
  *   static_client closes N         N socket+close pairs, prints ns per pair
+ *   static_client connects PORT N  N socket + connect + close (SO_LINGER 0:
+ *                                  no TIME_WAIT), prints ns per call
  *   static_client flip PORT N      a thread flips the family of one shared
  *                                  address between AF_UNIX and AF_INET
  *                                  (127.0.0.1:PORT) while this one makes N
@@ -309,6 +311,22 @@ int main(int argc, char **argv)
     int port = atoi(argv[2]);
     long n = argc > 3 ? atol(argv[3]) : 1;
     int hold_ms = argc > 4 ? atoi(argv[4]) : 0;
+    if (strcmp(mode, "connects") == 0) {
+        struct sockaddr_in a = target(port);
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        double t0 = now();
+        for (long i = 0; i < n; i++) {
+            int s = socket(AF_INET, SOCK_STREAM, 0);
+            if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+                printf("error=%s\n", name(errno));
+                return 1;
+            }
+            setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+            close(s);
+        }
+        printf("ns_per_call=%.1f\n", (now() - t0) * 1e9 / (double)n);
+        return 0;
+    }
     if (strcmp(mode, "flip") == 0) {
         flip(port, n);
         return 0;
