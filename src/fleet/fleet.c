@@ -155,18 +155,22 @@ static void unshare(struct rl_fleet *f, const struct rl_rule *rule, int kind,
 static struct rl_verdict fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
                                   const struct rl_rule *rule, int kind,
                                   rl_word *const *states, rl_atomic_u64 *host,
-                                  uint64_t now, uint64_t want, uint64_t min,
-                                  uint64_t max_wait_ns, struct rl_verdict *v)
+                                  bool drain, uint64_t now, uint64_t want,
+                                  uint64_t min, uint64_t max_wait_ns,
+                                  struct rl_verdict *v)
 {
     struct rl_verdict r = {0, UINT64_MAX, 0};
     unsigned n = rule->nlimits[kind];
     int fb = f->cfg->fleet_fallback;
     uint64_t gen = rl_load_relaxed_u64(&f->gen) + 1;
     if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL &&
+        drain &&
         atomic_exchange_explicit(&st->drained[kind], gen,
                                  memory_order_relaxed) != gen) {
         /* The host budget sat full while Redis decided: empty it, so an
-         * outage starts at the fleet's rate, not with a burst per host. */
+         * outage starts at the fleet's rate, not with a burst per host.
+         * (A call alone late behind others' leaves it as it is: drained,
+         * that one call would be denied though Redis answers.) */
         struct rl_verdict tmp[RL_MAX_RATES];
         uint64_t cap = UINT64_MAX;
         for (unsigned i = 0; i < n; i++)
@@ -298,8 +302,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         return (struct rl_verdict){0, closed - now, 0};
     }
     if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
-        return fallback(f, st, rule, kind, states, host, now, want, min,
-                        max_wait_ns, v);
+        return fallback(f, st, rule, kind, states, host, true, now, want,
+                        min, max_wait_ns, v);
     /* For a while after a return, the host's share bounds it too. */
     uint64_t shared = 0;
     if (settling(f, host, cnow)) {
@@ -371,9 +375,11 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
          * 50 ms; a reply late behind others' (a loaded host: this thread
          * not run in time) is this call's alone: it falls back, and the
          * next asks Redis again. */
-        if (r != -ETIMEDOUT ||
-            rl_fleet_route_silent(&f->route, node, rl_clock_coarse_ns(),
-                                  RL_FLEET_WAIT_NS)) {
+        bool away = r != -ETIMEDOUT ||
+                    rl_fleet_route_silent(&f->route, node,
+                                          rl_clock_coarse_ns(),
+                                          RL_FLEET_WAIT_NS);
+        if (away) {
             rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
             warn(f, why);
         }
@@ -384,8 +390,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             if (st != NULL)
                 rl_add_relaxed_u64(&st->debt[kind], shared);
         } else {
-            out = fallback(f, st, rule, kind, states, host, now, want, min,
-                           max_wait_ns, v);
+            out = fallback(f, st, rule, kind, states, host, away, now, want,
+                           min, max_wait_ns, v);
         }
         if (r == -ETIMEDOUT) {
             /* Its reply may come yet: what it charged is then set against

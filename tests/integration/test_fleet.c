@@ -335,11 +335,13 @@ static void outage(const char *fallback, double *t, int *n, int *in_outage,
         hosts_sum(3, 0, "slowest_us", true));
     /* Back within 2 s: every host's processes decide in Redis again. */
     cr_expect_gt(evals, 0, "no EVALSHA within 2 s of Redis's return");
-    /* No hang: no call waited much past the 50 ms bound (with allow, the
-     * flood of connects fills the sink's backlog: a SYN retransmit takes
-     * a second there, whatever the shim does). */
+    /* No hang: no call waited much past its bound: a connection's set-up
+     * (200 ms, RL_FLEET_OPEN_NS: every process reconnects at once when
+     * Redis is back) and a reply (50 ms). With allow, the flood of
+     * connects fills the sink's backlog: a SYN retransmit takes a second
+     * there, whatever the shim does. */
     if (strcmp(fallback, "allow") != 0)
-        cr_expect_lt(hosts_sum(3, 0, "slowest_us", true), 100000);
+        cr_expect_lt(hosts_sum(3, 0, "slowest_us", true), 300000);
     /* One line per deciding process (3 hosts x 2). */
     cr_expect_eq(hosts_err_lines(3, 0, "fleet Redis"), 6);
 }
