@@ -45,8 +45,9 @@
  * at a time: the others are denied here for this long meanwhile. */
 #define RL_FLEET_PROBE_NS 5000000u
 /* After a return, how long a host keeps to its share as well: every
- * host still away tries again within RL_FLEET_RETRY_NS. */
-#define RL_FLEET_SETTLE_NS (RL_FLEET_RETRY_NS + 100000000u)
+ * host still away tries again within RL_FLEET_RETRY_NS, and a try whose
+ * reply was late once more within the next. */
+#define RL_FLEET_SETTLE_NS (2 * RL_FLEET_RETRY_NS + 100000000ull)
 
 /* The host segment's fleet words (state/layout.h): the coarse clock of
  * the host's latest return from an outage, and the most hosts a reply
