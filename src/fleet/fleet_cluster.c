@@ -316,9 +316,3 @@ void rl_fleet_map_set(struct rl_fleet_map *m, unsigned first, unsigned last,
         atomic_store_explicit(&m->node[s], (uint8_t)(i + 1),
                               memory_order_relaxed);
 }
-
-void rl_fleet_map_clear(struct rl_fleet_map *m)
-{
-    for (unsigned s = 0; s < RL_FLEET_SLOTS; s++)
-        atomic_store_explicit(&m->node[s], 0, memory_order_relaxed);
-}

@@ -109,8 +109,4 @@ int rl_fleet_map_find(struct rl_fleet_map *m, const struct rl_fleet_addr *a);
 void rl_fleet_map_set(struct rl_fleet_map *m, unsigned first, unsigned last,
                       int i);
 
-/* Forget which node serves every slot (a map reloaded from scratch); the
- * nodes stay. */
-void rl_fleet_map_clear(struct rl_fleet_map *m);
-
 #endif

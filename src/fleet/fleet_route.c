@@ -232,14 +232,15 @@ static void build_as_eval(struct rl_fleet_conn *c, const char (*sha)[41],
     a->build(c, NULL, a->ctx);
 }
 
-static void build_slots(struct rl_fleet_conn *c, const char (*sha)[41],
-                        void *ctx)
+/* CLUSTER SHARDS (Redis 7), or CLUSTER SLOTS (ctx non-NULL: an older
+ * Redis, or one that refused SHARDS). */
+static void build_map(struct rl_fleet_conn *c, const char (*sha)[41],
+                      void *ctx)
 {
     (void)sha;
-    (void)ctx;
     rl_fleet_cmd_start(c, 2);
     rl_fleet_cmd_str(c, "CLUSTER");
-    rl_fleet_cmd_str(c, "SLOTS");
+    rl_fleet_cmd_str(c, ctx != NULL ? "SLOTS" : "SHARDS");
 }
 
 static int learn_range(void *ctx, unsigned first, unsigned last,
@@ -254,7 +255,8 @@ static int learn_range(void *ctx, unsigned first, unsigned last,
     return 0;
 }
 
-/* Ask CLUSTER SLOTS of a node that is up (the seed first). */
+/* Ask a node that is up (the seed first) for the map: CLUSTER SHARDS,
+ * or CLUSTER SLOTS where SHARDS is refused (before Redis 7). */
 static void refresh_map(struct rl_fleet_route *r, uint64_t deadline)
 {
     if (!atomic_exchange_explicit(&r->stale, false, memory_order_relaxed))
@@ -264,21 +266,25 @@ static void refresh_map(struct rl_fleet_route *r, uint64_t deadline)
     for (unsigned i = 0; i < n; i++) {
         if (!rl_fleet_route_up(r, (int)i) && i != 0)
             continue;
-        struct rl_fleet_result res;
-        uint64_t ticket;
-        int e = on_node(r, (int)i, build_slots, NULL, 0, true, deadline,
-                        &ticket, &res, &why);
-        if (e == -ETIMEDOUT) {
-            struct rl_fleet_call call = {(int)i, ticket};
-            struct rl_fleet_late none = {{0}};
-            rl_fleet_route_abandon(r, &call, &none);
-            break;
-        }
-        if (e < 0)
-            continue;
-        if (res.raw != NULL) {
-            int rc = rl_fleet_cluster_slots(res.raw, &r->map.nodes[i],
-                                            learn_range, r);
+        for (int slots = 0; slots < 2; slots++) {
+            struct rl_fleet_result res;
+            uint64_t ticket;
+            int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true,
+                            deadline, &ticket, &res, &why);
+            if (e == -ETIMEDOUT) {
+                struct rl_fleet_call call = {(int)i, ticket};
+                struct rl_fleet_late none = {{0}};
+                rl_fleet_route_abandon(r, &call, &none);
+                atomic_store_explicit(&r->stale, true, memory_order_relaxed);
+                return;
+            }
+            if (e < 0 || res.raw == NULL)
+                break; /* this node is away: the next */
+            int rc = slots ? rl_fleet_cluster_slots(res.raw, &r->map.nodes[i],
+                                                    learn_range, r)
+                           : rl_fleet_cluster_shards(res.raw,
+                                                     &r->map.nodes[i],
+                                                     learn_range, r);
             freeReplyObject(res.raw);
             if (rc == 0)
                 return;
