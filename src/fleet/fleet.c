@@ -152,7 +152,8 @@ static void unshare(struct rl_fleet *f, const struct rl_rule *rule, int kind,
 
 /* ---- while Redis is away ------------------------------------------------*/
 
-static struct rl_verdict fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
+static __attribute__((noinline)) struct rl_verdict
+fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
                                   const struct rl_rule *rule, int kind,
                                   rl_word *const *states, rl_atomic_u64 *host,
                                   bool drain, uint64_t now, uint64_t want,
@@ -248,6 +249,20 @@ static void unask(struct rl_fleet_budget *st, int kind,
 {
     if (st != NULL && a->debt > 0)
         rl_add_relaxed_u64(&st->debt[kind], a->debt);
+}
+
+/* A call whose reply may come yet: given up, with what its reply is to
+ * be settled against (what the fallback admitted without it). Out of
+ * line: the program's stack lends only the common path. */
+static __attribute__((noinline)) void
+give_up(struct rl_fleet *f, const struct rl_fleet_call *owed,
+        struct rl_fleet_budget *st, int kind, bool bucket, uint64_t granted,
+        const struct rl_fleet_ask *a)
+{
+    struct rl_fleet_owed o = {st, kind, bucket, granted, a->debt, a->lease};
+    struct rl_fleet_late late;
+    rl_fleet_owed_pack(&f->budgets, &o, &late);
+    rl_fleet_route_abandon(&f->route, owed, &late);
 }
 
 struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
@@ -393,15 +408,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             out = fallback(f, st, rule, kind, states, host, away, now, want,
                            min, max_wait_ns, v);
         }
-        if (r == -ETIMEDOUT) {
-            /* Its reply may come yet: what it charged is then set against
-             * what was admitted without it. */
-            struct rl_fleet_owed o = {st,       kind,   bucket, out.granted,
-                                      a.debt, a.lease};
-            struct rl_fleet_late late;
-            rl_fleet_owed_pack(&f->budgets, &o, &late);
-            rl_fleet_route_abandon(&f->route, &owed, &late);
-        }
+        if (r == -ETIMEDOUT)
+            give_up(f, &owed, st, kind, bucket, out.granted, &a);
         return out;
     }
     rl_store_relaxed_u64(&f->hosts, ans.hosts);

@@ -30,30 +30,36 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
         rl_fleet_cmd_str(c, bucket ? rl_fleet_lua_bucket : rl_fleet_lua_window);
     }
     rl_fleet_cmd_u64(c, n + 1 + pause);
-    const char *algo[2] = {"sw", "tb"};
-    char idx[2] = "0";
+    /* One array of parts for every key: the caller's stack is the
+     * program's. */
+    static const char *const digit[] = {"0", "1", "2", "3",
+                                        "4", "5", "6", "7"};
     const char *key[8] = {"rlshim:{", k->label, "}:", rl_kind_name(k->kind),
-                          ":",        idx,      ":",  NULL};
+                          ":",        NULL,     ":",  NULL};
     for (unsigned i = 0; i < n; i++) {
-        idx[0] = (char)('0' + i); /* i < RL_MAX_RATES */
-        key[7] = algo[rule->limits[k->kind][i].algo == RL_ALGO_TOKEN_BUCKET];
+        key[5] = digit[i & 7]; /* i < RL_MAX_RATES */
+        key[7] = rule->limits[k->kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb"
+                                                                       : "sw";
         rl_fleet_cmd_cat(c, key, 8);
     }
-    const char *hosts[3] = {"rlshim:{", k->label, "}:hosts"};
-    rl_fleet_cmd_cat(c, hosts, 3);
-    const char *pkey[3] = {"rlshim:{", k->label, "}:pause"};
+    key[2] = "}:hosts";
+    rl_fleet_cmd_cat(c, key, 3);
+    key[2] = "}:pause";
     if (pause)
-        rl_fleet_cmd_cat(c, pkey, 3);
+        rl_fleet_cmd_cat(c, key, 3);
     rl_fleet_cmd_u64(c, a->want);
     rl_fleet_cmd_u64(c, a->min);
     rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
     rl_fleet_cmd_u64(c, a->debt);
     rl_fleet_cmd_str(c, k->host);
     /* The call's id: unique members of the window's sorted sets. */
-    char pid[24], seq[24];
-    const char *id[5] = {k->host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
-                         ":", rl_fleet_dec(seq, k->seq)};
-    rl_fleet_cmd_cat(c, id, 5);
+    char num[2][24];
+    key[0] = k->host;
+    key[1] = ":";
+    key[2] = rl_fleet_dec(num[0], (uint64_t)getpid());
+    key[3] = ":";
+    key[4] = rl_fleet_dec(num[1], k->seq);
+    rl_fleet_cmd_cat(c, key, 5);
     rl_fleet_cmd_u64(c, a->lease);
     rl_fleet_cmd_u64(c, a->ret);
     rl_fleet_cmd_u64(c, a->capped);

@@ -257,7 +257,8 @@ static int learn_range(void *ctx, unsigned first, unsigned last,
 
 /* Ask a node that is up (the seed first) for the map: CLUSTER SHARDS,
  * or CLUSTER SLOTS where SHARDS is refused (before Redis 7). */
-static void refresh_map(struct rl_fleet_route *r, uint64_t deadline)
+static __attribute__((noinline)) void
+refresh_map(struct rl_fleet_route *r, uint64_t deadline)
 {
     if (!atomic_exchange_explicit(&r->stale, false, memory_order_relaxed))
         return;
@@ -317,6 +318,41 @@ static void pause_ms(uint64_t ms, uint64_t deadline)
     rl_sys.futex(&never, FUTEX_WAIT_PRIVATE, 1, &ts);
 }
 
+/* An error reply from node i that redirects the call: the node to go to
+ * (learnt for a MOVED; *ask set for an ASK), -ENOENT when it is no
+ * redirection, or -errno when it cannot be followed. Out of line: the
+ * address it reads is 128 bytes of the caller's stack, needed only here. */
+static __attribute__((noinline)) int
+redirected(struct rl_fleet_route *r, const struct rl_fleet_result *out, int i,
+           bool *ask, const char **why)
+{
+    struct rl_fleet_redirect rd;
+    int k = rl_fleet_redirect_parse(out->text, strlen(out->text),
+                                    &r->map.nodes[i], &rd);
+    if (k == RL_FLEET_NO_REDIRECT)
+        return -ENOENT;
+    if (k < 0) {
+        *why = "cluster: a redirection that cannot be followed (a host "
+               "name?)";
+        return -EPROTO;
+    }
+    int j = rl_fleet_map_find(&r->map, &rd.to);
+    for (int n = 0; j == -EAGAIN && n < 1000; n++)
+        j = rl_fleet_map_find(&r->map, &rd.to);
+    if (j < 0) {
+        *why = j == -ENOSPC ? "cluster: too many nodes"
+                            : "cluster: a redirection that cannot be followed";
+        return j == -ENOSPC ? -ENOSPC : -EPROTO;
+    }
+    if (k == RL_FLEET_MOVED) {
+        atomic_store_explicit(&r->cluster, true, memory_order_relaxed);
+        rl_fleet_map_set(&r->map, rd.slot, rd.slot, j);
+    } else {
+        *ask = true;
+    }
+    return j;
+}
+
 int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
                         int *node, struct rl_fleet_call *call,
@@ -350,33 +386,13 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
         ask = false;
         if (out->type != RL_FLEET_REPLY_ERROR)
             return 0;
-        struct rl_fleet_redirect rd;
-        int k = rl_fleet_redirect_parse(out->text, strlen(out->text),
-                                        &r->map.nodes[i], &rd);
-        if (k == RL_FLEET_MOVED || k == RL_FLEET_ASK) {
-            int j = rl_fleet_map_find(&r->map, &rd.to);
-            for (int n = 0; j == -EAGAIN && n < 1000; n++)
-                j = rl_fleet_map_find(&r->map, &rd.to);
-            if (j < 0) {
-                *why = j == -ENOSPC ? "cluster: too many nodes"
-                                    : "cluster: a redirection that cannot "
-                                      "be followed";
-                return j == -ENOSPC ? -ENOSPC : -EPROTO;
-            }
-            if (k == RL_FLEET_MOVED) {
-                atomic_store_explicit(&r->cluster, true, memory_order_relaxed);
-                rl_fleet_map_set(&r->map, rd.slot, rd.slot, j);
-            } else {
-                ask = true;
-            }
+        int j = redirected(r, out, i, &ask, why);
+        if (j >= 0) {
             i = j;
             continue;
         }
-        if (k < 0) {
-            *why = "cluster: a redirection that cannot be followed (a host "
-                   "name?)";
-            return -EPROTO;
-        }
+        if (j != -ENOENT)
+            return j;
         if (strncmp(out->text, "NOSCRIPT", 8) == 0 && !eval) {
             eval = true;
             continue;
