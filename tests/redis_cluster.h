@@ -23,8 +23,7 @@ struct redis_cluster {
 
 static __attribute__((unused)) bool cluster_have(void)
 {
-    return redis_have() &&
-           system("command -v redis-cli >/dev/null 2>&1") == 0;
+    return redis_have() && system("command -v redis-cli >/dev/null 2>&1") == 0;
 }
 
 /* Node i on its ports, cluster-enabled, no persistence. */
@@ -49,8 +48,8 @@ static __attribute__((unused)) bool cluster_node_start(struct redis_cluster *c,
         execlp("redis-server", "redis-server", "--port", port, "--bind",
                "127.0.0.1", "--save", "", "--appendonly", "no",
                "--cluster-enabled", "yes", "--cluster-port", bus,
-               "--cluster-config-file", conf, "--cluster-node-timeout",
-               timeout, "--dir", c->dir,
+               "--cluster-config-file", conf, "--cluster-node-timeout", timeout,
+               "--dir", c->dir,
                /* a replica in sync at once, not after 5 s */
                "--repl-diskless-sync-delay", "0", (char *)NULL);
         _exit(127);
@@ -87,8 +86,8 @@ static __attribute__((unused)) bool cluster_ok(const struct redis_cluster *c,
     for (int i = 0; i < c->n; i++) {
         if (c->node[i].pid <= 0)
             continue;
-        if (cluster_cli_all(c->node[i].port, "CLUSTER INFO", buf,
-                            sizeof buf) != 0 ||
+        if (cluster_cli_all(c->node[i].port, "CLUSTER INFO", buf, sizeof buf) !=
+                0 ||
             strstr(buf, "cluster_state:ok") == NULL)
             return false;
         if (cluster_cli_all(c->node[i].port, "INFO replication", buf,
@@ -103,8 +102,8 @@ static __attribute__((unused)) bool cluster_ok(const struct redis_cluster *c,
     return !synced || masters_synced == masters;
 }
 
-static __attribute__((unused)) bool cluster_wait_ok(const struct redis_cluster *c,
-                                                    bool synced, double secs)
+static __attribute__((unused)) bool
+cluster_wait_ok(const struct redis_cluster *c, bool synced, double secs)
 {
     for (int k = 0; k < (int)(secs * 20); k++) {
         if (cluster_ok(c, synced))
@@ -138,9 +137,9 @@ static __attribute__((unused)) void cluster_ports(struct redis_cluster *c)
 
 /* Start `masters` masters (3) and, when `replicas`, a replica of each, in
  * a directory under `parent`; wait until the cluster is ok. */
-static __attribute__((unused)) bool
-cluster_start(struct redis_cluster *c, int masters, bool replicas,
-              const char *parent)
+static __attribute__((unused)) bool cluster_start(struct redis_cluster *c,
+                                                  int masters, bool replicas,
+                                                  const char *parent)
 {
     memset(c, 0, sizeof *c);
     c->n = replicas ? 2 * masters : masters;
@@ -184,12 +183,12 @@ static __attribute__((unused)) void cluster_stop(struct redis_cluster *c)
 /* The index of the node that is master of `slot` now, as node `via`
  * sees it (CLUSTER NODES: "id ip:port@bus flags master ... slots...", a
  * master's flags say "master", a failed one's "fail" too); -1 when none. */
-static __attribute__((unused)) int cluster_master_of(const struct redis_cluster *c,
-                                                     int via, unsigned slot)
+static __attribute__((unused)) int
+cluster_master_of(const struct redis_cluster *c, int via, unsigned slot)
 {
     static char buf[16384];
-    if (cluster_cli_all(c->node[via].port, "CLUSTER NODES", buf,
-                        sizeof buf) != 0)
+    if (cluster_cli_all(c->node[via].port, "CLUSTER NODES", buf, sizeof buf) !=
+        0)
         return -1;
     char *save = NULL;
     for (char *l = strtok_r(buf, "\n", &save); l != NULL;
@@ -203,8 +202,8 @@ static __attribute__((unused)) int cluster_master_of(const struct redis_cluster 
         if (nf < 9 || strstr(f[2], "master") == NULL ||
             strstr(f[2], "fail") != NULL)
             continue;
-        int port = atoi(strchr(f[1], ':') != NULL ? strchr(f[1], ':') + 1
-                                                  : f[1]);
+        int port =
+            atoi(strchr(f[1], ':') != NULL ? strchr(f[1], ':') + 1 : f[1]);
         for (int k = 8; k < nf; k++) {
             unsigned a, b;
             if (f[k][0] == '[')
@@ -222,8 +221,8 @@ static __attribute__((unused)) int cluster_master_of(const struct redis_cluster 
 }
 
 /* Is node i a master now (INFO replication)? */
-static __attribute__((unused)) bool cluster_is_master(const struct redis_cluster *c,
-                                                      int i)
+static __attribute__((unused)) bool
+cluster_is_master(const struct redis_cluster *c, int i)
 {
     char buf[4096];
     return c->node[i].pid > 0 &&

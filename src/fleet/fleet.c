@@ -118,9 +118,9 @@ static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
  * `hosts` units of it (a rate and burst divided by hosts). */
 static struct rl_verdict share(struct rl_fleet *f, const struct rl_rule *rule,
                                int kind, rl_word *const *states,
-                               rl_atomic_u64 *host, uint64_t now,
-                               uint64_t want, uint64_t min,
-                               uint64_t max_wait_ns, struct rl_verdict *v)
+                               rl_atomic_u64 *host, uint64_t now, uint64_t want,
+                               uint64_t min, uint64_t max_wait_ns,
+                               struct rl_verdict *v)
 {
     unsigned n = rule->nlimits[kind];
     uint64_t h = hosts_now(f, host);
@@ -146,26 +146,23 @@ static void unshare(struct rl_fleet *f, const struct rl_rule *rule, int kind,
                     struct rl_verdict *v, uint64_t units)
 {
     if (units > 0)
-        rl_multi_refund(states, rule->limits[kind], rule->nlimits[kind], now,
-                        v, units * hosts_now(f, host));
+        rl_multi_refund(states, rule->limits[kind], rule->nlimits[kind], now, v,
+                        units * hosts_now(f, host));
 }
 
 /* ---- while Redis is away ------------------------------------------------*/
 
 static __attribute__((noinline)) struct rl_verdict
 fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
-                                  const struct rl_rule *rule, int kind,
-                                  rl_word *const *states, rl_atomic_u64 *host,
-                                  bool drain, uint64_t now, uint64_t want,
-                                  uint64_t min, uint64_t max_wait_ns,
-                                  struct rl_verdict *v)
+         const struct rl_rule *rule, int kind, rl_word *const *states,
+         rl_atomic_u64 *host, bool drain, uint64_t now, uint64_t want,
+         uint64_t min, uint64_t max_wait_ns, struct rl_verdict *v)
 {
     struct rl_verdict r = {0, UINT64_MAX, 0};
     unsigned n = rule->nlimits[kind];
     int fb = f->cfg->fleet_fallback;
     uint64_t gen = rl_load_relaxed_u64(&f->gen) + 1;
-    if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL &&
-        drain &&
+    if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL && drain &&
         atomic_exchange_explicit(&st->drained[kind], gen,
                                  memory_order_relaxed) != gen) {
         /* The host budget sat full while Redis decided: empty it, so an
@@ -225,16 +222,16 @@ static bool settling(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
 /* Node i answered again after an outage: this process and (through the
  * host's word) every other of the host come back, and keep to their
  * share for a while. */
-static void returned(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
+static __attribute__((noinline)) void
+returned(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
 {
     rl_add_relaxed_u64(&f->gen, 1);
     rl_store_relaxed_u64(&f->back, cnow);
     if (host != NULL) {
         uint64_t hb = rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]);
-        while (hb < cnow &&
-               !atomic_compare_exchange_weak_explicit(
-                   &host[RL_FLEET_HOST_BACK], &hb, cnow, memory_order_relaxed,
-                   memory_order_relaxed))
+        while (hb < cnow && !atomic_compare_exchange_weak_explicit(
+                                &host[RL_FLEET_HOST_BACK], &hb, cnow,
+                                memory_order_relaxed, memory_order_relaxed))
             ;
     }
 }
@@ -249,6 +246,39 @@ static void unask(struct rl_fleet_budget *st, int kind,
 {
     if (st != NULL && a->debt > 0)
         rl_add_relaxed_u64(&st->debt[kind], a->debt);
+}
+
+/* One decision's call to Redis: what it asks, where it went, its reply. */
+struct at_redis {
+    struct rl_fleet_ask a;
+    struct rl_fleet_cmd cmd;
+    struct rl_fleet_call owed;
+    struct rl_fleet_result res;
+    struct rl_fleet_answer ans;
+    struct rl_verdict out;
+};
+
+/* Redis said no to budget st's `kind` until closed_until: how long a
+ * call that cannot wait that long is denied here, with no round trip (0:
+ * ask Redis). When that time comes, one thread asks again (it claims the
+ * next RL_FLEET_PROBE_NS); the others wait for what it hears, rather than
+ * all of a hot key's callers asking at once. */
+static __attribute__((noinline)) uint64_t closed_for(struct rl_fleet_budget *st,
+                                                     int kind, uint64_t now,
+                                                     uint64_t max_wait_ns)
+{
+    uint64_t closed = rl_load_relaxed_u64(&st->closed_until[kind]);
+    if (closed == 0)
+        return 0;
+    if (max_wait_ns >= RL_FLEET_PROBE_NS) /* asks for a turn at Redis */
+        return now < closed && closed - now > max_wait_ns ? closed - now : 0;
+    if (now < closed)
+        return closed - now;
+    if (!atomic_compare_exchange_strong_explicit(
+            &st->closed_until[kind], &closed, now + RL_FLEET_PROBE_NS,
+            memory_order_relaxed, memory_order_relaxed))
+        return RL_FLEET_PROBE_NS;
+    return 0;
 }
 
 /* A call whose reply may come yet: given up, with what its reply is to
@@ -274,6 +304,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
                                 struct rl_fleet_paused *paused)
 {
     struct rl_fleet *f = &F;
+    /* The call's state in one object: the caller's stack is the
+     * program's, and each object of a frame costs it more than its size
+     * under a sanitizer. */
+    struct at_redis x;
     if (paused != NULL)
         *paused = (struct rl_fleet_paused){0, false};
     /* The host's lease holds send units only (fleet_lease.c): connects
@@ -300,33 +334,20 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]) >
             rl_load_relaxed_u64(&f->back))
         rl_fleet_route_try_now(&f->route); /* another process saw it back */
-    uint64_t closed =
-        st != NULL ? rl_load_relaxed_u64(&st->closed_until[kind]) : 0;
-    if (up && closed != 0 && max_wait_ns < RL_FLEET_PROBE_NS) {
-        /* Redis said no until `closed`: denied here, with no round trip.
-         * When that time comes, one thread asks again (it claims the
-         * next RL_FLEET_PROBE_NS); the others wait for what it hears,
-         * rather than all of a hot key's callers asking at once. */
-        if (now < closed)
-            return (struct rl_verdict){0, closed - now, 0};
-        if (!atomic_compare_exchange_strong_explicit(
-                &st->closed_until[kind], &closed, now + RL_FLEET_PROBE_NS,
-                memory_order_relaxed, memory_order_relaxed))
-            return (struct rl_verdict){0, RL_FLEET_PROBE_NS, 0};
-    } else if (up && now < closed && closed - now > max_wait_ns) {
-        return (struct rl_verdict){0, closed - now, 0};
-    }
+    uint64_t closed = 0;
+    if (up && st != NULL && (closed = closed_for(st, kind, now, max_wait_ns)))
+        return (struct rl_verdict){0, closed, 0};
     if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
-        return fallback(f, st, rule, kind, states, host, true, now, want,
-                        min, max_wait_ns, v);
+        return fallback(f, st, rule, kind, states, host, true, now, want, min,
+                        max_wait_ns, v);
     /* For a while after a return, the host's share bounds it too. */
     uint64_t shared = 0;
     if (settling(f, host, cnow)) {
-        struct rl_verdict s = share(f, rule, kind, states, host, now, want,
-                                    min, max_wait_ns, v);
-        if (s.granted == 0)
-            return s;
-        shared = s.granted;
+        x.out =
+            share(f, rule, kind, states, host, now, want, min, max_wait_ns, v);
+        if (x.out.granted == 0)
+            return x.out;
+        shared = x.out.granted;
         want = shared;
         if (min > want)
             min = want;
@@ -334,49 +355,54 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     int bucket = rl_fleet_call_bucket(rule, kind);
     /* A share's debt is charged in full; one beyond a share as far as
      * the budget holds it (fleet_scripts.h). */
-    struct rl_fleet_ask a = {want, min, max_wait_ns, 0, 0, 0,
-                             f->cfg->fleet_fallback != RL_FLEET_SHARE};
+    struct rl_fleet_ask *a = &x.a;
+    *a = (struct rl_fleet_ask){want,
+                               min,
+                               max_wait_ns,
+                               0,
+                               0,
+                               0,
+                               f->cfg->fleet_fallback != RL_FLEET_SHARE};
     if (st != NULL) {
         /* What was admitted while away is charged with this call, and
          * what Redis charged that nobody spent goes back with it. */
-        a.debt =
+        a->debt =
             atomic_exchange_explicit(&st->debt[kind], 0, memory_order_relaxed);
         if (bucket)
-            a.ret = atomic_exchange_explicit(&st->refund[kind], 0,
-                                             memory_order_relaxed);
+            a->ret = atomic_exchange_explicit(&st->refund[kind], 0,
+                                              memory_order_relaxed);
     }
     bool claimed = false;
     uint64_t stale = 0;
     if (pool != NULL) {
         /* A stale lease goes back, and a new one comes, with this call. */
         stale = rl_fleet_pool_claim_stale(pool, kind, cnow);
-        a.ret += stale;
-        a.lease = rl_fleet_pool_lease_size(pool, rule, kind, want, cnow);
-        claimed = a.lease > 0;
+        a->ret += stale;
+        a->lease = rl_fleet_pool_lease_size(pool, rule, kind, want, cnow);
+        claimed = a->lease > 0;
     }
-    struct rl_fleet_cmd cmd = {rule, kind, name, f->host,
-                               rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
-    struct rl_fleet_call owed;
-    struct rl_fleet_result res;
-    struct rl_fleet_answer ans = {0, UINT64_MAX, 1, 0, 0, false};
-    const char *why = "";
+    x.cmd = (struct rl_fleet_cmd){
+        rule, kind, name, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, a};
+    x.ans = (struct rl_fleet_answer){0, UINT64_MAX, 1, 0, 0, false};
     /* A host that never heard how many hosts share the budget would fall
      * back on all of it: it is starting (on a loaded machine, a fleet of
      * hosts starting at once), not in an outage, and waits as long as a
      * connection's set-up for its first reply. */
-    uint64_t wait = hosts_known(f, host) == 0 ? RL_FLEET_OPEN_NS
-                                              : RL_FLEET_WAIT_NS;
-    int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &cmd,
-                                rl_clock_now_ns() + wait, &node, &owed, &res,
-                                &why);
-    if (r == 0 && rl_fleet_call_answer(&res, &ans) != 0) {
-        why = res.type == RL_FLEET_REPLY_ERROR ? res.text : "unexpected reply";
+    uint64_t wait =
+        hosts_known(f, host) == 0 ? RL_FLEET_OPEN_NS : RL_FLEET_WAIT_NS;
+    int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &x.cmd,
+                                rl_clock_now_ns() + wait, &x.owed, &x.res);
+    node = x.owed.node;
+    if (r == 0 && rl_fleet_call_answer(&x.res, &x.ans) != 0) {
+        x.owed.why = x.res.type == RL_FLEET_REPLY_ERROR ? x.res.text
+                                                        : "unexpected reply";
         r = -EPROTO;
     }
     if (r < 0) {
         if (r == -ETIMEDOUT)
-            why = wait == RL_FLEET_WAIT_NS ? "no reply within 50 ms"
-                                           : "no first reply within 200 ms";
+            x.owed.why = wait == RL_FLEET_WAIT_NS
+                             ? "no reply within 50 ms"
+                             : "no first reply within 200 ms";
         /* The stale lease's units are dropped, not kept: the script that
          * took them back may run yet. */
         if (claimed || stale > 0)
@@ -385,56 +411,54 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
          * yet (a reply only late): then it stays with it (its late reply,
          * or the loss of it, settles it). */
         if (r != -ETIMEDOUT)
-            unask(st, kind, &a);
+            unask(st, kind, a);
         /* Redis is away when it failed, or said nothing to anyone for
          * 50 ms; a reply late behind others' (a loaded host: this thread
          * not run in time) is this call's alone: it falls back, and the
          * next asks Redis again. */
         bool away = r != -ETIMEDOUT ||
-                    rl_fleet_route_silent(&f->route, node,
-                                          rl_clock_coarse_ns(),
+                    rl_fleet_route_silent(&f->route, node, rl_clock_coarse_ns(),
                                           RL_FLEET_WAIT_NS);
         if (away) {
             rl_fleet_route_failed(&f->route, node, now, RL_FLEET_RETRY_NS);
-            warn(f, why);
+            warn(f, x.owed.why);
         }
-        struct rl_verdict out;
         if (shared > 0) {
             /* Already the share's: admitted as the fallback would. */
-            out = (struct rl_verdict){shared, 0, 0};
+            x.out = (struct rl_verdict){shared, 0, 0};
             if (st != NULL)
                 rl_add_relaxed_u64(&st->debt[kind], shared);
         } else {
-            out = fallback(f, st, rule, kind, states, host, away, now, want,
-                           min, max_wait_ns, v);
+            x.out = fallback(f, st, rule, kind, states, host, away, now, want,
+                             min, max_wait_ns, v);
         }
         if (r == -ETIMEDOUT)
-            give_up(f, &owed, st, kind, bucket, out.granted, &a);
-        return out;
+            give_up(f, &x.owed, st, kind, bucket, x.out.granted, a);
+        return x.out;
     }
-    rl_store_relaxed_u64(&f->hosts, ans.hosts);
+    rl_store_relaxed_u64(&f->hosts, x.ans.hosts);
     if (host != NULL &&
-        rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]) != ans.hosts)
-        rl_store_relaxed_u64(&host[RL_FLEET_HOST_HOSTS], ans.hosts);
+        rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]) != x.ans.hosts)
+        rl_store_relaxed_u64(&host[RL_FLEET_HOST_HOSTS], x.ans.hosts);
     if (rl_fleet_route_answered(&f->route, node))
         returned(f, host, cnow);
-    if (shared > ans.granted)
-        unshare(f, rule, kind, states, host, now, v, shared - ans.granted);
+    if (shared > x.ans.granted)
+        unshare(f, rule, kind, states, host, now, v, shared - x.ans.granted);
     if (pool != NULL)
-        rl_fleet_pool_filled(pool, kind, ans.leased, ans.granted, stale,
+        rl_fleet_pool_filled(pool, kind, x.ans.leased, x.ans.granted, stale,
                              claimed, cnow);
-    if (paused != NULL && ans.paused_ns > 0)
-        *paused = (struct rl_fleet_paused){ans.paused_ns, ans.backoff};
-    struct rl_verdict out = {ans.granted, ans.wait_ns, 0};
-    if (out.granted == 0 && out.wait_ns != UINT64_MAX && min == 1 &&
+    if (paused != NULL && x.ans.paused_ns > 0)
+        *paused = (struct rl_fleet_paused){x.ans.paused_ns, x.ans.backoff};
+    x.out = (struct rl_verdict){x.ans.granted, x.ans.wait_ns, 0};
+    if (x.out.granted == 0 && x.out.wait_ns != UINT64_MAX && min == 1 &&
         st != NULL)
-        rl_store_relaxed_u64(&st->closed_until[kind], now + out.wait_ns);
-    else if (out.granted > 0 && st != NULL &&
+        rl_store_relaxed_u64(&st->closed_until[kind], now + x.out.wait_ns);
+    else if (x.out.granted > 0 && st != NULL &&
              rl_load_relaxed_u64(&st->closed_until[kind]) != 0)
         rl_store_relaxed_u64(&st->closed_until[kind], 0); /* open again */
     for (unsigned i = 0; i < rule->nlimits[kind]; i++)
-        v[i] = out;
-    return out;
+        v[i] = x.out;
+    return x.out;
 }
 
 /* ---- the process's ends -------------------------------------------------*/
@@ -458,20 +482,24 @@ void rl_fleet_finish(const struct rl_rule *rule,
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         if (rule->nlimits[k] == 0)
             continue;
-        struct rl_fleet_ask a = {0, 0, 0, 0, 0, rl_fleet_pool_drain(pool, k),
+        struct rl_fleet_ask a = {0,
+                                 0,
+                                 0,
+                                 0,
+                                 0,
+                                 rl_fleet_pool_drain(pool, k),
                                  f->cfg->fleet_fallback != RL_FLEET_SHARE};
         if (a.ret == 0)
             continue;
         a.debt = atomic_exchange_explicit(&f->budgets.b[0].debt[k], 0,
                                           memory_order_relaxed);
-        struct rl_fleet_cmd cmd = {rule, k, f->label, f->host,
-                                   rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
+        struct rl_fleet_cmd cmd = {
+            rule, k, f->label, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
         struct rl_fleet_call owed;
         struct rl_fleet_result res;
-        const char *why;
         int r = rl_fleet_route_call(&f->route, f->label, rl_fleet_call_build,
                                     &cmd, rl_clock_now_ns() + RL_FLEET_WAIT_NS,
-                                    &node, &owed, &res, &why);
+                                    &owed, &res);
         if (r == -ETIMEDOUT) {
             struct rl_fleet_late none = {{0}};
             rl_fleet_route_abandon(&f->route, &owed, &none);
@@ -582,4 +610,3 @@ int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
     free(c);
     return r;
 }
-

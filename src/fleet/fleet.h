@@ -63,11 +63,11 @@ struct rl_fleet {
     char label[160]; /* the user's rule budget's */
     char host[40];   /* this host's id in the hosts sets */
     bool on;
-    atomic_flag warned;   /* the stderr line went out */
-    rl_atomic_u64 hosts;  /* last counted by a reply; 0 until then */
-    rl_atomic_u64 seq;    /* calls made (their ids) */
-    rl_atomic_u64 gen;    /* outages ended: a new one drains again */
-    rl_atomic_u64 back;   /* coarse clock of this process's last return */
+    atomic_flag warned;  /* the stderr line went out */
+    rl_atomic_u64 hosts; /* last counted by a reply; 0 until then */
+    rl_atomic_u64 seq;   /* calls made (their ids) */
+    rl_atomic_u64 gen;   /* outages ended: a new one drains again */
+    rl_atomic_u64 back;  /* coarse clock of this process's last return */
     struct rl_fleet_budgets budgets;
     struct rl_fleet_route route;
 };
@@ -84,7 +84,7 @@ struct rl_fleet_pool;
 /* How far a request budget's pause in Redis moved a decision's turn
  * (SPEC §12), when rl_fleet_take is asked for a request. */
 struct rl_fleet_paused {
-    uint64_t ns; /* 0: not paused */
+    uint64_t ns;  /* 0: not paused */
     bool backoff; /* the backoff's pause (else a server's Retry-After) */
 };
 

@@ -32,14 +32,13 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     rl_fleet_cmd_u64(c, n + 1 + pause);
     /* One array of parts for every key: the caller's stack is the
      * program's. */
-    static const char *const digit[] = {"0", "1", "2", "3",
-                                        "4", "5", "6", "7"};
+    static const char *const digit[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
     const char *key[8] = {"rlshim:{", k->label, "}:", rl_kind_name(k->kind),
                           ":",        NULL,     ":",  NULL};
     for (unsigned i = 0; i < n; i++) {
         key[5] = digit[i & 7]; /* i < RL_MAX_RATES */
-        key[7] = rule->limits[k->kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb"
-                                                                       : "sw";
+        key[7] =
+            rule->limits[k->kind][i].algo == RL_ALGO_TOKEN_BUCKET ? "tb" : "sw";
         rl_fleet_cmd_cat(c, key, 8);
     }
     key[2] = "}:hosts";
@@ -67,8 +66,8 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
         const struct rl_limit *l = &rule->limits[k->kind][i];
         rl_fleet_cmd_u64(c, l->count);
         rl_fleet_cmd_u64(c, l->period_ns / 1000);
-        rl_fleet_cmd_u64(c, l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst
-                                                            : l->count);
+        rl_fleet_cmd_u64(c,
+                         l->algo == RL_ALGO_TOKEN_BUCKET ? l->burst : l->count);
     }
 }
 
@@ -117,10 +116,8 @@ int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
     struct pause_cmd p = {label, wait_ns, backoff};
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
-    const char *why;
-    int node;
-    int e = rl_fleet_route_call(r, label, build_pause, &p, deadline, &node,
-                                &owed, &res, &why);
+    int e =
+        rl_fleet_route_call(r, label, build_pause, &p, deadline, &owed, &res);
     if (e == -ETIMEDOUT) {
         /* It may run yet: a pause that ends later is no harm. */
         struct rl_fleet_late none = {{0}};

@@ -258,9 +258,9 @@ int rl_fleet_cluster_shards(const redisReply *r,
         for (size_t k = 0; k < slots->elements; k += 2) {
             if (!is_int(slots->element[k]) || !is_int(slots->element[k + 1]))
                 return -EPROTO;
-            int rc = range(fn, ctx, slots->element[k]->integer,
-                           slots->element[k + 1]->integer, ip, port->integer,
-                           asked);
+            int rc =
+                range(fn, ctx, slots->element[k]->integer,
+                      slots->element[k + 1]->integer, ip, port->integer, asked);
             if (rc != 0)
                 return rc;
         }

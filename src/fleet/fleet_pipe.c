@@ -13,14 +13,14 @@
  *   that a sender can count what is owed).
  * - A slot goes FREE -> WAITING (the sender, under send_lock: only
  *   senders take free slots, so a free one found there stays free until
- *   taken, before its command goes out) -> DONE (the reader, reply in res) -> FREE (its
- *   owner, after copying res out). A waiter out of time moves WAITING ->
- *   LEAVING, and then (abandon) LEAVING -> GAVE_UP with its late record
- *   in place; a reply for a LEAVING slot makes it LATE (the owner settles
- *   it in abandon), one for a GAVE_UP slot is settled by the reader. Every
- *   change is a CAS or a store of the one thread that owns the slot in
- *   that state; res and late are written before the release that hands
- *   the slot over and read after the acquire that takes it.
+ *   taken, before its command goes out) -> DONE (the reader, reply in res) ->
+ * FREE (its owner, after copying res out). A waiter out of time moves WAITING
+ * -> LEAVING, and then (abandon) LEAVING -> GAVE_UP with its late record in
+ * place; a reply for a LEAVING slot makes it LATE (the owner settles it in
+ * abandon), one for a GAVE_UP slot is settled by the reader. Every change is a
+ * CAS or a store of the one thread that owns the slot in that state; res and
+ * late are written before the release that hands the slot over and read after
+ * the acquire that takes it.
  * - NUDGE on a WAITING slot: "take the read side": set by a reader that
  *   leaves, so that a waiter asleep on its slot's word wakes (its
  *   FUTEX_WAIT sees the value change, so no wake-up is lost between its
@@ -104,8 +104,8 @@ static void unlock(_Atomic uint32_t *l)
 /* ---- set-up -------------------------------------------------------------*/
 
 void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
-                        const struct rl_fleet_addr *addr,
-                        rl_fleet_late_fn late, void *ctx)
+                        const struct rl_fleet_addr *addr, rl_fleet_late_fn late,
+                        void *ctx)
 {
     p->addr = *addr;
     p->late = late;
@@ -144,7 +144,7 @@ static void to_result(redisReply *rep, bool raw, struct rl_fleet_result *r)
     } else if (rep->type == REDIS_REPLY_ARRAY) {
         r->type = RL_FLEET_REPLY_INTS;
         r->n = rep->elements < RL_FLEET_RESULT_INTS ? (unsigned)rep->elements
-                                                     : RL_FLEET_RESULT_INTS;
+                                                    : RL_FLEET_RESULT_INTS;
         for (unsigned i = 0; i < r->n; i++)
             r->v[i] = rep->element[i]->type == REDIS_REPLY_INTEGER
                           ? rep->element[i]->integer
@@ -215,9 +215,8 @@ static int hand_over(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s)
             return -EPROTO;
         }
         /* Release: the owner reads res after its acquire of DONE/LATE. */
-        if (atomic_compare_exchange_weak_explicit(&s->st, &v, to,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire)) {
+        if (atomic_compare_exchange_weak_explicit(
+                &s->st, &v, to, memory_order_acq_rel, memory_order_acquire)) {
             futex_wake(&s->st, 1);
             return 0;
         }
@@ -229,8 +228,7 @@ static int hand_over(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s)
  * `sent` stands still (no new command goes out on a broken pipe). */
 static void fail_all(struct rl_fleet_pipe *p, int err)
 {
-    bool locked = lock_until(&p->send_lock,
-                             rl_clock_now_ns() + 1000000000ull);
+    bool locked = lock_until(&p->send_lock, rl_clock_now_ns() + 1000000000ull);
     uint64_t sent = atomic_load_explicit(&p->sent, memory_order_acquire);
     uint64_t got = atomic_load_explicit(&p->got, memory_order_relaxed);
     for (; got < sent; got++) {
@@ -253,18 +251,17 @@ static void nudge_all(struct rl_fleet_pipe *p)
     for (unsigned i = 0; i < RL_FLEET_PIPE_SLOTS; i++) {
         struct rl_fleet_pipe_slot *s = &p->slot[i];
         uint32_t v = S_WAITING;
-        if (atomic_compare_exchange_strong_explicit(&s->st, &v,
-                                                    S_WAITING | S_NUDGE,
-                                                    memory_order_acq_rel,
-                                                    memory_order_relaxed))
+        if (atomic_compare_exchange_strong_explicit(
+                &s->st, &v, S_WAITING | S_NUDGE, memory_order_acq_rel,
+                memory_order_relaxed))
             futex_wake(&s->st, 1);
     }
 }
 
 void rl_fleet_pipe_break(struct rl_fleet_pipe *p, const char *why)
 {
-    uint32_t v = atomic_fetch_or_explicit(&p->st, P_BROKEN,
-                                          memory_order_acq_rel);
+    uint32_t v =
+        atomic_fetch_or_explicit(&p->st, P_BROKEN, memory_order_acq_rel);
     if (!(v & P_BROKEN))
         snprintf(p->why, sizeof p->why, "%s", why);
     nudge_all(p);
@@ -276,10 +273,9 @@ static void nudge_next(struct rl_fleet_pipe *p, uint64_t from, uint64_t to)
     for (uint64_t k = from; k < to && k - from < RL_FLEET_PIPE_RING; k++) {
         struct rl_fleet_pipe_slot *s = slot_of(p, k);
         uint32_t v = S_WAITING;
-        if (atomic_compare_exchange_strong_explicit(&s->st, &v,
-                                                    S_WAITING | S_NUDGE,
-                                                    memory_order_acq_rel,
-                                                    memory_order_relaxed)) {
+        if (atomic_compare_exchange_strong_explicit(
+                &s->st, &v, S_WAITING | S_NUDGE, memory_order_acq_rel,
+                memory_order_relaxed)) {
             futex_wake(&s->st, 1);
             return;
         }
@@ -367,8 +363,7 @@ void rl_fleet_pipe_leave(struct rl_fleet_pipe *p)
     if ((v & P_USERS) != 1 || !(v & P_BROKEN))
         return;
     uint32_t want = v - 1;
-    if (atomic_compare_exchange_strong_explicit(&p->st, &want,
-                                                want | P_CLOSING,
+    if (atomic_compare_exchange_strong_explicit(&p->st, &want, want | P_CLOSING,
                                                 memory_order_acq_rel,
                                                 memory_order_relaxed))
         close_now(p);
@@ -407,9 +402,8 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
         if ((v & P_USERS) == P_USERS)
             return -EBUSY;
         uint32_t to = (v & P_OPEN) ? v + 1 : (v + 1) | P_OPENING;
-        if (!atomic_compare_exchange_weak_explicit(&p->st, &v, to,
-                                                   memory_order_acq_rel,
-                                                   memory_order_acquire))
+        if (!atomic_compare_exchange_weak_explicit(
+                &p->st, &v, to, memory_order_acq_rel, memory_order_acquire))
             continue;
         if (v & P_OPEN)
             return 0;
@@ -421,8 +415,7 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
         atomic_fetch_xor_explicit(&p->st, P_OPENING | P_OPEN,
                                   memory_order_acq_rel);
     else
-        atomic_fetch_sub_explicit(&p->st, P_OPENING + 1,
-                                  memory_order_acq_rel);
+        atomic_fetch_sub_explicit(&p->st, P_OPENING + 1, memory_order_acq_rel);
     futex_wake(&p->st, INT_MAX);
     return r;
 }
@@ -461,7 +454,7 @@ int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
     i = (unsigned)((k + i) % RL_FLEET_PIPE_SLOTS);
     s = &p->slot[i];
     rl_fleet_cmd_reset(&p->c);
-    build(&p->c, (const char (*)[41])p->sha, ctx);
+    build(&p->c, (const char(*)[41])p->sha, ctx);
     if (p->c.overflow) {
         r = -E2BIG;
         goto out;
@@ -518,17 +511,17 @@ int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
             continue;
         }
         if (now >= deadline) {
-            if (atomic_compare_exchange_strong_explicit(
-                    &s->st, &v, S_LEAVING, memory_order_acq_rel,
-                    memory_order_acquire))
+            if (atomic_compare_exchange_strong_explicit(&s->st, &v, S_LEAVING,
+                                                        memory_order_acq_rel,
+                                                        memory_order_acquire))
                 return -ETIMEDOUT;
             continue; /* answered meanwhile */
         }
         if (trylock(&p->read_lock)) {
             if (v & S_NUDGE)
-                atomic_compare_exchange_strong_explicit(
-                    &s->st, &v, S_WAITING, memory_order_acq_rel,
-                    memory_order_relaxed);
+                atomic_compare_exchange_strong_explicit(&s->st, &v, S_WAITING,
+                                                        memory_order_acq_rel,
+                                                        memory_order_relaxed);
             read_until(p, s, deadline);
             uint64_t from = atomic_load_explicit(&p->got, memory_order_relaxed);
             uint64_t to = atomic_load_explicit(&p->sent, memory_order_acquire);
@@ -555,9 +548,8 @@ void rl_fleet_pipe_abandon(struct rl_fleet_pipe *p, uint64_t ticket,
     uint32_t v = S_LEAVING;
     /* Release: the reader that settles it reads `late` after its
      * acquire (hand_over). */
-    if (atomic_compare_exchange_strong_explicit(&s->st, &v, S_GAVE_UP,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(
+            &s->st, &v, S_GAVE_UP, memory_order_acq_rel, memory_order_acquire))
         return;
     /* LATE: the reply came while we decided without it. */
     settle(p, s);

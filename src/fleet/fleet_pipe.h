@@ -41,7 +41,7 @@
 #define RL_FLEET_PIPE_RING 64u
 #define RL_FLEET_PIPE_SLOTS 128u
 #define RL_FLEET_RESULT_INTS 6u
-#define RL_FLEET_RESULT_TEXT 96u
+#define RL_FLEET_RESULT_TEXT 64u
 
 enum rl_fleet_reply_type {
     RL_FLEET_REPLY_INTS = 1, /* an array: its integers in v (others -2) */
@@ -102,7 +102,7 @@ struct rl_fleet_pipe {
     /* The slot of ticket k's reply: order[k % RL_FLEET_PIPE_RING],
      * written under send_lock before `sent` counts k. */
     _Atomic uint8_t order[RL_FLEET_PIPE_RING];
-    char sha[2][41];       /* written by the opener, read while open */
+    char sha[2][41];            /* written by the opener, read while open */
     char why[RL_FLEET_WHY_MAX]; /* the last failure, for the stderr line */
     struct rl_fleet_conn c;
     struct rl_fleet_pipe_slot slot[RL_FLEET_PIPE_SLOTS];
@@ -111,8 +111,8 @@ struct rl_fleet_pipe {
 /* A closed pipe to the node at `addr`; late replies go to `late`, with
  * `ctx`. */
 void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
-                        const struct rl_fleet_addr *addr,
-                        rl_fleet_late_fn late, void *ctx);
+                        const struct rl_fleet_addr *addr, rl_fleet_late_fn late,
+                        void *ctx);
 
 /* Start using p: when it is closed, this thread opens it (connect, AUTH
  * with password_file, SELECT, SCRIPT LOAD; bounded by open_ns of its
@@ -128,9 +128,10 @@ void rl_fleet_pipe_leave(struct rl_fleet_pipe *p);
 /* Send what `build` makes: `skip` + 1 commands written together (so that
  * nothing of another thread's comes between them: `ASKING` and the
  * command it is for), whose last reply is the ticket's and the others'
- * are dropped; raw: that reply kept whole in the result. 0 and *ticket (the slot its reply will be in), -EBUSY
- * (RL_FLEET_PIPE_RING commands owed, no free slot, or the send side held
- * past `deadline`), -E2BIG, or -errno (the pipe broke). */
+ * are dropped; raw: that reply kept whole in the result. 0 and *ticket (the
+ * slot its reply will be in), -EBUSY (RL_FLEET_PIPE_RING commands owed, no free
+ * slot, or the send side held past `deadline`), -E2BIG, or -errno (the pipe
+ * broke). */
 int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
                        void *ctx, unsigned skip, bool raw, uint64_t deadline,
                        uint64_t *ticket);

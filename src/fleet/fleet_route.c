@@ -40,16 +40,19 @@ void rl_fleet_route_init(struct rl_fleet_route *r,
  * the tag is the label up to its first '}', unless that leaves nothing
  * (then the whole key counts: its hosts key's). Without building a key:
  * the caller's stack is the program's. */
-static unsigned label_slot(const char *label)
+static __attribute__((noinline)) unsigned whole_key_slot(const char *label)
 {
-    size_t n = strcspn(label, "}");
-    if (n > 0)
-        return rl_fleet_tag_slot(label, n);
     char key[128];
     int k = snprintf(key, sizeof key, "rlshim:{%s}:hosts", label);
     if (k < 0 || (size_t)k >= sizeof key)
         k = (int)sizeof key - 1;
     return rl_fleet_key_slot(key, (size_t)k);
+}
+
+static unsigned label_slot(const char *label)
+{
+    size_t n = strcspn(label, "}");
+    return n > 0 ? rl_fleet_tag_slot(label, n) : whole_key_slot(label);
 }
 
 int rl_fleet_route_node(struct rl_fleet_route *r, const char *label)
@@ -65,17 +68,16 @@ static struct rl_fleet_pipe *pipe_of(struct rl_fleet_route *r, int i)
 {
     struct rl_fleet_node *n = &r->node[i];
     /* Acquire pairs with the release CAS below: the pipe is set up. */
-    struct rl_fleet_pipe *p = atomic_load_explicit(&n->pipe,
-                                                   memory_order_acquire);
+    struct rl_fleet_pipe *p =
+        atomic_load_explicit(&n->pipe, memory_order_acquire);
     if (p != NULL)
         return p;
     struct rl_fleet_pipe *fresh = calloc(1, sizeof *fresh);
     if (fresh == NULL)
         return NULL;
     rl_fleet_pipe_init(fresh, &r->map.nodes[i], r->late, r->late_ctx);
-    if (atomic_compare_exchange_strong_explicit(&n->pipe, &p, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(
+            &n->pipe, &p, fresh, memory_order_acq_rel, memory_order_acquire))
         return fresh;
     free(fresh); /* another thread's won */
     return p;
@@ -90,11 +92,9 @@ bool rl_fleet_route_may_try(struct rl_fleet_route *r, int i, uint64_t now,
     if (!atomic_load_explicit(&n->down, memory_order_relaxed))
         return true;
     uint64_t next = rl_load_relaxed_u64(&n->next_try);
-    return now >= next &&
-           atomic_compare_exchange_strong_explicit(&n->next_try, &next,
-                                                   now + retry_ns,
-                                                   memory_order_relaxed,
-                                                   memory_order_relaxed);
+    return now >= next && atomic_compare_exchange_strong_explicit(
+                              &n->next_try, &next, now + retry_ns,
+                              memory_order_relaxed, memory_order_relaxed);
 }
 
 bool rl_fleet_route_failed(struct rl_fleet_route *r, int i, uint64_t now,
@@ -141,19 +141,19 @@ bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
 
 static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
                    rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   uint64_t deadline, uint64_t *ticket,
-                   struct rl_fleet_result *out, const char **why);
+                   uint64_t deadline, struct rl_fleet_call *call,
+                   struct rl_fleet_result *out);
 
 /* Send and wait on node i; 0 and *out (pipe left), -ETIMEDOUT with the
  * pipe still entered (*ticket owed), or -errno (pipe left). */
 static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
                    void *ctx, unsigned skip, bool raw, uint64_t deadline,
-                   uint64_t *ticket, struct rl_fleet_result *out,
-                   const char **why)
+                   struct rl_fleet_call *call, struct rl_fleet_result *out)
 {
     struct rl_fleet_pipe *p = pipe_of(r, i);
+    call->node = i;
     if (p == NULL) {
-        *why = "out of memory";
+        call->why = "out of memory";
         return -ENOMEM;
     }
     int e = -EBADF;
@@ -162,40 +162,40 @@ static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
      * first command may have run (its reply lost): charged twice at
      * worst, the fleet admits less. */
     for (int attempt = 0; attempt < 2 && e == -EBADF; attempt++)
-        e = on_pipe(r, p, build, ctx, skip, raw, deadline, ticket, out, why);
+        e = on_pipe(r, p, build, ctx, skip, raw, deadline, call, out);
     return e;
 }
 
 static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
                    rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   uint64_t deadline, uint64_t *ticket,
-                   struct rl_fleet_result *out, const char **why)
+                   uint64_t deadline, struct rl_fleet_call *call,
+                   struct rl_fleet_result *out)
 {
     /* A connection opened now (by this thread or another) has a bound of
      * its own; the call's wait starts after it (SPEC §8: no *reply*
      * within 50 ms). */
     uint64_t t0 = rl_clock_now_ns();
-    int e = rl_fleet_pipe_enter(p, r->password_file, r->open_ns,
-                                t0 + r->open_ns);
+    int e =
+        rl_fleet_pipe_enter(p, r->password_file, r->open_ns, t0 + r->open_ns);
     /* Only a reply owed past the deadline is -ETIMEDOUT (the caller then
      * gives its ticket up): a connection not opened in time, or a command
      * not written in time, owes nothing. */
     if (e < 0) {
-        *why = e == -ETIMEDOUT ? "connecting took too long" : p->why;
+        call->why = e == -ETIMEDOUT ? "connecting took too long" : p->why;
         return e == -ETIMEDOUT ? -EAGAIN : e;
     }
     deadline += rl_clock_now_ns() - t0;
-    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, ticket);
+    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, &call->ticket);
     if (e == 0) {
-        e = rl_fleet_pipe_wait(p, *ticket, deadline, out);
+        e = rl_fleet_pipe_wait(p, call->ticket, deadline, out);
         if (e == -ETIMEDOUT)
             return e; /* still entered: rl_fleet_route_abandon leaves */
         if (out->err != 0) {
             e = out->err;
-            *why = p->why;
+            call->why = p->why;
         }
     } else {
-        *why = e == -EBUSY ? "too many calls owed" : p->why;
+        call->why = e == -EBUSY ? "too many calls owed" : p->why;
         if (e == -ETIMEDOUT)
             e = -EAGAIN;
     }
@@ -203,39 +203,33 @@ static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
     return e;
 }
 
-/* ASKING, then the caller's command, in one write. */
-struct asking {
+/* The caller's command, wrapped: behind ASKING (in one write), or with
+ * sha NULL (EVAL of the text, after NOSCRIPT). */
+struct wrap {
     rl_fleet_build_fn build;
     void *ctx;
+    bool eval; /* after NOSCRIPT */
+    bool ask;  /* after ASK, this once */
 };
+
+static void build_wrapped(struct rl_fleet_conn *c, const char (*sha)[41],
+                          void *ctx)
+{
+    const struct wrap *w = ctx;
+    w->build(c, w->eval ? NULL : sha, w->ctx);
+}
 
 static void build_asking(struct rl_fleet_conn *c, const char (*sha)[41],
                          void *ctx)
 {
-    const struct asking *a = ctx;
     rl_fleet_cmd_start(c, 1);
     rl_fleet_cmd_str(c, "ASKING");
-    a->build(c, sha, a->ctx);
-}
-
-/* The caller's command with sha NULL: EVAL of the text (after NOSCRIPT). */
-struct as_eval {
-    rl_fleet_build_fn build;
-    void *ctx;
-};
-
-static void build_as_eval(struct rl_fleet_conn *c, const char (*sha)[41],
-                          void *ctx)
-{
-    (void)sha;
-    const struct as_eval *a = ctx;
-    a->build(c, NULL, a->ctx);
+    build_wrapped(c, sha, ctx);
 }
 
 /* CLUSTER SHARDS (Redis 7), or CLUSTER SLOTS (ctx non-NULL: an older
  * Redis, or one that refused SHARDS). */
-static void build_map(struct rl_fleet_conn *c, const char (*sha)[41],
-                      void *ctx)
+static void build_map(struct rl_fleet_conn *c, const char (*sha)[41], void *ctx)
 {
     (void)sha;
     rl_fleet_cmd_start(c, 2);
@@ -257,23 +251,21 @@ static int learn_range(void *ctx, unsigned first, unsigned last,
 
 /* Ask a node that is up (the seed first) for the map: CLUSTER SHARDS,
  * or CLUSTER SLOTS where SHARDS is refused (before Redis 7). */
-static __attribute__((noinline)) void
-refresh_map(struct rl_fleet_route *r, uint64_t deadline)
+static __attribute__((noinline)) void refresh_map(struct rl_fleet_route *r,
+                                                  uint64_t deadline)
 {
     if (!atomic_exchange_explicit(&r->stale, false, memory_order_relaxed))
         return;
     unsigned n = atomic_load_explicit(&r->map.n, memory_order_acquire);
-    const char *why;
     for (unsigned i = 0; i < n; i++) {
         if (!rl_fleet_route_up(r, (int)i) && i != 0)
             continue;
         for (int slots = 0; slots < 2; slots++) {
             struct rl_fleet_result res;
-            uint64_t ticket;
+            struct rl_fleet_call call;
             int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true,
-                            deadline, &ticket, &res, &why);
+                            deadline, &call, &res);
             if (e == -ETIMEDOUT) {
-                struct rl_fleet_call call = {(int)i, ticket};
                 struct rl_fleet_late none = {{0}};
                 rl_fleet_route_abandon(r, &call, &none);
                 atomic_store_explicit(&r->stale, true, memory_order_relaxed);
@@ -283,8 +275,7 @@ refresh_map(struct rl_fleet_route *r, uint64_t deadline)
                 break; /* this node is away: the next */
             int rc = slots ? rl_fleet_cluster_slots(res.raw, &r->map.nodes[i],
                                                     learn_range, r)
-                           : rl_fleet_cluster_shards(res.raw,
-                                                     &r->map.nodes[i],
+                           : rl_fleet_cluster_shards(res.raw, &r->map.nodes[i],
                                                      learn_range, r);
             freeReplyObject(res.raw);
             if (rc == 0)
@@ -304,7 +295,7 @@ static bool passing(const char *text)
            strncmp(text, "MASTERDOWN", 10) == 0;
 }
 
-static void pause_ms(uint64_t ms, uint64_t deadline)
+static __attribute__((noinline)) void pause_ms(uint64_t ms, uint64_t deadline)
 {
     uint64_t now = rl_clock_now_ns();
     uint64_t until = now + ms * 1000000u;
@@ -355,50 +346,34 @@ redirected(struct rl_fleet_route *r, const struct rl_fleet_result *out, int i,
 
 int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
-                        int *node, struct rl_fleet_call *call,
-                        struct rl_fleet_result *out, const char **why)
+                        struct rl_fleet_call *call, struct rl_fleet_result *out)
 {
-    bool cluster = atomic_load_explicit(&r->cluster, memory_order_relaxed);
-    if (cluster)
+    if (atomic_load_explicit(&r->cluster, memory_order_relaxed))
         refresh_map(r, deadline);
     int i = rl_fleet_route_node(r, label);
-    bool ask = false, eval = false;
+    struct wrap w = {build, ctx, false, false};
+    call->why = "";
     for (int hop = 0; hop < 6; hop++) {
-        struct asking a = {build, ctx};
-        struct as_eval ev = {build, ctx};
-        if (eval) {
-            a.build = build_as_eval;
-            a.ctx = &ev;
-        }
-        *node = i;
-        uint64_t ticket;
-        int e = ask ? on_node(r, i, build_asking, &a, 1, false, deadline,
-                              &ticket, out, why)
-                    : on_node(r, i, a.build, a.ctx, 0, false, deadline,
-                              &ticket, out, why);
-        if (e == -ETIMEDOUT) {
-            call->node = i;
-            call->ticket = ticket;
-            return e;
-        }
+        int e = on_node(r, i, w.ask ? build_asking : build_wrapped, &w, w.ask,
+                        false, deadline, call, out);
         if (e < 0)
-            return e;
-        ask = false;
+            return e; /* -ETIMEDOUT: owed */
+        w.ask = false;
         if (out->type != RL_FLEET_REPLY_ERROR)
             return 0;
-        int j = redirected(r, out, i, &ask, why);
+        int j = redirected(r, out, i, &w.ask, &call->why);
         if (j >= 0) {
             i = j;
             continue;
         }
         if (j != -ENOENT)
             return j;
-        if (strncmp(out->text, "NOSCRIPT", 8) == 0 && !eval) {
-            eval = true;
+        if (strncmp(out->text, "NOSCRIPT", 8) == 0 && !w.eval) {
+            w.eval = true;
             continue;
         }
         if (passing(out->text)) {
-            *why = out->text;
+            call->why = out->text;
             if (strncmp(out->text, "CLUSTERDOWN", 11) == 0)
                 atomic_store_explicit(&r->stale, true, memory_order_relaxed);
             pause_ms(2, deadline);
@@ -409,7 +384,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
         }
         return 0; /* another error: the caller's */
     }
-    *why = "cluster: too many redirections";
+    call->why = "cluster: too many redirections";
     return -ELOOP;
 }
 

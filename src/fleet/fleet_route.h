@@ -36,10 +36,10 @@ struct rl_fleet_route {
     const char *password_file; /* fleet_password, or NULL */
     rl_fleet_late_fn late;     /* every pipe's, with late_ctx */
     void *late_ctx;
-    uint64_t open_ns;          /* a connection's set-up, bounded apart */
-    atomic_bool cluster;       /* a MOVED was seen */
-    atomic_bool stale;         /* the map is to be asked again */
-    struct rl_fleet_map map;   /* node 0 is the `fleet` key's */
+    uint64_t open_ns;        /* a connection's set-up, bounded apart */
+    atomic_bool cluster;     /* a MOVED was seen */
+    atomic_bool stale;       /* the map is to be asked again */
+    struct rl_fleet_map map; /* node 0 is the `fleet` key's */
     struct rl_fleet_node node[RL_FLEET_NODES];
 };
 
@@ -54,26 +54,28 @@ void rl_fleet_route_init(struct rl_fleet_route *r,
  * cluster's. */
 int rl_fleet_route_node(struct rl_fleet_route *r, const char *label);
 
-/* A call owed by a node after its deadline (see rl_fleet_route_call). */
+/* A call: where it went last (the node that is down when it fails), why
+ * it failed (a string that outlives the call: the connection's reason,
+ * the reply's text, or a constant), and the ticket it owes when its
+ * reply is late (see rl_fleet_route_call). */
 struct rl_fleet_call {
     int node;
     uint64_t ticket;
+    const char *why;
 };
 
 /* Call what `build` makes (an EVALSHA of a script; with sha NULL, the
  * same as EVAL of its text: after NOSCRIPT) for the budget `label`, at
  * its node, following redirections, until `deadline` (plus the time a
- * connection's set-up took). *node is where it went last (the node that
- * is down when it fails). Returns 0 and *out (a reply: an error reply
+ * connection's set-up took). Returns 0 and *out (a reply: an error reply
  * other than a redirection or a retry is in *out, for the caller);
- * -ETIMEDOUT with *call owed: the caller decides without it and then
+ * -ETIMEDOUT with the call owed: the caller decides without it and then
  * gives it up with rl_fleet_route_abandon; another -errno when no reply
- * will come. *why says why (a string that outlives the call: the
- * connection's reason, out->text, or a constant). */
+ * will come. call->node and call->why as struct rl_fleet_call says. */
 int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
-                        int *node, struct rl_fleet_call *call,
-                        struct rl_fleet_result *out, const char **why);
+                        struct rl_fleet_call *call,
+                        struct rl_fleet_result *out);
 
 /* Give an owed call up; its reply (if it comes) goes to r->late with
  * `late`. */

@@ -16,9 +16,8 @@ struct rl_fleet_budget *rl_fleet_budget_of(struct rl_fleet_budgets *t,
         struct rl_fleet_budget *b = &t->b[1 + (h + i) % RL_FLEET_BUDGETS];
         uint64_t tag = rl_load_relaxed_u64(&b->tag);
         if (tag == 0 &&
-            atomic_compare_exchange_strong_explicit(&b->tag, &tag, h,
-                                                    memory_order_relaxed,
-                                                    memory_order_relaxed))
+            atomic_compare_exchange_strong_explicit(
+                &b->tag, &tag, h, memory_order_relaxed, memory_order_relaxed))
             return b;
         if (tag == h)
             return b;
@@ -33,9 +32,8 @@ uint64_t rl_fleet_take_up_to(rl_atomic_u64 *w, uint64_t n)
         uint64_t take = v < n ? v : n;
         if (take == 0)
             return 0;
-        if (atomic_compare_exchange_weak_explicit(w, &v, v - take,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
+        if (atomic_compare_exchange_weak_explicit(
+                w, &v, v - take, memory_order_relaxed, memory_order_relaxed))
             return take;
     }
 }

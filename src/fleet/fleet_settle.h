@@ -38,11 +38,11 @@
  * round trip or one fallback decision, never a unit charged twice: units
  * move between accounts only by exchange or CAS). */
 struct rl_fleet_budget {
-    rl_atomic_u64 tag;                        /* label hash | 1; 0: free */
-    rl_atomic_u64 debt[RL_KIND_COUNT];        /* spent while away */
-    rl_atomic_u64 refund[RL_KIND_COUNT];      /* charged, never spent */
+    rl_atomic_u64 tag;                         /* label hash | 1; 0: free */
+    rl_atomic_u64 debt[RL_KIND_COUNT];         /* spent while away */
+    rl_atomic_u64 refund[RL_KIND_COUNT];       /* charged, never spent */
     rl_atomic_u64 closed_until[RL_KIND_COUNT]; /* Redis said no until */
-    rl_atomic_u64 drained[RL_KIND_COUNT];     /* outage gen + 1 drained */
+    rl_atomic_u64 drained[RL_KIND_COUNT];      /* outage gen + 1 drained */
 };
 
 #define RL_FLEET_BUDGETS 64

@@ -21,8 +21,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "../redis_server.h"
 #include "../redis_cluster.h"
+#include "../redis_server.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_cluster.h"
 #include "policy/config.h"
@@ -116,8 +116,8 @@ static void reset_stats(const int *ports, int n)
 }
 
 /* nhosts processes x THREADS threads on `url` for 1 s. */
-static void run(const char *what, const char *url, const int *ports,
-                int nports, int nhosts)
+static void run(const char *what, const char *url, const int *ports, int nports,
+                int nhosts)
 {
     char cfg[512];
     snprintf(cfg, sizeof cfg,

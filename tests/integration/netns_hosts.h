@@ -15,11 +15,11 @@
 #define NETNS_MAX 32
 
 struct nethosts {
-    int n;             /* namespaces made */
-    bool on;           /* made: hosts run in them */
-    char prefix[16];   /* "rl<pid>": every name starts with it */
+    int n;              /* namespaces made */
+    bool on;            /* made: hosts run in them */
+    char prefix[16];    /* "rl<pid>": every name starts with it */
     char bridge_ip[32]; /* the servers' address */
-    char why[256];     /* why not, when !on */
+    char why[256];      /* why not, when !on */
 };
 
 /* `ip ARGS`, output to /dev/null; 0 when it worked. */
@@ -78,22 +78,24 @@ H_FN bool nethosts_make(struct nethosts *h, int n)
     for (int i = 0; i < n; i++) {
         const char *p = h->prefix;
         if (netns_ip("netns add %sn%d", p, i) != 0) {
-            snprintf(h->why, sizeof h->why, "cannot make a network namespace "
-                                            "(ip netns add)");
+            snprintf(h->why, sizeof h->why,
+                     "cannot make a network namespace "
+                     "(ip netns add)");
             nethosts_remove(h);
             return false;
         }
         h->n = i + 1;
-        if (netns_ip("link add %sa%d type veth peer name %sv%d", p, i, p,
-                     i) != 0 ||
+        if (netns_ip("link add %sa%d type veth peer name %sv%d", p, i, p, i) !=
+                0 ||
             netns_ip("link set %sv%d netns %sn%d", p, i, p, i) != 0 ||
             netns_ip("link set %sa%d master %sb up", p, i, p) != 0 ||
             netns_ip("-n %sn%d addr add 10.%d.%d.%d/24 dev %sv%d", p, i, net,
                      sub, i + 2, p, i) != 0 ||
             netns_ip("-n %sn%d link set %sv%d up", p, i, p, i) != 0 ||
             netns_ip("-n %sn%d link set lo up", p, i) != 0) {
-            snprintf(h->why, sizeof h->why, "cannot wire a veth pair to the "
-                                            "bridge");
+            snprintf(h->why, sizeof h->why,
+                     "cannot wire a veth pair to the "
+                     "bridge");
             nethosts_remove(h);
             return false;
         }

@@ -14,8 +14,8 @@
  * says so and counts the lines. */
 #include "harness.h"
 
-#include "../redis_server.h"
 #include "../redis_cluster.h"
+#include "../redis_server.h"
 #include "fleet_hosts.h"
 
 static struct server srv;
@@ -202,7 +202,8 @@ Test(fleet_scale, sixteen_hosts_of_32_threads_fill_one_budget_and_no_more)
             char path[300];
             snprintf(path, sizeof path, "%s/host%d.0.err", h_dir, h);
             printf("  host %d: ok %ld, %d fallback lines\n", h,
-                   hosts_sum(h + 1, 0, "ok", false) - hosts_sum(h, 0, "ok", false),
+                   hosts_sum(h + 1, 0, "ok", false) -
+                       hosts_sum(h, 0, "ok", false),
                    h_file_lines(path, "fleet Redis"));
         }
         for (double x = t[0]; x < t[n - 1]; x += 0.5)
@@ -312,8 +313,7 @@ static void away_and_back(enum away how, double secs)
                    count_between(t, n, x, x + 0.25));
         printf("\n");
     }
-    cr_expect_leq(worst, r * 1.2, "%d in one second around the return",
-                  worst);
+    cr_expect_leq(worst, r * 1.2, "%d in one second around the return", worst);
     cr_expect_leq(n, b + r * span + 1 + (away > 0 ? b : 0), "%d admitted", n);
 }
 

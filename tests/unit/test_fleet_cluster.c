@@ -106,10 +106,14 @@ Test(fleet_cluster, every_key_gets_the_slot_the_cluster_gave_it)
  * whatever the label holds; two budgets are in two. */
 Test(fleet_cluster, a_scripts_keys_share_one_slot_whatever_the_label)
 {
-    const char *labels[] = {"default|crawler",   "site:s|crawler",
-                            "user:a}b|c",        "x{y}|z",
-                            "{|}",               "site:s|u|example.org",
-                            "default|}{",        "user:crawler|crawler"};
+    const char *labels[] = {"default|crawler",
+                            "site:s|crawler",
+                            "user:a}b|c",
+                            "x{y}|z",
+                            "{|}",
+                            "site:s|u|example.org",
+                            "default|}{",
+                            "user:crawler|crawler"};
     const char *tails[] = {":connect:0:tb", ":send:1:sw", ":hosts",
                            ":send_bytes:2:tb", ":request:0:sw"};
     for (size_t i = 0; i < sizeof labels / sizeof *labels; i++) {
@@ -197,8 +201,7 @@ Test(fleet_cluster, a_host_name_or_a_bad_slot_is_not_followed)
     cr_expect_eq(parse_text("MOVED 1", &rd), -EINVAL);
     cr_expect_eq(parse_text("NOSCRIPT No matching script", &rd),
                  RL_FLEET_NO_REDIRECT);
-    cr_expect_eq(parse_text("MOVEDX 1 127.0.0.1:1", &rd),
-                 RL_FLEET_NO_REDIRECT);
+    cr_expect_eq(parse_text("MOVEDX 1 127.0.0.1:1", &rd), RL_FLEET_NO_REDIRECT);
 }
 
 /* ---- slot maps ------------------------------------------------------- */

@@ -189,8 +189,7 @@ static void *work(void *arg)
             w->errors++;
             if (getenv("PIPE_DEBUG"))
                 fprintf(stderr, "error %d %s\n", r, strerror(-r));
-        }
-        else if (v[0] != w->id || v[1] != i)
+        } else if (v[0] != w->id || v[1] != i)
             w->wrong++;
         else
             w->ok++;
@@ -335,9 +334,8 @@ Test(fleet_pipe, a_reply_read_while_its_owner_decides_is_settled_by_it)
     cr_assert_eq(rl_fleet_pipe_enter(&pipe_, NULL, 500 * MS, deadline), 0);
     struct echo e = {7, 1};
     uint64_t k;
-    cr_assert_eq(rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline,
-                                    &k),
-                 0);
+    cr_assert_eq(
+        rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline, &k), 0);
     struct rl_fleet_result res;
     cr_assert_eq(rl_fleet_pipe_wait(&pipe_, k, deadline, &res), -ETIMEDOUT);
     /* Deciding without it, while another thread reads both replies. */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../redis_server.h"
 #include "../redis_cluster.h"
+#include "../redis_server.h"
 #include "fleet/fleet_addr.h"
 #include "fleet/fleet_cluster.h"
 #include "fleet/fleet_route.h"
@@ -94,11 +94,10 @@ static long call(int *node, char *why, size_t len)
 {
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
-    const char *w = "";
     int e = rl_fleet_route_call(&route, label, build_incr, NULL,
-                                rl_clock_now_ns() + 500 * MS, node, &owed,
-                                &res, &w);
-    snprintf(why, len, "%s", w);
+                                rl_clock_now_ns() + 500 * MS, &owed, &res);
+    *node = owed.node;
+    snprintf(why, len, "%s", owed.why);
     if (e == -ETIMEDOUT) {
         struct rl_fleet_late none = {{0}};
         rl_fleet_route_abandon(&route, &owed, &none);
@@ -110,7 +109,7 @@ static long call(int *node, char *why, size_t len)
         return -EPROTO;
     }
     return res.type == RL_FLEET_REPLY_INTS && res.n == 1 ? (long)res.v[0]
-                                                          : -EPROTO;
+                                                         : -EPROTO;
 }
 
 /* The key's count on node i of the cluster (behind ASKING: a node
@@ -165,7 +164,8 @@ Test(fleet_route, a_moved_budget_is_followed_and_its_master_learnt)
     int learnt = rl_fleet_route_node(&route, label);
     cr_expect_neq(learnt, 0);
     cr_expect_eq(node, learnt);
-    int port = ntohs(((struct sockaddr_in *)&route.map.nodes[learnt].sa)->sin_port);
+    int port =
+        ntohs(((struct sockaddr_in *)&route.map.nodes[learnt].sa)->sin_port);
     cr_expect_eq(port, C.node[owner].port, "learnt %d, the owner is %d", port,
                  C.node[owner].port);
     cr_expect_eq(count_on(owner), 5, "every call ran once, on the owner");
@@ -189,8 +189,7 @@ Test(fleet_route, an_asked_call_goes_once_to_the_importing_node)
              id_from);
     redis_cli(&C.node[to], args, out, sizeof out);
     cr_assert_str_eq(out, "OK");
-    snprintf(args, sizeof args, "CLUSTER SETSLOT %u MIGRATING %s", slot,
-             id_to);
+    snprintf(args, sizeof args, "CLUSTER SETSLOT %u MIGRATING %s", slot, id_to);
     redis_cli(&C.node[from], args, out, sizeof out);
     cr_assert_str_eq(out, "OK");
     route_to(C.node[from].port);
@@ -239,8 +238,8 @@ Test(fleet_route, a_failed_over_master_is_replaced_by_its_replica)
     cr_expect_gt(failures, 0, "the old master answered after its kill?");
     int now_owner = cluster_master_of(&C, seed, slot);
     cr_expect_neq(now_owner, owner);
-    int port = ntohs(
-        ((struct sockaddr_in *)&route.map.nodes[node].sa)->sin_port);
+    int port =
+        ntohs(((struct sockaddr_in *)&route.map.nodes[node].sa)->sin_port);
     cr_expect_eq(port, C.node[now_owner].port);
 }
 
