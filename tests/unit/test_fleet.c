@@ -508,3 +508,52 @@ Test(fleet, a_pause_on_redis_holds_the_requests_sliding_window)
     start_redis();
     check_pause_on_redis("sliding_window");
 }
+
+/* ---- the host's "Redis is back" word ------------------------------------*/
+
+/* A process away from Redis tries again at most once a second, but at
+ * once when another process of its host saw Redis answer (the host
+ * segment's word, here an array of our own): so every process of a host
+ * comes back together, not one a second. */
+Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
+{
+    start_redis();
+    char text[512];
+    snprintf(text, sizeof text,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+             "[user:crawler]\nscope = fleet\nconnect = 1000/s\n",
+             R.port);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(load(text, &cfg, &d), 0);
+    cr_assert_eq(rl_fleet_init(cfg, "user:crawler|crawler"), 0);
+    const struct rl_rule *rule = &cfg->rules[cfg->nrules - 1];
+    static rl_word words[RL_MAX_RATES][8];
+    rl_word *states[RL_MAX_RATES];
+    for (int i = 0; i < RL_MAX_RATES; i++)
+        states[i] = words[i];
+    static rl_atomic_u64 host[2];
+    struct rl_verdict v[RL_MAX_RATES];
+#define TAKE()                                                                 \
+    rl_fleet_take(rule, NULL, RL_KIND_CONNECT, states, NULL, host,             \
+                  rl_clock_now_ns(), 1, 1, 0, v, NULL)
+    cr_assert_eq(TAKE().granted, 1);
+    usleep(100000); /* its reply is no longer the last word of Redis */
+    /* Away: stopped, a call gets no reply within 50 ms. */
+    kill(R.pid, SIGSTOP);
+    cr_expect_eq(TAKE().granted, 0);
+    cr_expect_not(rl_fleet_up());
+    kill(R.pid, SIGCONT);
+    usleep(20000);
+    long before = redis_calls(&R, "evalsha");
+    /* Back, but this process's next try is a second away: it stays on the
+     * fallback (deny), and asks nothing. */
+    cr_expect_eq(TAKE().granted, 0);
+    cr_expect_eq(redis_calls(&R, "evalsha"), before, "asked before its try");
+    /* Another process of the host saw Redis answer: this one tries now. */
+    rl_store_relaxed_u64(&host[RL_FLEET_HOST_BACK], rl_clock_coarse_ns());
+    cr_expect_eq(TAKE().granted, 1, "not back with the host's word");
+    cr_expect(rl_fleet_up());
+    cr_expect_gt(redis_calls(&R, "evalsha"), before);
+#undef TAKE
+}
