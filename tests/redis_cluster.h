@@ -30,36 +30,16 @@ static __attribute__((unused)) bool cluster_have(void)
 static __attribute__((unused)) bool cluster_node_start(struct redis_cluster *c,
                                                        int i)
 {
-    struct redis *r = &c->node[i];
-    char port[16], bus[16], conf[64], timeout[16];
-    snprintf(port, sizeof port, "%d", r->port);
+    char bus[16], conf[64], timeout[16];
     snprintf(bus, sizeof bus, "%d", c->bus[i]);
-    snprintf(conf, sizeof conf, "nodes-%d.conf", r->port);
+    snprintf(conf, sizeof conf, "nodes-%d.conf", c->node[i].port);
     snprintf(timeout, sizeof timeout, "%d", c->node_timeout_ms);
-    r->pid = fork();
-    if (r->pid < 0)
-        return false;
-    if (r->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        unsetenv("LD_PRELOAD");
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        execlp("redis-server", "redis-server", "--port", port, "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--cluster-enabled", "yes", "--cluster-port", bus,
-               "--cluster-config-file", conf, "--cluster-node-timeout", timeout,
-               "--dir", c->dir,
-               /* a replica in sync at once, not after 5 s */
-               "--repl-diskless-sync-delay", "0", (char *)NULL);
-        _exit(127);
-    }
-    for (int k = 0; k < 300; k++) {
-        if (redis_answers(r->port))
-            return true;
-        usleep(10000);
-    }
-    return false;
+    char *more[] = {"--cluster-enabled", "yes", "--cluster-port", bus,
+                    "--cluster-config-file", conf, "--cluster-node-timeout",
+                    timeout, "--dir", c->dir,
+                    /* a replica in sync at once, not after 5 s */
+                    "--repl-diskless-sync-delay", "0", NULL};
+    return redis_start_with(&c->node[i], more);
 }
 
 /* Every line of `redis-cli -p PORT ARGS` into out (len bytes). */

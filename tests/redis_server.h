@@ -50,8 +50,7 @@ static __attribute__((unused)) int redis_free_port(void)
 }
 
 /* Does the server at addr:port answer PING (or NOAUTH)? */
-static __attribute__((unused)) bool redis_answers_at(const char *addr,
-                                                     int port)
+static __attribute__((unused)) bool redis_answers_at(const char *addr, int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -74,13 +73,37 @@ static __attribute__((unused)) bool redis_answers(int port)
     return redis_answers_at("127.0.0.1", port);
 }
 
-/* Start redis-server on r->port (0: a free one), no persistence. */
-static __attribute__((unused)) bool redis_start(struct redis *r)
+/* Start redis-server on r (its port, 0: a free one; its address) with
+ * no persistence and `more` arguments after those (NULL ended), and wait
+ * until it answers. Its output goes nowhere; it dies with the test. */
+static __attribute__((unused)) bool redis_start_with(struct redis *r,
+                                                     char *const *more)
 {
     if (r->port == 0)
         r->port = redis_free_port();
     char port[16];
     snprintf(port, sizeof port, "%d", r->port);
+    /* Protected mode would refuse the simulated hosts on a bridge
+     * (clients from another address than loopback, no password). */
+    char *argv[32] = {"redis-server",
+                      "--port",
+                      port,
+                      "--bind",
+                      (char *)redis_addr(r),
+                      "--save",
+                      "",
+                      "--appendonly",
+                      "no",
+                      "--protected-mode",
+                      "no"};
+    int n = 11;
+    if (r->pass[0] != '\0') {
+        argv[n++] = "--requirepass";
+        argv[n++] = r->pass;
+    }
+    for (int i = 0; more != NULL && more[i] != NULL && n < 31; i++)
+        argv[n++] = more[i];
+    argv[n] = NULL;
     r->pid = fork();
     if (r->pid < 0)
         return false;
@@ -90,17 +113,7 @@ static __attribute__((unused)) bool redis_start(struct redis *r)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        /* Protected mode would refuse the simulated hosts on a bridge
-         * (clients from another address than loopback, no password). */
-        if (r->pass[0] != '\0')
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   redis_addr(r), "--save", "", "--appendonly", "no",
-                   "--protected-mode", "no", "--requirepass", r->pass,
-                   (char *)NULL);
-        else
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   redis_addr(r), "--save", "", "--appendonly", "no",
-                   "--protected-mode", "no", (char *)NULL);
+        execvp("redis-server", argv);
         _exit(127);
     }
     for (int i = 0; i < 300; i++) {
@@ -109,6 +122,12 @@ static __attribute__((unused)) bool redis_start(struct redis *r)
         usleep(10000);
     }
     return false;
+}
+
+/* Start redis-server on r->port (0: a free one), no persistence. */
+static __attribute__((unused)) bool redis_start(struct redis *r)
+{
+    return redis_start_with(r, NULL);
 }
 
 /* SIGKILL it (an outage), and reap it. */
@@ -122,14 +141,13 @@ static __attribute__((unused)) void redis_kill(struct redis *r)
 }
 
 /* `redis-cli` on r with ARGS; its first output line into out. */
-static __attribute__((unused)) int redis_cli(const struct redis *r,
-                                             const char *args, char *out,
-                                             size_t len)
+static __attribute__((unused)) int
+redis_cli(const struct redis *r, const char *args, char *out, size_t len)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "redis-cli -h %s -p %d %s%s %s 2>/dev/null",
-             redis_addr(r), r->port,
-             r->pass[0] ? "--no-auth-warning -a " : "", r->pass, args);
+             redis_addr(r), r->port, r->pass[0] ? "--no-auth-warning -a " : "",
+             r->pass, args);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         return -1;
@@ -148,8 +166,8 @@ static __attribute__((unused)) long redis_calls(const struct redis *r,
     snprintf(c, sizeof c,
              "redis-cli -h %s -p %d %s%s INFO commandstats 2>/dev/null | "
              "grep '^cmdstat_%s:'",
-             redis_addr(r), r->port,
-             r->pass[0] ? "--no-auth-warning -a " : "", r->pass, cmd);
+             redis_addr(r), r->port, r->pass[0] ? "--no-auth-warning -a " : "",
+             r->pass, cmd);
     FILE *p = popen(c, "r");
     char line[512] = "";
     long n = 0;

@@ -483,6 +483,18 @@ out:
     return r;
 }
 
+/* Holding the read side: read until slot s is answered or `deadline`,
+ * then hand the read side on to the next waiter. */
+static void read_turn(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s,
+                      uint64_t deadline)
+{
+    read_until(p, s, deadline);
+    uint64_t from = atomic_load_explicit(&p->got, memory_order_relaxed);
+    uint64_t to = atomic_load_explicit(&p->sent, memory_order_acquire);
+    unlock(&p->read_lock);
+    nudge_next(p, from, to);
+}
+
 int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
                        uint64_t deadline, struct rl_fleet_result *out)
 {
@@ -503,11 +515,7 @@ int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
              * in the socket that no thread was scheduled to read is a
              * loaded host's delay, not Redis's). */
             late_look = true;
-            read_until(p, s, now);
-            uint64_t from = atomic_load_explicit(&p->got, memory_order_relaxed);
-            uint64_t to = atomic_load_explicit(&p->sent, memory_order_acquire);
-            unlock(&p->read_lock);
-            nudge_next(p, from, to);
+            read_turn(p, s, now);
             continue;
         }
         if (now >= deadline) {
@@ -522,11 +530,7 @@ int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
                 atomic_compare_exchange_strong_explicit(&s->st, &v, S_WAITING,
                                                         memory_order_acq_rel,
                                                         memory_order_relaxed);
-            read_until(p, s, deadline);
-            uint64_t from = atomic_load_explicit(&p->got, memory_order_relaxed);
-            uint64_t to = atomic_load_explicit(&p->sent, memory_order_acquire);
-            unlock(&p->read_lock);
-            nudge_next(p, from, to);
+            read_turn(p, s, deadline);
             continue;
         }
         if (v & S_NUDGE) {

@@ -93,6 +93,26 @@ H_FN long hosts_sum(int nhosts, int n, const char *key, bool max)
     return total;
 }
 
+/* nhosts hosts of `fleet_client connects` (procs x threads, secs) to
+ * the sink at addr:port (addr NULL: 127.0.0.1), run n; returns at once,
+ * their pids in pids. */
+H_FN void hosts_connect(pid_t *pids, int nhosts, int n, int port, int procs,
+                        int threads, double secs, const char *addr)
+{
+    char helper[300], ps[16], p[8], t[8], s[16];
+    h_helper("fleet_client", helper, sizeof helper);
+    snprintf(ps, sizeof ps, "%d", port);
+    snprintf(p, sizeof p, "%d", procs);
+    snprintf(t, sizeof t, "%d", threads);
+    snprintf(s, sizeof s, "%g", secs);
+    char *argv[] = {helper, "connects", ps, p, t, s, NULL};
+    if (addr != NULL)
+        setenv("FLEET_HOST", addr, 1);
+    for (int h = 0; h < nhosts; h++)
+        pids[h] = host_spawn(h, n, argv);
+    unsetenv("FLEET_HOST");
+}
+
 /* Lines of every host's stderr (run n) that contain `needle`. */
 H_FN int hosts_err_lines(int nhosts, int n, const char *needle)
 {

@@ -78,19 +78,11 @@ static long fleet_evals(void)
     return n;
 }
 
-/* 3 hosts x procs x threads of connect loops for `secs`. */
+/* Hosts x procs x threads of connect loops for `secs`, to the sink. */
 static void connects(int nhosts, int procs, int threads, double secs, int n)
 {
-    char helper[300], port[16], p[8], t[8], s[16];
-    h_helper("fleet_client", helper, sizeof helper);
-    snprintf(port, sizeof port, "%d", srv.port);
-    snprintf(p, sizeof p, "%d", procs);
-    snprintf(t, sizeof t, "%d", threads);
-    snprintf(s, sizeof s, "%g", secs);
-    char *argv[] = {helper, "connects", port, p, t, s, NULL};
     pid_t pids[8];
-    for (int h = 0; h < nhosts; h++)
-        pids[h] = host_spawn(h, n, argv);
+    hosts_connect(pids, nhosts, n, srv.port, procs, threads, secs, NULL);
     wait_all(pids, nhosts, secs + 20);
 }
 

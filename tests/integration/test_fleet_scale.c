@@ -52,25 +52,6 @@ static void need_redis(void)
     cr_assert(redis_start(&R), "redis-server did not start");
 }
 
-/* nhosts hosts of fleet_client connects (procs x threads, secs) to the
- * sink at `addr`; returns at once (the pids in pids). */
-static void spawn_connects(pid_t *pids, int nhosts, int procs, int threads,
-                           double secs, const char *addr)
-{
-    char helper[300], port[16], p[8], t[8], s[16];
-    h_helper("fleet_client", helper, sizeof helper);
-    snprintf(port, sizeof port, "%d", srv.port);
-    snprintf(p, sizeof p, "%d", procs);
-    snprintf(t, sizeof t, "%d", threads);
-    snprintf(s, sizeof s, "%g", secs);
-    char *argv[] = {helper, "connects", port, p, t, s, NULL};
-    if (addr != NULL)
-        setenv("FLEET_HOST", addr, 1);
-    for (int h = 0; h < nhosts; h++)
-        pids[h] = host_spawn(h, 0, argv);
-    unsetenv("FLEET_HOST");
-}
-
 /* The most arrivals in any window of `w` seconds whose start is in
  * [from, to), and (at) where that window starts. */
 static int worst_window(const double *t, int n, double from, double to,
@@ -88,6 +69,20 @@ static int worst_window(const double *t, int n, double from, double to,
         }
     }
     return worst;
+}
+
+/* Wait for the hosts, then what the sink saw: its arrival times (sorted,
+ * into t, returned count), their span, and how many processes fell back. */
+static int arrivals(pid_t *pids, int nhosts, double *t, int max, double *span,
+                    int *away)
+{
+    wait_all(pids, nhosts, 40);
+    usleep(200000);
+    int n = conn_times(&srv, t, max);
+    cr_assert_gt(n, 0);
+    *span = t[n - 1] - t[0];
+    *away = hosts_err_lines(nhosts, 0, "fleet Redis");
+    return n;
 }
 
 /* ---- a Redis Cluster losing a master ------------------------------------*/
@@ -123,7 +118,7 @@ Test(fleet_scale, a_master_killed_mid_run_keeps_the_budget)
                    "connect_burst = %d\nto = 127.0.0.1:%d\n",
                    C.node[0].port, r, b, srv.port);
     pid_t pids[3];
-    spawn_connects(pids, 3, 2, 4, 8, NULL);
+    hosts_connect(pids, 3, 0, srv.port, 2, 4, 8, NULL);
     usleep(2500000);
     int victim = keys_master();
     cr_assert_geq(victim, 0, "no master holds the budget's keys");
@@ -131,13 +126,10 @@ Test(fleet_scale, a_master_killed_mid_run_keeps_the_budget)
     redis_cli(&C.node[victim], "WAIT 1 500", out, sizeof out);
     double killed = h_now();
     redis_kill(&C.node[victim]);
-    wait_all(pids, 3, 40);
-    usleep(200000);
     static double t[8192];
-    int n = conn_times(&srv, t, 8192);
-    cr_assert_gt(n, 0);
-    double span = t[n - 1] - t[0];
-    int away = hosts_err_lines(3, 0, "fleet Redis");
+    double span;
+    int away;
+    int n = arrivals(pids, 3, t, 8192, &span, &away);
     int promoted = keys_master();
     int after = count_between(t, n, killed + 3, t[n - 1] + 1);
     printf("fleet failover: %d admitted in %.2f s (budget %.0f), %d processes "
@@ -186,16 +178,13 @@ Test(fleet_scale, sixteen_hosts_of_32_threads_fill_one_budget_and_no_more)
                    srv.port);
     setenv("FLEET_DENY_SLEEP_MS", "20", 1);
     pid_t pids[16];
-    spawn_connects(pids, hosts, 4, 8, secs, addr);
+    hosts_connect(pids, hosts, 0, srv.port, 4, 8, secs, addr);
     unsetenv("FLEET_DENY_SLEEP_MS");
-    wait_all(pids, hosts, secs + 40);
-    usleep(300000);
     static double t[8192];
-    int n = conn_times(&srv, t, 8192);
-    cr_assert_gt(n, 0);
-    double span = t[n - 1] - t[0];
+    double span;
+    int away;
+    int n = arrivals(pids, hosts, t, 8192, &span, &away);
     double budget = b + r * span;
-    int away = hosts_err_lines(hosts, 0, "fleet Redis");
     long ok = hosts_sum(hosts, 0, "ok", false);
     long slowest = hosts_sum(hosts, 0, "slowest_us", true);
     long evals = redis_calls(&R, "evalsha");
@@ -253,7 +242,7 @@ Test(fleet_scale, thirty_two_threads_with_redis_30_ms_away_are_never_denied)
                    "connect_burst = 100000\nto = 127.0.0.1:%d\n",
                    proxy.port, srv.port);
     pid_t pid;
-    spawn_connects(&pid, 1, 1, 32, 10, NULL);
+    hosts_connect(&pid, 1, 0, srv.port, 1, 32, 10, NULL);
     wait_all(&pid, 1, 40);
     long ok = hosts_sum(1, 0, "ok", false);
     long denied = hosts_sum(1, 0, "denied", false);
@@ -314,7 +303,7 @@ static void away_and_back(enum away how, double secs)
                    "connect_burst = %d\nto = 127.0.0.1:%d\n",
                    R.port, r, b, srv.port);
     pid_t pids[3];
-    spawn_connects(pids, 3, 2, 4, 8, NULL);
+    hosts_connect(pids, 3, 0, srv.port, 2, 4, 8, NULL);
     usleep(2000000);
     double down = h_now();
     if (how == PAUSE)
@@ -327,13 +316,10 @@ static void away_and_back(enum away how, double secs)
         kill(R.pid, SIGCONT);
     else
         cr_assert(redis_start(&R), "redis-server did not come back");
-    wait_all(pids, 3, 40);
-    usleep(200000);
     static double t[8192];
-    int n = conn_times(&srv, t, 8192);
-    cr_assert_gt(n, 0);
-    double span = t[n - 1] - t[0];
-    int away = hosts_err_lines(3, 0, "fleet Redis");
+    double span;
+    int away;
+    int n = arrivals(pids, 3, t, 8192, &span, &away);
     /* Windows of 1 s that start from 1 s before the return to 2 s after
      * it: the return, whichever host comes back first. */
     double at;
