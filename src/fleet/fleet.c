@@ -467,32 +467,41 @@ void rl_fleet_finish(const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool)
 {
     struct rl_fleet *f = &F;
-    if (!f->on || pool == NULL)
+    if (!f->on || rule == NULL || rule->scope != RL_SCOPE_FLEET)
         return;
     int node = rl_fleet_route_node(&f->route, f->label);
     struct rl_fleet_node *nd = &f->route.node[node];
     /* Only on a connection this process has: a process that never went
      * to Redis leaves the pool to the host's other processes (it goes
-     * back when stale), rather than pay a connection at exit. */
+     * back when stale), rather than pay a connection at exit. A node away
+     * is tried if its next try is due (bounded like any call). */
     struct rl_fleet_pipe *p =
         atomic_load_explicit(&nd->pipe, memory_order_acquire);
-    if (p == NULL || !rl_fleet_pipe_open(p) ||
-        !rl_fleet_route_up(&f->route, node))
+    if (p == NULL ||
+        !rl_fleet_route_may_try(&f->route, node, rl_clock_now_ns(),
+                                RL_FLEET_RETRY_NS))
         return;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
         if (rule->nlimits[k] == 0)
             continue;
+        /* The pool's unspent units back, and what was spent while Redis
+         * was away charged: nobody else would. */
+        bool leased = pool != NULL &&
+                      (k == RL_KIND_SEND || k == RL_KIND_SEND_BYTES);
         struct rl_fleet_ask a = {0,
                                  0,
                                  0,
                                  0,
                                  0,
-                                 rl_fleet_pool_drain(pool, k),
+                                 leased ? rl_fleet_pool_drain(pool, k) : 0,
                                  f->cfg->fleet_fallback != RL_FLEET_SHARE};
-        if (a.ret == 0)
-            continue;
         a.debt = atomic_exchange_explicit(&f->budgets.b[0].debt[k], 0,
                                           memory_order_relaxed);
+        if (rl_fleet_call_bucket(rule, k))
+            a.ret += atomic_exchange_explicit(&f->budgets.b[0].refund[k], 0,
+                                              memory_order_relaxed);
+        if (a.ret == 0 && a.debt == 0)
+            continue;
         struct rl_fleet_cmd cmd = {
             rule, k, f->label, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
         struct rl_fleet_call owed;

@@ -117,8 +117,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
  * Redis. */
 int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff);
 
-/* At exit: the host's unspent leased units go back to Redis, when this
- * process has a connection to it (bounded like every wait on Redis). */
+/* At exit: the host's unspent leased units (pool, NULL: none) go back to
+ * Redis, and what the process spent of the user's rule budget while Redis
+ * was away is charged, when this process has a connection to it (bounded
+ * like every wait on Redis). */
 void rl_fleet_finish(const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 

@@ -407,6 +407,7 @@ int main(int argc, char **argv)
         once = 0;
     }
     double end = now_s() + seconds;
+    fflush(stdout);
     for (int p = 0; p < procs; p++) {
         pid_t pid = fork();
         if (pid < 0)
@@ -419,7 +420,9 @@ int main(int argc, char **argv)
             pthread_create(&th[i], NULL, worker, &end);
         for (int i = 0; i < n; i++)
             pthread_join(th[i], NULL);
-        _exit(0);
+        /* exit, not _exit: a program's end, with the shim's (a fleet
+         * budget's debt is charged there). */
+        exit(0);
     }
     if (getenv("FLEET_PARENT_TOO") != NULL) {
         pthread_t th[64];
