@@ -414,9 +414,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             unask(st, kind, a);
         /* Redis is away when it failed, or said nothing to anyone for
          * 50 ms; a reply late behind others' (a loaded host: this thread
-         * not run in time) is this call's alone: it falls back, and the
+         * not run in time), or a call with RL_FLEET_PIPE_RING others
+         * owed before it, is this call's alone: it falls back, and the
          * next asks Redis again. */
-        bool away = r != -ETIMEDOUT ||
+        bool away = (r != -ETIMEDOUT && r != -EBUSY) ||
                     rl_fleet_route_silent(&f->route, node, rl_clock_coarse_ns(),
                                           RL_FLEET_WAIT_NS);
         if (away) {
@@ -477,17 +478,16 @@ void rl_fleet_finish(const struct rl_rule *rule,
      * is tried if its next try is due (bounded like any call). */
     struct rl_fleet_pipe *p =
         atomic_load_explicit(&nd->pipe, memory_order_acquire);
-    if (p == NULL ||
-        !rl_fleet_route_may_try(&f->route, node, rl_clock_now_ns(),
-                                RL_FLEET_RETRY_NS))
+    if (p == NULL || !rl_fleet_route_may_try(&f->route, node, rl_clock_now_ns(),
+                                             RL_FLEET_RETRY_NS))
         return;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         if (rule->nlimits[k] == 0)
             continue;
         /* The pool's unspent units back, and what was spent while Redis
          * was away charged: nobody else would. */
-        bool leased = pool != NULL &&
-                      (k == RL_KIND_SEND || k == RL_KIND_SEND_BYTES);
+        bool leased =
+            pool != NULL && (k == RL_KIND_SEND || k == RL_KIND_SEND_BYTES);
         struct rl_fleet_ask a = {0,
                                  0,
                                  0,

@@ -38,8 +38,8 @@
  * slots for them: a slot is held from its command's send until its owner
  * took the reply, which a thread the machine schedules late may do after
  * many more commands went out. */
-#define RL_FLEET_PIPE_RING 64u
-#define RL_FLEET_PIPE_SLOTS 128u
+#define RL_FLEET_PIPE_RING 128u
+#define RL_FLEET_PIPE_SLOTS 256u /* order[] holds a slot in a byte */
 #define RL_FLEET_RESULT_INTS 6u
 #define RL_FLEET_RESULT_TEXT 64u
 
