@@ -127,13 +127,6 @@ uint64_t rl_fleet_pipe_last_reply(const struct rl_fleet_pipe *p)
                                 memory_order_relaxed);
 }
 
-bool rl_fleet_pipe_open(const struct rl_fleet_pipe *p)
-{
-    uint32_t v = atomic_load_explicit(&((struct rl_fleet_pipe *)p)->st,
-                                      memory_order_relaxed);
-    return (v & P_OPEN) && !(v & P_BROKEN);
-}
-
 /* ---- replies ------------------------------------------------------------*/
 
 static void to_result(redisReply *rep, bool raw, struct rl_fleet_result *r)

@@ -150,9 +150,6 @@ void rl_fleet_pipe_abandon(struct rl_fleet_pipe *p, uint64_t ticket,
 /* Mark p broken (a reply its owner could not use: a protocol error). */
 void rl_fleet_pipe_break(struct rl_fleet_pipe *p, const char *why);
 
-/* Is p open and not broken (for the tests)? */
-bool rl_fleet_pipe_open(const struct rl_fleet_pipe *p);
-
 /* The coarse clock when p last read a reply (0: never): a call that
  * timed out while others' replies came is late, not Redis away. */
 uint64_t rl_fleet_pipe_last_reply(const struct rl_fleet_pipe *p);
