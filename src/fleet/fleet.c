@@ -472,14 +472,12 @@ void rl_fleet_finish(const struct rl_rule *rule,
         return;
     int node = rl_fleet_route_node(&f->route, f->label);
     struct rl_fleet_node *nd = &f->route.node[node];
-    /* Only on a connection this process has: a process that never went
-     * to Redis leaves the pool to the host's other processes (it goes
-     * back when stale), rather than pay a connection at exit. A node away
-     * is tried if its next try is due (bounded like any call). */
-    struct rl_fleet_pipe *p =
-        atomic_load_explicit(&nd->pipe, memory_order_acquire);
-    if (p == NULL || !rl_fleet_route_may_try(&f->route, node, rl_clock_now_ns(),
-                                             RL_FLEET_RETRY_NS))
+    /* Only by a process that went to Redis: one that never did leaves the
+     * pool to the host's other processes (it goes back when stale), rather
+     * than pay a connection at exit. A node away is tried once more, since
+     * no one else will charge this process's debt (bounded like any
+     * call). */
+    if (atomic_load_explicit(&nd->pipe, memory_order_acquire) == NULL)
         return;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         if (rule->nlimits[k] == 0)

@@ -209,7 +209,13 @@ Test(fleet_scale, sixteen_hosts_of_32_threads_fill_one_budget_and_no_more)
            n, span, budget, 100.0 * n / budget, away,
            hosts_err_first(hosts, 0, "fleet Redis", why, sizeof why), ok);
     cr_expect_eq(ok, n, "the clients' ok and the server's count");
-    cr_expect_leq(n, budget + 1, "%d admitted", n);
+    /* Redis's decisions against the server's arrivals: an arrival comes
+     * up to the slowest connect after its decision (hundreds of ms while
+     * 64 processes start at once), and the span the server sees is that
+     * much short of Redis's. */
+    double lag = (double)slowest / 1e6;
+    cr_expect_leq(n, budget + r * lag + 1, "%d admitted (lag %.3f s)", n,
+                  lag);
     /* 95 % of the budget at least. A sanitizer's build spends several
      * times the CPU per decision, and 512 threads of it on a small
      * machine take tokens later than they come (92 % seen under ASan on
