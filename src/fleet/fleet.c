@@ -1,5 +1,6 @@
 /* fleet.c — the decisions of fleet budgets (see fleet.h): one script call
- * at the budget's node (fleet_route.h), the fallback while it is away,
+ * at the budget's node (fleet_route.h), the fallback while it is away
+ * (fleet_away.h),
  * the host's lease (fleet_lease.h) spent first, late replies settled
  * (fleet_settle.h).
  *
@@ -19,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "fleet/fleet_addr.h"
+#include "fleet/fleet_away.h"
 #include "fleet/fleet_call.h"
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_lease.h"
@@ -91,149 +93,6 @@ static void warn(struct rl_fleet *f, const char *why)
     if (n > 0)
         rl_sys_write_all(2, line,
                          (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
-/* ---- the host's share ---------------------------------------------------*/
-
-/* Hosts to divide the limits by: the last reply's count, or the host's
- * (another process's reply) when larger; 0 when no reply ever said. */
-static uint64_t hosts_known(struct rl_fleet *f, rl_atomic_u64 *host)
-{
-    uint64_t h = rl_load_relaxed_u64(&f->hosts);
-    if (host != NULL) {
-        uint64_t hh = rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]);
-        if (hh > h && hh < 1000000)
-            h = hh;
-    }
-    return h;
-}
-
-static uint64_t hosts_now(struct rl_fleet *f, rl_atomic_u64 *host)
-{
-    uint64_t h = hosts_known(f, host);
-    return h > 0 ? h : 1;
-}
-
-/* This host's share of the limits, from the host budget: each unit costs
- * `hosts` units of it (a rate and burst divided by hosts). */
-static struct rl_verdict share(struct rl_fleet *f, const struct rl_rule *rule,
-                               int kind, rl_word *const *states,
-                               rl_atomic_u64 *host, uint64_t now, uint64_t want,
-                               uint64_t min, uint64_t max_wait_ns,
-                               struct rl_verdict *v)
-{
-    unsigned n = rule->nlimits[kind];
-    uint64_t h = hosts_now(f, host);
-    if (want > UINT64_MAX / h)
-        want = UINT64_MAX / h;
-    if (min > want)
-        min = want;
-    struct rl_verdict r = rl_multi_take(states, rule->limits[kind], n, now,
-                                        want * h, min * h, max_wait_ns, v);
-    uint64_t got = r.granted / h;
-    if (r.granted > got * h)
-        rl_multi_refund(states, rule->limits[kind], n, now, v,
-                        r.granted - got * h);
-    r.granted = got;
-    if (got == 0 && r.wait_ns == 0)
-        r.wait_ns = UINT64_MAX;
-    return r;
-}
-
-/* Give back to the host budget `units` of a share taken (h each). */
-static void unshare(struct rl_fleet *f, const struct rl_rule *rule, int kind,
-                    rl_word *const *states, rl_atomic_u64 *host, uint64_t now,
-                    struct rl_verdict *v, uint64_t units)
-{
-    if (units > 0)
-        rl_multi_refund(states, rule->limits[kind], rule->nlimits[kind], now, v,
-                        units * hosts_now(f, host));
-}
-
-/* ---- while Redis is away ------------------------------------------------*/
-
-static __attribute__((noinline)) struct rl_verdict
-fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
-         const struct rl_rule *rule, int kind, rl_word *const *states,
-         rl_atomic_u64 *host, bool drain, uint64_t now, uint64_t want,
-         uint64_t min, uint64_t max_wait_ns, struct rl_verdict *v)
-{
-    struct rl_verdict r = {0, UINT64_MAX, 0};
-    unsigned n = rule->nlimits[kind];
-    int fb = f->cfg->fleet_fallback;
-    uint64_t gen = rl_load_relaxed_u64(&f->gen) + 1;
-    if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL && drain &&
-        atomic_exchange_explicit(&st->drained[kind], gen,
-                                 memory_order_relaxed) != gen) {
-        /* The host budget sat full while Redis decided: empty it, so an
-         * outage starts at the fleet's rate, not with a burst per host.
-         * (A call alone late behind others' leaves it as it is: drained,
-         * that one call would be denied though Redis answers.) */
-        struct rl_verdict tmp[RL_MAX_RATES];
-        uint64_t cap = UINT64_MAX;
-        for (unsigned i = 0; i < n; i++)
-            if (rule->limits[kind][i].burst < cap)
-                cap = rule->limits[kind][i].burst;
-        if (n > 0)
-            (void)rl_multi_take(states, rule->limits[kind], n, now, cap, 1, 0,
-                                tmp);
-    }
-    switch (fb) {
-    case RL_FLEET_ALLOW:
-        r = (struct rl_verdict){want, 0, 0};
-        break;
-    case RL_FLEET_DENY:
-        return r;
-    case RL_FLEET_LOCAL:
-        r = rl_multi_take(states, rule->limits[kind], n, now, want, min,
-                          max_wait_ns, v);
-        break;
-    case RL_FLEET_SHARE:
-    default:
-        /* A host that never heard how many hosts share the budget has
-         * no share yet (taken as one host, every host starting at once
-         * would admit the whole budget): nothing until Redis says. */
-        if (hosts_known(f, host) == 0)
-            return r;
-        r = share(f, rule, kind, states, host, now, want, min, max_wait_ns, v);
-        break;
-    }
-    if (st != NULL)
-        rl_add_relaxed_u64(&st->debt[kind], r.granted);
-    return r;
-}
-
-/* ---- one decision at Redis ----------------------------------------------*/
-
-/* Is the host (or this process) within RL_FLEET_SETTLE_NS of a return,
- * when every host keeps to its share as well? */
-static bool settling(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
-{
-    if (f->cfg->fleet_fallback != RL_FLEET_SHARE)
-        return false;
-    uint64_t back = rl_load_relaxed_u64(&f->back);
-    if (host != NULL) {
-        uint64_t hb = rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]);
-        back = hb > back ? hb : back;
-    }
-    return back != 0 && cnow >= back && cnow - back < RL_FLEET_SETTLE_NS;
-}
-
-/* Node i answered again after an outage: this process and (through the
- * host's word) every other of the host come back, and keep to their
- * share for a while. */
-static __attribute__((noinline)) void
-returned(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow)
-{
-    rl_add_relaxed_u64(&f->gen, 1);
-    rl_store_relaxed_u64(&f->back, cnow);
-    if (host != NULL) {
-        uint64_t hb = rl_load_relaxed_u64(&host[RL_FLEET_HOST_BACK]);
-        while (hb < cnow && !atomic_compare_exchange_weak_explicit(
-                                &host[RL_FLEET_HOST_BACK], &hb, cnow,
-                                memory_order_relaxed, memory_order_relaxed))
-            ;
-    }
 }
 
 /* What a call that failed with no reply to come leaves: the debt it
@@ -338,13 +197,13 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     if (up && st != NULL && (closed = closed_for(st, kind, now, max_wait_ns)))
         return (struct rl_verdict){0, closed, 0};
     if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
-        return fallback(f, st, rule, kind, states, host, true, now, want, min,
-                        max_wait_ns, v);
+        return rl_fleet_fallback(f, st, rule, kind, states, host, true, now,
+                                 want, min, max_wait_ns, v);
     /* For a while after a return, the host's share bounds it too. */
     uint64_t shared = 0;
-    if (settling(f, host, cnow)) {
-        x.out =
-            share(f, rule, kind, states, host, now, want, min, max_wait_ns, v);
+    if (rl_fleet_settling(f, host, cnow)) {
+        x.out = rl_fleet_share(f, rule, kind, states, host, now, want, min,
+                               max_wait_ns, v);
         if (x.out.granted == 0)
             return x.out;
         shared = x.out.granted;
@@ -388,8 +247,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
      * back on all of it: it is starting (on a loaded machine, a fleet of
      * hosts starting at once), not in an outage, and waits as long as a
      * connection's set-up for its first reply. */
-    uint64_t wait =
-        hosts_known(f, host) == 0 ? RL_FLEET_OPEN_NS : RL_FLEET_WAIT_NS;
+    uint64_t wait = rl_fleet_hosts_known(f, host) == 0 ? RL_FLEET_OPEN_NS
+                                                       : RL_FLEET_WAIT_NS;
     int r = rl_fleet_route_call(&f->route, name, rl_fleet_call_build, &x.cmd,
                                 rl_clock_now_ns() + wait, &x.owed, &x.res);
     node = x.owed.node;
@@ -430,8 +289,8 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
             if (st != NULL)
                 rl_add_relaxed_u64(&st->debt[kind], shared);
         } else {
-            x.out = fallback(f, st, rule, kind, states, host, away, now, want,
-                             min, max_wait_ns, v);
+            x.out = rl_fleet_fallback(f, st, rule, kind, states, host, away,
+                                      now, want, min, max_wait_ns, v);
         }
         if (r == -ETIMEDOUT)
             give_up(f, &x.owed, st, kind, bucket, x.out.granted, a);
@@ -442,9 +301,10 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         rl_load_relaxed_u64(&host[RL_FLEET_HOST_HOSTS]) != x.ans.hosts)
         rl_store_relaxed_u64(&host[RL_FLEET_HOST_HOSTS], x.ans.hosts);
     if (rl_fleet_route_answered(&f->route, node))
-        returned(f, host, cnow);
+        rl_fleet_returned(f, host, cnow);
     if (shared > x.ans.granted)
-        unshare(f, rule, kind, states, host, now, v, shared - x.ans.granted);
+        rl_fleet_unshare(f, rule, kind, states, host, now, v,
+                         shared - x.ans.granted);
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, x.ans.leased, x.ans.granted, stale,
                              claimed, cnow);
