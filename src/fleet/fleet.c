@@ -1,8 +1,7 @@
 /* fleet.c — the decisions of fleet budgets (see fleet.h): one script call
  * at the budget's node (fleet_route.h), the fallback while it is away
- * (fleet_away.h),
- * the host's lease (fleet_lease.h) spent first, late replies settled
- * (fleet_settle.h).
+ * (fleet_away.h), the host's lease (fleet_lease.h) spent first, late
+ * replies settled (fleet_settle.h).
  *
  * Shared data: the route and its pipes are their own (lock-free or
  * bounded); the budgets' accounts are atomic (fleet_settle.h); `hosts`,
