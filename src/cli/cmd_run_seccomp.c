@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/sup_calls.h"
 #include "cli/supervise.h"
 #include "policy/config.h"
 #include "policy/gate.h"
@@ -591,7 +592,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
     struct rl_identity id;
     target_identity(cfg, path, &id);
     why[0] = '\0';
-    r = rl_gate_init(cfg, &id, why, sizeof why);
+    r = rl_gate_init(&sup_proc, cfg, &id, why, sizeof why);
     if (why[0] != '\0')
         fprintf(stderr, "%s\n", why);
     if (r < 0) {
@@ -600,17 +601,17 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return 1;
     }
     if (report_wanted(cfg))
-        rl_gate_report_enable();
-    if (!rl_gate_active()) {
+        rl_gate_report_enable(&sup_proc);
+    if (!rl_gate_active(&sup_proc)) {
         /* No section applies to this user: nothing is throttled, as under
          * the preload; no filter, no supervisor. */
-        rl_gate_finish();
+        rl_gate_finish(&sup_proc);
         return exec_plain(path, argv);
     }
     warn_unenforced(cfg, &id);
-    r = launch(path, argv, rl_gate_charges_sends(), rl_open_on);
+    r = launch(path, argv, rl_gate_charges_sends(&sup_proc), rl_open_on);
     /* cfg stays: the gate reads it, and the supervisor's receiving thread
      * may still be in its ioctl until the process exits. */
-    rl_gate_finish();
+    rl_gate_finish(&sup_proc);
     return r;
 }

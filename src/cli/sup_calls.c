@@ -36,6 +36,8 @@
 /* PIDFD_GET_INFO (Linux 6.13): a pidfd's thread group, in one ioctl
  * rather than a read of /proc. Only the first fields are asked for; the
  * kernel takes the size from the request. */
+struct rl_proc sup_proc;
+
 struct rl_pidfd_info {
     uint64_t mask;
     uint64_t cgroupid;
@@ -278,7 +280,7 @@ static int connect_decision(int listener, struct sup_job *j, const char *call)
     }
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen);
+    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd, &j->sa, j->salen);
     rl_open_act_for(NULL);
     return act;
 }
@@ -366,7 +368,8 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     }
     j->sock = s;
     j->connect = true;
-    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) || in_progress(s))
+    if (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen) ||
+        in_progress(s))
         return SUP_CONNECT;
     return verdict(j, connect_decision(listener, j, "connect"));
 }
@@ -393,8 +396,8 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
                               uint64_t flags, uint64_t calls, uint64_t bytes)
 {
     bool fastopen = (flags & MSG_FASTOPEN) != 0;
-    if ((!fastopen && !rl_gate_charges_sends()) ||
-        !rl_gate_covers(&j->sa, j->salen) || calls == 0)
+    if ((!fastopen && !rl_gate_charges_sends(&sup_proc)) ||
+        !rl_gate_covers(&sup_proc, &j->sa, j->salen) || calls == 0)
         return SUP_CONTINUE;
     int s = grab(listener, j);
     if (s < 0) {
@@ -404,10 +407,10 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
     int type = sock_type(s);
     bool fresh = type == SOCK_STREAM && !in_progress(s);
     close(s);
-    if (type == SOCK_DGRAM && rl_gate_charges_sends())
+    if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup_proc))
         /* Datagrams go whole or not at all. */
-        return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
-                                       calls, calls, bytes, bytes));
+        return verdict(j, rl_gate_send(&sup_proc, &j->t, call, j->fd, &j->sa,
+                                       j->salen, calls, calls, bytes, bytes));
     if (fastopen && fresh)
         return verdict(j, connect_decision(listener, j, call));
     return SUP_CONTINUE;
@@ -459,7 +462,7 @@ static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
     if (r == 0)
         return SUP_CONTINUE;
     uint64_t bytes = 0;
-    if (rl_gate_charges_sends()) {
+    if (rl_gate_charges_sends(&sup_proc)) {
         r = msg_bytes(j->pid, &m, &bytes);
         if (r < 0)
             return read_failed(j, r);
@@ -474,7 +477,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
 {
     j->fd = (int)req->data.args[0];
     size_t vlen = req->data.args[2] < MAX_IOV ? req->data.args[2] : MAX_IOV;
-    if (vlen == 0 || !rl_gate_charges_sends())
+    if (vlen == 0 || !rl_gate_charges_sends(&sup_proc))
         return SUP_CONTINUE;
     struct mmsghdr *v = calloc(vlen, sizeof *v);
     if (v == NULL)
@@ -492,7 +495,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
         uint64_t b = 0;
         r = read_addr(&one, (uintptr_t)v[i].msg_hdr.msg_name,
                       v[i].msg_hdr.msg_namelen);
-        if (r == 0 || (r > 0 && !rl_gate_covers(&one.sa, one.salen)))
+        if (r == 0 || (r > 0 && !rl_gate_covers(&sup_proc, &one.sa, one.salen)))
             continue;
         if (r > 0)
             r = msg_bytes(j->pid, &v[i].msg_hdr, &b);
@@ -590,6 +593,6 @@ void sup_refund(struct sup_job *job)
     /* The gate gives back only what the ticket took of each kind. */
     uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_gate_refund(&job->t, k, units[k]);
+        rl_gate_refund(&sup_proc, &job->t, k, units[k]);
     job->charged = false;
 }

@@ -10,6 +10,7 @@
 #include "policy/config.h"
 #include "policy/gate_int.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "util/declog.h"
 #include "util/log.h"
 
@@ -34,10 +35,11 @@ static const char *site_of(const struct rl_gate_ticket *t)
     return NULL;
 }
 
-void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
-                          const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const struct rl_gate_call *c)
+void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
+                          int denied_kind, uint64_t denied_units,
+                          const struct rl_gate_call *c)
 {
+    const struct rl_rule *rule = p->gate.rule;
     char host[RL_NAME_MAX + 1];
     unsigned port;
     rl_declog_dest(c->fd, c->sa, c->salen, host, sizeof host, &port);
@@ -47,7 +49,7 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         name_of(host, sizeof host);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
-        .user = user,
+        .user = p->gate.user,
         .rule = rule != NULL ? rule->section : NULL,
         .site = site_of(t),
         .dest = host,
@@ -117,9 +119,10 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
 /* One log line. Nothing is done (no getpeername, no formatting) unless
  * the log's rate limit says the line will be written: a client spinning
  * on denials pays no system call for lines never written. */
-void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
+void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
                  const struct rl_gate_line *d)
 {
+    const struct rl_gate *g = &p->gate;
     if (!rl_log_admit(now))
         return;
     char dest[96], detail[96];
@@ -132,7 +135,7 @@ void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
     else if (d->max_open > 0)
         snprintf(detail, sizeof detail, ": max_open %u of [%s] reached%s",
                  d->max_open, d->by->section, d->dry ? " (dry run)" : "");
-    else if (d->by != NULL && d->by != rl_gate.rule)
+    else if (d->by != NULL && d->by != g->rule)
         snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
                  d->by->section, d->dry ? " (dry run)" : "");
@@ -141,11 +144,12 @@ void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
                  rl_kind_name(d->kind), (unsigned long long)d->units,
                  d->dry ? " (dry run)" : "");
     rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
-                    detail, rl_gate.user,
-                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
+                    detail, g->user,
+                    g->rule != NULL ? g->rule->section : "none");
 }
 
-bool rl_gate_dry_run(void)
+bool rl_gate_dry_run(const struct rl_proc *p)
 {
-    return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
+    const struct rl_gate *g = &p->gate;
+    return g->rule != NULL ? g->rule->dry_run : g->cfg->dry_run;
 }

@@ -38,18 +38,18 @@ struct rl_gate_line {
 
 /* One line of the shim's log (rate-limited: nothing is formatted unless
  * it will be written). */
-void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
+void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
                  const struct rl_gate_line *d);
 
 /* Is the decision a dry run (the rule's, or the config's with no rule)? */
-bool rl_gate_dry_run(void);
+bool rl_gate_dry_run(const struct rl_proc *p);
 
 /* `denied_kind` is the limit that refused `denied_units`, or -1 when the
  * ticket was granted (then its charges' took[], t->calls, t->bytes and
- * t->wait_ns say what). `rule` may be NULL (no section; unknown = deny). Call only
- * when rl_declog_enabled(). */
-void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
-                          const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const struct rl_gate_call *c);
+ * t->wait_ns say what). The line names p's user and rule (none: no
+ * section; unknown = deny). Call only when rl_declog_enabled(). */
+void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
+                          int denied_kind, uint64_t denied_units,
+                          const struct rl_gate_call *c);
 
 #endif

@@ -7,6 +7,7 @@
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/open.h"
+#include "policy/proc.h"
 #include "state/store.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -34,8 +35,9 @@ static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
 }
 
 /* Give back the places open_take held (the rate denied the connect). */
-void rl_gate_open_untake(struct rl_gate_ticket *t)
+void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t)
 {
+    (void)p;
     for (unsigned j = 0; j < t->nopen; j++)
         rl_open_release(t->open[j]);
     t->nopen = 0;
@@ -43,7 +45,7 @@ void rl_gate_open_untake(struct rl_gate_ticket *t)
 
 /* Hold a connection in every charge with max_open: true, or false with
  * nothing held and t->open_full set. Takes nothing of the rate. */
-bool rl_gate_open_take(struct rl_gate_ticket *t)
+bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
 {
     t->nopen = 0;
     if (!rl_open_on)
@@ -60,7 +62,7 @@ bool rl_gate_open_take(struct rl_gate_ticket *t)
             t->open[t->nopen++] = area;
             continue;
         }
-        rl_gate_open_untake(t);
+        rl_gate_open_untake(p, t);
         t->denier = c->rule;
         t->open_full = area;
         t->open_seq = seq;
@@ -69,8 +71,10 @@ bool rl_gate_open_take(struct rl_gate_ticket *t)
     return true;
 }
 
-void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds)
+void rl_gate_connected(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
+                       bool holds)
 {
+    (void)p;
     if (t->nopen == 0)
         return;
     if (holds)

@@ -21,6 +21,7 @@
 #include "policy/gate_int.h"
 #include "policy/gate_pause.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -123,31 +124,32 @@ static void outcome(const struct rl_gate_charge *c, int status, bool has_ra,
     pause_until(&c->pause[0], until, !has_ra);
 }
 
-void rl_gate_request_outcome_at(const struct rl_gate_req *q, int status,
-                                bool has_retry_after, uint64_t retry_after_ns,
-                                uint64_t now)
+void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
+                                int status, bool has_retry_after,
+                                uint64_t retry_after_ns, uint64_t now)
 {
     if (status < 200)
         return; /* 1xx: not the final answer */
-    if (rl_gate.rule == NULL && !rl_sites_any())
+    if (p->gate.rule == NULL && !rl_sites_any())
         return;
-    struct budget *b = rl_gate_budget();
-    struct rl_peer p;
-    if (b == NULL || !rl_gate_request_peer(q, &p))
+    struct budget *b = rl_gate_budget(&p->gate);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
         return;
     /* The same budgets as the request's decision (gate_take.c). */
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1];
     rl_gate_ticket_init(&t, now, q->units, 0);
     t.dest = dest;
-    rl_gate_charges_peer(&t, b, &p, RL_KIND_REQUEST);
+    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     for (unsigned i = 0; i < t.ncharges; i++)
         outcome(&t.charge[i], status, has_retry_after, retry_after_ns, now);
 }
 
-void rl_gate_request_outcome(const struct rl_gate_req *q, int status,
-                             bool has_retry_after, uint64_t retry_after_ns)
+void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,
+                             int status, bool has_retry_after,
+                             uint64_t retry_after_ns)
 {
-    rl_gate_request_outcome_at(q, status, has_retry_after, retry_after_ns,
+    rl_gate_request_outcome_at(p, q, status, has_retry_after, retry_after_ns,
                                rl_clock_now_ns());
 }

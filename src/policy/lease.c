@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "policy/gate_int.h"
+#include "policy/proc.h"
 #include "policy/report.h"
 #include "util/clock.h"
 #include "util/ownerlock.h"
@@ -65,6 +66,7 @@ struct holder {
     uint64_t tick;                      /* coarse time of the stamp */
     unsigned index;                     /* the record's bit */
     rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
+    struct rl_report *report;           /* which: its process's */
 };
 
 static struct holder holders[HOLDERS];
@@ -73,12 +75,12 @@ static pthread_key_t key;
 
 static void at_thread_exit(void *arg);
 
-void rl_lease_setup(void)
+void rl_lease_setup(struct rl_proc *p)
 {
-    const struct rl_rule *rule = rl_gate.rule;
-    struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_rule *rule = p->gate.rule;
+    struct rl_lease_conf *c = &p->gate.lease;
 
-    c->on = !rule->dry_run && !rl_gate.cfg->dry_run &&
+    c->on = !rule->dry_run && !p->gate.cfg->dry_run &&
             rl_budget_leasable(rule) &&
             pthread_key_create(&key, at_thread_exit) == 0;
     c->calls = rule->nlimits[RL_KIND_SEND] != 0;
@@ -93,8 +95,9 @@ void rl_lease_setup(void)
     }
 }
 
-void rl_lease_atfork_child(void)
+void rl_lease_atfork_child(struct rl_proc *p)
 {
+    (void)p;
     /* The parent's leases are the parent's: spending them here too would
      * over-admit, and what its threads spent is its own report's. */
     memset(holders, 0, sizeof holders);
@@ -140,21 +143,21 @@ static void settle(struct budget *b, const struct rl_lease_units *u)
 }
 
 /* What this thread spent goes into the report. */
-static void fold_mine(struct holder *h)
+static void fold_mine(struct rl_report *r, struct holder *h)
 {
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         uint64_t n = rl_load_relaxed_u64(&h->spent[k]);
         if (n != 0) {
             rl_store_relaxed_u64(&h->spent[k], 0);
-            rl_report_add(&rl_gate.report, k, RL_STAT_ALLOWED, n);
+            rl_report_add(r, k, RL_STAT_ALLOWED, n);
         }
     }
 }
 
 /* The holder's record is gone (taken back, or reset): forget it. */
-static void lost(struct holder *h)
+static void lost(struct rl_report *r, struct holder *h)
 {
-    fold_mine(h);
+    fold_mine(r, h);
     h->from = NULL;
 }
 
@@ -166,7 +169,7 @@ static void unclaim(struct budget *b, unsigned i)
 
 /* Give the holder's record back: what is left to the bucket, what was
  * spent to the counters. */
-static void give_back(struct holder *h)
+static void give_back(struct rl_report *r, struct holder *h)
 {
     struct budget *b = h->from;
     if (b == NULL)
@@ -179,17 +182,17 @@ static void give_back(struct holder *h)
         settle(b, &u);
         unclaim(b, h->index);
     }
-    lost(h);
+    lost(r, h);
 }
 
 static void at_thread_exit(void *arg)
 {
     struct holder *h = arg;
-    give_back(h);
+    give_back(h->report, h);
     rl_store_release_u64(&h->in_use, 0);
 }
 
-void rl_lease_drop(void)
+void rl_lease_drop(struct rl_proc *p)
 {
     struct holder *h = me;
     if (h == NULL || h->from == NULL)
@@ -203,20 +206,20 @@ void rl_lease_drop(void)
         return;
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return;
     }
     h->word = nw;
     struct rl_lease_units u;
     rl_lease_unpack(w, &u);
     settle(h->from, &u);
-    fold_mine(h);
+    fold_mine(&p->gate.report, h);
 }
 
-void rl_lease_finish(void)
+void rl_lease_finish(struct rl_proc *p)
 {
     if (me != NULL)
-        give_back(me);
+        give_back(&p->gate.report, me);
 }
 
 /* Could a call of `calls` and `bytes` at `now` use units idle leases
@@ -269,7 +272,7 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
 }
 
 /* A holder entry for the calling thread, or NULL when all are taken. */
-static struct holder *holder(void)
+static struct holder *holder(struct rl_proc *p)
 {
     if (me != NULL)
         return me;
@@ -279,6 +282,7 @@ static struct holder *holder(void)
             rl_cas_strong_acq_rel_u64(&holders[i].in_use, &z, 1)) {
             me = &holders[i];
             me->from = NULL;
+            me->report = &p->gate.report;
             /* Given back at thread exit. */
             pthread_setspecific(key, me);
             return me;
@@ -320,15 +324,16 @@ static bool claim_record(struct holder *h, struct budget *b)
     return false;
 }
 
-void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
+void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
+                     uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_lease_conf *c = &p->gate.lease;
     const struct rl_rule *rule = b->rule;
-    struct holder *h = holder();
+    struct holder *h = holder(p);
     if (h == NULL)
         return;
     if (h->from != b)
-        give_back(h);
+        give_back(&p->gate.report, h);
     /* A lease that would not cover a few calls like this one is no use. */
     if (c->bytes && c->size[RL_KIND_SEND_BYTES] / 4 < bytes)
         return;
@@ -361,7 +366,7 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
                                                      memory_order_acq_rel,
                                                      memory_order_relaxed)) {
             settle(b, &took);
-            lost(h);
+            lost(&p->gate.report, h);
             return;
         }
         h->word = nw;
@@ -369,14 +374,14 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
         spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
         spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
         settle(b, &spent);
-        fold_mine(h);
+        fold_mine(&p->gate.report, h);
     }
     stamp(h, 0);
 }
 
-bool rl_lease_take(uint64_t bytes)
+bool rl_lease_take(struct rl_proc *p, uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_lease_conf *c = &p->gate.lease;
     struct holder *h = me;
     if (h == NULL || h->from == NULL)
         return false;
@@ -394,7 +399,7 @@ bool rl_lease_take(uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return false;
     }
     h->word = nw;
@@ -409,9 +414,9 @@ bool rl_lease_take(uint64_t bytes)
     return true;
 }
 
-void rl_lease_refund(uint64_t calls, uint64_t bytes)
+void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_lease_conf *c = &p->gate.lease;
     struct holder *h = me;
     if (h == NULL || h->from == NULL)
         return;
@@ -428,7 +433,7 @@ void rl_lease_refund(uint64_t calls, uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return;
     }
     h->word = nw;
@@ -436,9 +441,9 @@ void rl_lease_refund(uint64_t calls, uint64_t bytes)
     rl_sub_sat_u64(&h->spent[RL_KIND_SEND_BYTES], bytes);
 }
 
-void rl_lease_report(void)
+void rl_lease_report(struct rl_proc *p)
 {
     for (unsigned i = 0; i < HOLDERS; i++)
         if (rl_load_relaxed_u64(&holders[i].in_use))
-            fold_mine(&holders[i]);
+            fold_mine(&p->gate.report, &holders[i]);
 }

@@ -15,6 +15,18 @@
  *                     held across fork, so there is nothing to release)
  *   rl_proc_close     at exit: leases back, the report
  *
+ * Its members, each owned by the module named (a function that uses a
+ * member takes its owner as its first parameter: the struct rl_proc when
+ * it needs several members, as the gate's entry points do; the member's
+ * own struct when it needs nothing else):
+ *
+ *   cfg, report, strict, gate_up   this file: the config and the set-up
+ *   gate     (policy/gate_int.h)   identity, rule, the store and the
+ *                                  budget in use, the lease settings, the
+ *                                  exit report's counts
+ *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
+ *                                  connects
+ *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
  * for a lock, none frees what a parent thread may have been filling):
@@ -31,12 +43,16 @@
  * counters and max_open holders live in the shared segment and are the
  * child's as much as the parent's (SPEC §1: fork keeps marks and budgets).
  *
- * shim/init.c holds the process's one instance; unit tests make their own. */
+ * shim/init.c holds the process's one instance (inside its struct
+ * rl_shim); the CLI's supervisor holds its own; unit tests make two. */
 #ifndef RL_POLICY_PROC_H
 #define RL_POLICY_PROC_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "policy/gate_int.h"
+#include "policy/ready.h"
 
 struct rl_config;
 
@@ -52,6 +68,8 @@ struct rl_proc {
     enum rl_proc_report report;
     bool strict;  /* RLSHIM_STRICT=1: a broken config exits 78 */
     bool gate_up; /* set up: the report and leases are close's to finish */
+    struct rl_gate gate;
+    struct rl_ready ready;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

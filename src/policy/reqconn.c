@@ -95,14 +95,15 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
 /* A TLS write: its k requests go together or not at all (SPEC §11). In
  * delay mode k turns one after another (a burst smaller than k can never
  * grant k at once), the write going at the last. */
-static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
+static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqwrite *w,
                        const struct rl_req_event *first, uint64_t k,
                        uint64_t now, struct rl_reqplan *p)
 {
     struct rl_gate_ticket t;
     struct rl_gate_req q;
     ask(c, w, first, k, &q);
-    int act = rl_gate_request_at(&t, now, &q);
+    int act = rl_gate_request_at(proc, &t, now, &q);
     uint64_t wait = t.wait_ns;
     if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX &&
         t.denier != NULL && t.denier->on_deny == RL_DENY_DELAY) {
@@ -110,7 +111,7 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
          * one fail, past max_delay, the turns before it stay spent). */
         q.units = 1;
         for (uint64_t i = 0; i < k; i++) {
-            act = rl_gate_request_at(&t, now, &q);
+            act = rl_gate_request_at(proc, &t, now, &q);
             if (act == RL_GATE_FAIL)
                 break;
             if (t.wait_ns > wait)
@@ -141,9 +142,10 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
 /* A plaintext write: requests in order, each charged; the write is cut
  * before the first that cannot go now (or that must wait, unless it is
  * the write's first byte: then the write waits for it). */
-static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
-                       const struct rl_req_event *ev, size_t nev,
-                       uint64_t now, struct rl_reqplan *p)
+static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqwrite *w,
+                       const struct rl_req_event *ev, size_t nev, uint64_t now,
+                       struct rl_reqplan *p)
 {
     for (size_t i = 0; i < nev; i++) {
         const struct rl_req_event *e = &ev[i];
@@ -158,10 +160,10 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
         struct rl_gate_ticket t;
         struct rl_gate_req q;
         ask(c, w, e, 1, &q);
-        int act = rl_gate_request_at(&t, now, &q);
+        int act = rl_gate_request_at(proc, &t, now, &q);
         if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
             /* The bytes before it go now; it waits in the next write. */
-            rl_gate_refund(&t, RL_KIND_REQUEST, 1);
+            rl_gate_refund(proc, &t, RL_KIND_REQUEST, 1);
             p->allow = e->offset;
             return;
         }
@@ -192,7 +194,8 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
     }
 }
 
-void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
+                     const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p)
 {
     memset(p, 0, sizeof *p);
@@ -235,9 +238,9 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     if (k == 0)
         return;
     if (w->how == RL_REQ_WHOLE)
-        plan_whole(c, w, first, k, now, p);
+        plan_whole(proc, c, w, first, k, now, p);
     else
-        plan_plain(c, w, ev, nev, now, p);
+        plan_plain(proc, c, w, ev, nev, now, p);
 }
 
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
@@ -259,9 +262,9 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
  * such connection is counted for the exit report and `rlshim stat`. */
 static atomic_bool unseen_said;
 
-void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
+void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
 {
-    rl_report_tls_unseen();
+    rl_report_tls_unseen(proc);
     if (atomic_exchange(&unseen_said, true))
         return;
     char host[RL_NAME_MAX + 1] = "?";

@@ -13,7 +13,7 @@
  * Every write has two steps around the real call:
  *
  *     struct rl_reqplan p;
- *     rl_reqconn_plan(c, iov, n, &q, &p);   decide the requests the bytes
+ *     rl_reqconn_plan(proc, c, iov, n, &q, &p);   decide the requests the bytes
  *                                           start (nothing is changed but
  *                                           the budgets)
  *     sleep until p.wake if p.act is GO and the call may sleep;
@@ -39,6 +39,8 @@
 #include "http/reqscan.h"
 #include "policy/dest.h"
 #include "policy/names.h"
+
+struct rl_proc;
 
 struct rl_reqconn {
     struct rl_httpconn http; /* shared with the response side */
@@ -96,8 +98,9 @@ void rl_reqconn_free(struct rl_reqconn *c);
  * to be HTTP, nor a plaintext socket that carries TLS)? */
 bool rl_reqconn_counting(const struct rl_reqconn *c);
 
-/* Decide the write of iov[0..n) on c. */
-void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+/* Decide the write of iov[0..n) on c, by p's gate. */
+void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
+                     const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p);
 
 /* After the real call took `sent` bytes (< 0: it failed). */
@@ -108,6 +111,6 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
  * process on stderr, naming the destination, and counts it for the exit
  * report and `rlshim stat`. */
-void rl_reqconn_unseen_tls(const struct rl_reqconn *c);
+void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "policy/ready.h"
+#include "shim/self.h"
 #include "shim/wreal.h"
 
 #define SLOTS 2
@@ -30,9 +31,9 @@ atomic_uint rl_epreg_n;
 
 int rl_epreg_mode_now(int fd, uint64_t now)
 {
-    if (!rl_ready_any())
+    if (!rl_ready_any(&rl_shim_proc()->ready))
         return RL_EPREG_FULL;
-    switch (rl_ready_hidden(fd, now)) {
+    switch (rl_ready_hidden(rl_shim_proc(), fd, now)) {
     case RL_READY_CONNECT:
     case RL_READY_OPEN:
         return RL_EPREG_ABSENT;

@@ -34,6 +34,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 
 /* The highest fd given a provisional mark, for rl_hook_inherited_drop;
  * written by the scan only (once, before anyone reads them). */
@@ -145,7 +146,8 @@ uint32_t rl_hook_inherited_kind(int fd, uint32_t m)
     uint32_t next = RL_FD_KNOWN | type | (m & RL_FD_CHARGED);
     int saved = errno;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-        rl_gate_charges_sends() && rl_gate_covers(&ss, sl))
+        rl_gate_charges_sends(rl_shim_proc()) &&
+        rl_gate_covers(rl_shim_proc(), &ss, sl))
         next |= RL_FD_MATCHED;
     errno = saved;
     /* CAS: only the provisional mark is replaced (a close or socket() of

@@ -41,17 +41,20 @@
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "shim/conntab.h"
-#include "shim/tlstab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
+#include "shim/tlstab.h"
 #include "shim/waitbuf.h"
 #include "util/log.h"
 #include "util/sys.h"
 
-/* The process's state (policy/proc.h): its one instance. */
-static struct rl_proc proc;
+/* The shim's state (shim/self.h), the process's (policy/proc.h) within
+ * it: the one instance, and the one pointer to it. */
+static struct rl_shim self;
+struct rl_shim *const rl_shim_self = &self;
 
 int rl_shim_state;
 int rl_shim_scan;
@@ -79,14 +82,15 @@ static void broken(const char *line)
     if (line[0] == '\0')
         return; /* nothing to apply, nothing wrong */
     rl_sys_write_all(2, line, strlen(line));
-    if (proc.strict)
+    if (self.proc.strict)
         _exit(RL_EXIT_CONFIG);
 }
 
 /* Asked once the shim is READY, so the config has been read. */
 bool rl_shim_io_uring_allowed(void)
 {
-    return proc.cfg != NULL && proc.cfg->io_uring == RL_IO_URING_ALLOW;
+    return self.proc.cfg != NULL &&
+           self.proc.cfg->io_uring == RL_IO_URING_ALLOW;
 }
 
 static void set_state(int s)
@@ -105,11 +109,12 @@ static bool set_up(void)
     rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
-    if (proc.cfg == NULL && rl_proc_load(&proc, line, sizeof line) < 0) {
+    if (self.proc.cfg == NULL &&
+        rl_proc_load(&self.proc, line, sizeof line) < 0) {
         broken(line);
         return false;
     }
-    bool ok = rl_proc_set_up(&proc, line, sizeof line);
+    bool ok = rl_proc_set_up(&self.proc, line, sizeof line);
     if (!ok)
         broken(line);
     return ok;
@@ -229,7 +234,7 @@ static void after_fork_child(void)
         set_state(RL_SHIM_PENDING);
     if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
         __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
-    rl_proc_atfork_child(&proc);
+    rl_proc_atfork_child(&self.proc);
     rl_epreg_atfork_child();
     rl_wait_atfork_child();
     rl_conntab_atfork_child();
@@ -244,13 +249,13 @@ static void after_fork_child(void)
 static int load(void)
 {
     char line[512];
-    rl_proc_init(&proc);
+    rl_proc_init(&self.proc);
     if (!rl_proc_config_present()) {
-        if (proc.report == RL_PROC_REPORT_WANTED)
-            proc.report = RL_PROC_REPORT_NONE;
+        if (self.proc.report == RL_PROC_REPORT_WANTED)
+            self.proc.report = RL_PROC_REPORT_NONE;
         return RL_SHIM_OFF;
     }
-    if (proc.strict && rl_proc_load(&proc, line, sizeof line) < 0) {
+    if (self.proc.strict && rl_proc_load(&self.proc, line, sizeof line) < 0) {
         broken(line);
         return RL_SHIM_OFF;
     }
@@ -284,10 +289,10 @@ __attribute__((destructor)) static void rl_shim_fini(void)
     int saved = errno;
     /* Pairs with the release store of the set-up's end: gate_up is seen. */
     int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
-    if (proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
+    if (self.proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
         rl_shim_start(s);
     rl_shim_busy = 1;
-    rl_proc_close(&proc);
+    rl_proc_close(&self.proc);
     rl_shim_busy = 0;
     errno = saved;
 }

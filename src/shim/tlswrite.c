@@ -3,6 +3,7 @@
  * session's connection, sleeps, and holds a non-blocking socket until its
  * turn. */
 #include "shim/tlswrite.h"
+#include "shim/self.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +79,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     int saved = errno;
     struct rl_tlsent *e = NULL;
     struct rl_reqconn *c = NULL;
-    if (rl_gate_counts_requests() &&
+    if (rl_gate_counts_requests(rl_shim_proc()) &&
         (e = rl_tlstab_get(session, true)) != NULL)
         c = e->c != NULL ? e->c : first_write(e, session, ops);
     /* Another thread writing on the same session at once is not scanned
@@ -93,7 +94,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
     const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb};
-    rl_reqconn_plan(c, &w->iov, 1, &q, &w->p);
+    rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (!w->p.scanned) {
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
@@ -102,7 +103,8 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     }
     if (w->p.act == RL_GATE_FAIL) {
         /* Hidden from the program's poll until it could go. */
-        if (nb && w->p.wake != 0 && rl_ready_hold(e->fd, w->p.wake) >= 0)
+        if (nb && w->p.wake != 0 &&
+            rl_ready_hold(rl_shim_proc(), e->fd, w->p.wake) >= 0)
             rl_epreg_hold(e->fd);
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();

@@ -14,15 +14,17 @@
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "shim/fdtab.h"
+#include "shim/self.h"
 
-/* epoll registrations recorded (shim/epreg.c): with rl_ready_n, whether
- * the close of an inet socket has entries to look for. */
+/* epoll registrations recorded (shim/epreg.c): with the ready table's
+ * count, whether the close of an inet socket has entries to look for. */
 extern atomic_uint rl_epreg_n;
 
 static inline bool rl_wait_live(void)
 {
     return (atomic_load_explicit(&rl_epreg_n, memory_order_relaxed) |
-            atomic_load_explicit(&rl_ready_n, memory_order_relaxed)) != 0;
+            atomic_load_explicit(&rl_shim_proc()->ready.n,
+                                 memory_order_relaxed)) != 0;
 }
 
 /* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's

@@ -20,7 +20,11 @@
 #include "fleet/fleet_lease.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "util/clock.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -151,7 +155,7 @@ static void gate_with(const char *fmt)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s", why);
 }
 
 static struct sockaddr_in dest(void)
@@ -164,7 +168,7 @@ static struct sockaddr_in dest(void)
 static int connect_at(uint64_t now)
 {
     struct sockaddr_in a = dest();
-    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+    return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
 #define FLEET_10 "[rlshim]\nfleet = redis://127.0.0.1:%d\n" \
@@ -251,13 +255,14 @@ Test(fleet, a_million_a_second_is_exact)
               "[user:crawler]\nscope = fleet\nsend_bytes = 1000000/s\n");
     uint64_t now = rl_clock_now_ns();
     struct sockaddr_in a = dest();
-    cr_assert_eq(rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1,
+    cr_assert_eq(rl_gate_send_at(&proc, &t, now, "send", 3, &a, sizeof a, 1, 1,
                                  1000000, 1000000),
                  RL_GATE_GO);
     cr_expect_eq(t.bytes, 1000000);
     /* Empty now: 1 byte refills in 1 us; ask for 100000 at once and get
      * about what a few hundred microseconds of round trips refilled. */
-    int r = rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1, 100000, 1);
+    int r = rl_gate_send_at(&proc, &t, now, "send", 3, &a, sizeof a, 1, 1,
+                            100000, 1);
     if (r == RL_GATE_GO)
         cr_expect_lt(t.bytes, 20000, "granted %llu",
                      (unsigned long long)t.bytes);
@@ -430,7 +435,7 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s", why);
     const struct rl_rule *rule = &cfg->rules[0];
     cr_assert(rl_fleet_leasable(rule), "the rule's sends can be leased");
     /* A fresh pool of the host, as a lease of sends leaves it. */

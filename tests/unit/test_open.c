@@ -15,6 +15,10 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/open.h"
+#include "policy/proc.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define S 1000000000ull
 #define T0 (1000 * S)
@@ -139,14 +143,14 @@ static void gate_with(const char *text)
                  diag.n ? diag.msgs[0] : "?");
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "tester");
-    cr_assert_eq(rl_gate_init(cfg, &id, NULL, 0), 0);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
 }
 
 static int conn(struct rl_gate_ticket *t, const char *ip, int fd)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, ip, &a.sin_addr);
-    return rl_gate_connect_at(t, T0, "connect", fd, &a, sizeof a);
+    return rl_gate_connect_at(&proc, t, T0, "connect", fd, &a, sizeof a);
 }
 
 Test(open_gate, a_failed_connect_gives_its_connection_back)
@@ -154,15 +158,15 @@ Test(open_gate, a_failed_connect_gives_its_connection_back)
     gate_with("[user:tester]\nmax_open = 1\n");
     struct rl_gate_ticket t;
     cr_assert_eq(conn(&t, "10.0.0.1", 200), RL_GATE_GO);
-    rl_gate_connected(&t, 200, false); /* refused */
+    rl_gate_connected(&proc, &t, 200, false); /* refused */
     cr_assert_eq(conn(&t, "10.0.0.1", 200), RL_GATE_GO);
-    rl_gate_connected(&t, 200, true);
+    rl_gate_connected(&proc, &t, 200, true);
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_FAIL);
     cr_assert_eq(t.err, EAGAIN);
     cr_assert_not_null(t.open_full);
     rl_open_forget(200); /* its close */
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_GO);
-    rl_gate_connected(&t, 201, true);
+    rl_gate_connected(&proc, &t, 201, true);
 }
 
 Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
@@ -171,16 +175,16 @@ Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
               "[site:every]\nper = destination\nmax_open = 1\n");
     struct rl_gate_ticket t;
     cr_assert_eq(conn(&t, "10.0.0.1", 300), RL_GATE_GO);
-    rl_gate_connected(&t, 300, true);
+    rl_gate_connected(&proc, &t, 300, true);
     cr_assert_eq(conn(&t, "10.0.0.1", 301), RL_GATE_FAIL, "1 per host");
     cr_assert_eq(conn(&t, "10.0.0.2", 301), RL_GATE_GO);
-    rl_gate_connected(&t, 301, true);
+    rl_gate_connected(&proc, &t, 301, true);
     cr_assert_eq(conn(&t, "10.0.0.3", 302), RL_GATE_GO);
-    rl_gate_connected(&t, 302, true);
+    rl_gate_connected(&proc, &t, 302, true);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_FAIL, "3 for the user");
     rl_open_forget(300);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_GO);
-    rl_gate_connected(&t, 303, true);
+    rl_gate_connected(&proc, &t, 303, true);
 }
 
 /* A connect that finds no max_open place takes no turn of the rate: once
@@ -200,26 +204,30 @@ static void waiter_takes_the_next_turn(const char *algorithm)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
     const uint64_t ms = 1000000;
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 400, &a, sizeof a),
-                 RL_GATE_GO);
+    cr_assert_eq(
+        rl_gate_connect_at(&proc, &t, T0, "connect", 400, &a, sizeof a),
+        RL_GATE_GO);
     cr_assert_eq(t.wait_ns, 0);
-    rl_gate_connected(&t, 400, true);
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 401, &a, sizeof a),
-                 RL_GATE_GO);
+    rl_gate_connected(&proc, &t, 400, true);
+    cr_assert_eq(
+        rl_gate_connect_at(&proc, &t, T0, "connect", 401, &a, sizeof a),
+        RL_GATE_GO);
     cr_assert_eq(t.wait_ns, 1000 * ms, "B's turn: T0 + 1 s");
-    rl_gate_connected(&t, 401, true); /* holds its place while it sleeps */
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 402, &a, sizeof a),
-                 RL_GATE_FAIL);
+    rl_gate_connected(&proc, &t, 401,
+                      true); /* holds its place while it sleeps */
+    cr_assert_eq(
+        rl_gate_connect_at(&proc, &t, T0, "connect", 402, &a, sizeof a),
+        RL_GATE_FAIL);
     cr_assert_not_null(t.open_full, "denied for max_open");
     rl_open_forget(400); /* A closes */
-    cr_assert_eq(
-        rl_gate_connect_at(&t, T0 + 10 * ms, "connect", 402, &a, sizeof a),
-        RL_GATE_GO);
+    cr_assert_eq(rl_gate_connect_at(&proc, &t, T0 + 10 * ms, "connect", 402, &a,
+                                    sizeof a),
+                 RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1990 * ms,
                  "%s: the waiter goes %llu ms after T0 + 10 ms, not at "
                  "T0 + 2 s, after B",
                  algorithm, (unsigned long long)(t.wait_ns / ms));
-    rl_gate_connected(&t, 402, true);
+    rl_gate_connected(&proc, &t, 402, true);
 }
 
 Test(open_gate, a_max_open_waiter_takes_the_next_turn_sliding_window)
@@ -297,7 +305,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
     for (unsigned round = 1; round <= rounds; round++) {
         int f = tcp_socket();
         cr_assert_eq(conn(&t, "10.0.0.1", f), RL_GATE_GO, "round %u", round);
-        rl_gate_connected(&t, f, true);
+        rl_gate_connected(&proc, &t, f, true);
         r.fd = f;
         r.dup = dup(f); /* the real dup: the socket stays open through it */
         cr_assert_geq(r.dup, 0);
@@ -312,7 +320,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
         int g = tcp_socket();
         bool g_in = conn(&t, "10.0.0.1", g) == RL_GATE_GO;
         if (g_in)
-            rl_gate_connected(&t, g, true);
+            rl_gate_connected(&proc, &t, g, true);
         if (g_in)
             gone++;
         else
@@ -323,7 +331,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
         int h = tcp_socket();
         bool h_in = conn(&t, "10.0.0.1", h) == RL_GATE_GO;
         if (h_in)
-            rl_gate_connected(&t, h, true);
+            rl_gate_connected(&proc, &t, h, true);
         if (g_in && h_in)
             over++; /* two open with max_open = 1 */
         if (!g_in && !h_in)
@@ -345,7 +353,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
     /* Nothing is open: the one place is free. */
     int z = tcp_socket();
     cr_expect_eq(conn(&t, "10.0.0.1", z), RL_GATE_GO, "the count went wrong");
-    rl_gate_connected(&t, z, true);
+    rl_gate_connected(&proc, &t, z, true);
     rl_open_forget(z);
     close(z);
 }
