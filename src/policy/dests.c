@@ -141,10 +141,11 @@ uint32_t rl_dests_slots(const struct rl_config *c)
     return n == 0 ? 0 : 1 + n * c->max_users;
 }
 
-size_t rl_dests_name(const void *sa, unsigned salen, char *buf)
+size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
+                     char *buf)
 {
     struct rl_peer p;
-    if (!rl_peer_from_addr(sa, salen, &p))
+    if (!rl_peer_from_addr(names, sa, salen, &p))
         return 0;
     return rl_dests_peer_name(&p, buf);
 }

@@ -73,7 +73,8 @@ uint32_t rl_dests_slots(const struct rl_config *cfg);
 /* The name a destination is charged under: the name the process resolved
  * the address from, else the address literal ("10.0.0.1", "::1"). Into
  * buf (RL_NAME_MAX + 1 bytes); returns its length, 0 for another family. */
-size_t rl_dests_name(const void *sa, unsigned salen, char *buf);
+size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
+                     char *buf);
 
 /* The same for a peer taken apart already (its name looked up once). */
 struct rl_peer;

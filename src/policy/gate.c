@@ -275,10 +275,10 @@ bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 {
     const struct rl_gate *g = &p->gate;
     if (rl_sites_any() && !g->deny_all &&
-        (g->rule == NULL || !rl_rule_covers(g->rule, sa, salen)))
-        return rl_sites_pick(sa, salen) >= 0;
+        (g->rule == NULL || !rl_rule_covers(&p->names, g->rule, sa, salen)))
+        return rl_sites_pick(&p->names, sa, salen) >= 0;
     if (g->rule != NULL)
-        return rl_rule_covers(g->rule, sa, salen);
+        return rl_rule_covers(&p->names, g->rule, sa, salen);
     if (!g->deny_all || sa == NULL || salen < sizeof(sa_family_t))
         return false;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;

@@ -16,13 +16,13 @@
 
 /* The name the program resolved the address in `host` from (SPEC §1), in
  * place of the address when there is one. */
-static void name_of(char *host, size_t hostlen)
+static void name_of(struct rl_names *names, char *host, size_t hostlen)
 {
     uint8_t a[16];
     int fam = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
     char name[RL_NAME_MAX + 1];
-    if (inet_pton(fam, host, a) == 1 && rl_names_find(fam, a, name) > 0 &&
-        strlen(name) < hostlen)
+    if (inet_pton(fam, host, a) == 1 &&
+        rl_names_find(names, fam, a, name) > 0 && strlen(name) < hostlen)
         memcpy(host, name, strlen(name) + 1);
 }
 
@@ -46,7 +46,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
     if (c->dest != NULL && strlen(c->dest) < sizeof host)
         memcpy(host, c->dest, strlen(c->dest) + 1);
     else
-        name_of(host, sizeof host);
+        name_of(&p->names, host, sizeof host);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
         .user = p->gate.user,

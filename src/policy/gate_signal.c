@@ -110,7 +110,7 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
     struct rl_peer peer;
     char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
     size_t namelen = 0;
-    if (sa == NULL || !rl_peer_from_addr(sa, salen, &peer)) {
+    if (sa == NULL || !rl_peer_from_addr(&p->names, sa, salen, &peer)) {
         if (rule != NULL)
             add_budget(g, h, b);
         return true;

@@ -157,7 +157,7 @@ static void charges(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
         salen = l;
     }
     struct rl_peer dest;
-    if (rl_peer_from_addr(sa, salen, &dest))
+    if (rl_peer_from_addr(&p->names, sa, salen, &dest))
         rl_gate_charges_peer(p, t, b, &dest, -1);
 }
 
@@ -499,8 +499,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
 bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
                           struct rl_peer *peer)
 {
-    (void)p;
-    if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, peer))
+    if (q->sa == NULL || !rl_peer_from_addr(&p->names, q->sa, q->salen, peer))
         /* Neither address nor name (a TLS library writing through a BIO
          * of the program's, an HTTP/2 request whose name only its commit
          * decodes): only sections without `to` cover it, under the

@@ -118,7 +118,7 @@ bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
 void rl_proc_atfork_child(struct rl_proc *p)
 {
     /* The order proc.h writes down. */
-    rl_names_atfork_child();
+    rl_names_atfork_child(&p->names);
     rl_gate_atfork_child(p);
     rl_lease_atfork_child(p);
     rl_fleet_atfork_child();

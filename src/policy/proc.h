@@ -26,6 +26,7 @@
  *                                  exit report's counts
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
+ *   names    (policy/names.h)      the name each address was resolved from
  *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
@@ -52,6 +53,7 @@
 #include <stddef.h>
 
 #include "policy/gate_int.h"
+#include "policy/names.h"
 #include "policy/ready.h"
 
 struct rl_config;
@@ -70,6 +72,7 @@ struct rl_proc {
     bool gate_up; /* set up: the report and leases are close's to finish */
     struct rl_gate gate;
     struct rl_ready ready;
+    struct rl_names names;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

@@ -10,6 +10,7 @@
 
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "policy/report.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -273,13 +274,14 @@ void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
     if (c->salen > 0 && sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const void *)sa;
         port = ntohs(in->sin_port);
-        if (rl_names_find(AF_INET, (const uint8_t *)&in->sin_addr, host) == 0)
+        if (rl_names_find(&proc->names, AF_INET, (const uint8_t *)&in->sin_addr,
+                          host) == 0)
             inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
     } else if (c->salen > 0 && sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const void *)sa;
         port = ntohs(in6->sin6_port);
-        if (rl_names_find(AF_INET6, (const uint8_t *)&in6->sin6_addr, host) ==
-            0)
+        if (rl_names_find(&proc->names, AF_INET6,
+                          (const uint8_t *)&in6->sin6_addr, host) == 0)
             inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     }
     rl_log_stderr("requests to %s:%u are not counted: TLS the shim cannot see",

@@ -80,11 +80,11 @@ uint64_t rl_sites_arena_words(const struct rl_config *c)
     return words;
 }
 
-int rl_sites_pick(const void *sa, unsigned salen)
+int rl_sites_pick(struct rl_names *names, const void *sa, unsigned salen)
 {
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
-    if (nsites == 0 || !rl_peer_from_addr(sa, salen, &p))
+    if (nsites == 0 || !rl_peer_from_addr(names, sa, salen, &p))
         return -1;
     return rl_sites_pick_peer(&p, name);
 }

@@ -40,7 +40,7 @@ bool rl_sites_charge_sends(void);
 uint64_t rl_sites_arena_words(const struct rl_config *cfg);
 
 /* The site a call to `sa` is charged to: its index, or -1. */
-int rl_sites_pick(const void *sa, unsigned salen);
+int rl_sites_pick(struct rl_names *names, const void *sa, unsigned salen);
 
 /* The same for a peer taken apart already; `name` (RL_NAME_MAX + 1 bytes)
  * receives its name if a `to` needs it (kept in p). */

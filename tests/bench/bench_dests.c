@@ -80,7 +80,8 @@ static void run(const char *text, unsigned live, int fd)
     for (unsigned i = 0; i < live; i++) {
         addr_of(i, &addrs[i]);
         int n = snprintf(name, sizeof name, "h%u.test", i);
-        rl_names_note(AF_INET, &addrs[i].sin_addr, name, (size_t)n);
+        rl_names_note(&proc.names, AF_INET, &addrs[i].sin_addr, name,
+                      (size_t)n);
         rl_gate_connect_at(&proc, &t, rl_clock_now_ns(), "connect", 3,
                            &addrs[i], sizeof addrs[i]);
     }

@@ -73,7 +73,7 @@ static void name_of(const char *ip, const char *name)
 {
     uint8_t a[4];
     inet_pton(AF_INET, ip, a);
-    rl_names_note(AF_INET, a, name, strlen(name));
+    rl_names_note(&proc.names, AF_INET, a, name, strlen(name));
 }
 
 Test(dests, every_destination_has_a_budget_of_its_own)

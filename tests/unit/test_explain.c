@@ -137,7 +137,7 @@ Test(explain, stat_shows_a_row_per_destination_with_a_dest_field)
     cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "192.168.7.7", &a.sin_addr);
-    rl_names_note(AF_INET, &a.sin_addr, "crawled.test", 12);
+    rl_names_note(&proc.names, AF_INET, &a.sin_addr, "crawled.test", 12);
     struct rl_gate_ticket t;
     cr_assert_eq(rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a),
                  RL_GATE_GO);

@@ -73,8 +73,8 @@ Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
         0);
     struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
     cr_assert(rl_config_has_sites(cfg));
-    cr_assert_str_eq(rl_config_find_site(cfg, &a, sizeof a)->site, "a");
-    cr_assert_str_eq(rl_config_find_site(cfg, &b, sizeof b)->site, "all");
+    cr_assert_str_eq(rl_config_find_site(NULL, cfg, &a, sizeof a)->site, "a");
+    cr_assert_str_eq(rl_config_find_site(NULL, cfg, &b, sizeof b)->site, "all");
     cr_assert_null(rl_config_find_rule(cfg, "a", 0, NULL),
                    "a site is never a user's rule");
     rl_config_free(cfg);
@@ -138,7 +138,7 @@ Test(site_gate, a_site_named_by_host_name)
     gate_as("nobody", "[site:wiki]\nto = *.wikipedia.org\nconnect = 1/s\n");
     uint8_t a[4];
     inet_pton(AF_INET, "10.9.0.1", a);
-    rl_names_note(AF_INET, a, "en.wikipedia.org", 16);
+    rl_names_note(&proc.names, AF_INET, a, "en.wikipedia.org", 16);
     struct sockaddr_in w = v4("10.9.0.1", 443), o = v4("10.9.0.2", 443);
     cr_assert(rl_gate_covers(&proc, &w, sizeof w));
     cr_assert_not(rl_gate_covers(&proc, &o, sizeof o));
