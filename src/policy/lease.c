@@ -37,8 +37,10 @@
  *   a take-back in between makes the CAS fail, and the units go back.
  *
  * What this process spent (the exit report) is kept per thread in a
- * process table (struct holder), folded into the report at the same
- * moments as the record is folded into the counters. */
+ * process table (struct rl_leases, a member of the process's struct
+ * rl_proc: one struct rl_lease_holder per thread that leases), folded
+ * into the report at the same moments as the record is folded into the
+ * counters. */
 #include "policy/lease.h"
 
 #include <pthread.h>
@@ -52,26 +54,14 @@
 #include "util/clock.h"
 #include "util/ownerlock.h"
 
-/* Threads of one process that may hold a lease at once; others decide
- * every call on their own. */
-#define HOLDERS 64
+#define HOLDERS RL_LEASE_HOLDERS
 
-/* A thread's side of its lease. Only its thread writes it (and, at exit,
- * the exiting thread reads `spent`: relaxed atomics). */
-struct holder {
-    alignas(64) rl_atomic_u64 in_use;   /* claimed by a thread */
-    struct budget *from;                /* NULL: holds no record */
-    rl_atomic_u64 *rec;                 /* the record's words */
-    uint64_t word;                      /* word 0 as last written */
-    uint64_t tick;                      /* coarse time of the stamp */
-    unsigned index;                     /* the record's bit */
-    rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
-    struct rl_report *report;           /* which: its process's */
-};
-
-static struct holder holders[HOLDERS];
-static __thread struct holder *me __attribute__((tls_model("initial-exec")));
-static pthread_key_t key;
+/* The calling thread's holder in the struct rl_leases it used last: a
+ * cache of what pthread_getspecific(its key) says, so that a leased send
+ * costs one TLS load; checked against the leases it is asked for (a test
+ * process has two). */
+static __thread struct rl_lease_holder *me
+    __attribute__((tls_model("initial-exec")));
 
 static void at_thread_exit(void *arg);
 
@@ -82,7 +72,8 @@ void rl_lease_setup(struct rl_proc *p)
 
     c->on = !rule->dry_run && !p->gate.cfg->dry_run &&
             rl_budget_leasable(rule) &&
-            pthread_key_create(&key, at_thread_exit) == 0;
+            pthread_key_create(&p->leases.key, at_thread_exit) == 0;
+    p->leases.keyed = c->on;
     c->calls = rule->nlimits[RL_KIND_SEND] != 0;
     c->bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
@@ -97,16 +88,15 @@ void rl_lease_setup(struct rl_proc *p)
 
 void rl_lease_atfork_child(struct rl_proc *p)
 {
-    (void)p;
     /* The parent's leases are the parent's: spending them here too would
      * over-admit, and what its threads spent is its own report's. */
-    memset(holders, 0, sizeof holders);
+    memset(p->leases.holders, 0, sizeof p->leases.holders);
     me = NULL;
 }
 
 /* Stamp h's record: now, when the coarse clock has moved since the last
  * stamp (`cnow`: its reading, or 0 to stamp anyway). */
-static void stamp(struct holder *h, uint64_t cnow)
+static void stamp(struct rl_lease_holder *h, uint64_t cnow)
 {
     if (cnow != 0 && cnow == h->tick)
         return;
@@ -143,7 +133,7 @@ static void settle(struct budget *b, const struct rl_lease_units *u)
 }
 
 /* What this thread spent goes into the report. */
-static void fold_mine(struct rl_report *r, struct holder *h)
+static void fold_mine(struct rl_report *r, struct rl_lease_holder *h)
 {
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         uint64_t n = rl_load_relaxed_u64(&h->spent[k]);
@@ -155,7 +145,7 @@ static void fold_mine(struct rl_report *r, struct holder *h)
 }
 
 /* The holder's record is gone (taken back, or reset): forget it. */
-static void lost(struct rl_report *r, struct holder *h)
+static void lost(struct rl_report *r, struct rl_lease_holder *h)
 {
     fold_mine(r, h);
     h->from = NULL;
@@ -169,7 +159,7 @@ static void unclaim(struct budget *b, unsigned i)
 
 /* Give the holder's record back: what is left to the bucket, what was
  * spent to the counters. */
-static void give_back(struct rl_report *r, struct holder *h)
+static void give_back(struct rl_report *r, struct rl_lease_holder *h)
 {
     struct budget *b = h->from;
     if (b == NULL)
@@ -187,14 +177,35 @@ static void give_back(struct rl_report *r, struct holder *h)
 
 static void at_thread_exit(void *arg)
 {
-    struct holder *h = arg;
+    struct rl_lease_holder *h = arg;
     give_back(h->report, h);
     rl_store_release_u64(&h->in_use, 0);
 }
 
+/* The calling thread's holder in L, when it used another struct
+ * rl_leases since: its key says (and the cache follows). */
+static __attribute__((noinline)) struct rl_lease_holder *
+mine_elsewhere(const struct rl_leases *L)
+{
+    struct rl_lease_holder *h = L->keyed ? pthread_getspecific(L->key) : NULL;
+    if (h != NULL)
+        me = h;
+    return h;
+}
+
+/* The calling thread's holder in L when it has one (NULL: none). A thread
+ * that never held a lease (me NULL) has none anywhere. */
+static inline struct rl_lease_holder *mine(const struct rl_leases *L)
+{
+    struct rl_lease_holder *h = me;
+    if (__builtin_expect(h == NULL || h->owner == L, 1))
+        return h;
+    return mine_elsewhere(L);
+}
+
 void rl_lease_drop(struct rl_proc *p)
 {
-    struct holder *h = me;
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     /* Empty the record but keep it: what is left goes back, what was
@@ -218,8 +229,9 @@ void rl_lease_drop(struct rl_proc *p)
 
 void rl_lease_finish(struct rl_proc *p)
 {
-    if (me != NULL)
-        give_back(&p->gate.report, me);
+    struct rl_lease_holder *h = mine(&p->leases);
+    if (h != NULL)
+        give_back(&p->gate.report, h);
 }
 
 /* Could a call of `calls` and `bytes` at `now` use units idle leases
@@ -272,27 +284,31 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
 }
 
 /* A holder entry for the calling thread, or NULL when all are taken. */
-static struct holder *holder(struct rl_proc *p)
+static struct rl_lease_holder *holder(struct rl_proc *p)
 {
-    if (me != NULL)
-        return me;
+    struct rl_leases *L = &p->leases;
+    struct rl_lease_holder *h = mine(L);
+    if (h != NULL)
+        return h;
     for (unsigned i = 0; i < HOLDERS; i++) {
         uint64_t z = 0;
-        if (rl_load_relaxed_u64(&holders[i].in_use) == 0 &&
-            rl_cas_strong_acq_rel_u64(&holders[i].in_use, &z, 1)) {
-            me = &holders[i];
-            me->from = NULL;
-            me->report = &p->gate.report;
+        if (rl_load_relaxed_u64(&L->holders[i].in_use) == 0 &&
+            rl_cas_strong_acq_rel_u64(&L->holders[i].in_use, &z, 1)) {
+            h = &L->holders[i];
+            h->from = NULL;
+            h->owner = L;
+            h->report = &p->gate.report;
             /* Given back at thread exit. */
-            pthread_setspecific(key, me);
-            return me;
+            pthread_setspecific(L->key, h);
+            me = h;
+            return h;
         }
     }
     return NULL;
 }
 
 /* Claim a free record of b for h, live and empty. */
-static bool claim_record(struct holder *h, struct budget *b)
+static bool claim_record(struct rl_lease_holder *h, struct budget *b)
 {
     rl_atomic_u64 *bitmap = area(b);
     uint64_t bits = rl_load_relaxed_u64(bitmap);
@@ -329,7 +345,7 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
 {
     const struct rl_lease_conf *c = &p->gate.lease;
     const struct rl_rule *rule = b->rule;
-    struct holder *h = holder(p);
+    struct rl_lease_holder *h = holder(p);
     if (h == NULL)
         return;
     if (h->from != b)
@@ -382,7 +398,7 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
 bool rl_lease_take(struct rl_proc *p, uint64_t bytes)
 {
     const struct rl_lease_conf *c = &p->gate.lease;
-    struct holder *h = me;
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return false;
     uint64_t w = h->word;
@@ -417,7 +433,7 @@ bool rl_lease_take(struct rl_proc *p, uint64_t bytes)
 void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
     const struct rl_lease_conf *c = &p->gate.lease;
-    struct holder *h = me;
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     if (!c->calls)
@@ -444,6 +460,6 @@ void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 void rl_lease_report(struct rl_proc *p)
 {
     for (unsigned i = 0; i < HOLDERS; i++)
-        if (rl_load_relaxed_u64(&holders[i].in_use))
-            fold_mine(&p->gate.report, &holders[i]);
+        if (rl_load_relaxed_u64(&p->leases.holders[i].in_use))
+            fold_mine(&p->gate.report, &p->leases.holders[i]);
 }

@@ -3,10 +3,41 @@
 #ifndef RL_POLICY_LEASE_H
 #define RL_POLICY_LEASE_H
 
+#include <pthread.h>
+#include <stdalign.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "policy/config.h"
+#include "util/atomics.h"
+
 struct budget;
+struct rl_report;
+
+/* Threads of one process that may hold a lease at once; others decide
+ * every call on their own. */
+#define RL_LEASE_HOLDERS 64
+
+/* A thread's side of its lease. Only its thread writes it (and, at exit,
+ * the exiting thread reads `spent`: relaxed atomics). */
+struct rl_lease_holder {
+    alignas(64) rl_atomic_u64 in_use;   /* claimed by a thread */
+    struct budget *from;                /* NULL: holds no record */
+    rl_atomic_u64 *rec;                 /* the record's words */
+    uint64_t word;                      /* word 0 as last written */
+    uint64_t tick;                      /* coarse time of the stamp */
+    unsigned index;                     /* the record's bit */
+    rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
+    const struct rl_leases *owner;      /* the table it is a holder of */
+    struct rl_report *report;           /* which: its process's */
+};
+
+/* The process's leases (a member of struct rl_proc). All zero: none. */
+struct rl_leases {
+    struct rl_lease_holder holders[RL_LEASE_HOLDERS];
+    pthread_key_t key; /* a thread's holder, given back at its exit */
+    bool keyed;        /* key was made */
+};
 struct rl_proc;
 
 /* At init, once the rule is known: fill p->gate.lease (on, sizes). */

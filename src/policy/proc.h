@@ -27,6 +27,7 @@
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
+ *   leases   (policy/lease.h)      the threads' leases of send units
  *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
@@ -53,6 +54,7 @@
 #include <stddef.h>
 
 #include "policy/gate_int.h"
+#include "policy/lease.h"
 #include "policy/names.h"
 #include "policy/ready.h"
 
@@ -73,6 +75,7 @@ struct rl_proc {
     struct rl_gate gate;
     struct rl_ready ready;
     struct rl_names names;
+    struct rl_leases leases;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

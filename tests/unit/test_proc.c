@@ -90,27 +90,3 @@ Test(proc, no_config_is_silent_unless_a_report_was_asked_for)
     cr_expect_str_eq(line, "");
     cr_expect_eq(asked->report, RL_PROC_REPORT_NONE);
 }
-
-/* --- two instances in one process share no state ---------------------- */
-
-#include <arpa/inet.h>
-
-#include "policy/names.h"
-
-Test(proc, a_name_noted_in_one_is_unknown_to_the_other)
-{
-    struct rl_proc *a = proc_new(), *b = proc_new();
-    uint8_t addr[4];
-    char buf[RL_NAME_MAX + 1];
-    inet_pton(AF_INET, "192.0.2.7", addr);
-    rl_names_note(&a->names, AF_INET, addr, "only-a.test", 11);
-    cr_expect_eq(rl_names_find(&a->names, AF_INET, addr, buf), 11);
-    cr_expect_str_eq(buf, "only-a.test");
-    cr_expect_eq(rl_names_find(&b->names, AF_INET, addr, buf), 0, "b knows %s",
-                 buf);
-    rl_names_note(&b->names, AF_INET, addr, "only-b.test", 11);
-    cr_expect_eq(rl_names_find(&a->names, AF_INET, addr, buf), 11);
-    cr_expect_str_eq(buf, "only-a.test");
-    free(a);
-    free(b);
-}
