@@ -609,7 +609,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return exec_plain(path, argv);
     }
     warn_unenforced(cfg, &id);
-    r = launch(path, argv, rl_gate_charges_sends(&sup_proc), rl_open_on);
+    r = launch(path, argv, rl_gate_charges_sends(&sup_proc), sup_proc.open.on);
     /* cfg stays: the gate reads it, and the supervisor's receiving thread
      * may still be in its ioctl until the process exits. */
     rl_gate_finish(&sup_proc);

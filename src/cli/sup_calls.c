@@ -270,7 +270,7 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
  * to the program's fd (sup_open.h: the program's close gives them back). */
 static int connect_decision(int listener, struct sup_job *j, const char *call)
 {
-    if (rl_open_on && j->holder.pid == 0) {
+    if (sup_proc.open.on && j->holder.pid == 0) {
         pid_t tgid = target_tgid(listener, j);
         if (tgid <= 0 || sup_open_holder(tgid, &j->holder) < 0) {
             memset(&j->holder, 0, sizeof j->holder);

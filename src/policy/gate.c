@@ -127,7 +127,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
             (&c->rules[j] == rule || c->rules[j].site != NULL))
-            rl_open_enable();
+            rl_open_enable(&p->open);
     /* A stream send is cut to the smallest byte burst of the rule and of
      * every site (a site's may be the binding one). */
     for (size_t j = 0; j < c->nrules; j++) {

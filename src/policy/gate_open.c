@@ -37,9 +37,8 @@ static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
 /* Give back the places open_take held (the rate denied the connect). */
 void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t)
 {
-    (void)p;
     for (unsigned j = 0; j < t->nopen; j++)
-        rl_open_release(t->open[j]);
+        rl_open_release(&p->open, t->open[j]);
     t->nopen = 0;
 }
 
@@ -48,7 +47,7 @@ void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t)
 bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
 {
     t->nopen = 0;
-    if (!rl_open_on)
+    if (!p->open.on)
         return true;
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
@@ -58,7 +57,7 @@ bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
         uint32_t seq;
         if (area == NULL)
             continue; /* no room in the segment: not enforced, never blocks */
-        if (rl_open_acquire(area, c->rule->max_open, &seq) == 0) {
+        if (rl_open_acquire(&p->open, area, c->rule->max_open, &seq) == 0) {
             t->open[t->nopen++] = area;
             continue;
         }
@@ -74,14 +73,13 @@ bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
 void rl_gate_connected(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
                        bool holds)
 {
-    (void)p;
     if (t->nopen == 0)
         return;
     if (holds)
-        rl_open_bind(fd, t->open, t->nopen);
+        rl_open_bind(&p->open, fd, t->open, t->nopen);
     else
         for (unsigned j = 0; j < t->nopen; j++)
-            rl_open_release(t->open[j]);
+            rl_open_release(&p->open, t->open[j]);
     t->nopen = 0;
 }
 

@@ -28,6 +28,8 @@
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
  *   leases   (policy/lease.h)      the threads' leases of send units
+ *   open     (policy/open.h)       max_open: the connections this process
+ *                                  holds, by fd
  *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
@@ -56,6 +58,7 @@
 #include "policy/gate_int.h"
 #include "policy/lease.h"
 #include "policy/names.h"
+#include "policy/open.h"
 #include "policy/ready.h"
 
 struct rl_config;
@@ -76,6 +79,7 @@ struct rl_proc {
     struct rl_ready ready;
     struct rl_names names;
     struct rl_leases leases;
+    struct rl_open open;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

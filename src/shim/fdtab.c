@@ -2,6 +2,7 @@
 #include "shim/fdtab.h"
 
 #include "policy/open.h"
+#include "shim/self.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -64,8 +65,9 @@ int rl_fdtab_set(int fd, uint32_t mark)
 
 void rl_fdtab_clear(int fd)
 {
-    if (rl_open_on)
-        rl_open_forget(fd); /* its connection, when max_open counts it */
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on)
+        rl_open_forget(o, fd); /* its connection, when max_open counts it */
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return;
     _Atomic uint32_t *p = page_of((unsigned)fd);
@@ -76,8 +78,9 @@ void rl_fdtab_clear(int fd)
 
 void rl_fdtab_clear_range(unsigned first, unsigned last)
 {
-    if (rl_open_on && first <= last)
-        rl_open_forget_range(first, last);
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on && first <= last)
+        rl_open_forget_range(o, first, last);
     if (first >= RL_FDTAB_MAX || first > last)
         return;
     if (last >= RL_FDTAB_MAX)
@@ -99,8 +102,9 @@ void rl_fdtab_clear_range(unsigned first, unsigned last)
 
 void rl_fdtab_copy(int from, int to)
 {
-    if (rl_open_on && from != to)
-        rl_open_dup(from, to); /* a dup is the same connection */
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on && from != to)
+        rl_open_dup(o, from, to); /* a dup is the same connection */
     uint32_t m = rl_fdtab_get(from);
     if (m != 0)
         rl_fdtab_set(to, m);

@@ -29,31 +29,32 @@ Test(open_area, admits_up_to_max_and_a_release_makes_room)
 {
     uint32_t seq;
     memset(area, 0, sizeof area);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), -EAGAIN);
-    cr_assert_eq(rl_open_held(area), 2);
-    rl_open_release(area);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), -EAGAIN);
+    cr_assert_eq(rl_open_held(&proc.open, area), 2);
+    rl_open_release(&proc.open, area);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
 }
 
 Test(open_area, a_connection_is_given_back_by_the_close_of_its_last_fd)
 {
     uint32_t seq;
     memset(area, 0, sizeof area);
-    rl_open_enable();
+    rl_open_enable(&proc.open);
     rl_atomic_u64 *a[1] = {area};
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), 0);
-    rl_open_bind(100, a, 1);
-    rl_open_dup(100, 101); /* dup: the same connection */
-    rl_open_forget(100);
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), -EAGAIN,
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0);
+    rl_open_bind(&proc.open, 100, a, 1);
+    rl_open_dup(&proc.open, 100, 101); /* dup: the same connection */
+    rl_open_forget(&proc.open, 100);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), -EAGAIN,
                  "still open through its dup");
-    rl_open_forget_range(90, ~0u); /* close_range, closefrom */
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), 0);
-    rl_open_bind(102, a, 1);
-    rl_open_dup(103, 102); /* dup2 of an untracked fd onto it: a close */
-    cr_assert_eq(rl_open_held(area), 0);
+    rl_open_forget_range(&proc.open, 90, ~0u); /* close_range, closefrom */
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0);
+    rl_open_bind(&proc.open, 102, a, 1);
+    rl_open_dup(&proc.open, 103,
+                102); /* dup2 of an untracked fd onto it: a close */
+    cr_assert_eq(rl_open_held(&proc.open, area), 0);
 }
 
 Test(open_area, a_dead_holders_connections_come_back_when_full)
@@ -68,8 +69,8 @@ Test(open_area, a_dead_holders_connections_come_back_when_full)
     area[0] = 2;
     area[3] = (uint64_t)pid << 32 | 2;
     area[4] = 12345;
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "taken back");
-    cr_assert_eq(rl_open_held(area), 1);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0, "taken back");
+    cr_assert_eq(rl_open_held(&proc.open, area), 1);
     cr_assert_eq(area[0], 1);
 }
 
@@ -91,23 +92,26 @@ Test(open_area, a_supervisor_holds_for_its_target_and_its_death_frees_them)
     struct rl_open_holder target = {(uint32_t)pid, rl_open_start_of(pid)};
     cr_assert_neq(target.start, 0);
     rl_open_act_for(&target);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
     rl_open_act_for(NULL);
-    cr_assert_eq(rl_open_held(area), 0, "held by the target, not by us");
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), -EAGAIN,
+    cr_assert_eq(rl_open_held(&proc.open, area), 0,
+                 "held by the target, not by us");
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), -EAGAIN,
                  "the target is alive: its places stay");
     rl_open_release_as(area, &target);
     cr_assert_eq(area[0], 1);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "a release frees one");
-    rl_open_release(area);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0,
+                 "a release frees one");
+    rl_open_release(&proc.open, area);
     /* The target dies holding one: the next decision that finds the area
      * full takes it back, while this process (the supervisor) lives on. */
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
     cr_assert_eq(area[0], 2);
     close(go[1]);
     waitpid(pid, NULL, 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "the dead's taken back");
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0,
+                 "the dead's taken back");
     cr_assert_eq(area[0], 2);
     /* A release for it after that gives back nothing twice. */
     rl_open_release_as(area, &target);
@@ -164,7 +168,7 @@ Test(open_gate, a_failed_connect_gives_its_connection_back)
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_FAIL);
     cr_assert_eq(t.err, EAGAIN);
     cr_assert_not_null(t.open_full);
-    rl_open_forget(200); /* its close */
+    rl_open_forget(&proc.open, 200); /* its close */
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_GO);
     rl_gate_connected(&proc, &t, 201, true);
 }
@@ -182,7 +186,7 @@ Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
     cr_assert_eq(conn(&t, "10.0.0.3", 302), RL_GATE_GO);
     rl_gate_connected(&proc, &t, 302, true);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_FAIL, "3 for the user");
-    rl_open_forget(300);
+    rl_open_forget(&proc.open, 300);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_GO);
     rl_gate_connected(&proc, &t, 303, true);
 }
@@ -219,7 +223,7 @@ static void waiter_takes_the_next_turn(const char *algorithm)
         rl_gate_connect_at(&proc, &t, T0, "connect", 402, &a, sizeof a),
         RL_GATE_FAIL);
     cr_assert_not_null(t.open_full, "denied for max_open");
-    rl_open_forget(400); /* A closes */
+    rl_open_forget(&proc.open, 400); /* A closes */
     cr_assert_eq(rl_gate_connect_at(&proc, &t, T0 + 10 * ms, "connect", 402, &a,
                                     sizeof a),
                  RL_GATE_GO);
@@ -278,7 +282,7 @@ static void *dup_side(void *arg)
         if (r->fd < 0)
             return NULL;
         spin(r->spins & 1 ? r->spins >> 1 : 0);
-        rl_open_dup(r->fd, r->dup);
+        rl_open_dup(&proc.open, r->fd, r->dup);
         atomic_store_explicit(&r->done, round, memory_order_release);
     }
 }
@@ -312,7 +316,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
         r.spins = round % 200;
         atomic_store_explicit(&r.go, round, memory_order_release);
         spin(r.spins & 1 ? 0 : r.spins >> 1);
-        rl_open_forget(f); /* the close hook, then the real close */
+        rl_open_forget(&proc.open, f); /* the close hook, then the real close */
         close(f);
         wait_for(&r.done, round);
         /* The next connection: admitted only when the dup is not counted
@@ -325,7 +329,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
             gone++;
         else
             counted++;
-        rl_open_forget(r.dup);
+        rl_open_forget(&proc.open, r.dup);
         close(r.dup);
         /* g alone is open now: with g counted, no place is left. */
         int h = tcp_socket();
@@ -336,9 +340,9 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
             over++; /* two open with max_open = 1 */
         if (!g_in && !h_in)
             wrong++; /* nothing open, and still full */
-        rl_open_forget(h);
+        rl_open_forget(&proc.open, h);
         close(h);
-        rl_open_forget(g);
+        rl_open_forget(&proc.open, g);
         close(g);
     }
     r.fd = -1;
@@ -354,6 +358,6 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
     int z = tcp_socket();
     cr_expect_eq(conn(&t, "10.0.0.1", z), RL_GATE_GO, "the count went wrong");
     rl_gate_connected(&proc, &t, z, true);
-    rl_open_forget(z);
+    rl_open_forget(&proc.open, z);
     close(z);
 }

@@ -4,6 +4,7 @@
  * here (megabytes: on the heap). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "gate_fixture.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/open.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
 #include "util/clock.h"
@@ -124,4 +126,22 @@ Test(owners, two_gates_on_two_configs_decide_apart)
     cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 3, &a, sizeof a),
                  RL_GATE_FAIL);
     free(third);
+}
+
+Test(owners, a_connection_bound_in_one_map_is_not_closed_through_the_other)
+{
+    rl_atomic_u64 area[RL_OPEN_WORDS] = {0};
+    rl_atomic_u64 *a = area;
+    uint32_t seq;
+    rl_open_enable(&proc.open);
+    rl_open_enable(&other->open);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0);
+    rl_open_bind(&proc.open, 100, &a, 1);
+    rl_open_forget(&other->open, 100); /* the other's close of fd 100 */
+    rl_open_forget_range(&other->open, 0, ~0u);
+    cr_expect_eq(rl_open_acquire(&proc.open, area, 1, &seq), -EAGAIN,
+                 "the connection is still open in proc's map");
+    rl_open_forget(&proc.open, 100);
+    cr_expect_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0,
+                 "proc's own close gave it back");
 }
