@@ -122,7 +122,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(g->user, sizeof g->user, "%s", who);
     const struct rl_rule *rule = g->rule;
-    if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
+    if (rl_sites_setup(&p->sites, c, who) < 0 || rl_dests_setup(c) < 0)
         return -ENOMEM;
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
@@ -154,8 +154,8 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     if (rule == NULL) {
         g->deny_all = c->unknown == RL_UNKNOWN_DENY;
         g->active = g->deny_all;
-        g->charges_sends = g->deny_all || rl_sites_charge_sends();
-        if (!rl_sites_any())
+        g->charges_sends = g->deny_all || rl_sites_charge_sends(&p->sites);
+        if (!rl_sites_any(&p->sites))
             return 0;
         (void)rl_ownerlock_self();
         (void)rl_fleet_init(c, "");        /* for the sites' fleet budgets */
@@ -163,7 +163,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                        rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
-                       rl_sites_charge_sends();
+                       rl_sites_charge_sends(&p->sites);
     /* Run the window lock's one-time setup (pthread_once) now, so that no
      * decision runs it inside a frame a signal handler interrupted. */
     (void)rl_ownerlock_self();
@@ -172,7 +172,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
      * exactly: a lease of the rule's units would skip the other budget.
      * The decision log has one line per call: no call goes unseen in a
      * lease. */
-    if (rl_sites_any() || rule->per == RL_PER_DESTINATION ||
+    if (rl_sites_any(&p->sites) || rule->per == RL_PER_DESTINATION ||
         rl_declog_enabled())
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
@@ -181,7 +181,8 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     /* A fleet budget is decided in Redis: no local lease of its units,
      * but the host's lease of fleet units, on the same terms (no dry
      * run, no site, no per-destination budget, no decision log). */
-    bool fleet_leasable = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
+    bool fleet_leasable = !rule->dry_run && !c->dry_run &&
+                          !rl_sites_any(&p->sites) &&
                           rule->per != RL_PER_DESTINATION &&
                           !rl_declog_enabled() && rl_fleet_leasable(rule);
     if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule)) {
@@ -274,9 +275,9 @@ uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want)
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 {
     const struct rl_gate *g = &p->gate;
-    if (rl_sites_any() && !g->deny_all &&
+    if (rl_sites_any(&p->sites) && !g->deny_all &&
         (g->rule == NULL || !rl_rule_covers(&p->names, g->rule, sa, salen)))
-        return rl_sites_pick(&p->names, sa, salen) >= 0;
+        return rl_sites_pick(&p->sites, &p->names, sa, salen) >= 0;
     if (g->rule != NULL)
         return rl_rule_covers(&p->names, g->rule, sa, salen);
     if (!g->deny_all || sa == NULL || salen < sizeof(sa_family_t))

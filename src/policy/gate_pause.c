@@ -130,7 +130,7 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
 {
     if (status < 200)
         return; /* 1xx: not the final answer */
-    if (p->gate.rule == NULL && !rl_sites_any())
+    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
         return;
     struct budget *b = rl_gate_budget(&p->gate);
     struct rl_peer peer;

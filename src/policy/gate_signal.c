@@ -102,7 +102,7 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
 {
     const struct rl_gate *g = &p->gate;
     const struct rl_rule *rule = g->rule;
-    if (!rl_sites_any() && !rl_dests_any()) {
+    if (!rl_sites_any(&p->sites) && !rl_dests_any()) {
         if (rule != NULL)
             add_budget(g, h, b); /* the hook asked rl_gate_covers */
         return true;
@@ -128,14 +128,14 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
             add_budget(g, h, b);
         }
     }
-    int si = rl_sites_pick_peer(&peer, pname);
+    int si = rl_sites_pick_peer(&p->sites, &peer, pname);
     if (si < 0)
         return true;
-    struct budget *sb = rl_sites_budget_now(si, b->store);
+    struct budget *sb = rl_sites_budget_now(&p->sites, si, b->store);
     if (sb == NULL) {
         /* Never charged in this process yet: its slot is claimed (and
          * allocated for) only outside a handler. */
-        h->denier = rl_sites_rule(si);
+        h->denier = rl_sites_rule(&p->sites, si);
         return false;
     }
     if (sb->rule->per != RL_PER_DESTINATION) {
@@ -264,7 +264,7 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
     const struct rl_rule *rule = g->rule;
     *granted = q->bytes;
     *err = 0;
-    if (rule == NULL && (g->deny_all || !rl_sites_any())) {
+    if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites))) {
         if (!g->deny_all)
             return RL_GATE_GO;
         rl_gate_count(g, NULL, q->kind, RL_STAT_DENIED, q->calls);

@@ -115,8 +115,9 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
             add_budget(g, t, b);
         }
     }
-    int si = rl_sites_pick_peer(peer, pname);
-    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
+    int si = rl_sites_pick_peer(&p->sites, peer, pname);
+    struct budget *sb =
+        si >= 0 ? rl_sites_budget(&p->sites, si, b->store) : NULL;
     if (sb == NULL || (kind >= 0 && sb->rule->nlimits[kind] == 0))
         return;
     if (sb->rule->per == RL_PER_DESTINATION) {
@@ -141,7 +142,7 @@ static void charges(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
     t->ncharges = 0;
     if (b == NULL)
         return;
-    if (!rl_sites_any() && !rl_dests_any()) {
+    if (!rl_sites_any(&p->sites) && !rl_dests_any()) {
         add_budget(g, t, b); /* the hook asked rl_gate_covers */
         return;
     }
@@ -424,7 +425,7 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     const struct rl_gate *g = &p->gate;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, 1, 0);
-    if (g->rule == NULL && (g->deny_all || !rl_sites_any()))
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
     charges(p, t, fd, sa, salen);
     /* The max_open place first, then the rate's turn: a connect that
@@ -461,7 +462,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     const struct rl_rule *rule = g->rule;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, calls, bytes);
-    if (rule == NULL && (g->deny_all || !rl_sites_any()))
+    if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
     charges(p, t, fd, sa, salen);
     /* Units leased to threads that went quiet come back first (a
@@ -524,7 +525,7 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     const struct rl_gate_call c = {q->call, q->fd,     q->sa,     q->salen,
                                    q->name, q->method, q->target, true};
     rl_gate_ticket_init(t, now, q->units, 0);
-    if (g->rule == NULL && (g->deny_all || !rl_sites_any()))
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_REQUEST, q->units, &c)
                            : RL_GATE_GO;
     struct budget *b = rl_gate_budget(g);

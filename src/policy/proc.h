@@ -24,6 +24,7 @@
  *   gate     (policy/gate_int.h)   identity, rule, the store and the
  *                                  budget in use, the lease settings, the
  *                                  exit report's counts
+ *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
@@ -60,6 +61,7 @@
 #include "policy/names.h"
 #include "policy/open.h"
 #include "policy/ready.h"
+#include "policy/sites.h"
 
 struct rl_config;
 
@@ -80,6 +82,7 @@ struct rl_proc {
     struct rl_names names;
     struct rl_leases leases;
     struct rl_open open;
+    struct rl_sites sites;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

@@ -219,7 +219,8 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
          * site may be. */
         uint64_t least = rl_gate_send_least_nonblocking(rl_shim_proc(), want);
         if (least > min &&
-            (rl_sites_any() || rl_gate_send_eta(rl_shim_proc(), least) > 0) &&
+            (rl_sites_any(&rl_shim_proc()->sites) ||
+             rl_gate_send_eta(rl_shim_proc(), least) > 0) &&
             nonblocking_once(fd, flags, &nb))
             min = least;
     }
