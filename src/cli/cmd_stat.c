@@ -29,6 +29,7 @@
 struct view {
     const struct rl_config *cfg; /* NULL: counters only */
     bool layout_ok;              /* cfg is the segment's config */
+    struct rl_dests dests;       /* cfg's per-destination table */
     bool json;
     bool prom; /* --prometheus: rows go to stat_prometheus.c */
     uint64_t now;
@@ -258,7 +259,8 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         /* The per-destination table: its entries, when its layout is
          * known (the config it was made for). */
         if (v->layout_ok && slot->words != NULL)
-            (void)rl_dests_each(slot->words, slot->nwords, dest_row, v);
+            (void)rl_dests_each(&v->dests, slot->words, slot->nwords, dest_row,
+                                v);
         return 0;
     }
     /* A max_open area (no counters): --prometheus read it before. */
@@ -539,7 +541,7 @@ int rl_cmd_stat(int argc, char **argv)
     if (rl_cli_load_optional(copt, &cfg) < 0)
         return 1;
     v.cfg = cfg;
-    if (cfg && rl_dests_setup(cfg) < 0)
+    if (cfg && rl_dests_setup(&v.dests, cfg) < 0)
         return 1;
     if (cfg && cfg->state_mode == RL_STATE_PROCESS)
         fprintf(stderr,

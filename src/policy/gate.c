@@ -58,7 +58,7 @@ static int claim(struct rl_gate *g, struct rl_store *st, struct budget *b)
     return 0;
 }
 
-static int open_store(struct rl_gate *g, const struct rl_config *c, char *why,
+static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
                       size_t whylen);
 
 /* Slots for max_open areas: one per budget of a section with max_open
@@ -122,7 +122,8 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(g->user, sizeof g->user, "%s", who);
     const struct rl_rule *rule = g->rule;
-    if (rl_sites_setup(&p->sites, c, who) < 0 || rl_dests_setup(c) < 0)
+    if (rl_sites_setup(&p->sites, c, who) < 0 ||
+        rl_dests_setup(&p->dests, c) < 0)
         return -ENOMEM;
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
@@ -159,7 +160,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
             return 0;
         (void)rl_ownerlock_self();
         (void)rl_fleet_init(c, "");        /* for the sites' fleet budgets */
-        return open_store(g, c, why, whylen); /* for the sites' budgets */
+        return open_store(p, c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                        rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
@@ -189,14 +190,15 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
         g->lease.on = false;
         g->fleet_lease = fleet_leasable;
     }
-    return open_store(g, c, why, whylen);
+    return open_store(p, c, why, whylen);
 }
 
 /* Open the store and claim the rule's slot (with only sites, the budget
  * holds the store and no slot of its own). */
-static int open_store(struct rl_gate *g, const struct rl_config *c, char *why,
+static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
                       size_t whylen)
 {
+    struct rl_gate *g = &p->gate;
     uint32_t nsites = 0;
     for (size_t i = 0; i < c->nrules; i++)
         nsites += c->rules[i].site != NULL;
@@ -209,7 +211,7 @@ static int open_store(struct rl_gate *g, const struct rl_config *c, char *why,
         .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
                   rl_dests_slots(c) + open_slots(c),
         .arena_words = arena_words(c) + rl_sites_arena_words(c) +
-                       rl_dests_arena_words(c) +
+                       rl_dests_arena_words(&p->dests, c) +
                        (uint64_t)open_slots(c) * RL_OPEN_WORDS,
         .max_period_ns = max_period_ns(c),
     };

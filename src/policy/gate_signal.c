@@ -76,12 +76,12 @@ static void add_budget(const struct rl_gate *g, struct hcall *h,
 }
 
 /* The budget of `r` for (owner, name), if the table holds it already. */
-static bool add_dest(struct hcall *h, struct budget *b,
+static bool add_dest(struct rl_dests *d, struct hcall *h, struct budget *b,
                      const struct rl_rule *r, const char *owner,
                      const char *name, size_t namelen)
 {
     struct rl_dest_entry e;
-    if (rl_dests_lookup(b->store, r, owner, name, namelen, &e) < 0)
+    if (rl_dests_lookup(d, b->store, r, owner, name, namelen, &e) < 0)
         return false;
     unsigned i = h->n++;
     struct hcharge *c = &h->c[i];
@@ -102,7 +102,7 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
 {
     const struct rl_gate *g = &p->gate;
     const struct rl_rule *rule = g->rule;
-    if (!rl_sites_any(&p->sites) && !rl_dests_any()) {
+    if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
         if (rule != NULL)
             add_budget(g, h, b); /* the hook asked rl_gate_covers */
         return true;
@@ -119,8 +119,8 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
         rl_dests_cover_peer(rule->to, rule->nto, &peer, pname)) {
         if (rule->per == RL_PER_DESTINATION) {
             namelen = rl_dests_peer_name(&peer, name);
-            if (!add_dest(h, b, rule, rl_budget_user(rule, g->user), name,
-                          namelen)) {
+            if (!add_dest(&p->dests, h, b, rule, rl_budget_user(rule, g->user),
+                          name, namelen)) {
                 h->denier = rule;
                 return false;
             }
@@ -144,7 +144,7 @@ static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
     }
     if (namelen == 0)
         namelen = rl_dests_peer_name(&peer, name);
-    if (!add_dest(h, sb, sb->rule, g->user, name, namelen)) {
+    if (!add_dest(&p->dests, h, sb, sb->rule, g->user, name, namelen)) {
         h->denier = sb->rule;
         return false;
     }

@@ -69,12 +69,12 @@ static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
 /* Charge the budget of section `r` for (owner, name) in the table of
  * policy/dests.h, counting in `b` (the section's budget for the user).
  * false when not even an overflow budget could be had. */
-static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
-                     const struct rl_rule *r, const char *owner,
-                     const char *name, size_t namelen)
+static bool add_dest(struct rl_dests *d, struct rl_gate_ticket *t,
+                     struct budget *b, const struct rl_rule *r,
+                     const char *owner, const char *name, size_t namelen)
 {
     struct rl_dest_entry e;
-    if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
+    if (rl_dests_find(d, b->store, r, owner, name, namelen, t->now, &e) < 0)
         return false;
     struct rl_gate_charge *c = new_charge(t);
     c->budget = b;
@@ -107,7 +107,7 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
         if (rule->per == RL_PER_DESTINATION) {
             namelen = rl_dests_peer_name(peer, name);
             const char *owner = rl_budget_user(rule, g->user);
-            if (!add_dest(t, b, rule, owner, name, namelen))
+            if (!add_dest(&p->dests, t, b, rule, owner, name, namelen))
                 /* No room at all: the rule's own (in Redis, still the
                  * destination's). */
                 fleet_dest(t, add_budget(g, t, b), owner, name, namelen);
@@ -123,7 +123,7 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     if (sb->rule->per == RL_PER_DESTINATION) {
         if (namelen == 0)
             namelen = rl_dests_peer_name(peer, name);
-        if (add_dest(t, sb, sb->rule, g->user, name, namelen))
+        if (add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen))
             return;
         fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
         return;
@@ -142,7 +142,7 @@ static void charges(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
     t->ncharges = 0;
     if (b == NULL)
         return;
-    if (!rl_sites_any(&p->sites) && !rl_dests_any()) {
+    if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
         add_budget(g, t, b); /* the hook asked rl_gate_covers */
         return;
     }

@@ -25,6 +25,8 @@
  *                                  budget in use, the lease settings, the
  *                                  exit report's counts
  *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
+ *   dests    (policy/dests.h)      per = destination: the table's
+ *                                  geometry, the table in the store in use
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
@@ -56,6 +58,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "policy/dests.h"
 #include "policy/gate_int.h"
 #include "policy/lease.h"
 #include "policy/names.h"
@@ -83,6 +86,7 @@ struct rl_proc {
     struct rl_leases leases;
     struct rl_open open;
     struct rl_sites sites;
+    struct rl_dests dests;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
