@@ -584,7 +584,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
         /* No config at all (cmd_run said so): nothing to enforce. */
         return exec_plain(path, argv);
     }
-    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
+    if (rl_log_setup(&sup_proc.log, cfg->log_target, cfg->log_path) < 0) {
         fprintf(stderr, "%s: %s: log path too long\n", me, cfg->path);
         rl_config_free(cfg);
         return 1;

@@ -112,7 +112,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
     if (dlog == NULL)
         dlog = c->decision_log;
-    if (rl_declog_setup(dlog) < 0)
+    if (rl_declog_setup(&p->declog, dlog) < 0)
         rl_log_stderr("decision_log %s: not an absolute path, or too long: "
                       "decisions are not logged",
                       dlog);
@@ -174,7 +174,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
      * The decision log has one line per call: no call goes unseen in a
      * lease. */
     if (rl_sites_any(&p->sites) || rule->per == RL_PER_DESTINATION ||
-        rl_declog_enabled())
+        rl_declog_enabled(&p->declog))
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
@@ -182,10 +182,10 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     /* A fleet budget is decided in Redis: no local lease of its units,
      * but the host's lease of fleet units, on the same terms (no dry
      * run, no site, no per-destination budget, no decision log). */
-    bool fleet_leasable = !rule->dry_run && !c->dry_run &&
-                          !rl_sites_any(&p->sites) &&
-                          rule->per != RL_PER_DESTINATION &&
-                          !rl_declog_enabled() && rl_fleet_leasable(rule);
+    bool fleet_leasable =
+        !rule->dry_run && !c->dry_run && !rl_sites_any(&p->sites) &&
+        rule->per != RL_PER_DESTINATION && !rl_declog_enabled(&p->declog) &&
+        rl_fleet_leasable(rule);
     if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule)) {
         g->lease.on = false;
         g->fleet_lease = fleet_leasable;

@@ -63,7 +63,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
         r.limit = rl_kind_name(denied_kind);
         r.units = denied_units;
         r.verdict = RL_DECLOG_DENY;
-        rl_declog_write(&r);
+        rl_declog_write(&p->declog, &r);
         return;
     }
     const uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
@@ -79,7 +79,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
             continue;
         r.limit = rl_kind_name(k);
         r.units = units[k];
-        rl_declog_write(&r);
+        rl_declog_write(&p->declog, &r);
     }
 }
 
@@ -123,7 +123,7 @@ void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
                  const struct rl_gate_line *d)
 {
     const struct rl_gate *g = &p->gate;
-    if (!rl_log_admit(now))
+    if (!rl_log_admit(&p->log, now))
         return;
     char dest[96], detail[96];
     describe(dest, sizeof dest, c->fd, c->sa, c->salen);
@@ -143,8 +143,8 @@ void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
         snprintf(detail, sizeof detail, ": %s %llu over quota%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
                  d->dry ? " (dry run)" : "");
-    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
-                    detail, g->user,
+    rl_log_admitted(&p->log, "%s %s %s%s (user %s, rule [%s])", d->what,
+                    c->name, dest, detail, g->user,
                     g->rule != NULL ? g->rule->section : "none");
 }
 

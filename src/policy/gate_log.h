@@ -47,7 +47,7 @@ bool rl_gate_dry_run(const struct rl_proc *p);
 /* `denied_kind` is the limit that refused `denied_units`, or -1 when the
  * ticket was granted (then its charges' took[], t->calls, t->bytes and
  * t->wait_ns say what). The line names p's user and rule (none: no
- * section; unknown = deny). Call only when rl_declog_enabled(). */
+ * section; unknown = deny). Call only when p's decision log is on. */
 void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
                           int denied_kind, uint64_t denied_units,
                           const struct rl_gate_call *c);

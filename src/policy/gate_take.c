@@ -354,7 +354,7 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
             counted = budget_of(&t->charge[i]);
     /* Counted where it was denied (the site's budget, or the rule's). */
     rl_gate_count(g, counted, kind, RL_STAT_DENIED, units);
-    if (rl_declog_enabled())
+    if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, kind, units, c);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
     const struct rl_gate_line d = {
@@ -395,7 +395,7 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
             }
         }
     }
-    if (rl_declog_enabled())
+    if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, -1, 0, c);
     if (t->wait_ns == 0)
         return;

@@ -62,7 +62,7 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n)
     rl_diag_free(&diag);
     if (p->cfg == NULL)
         return -1;
-    if (rl_log_setup(p->cfg->log_target, p->cfg->log_path) < 0) {
+    if (rl_log_setup(&p->log, p->cfg->log_target, p->cfg->log_path) < 0) {
         snprintf(line, n, "rlshim: %s: log path too long; nothing is throttled\n",
                  p->cfg->path);
         rl_config_free(p->cfg);

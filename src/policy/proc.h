@@ -21,6 +21,8 @@
  * own struct when it needs nothing else):
  *
  *   cfg, report, strict, gate_up   this file: the config and the set-up
+ *   log      (util/log.h)          where event lines go, their rate limit
+ *   declog   (util/declog.h)       the decision log's file
  *   gate     (policy/gate_int.h)   identity, rule, the store and the
  *                                  budget in use, the lease settings, the
  *                                  exit report's counts
@@ -65,6 +67,8 @@
 #include "policy/open.h"
 #include "policy/ready.h"
 #include "policy/sites.h"
+#include "util/declog.h"
+#include "util/log.h"
 
 struct rl_config;
 
@@ -87,6 +91,8 @@ struct rl_proc {
     struct rl_open open;
     struct rl_sites sites;
     struct rl_dests dests;
+    struct rl_log log;       /* the shim's event lines: where, how many */
+    struct rl_declog declog; /* the decision log (SPEC §9) */
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

@@ -19,9 +19,9 @@ void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n)
         rl_sub_sat_u64(&r->mine[kind][stat], n);
 }
 
-void rl_report_tls_unseen(struct rl_proc *p)
+bool rl_report_tls_unseen(struct rl_proc *p)
 {
-    rl_add_relaxed_u64(&p->gate.report.tls_unseen, 1);
+    uint64_t before = rl_add_relaxed_u64(&p->gate.report.tls_unseen, 1);
     /* The rule's budget: the one slot every process of the user shares
      * (a site's or a destination's budget is not known here). */
     /* Pairs with the release stores of the gate's cur in gate.c; never
@@ -29,6 +29,7 @@ void rl_report_tls_unseen(struct rl_proc *p)
     struct budget *b = atomic_load_explicit(&p->gate.cur, memory_order_acquire);
     if (b != NULL && b->slot.counters != NULL)
         rl_store_count_tls_unseen(&b->slot);
+    return before == 0;
 }
 
 void rl_report_write(struct rl_proc *p)

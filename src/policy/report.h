@@ -4,6 +4,7 @@
 #ifndef RL_POLICY_REPORT_H
 #define RL_POLICY_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct rl_report;
@@ -22,8 +23,9 @@ void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n);
  * Counts it for this process (the exit report's "N TLS connections:
  * requests not counted" line) and in the user's rule budget in the
  * segment (`rlshim stat`: "TLS connections not counted"). Lock-free,
- * relaxed adds; never blocks, no system call. */
-void rl_report_tls_unseen(struct rl_proc *p);
+ * relaxed adds; never blocks, no system call. True the first time in p
+ * (the one time the request layer says so on stderr). */
+bool rl_report_tls_unseen(struct rl_proc *p);
 
 /* Write the report's lines to stderr (rl_gate_finish, when on). */
 void rl_report_write(struct rl_proc *p);

@@ -261,12 +261,9 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 
 /* Said once per process (a fork child's line would say the same); every
  * such connection is counted for the exit report and `rlshim stat`. */
-static atomic_bool unseen_said;
-
 void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
 {
-    rl_report_tls_unseen(proc);
-    if (atomic_exchange(&unseen_said, true))
+    if (!rl_report_tls_unseen(proc))
         return;
     char host[RL_NAME_MAX + 1] = "?";
     unsigned port = 0;

@@ -621,7 +621,7 @@ Test(gate, asks_no_peer_name_for_denials_the_log_does_not_write)
     gate_with("[user:tester]\nsend = 1/h\n");
     char path[128];
     snprintf(path, sizeof path, "%s/log", dir);
-    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert_eq(rl_log_setup(&proc.log, 3, path), 0);
     cr_assert_eq(send_(T0, 1, 1), RL_GATE_GO);
     peer_calls = 0;
     for (int i = 0; i < 1000; i++)
@@ -642,14 +642,14 @@ Test(gate, the_log_admits_lines_at_its_rate_and_counts_the_rest)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/log", dir);
-    cr_assert(!rl_log_admit(T0), "logging is off");
-    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert(!rl_log_admit(&proc.log, T0), "logging is off");
+    cr_assert_eq(rl_log_setup(&proc.log, 3, path), 0);
     for (int i = 0; i < RL_LOG_LINES_PER_S; i++)
-        cr_expect(rl_log_admit(T0 + (uint64_t)i));
-    cr_expect(!rl_log_admit(T0 + 999 * MS));
-    cr_expect(!rl_log_admit(T0 + 999 * MS));
-    cr_assert(rl_log_admit(T0 + S));
-    rl_log_admitted("next second");
+        cr_expect(rl_log_admit(&proc.log, T0 + (uint64_t)i));
+    cr_expect(!rl_log_admit(&proc.log, T0 + 999 * MS));
+    cr_expect(!rl_log_admit(&proc.log, T0 + 999 * MS));
+    cr_assert(rl_log_admit(&proc.log, T0 + S));
+    rl_log_admitted(&proc.log, "next second");
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
     char line[256] = "";
