@@ -159,7 +159,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
         if (!rl_sites_any(&p->sites))
             return 0;
         (void)rl_ownerlock_self();
-        (void)rl_fleet_init(c, "");        /* for the sites' fleet budgets */
+        (void)rl_fleet_init(&p->fleet, c, ""); /* the sites' fleet budgets */
         return open_store(p, c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
@@ -186,7 +186,8 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
         !rule->dry_run && !c->dry_run && !rl_sites_any(&p->sites) &&
         rule->per != RL_PER_DESTINATION && !rl_declog_enabled(&p->declog) &&
         rl_fleet_leasable(rule);
-    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule)) {
+    if (rl_fleet_init(&p->fleet, c, g->label) == 0 &&
+        rl_fleet_decides(&p->fleet, rule)) {
         g->lease.on = false;
         g->fleet_lease = fleet_leasable;
     }
@@ -426,7 +427,7 @@ void rl_gate_finish(struct rl_proc *p)
     if (g->fleet_lease) {
         struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
         if (b != NULL && b->fleet.w != NULL)
-            rl_fleet_finish(g->rule, &b->fleet);
+            rl_fleet_finish(&p->fleet, g->rule, &b->fleet);
     }
     if (g->report.on) {
         rl_lease_report(p);

@@ -159,11 +159,12 @@ static bool has_window(const struct rl_rule *r, int kind)
     return false;
 }
 
-static void untake(struct hcharge *c, int kind, uint64_t now, uint64_t units)
+static void untake(const struct rl_fleet *f, struct hcharge *c, int kind,
+                   uint64_t now, uint64_t units)
 {
     if (!c->took[kind] || units == 0)
         return;
-    if (c->pool != NULL && rl_fleet_decides(c->rule)) {
+    if (c->pool != NULL && rl_fleet_decides(f, c->rule)) {
         rl_fleet_lease_refund(c->pool, kind == RL_KIND_SEND ? units : 0,
                               kind == RL_KIND_SEND_BYTES ? units : 0);
         return;
@@ -172,10 +173,11 @@ static void untake(struct hcharge *c, int kind, uint64_t now, uint64_t units)
                     c->rule->nlimits[kind], now, c->v[kind], units);
 }
 
-static void untake_all(struct hcall *h, int kind, uint64_t now)
+static void untake_all(const struct rl_fleet *f, struct hcall *h, int kind,
+                       uint64_t now)
 {
     for (unsigned i = 0; i < h->n; i++) {
-        untake(&h->c[i], kind, now, h->c[i].granted[kind]);
+        untake(f, &h->c[i], kind, now, h->c[i].granted[kind]);
         h->c[i].took[kind] = false;
     }
 }
@@ -183,8 +185,8 @@ static void untake_all(struct hcall *h, int kind, uint64_t now)
 /* `want` (at least `min`) units of `kind` from every charge, now, or
  * none: true with *got the least grant (what more the others took goes
  * back). */
-static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
-                 uint64_t min, uint64_t *got)
+static bool take(const struct rl_fleet *f, struct hcall *h, int kind,
+                 uint64_t now, uint64_t want, uint64_t min, uint64_t *got)
 {
     uint64_t least = want;
     *got = want;
@@ -196,7 +198,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
         if (n == 0)
             continue;
         uint64_t g = 0;
-        if (rl_fleet_decides(c->rule)) {
+        if (rl_fleet_decides(f, c->rule)) {
             /* The host's lease, whole units only (a call of 1 unit and
              * all its bytes: what rl_fleet_lease_take spends). */
             if (c->pool != NULL && kind != RL_KIND_CONNECT &&
@@ -220,7 +222,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
         if (g == 0 || moved) {
             /* Denied; or what it took fell on another name, which keeps
              * it (admits less, never more). */
-            untake_all(h, kind, now);
+            untake_all(f, h, kind, now);
             h->denier = c->rule;
             return false;
         }
@@ -232,7 +234,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
     for (unsigned i = 0; i < h->n; i++) {
         struct hcharge *c = &h->c[i];
         if (c->took[kind] && c->granted[kind] > least) {
-            untake(c, kind, now, c->granted[kind] - least);
+            untake(f, c, kind, now, c->granted[kind] - least);
             c->granted[kind] = least;
         }
     }
@@ -289,12 +291,12 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
             return deny(p, &h, q->kind, q->calls, err);
         }
     uint64_t now = rl_clock_now_ns(), gc, gb = 0;
-    if (!take(&h, q->kind, now, q->calls, q->calls, &gc))
+    if (!take(&p->fleet, &h, q->kind, now, q->calls, q->calls, &gc))
         return deny(p, &h, q->kind, q->calls, err);
     if (q->kind == RL_KIND_SEND) {
         uint64_t min = q->bytes_min > 0 ? q->bytes_min : 1;
-        if (!take(&h, RL_KIND_SEND_BYTES, now, q->bytes, min, &gb)) {
-            untake_all(&h, q->kind, now);
+        if (!take(&p->fleet, &h, RL_KIND_SEND_BYTES, now, q->bytes, min, &gb)) {
+            untake_all(&p->fleet, &h, q->kind, now);
             return deny(p, &h, RL_KIND_SEND_BYTES, q->bytes, err);
         }
     }
@@ -302,7 +304,7 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
         /* A fleet lease's spent units reach the segment's counters at
          * its next fill (fleet_lease.h): the report only, here. */
         struct budget *cb =
-            rl_fleet_decides(h.c[i].rule) ? NULL : h.c[i].counted;
+            rl_fleet_decides(&p->fleet, h.c[i].rule) ? NULL : h.c[i].counted;
         if (h.c[i].took[q->kind])
             rl_gate_count(g, cb, q->kind, RL_STAT_ALLOWED, gc);
         if (q->kind == RL_KIND_SEND && h.c[i].took[RL_KIND_SEND_BYTES])

@@ -197,7 +197,7 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
 /* A fleet charge's take, on Redis (out of line: its Redis key's label is
  * on the stack only for a fleet budget). */
 static __attribute__((noinline)) struct rl_verdict
-take_fleet(const struct rl_gate *g, struct rl_gate_ticket *t,
+take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
            struct rl_gate_charge *c, int kind, uint64_t want, uint64_t min,
            uint64_t mw)
 {
@@ -213,17 +213,16 @@ take_fleet(const struct rl_gate *g, struct rl_gate_ticket *t,
         }
         fl = label;
     }
-    const struct rl_fleet_pool *pool = g->fleet_lease && fl == NULL &&
+    const struct rl_fleet_pool *pool = p->gate.fleet_lease && fl == NULL &&
                                                kind != RL_KIND_CONNECT &&
                                                c->budget->fleet.w != NULL
                                            ? &c->budget->fleet
                                            : NULL;
-    return rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, t->now,
-                         want, min, mw, c->v[rl_gate_vrow(kind)]);
+    return rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
+                         t->now, want, min, mw, c->v[rl_gate_vrow(kind)]);
 }
 
-static struct rl_verdict take_one(const struct rl_gate *g,
-                                  struct rl_gate_ticket *t,
+static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
                                   struct rl_gate_charge *c, int kind,
                                   uint64_t at, uint64_t want, uint64_t min)
 {
@@ -232,7 +231,7 @@ static struct rl_verdict take_one(const struct rl_gate *g,
     if (min > want)
         min = want;
     struct rl_verdict v =
-        c->fleet[kind] ? take_fleet(g, t, c, kind, want, min, mw)
+        c->fleet[kind] ? take_fleet(p, t, c, kind, want, min, mw)
                        : rl_multi_take(c->states[kind], c->rule->limits[kind],
                                        c->rule->nlimits[kind], t->now + at,
                                        want, min, mw, c->v[rl_gate_vrow(kind)]);
@@ -267,7 +266,7 @@ static struct rl_verdict take_one(const struct rl_gate *g,
  * later still, the fleet counted the unit up to that much early (left as
  * it is: refusing would lose the fleet's unit and turn the delay the
  * section asked for into a failure). */
-static bool take(const struct rl_gate *g, struct rl_gate_ticket *t, int kind,
+static bool take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                  uint64_t want, uint64_t min, uint64_t from, uint64_t *granted)
 {
     uint64_t least = want, at = from; /* the turn, from t->now */
@@ -285,7 +284,7 @@ static bool take(const struct rl_gate *g, struct rl_gate_ticket *t, int kind,
             /* Fleet scope: the user's rule budget, a site's for the
              * user, or either's for the destination, each under its own
              * Redis key (take_one). */
-            c->fleet[kind] = rl_fleet_decides(c->rule);
+            c->fleet[kind] = rl_fleet_decides(&p->fleet, c->rule);
             if (c->fleet[kind] == (fleet == 1))
                 order[nc++] = i;
         }
@@ -310,7 +309,7 @@ static bool take(const struct rl_gate *g, struct rl_gate_ticket *t, int kind,
             untake(t, c, kind, c->granted[kind]);
             c->took[kind] = false;
         }
-        struct rl_verdict v = take_one(g, t, c, kind, at, least, min);
+        struct rl_verdict v = take_one(p, t, c, kind, at, least, min);
         bool moved = v.granted > 0 && c->key_word != NULL &&
                      rl_load_acquire_u64(c->key_word) != c->key;
         if (v.granted == 0 || moved) {
@@ -439,7 +438,7 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     if (!rl_gate_open_take(p, t))
         return deny(p, t, RL_KIND_CONNECT, 1, &c);
     uint64_t got;
-    if (!take(g, t, RL_KIND_CONNECT, 1, 1, 0, &got)) {
+    if (!take(p, t, RL_KIND_CONNECT, 1, 1, 0, &got)) {
         rl_gate_open_untake(p, t);
         return deny(p, t, RL_KIND_CONNECT, 1, &c);
     }
@@ -472,7 +471,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
             t->charge[i].budget->rule == t->charge[i].rule)
             rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
-    if (!take(g, t, RL_KIND_SEND, calls, calls_min, 0, &gc))
+    if (!take(p, t, RL_KIND_SEND, calls, calls_min, 0, &gc))
         return deny(p, t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
@@ -483,7 +482,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         if (least > bytes_min)
             bytes_min = least;
     }
-    if (!take(g, t, RL_KIND_SEND_BYTES, bytes, bytes_min, 0, &gb)) {
+    if (!take(p, t, RL_KIND_SEND_BYTES, bytes, bytes_min, 0, &gb)) {
         untake_all(t, RL_KIND_SEND, gc);
         return deny(p, t, RL_KIND_SEND_BYTES, bytes, &c);
     }
@@ -556,7 +555,7 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         }
     }
     uint64_t got;
-    if (!take(g, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
+    if (!take(p, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
         return deny(p, t, RL_KIND_REQUEST, q->units, &c);
     granted(p, t, &c);
     return RL_GATE_GO;

@@ -121,7 +121,7 @@ void rl_proc_atfork_child(struct rl_proc *p)
     rl_names_atfork_child(&p->names);
     rl_gate_atfork_child(p);
     rl_lease_atfork_child(p);
-    rl_fleet_atfork_child();
+    rl_fleet_atfork_child(&p->fleet);
     rl_ready_atfork_child(p);
 }
 

@@ -29,6 +29,8 @@
  *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
  *   dests    (policy/dests.h)      per = destination: the table's
  *                                  geometry, the table in the store in use
+ *   fleet    (fleet/fleet.h)       scope = fleet: the Redis connection, its
+ *                                  lock, the fallback's state
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
@@ -60,6 +62,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fleet/fleet.h"
 #include "policy/dests.h"
 #include "policy/gate_int.h"
 #include "policy/lease.h"
@@ -91,6 +94,7 @@ struct rl_proc {
     struct rl_open open;
     struct rl_sites sites;
     struct rl_dests dests;
+    struct rl_fleet fleet;
     struct rl_log log;       /* the shim's event lines: where, how many */
     struct rl_declog declog; /* the decision log (SPEC §9) */
 };

@@ -183,7 +183,7 @@ Test(fleet, token_bucket_admits_the_burst_then_denies)
     for (int i = 0; i < 10; i++)
         cr_assert_eq(connect_at(now), RL_GATE_GO, "call %d", i);
     cr_expect_eq(connect_at(now), RL_GATE_FAIL);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
 }
 
 Test(fleet, a_host_clock_minutes_off_changes_nothing)
@@ -228,7 +228,7 @@ Test(fleet, reloads_the_scripts_after_noscript)
     char out[64];
     redis_cli(&R, "SCRIPT FLUSH", out, sizeof out);
     cr_assert_eq(connect_at(now), RL_GATE_GO);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
     cr_expect_geq(redis_calls(&R, "script|load"), 4);
 }
 
@@ -281,14 +281,14 @@ Test(fleet, redis_away_falls_back_within_50ms_and_says_so_once)
         cr_assert_eq(connect_at(rl_clock_now_ns()), RL_GATE_FAIL);
         cr_assert_lt(rl_clock_now_ns() - t0, 50 * MS + 5 * MS);
     }
-    cr_expect_not(rl_fleet_up());
+    cr_expect_not(rl_fleet_up(&proc.fleet));
     /* Back: the next try (at most a second later) finds it. */
     cr_assert(redis_start(&R));
     uint64_t t1 = rl_clock_now_ns();
     while (connect_at(rl_clock_now_ns()) != RL_GATE_GO &&
            rl_clock_now_ns() - t1 < 3 * S)
         usleep(10000);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
     cr_expect_lt(rl_clock_now_ns() - t1, 1100 * MS);
 }
 
@@ -354,8 +354,8 @@ static void *decide(void *arg)
     struct rl_verdict v[RL_MAX_RATES];
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
-            rl_fleet_take(d->rule, NULL, RL_KIND_CONNECT, d->states, NULL,
-                          rl_clock_now_ns(), 1, 1, 0, v);
+            rl_fleet_take(&proc.fleet, d->rule, NULL, RL_KIND_CONNECT,
+                          d->states, NULL, rl_clock_now_ns(), 1, 1, 0, v);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -392,7 +392,7 @@ Test(fleet, a_decision_takes_well_under_4_KiB_of_the_callers_stack)
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     cr_assert_eq(load(text, &cfg, &d), 0);
-    cr_assert_eq(rl_fleet_init(cfg, "user:crawler|crawler"), 0);
+    cr_assert_eq(rl_fleet_init(&proc.fleet, cfg, "user:crawler|crawler"), 0);
     static rl_word words[RL_MAX_RATES][8];
     struct deep dp = {.rule = &cfg->rules[cfg->nrules - 1]};
     for (int i = 0; i < RL_MAX_RATES; i++)
@@ -405,13 +405,13 @@ Test(fleet, a_decision_takes_well_under_4_KiB_of_the_callers_stack)
      * on the main thread, then the connection dropped as in a forked
      * child, so that the measured decisions open a new one. */
     decide(&dp);
-    rl_fleet_atfork_child();
+    rl_fleet_atfork_child(&proc.fleet);
     size_t used = stack_used(decide, &dp, stack);
     printf("fleet stack: a decision used %zu bytes of the caller's stack "
            "(a thread that only returns: %zu)\n",
            used - base, base);
     cr_expect_eq(dp.granted, 6, "%d of 6 granted", dp.granted);
-    cr_expect(rl_fleet_up(), "Redis did not answer");
+    cr_expect(rl_fleet_up(&proc.fleet), "Redis did not answer");
     cr_expect_lt(used - base, 3072, "%zu bytes of the caller's stack",
                  used - base);
 }
@@ -449,10 +449,12 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     rl_word *states[RL_MAX_RATES] = {0};
     struct rl_verdict v[RL_MAX_RATES];
     uint64_t now = rl_clock_now_ns();
-    struct rl_verdict a = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
-    struct rl_verdict b = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, now, 1, 1, 0, v);
+    struct rl_verdict a =
+        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+                      now, 1, 1, 0, v);
+    struct rl_verdict b =
+        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+                      now, 1, 1, 0, v);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
