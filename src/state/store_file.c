@@ -212,7 +212,6 @@ static int build_file(const char *dir, uint32_t uid, const struct rl_seg_geometr
                       uint64_t hash, char *tmp, size_t tmplen, void **map,
                       uint64_t *size, struct stat *st)
 {
-    static rl_atomic_u64 seq;
     uint64_t sz =
         rl_seg_size(g->nslots, g->noverflow, g->arena_words, g->overflow_words);
     uint64_t fixed = rl_seg_fixed_size(g->nslots, g->noverflow);
@@ -221,10 +220,12 @@ static int build_file(const char *dir, uint32_t uid, const struct rl_seg_geometr
 
     if (sz == 0 || sz > SIZE_MAX || sz > (uint64_t)INT64_MAX)
         return -EINVAL;
+    /* pid and the clock make the name unique (a name taken, by a racing
+     * thread or a file a dead process left, is tried again later). */
     for (int i = 0; i < 16 && fd < 0; i++) {
         int n = snprintf(tmp, tmplen, "%s/.rlshim-%u.%ld.%llu.tmp", dir, uid,
                          (long)getpid(),
-                         (unsigned long long)rl_add_relaxed_u64(&seq, 1));
+                         (unsigned long long)rl_clock_now_ns() + (unsigned)i);
         if (n < 0 || (size_t)n >= tmplen)
             return -ENAMETOOLONG;
         fd = rl_sys.openat(AT_FDCWD, tmp,
