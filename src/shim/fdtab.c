@@ -13,18 +13,19 @@
 #define PAGE_MASK_FDS (PAGE_SIZE_FDS - 1u)
 #define NPAGES (RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS)
 
-/* The directory: a page pointer per PAGE_SIZE_FDS fds. A slot goes from
- * NULL to a page once (CAS by whichever thread marks first; the loser
- * unmaps its page) and never changes again. Readers load it with acquire,
- * pairing with the release of that CAS, so they see a zeroed page. 512 KiB
- * of bss, touched only where fds are marked. */
-_Atomic(_Atomic uint32_t *) rl_fdtab_dir[NPAGES];
+/* The directory (struct rl_fdtab, in the shim's struct rl_shim): a page
+ * pointer per PAGE_SIZE_FDS fds. A slot goes from NULL to a page once (CAS
+ * by whichever thread marks first; the loser unmaps its page) and never
+ * changes again. Readers load it with acquire, pairing with the release of
+ * that CAS, so they see a zeroed page. 512 KiB of bss, touched only where
+ * fds are marked. */
 
 static _Atomic uint32_t *page_of(unsigned fd)
 {
     /* Pairs with the release CAS in page_make. */
-    return atomic_load_explicit(&rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS],
-                                memory_order_acquire);
+    return atomic_load_explicit(
+        &rl_shim_self->fdtab.dir[fd >> RL_FDTAB_PAGE_BITS],
+        memory_order_acquire);
 }
 
 static _Atomic uint32_t *page_make(unsigned fd)
@@ -40,7 +41,7 @@ static _Atomic uint32_t *page_make(unsigned fd)
         return NULL;
     _Atomic uint32_t *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(
-            &rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
+            &rl_shim_self->fdtab.dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
             memory_order_acq_rel, memory_order_acquire))
         return m;
     munmap(m, PAGE_SIZE_FDS * sizeof(uint32_t));

@@ -53,7 +53,8 @@ static inline bool busy(void)
 {
     return __builtin_expect(
         (atomic_load_explicit(&rl_shim_proc()->ready.n, memory_order_relaxed) |
-         atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed)) != 0,
+         atomic_load_explicit(&rl_shim_self->epreg.npending,
+                              memory_order_relaxed)) != 0,
         0);
 }
 
@@ -84,7 +85,8 @@ static bool tend(uint64_t now, struct rl_ready_view *v, unsigned *n,
         k = rl_ready_snapshot(rl_shim_proc(), now, v, VIEW_MAX, next);
     }
     *n = k;
-    if (rl_epreg_pending())
+    if (atomic_load_explicit(&rl_shim_self->epreg.npending,
+                             memory_order_relaxed) != 0)
         rl_epreg_settle(now);
     errno = saved;
     rl_shim_leave();
