@@ -94,14 +94,22 @@ void rl_lease_atfork_child(struct rl_proc *p)
     me = NULL;
 }
 
-/* Stamp h's record: now, when the coarse clock has moved since the last
- * stamp (`cnow`: its reading, or 0 to stamp anyway). */
-static void stamp(struct rl_lease_holder *h, uint64_t cnow)
+/* Stamp h's record: now (`cnow`: the coarse clock's reading, or 0). */
+static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
+                                                uint64_t cnow)
+{
+    h->tick = cnow != 0 ? cnow : rl_clock_coarse_ns();
+    rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
+}
+
+/* Stamp h's record when the coarse clock has moved since the last stamp
+ * (`cnow`: its reading, or 0 to stamp anyway). The check is inline: a
+ * leased send mostly finds the clock where it was. */
+static inline void stamp(struct rl_lease_holder *h, uint64_t cnow)
 {
     if (cnow != 0 && cnow == h->tick)
         return;
-    h->tick = cnow != 0 ? cnow : rl_clock_coarse_ns();
-    rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
+    stamp_now(h, cnow);
 }
 
 static rl_atomic_u64 *area(struct budget *b)

@@ -52,6 +52,8 @@ struct rl_sigprog {
 };
 
 struct rl_shim {
+    struct rl_proc proc; /* the process's state (policy/proc.h); first: a
+                            hook hands rl_shim_self itself to policy/ */
     /* The words every hook reads first (shim.h): where the shim stands
      * (enum rl_shim_state), the look at inherited sockets (RL_SCAN_*),
      * the pid this image runs as; and init.c's own. */
@@ -60,7 +62,6 @@ struct rl_shim {
     int pid;
     bool constructed;          /* the constructor ran (it is run once) */
     struct rl_fdtab fdtab;     /* which fd carries which mark */
-    struct rl_proc proc;       /* the process's state (policy/proc.h) */
     struct rl_epreg epreg;     /* the program's epoll registrations */
     struct rl_conntab conntab; /* fd → the connection whose requests count */
     struct rl_tlstab tlstab;   /* TLS session → connection */
@@ -69,7 +70,7 @@ struct rl_shim {
     struct rl_sigprog sigprog;   /* the program's signal actions */
 };
 
-extern struct rl_shim *const rl_shim_self;
+extern struct rl_shim *const rl_shim_self __attribute__((visibility("hidden")));
 
 /* The process's state, for the calls into policy/. */
 static inline struct rl_proc *rl_shim_proc(void)
