@@ -275,6 +275,12 @@ uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want)
     return r < least ? r : least;
 }
 
+bool rl_gate_needs_peer(const struct rl_proc *p)
+{
+    return rl_sites_any(&p->sites) || rl_dests_any(&p->dests) ||
+           rl_declog_enabled(&p->declog);
+}
+
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 {
     const struct rl_gate *g = &p->gate;

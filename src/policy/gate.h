@@ -66,6 +66,18 @@ static inline unsigned rl_gate_vrow(int kind)
     return kind == RL_KIND_SEND_BYTES;
 }
 
+/* What a line of the shim's log says about a decision (gate_log.h). */
+struct rl_gate_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+    const struct rl_rule *by; /* denied: the section that said no (NULL:
+                                 the rule) */
+    uint32_t max_open;        /* denied for max_open: its N; else 0 */
+};
+
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
 struct rl_gate_ticket {
@@ -88,12 +100,17 @@ struct rl_gate_ticket {
     /* A request a pause held (SPEC §12): the reason the decision log
      * gives, "retry_after" or "backoff"; NULL: none held it. */
     const char *reason;
+    /* A line of the shim's log owed the send's destination (say, below):
+     * the hook writes it with rl_gate_say_peer. */
+    bool say_due;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
     /* Gate-private, while deciding only: the destination's name for a
      * per-destination fleet budget, in the decision's own frame. */
     char *dest;
+    /* say_due: the line (never zero-filled: read only then). */
+    struct rl_gate_line say;
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
@@ -144,10 +161,19 @@ void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline);
  * worth it only then. */
 bool rl_gate_open_freed(const struct rl_gate_ticket *t);
 
+/* Does a decision need the destination of a send without an address (a
+ * site, a per-destination budget, the decision log)? Then the hook asks
+ * the kernel for the fd's peer and hands it over as `sa`: the gate never
+ * asks about the program's fds. (The shim's log asks for it only for a
+ * line it writes: rl_gate_say_peer.) */
+bool rl_gate_needs_peer(const struct rl_proc *p);
+
 /* A send of `calls` units (calls_min of them at least: sendmmsg may send a
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
- * datagram its whole size). `sa` is the explicit destination, or NULL for
- * the fd's peer (used only in log lines). On GO, t->calls and t->bytes say
+ * datagram its whole size). `sa` is the destination: the explicit one, or
+ * the fd's peer as the hook found it (rl_gate_needs_peer), or NULL when
+ * not known (the rule's own budget is charged; `fd` names the call in log
+ * lines). On GO, t->calls and t->bytes say
  * what was granted; the caller trims its call to that. In delay mode a
  * part is granted only when 1/16 of the byte burst is free at least (else
  * the whole is reserved and slept for), so that a client coming straight
@@ -159,6 +185,13 @@ int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                     const char *call, int fd, const void *sa, unsigned salen,
                     uint64_t calls, uint64_t calls_min, uint64_t bytes,
                     uint64_t bytes_min);
+
+/* After a decision of a send made without its destination (`sa` NULL)
+ * that left t->say_due: write the shim's log line, naming `sa` (the fd's
+ * peer as the hook found it now; NULL: "fd N" only). The rate limit
+ * admitted the line already; nothing when t->say_due is not set. */
+void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                      const char *call, int fd, const void *sa, unsigned salen);
 
 /* Does any request limit apply in this process (its rule or a site sets
  * `request`, or unknown = deny)? When not, no connection is scanned. */

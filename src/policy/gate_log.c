@@ -42,7 +42,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
     const struct rl_rule *rule = p->gate.rule;
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    rl_declog_dest(c->fd, c->sa, c->salen, host, sizeof host, &port);
+    rl_declog_dest(c->sa, c->salen, host, sizeof host, &port);
     if (c->dest != NULL && strlen(c->dest) < sizeof host)
         memcpy(host, c->dest, strlen(c->dest) + 1);
     else
@@ -83,20 +83,14 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
     }
 }
 
-/* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer
- * when sa is NULL: call only once the log has said it will write. */
+/* "fd 3 to 127.0.0.1:80" for a log line ("fd 3" when the destination is
+ * not known: the hook found no peer). */
 static void describe(char *buf, size_t len, int fd, const void *sa,
                      unsigned salen)
 {
-    struct sockaddr_storage ss;
     if (sa == NULL) {
-        socklen_t sl = sizeof ss;
-        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
-            snprintf(buf, len, "fd %d", fd);
-            return;
-        }
-        sa = &ss;
-        salen = sl;
+        snprintf(buf, len, "fd %d", fd);
+        return;
     }
     char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
@@ -116,15 +110,13 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-/* One log line. Nothing is done (no getpeername, no formatting) unless
- * the log's rate limit says the line will be written: a client spinning
- * on denials pays no system call for lines never written. */
-void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
-                 const struct rl_gate_line *d)
+/* One log line. Nothing is formatted unless the log's rate limit says the
+ * line will be written. */
+/* Write line d about call c (admitted by the rate limit). */
+static void say(struct rl_proc *p, const struct rl_gate_call *c,
+                const struct rl_gate_line *d)
 {
     const struct rl_gate *g = &p->gate;
-    if (!rl_log_admit(&p->log, now))
-        return;
     char dest[96], detail[96];
     describe(dest, sizeof dest, c->fd, c->sa, c->salen);
     if (d->wait_ns > 0)
@@ -146,6 +138,30 @@ void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
     rl_log_admitted(&p->log, "%s %s %s%s (user %s, rule [%s])", d->what,
                     c->name, dest, detail, g->user,
                     g->rule != NULL ? g->rule->section : "none");
+}
+
+void rl_gate_say(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                 const struct rl_gate_call *c, const struct rl_gate_line *d)
+{
+    if (!rl_log_admit(&p->log, now))
+        return;
+    if (c->sa == NULL && c->fd >= 0 && !c->request) {
+        t->say = *d;
+        t->say_due = true; /* the hook knows the peer (gate.h) */
+        return;
+    }
+    say(p, c, d);
+}
+
+void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                      const char *call, int fd, const void *sa, unsigned salen)
+{
+    if (!t->say_due)
+        return;
+    t->say_due = false;
+    const struct rl_gate_call c = {call, fd,   sa,   salen,
+                                   NULL, NULL, NULL, false};
+    say(p, &c, &t->say);
 }
 
 bool rl_gate_dry_run(const struct rl_proc *p)

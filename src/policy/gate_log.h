@@ -24,22 +24,15 @@ struct rl_gate_call {
     bool request;
 };
 
-/* What a log line says about a decision. */
-struct rl_gate_line {
-    const char *what; /* "denied", "would deny", "delayed" */
-    int kind;         /* denied: the kind over quota */
-    uint64_t units;   /* denied: how many were asked */
-    uint64_t wait_ns; /* delayed: for how long */
-    bool dry;
-    const struct rl_rule *by; /* denied: the section that said no (NULL:
-                                 the rule) */
-    uint32_t max_open;        /* denied for max_open: its N; else 0 */
-};
-
-/* One line of the shim's log (rate-limited: nothing is formatted unless
- * it will be written). */
-void rl_gate_say(struct rl_proc *p, uint64_t now, const struct rl_gate_call *c,
-                 const struct rl_gate_line *d);
+/* One line of the shim's log about ticket t's decision (rate-limited:
+ * nothing is formatted unless it will be written). A send without its
+ * destination (c->sa NULL, a real fd) leaves the line in t (t->say_due)
+ * for the hook, which looks the peer up and writes it with
+ * rl_gate_say_peer (gate.h): the gate never asks about the program's
+ * fds, and a denial whose line the rate limit drops costs no system
+ * call. */
+void rl_gate_say(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                 const struct rl_gate_call *c, const struct rl_gate_line *d);
 
 /* Is the decision a dry run (the rule's, or the config's with no rule)? */
 bool rl_gate_dry_run(const struct rl_proc *p);

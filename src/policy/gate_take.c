@@ -131,10 +131,11 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     add_budget(g, t, sb);
 }
 
-/* The budgets this call to `sa` (NULL: fd's peer) is charged to (see
- * charges_peer). A store that could not be set up charges none. */
-static void charges(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
-                    const void *sa, unsigned salen)
+/* The budgets this call to `sa` (NULL: not known) is charged to (see
+ * charges_peer): without a destination, the rule's own budget. A store
+ * that could not be set up charges none. */
+static void charges(struct rl_proc *p, struct rl_gate_ticket *t, const void *sa,
+                    unsigned salen)
 {
     struct rl_gate *g = &p->gate;
     const struct rl_rule *rule = g->rule;
@@ -146,16 +147,10 @@ static void charges(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
         add_budget(g, t, b); /* the hook asked rl_gate_covers */
         return;
     }
-    struct sockaddr_storage peer;
     if (sa == NULL) {
-        socklen_t l = sizeof peer;
-        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0) {
-            if (rule != NULL)
-                add_budget(g, t, b);
-            return;
-        }
-        sa = &peer;
-        salen = l;
+        if (rule != NULL)
+            add_budget(g, t, b);
+        return;
     }
     struct rl_peer dest;
     if (rl_peer_from_addr(&p->names, sa, salen, &dest))
@@ -364,7 +359,7 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
         dry,
         by,
         t->open_full != NULL && by != NULL ? by->max_open : 0};
-    rl_gate_say(p, t->now, c, &d);
+    rl_gate_say(p, t, t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
     t->wait_ns = 0;
@@ -402,7 +397,7 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
     for (unsigned i = 0; i < t->ncharges; i++)
         dry |= t->charge[i].rule->dry_run;
     const struct rl_gate_line d = {"delayed", 0, 0, t->wait_ns, dry, NULL, 0};
-    rl_gate_say(p, t->now, c, &d);
+    rl_gate_say(p, t, t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
 }
@@ -426,7 +421,7 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     rl_gate_ticket_init(t, now, 1, 0);
     if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
-    charges(p, t, fd, sa, salen);
+    charges(p, t, sa, salen);
     /* The max_open place first, then the rate's turn: a connect that
      * waits for a place takes its turn only once it has one, in the order
      * of every other connect. Taken the other way round, the turn was
@@ -463,7 +458,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     rl_gate_ticket_init(t, now, calls, bytes);
     if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
-    charges(p, t, fd, sa, salen);
+    charges(p, t, sa, salen);
     /* Units leased to threads that went quiet come back first (a
      * per-destination budget is never leased). */
     for (unsigned i = 0; i < t->ncharges; i++)

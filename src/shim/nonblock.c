@@ -55,6 +55,18 @@ static uint64_t send_timeout(int fd)
     return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
 }
 
+/* The peer of fd into *ss (NULL when it has none). Keeps errno. */
+static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
+                                      socklen_t *len)
+{
+    int saved = errno;
+    *len = sizeof *ss;
+    /* getpeername is not hooked: this is libc's. */
+    bool ok = getpeername(fd, (struct sockaddr *)ss, len) == 0;
+    errno = saved;
+    return ok ? (const struct sockaddr *)ss : NULL;
+}
+
 static void give_back(struct rl_gate_ticket *t)
 {
     rl_gate_refund(rl_shim_proc(), t, RL_KIND_SEND, t->calls);
@@ -224,8 +236,20 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
             nonblocking_once(fd, flags, &nb))
             min = least;
     }
+    /* The whole question: a send without an address goes to the fd's
+     * peer, asked of the kernel here, once, and only when the gate needs
+     * it to decide (policy/ never asks about the program's fds). */
+    struct sockaddr_storage peer;
+    if (sa == NULL && rl_gate_needs_peer(rl_shim_proc()))
+        sa = peer_of(fd, &peer, &salen);
     int act = rl_gate_send(rl_shim_proc(), t, call, fd, sa, salen, calls, 1,
                            want, min);
+    if (t->say_due) {
+        /* A log line the rate limit admitted names the peer: asked now,
+         * for a line that is written only. */
+        const struct sockaddr *to = peer_of(fd, &peer, &salen);
+        rl_gate_say_peer(rl_shim_proc(), t, call, fd, to, salen);
+    }
     if (act == RL_GATE_FAIL) {
         hold_after_denial(fd, want, min);
         return act;

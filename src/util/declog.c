@@ -310,20 +310,12 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
     errno = saved;
 }
 
-void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
-                    size_t hostlen, unsigned *port)
+void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+                    unsigned *port)
 {
-    struct sockaddr_storage ss;
     snprintf(host, hostlen, "?");
     *port = 0;
-    if (sa == NULL) {
-        socklen_t sl = sizeof ss;
-        if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
-            return;
-        sa = &ss;
-        salen = sl;
-    }
-    if (salen < sizeof(sa_family_t))
+    if (sa == NULL || salen < sizeof(sa_family_t))
         return;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {

@@ -83,9 +83,9 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
  * errno. */
 void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r);
 
-/* The address literal and port of `sa`, or of fd's peer when sa is NULL;
- * host "?" and port 0 when neither is an inet address. */
-void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
-                    size_t hostlen, unsigned *port);
+/* The address literal and port of `sa`; host "?" and port 0 when it is
+ * not an inet address (or NULL: not known). */
+void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+                    unsigned *port);
 
 #endif

@@ -258,16 +258,16 @@ Test(declog, dest_of_an_address_or_a_peer)
     inet_pton(AF_INET, "198.51.100.1", &in.sin_addr);
     char host[64];
     unsigned port;
-    rl_declog_dest(-1, &in, sizeof in, host, sizeof host, &port);
+    rl_declog_dest(&in, sizeof in, host, sizeof host, &port);
     cr_assert_str_eq(host, "198.51.100.1");
     cr_assert_eq(port, 80);
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6,
                                .sin6_port = htons(443)};
     inet_pton(AF_INET6, "::ffff:203.0.113.9", &in6.sin6_addr);
-    rl_declog_dest(-1, &in6, sizeof in6, host, sizeof host, &port);
+    rl_declog_dest(&in6, sizeof in6, host, sizeof host, &port);
     cr_assert_str_eq(host, "203.0.113.9");
     cr_assert_eq(port, 443);
-    rl_declog_dest(-1, NULL, 0, host, sizeof host, &port);
+    rl_declog_dest(NULL, 0, host, sizeof host, &port);
     cr_assert_str_eq(host, "?");
     cr_assert_eq(port, 0);
 }

@@ -78,10 +78,19 @@ static int conn(uint64_t now)
     return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
+/* A send on fd 3 as the shim makes it (shim/nonblock.c): a log line the
+ * gate leaves for the fd's peer is written with the peer looked up then. */
 static int send_(uint64_t now, uint64_t bytes, uint64_t min)
 {
-    return rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, bytes,
-                           min);
+    int r =
+        rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, bytes, min);
+    if (t.say_due) {
+        struct sockaddr_storage ss;
+        socklen_t l = sizeof ss;
+        bool ok = getpeername(3, (struct sockaddr *)&ss, &l) == 0;
+        rl_gate_say_peer(&proc, &t, "send", 3, ok ? &ss : NULL, l);
+    }
+    return r;
 }
 
 struct counter_arg {
