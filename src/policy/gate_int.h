@@ -107,7 +107,7 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now,
 
 /* The budgets a call to destination p is charged to, into t->charge[]
  * (kind >= 0: only sections that limit that kind), and the destination a
- * request names (false: none can be told). gate_take.c; the request's
+ * request names (false: none can be told). gate_charges.c; the request's
  * outcome (gate_pause.c) finds the same budgets as its decision did. */
 struct rl_peer;
 struct rl_gate_req;
@@ -115,6 +115,12 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                           struct budget *b, struct rl_peer *peer, int kind);
 bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
                           struct rl_peer *peer);
+
+/* The budgets a call to `sa` (NULL: not known) is charged to, into
+ * t->charge[] (rl_gate_charges_peer; without a destination, the rule's own
+ * budget). A store that could not be set up charges none. */
+void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
+                     const void *sa, unsigned salen);
 
 /* Give back to the host's lease of a fleet budget what a call it granted
  * did not use. */
