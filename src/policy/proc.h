@@ -40,17 +40,31 @@
  *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
- * for a lock, none frees what a parent thread may have been filling):
+ * for a lock, none frees what a parent thread may have been filling), and
+ * nothing else: it is one pthread_atfork, shim/init.c's, which runs
  *
- *   1. names    (policy/names.c)  the table's writer state
+ *   0. the shim's words  (shim/init.c)  its pid; a set-up or a scan that
+ *                                       another thread was running goes
+ *                                       back to due
+ *   1. names    (policy/names.c)  the table's writer word and the entry a
+ *                                 parent thread was writing
  *   2. gate     (policy/gate.c)   a segment re-open in progress
  *   3. leases   (policy/lease.c)  the parent threads' lease records
- *   4. fleet    (fleet/)          the parent's Redis connection and lock:
+ *   4. fleet    (fleet/fleet.c)   the parent's Redis connection and lock:
  *                                 closed by system call, reader forgotten
- *   5. ready    (policy/ready.c)  the parent's held sockets, turns, tickets
+ *   5. ready    (policy/ready.c)  the parent's held sockets, turns,
+ *                                 tickets; its mutex made anew
+ *   6. epreg    (shim/epreg.c)    the registrations' mutex made anew
+ *   7. waitbufs (shim/waitbuf.c)  only the forking thread's wait buffers
+ *                                 stay taken
+ *   8. conntab  (shim/conntab.c)  its mutex made anew, no connection held
+ *                                 by a write
+ *   9. tlstab   (shim/tlstab.c)   its mutex made anew
  *
- * then the shim's own tables (shim/epreg.c, the wait buffers of
- * shim/hook_wait.c) in shim/init.c. Budgets,
+ * The other members need no reset: open (a connection's fds are the
+ * child's too; the pid is read again), sites, dests, log, declog and the
+ * report (words read or counted lock-free), and the shim's fd marks,
+ * inherited sockets and signal actions (fork keeps them). Budgets,
  * counters and max_open holders live in the shared segment and are the
  * child's as much as the parent's (SPEC §1: fork keeps marks and budgets).
  *
