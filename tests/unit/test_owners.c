@@ -6,11 +6,15 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gate_fixture.h"
 #include "policy/gate.h"
+#include "policy/gate_int.h"
+#include "policy/lease.h"
 #include "policy/names.h"
 #include "policy/open.h"
 #include "policy/proc.h"
@@ -144,4 +148,62 @@ Test(owners, a_connection_bound_in_one_map_is_not_closed_through_the_other)
     rl_open_forget(&proc.open, 100);
     cr_expect_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0,
                  "proc's own close gave it back");
+}
+
+/* Two threads sending at once, each through both instances in turn, on
+ * one budget (the same config and user: one slot of one segment): every
+ * send is counted once in the segment, and in the report of the instance
+ * it went through, whichever lease it came out of (run under TSan too). */
+static struct rl_proc *both[2];
+
+struct sender {
+    unsigned first; /* the instance of the first send */
+    unsigned go[2]; /* sends granted through each */
+};
+
+static void *send_many(void *arg)
+{
+    struct sender *s = arg;
+    for (unsigned i = 0; i < 300; i++) {
+        unsigned k = (s->first + i / 10) % 2;
+        struct rl_gate_ticket t;
+        if (rl_gate_send(both[k], &t, "send", 3, NULL, 0, 1, 1, 64, 64) ==
+            RL_GATE_GO)
+            s->go[k]++;
+    }
+    /* The thread's leases back, what they spent counted. */
+    rl_lease_finish(both[0]);
+    rl_lease_finish(both[1]);
+    return NULL;
+}
+
+Test(owners, two_threads_through_two_instances_count_every_send_once)
+{
+    fixture_gate(&proc, "tester", LEASING);
+    fixture_gate(other, "tester", LEASING);
+    rl_gate_report_enable(&proc);
+    rl_gate_report_enable(other);
+    both[0] = &proc;
+    both[1] = other;
+    struct sender a = {0, {0, 0}}, b = {1, {0, 0}};
+    pthread_t ta, tb;
+    cr_assert_eq(pthread_create(&ta, NULL, send_many, &a), 0);
+    cr_assert_eq(pthread_create(&tb, NULL, send_many, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_expect_eq(a.go[0] + a.go[1] + b.go[0] + b.go[1], 600);
+    struct budget *cur = atomic_load(&proc.gate.cur);
+    cr_assert_not_null(cur);
+    uint64_t allowed = rl_load_relaxed_u64(
+        &cur->slot.counters[RL_KIND_SEND * RL_STORE_STATS_PER_KIND +
+                            RL_STAT_ALLOWED]);
+    cr_expect_eq(allowed, 600, "%llu sends counted of 600",
+                 (unsigned long long)allowed);
+    for (unsigned k = 0; k < 2; k++) {
+        uint64_t mine = rl_load_relaxed_u64(
+            &both[k]->gate.report.mine[RL_KIND_SEND][RL_STAT_ALLOWED]);
+        cr_expect_eq(mine, a.go[k] + b.go[k],
+                     "instance %u's report: %llu of %u sent through it", k,
+                     (unsigned long long)mine, a.go[k] + b.go[k]);
+    }
 }
