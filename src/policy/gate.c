@@ -125,6 +125,9 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     if (rl_sites_setup(&p->sites, c, who) < 0 ||
         rl_dests_setup(&p->dests, c) < 0)
         return -ENOMEM;
+    /* Fixed from here on: whether a send's destination is needed. */
+    g->needs_peer = rl_sites_any(&p->sites) || rl_dests_any(&p->dests) ||
+                    rl_declog_enabled(&p->declog);
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
             (&c->rules[j] == rule || c->rules[j].site != NULL))
@@ -277,8 +280,7 @@ uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want)
 
 bool rl_gate_needs_peer(const struct rl_proc *p)
 {
-    return rl_sites_any(&p->sites) || rl_dests_any(&p->dests) ||
-           rl_declog_enabled(&p->declog);
+    return p->gate.needs_peer;
 }
 
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)

@@ -63,6 +63,7 @@ struct rl_gate {
     bool active;
     bool charges_sends;
     bool counts_requests; /* the rule or a site sets `request` */
+    bool needs_peer;      /* rl_gate_needs_peer */
     struct rl_store_opts store_opts;
     uint64_t slot_tag, overflow_tag;
     char label[RL_STORE_LABEL_MAX];

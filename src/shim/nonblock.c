@@ -55,16 +55,16 @@ static uint64_t send_timeout(int fd)
     return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
 }
 
-/* The peer of fd into *ss (NULL when it has none). Keeps errno. */
+/* The peer of fd into *ss (NULL when it has none). May change errno: the
+ * send's hook sets it after the decision (rl_hook_apply). */
 static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
                                       socklen_t *len)
 {
-    int saved = errno;
     *len = sizeof *ss;
     /* getpeername is not hooked: this is libc's. */
-    bool ok = getpeername(fd, (struct sockaddr *)ss, len) == 0;
-    errno = saved;
-    return ok ? (const struct sockaddr *)ss : NULL;
+    if (getpeername(fd, (struct sockaddr *)ss, len) != 0)
+        return NULL;
+    return (const struct sockaddr *)ss;
 }
 
 static void give_back(struct rl_gate_ticket *t)
