@@ -16,6 +16,7 @@
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,13 +91,14 @@ static pid_t tgid_of(pid_t tid)
  * thread for ever, so a thread number reused by another thread finds a
  * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
  * process pidfd kept under a thread number could name the wrong process.
- * Only the receiving thread decides (supervise.c), so no lock. */
+ * One cache per receiver (supervise.c), so no lock, and every entry was
+ * made before the notification at hand was received: see grab. */
 #define PIDFD_CACHE 64
-static struct {
+static __thread struct {
     pid_t tid; /* 0: empty */
     int pfd;
 } cache[PIDFD_CACHE];
-static bool thread_pidfds = true;
+static atomic_bool no_thread_pidfds;
 
 static int open_pidfd(pid_t tid, bool *cached)
 {
@@ -106,7 +108,7 @@ static int open_pidfd(pid_t tid, bool *cached)
         *cached = true;
         return cache[h].pfd;
     }
-    if (thread_pidfds) {
+    if (!atomic_load_explicit(&no_thread_pidfds, memory_order_relaxed)) {
         int pfd = pidfd_open(tid, PIDFD_THREAD);
         if (pfd >= 0) {
             if (cache[h].tid != 0)
@@ -118,10 +120,19 @@ static int open_pidfd(pid_t tid, bool *cached)
         }
         if (errno != EINVAL)
             return -1;
-        thread_pidfds = false; /* before Linux 6.9 */
+        atomic_store(&no_thread_pidfds, true); /* before Linux 6.9 */
     }
     pid_t tgid = tgid_of(tid);
     return tgid > 0 ? pidfd_open(tgid, 0) : -1;
+}
+
+void sup_calls_thread_end(void)
+{
+    for (unsigned h = 0; h < PIDFD_CACHE; h++)
+        if (cache[h].tid != 0) {
+            close(cache[h].pfd);
+            cache[h].tid = 0;
+        }
 }
 
 static void forget_pidfd(pid_t tid)
@@ -137,12 +148,15 @@ static void forget_pidfd(pid_t tid)
  * From the cached thread pidfd where the kernel tells (a live thread's
  * pidfd names it: its number cannot have been reused), else from /proc;
  * the notification is checked after, so the number named the caller. */
-static bool no_pidfd_info;
+static atomic_bool no_pidfd_info;
 
 static pid_t target_tgid(int listener, const struct sup_job *j)
 {
     pid_t tgid = -1;
-    for (int attempt = 0; attempt < 2 && !no_pidfd_info; attempt++) {
+    for (int attempt = 0;
+         attempt < 2 && !atomic_load_explicit(&no_pidfd_info,
+                                              memory_order_relaxed);
+         attempt++) {
         bool cached;
         int pfd = open_pidfd(j->pid, &cached);
         if (pfd < 0)
@@ -161,7 +175,8 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
         if (errno == ESRCH)
             forget_pidfd(j->pid); /* a dead thread's: its number reused */
         else
-            no_pidfd_info = true; /* ENOTTY, EINVAL: before Linux 6.13 */
+            /* ENOTTY, EINVAL: before Linux 6.13 */
+            atomic_store(&no_pidfd_info, true);
     }
     if (tgid <= 0)
         tgid = tgid_of(j->pid);
@@ -174,9 +189,8 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
  * decided calls then fail with EPERM: said once, not at every call. */
 static int denied(int err)
 {
-    static bool said;
-    if (err == EPERM && !said) {
-        said = true;
+    static atomic_bool said;
+    if (err == EPERM && !atomic_exchange(&said, true)) {
         fprintf(stderr,
                 "rlshim run --seccomp: the supervisor may no longer read "
                 "the program's sockets and memory (EPERM: it became "
@@ -377,7 +391,7 @@ bool sup_open_ready(const struct sup_job *j, uint64_t now)
 }
 
 /* From the main thread: the job's holder was found by its first decision,
- * so the pidfd cache (the receiver's alone) is not touched here. */
+ * so the pidfd caches (the receivers') are not touched here. */
 enum sup_act sup_redecide(int listener, struct sup_job *j)
 {
     if (!sup_id_valid(listener, j->id)) {

@@ -66,6 +66,9 @@ bool sup_open_ready(const struct sup_job *job, uint64_t now);
  * ESRCH when the caller is gone. */
 enum sup_act sup_redecide(int listener, struct sup_job *job);
 
+/* A receiver ends: the pidfds it kept are closed. */
+void sup_calls_thread_end(void);
+
 /* Give back what a job's ticket took, its max_open places too (its
  * caller is gone before its turn). */
 void sup_refund(struct sup_job *job);
