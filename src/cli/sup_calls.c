@@ -2,8 +2,9 @@
  *
  * The arguments in registers (fd, lengths, flags) are the call's own; what
  * they point to (the sockaddr, a msghdr) is read from the target's memory
- * with process_vm_readv, and the notification is re-checked afterwards:
- * a thread that died and whose number was reused must not be read for it.
+ * with process_vm_readv, and the notification is re-checked afterwards
+ * (or a pidfd of the caller found alive says as much: see grab): a thread
+ * that died and whose number was reused must not be read for it.
  * A connect is decided by the socket's own domain, asked of our copy of
  * it, not by the address it names: see on_connect. The sends are answered
  * "continue", so the kernel reads their address again (a program that
@@ -91,21 +92,28 @@ static pid_t tgid_of(pid_t tid)
  * thread for ever, so a thread number reused by another thread finds a
  * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
  * process pidfd kept under a thread number could name the wrong process.
- * One cache per receiver (supervise.c), so no lock, and every entry was
- * made before the notification at hand was received: see grab. */
+ * One cache per receiver (supervise.c), so no lock; each entry says which
+ * of the receiver's notifications it was opened for (see grab). */
 #define PIDFD_CACHE 64
 static __thread struct {
     pid_t tid; /* 0: empty */
     int pfd;
+    uint64_t made; /* the `notif` it was opened for */
 } cache[PIDFD_CACHE];
+static __thread uint64_t notif; /* counts this receiver's notifications */
 static atomic_bool no_thread_pidfds;
 
-static int open_pidfd(pid_t tid, bool *cached)
+/* A pidfd of thread `tid`: a thread pidfd kept in the cache (*cached; the
+ * caller must not close it), *earlier when it was opened before the
+ * notification at hand was received; or a process pidfd to close after
+ * use (kernels before PIDFD_THREAD); -1. */
+static int open_pidfd(pid_t tid, bool *cached, bool *earlier)
 {
     unsigned h = (unsigned)tid % PIDFD_CACHE;
-    *cached = false;
+    *cached = *earlier = false;
     if (tid != 0 && cache[h].tid == tid) {
         *cached = true;
+        *earlier = cache[h].made != notif;
         return cache[h].pfd;
     }
     if (!atomic_load_explicit(&no_thread_pidfds, memory_order_relaxed)) {
@@ -115,6 +123,7 @@ static int open_pidfd(pid_t tid, bool *cached)
                 close(cache[h].pfd);
             cache[h].tid = tid;
             cache[h].pfd = pfd;
+            cache[h].made = notif;
             *cached = true;
             return pfd;
         }
@@ -147,18 +156,20 @@ static void forget_pidfd(pid_t tid)
 /* The process (thread group) of the calling thread, or -1 when it is gone.
  * From the cached thread pidfd where the kernel tells (a live thread's
  * pidfd names it: its number cannot have been reused), else from /proc;
- * the notification is checked after, so the number named the caller. */
+ * the notification is checked after, so the number named the caller,
+ * unless the pidfd was opened before the notification came (see grab). */
 static atomic_bool no_pidfd_info;
 
 static pid_t target_tgid(int listener, const struct sup_job *j)
 {
     pid_t tgid = -1;
+    bool proven = false;
     for (int attempt = 0;
          attempt < 2 && !atomic_load_explicit(&no_pidfd_info,
                                               memory_order_relaxed);
          attempt++) {
-        bool cached;
-        int pfd = open_pidfd(j->pid, &cached);
+        bool cached, earlier;
+        int pfd = open_pidfd(j->pid, &cached, &earlier);
         if (pfd < 0)
             return -1;
         if (!cached) { /* a process pidfd: kernels before PIDFD_THREAD */
@@ -170,6 +181,7 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
         info.mask = RL_PIDFD_INFO_PID;
         if (ioctl(pfd, RL_PIDFD_GET_INFO, &info) == 0) {
             tgid = (pid_t)info.tgid;
+            proven = earlier;
             break;
         }
         if (errno == ESRCH)
@@ -180,7 +192,7 @@ static pid_t target_tgid(int listener, const struct sup_job *j)
     }
     if (tgid <= 0)
         tgid = tgid_of(j->pid);
-    return tgid > 0 && sup_id_valid(listener, j->id) ? tgid : -1;
+    return tgid > 0 && (proven || sup_id_valid(listener, j->id)) ? tgid : -1;
 }
 
 /* The launcher probed that we may read the program (cmd_run_seccomp.c);
@@ -200,17 +212,24 @@ static int denied(int err)
     return err;
 }
 
-/* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
- * pidfd is opened (or found) first and the notification checked after, so
- * that the thread number names the caller while we take its fd. */
+/* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. A
+ * pidfd opened now is checked after its opening, by the notification
+ * still waiting, to name the caller (the caller lives, so its number was
+ * not reused). A thread pidfd this receiver opened before it received the
+ * notification needs no check: if pidfd_getfd finds its thread alive,
+ * that thread had the caller's number when the notification came, and two
+ * live threads never share one, so it is the caller; and it was alive
+ * through the reads of the caller's memory before this (by its number).
+ * Kept for a thread that died, the pidfd makes pidfd_getfd fail (ESRCH)
+ * and is opened again. */
 static int grab(int listener, const struct sup_job *j)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        bool cached;
-        int pfd = open_pidfd(j->pid, &cached);
+        bool cached, earlier;
+        int pfd = open_pidfd(j->pid, &cached, &earlier);
         if (pfd < 0)
             return -ESRCH;
-        if (!sup_id_valid(listener, j->id)) {
+        if (!earlier && !sup_id_valid(listener, j->id)) {
             if (!cached)
                 close(pfd);
             return -ESRCH;
@@ -575,6 +594,7 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
 enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
                         struct sup_job *job)
 {
+    notif++;
     switch (req->data.nr) {
     case SYS_close:
 #ifdef SYS_dup2
