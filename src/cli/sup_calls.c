@@ -254,17 +254,26 @@ static int sock_type(int s)
     return getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) == 0 ? type : -1;
 }
 
+/* A TCP socket's state (TCP_CLOSE until a connect starts), or -1 for a
+ * socket that is not TCP: only TCP answers TCP_INFO (and an AF_SMC
+ * socket, for the TCP socket it connects with). */
+static int tcp_state(int s)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0 || l < 1)
+        return -1;
+    return ti.tcpi_state;
+}
+
 /* A stream socket that is connecting or connected: a connect on it only
  * reports progress (EALREADY, EISCONN) and is not a new attempt (SPEC §1).
  * Asked of the kernel, so nothing is remembered per fd. */
 static bool in_progress(int s)
 {
-    struct tcp_info ti;
-    socklen_t l = sizeof ti;
-    memset(&ti, 0, sizeof ti);
-    if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0)
-        return false;
-    return ti.tcpi_state != TCP_CLOSE;
+    int state = tcp_state(s);
+    return state >= 0 && state != TCP_CLOSE;
 }
 
 /* The socket's address family (SO_DOMAIN), or -1. */
@@ -367,7 +376,8 @@ static enum sup_act verdict(struct sup_job *j, int act)
  *    family on it (an AF_UNIX socket cannot reach an inet server), and
  *    the kernel must make it itself (a unix connect names a path from the
  *    program's cwd and root, and the peer's SO_PEERCRED would be ours);
- *  - an inet stream socket's connect is always made here, on our copy of
+ *  - an inet stream socket's connect (and a TCP one's, as AF_SMC's is) is
+ *    always made here, on our copy of
  *    the socket (the program's own file: pidfd_getfd shares it) with the
  *    address we read and decided, charged or not, and we answer its
  *    result: the kernel never reads the address again, so what is
@@ -391,15 +401,23 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
         j->err = -s;
         return SUP_ERROR; /* EBADF as the kernel says it; else gone */
     }
-    int dom = sock_domain(s);
-    bool inet = dom == AF_INET || dom == AF_INET6;
-    if (!inet || sock_type(s) != SOCK_STREAM || j->salen == 0) {
+    /* TCP first: one getsockopt says both that it is and whether this is
+     * a new attempt. */
+    int state = tcp_state(s);
+    bool stream = state >= 0;
+    if (!stream) {
+        int dom = sock_domain(s);
+        stream = (dom == AF_INET || dom == AF_INET6) &&
+                 sock_type(s) == SOCK_STREAM;
+    }
+    if (!stream || j->salen == 0) {
         close(s);
         return SUP_CONTINUE;
     }
     j->sock = s;
     j->connect = true;
-    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) || in_progress(s))
+    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) ||
+        (state >= 0 && state != TCP_CLOSE))
         return SUP_CONNECT;
     return verdict(j, connect_decision(listener, j, "connect"));
 }
