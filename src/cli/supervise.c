@@ -6,13 +6,19 @@
  * ioctl, and back with the answer). A receiver decides each notification
  * at once (sup_calls.c) and answers it. A connect is made here on a copy
  * of the socket: on a non-blocking socket it returns at once (0,
- * EINPROGRESS or an error: exactly what the program would have seen); on
- * a blocking one it may take as long as the network does, so the receiver
- * that makes it first sees that another receiver waits meanwhile (starting
- * one when none does): no thread is made per connect, and a slow connect
- * never holds up the other calls. A receiver that comes back to find
- * SPARE_RECEIVERS others waiting ends (so a burst of blocking connects
- * leaves no crowd of threads behind). A call that must wait joins a
+ * EINPROGRESS or an error: exactly what the program would have seen); on a
+ * blocking one it may take as long as the network does, so the receiver
+ * makes it only while another waits in the ioctl, waking one for it when
+ * none does: no thread is made per connect, and a slow connect never holds
+ * up the other calls. But the kernel wakes every thread that waits in the
+ * ioctl for each notification (all but one go back to sleep): so a
+ * receiver goes back into the ioctl only when none is there, or after a
+ * blocking connect when one is (two then: the next connect is likely
+ * blocking too, and a needless wake-up costs less than calling a thread
+ * there for each); else it waits on a condition variable until called (it
+ * follows). A receiver that would follow while SPARE_FOLLOWERS others do
+ * ends (so a burst of blocking connects leaves no crowd of threads). A
+ * call that must wait joins a
  * min-heap by its turn; the main thread waits in epoll on a timerfd armed
  * for the earliest turn and on a signalfd (SIGCHLD and the signals passed
  * on to the child), and answers held calls when their turn comes (a
@@ -48,15 +54,21 @@
  * died wakes nobody. A close the supervisor sees itself looks at once. */
 #define OPEN_POLL_NS 10000000u
 
-/* Receivers kept waiting when none has work: the first makes the second's
- * blocking connect without a thread being started for it. */
-#define SPARE_RECEIVERS 2
+/* Followers kept when none has work: one goes into the ioctl when the
+ * only receiver there makes a blocking connect, without a thread started
+ * for it. */
+#define SPARE_FOLLOWERS 2
 
 struct sup {
     int listener, timer, sig, ep;
     int dead; /* eventfd: a receiver stopped (rx_err says why) */
     _Atomic int rx_err;
-    _Atomic int idle; /* receivers in (or entering) the ioctl */
+    _Atomic int in_ioctl; /* receivers in (or going into) the ioctl */
+    /* Receivers that follow (wait on `follow`), and the wake-ups sent to
+     * them that none has taken yet. */
+    pthread_mutex_t rx_lock;
+    pthread_cond_t follow;
+    int followers, calls;
     pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
     pid_t child;
     bool child_done;
@@ -131,19 +143,26 @@ static bool nonblocking(int sock)
     return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-static int start_receiver(struct sup *s);
+static int call_follower(struct sup *s);
+
+/* Set by a receiver's connect that acted as a blocking one. */
+static __thread bool blocked;
 
 /* Make the connect on our copy of the socket and answer its result. A
- * receiver makes it itself when it cannot block, or while another
- * receiver takes the other calls (the cheapest look first); the main
- * thread never blocks in one. */
+ * receiver makes it itself while another receiver waits in the ioctl, or
+ * when it cannot block (the cheapest look first); the main thread only
+ * when it cannot block. */
 static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
 {
-    bool here = receiver ? atomic_load(&s->idle) > 0 ||
-                               nonblocking(j->sock) || start_receiver(s) == 0
+    bool here = receiver ? atomic_load(&s->in_ioctl) > 0 ||
+                               nonblocking(j->sock) || call_follower(s) == 0
                          : nonblocking(j->sock);
     if (here) {
-        answer(s->listener, j->id, false, connect_result(j));
+        int err = connect_result(j);
+        /* A blocking connect returns its outcome, a non-blocking one
+         * EINPROGRESS. */
+        blocked = receiver && err != EINPROGRESS;
+        answer(s->listener, j->id, false, err);
         job_free(j);
         return;
     }
@@ -415,18 +434,69 @@ static void on_notification(struct sup *s, const struct seccomp_notif *rq)
     act(s, j, sup_decide(s->listener, &req, j), true);
 }
 
-/* A receiver. The last ones never return: when every filtered task has
- * gone they wait in the ioctl until the process exits. */
+static int start_receiver(struct sup *s);
+
+/* A receiver is to make a blocking connect and none is in the ioctl: a
+ * follower is woken to go there (or a receiver started). 0, or -errno. */
+static int call_follower(struct sup *s)
+{
+    int r = 0;
+    pthread_mutex_lock(&s->rx_lock);
+    if (s->followers > s->calls) {
+        s->calls++;
+        pthread_cond_signal(&s->follow);
+    } else
+        r = start_receiver(s);
+    pthread_mutex_unlock(&s->rx_lock);
+    return r;
+}
+
+/* Wait until called; false when this receiver should end instead
+ * (SPARE_FOLLOWERS others follow already). */
+static bool follow(struct sup *s)
+{
+    pthread_mutex_lock(&s->rx_lock);
+    bool ok = s->followers < SPARE_FOLLOWERS;
+    if (ok) {
+        s->followers++;
+        while (s->calls == 0)
+            pthread_cond_wait(&s->follow, &s->rx_lock);
+        s->calls--;
+        s->followers--;
+    }
+    pthread_mutex_unlock(&s->rx_lock);
+    return ok;
+}
+
+/* A place in the ioctl while fewer than `most` receivers have one. */
+static bool place_in_ioctl(struct sup *s, int most)
+{
+    int n = atomic_load(&s->in_ioctl);
+    while (n < most)
+        if (atomic_compare_exchange_weak(&s->in_ioctl, &n, n + 1))
+            return true;
+    return false;
+}
+
+/* A receiver. The last ones never end: when every filtered task has gone
+ * one waits in the ioctl, the others on their condition, until the
+ * process exits. */
 static void *receive(void *arg)
 {
     struct sup *s = arg;
+    bool placed = place_in_ioctl(s, 1);
     for (;;) {
+        if (!placed) {
+            if (!follow(s))
+                break;
+            atomic_fetch_add(&s->in_ioctl, 1); /* called to go there */
+        }
         struct seccomp_notif req;
         memset(&req, 0, sizeof req);
-        atomic_fetch_add(&s->idle, 1);
         int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req);
         int err = errno;
-        atomic_fetch_sub(&s->idle, 1);
+        atomic_fetch_sub(&s->in_ioctl, 1);
+        blocked = false;
         if (r == 0)
             on_notification(s, &req);
         else if (err != ENOENT && err != EINTR) {
@@ -439,8 +509,7 @@ static void *receive(void *arg)
                 abort();
             break;
         }
-        if (atomic_load(&s->idle) >= SPARE_RECEIVERS)
-            break; /* enough others wait */
+        placed = place_in_ioctl(s, blocked ? 2 : 1);
     }
     sup_calls_thread_end();
     return NULL;
@@ -533,12 +602,15 @@ int rl_supervise(int listener, pid_t child)
                            .ep = -1,
                            .status = 1,
                            .kick = -1,
-                           .lock = PTHREAD_MUTEX_INITIALIZER};
+                           .lock = PTHREAD_MUTEX_INITIALIZER,
+                           .rx_lock = PTHREAD_MUTEX_INITIALIZER,
+                           .follow = PTHREAD_COND_INITIALIZER};
     s.listener = listener;
     s.child = child;
     sigset_t old;
     int rc = setup(&s, &old);
-    for (int i = 0; rc == 0 && i < SPARE_RECEIVERS; i++)
+    /* One in the ioctl, and one following. */
+    for (int i = 0; rc == 0 && i < 2; i++)
         rc = start_receiver(&s);
     bool done = rc < 0 || reap(&s);
     while (!done) {
