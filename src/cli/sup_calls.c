@@ -410,11 +410,9 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
         stream = (dom == AF_INET || dom == AF_INET6) &&
                  sock_type(s) == SOCK_STREAM;
     }
-    if (!stream || j->salen == 0) {
-        close(s);
+    j->sock = s; /* closed once the caller has its answer */
+    if (!stream || j->salen == 0)
         return SUP_CONTINUE;
-    }
-    j->sock = s;
     j->connect = true;
     if (r == 0 || !rl_gate_covers(&j->sa, j->salen) ||
         (state >= 0 && state != TCP_CLOSE))
@@ -454,14 +452,20 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
     }
     int type = sock_type(s);
     bool fresh = type == SOCK_STREAM && !in_progress(s);
-    close(s);
+    enum sup_act act = SUP_CONTINUE;
     if (type == SOCK_DGRAM && rl_gate_charges_sends())
         /* Datagrams go whole or not at all. */
-        return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
-                                       calls, calls, bytes, bytes));
-    if (fastopen && fresh)
-        return verdict(j, connect_decision(listener, j, call));
-    return SUP_CONTINUE;
+        act = verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
+                                      calls, calls, bytes, bytes));
+    else if (fastopen && fresh)
+        act = verdict(j, connect_decision(listener, j, call));
+    /* Our copy is closed once the caller has its answer (sup_job.sock),
+     * but not kept while the call waits for its turn. */
+    if (act == SUP_DUE)
+        close(s);
+    else
+        j->sock = s;
+    return act;
 }
 
 static enum sup_act on_sendto(int listener, const struct seccomp_notif *req,

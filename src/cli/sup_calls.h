@@ -21,7 +21,8 @@ struct sup_job {
     uint64_t id;  /* the notification's cookie */
     pid_t pid;    /* the calling thread (our PID namespace) */
     int fd;       /* the program's fd number (for log lines) */
-    int sock;     /* our copy of the program's socket, or -1 */
+    int sock;     /* our copy of the program's socket (closed after the
+                     answer), or -1 */
     int err;      /* SUP_ERROR: the errno to answer */
     bool connect; /* when due: make the connect here (else continue) */
     bool charged; /* the ticket took units (a refund gives them back) */
