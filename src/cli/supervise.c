@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -468,6 +469,15 @@ static bool follow(struct sup *s)
     return ok;
 }
 
+/* After ENOENT: has every filtered task gone (the listener hangs up)? The
+ * ioctl then answers ENOENT at once, for ever: no notification can come
+ * any more. */
+static bool targets_gone(int listener)
+{
+    struct pollfd p = {.fd = listener, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+}
+
 /* A place in the ioctl while fewer than `most` receivers have one. */
 static bool place_in_ioctl(struct sup *s, int most)
 {
@@ -478,9 +488,8 @@ static bool place_in_ioctl(struct sup *s, int most)
     return false;
 }
 
-/* A receiver. The last ones never end: when every filtered task has gone
- * one waits in the ioctl, the others on their condition, until the
- * process exits. */
+/* A receiver. The followers never end once every filtered task has gone:
+ * they wait on their condition until the process exits. */
 static void *receive(void *arg)
 {
     struct sup *s = arg;
@@ -499,6 +508,8 @@ static void *receive(void *arg)
         blocked = false;
         if (r == 0)
             on_notification(s, &req);
+        else if (err == ENOENT && targets_gone(s->listener))
+            break;
         else if (err != ENOENT && err != EINTR) {
             /* ENOENT: the caller was killed first. Anything else would
              * repeat for ever, and calls left unanswered would hang: the
