@@ -52,9 +52,6 @@ enum sup_act {
 enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
                         struct sup_job *job);
 
-/* Is the notification still pending (the thread still waits in it)? */
-bool sup_id_valid(int listener, uint64_t id);
-
 /* Right before a granted connect is answered: the places it holds are
  * bound to the target's fd when `holds` (it connected, or is connecting),
  * else given back. */
@@ -66,9 +63,6 @@ bool sup_open_ready(const struct sup_job *job, uint64_t now);
 /* SUP_OPEN_WAIT: decide the connect again (any thread). SUP_ERROR with
  * ESRCH when the caller is gone. */
 enum sup_act sup_redecide(int listener, struct sup_job *job);
-
-/* A receiver ends: the pidfds it kept are closed. */
-void sup_calls_thread_end(void);
 
 /* Give back what a job's ticket took, its max_open places too (its
  * caller is gone before its turn). */

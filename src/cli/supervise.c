@@ -1,37 +1,24 @@
 /* supervise.c — the supervisor's event loop (see supervise.h).
  *
- * Receivers: threads that block in SECCOMP_IOCTL_NOTIF_RECV itself (not
- * in epoll: the synchronous wake-up of SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
- * hands the CPU straight from the target to a thread waiting in the
- * ioctl, and back with the answer). A receiver decides each notification
- * at once (sup_calls.c) and answers it. A connect is made here on a copy
- * of the socket: on a non-blocking socket it returns at once (0,
- * EINPROGRESS or an error: exactly what the program would have seen); on a
- * blocking one it may take as long as the network does, so the receiver
- * makes it only while another waits in the ioctl, waking one for it when
- * none does: no thread is made per connect, and a slow connect never holds
- * up the other calls. But the kernel wakes every thread that waits in the
- * ioctl for each notification (all but one go back to sleep): so a
- * receiver goes back into the ioctl only when none is there, or after a
- * blocking connect when one is (two then: the next connect is likely
- * blocking too, and a needless wake-up costs less than calling a thread
- * there for each); else it waits on a condition variable until called (it
- * follows). A receiver that would follow while SPARE_FOLLOWERS others do
- * ends (so a burst of blocking connects leaves no crowd of threads). A
- * call that must wait joins a
- * min-heap by its turn; the main thread waits in epoll on a timerfd armed
- * for the earliest turn and on a signalfd (SIGCHLD and the signals passed
- * on to the child), and answers held calls when their turn comes (a
- * blocking connect then gets a thread of its own), so any number of target
- * threads can wait at once without holding up the others. The heap and
- * the timer are shared: `lock` guards them. The threads share nothing else
- * but the listener fd (the kernel serialises answers) and the gate
- * (thread-safe as in the shim). */
+ * The receivers (sup_receive.c) pass each notification here, in their
+ * thread: it is decided at once (sup_calls.c) and answered. A connect is
+ * made here on a copy of the socket: on a non-blocking socket it returns
+ * at once (0, EINPROGRESS or an error: exactly what the program would have
+ * seen); on a blocking one it may take as long as the network does, so a
+ * receiver makes it only while another waits for notifications (no thread
+ * is made per connect, and a slow connect never holds up the other
+ * calls). A call that must wait joins a min-heap by its turn; the main
+ * thread waits in epoll on a timerfd armed for the earliest turn and on a
+ * signalfd (SIGCHLD and the signals passed on to the child), and answers
+ * held calls when their turn comes (a blocking connect then gets a thread
+ * of its own), so any number of target threads can wait at once without
+ * holding up the others. The heap and the timer are shared: `lock` guards
+ * them. The threads share nothing else but the listener fd (the kernel
+ * serialises answers) and the gate (thread-safe as in the shim). */
 #include "cli/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -48,6 +35,8 @@
 
 #include "cli/sup_calls.h"
 #include "cli/sup_open.h"
+#include "cli/sup_receive.h"
+#include "cli/sup_target.h"
 #include "util/clock.h"
 
 /* Connects waiting for a max_open place look again this often: a place
@@ -55,21 +44,10 @@
  * died wakes nobody. A close the supervisor sees itself looks at once. */
 #define OPEN_POLL_NS 10000000u
 
-/* Followers kept when none has work: one goes into the ioctl when the
- * only receiver there makes a blocking connect, without a thread started
- * for it. */
-#define SPARE_FOLLOWERS 2
-
 struct sup {
     int listener, timer, sig, ep;
-    int dead; /* eventfd: a receiver stopped (rx_err says why) */
+    int dead; /* eventfd: the receivers stopped (rx_err says why) */
     _Atomic int rx_err;
-    _Atomic int in_ioctl; /* receivers in (or going into) the ioctl */
-    /* Receivers that follow (wait on `follow`), and the wake-ups sent to
-     * them that none has taken yet. */
-    pthread_mutex_t rx_lock;
-    pthread_cond_t follow;
-    int followers, calls;
     pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
     pid_t child;
     bool child_done;
@@ -144,25 +122,21 @@ static bool nonblocking(int sock)
     return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-static int call_follower(struct sup *s);
-
-/* Set by a receiver's connect that acted as a blocking one. */
-static __thread bool blocked;
-
 /* Make the connect on our copy of the socket and answer its result. A
  * receiver makes it itself while another receiver waits in the ioctl, or
  * when it cannot block (the cheapest look first); the main thread only
  * when it cannot block. */
 static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
 {
-    bool here = receiver ? atomic_load(&s->in_ioctl) > 0 ||
-                               nonblocking(j->sock) || call_follower(s) == 0
+    bool here = receiver ? sup_receive_others_wait() || nonblocking(j->sock) ||
+                               sup_receive_call() == 0
                          : nonblocking(j->sock);
     if (here) {
         int err = connect_result(j);
         /* A blocking connect returns its outcome, a non-blocking one
          * EINPROGRESS. */
-        blocked = receiver && err != EINPROGRESS;
+        if (receiver && err != EINPROGRESS)
+            sup_receive_blocked();
         answer(s->listener, j->id, false, err);
         job_free(j);
         return;
@@ -272,8 +246,7 @@ static int wait_place(struct sup *s, struct sup_job *j);
 
 /* What a decision said, carried out (by a receiver, or by the main
  * thread for a call decided again). */
-static void act(struct sup *s, struct sup_job *j, enum sup_act a,
-                bool receiver)
+static void act(struct sup *s, struct sup_job *j, enum sup_act a, bool receiver)
 {
     switch (a) {
     case SUP_CONTINUE:
@@ -421,8 +394,9 @@ static void kick(void)
 
 /* ---- notifications --------------------------------------------------*/
 
-static void on_notification(struct sup *s, const struct seccomp_notif *rq)
+static void on_notification(void *arg, const struct seccomp_notif *rq)
 {
+    struct sup *s = arg;
     struct seccomp_notif req = *rq;
     struct sup_job *j = calloc(1, sizeof *j);
     if (j == NULL) {
@@ -435,107 +409,14 @@ static void on_notification(struct sup *s, const struct seccomp_notif *rq)
     act(s, j, sup_decide(s->listener, &req, j), true);
 }
 
-static int start_receiver(struct sup *s);
-
-/* A receiver is to make a blocking connect and none is in the ioctl: a
- * follower is woken to go there (or a receiver started). 0, or -errno. */
-static int call_follower(struct sup *s)
-{
-    int r = 0;
-    pthread_mutex_lock(&s->rx_lock);
-    if (s->followers > s->calls) {
-        s->calls++;
-        pthread_cond_signal(&s->follow);
-    } else
-        r = start_receiver(s);
-    pthread_mutex_unlock(&s->rx_lock);
-    return r;
-}
-
-/* Wait until called; false when this receiver should end instead
- * (SPARE_FOLLOWERS others follow already). */
-static bool follow(struct sup *s)
-{
-    pthread_mutex_lock(&s->rx_lock);
-    bool ok = s->followers < SPARE_FOLLOWERS;
-    if (ok) {
-        s->followers++;
-        while (s->calls == 0)
-            pthread_cond_wait(&s->follow, &s->rx_lock);
-        s->calls--;
-        s->followers--;
-    }
-    pthread_mutex_unlock(&s->rx_lock);
-    return ok;
-}
-
-/* After ENOENT: has every filtered task gone (the listener hangs up)? The
- * ioctl then answers ENOENT at once, for ever: no notification can come
- * any more. */
-static bool targets_gone(int listener)
-{
-    struct pollfd p = {.fd = listener, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
-}
-
-/* A place in the ioctl while fewer than `most` receivers have one. */
-static bool place_in_ioctl(struct sup *s, int most)
-{
-    int n = atomic_load(&s->in_ioctl);
-    while (n < most)
-        if (atomic_compare_exchange_weak(&s->in_ioctl, &n, n + 1))
-            return true;
-    return false;
-}
-
-/* A receiver. The followers never end once every filtered task has gone:
- * they wait on their condition until the process exits. */
-static void *receive(void *arg)
+/* A receiver stopped for good: the loop ends on it. */
+static void on_receive_failed(void *arg, int err)
 {
     struct sup *s = arg;
-    bool placed = place_in_ioctl(s, 1);
-    for (;;) {
-        if (!placed) {
-            if (!follow(s))
-                break;
-            atomic_fetch_add(&s->in_ioctl, 1); /* called to go there */
-        }
-        struct seccomp_notif req;
-        memset(&req, 0, sizeof req);
-        int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req);
-        int err = errno;
-        atomic_fetch_sub(&s->in_ioctl, 1);
-        blocked = false;
-        if (r == 0)
-            on_notification(s, &req);
-        else if (err == ENOENT && targets_gone(s->listener))
-            break;
-        else if (err != ENOENT && err != EINTR) {
-            /* ENOENT: the caller was killed first. Anything else would
-             * repeat for ever, and calls left unanswered would hang: the
-             * loop stops, and the listener's close makes them fail. */
-            uint64_t one = 1;
-            atomic_store(&s->rx_err, err);
-            if (write(s->dead, &one, sizeof one) < 0)
-                abort();
-            break;
-        }
-        placed = place_in_ioctl(s, blocked ? 2 : 1);
-    }
-    sup_calls_thread_end();
-    return NULL;
-}
-
-static int start_receiver(struct sup *s)
-{
-    pthread_attr_t attr;
-    pthread_t th;
-    if (pthread_attr_init(&attr) != 0)
-        return -ENOMEM;
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int r = -pthread_create(&th, &attr, receive, s);
-    pthread_attr_destroy(&attr);
-    return r;
+    uint64_t one = 1;
+    atomic_store(&s->rx_err, err);
+    if (write(s->dead, &one, sizeof one) < 0)
+        abort();
 }
 
 /* ---- children and signals -------------------------------------------*/
@@ -613,16 +494,14 @@ int rl_supervise(int listener, pid_t child)
                            .ep = -1,
                            .status = 1,
                            .kick = -1,
-                           .lock = PTHREAD_MUTEX_INITIALIZER,
-                           .rx_lock = PTHREAD_MUTEX_INITIALIZER,
-                           .follow = PTHREAD_COND_INITIALIZER};
+                           .lock = PTHREAD_MUTEX_INITIALIZER};
     s.listener = listener;
     s.child = child;
     sigset_t old;
     int rc = setup(&s, &old);
-    /* One in the ioctl, and one following. */
-    for (int i = 0; rc == 0 && i < 2; i++)
-        rc = start_receiver(&s);
+    if (rc == 0)
+        rc =
+            sup_receive_start(listener, on_notification, on_receive_failed, &s);
     bool done = rc < 0 || reap(&s);
     while (!done) {
         struct epoll_event ev[8];
