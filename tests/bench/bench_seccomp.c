@@ -66,7 +66,7 @@ static double run_value(enum under u, const char *args, const char *key)
     char cmd[2048], line[256], rl[600];
     snprintf(rl, sizeof rl, "%s run --seccomp --", cl.rlshim);
     snprintf(cmd, sizeof cmd, "RLSHIM_CONFIG='%s' %s %s 2>/dev/null", use_cfg,
-             u == BARE                ? ""
+             u == BARE            ? ""
              : u == FLOOR         ? floor_cmd
              : u == FLOOR_CONNECT ? floor_connect_cmd
                                   : rl,

@@ -113,7 +113,8 @@ static inline int sc_floor_connect(const struct seccomp_notif *req)
     int s = (int)syscall(SYS_pidfd_getfd, pfd, (int)req->data.args[0], 0);
     if (s < 0)
         return -errno;
-    int r = connect(s, (struct sockaddr *)&sa, (socklen_t)len) == 0 ? 0 : -errno;
+    int r =
+        connect(s, (struct sockaddr *)&sa, (socklen_t)len) == 0 ? 0 : -errno;
     close(s);
     return r;
 }
