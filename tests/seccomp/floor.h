@@ -21,6 +21,7 @@
 #define RL_TESTS_SECCOMP_FLOOR_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <seccomp.h>
@@ -87,8 +88,9 @@ static inline int sc_floor_take_fd(int sock)
     return fd;
 }
 
-/* The connect of `req` made here: 0 or -errno. One pidfd kept, for the
- * last caller (the benchmark's clients have one thread). */
+/* The connect of `req` made here: 0 or -errno. One pidfd kept, of the
+ * last calling thread (PIDFD_THREAD, Linux 6.9; else its process's, which
+ * only a single-threaded client's thread has). */
 static inline int sc_floor_connect(const struct seccomp_notif *req)
 {
     static pid_t tid;
@@ -106,7 +108,9 @@ static inline int sc_floor_connect(const struct seccomp_notif *req)
         if (pfd >= 0)
             close(pfd);
         tid = (pid_t)req->pid;
-        pfd = (int)syscall(SYS_pidfd_open, tid, 0);
+        pfd = (int)syscall(SYS_pidfd_open, tid, O_EXCL /* PIDFD_THREAD */);
+        if (pfd < 0 && errno == EINVAL)
+            pfd = (int)syscall(SYS_pidfd_open, tid, 0);
         if (pfd < 0)
             return -ESRCH;
     }
