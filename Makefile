@@ -1,7 +1,8 @@
 # rlshim — one GNU make file.
 #
 #   make                 build/librlshim.so and build/rlshim
-#   make test            build and run every test (unit, integration, lint)
+#   make test            build and run every test (unit, integration, lint,
+#                        instructions per call against their baseline)
 #   make bench           benchmarks; they print ratios measured in one run
 #   make asan | tsan     the tests under ASan+UBSan | TSan (own build dirs)
 #   make fuzz            the config-parser and HTTP-scanner fuzzers, FUZZ_SECONDS each
@@ -71,6 +72,16 @@ TEST_DEPS  += golang-go:cmd:go
 # `rlshim stat --prometheus` is read by a real parser of the text format
 # (Debian's python3, which .ci/ensure-deps cannot probe for a module).
 TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prometheus_client/parser.py
+# The request tests (SPEC §11): nginx with TLS and HTTP/2 as the server, a
+# forward proxy, and real clients (python modules probed by their files).
+TEST_DEPS  += nginx-light:file:/usr/sbin/nginx tinyproxy:cmd:tinyproxy libssl-dev:pc:openssl \
+              python3-requests:file:/usr/lib/python3/dist-packages/requests/__init__.py \
+              python3-aiohttp:file:/usr/lib/python3/dist-packages/aiohttp/__init__.py \
+              python3-httpx:file:/usr/lib/python3/dist-packages/httpx/__init__.py \
+              python3-h2:file:/usr/lib/python3/dist-packages/h2/__init__.py \
+              python3-scrapy:file:/usr/lib/python3/dist-packages/scrapy/__init__.py
+# Instructions per call are counted with callgrind.
+TEST_DEPS  += valgrind:cmd:valgrind
 ENSURE     := sh .ci/ensure-deps
 
 # Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when
@@ -126,7 +137,7 @@ HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELP
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
 .PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
-        docs examples deb deb-test host-test \
+        docs examples deb deb-test host-test instructions instructions-baseline \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
 
@@ -199,10 +210,16 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
 
 # The TLS client links OpenSSL itself (what the TLS hooks interpose).
 $(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
+$(B)/tests/helpers/bench_tls: HELPER_LIBS := -lssl -lcrypto
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(DEP_LIBS) $(ALL_LDFLAGS) \
+	    $(BENCH_LIBS)
+
+# The seccomp benchmark's floor supervisor builds its filter with libseccomp.
+$(B)/bench/bench_seccomp: BENCH_LIBS := $(SECCOMP_LIBS)
+$(B)/bench/bench_seccomp: tests/seccomp/floor.h tests/seccomp/clients.h
 
 # Tests see the build through the environment, never through LD_PRELOAD of
 # the runner itself: helpers are spawned with the shim in *their* env.
@@ -216,7 +233,8 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint examples deb-test host-test
+test: all $(B)/.test-deps unit integration lint instructions examples \
+      deb-test host-test
 
 # Unit tests of the store exec a second program of their own; those of
 # `rlshim run` preload the shim (without it they would skip).
@@ -234,21 +252,29 @@ lint: all $(B)/.test-deps
 
 check: test
 
-# Ratios of medians of alternating runs, measured in one run; the last
-# lines say which of the project's bars are met (reported, not enforced:
-# the machines are shared). A benchmark that cannot run fails.
+# Instructions each call adds over a pass-through preload (callgrind), held
+# to tests/bench/instructions.baseline: more than 20 % above a figure
+# fails. Counts are of the plain build with the default CFLAGS: make
+# asan/ubsan/tsan never run it, and it skips (saying why) in another build.
+# After a change that moves a figure on purpose, make instructions-baseline
+# and commit the file.
+INSTR_BINS := $(B)/tests/helpers/bench_calls $(B)/tests/helpers/bench_net
+instructions: all $(B)/.test-deps $(INSTR_BINS)
+	@$(TEST_ENV) RLSHIM_CFLAGS='$(CFLAGS)' python3 tests/bench/instructions.py --check
+instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
+	$(TEST_ENV) python3 tests/bench/instructions.py --write-baseline
+
+# Ratios of medians of alternating runs, measured in one run, instructions
+# per call (callgrind) and how costs grow; the last lines list every bar of
+# the run, met or not (reported, not enforced: the machines are shared).
+# A benchmark that cannot run fails (tests/bench/run.sh).
+BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
+                 tests/bench/wait_overhead.py tests/bench/names_overhead.py \
+                 tests/bench/startup.sh tests/bench/requests_overhead.py \
+                 tests/bench/users_growth.py tests/bench/tls_overhead.py \
+                 tests/bench/recv_overhead.py
 bench: all $(BENCHES) $(HELPERS)
-	@for b in $(BENCHES); do echo "== $$b"; $(TEST_ENV) $$b || exit 1; done
-	@echo "== tests/bench/shim_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/shim_overhead.py
-	@echo "== tests/bench/wait_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/wait_overhead.py
-	@echo "== tests/bench/names_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/names_overhead.py
-	@echo "== tests/bench/startup.sh"
-	@$(TEST_ENV) sh tests/bench/startup.sh
-	@echo "== tests/bench/requests_overhead.py"
-	@$(TEST_ENV) python3 tests/bench/requests_overhead.py
+	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 
 asan:
 	$(MAKE) SANITIZER=address unit integration

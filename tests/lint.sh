@@ -10,14 +10,16 @@ bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 # The .so exports exactly the hooked libc and TLS library names, nothing of
 # inih or ours.
 allowed="connect getsockopt send sendto sendmsg sendmmsg write writev sendfile sendfile64
+read readv recv recvfrom recvmsg
 close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose vfork __vfork
 socket socketpair accept accept4 syscall
 poll ppoll __poll_chk __ppoll_chk select pselect
 epoll_wait epoll_pwait epoll_pwait2 epoll_ctl
 getaddrinfo gethostbyname gethostbyname2 gethostbyname_r gethostbyname2_r
 sigaction signal
-SSL_write SSL_write_ex SSL_get_error SSL_free
-gnutls_record_send gnutls_server_name_set gnutls_deinit"
+SSL_write SSL_write_ex SSL_get_error SSL_free SSL_connect SSL_sendfile
+gnutls_record_send gnutls_server_name_set gnutls_deinit
+SSL_read SSL_read_ex gnutls_record_recv"
 exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |
     sed 's/@.*//' | sort -u)
 extra=""

@@ -141,7 +141,8 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
     }
     for (size_t i = 0; i < lf->n; i++) {
         const struct rl_declog_entry *e = &lf->v[i].e;
-        if (strcmp(e->limit, ch->kind) != 0)
+        /* A response's pause (SPEC §12) is not a call that went. */
+        if (strcmp(e->limit, ch->kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
         uint64_t t = e->mono_ns + (e->verdict == RL_DECLOG_DENY ? 0 : e->wait_ns);
         if (e->mono_ns < t0)
@@ -160,7 +161,8 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
     }
     for (size_t i = 0; i < lf->n; i++) {
         const struct rl_declog_entry *e = &lf->v[i].e;
-        if (strcmp(e->limit, ch->kind) != 0)
+        /* A response's pause (SPEC §12) is not a call that went. */
+        if (strcmp(e->limit, ch->kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
         int v = e->verdict == RL_DECLOG_DENY    ? V_DENY
                 : e->verdict == RL_DECLOG_DELAY ? V_DELAY

@@ -1,6 +1,7 @@
 /* cmd_verify.c — `rlshim verify LOG --limit KIND=RATE[,burst=N]
- * [--per user|destination] [--window] [--slack DURATION]`: do the allowed
- * units of a decision log obey a limit?
+ * [--per user|destination] [--window] [--slack DURATION]
+ * [--obeyed-retry-after]`: do the allowed units of a decision log obey a
+ * limit (and did no request go during a server's pause: verify_pause.c)?
  *
  * Units count when the verdict is allow or delay, at the time they went:
  * mono_ns + wait_ns (a delayed call sleeps, then goes). Exit 0 when they
@@ -14,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/logfile.h"
+#include "cli/verify_pause.h"
 #include "limit/conform.h"
 #include "util/declog.h"
 #include "util/parse.h"
@@ -43,11 +45,15 @@ static void usage(FILE *f)
     fputs("usage: rlshim verify LOG --limit KIND=RATE[,burst=N] "
           "[--per user|destination]\n"
           "                     [--window] [--slack DURATION]\n"
+          "       rlshim verify LOG --obeyed-retry-after [--slack DURATION]\n"
           "  KIND is connect, send, send_bytes or request; RATE is N/PERIOD (5/s, "
           "100/min, 1MiB/s).\n"
           "  Exit 0: the allowed units obey the limit; 1: they do not (the "
           "worst interval\n"
-          "  is printed with its lines); 2: usage or read error.\n",
+          "  is printed with its lines); 2: usage or read error.\n"
+          "  --obeyed-retry-after: 1 when a request of a destination went "
+          "while a 429/503\n"
+          "  had paused it (both checks when both are given).\n",
           f);
 }
 
@@ -171,12 +177,13 @@ int rl_cmd_verify(int argc, char **argv)
         {"per", required_argument, NULL, 'p'},
         {"window", no_argument, NULL, 'w'},
         {"slack", required_argument, NULL, 's'},
+        {"obeyed-retry-after", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct spec sp = {.slack_ns = 1000};
     enum per per = PER_ALL;
-    bool have_limit = false;
+    bool have_limit = false, pauses = false;
     int c;
 
     optind = 1;
@@ -205,6 +212,9 @@ int rl_cmd_verify(int argc, char **argv)
         case 'w':
             sp.window = true;
             break;
+        case 'r':
+            pauses = true;
+            break;
         case 's':
             if (rl_parse_duration(optarg, &sp.slack_ns) < 0) {
                 fprintf(stderr, "rlshim verify: bad --slack '%s'\n", optarg);
@@ -218,11 +228,11 @@ int rl_cmd_verify(int argc, char **argv)
             return rl_cli_bad_option("verify", c, argv, usage);
         }
     }
-    if (optind != argc - 1 || !have_limit) {
+    if (optind != argc - 1 || (!have_limit && !pauses)) {
         usage(stderr);
         return 2;
     }
-    if (sp.window && strchr(sp.text, ',') != NULL) {
+    if (have_limit && sp.window && strchr(sp.text, ',') != NULL) {
         fprintf(stderr, "rlshim verify: a window has no burst: at most N in "
                         "any PERIOD\n");
         return 2;
@@ -231,6 +241,11 @@ int rl_cmd_verify(int argc, char **argv)
     struct rl_logfile lf;
     if (rl_logfile_read("verify", argv[optind], &lf) < 0)
         return 2;
+    int paused = pauses ? rl_verify_pauses(&lf, sp.slack_ns, stdout) : 0;
+    if (!have_limit) {
+        rl_logfile_free(&lf);
+        return paused;
+    }
     struct item *it = malloc((lf.n ? lf.n : 1) * sizeof *it);
     size_t n = 0, lines = 0;
     if (it == NULL) {
@@ -240,7 +255,7 @@ int rl_cmd_verify(int argc, char **argv)
     }
     for (size_t i = 0; i < lf.n; i++) {
         const struct rl_declog_entry *e = &lf.v[i].e;
-        if (strcmp(e->limit, sp.kind) != 0)
+        if (strcmp(e->limit, sp.kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
         lines++;
         if (e->verdict == RL_DECLOG_DENY || e->units == 0)
@@ -281,5 +296,5 @@ int rl_cmd_verify(int argc, char **argv)
         print_worst(out, &w, it, &lf, &sp, per);
     free(it);
     rl_logfile_free(&lf);
-    return status;
+    return status | paused;
 }

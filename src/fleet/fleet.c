@@ -25,6 +25,7 @@
 #include "fleet/fleet_addr.h"
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_lease.h"
+#include "fleet/fleet_scripts.h"
 #include "util/atomics.h"
 #include "util/bootid.h"
 #include "util/clock.h"
@@ -119,11 +120,12 @@ static void format_eval(struct rl_fleet *f, struct rl_fleet_conn *c,
                         const struct ask *a)
 {
     unsigned n = rule->nlimits[kind];
+    bool pause = kind == RL_KIND_REQUEST; /* its pause key, last */
     rl_fleet_cmd_reset(c);
-    rl_fleet_cmd_start(c, 3 + (n + 1) + 8 + 3 * n);
+    rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 8 + 3 * n);
     rl_fleet_cmd_str(c, "EVALSHA");
     rl_fleet_cmd_str(c, sha);
-    rl_fleet_cmd_u64(c, n + 1);
+    rl_fleet_cmd_u64(c, n + 1 + pause);
     const char *algo[2] = {"sw", "tb"};
     char idx[2] = "0";
     const char *key[8] = {"rlshim:{", label, "}:", rl_kind_name(kind),
@@ -135,6 +137,9 @@ static void format_eval(struct rl_fleet *f, struct rl_fleet_conn *c,
     }
     const char *hosts[3] = {"rlshim:{", label, "}:hosts"};
     rl_fleet_cmd_cat(c, hosts, 3);
+    const char *pkey[3] = {"rlshim:{", label, "}:pause"};
+    if (pause)
+        rl_fleet_cmd_cat(c, pkey, 3);
     rl_fleet_cmd_u64(c, a->want);
     rl_fleet_cmd_u64(c, a->min);
     rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
@@ -168,7 +173,8 @@ static int64_t int_at(const redisReply *r, size_t i)
  * units leased are in *leased; on failure c->why says why. */
 static int eval(struct rl_fleet *f, struct rl_fleet_conn *c, const char *label,
                 const struct rl_rule *rule, int kind, const struct ask *a,
-                uint64_t deadline, struct rl_verdict *out, uint64_t *leased)
+                uint64_t deadline, struct rl_verdict *out, uint64_t *leased,
+                struct rl_fleet_paused *paused)
 {
     int script = rule->limits[kind][0].algo == RL_ALGO_TOKEN_BUCKET
                      ? SCRIPT_BUCKET
@@ -205,7 +211,7 @@ static int eval(struct rl_fleet *f, struct rl_fleet_conn *c, const char *label,
             return r;
         }
         int64_t g = int_at(rep, 0), w = int_at(rep, 1), h = int_at(rep, 2);
-        int64_t l = int_at(rep, 3);
+        int64_t l = int_at(rep, 3), off = int_at(rep, 4), why = int_at(rep, 5);
         freeReplyObject(rep);
         if (g < 0 || w < -1 || h < 0 || l < 0) {
             rl_fleet_conn_why(c, "unexpected reply");
@@ -215,6 +221,8 @@ static int eval(struct rl_fleet *f, struct rl_fleet_conn *c, const char *label,
         out->wait_ns = w < 0 ? UINT64_MAX : (uint64_t)w * 1000;
         out->stamp = 0;
         *leased = (uint64_t)l;
+        if (paused != NULL && off > 0)
+            *paused = (struct rl_fleet_paused){(uint64_t)off * 1000, why == 1};
         rl_store_relaxed_u64(&f->hosts, h > 0 ? (uint64_t)h : 1);
         return 0;
     }
@@ -352,8 +360,11 @@ struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
                                 rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v)
+                                uint64_t max_wait_ns, struct rl_verdict *v,
+                                struct rl_fleet_paused *paused)
 {
+    if (paused != NULL)
+        *paused = (struct rl_fleet_paused){0, false};
     /* The host's lease holds send units only (fleet_lease.c): connects
      * and requests are each decided on Redis, exactly. */
     if (kind != RL_KIND_SEND && kind != RL_KIND_SEND_BYTES)
@@ -418,7 +429,7 @@ struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
     uint64_t leased = 0;
     const char *name = label != NULL ? label : f->label;
     if (r == 0)
-        r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased);
+        r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased, paused);
     if (r == -EBADF) {
         /* The program took the number in the middle of the call: once more
          * on a new connection. The first script may have run (its reply
@@ -428,7 +439,8 @@ struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
         a.ret = 0;
         r = conn_open(f, c, deadline);
         if (r == 0)
-            r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased);
+            r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased,
+                     paused);
     }
     if (r < 0) {
         /* A stale lease's units are dropped, not kept: Redis may have run
@@ -487,12 +499,51 @@ void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
             atomic_exchange_explicit(&f->own.debt[k], 0, memory_order_relaxed);
         struct rl_verdict out;
         uint64_t leased = 0;
-        if (eval(f, c, f->label, rule, k, &a, deadline, &out, &leased) < 0) {
+        if (eval(f, c, f->label, rule, k, &a, deadline, &out, &leased, NULL) <
+            0) {
             rl_fleet_conn_close(c);
             break;
         }
     }
     unlock(f);
+}
+
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff)
+{
+    if (!f->on || atomic_load_explicit(&f->down, memory_order_relaxed))
+        return -EAGAIN; /* away: the fallback decides, on this host */
+    if (!lock_bounded(f))
+        return -EBUSY;
+    struct rl_fleet_conn *c = &f->conn;
+    if (c->fd >= 0 && !rl_fleet_conn_ours(c))
+        rl_fleet_conn_close(c);
+    uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
+    int r = c->fd < 0 ? conn_open(f, c, deadline) : 0;
+    if (r == 0) {
+        const char *key[3] = {"rlshim:{", label != NULL ? label : f->label,
+                              "}:pause"};
+        rl_fleet_cmd_reset(c);
+        rl_fleet_cmd_start(c, 6);
+        rl_fleet_cmd_str(c, "EVAL");
+        rl_fleet_cmd_str(c, rl_fleet_lua_pause);
+        rl_fleet_cmd_u64(c, 1);
+        rl_fleet_cmd_cat(c, key, 3);
+        rl_fleet_cmd_u64(c, wait_ns / 1000);
+        rl_fleet_cmd_u64(c, backoff ? 1 : 2);
+        redisReply *rep = NULL;
+        r = c->overflow ? -E2BIG : rl_fleet_conn_send(c, deadline);
+        if (r == 0)
+            r = rl_fleet_conn_reply(c, &rep, deadline);
+        if (r == 0 && rep->type != REDIS_REPLY_INTEGER)
+            r = -EPROTO;
+        if (rep != NULL)
+            freeReplyObject(rep);
+        if (r < 0)
+            rl_fleet_conn_close(c);
+    }
+    unlock(f);
+    return r;
 }
 
 void rl_fleet_atfork_child(struct rl_fleet *f)

@@ -82,6 +82,13 @@ bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule);
 
 struct rl_fleet_pool;
 
+/* How far a request budget's pause in Redis moved a decision's turn
+ * (SPEC §12), when rl_fleet_take is asked for a request. */
+struct rl_fleet_paused {
+    uint64_t ns;  /* 0: not paused */
+    bool backoff; /* the backoff's pause (else a server's Retry-After) */
+};
+
 /* Take between min and want units of `kind` from the fleet budget of
  * `rule` named `label` (NULL: the user's rule budget of rl_fleet_init; a
  * site's "site:S|USER", a per-destination one "SECTION|USER|NAME"), as
@@ -90,13 +97,26 @@ struct rl_fleet_pool;
  * (fleet_lease.h): spent first, given back when stale and filled again by this
  * call's round trip. `now` is the host's clock, used only to pace the retries:
  * Redis's own clock decides. What is granted here is never given back (a refund
- * would only ever lower use). */
+ * would only ever lower use). For a request, the budget's pause in Redis
+ * is waited for too (its turn and max_wait_ns are from now), and
+ * *paused (NULL: not asked) says how far it moved the turn. */
 struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
                                 const char *label, int kind,
                                 rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v);
+                                uint64_t max_wait_ns, struct rl_verdict *v,
+                                struct rl_fleet_paused *paused);
+
+/* A 429/503 paused the request budget named `label` (as rl_fleet_take
+ * names it) for `wait_ns` (a Retry-After, or this host's backoff): the
+ * pause goes to Redis, ending at Redis's now + wait unless it ends later
+ * already, and every host's requests of that budget wait for it (their
+ * script reads it). Returns 0, or -errno when Redis cannot be reached
+ * now (the pause then stays this host's). Bounded like every wait on
+ * Redis. */
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff);
 
 /* At exit: the host's unspent leased units go back to Redis, when this
  * process has a connection to it (bounded like every wait on Redis). */

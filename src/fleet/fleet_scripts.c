@@ -12,12 +12,26 @@
     "local debt = tonumber(ARGV[4])\n"                                         \
     "local lease = tonumber(ARGV[7])\n"                                        \
     "local ret = tonumber(ARGV[8])\n"                                          \
-    "local n = #KEYS - 1\n"                                                    \
+    "local n = (#ARGV - 8) / 3\n"                                              \
     "local hk = KEYS[n + 1]\n"                                                 \
+    "local pk = KEYS[n + 2]\n"                                                 \
     "redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])\n"                        \
     "redis.call('ZREMRANGEBYSCORE', hk, '-inf', tonumber(t[1]) - 60)\n"        \
     "redis.call('EXPIRE', hk, 60)\n"                                           \
-    "local hosts = redis.call('ZCARD', hk)\n"
+    "local hosts = redis.call('ZCARD', hk)\n"                                  \
+    PAUSE
+
+/* A request budget's pause (SPEC §12), when the pause key is given: the
+ * call's turn is no earlier than its end (t0; off µs from now), and `why`
+ * says whose it is (1 the backoff, 2 a Retry-After; 0 none). */
+#define PAUSE                                                                  \
+    "local t0, why = now, 0\n"                                                 \
+    "if pk then\n"                                                             \
+    "  local v = redis.call('HMGET', pk, 'u', 'b')\n"                          \
+    "  local pu = tonumber(v[1]) or 0\n"                                       \
+    "  if pu > now then t0 = pu why = tonumber(v[2]) or 2 end\n"               \
+    "end\n"                                                                    \
+    "local off = t0 - now\n"
 
 const char rl_fleet_lua_bucket[] =
     PRELUDE
@@ -30,9 +44,10 @@ const char rl_fleet_lua_bucket[] =
     "  local v = redis.call('HMGET', KEYS[i], 'u', 'f')\n"
     "  local u = tonumber(v[1]) or 0\n"
     "  local f = tonumber(v[2]) or 0\n"
-    /* used: units of 1/count µs the bucket is short of full, at now. */
+    /* used: units of 1/count µs the bucket is short of full, at the
+     * turn t0 (now, unless a pause ends later). */
     "  local used = 0\n"
-    "  if u > now or (u == now and f > 0) then used = (u - now) * c + f end\n"
+    "  if u > t0 or (u == t0 and f > 0) then used = (u - t0) * c + f end\n"
     /* A lease's unspent units come back before anything is charged. */
     "  if ret > 0 then\n"
     "    used = used - ret * p\n"
@@ -52,8 +67,9 @@ const char rl_fleet_lua_bucket[] =
     "  L[i] = {c, p, b, used}\n"
     "end\n"
     "local grant, wait = 0, 0\n"
-    "if avail >= min and avail > 0 then\n"
+    "if avail >= min and avail > 0 and off <= maxw then\n"
     "  grant = avail\n"
+    "  wait = off\n"
     "else\n"
     "  local w = want\n"
     "  local need = 0\n"
@@ -70,9 +86,10 @@ const char rl_fleet_lua_bucket[] =
     "      if x > 0 then ws = math.floor((x + c - 1) / c) end\n"
     "      if ws > need then need = ws end\n"
     "    end\n"
-    "    if maxw > 0 and need <= maxw then grant = w end\n"
+    "    if maxw > 0 and need + off <= maxw then grant = w end\n"
     "  end\n"
     "  wait = need\n"
+    "  if need >= 0 then wait = need + off end\n"
     "end\n"
     /* A lease only from a bucket that keeps half its burst after it. */
     "local leased = 0\n"
@@ -91,13 +108,13 @@ const char rl_fleet_lua_bucket[] =
     "  if used > 0 then\n"
     "    local f = math.fmod(used, c)\n"
     "    local us = (used - f) / c\n"
-    "    redis.call('HSET', KEYS[i], 'u', now + us, 'f', f)\n"
-    "    redis.call('PEXPIRE', KEYS[i], math.floor(us / 1000) + 2)\n"
+    "    redis.call('HSET', KEYS[i], 'u', t0 + us, 'f', f)\n"
+    "    redis.call('PEXPIRE', KEYS[i], math.floor((off + us) / 1000) + 2)\n"
     "  else\n"
     "    redis.call('DEL', KEYS[i])\n"
     "  end\n"
     "end\n"
-    "return {grant, wait, hosts, leased}\n";
+    "return {grant, wait, hosts, leased, off, why}\n";
 
 const char rl_fleet_lua_window[] =
     PRELUDE
@@ -107,9 +124,11 @@ const char rl_fleet_lua_window[] =
     "for i = 1, n do\n"
     "  local c = tonumber(ARGV[6 + 3 * i])\n"
     "  local p = tonumber(ARGV[7 + 3 * i])\n"
-    /* A stamp s counts while s > now - p: the window is (now - p, now]. */
+    /* A stamp s counts while s > now - p: the window is (now - p, now];
+     * at the turn t0, (t0 - p, t0] and the stamps reserved after it
+     * (integer µs: > t0 - p is >= t0 - p + 1). */
     "  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - p)\n"
-    "  local cnt = redis.call('ZCARD', KEYS[i])\n"
+    "  local cnt = redis.call('ZCOUNT', KEYS[i], t0 - p + 1, '+inf')\n"
     "  if debt > 0 then\n"
     "    local d = debt\n"
     "    if d > 2 * c - cnt then d = 2 * c - cnt end\n"
@@ -122,17 +141,19 @@ const char rl_fleet_lua_window[] =
     "  if a < avail then avail = a end\n"
     "  L[i] = {c, p, cnt}\n"
     "end\n"
-    "local grant, wait, at = 0, 0, now\n"
-    "if avail >= min and avail > 0 then\n"
+    "local grant, wait, at = 0, 0, t0\n"
+    "if avail >= min and avail > 0 and off <= maxw then\n"
     "  grant = avail\n"
+    "  wait = off\n"
     "else\n"
-    "  local need = 0\n"
+    "  local need = off\n"
     "  for i = 1, n do\n"
     "    local c, p, cnt = L[i][1], L[i][2], L[i][3]\n"
     "    if min > c then need = -1 break end\n"
     "    local k = cnt + min - c\n"
     "    if k > 0 then\n"
-    "      local s = redis.call('ZRANGE', KEYS[i], k - 1, k - 1, 'WITHSCORES')\n"
+    "      local s = redis.call('ZRANGEBYSCORE', KEYS[i], t0 - p + 1, '+inf',\n"
+    "                           'WITHSCORES', 'LIMIT', k - 1, 1)\n"
     "      local ws = tonumber(s[2]) + p - now\n"
     "      if ws > need then need = ws end\n"
     "    end\n"
@@ -149,4 +170,16 @@ const char rl_fleet_lua_window[] =
     "  end\n"
     "  redis.call('PEXPIRE', KEYS[i], math.floor((at - now + L[i][2]) / 1000) + 2)\n"
     "end\n"
-    "return {grant, wait, hosts, 0}\n";
+    "return {grant, wait, hosts, 0, off, why}\n";
+
+const char rl_fleet_lua_pause[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local u = now + tonumber(ARGV[1])\n"
+    "local v = tonumber(redis.call('HGET', KEYS[1], 'u')) or 0\n"
+    "if u > v then\n"
+    "  redis.call('HSET', KEYS[1], 'u', u, 'b', ARGV[2])\n"
+    "  redis.call('PEXPIRE', KEYS[1], math.floor(tonumber(ARGV[1]) / 1000) + 2)\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";

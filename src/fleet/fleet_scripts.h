@@ -15,7 +15,13 @@
  * window script leases nothing and ignores both. `debt` is what this process admitted
  * while Redis was away: charged first, at most until the budget is empty
  * (no burst on return). Each call marks `host` active in the hosts key
- * (a sorted set by time, 60 s), whose size is what `share` divides by. */
+ * (a sorted set by time, 60 s), whose size is what `share` divides by.
+ *
+ * A request kind's call also gives its budget's pause key last (SPEC
+ * §12; written by rl_fleet_lua_pause): no unit is granted for a turn
+ * before the pause ends, and the reply says {..., off_us, why}: how far
+ * the pause moved the turn, and whose pause it was (1 the backoff, 2 a
+ * Retry-After, 0 none). */
 #ifndef RL_FLEET_SCRIPTS_H
 #define RL_FLEET_SCRIPTS_H
 
@@ -28,5 +34,11 @@ extern const char rl_fleet_lua_bucket[];
 /* Sliding window: a sorted set of stamps (µs) per limit, members unique
  * per call; at most count in any window of period_us. */
 extern const char rl_fleet_lua_window[];
+
+/* A request budget's pause: KEYS = its pause key; ARGV = the wait (µs)
+ * and why (1 the backoff, 2 a Retry-After). The pause ends at Redis's
+ * now + wait, unless it already ends later; replies 1 when it moved. Sent
+ * with EVAL (a 429 is rare: no SHA to keep). */
+extern const char rl_fleet_lua_pause[];
 
 #endif

@@ -372,6 +372,34 @@ static size_t detect(struct ctx *c, const uint8_t *buf, size_t n, size_t i)
     return i;
 }
 
+/* The bytes of a reason phrase, or of a header value nothing reads, up to
+ * its line's end: what one byte at a time through h1_byte would accept,
+ * skipped in one loop (most of a head is such bytes). Stops where h1_byte
+ * must look: the line's end, a byte a value may not hold, the head's
+ * bound. */
+static size_t skip_text(struct rl_respscan *s, const uint8_t *buf, size_t i,
+                        size_t n)
+{
+    size_t j = i, room = RL_HTTP_HEAD_MAX - s->head_len;
+
+    if (n - i < room)
+        room = n - i;
+    if (s->st == RS_REASON) {
+        while (j < i + room && buf[j] != '\n')
+            j++;
+    } else {
+        while (j < i + room) {
+            uint8_t b = buf[j];
+
+            if ((b < 0x20 && b != '\t') || b == 0x7f)
+                break; /* CR, LF, or not HTTP: h1_byte's to say */
+            j++;
+        }
+    }
+    s->head_len += (uint32_t)(j - i);
+    return j;
+}
+
 long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                       struct rl_resp_event *ev, size_t max)
 {
@@ -418,6 +446,16 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
             break;
         }
         default:
+            if ((s->st == RS_REASON ||
+                 (s->st == RS_HVAL && s->hdr == HDR_OTHER)) &&
+                s->head_len < RL_HTTP_HEAD_MAX) {
+                size_t j = skip_text(s, buf, i, n);
+
+                if (j > i) {
+                    i = j;
+                    break;
+                }
+            }
             h1_byte(&c, buf[i], i);
             i++;
             break;

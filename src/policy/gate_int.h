@@ -123,6 +123,14 @@ bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
 void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
                      const void *sa, unsigned salen);
 
+/* The Redis label of fleet charge c (NULL: the user's rule budget, the
+ * fleet's own label), into label[RL_GATE_FLEET_LABEL_MAX]: a decision's
+ * take and a response's pause (gate_pause.c) name the same key. */
+#define RL_GATE_FLEET_LABEL_MAX (RL_STORE_LABEL_MAX + RL_NAME_MAX + 2)
+struct rl_gate_charge;
+const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
+                                const struct rl_gate_charge *c, char *label);
+
 /* Give back to the host's lease of a fleet budget what a call it granted
  * did not use. */
 void rl_gate_fleet_lease_refund(struct rl_gate *g, uint64_t calls,

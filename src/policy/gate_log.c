@@ -35,6 +35,18 @@ static const char *site_of(const struct rl_gate_ticket *t)
     return NULL;
 }
 
+/* The destination a line names: the request's name, else the name the
+ * address was resolved from, else the address. */
+static void dest_of(struct rl_proc *p, const struct rl_gate_call *c, char *host,
+                    size_t len, unsigned *port)
+{
+    rl_declog_dest(c->sa, c->salen, host, len, port);
+    if (c->dest != NULL && strlen(c->dest) < len)
+        memcpy(host, c->dest, strlen(c->dest) + 1);
+    else
+        name_of(&p->names, host, len);
+}
+
 void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
                           int denied_kind, uint64_t denied_units,
                           const struct rl_gate_call *c)
@@ -42,11 +54,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
     const struct rl_rule *rule = p->gate.rule;
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    rl_declog_dest(c->sa, c->salen, host, sizeof host, &port);
-    if (c->dest != NULL && strlen(c->dest) < sizeof host)
-        memcpy(host, c->dest, strlen(c->dest) + 1);
-    else
-        name_of(&p->names, host, sizeof host);
+    dest_of(p, c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
         .user = p->gate.user,
@@ -81,6 +89,31 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
         r.units = units[k];
         rl_declog_write(&p->declog, &r);
     }
+}
+
+void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
+                       const struct rl_gate_charge *ch,
+                       const struct rl_gate_call *c, unsigned status,
+                       uint64_t wait_ns, const char *reason)
+{
+    char host[RL_NAME_MAX + 1];
+    unsigned port;
+    dest_of(p, c, host, sizeof host, &port);
+    struct rl_declog_rec r = {
+        .mono_ns = t->now,
+        .user = p->gate.user,
+        .rule = p->gate.rule != NULL ? p->gate.rule->section : NULL,
+        .site = ch->rule->site,
+        .dest = host,
+        .port = port,
+        .call = "response",
+        .limit = "request",
+        .verdict = RL_DECLOG_PAUSE,
+        .wait_ns = wait_ns,
+        .reason = reason,
+        .status = status,
+    };
+    rl_declog_write(&p->declog, &r);
 }
 
 /* "fd 3 to 127.0.0.1:80" for a log line ("fd 3" when the destination is

@@ -45,4 +45,14 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
                           int denied_kind, uint64_t denied_units,
                           const struct rl_gate_call *c);
 
+/* A response that paused charge ch's requests (SPEC §12): one line with
+ * verdict pause, call = response, limit = request, units 0, wait_ns the
+ * pause from t->now, reason and the response's status; dest as a
+ * decision of c names it; user and rule are p's. Call only when p's
+ * decision log is on. */
+void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
+                       const struct rl_gate_charge *ch,
+                       const struct rl_gate_call *c, unsigned status,
+                       uint64_t wait_ns, const char *reason);
+
 #endif

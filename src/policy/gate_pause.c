@@ -11,20 +11,28 @@
  *       Retry-After), so that the reason and the time change in one store;
  *       only ever moved later, by CAS;
  *   [1] the backoff: 429/503 without Retry-After in a row, relaxed; a
- *       success puts it back to 0. */
+ *       success puts it back to 0.
+ * A fleet budget's pause is also Redis's (fleet.h's rl_fleet_pause, by
+ * Redis's clock), which every host's request script waits for; the count
+ * of the backoff stays each host's (a success resets it without a round
+ * trip). Each response that moved a pause is a line of the decision log
+ * (verdict pause), which `rlshim verify --obeyed-retry-after` reads. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fleet/fleet.h"
 #include "policy/dest.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
+#include "policy/gate_log.h"
 #include "policy/gate_pause.h"
 #include "policy/names.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/declog.h"
 
 #define WHY_BACKOFF 1ull
 
@@ -86,18 +94,28 @@ static uint64_t doubled(uint64_t turn, uint64_t n, uint64_t cap)
     return turn;
 }
 
-/* Move the pause to end at `until` unless it already ends as late. */
-static void pause_until(rl_atomic_u64 *w, uint64_t until, bool backoff)
+/* Move the pause to end at `until` unless it already ends as late;
+ * true when it moved. */
+static bool pause_until(rl_atomic_u64 *w, uint64_t until, bool backoff)
 {
     uint64_t want = rl_pause_end(until) | (backoff ? WHY_BACKOFF : 0);
     uint64_t seen = rl_load_relaxed_u64(w);
     while (rl_pause_end(seen) < rl_pause_end(want))
         if (rl_cas_acq_rel_u64(w, &seen, want))
-            return;
+            return true;
+    return false;
 }
 
-static void outcome(const struct rl_gate_charge *c, int status, bool has_ra,
-                    uint64_t ra_ns, uint64_t now)
+void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now, uint64_t ns,
+                     bool backoff)
+{
+    if (c->pause != NULL && rl_pause_obeyed(c->rule))
+        pause_until(&c->pause[0], rl_add_sat_u64(now, ns), backoff);
+}
+
+static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
+                    const struct rl_gate_charge *c, const struct rl_gate_req *q,
+                    int status, bool has_ra, uint64_t ra_ns, uint64_t now)
 {
     const struct rl_rule *r = c->rule;
     if (c->pause == NULL || !rl_pause_obeyed(r))
@@ -121,7 +139,19 @@ static void outcome(const struct rl_gate_charge *c, int status, bool has_ra,
     if (wait == 0)
         return; /* Retry-After: 0 (or a date past): go on at once */
     uint64_t until = now > UINT64_MAX - wait ? UINT64_MAX : now + wait;
-    pause_until(&c->pause[0], until, !has_ra);
+    bool moved = pause_until(&c->pause[0], until, !has_ra);
+    if (rl_fleet_decides(&p->fleet, r)) {
+        /* Every host's: Redis's clock ends it (away: this host's). */
+        char label[RL_GATE_FLEET_LABEL_MAX];
+        moved |= rl_fleet_pause(&p->fleet, rl_gate_fleet_label(t, c, label),
+                                wait, !has_ra) == 0;
+    }
+    if (moved && rl_declog_enabled(&p->declog)) {
+        const struct rl_gate_call call = {q->call, q->fd, q->sa, q->salen,
+                                          q->name, NULL,  NULL,  true};
+        rl_gate_log_pause(p, t, c, &call, (unsigned)status, wait,
+                          has_ra ? "retry_after" : "backoff");
+    }
 }
 
 void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
@@ -143,7 +173,8 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
     t.dest = dest;
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     for (unsigned i = 0; i < t.ncharges; i++)
-        outcome(&t.charge[i], status, has_retry_after, retry_after_ns, now);
+        outcome(p, &t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
+                now);
 }
 
 void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,

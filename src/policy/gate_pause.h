@@ -25,4 +25,10 @@ uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
 /* The reason a paused-until word gives ("retry_after" or "backoff"). */
 const char *rl_pause_reason(uint64_t word);
 
+/* Another host's pause of a fleet budget, as its Redis script reported
+ * it (gate_take.c): charge c's word shows it too, ending `ns` after
+ * `now` unless it ends later already. */
+void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now,
+                     uint64_t ns, bool backoff);
+
 #endif

@@ -56,6 +56,19 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
  * `at` ns after t->now; the verdict's wait is from t->now. The charge's
  * own max_delay bounds how far it may move the turn: one the turn is
  * already past grants only what it has free at the turn. */
+const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
+                                const struct rl_gate_charge *c, char *label)
+{
+    if (c->fleet_owner == NULL)
+        return NULL;
+    rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
+    if (c->fleet_dest) {
+        size_t l = strlen(label);
+        snprintf(label + l, RL_GATE_FLEET_LABEL_MAX - l, "|%s", t->dest);
+    }
+    return label;
+}
+
 /* A fleet charge's take, on Redis (out of line: its Redis key's label is
  * on the stack only for a fleet budget). */
 static __attribute__((noinline)) struct rl_verdict
@@ -65,23 +78,24 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
 {
     /* Only the user's rule budget leases (a site or per-destination
      * charge is decided on its own, exactly, under its own key). */
-    char label[RL_STORE_LABEL_MAX + RL_NAME_MAX + 2];
-    const char *fl = NULL;
-    if (c->fleet_owner != NULL) {
-        rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
-        if (c->fleet_dest) {
-            size_t l = strlen(label);
-            snprintf(label + l, sizeof label - l, "|%s", t->dest);
-        }
-        fl = label;
-    }
+    char label[RL_GATE_FLEET_LABEL_MAX];
+    const char *fl = rl_gate_fleet_label(t, c, label);
     const struct rl_fleet_pool *pool = p->gate.fleet_lease && fl == NULL &&
                                                kind != RL_KIND_CONNECT &&
                                                c->budget->fleet.w != NULL
                                            ? &c->budget->fleet
                                            : NULL;
-    return rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
-                         t->now, want, min, mw, c->v[rl_gate_vrow(kind)]);
+    struct rl_fleet_paused paused;
+    struct rl_verdict v =
+        rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
+                      t->now, want, min, mw, c->v[rl_gate_vrow(kind)], &paused);
+    if (paused.ns > 0) {
+        /* Another host's 429 (SPEC §12): this host's word shows it too. */
+        rl_pause_mirror(c, t->now, paused.ns, paused.backoff);
+        if (t->reason == NULL)
+            t->reason = paused.backoff ? "backoff" : "retry_after";
+    }
+    return v;
 }
 
 static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
@@ -89,6 +103,10 @@ static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
                                   uint64_t at, uint64_t want, uint64_t min)
 {
     uint64_t mw = max_wait(c->rule);
+    /* A fleet request budget's pause is Redis's: its script waits for it
+     * and answers from now, not from the end of this host's copy of it. */
+    if (c->fleet[kind] && kind == RL_KIND_REQUEST)
+        at = 0;
     mw = mw > at ? mw - at : 0;
     if (min > want)
         min = want;

@@ -1,12 +1,13 @@
 /* reqconn.c — see reqconn.h. */
 #include "policy/reqconn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
-#include <string.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "policy/gate.h"
 #include "policy/names.h"
@@ -19,13 +20,17 @@
 
 /* Events looked at per write: a write that starts more requests than
  * this is cut before the last one seen (plaintext), so none goes
- * uncharged. */
+ * uncharged; a write that goes whole counts the rest (requests_past). */
 #define PLAN_EVENTS 8
+/* The most events such a write has looked at one by one (552 bytes
+ * each); past it every event is taken as a request. */
+#define WHOLE_EVENTS 4096
 
 void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 {
     memset(c, 0, sizeof *c);
     rl_reqscan_init(&c->scan, &c->http);
+    rl_respscan_init(&c->resp, &c->http);
     if (sa != NULL && salen > 0 && salen <= sizeof c->peer) {
         memcpy(&c->peer, sa, salen);
         c->salen = salen;
@@ -35,6 +40,7 @@ void rl_reqconn_init(struct rl_reqconn *c, const void *sa, socklen_t salen)
 void rl_reqconn_free(struct rl_reqconn *c)
 {
     rl_reqscan_free(&c->scan);
+    rl_respscan_free(&c->resp);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)
@@ -122,7 +128,9 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     if (act == RL_GATE_FAIL) {
         p->act = RL_GATE_FAIL;
         p->err = t.err;
-        if (nonblocking(w) && t.retry_ns != UINT64_MAX)
+        /* Whatever the socket: the TLS layer may know it only by the
+         * ciphertext it carried (shim/tlswrite.h). */
+        if (t.retry_ns != UINT64_MAX)
             p->wake = rl_add_sat_u64(now, t.retry_ns);
         return;
     }
@@ -182,6 +190,7 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
         if (t.ncharges > 0)
             p->requests++;
         c->charged = (uint64_t)e->offset + 1;
+        rl_reqconn_sent(c, &q, e->stream_id);
         if (t.wait_ns == 0)
             continue;
         if (nonblocking(w)) {
@@ -193,6 +202,48 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
         }
         p->wake = rl_add_sat_u64(now, t.wait_ns);
     }
+}
+
+/* The requests to charge among the events past the first PLAN_EVENTS of
+ * a write that goes whole (`total` events in all: a TLS write of many
+ * HTTP/2 streams, or of many pipelined heads), all of which go with it.
+ * Peeked again into a buffer of their number; should that be too many or
+ * not be had, every event past those is taken as a request (what such a
+ * write carries: the other kinds come at most once or twice a write). */
+static uint64_t requests_past(const struct rl_reqconn *c,
+                              const struct iovec *iov, size_t n, size_t total)
+{
+    struct rl_req_event *all =
+        total <= WHOLE_EVENTS ? malloc(total * sizeof *all) : NULL;
+    if (all == NULL)
+        return total - PLAN_EVENTS;
+    size_t m = rl_reqscan_peekv(&c->scan, iov, n, all, total);
+    uint64_t k = 0;
+    for (size_t i = PLAN_EVENTS; i < m && i < total; i++)
+        if (all[i].kind == RL_REQ_REQUEST && all[i].offset >= c->charged)
+            k++;
+    free(all);
+    return k;
+}
+
+/* The k requests a TLS write charged (a turn reserved counts), all to the
+ * first one's name, for their answers (respconn.c): those looked at with
+ * their HTTP/2 streams, those past them (HTTP/1.x: in order; HTTP/2: their
+ * streams not known, so their answers are not paired). */
+static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
+                         const struct rl_req_event *first,
+                         const struct rl_req_event *ev, size_t nev,
+                         uint64_t before, uint64_t k)
+{
+    struct rl_gate_req q;
+    ask(c, w, first, 1, &q);
+    for (size_t i = 0; i < nev && k > 0; i++)
+        if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset >= before) {
+            rl_reqconn_sent(c, &q, ev[i].stream_id);
+            k--;
+        }
+    while (k-- > 0 && rl_reqscan_proto(&c->scan) == RL_HTTP_1)
+        rl_reqconn_sent(c, &q, 0);
 }
 
 void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
@@ -217,9 +268,8 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         c->turn = 0;
     }
     struct rl_req_event ev[PLAN_EVENTS];
-    size_t nev = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
-    if (nev > PLAN_EVENTS)
-        nev = PLAN_EVENTS;
+    size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
+    size_t nev = total > PLAN_EVENTS ? PLAN_EVENTS : total;
     const struct rl_req_event *first = NULL;
     uint64_t k = 0;
     for (size_t i = 0; i < nev; i++) {
@@ -236,12 +286,22 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
             k++;
         }
     }
+    if (w->how == RL_REQ_WHOLE && total > PLAN_EVENTS)
+        k += requests_past(c, iov, n, total);
     if (k == 0)
         return;
-    if (w->how == RL_REQ_WHOLE)
-        plan_whole(proc, c, w, first, k, now, p);
-    else
+    if (w->how == RL_REQ_PLAIN) {
         plan_plain(proc, c, w, ev, nev, now, p);
+        return;
+    }
+    /* (Requests only past those looked at: named by the connection.) */
+    static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
+    if (first == NULL)
+        first = &unnamed;
+    uint64_t before = c->charged;
+    plan_whole(proc, c, w, first, k, now, p);
+    if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
+        record_whole(c, w, first, ev, nev, before, k);
 }
 
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,

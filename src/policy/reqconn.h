@@ -37,14 +37,40 @@
 
 #include "http/http.h"
 #include "http/reqscan.h"
+#include "http/respscan.h"
 #include "policy/dest.h"
 #include "policy/names.h"
 
 struct rl_proc;
+struct rl_gate_req;
+
+/* A request the program sent and whose final answer has not come yet,
+ * named as it was charged (SPEC §12: that answer pauses those budgets).
+ * HTTP/1.x ones are answered in the order they went; HTTP/2 ones by
+ * stream id. */
+struct rl_reqsent {
+    uint32_t stream_id; /* HTTP/2; 0 for HTTP/1.x */
+    uint16_t port;      /* the port it was charged with (0: the peer's) */
+    uint16_t gen;       /* a slot of http.names: its generation */
+    uint8_t name;       /* RL_SENT_PEER, RL_SENT_SNI, or a slot of
+                           http.names */
+};
+#define RL_SENT_MAX 32
+#define RL_SENT_PEER 0xffu /* charged without a name: the connection's */
+#define RL_SENT_SNI 0xfeu  /* charged to the TLS server name */
 
 struct rl_reqconn {
     struct rl_httpconn http; /* shared with the response side */
     struct rl_reqscan scan;
+    /* The response side (policy/respconn.c): what the program receives,
+     * and the requests it answers. */
+    struct rl_respscan resp;
+    struct rl_reqsent sent[RL_SENT_MAX];
+    uint8_t nsent;
+    bool resp_off; /* responses are read no further */
+    int resp_lost; /* atomic: bytes went by unread (a read while another
+                      thread held the connection, or from a signal
+                      handler): the next read turns the side off */
     /* The connection's destination: its peer (salen 0: not known) and the
      * TLS server name the program set ("" : none). */
     struct sockaddr_storage peer;
@@ -83,8 +109,9 @@ struct rl_reqplan {
     size_t allow;  /* GO: bytes that may go now (plaintext: up to the first
                       request that cannot; the whole write otherwise) */
     uint64_t wake; /* GO: sleep until then first (CLOCK_MONOTONIC ns; 0: at
-                      once); FAIL on a non-blocking socket: when it could
-                      go (hold it until then; 0: not known) */
+                      once); FAIL on a non-blocking socket, or of a write
+                      that goes whole: when it could go (hold the
+                      socket until then; 0: not known) */
     unsigned requests; /* requests this write charged */
     bool scanned;  /* done must commit (false: the write was not looked at) */
 };
@@ -106,6 +133,34 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
 /* After the real call took `sent` bytes (< 0: it failed). */
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
                      long sent, const struct rl_reqplan *p);
+
+/* What one read is: its fd (-1: not known) and its name in log lines. */
+struct rl_reqread {
+    int fd;
+    const char *call;
+};
+
+/* A request of c was charged as q names it (or found no budget): its
+ * answer is to pause those budgets (respconn.c). */
+void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
+                     uint32_t stream_id);
+
+/* The program received `got` bytes in iov[0..n) on c (what the call
+ * really returned, never more): each final response's status goes to
+ * rl_gate_request_outcome of proc, named as its request was charged. The
+ * bytes are only read. Not async-signal-safe: a handler's read is not
+ * passed here (rl_reqconn_lost). */
+void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
+                         const struct iovec *iov, size_t n, size_t got,
+                         const struct rl_reqread *r);
+
+/* Bytes of c's responses went by without being read here: its response
+ * side turns off at its next read (responses are never guessed at from
+ * the middle of a stream). Any thread may call it, holding c or not. */
+static inline void rl_reqconn_lost(struct rl_reqconn *c)
+{
+    __atomic_store_n(&c->resp_lost, 1, __ATOMIC_RELAXED);
+}
 
 /* A plaintext socket whose first bytes were a TLS record while no TLS
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per

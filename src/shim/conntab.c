@@ -82,19 +82,32 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
     return ok;
 }
 
-struct rl_reqconn *rl_conntab_acquire(int fd)
+static struct rl_reqconn *acquire(int fd, bool reader)
 {
     struct rl_conntab *tab = &rl_shim_self->conntab;
     if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return NULL;
     pthread_mutex_lock(&tab->lock);
     struct rl_reqconn *c = (unsigned)fd < tab->cap ? tab->by_fd[fd] : NULL;
-    if (c != NULL && (c->busy & HELD))
+    if (c != NULL && (c->busy & HELD)) {
+        if (reader)
+            rl_reqconn_lost(c);
         c = NULL;
+    }
     if (c != NULL)
         c->busy |= HELD;
     pthread_mutex_unlock(&tab->lock);
     return c;
+}
+
+struct rl_reqconn *rl_conntab_acquire(int fd)
+{
+    return acquire(fd, false);
+}
+
+struct rl_reqconn *rl_conntab_acquire_read(int fd)
+{
+    return acquire(fd, true);
 }
 
 void rl_conntab_release(struct rl_reqconn *c)

@@ -40,6 +40,11 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len);
 struct rl_reqconn *rl_conntab_acquire(int fd);
 void rl_conntab_release(struct rl_reqconn *c);
 
+/* rl_conntab_acquire for a read (hook_recv.c): when another thread holds
+ * the connection, the bytes this read returns go by unseen, and its
+ * response side is told so (rl_reqconn_lost) before NULL is returned. */
+struct rl_reqconn *rl_conntab_acquire_read(int fd);
+
 /* fd is closed or replaced: its connection goes (now, or when its writer
  * lets go). Cheap when the table is empty. */
 void rl_conntab_forget(int fd);

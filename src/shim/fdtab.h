@@ -35,6 +35,10 @@
     0x40u /* its requests are counted: a connection in                         \
              shim/conntab.h */
 
+#define RL_FD_RESP_LOST                                                        \
+    0x80u /* HTTP: a signal handler read its bytes unseen (a handler         \
+             takes no lock): the next read turns its response side off */
+
 /* A send-like call on fd needs more than the real function: its sends
  * are charged, or its requests counted. */
 #define RL_FD_SLOW (RL_FD_MATCHED | RL_FD_HTTP)

@@ -1,18 +1,24 @@
 /* hook_openssl.c — OpenSSL's writes (SPEC §11): SSL_write, SSL_write_ex,
- * and what a denied write makes of SSL_get_error; SSL_free forgets the
- * session.
+ * and what a denied write makes of SSL_get_error; SSL_connect, for the
+ * socket of a session written through the program's own BIO; SSL_free
+ * forgets the session.
  *
  * The hooks are unversioned: they satisfy the program's versioned
- * references (SSL_write@OPENSSL_3.0.0). SSL_sendfile is not hooked: its
- * bytes go from a file to the kernel's TLS without passing the shim, so
- * they are not counted (a body sent that way also leaves the scanner's
- * framing behind: rare, kTLS only). */
+ * references (SSL_write@OPENSSL_3.0.0). SSL_sendfile (kTLS: the file's
+ * bytes go to the kernel's TLS without passing the program) is counted
+ * as a write of those bytes, read from the file at most SENDFILE_SCAN at
+ * a time. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include "policy/gate.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/tlsreal.h"
 #include "shim/tlstab.h"
 #include "shim/tlswrite.h"
@@ -23,6 +29,10 @@ typedef struct ssl_st SSL;
 #define SSL_ERROR_WANT_WRITE 3
 #define SSL_ERROR_SYSCALL 5
 #define TLSEXT_NAMETYPE_host_name 0
+/* The most of a file one SSL_sendfile is let send while requests are
+ * counted: what the shim reads to scan (sendfile may send less than
+ * asked; the program sends the rest in its next call). */
+#define SENDFILE_SCAN (128u * 1024u)
 
 static int fd_of(const void *session)
 {
@@ -93,6 +103,90 @@ RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
     rl_tls_depth--;
     if (act == RL_TLSW_GO)
         rl_tlswrite_end(&w, r > 0 && written != NULL ? (long)*written : -1);
+    return r;
+}
+
+/* Are requests counted in this process (the set-up made first)? */
+static bool counting(void)
+{
+    if (rl_tls_depth > 0 || rl_hook_in_handler() || rl_shim_in_vfork_child() ||
+        !rl_shim_enter())
+        return false;
+    bool on = rl_gate_counts_requests(rl_shim_proc());
+    rl_shim_leave();
+    return on;
+}
+
+/* Up to SENDFILE_SCAN bytes of the file at `off` into a buffer of its
+ * own (NULL: none to be had; the call then goes as the program made it:
+ * the library says what is wrong with it). */
+static char *file_bytes(int fd, off_t off, size_t size, size_t *n)
+{
+    struct stat st;
+    int saved = errno;
+    char *buf = NULL;
+    *n = 0;
+    if (size > 0 && off >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        off < st.st_size) {
+        size_t want = (uint64_t)(st.st_size - off) < size
+                          ? (size_t)(st.st_size - off)
+                          : size;
+        if (want > SENDFILE_SCAN)
+            want = SENDFILE_SCAN;
+        buf = malloc(want);
+        ssize_t got = buf != NULL ? pread(fd, buf, want, off) : -1;
+        if (got > 0) {
+            *n = (size_t)got;
+        } else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    errno = saved;
+    return buf;
+}
+
+RL_EXPORT ssize_t SSL_sendfile(SSL *ssl, int fd, off_t offset, size_t size,
+                               int flags)
+{
+    ssize_t (*real)(SSL *, int, off_t, size_t, int) =
+        rl_tls_real(RL_TLS_SSL_SENDFILE);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    size_t n = 0;
+    char *buf = counting() ? file_bytes(fd, offset, size, &n) : NULL;
+    if (buf == NULL)
+        return real(ssl, fd, offset, size, flags);
+    struct rl_tlswrite w;
+    int act = rl_tlswrite_begin(&w, ssl, buf, n, "SSL_sendfile", &ops);
+    if (act == RL_TLSW_FAIL) {
+        free(buf);
+        return -1;
+    }
+    rl_tls_depth++;
+    ssize_t r = real(ssl, fd, offset, act == RL_TLSW_GO ? n : size, flags);
+    rl_tls_depth--;
+    if (act == RL_TLSW_GO)
+        rl_tlswrite_end(&w, r > 0 ? (long)r : -1);
+    free(buf);
+    return r;
+}
+
+RL_EXPORT int SSL_connect(SSL *ssl)
+{
+    int (*real)(SSL *) = rl_tls_real(RL_TLS_SSL_CONNECT);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    struct rl_tlsent *e = rl_tlswrite_handshake_begin(ssl, &ops);
+    rl_tls_depth++;
+    int r = real(ssl);
+    rl_tls_depth--;
+    if (e != NULL)
+        rl_tlswrite_handshake_end(e);
     return r;
 }
 

@@ -15,6 +15,7 @@
 #include "shim/hooks.h"
 #include "shim/self.h"
 #include "shim/shim.h"
+#include "shim/tlswrite.h"
 #include "util/clock.h"
 
 /* A TLS record on a plaintext socket that no TLS library of the process
@@ -26,6 +27,23 @@ static void tls_check(struct rl_reqconn *c)
     c->tls_seen = false;
     if (!rl_conntab_tls_visible())
         rl_reqconn_unseen_tls(rl_shim_proc(), c);
+}
+
+/* Not HTTP, or TLS counted by the TLS layer (if at all): the socket's
+ * sends cost what any other socket's do from now on. */
+static void forget(int fd)
+{
+    rl_fdtab_set(fd, rl_fdtab_get(fd) & ~RL_FD_HTTP);
+    rl_conntab_forget(fd);
+}
+
+/* A TLS connection whose session the TLS layer may yet find here: one
+ * written through a BIO of the program's own (curl's) is known by its
+ * socket only when its first write's ciphertext comes by. */
+static bool tls_unbound(const struct rl_reqconn *c)
+{
+    return rl_reqscan_proto(&c->scan) == RL_HTTP_TLS && !c->tls_owned &&
+           rl_conntab_tls_visible();
 }
 
 int rl_request_begin(struct rl_send *s)
@@ -40,8 +58,18 @@ int rl_request_begin(struct rl_send *s)
     if (s->iov == NULL) {
         /* Bytes the shim does not see (sendfile): the stream's place is
          * lost, so its requests are counted no further. */
-        rl_fdtab_set(s->fd, rl_fdtab_get(s->fd) & ~RL_FD_HTTP);
-        rl_conntab_forget(s->fd);
+        forget(s->fd);
+        rl_shim_leave();
+        rl_conntab_release(c);
+        return 0;
+    }
+    if (rl_reqscan_proto(&c->scan) == RL_HTTP_TLS) {
+        /* Ciphertext: kept only until a TLS write it is made inside
+         * names its session (or the session named this socket itself). */
+        if (!c->tls_owned && rl_tlswrite_bind(s->fd))
+            c->tls_owned = true;
+        if (c->tls_owned)
+            forget(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);
         return 0;
@@ -83,12 +111,8 @@ void rl_request_end(struct rl_send *s, long sent)
     s->rc = NULL;
     bool in = rl_shim_enter();
     rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
-    if (!rl_reqconn_counting(c)) {
-        /* Not HTTP, or TLS (counted by the TLS layer, if at all): its
-         * sends cost what any other socket's do from now on. */
-        rl_fdtab_set(s->fd, rl_fdtab_get(s->fd) & ~RL_FD_HTTP);
-        rl_conntab_forget(s->fd);
-    }
+    if (!rl_reqconn_counting(c) && !tls_unbound(c))
+        forget(s->fd);
     if (in)
         rl_shim_leave();
     rl_conntab_release(c);

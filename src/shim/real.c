@@ -29,7 +29,23 @@ static ssize_t first_writev(int fd, const struct iovec *iov, int n)
     return w(fd, iov, n);
 }
 
-struct rl_real rl_real = {.write = first_write, .writev = first_writev};
+static ssize_t first_read(int fd, void *buf, size_t n)
+{
+    ssize_t (*r)(int, void *, size_t) = (ssize_t (*)(int, void *, size_t))
+        rl_real_slot(RL_REAL_INDEX(read));
+    return r(fd, buf, n);
+}
+
+static ssize_t first_recv(int fd, void *buf, size_t n, int fl)
+{
+    ssize_t (*r)(int, void *, size_t, int) =
+        (ssize_t (*)(int, void *, size_t, int))rl_real_slot(
+            RL_REAL_INDEX(recv));
+    return r(fd, buf, n, fl);
+}
+
+struct rl_real rl_real = {.write = first_write, .writev = first_writev,
+                          .read = first_read, .recv = first_recv};
 
 /* Fallbacks: the raw system call, for a libc without the name or a chain
  * in which RTLD_NEXT finds only ourselves. */
@@ -169,6 +185,34 @@ static int fb_accept4(int fd, struct sockaddr *sa, socklen_t *len, int fl)
     return (int)rl_raw_syscall(SYS_accept4, fd, (long)sa, (long)len, fl, 0, 0);
 }
 
+static ssize_t fb_read(int fd, void *b, size_t n)
+{
+    return rl_raw_syscall(SYS_read, (long)fd, (long)b, (long)n, 0, 0, 0);
+}
+
+static ssize_t fb_readv(int fd, const struct iovec *v, int n)
+{
+    return rl_raw_syscall(SYS_readv, (long)fd, (long)v, (long)n, 0, 0, 0);
+}
+
+static ssize_t fb_recv(int fd, void *b, size_t n, int fl)
+{
+    return rl_raw_syscall(SYS_recvfrom, (long)fd, (long)b, (long)n, (long)fl,
+                          0, 0);
+}
+
+static ssize_t fb_recvfrom(int fd, void *b, size_t n, int fl,
+                           struct sockaddr *sa, socklen_t *len)
+{
+    return rl_raw_syscall(SYS_recvfrom, (long)fd, (long)b, (long)n, (long)fl,
+                          (long)sa, (long)len);
+}
+
+static ssize_t fb_recvmsg(int fd, struct msghdr *m, int fl)
+{
+    return rl_raw_syscall(SYS_recvmsg, (long)fd, (long)m, (long)fl, 0, 0, 0);
+}
+
 /* libc always has syscall(); should RTLD_NEXT find only ourselves, the
  * raw call with six arguments is what it does. */
 static long fb_syscall(long nr, ...)
@@ -240,6 +284,8 @@ static const struct {
     SLOT(closefrom),  SLOT(dup),        SLOT(dup2),      SLOT(dup3),
     SLOT(fcntl),      SLOT(fcntl64),    SLOT(fclose),    SLOT(socket),
     SLOT(socketpair), SLOT(accept),     SLOT(accept4),   SLOT(syscall),
+    SLOT(read),       SLOT(readv),      SLOT(recv),      SLOT(recvfrom),
+    SLOT(recvmsg),
 };
 _Static_assert(sizeof slots / sizeof slots[0] ==
                    sizeof(struct rl_real) / sizeof(void *),
@@ -252,7 +298,8 @@ void *rl_real_slot(unsigned i)
 {
     void **dst = (void **)&rl_real;
     void *p = __atomic_load_n(&dst[i], __ATOMIC_ACQUIRE);
-    if (p != NULL && p != (void *)first_write && p != (void *)first_writev)
+    if (p != NULL && p != (void *)first_write && p != (void *)first_writev &&
+        p != (void *)first_read && p != (void *)first_recv)
         return p;
     p = rl_real_next(slots[i].name, slots[i].self, slots[i].fallback);
     __atomic_store_n(&dst[i], p, __ATOMIC_RELEASE);

@@ -42,11 +42,18 @@ struct rl_real {
     int (*accept)(int, struct sockaddr *, socklen_t *);
     int (*accept4)(int, struct sockaddr *, socklen_t *, int);
     long (*syscall)(long, ...);
+    /* The receive family (hook_recv.c): a connection's responses. */
+    ssize_t (*read)(int, void *, size_t);
+    ssize_t (*readv)(int, const struct iovec *, int);
+    ssize_t (*recv)(int, void *, size_t, int);
+    ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *,
+                        socklen_t *);
+    ssize_t (*recvmsg)(int, struct msghdr *, int);
 };
 
 /* Written once by rl_real_resolve (every writer stores the same values),
- * then only read. `write` and `writev` are never NULL: they start as
- * trampolines that resolve first. */
+ * then only read. `write`, `writev`, `read` and `recv` are never NULL:
+ * they start as trampolines that resolve first. */
 extern struct rl_real rl_real;
 
 /* dlsym(RTLD_NEXT, name), or `fallback` when libc has no such name or

@@ -19,12 +19,17 @@ static const struct {
     [RL_TLS_SSL_FREE] = {"SSL_free", "/libssl.so"},
     [RL_TLS_SSL_GET_FD] = {"SSL_get_fd", "/libssl.so"},
     [RL_TLS_SSL_GET_SERVERNAME] = {"SSL_get_servername", "/libssl.so"},
+    [RL_TLS_SSL_CONNECT] = {"SSL_connect", "/libssl.so"},
+    [RL_TLS_SSL_SENDFILE] = {"SSL_sendfile", "/libssl.so"},
     [RL_TLS_GNUTLS_RECORD_SEND] = {"gnutls_record_send", "/libgnutls.so"},
     [RL_TLS_GNUTLS_DEINIT] = {"gnutls_deinit", "/libgnutls.so"},
     [RL_TLS_GNUTLS_SERVER_NAME_SET] = {"gnutls_server_name_set",
                                        "/libgnutls.so"},
     [RL_TLS_GNUTLS_TRANSPORT_GET_INT] = {"gnutls_transport_get_int",
                                          "/libgnutls.so"},
+    [RL_TLS_SSL_READ] = {"SSL_read", "/libssl.so"},
+    [RL_TLS_SSL_READ_EX] = {"SSL_read_ex", "/libssl.so"},
+    [RL_TLS_GNUTLS_RECORD_RECV] = {"gnutls_record_recv", "/libgnutls.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

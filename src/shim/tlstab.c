@@ -38,6 +38,7 @@ struct rl_tlsent *rl_tlstab_get(const void *key, bool make)
     if (e == NULL && make && (e = calloc(1, sizeof *e)) != NULL) {
         e->key = key;
         e->fd = -1;
+        e->wire = -1;
         e->next = tab->head[b];
         /* Complete before it is linked (a fork child sees either). */
         __atomic_store_n(&tab->head[b], e, __ATOMIC_RELEASE);

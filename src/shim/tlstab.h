@@ -41,10 +41,12 @@ struct rl_tlsent {
     struct rl_tlsent *next;
     struct rl_reqconn *c; /* NULL until the first counted write */
     int fd;               /* the session's socket (-1: not known) */
+    int wire;             /* fd -1: the socket its ciphertext was seen on
+                             (a BIO of the program's, curl's; -1: none) */
     char name[RL_NAME_MAX + 1]; /* GnuTLS: the server name set ("": none) */
 };
 
-/* The entry of `key`; made (zeroed, fd -1) when `make` and there is none.
+/* The entry of `key`; made (zeroed, fd and wire -1) when `make` and there is none.
  * NULL when there is none (or no memory). Allocates: never from a signal
  * handler. */
 struct rl_tlsent *rl_tlstab_get(const void *key, bool make);

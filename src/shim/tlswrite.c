@@ -23,6 +23,21 @@
 
 __thread int rl_tls_depth __attribute__((tls_model("initial-exec")));
 __thread const void *rl_tls_denied __attribute__((tls_model("initial-exec")));
+__thread struct rl_tlsent *rl_tls_unbound
+    __attribute__((tls_model("initial-exec")));
+
+/* The connection's peer, from its socket (getpeername is not hooked:
+ * this is libc's). */
+static void peer_of(struct rl_reqconn *c, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0 &&
+        len <= sizeof c->peer) {
+        memcpy(&c->peer, &ss, len);
+        c->salen = len;
+    }
+}
 
 /* The session's first counted write: its destination (the socket's peer,
  * the server name the program gave the library), and the socket layer
@@ -34,11 +49,8 @@ static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
     if (c == NULL)
         return NULL;
     int fd = ops->fd_of(session);
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    /* getpeername is not hooked: this is libc's. */
-    bool peer = fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0;
-    rl_reqconn_init(c, peer ? &ss : NULL, peer ? len : 0);
+    rl_reqconn_init(c, NULL, 0);
+    peer_of(c, fd);
     /* c->tls_owned stays false: on this connection it would mean "counted
      * elsewhere" (rl_reqconn_counting); it is the fd's plaintext
      * connection that is told, below. */
@@ -103,9 +115,12 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     }
     if (w->p.act == RL_GATE_FAIL) {
         /* Hidden from the program's poll until it could go. */
-        if (nb && w->p.wake != 0 &&
-            rl_ready_hold(rl_shim_proc(), e->fd, w->p.wake) >= 0)
-            rl_epreg_hold(e->fd);
+        int hold = nb                                  ? e->fd
+                   : e->fd < 0 && nonblocking(e->wire) ? e->wire
+                                                       : -1;
+        if (hold >= 0 && w->p.wake != 0 &&
+            rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
+            rl_epreg_hold(hold);
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
         rl_tls_denied = session;
@@ -116,13 +131,53 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     w->c = c;
     if (!nb && w->p.wake > rl_clock_now_ns())
         rl_shim_sleep_until(w->p.wake);
+    /* Its ciphertext will name the socket (rl_tlswrite_bind). */
+    rl_tls_unbound = e->fd < 0 && e->wire < 0 ? e : NULL;
     errno = saved;
     return RL_TLSW_GO;
+}
+
+struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
+                                              const struct rl_tlsops *ops)
+{
+    if (rl_tls_depth > 0 || rl_hook_in_handler() || rl_shim_in_vfork_child())
+        return NULL;
+    if (!rl_shim_enter())
+        return NULL;
+    int saved = errno;
+    struct rl_tlsent *e = NULL;
+    if (rl_gate_counts_requests(rl_shim_proc()) && ops->fd_of(session) < 0 &&
+        (e = rl_tlstab_get(session, true)) != NULL && e->wire >= 0)
+        e = NULL;
+    rl_tls_unbound = e;
+    rl_shim_leave();
+    errno = saved;
+    return e;
+}
+
+void rl_tlswrite_handshake_end(struct rl_tlsent *e)
+{
+    (void)e;
+    rl_tls_unbound = NULL;
+}
+
+bool rl_tlswrite_bind(int fd)
+{
+    struct rl_tlsent *e = rl_tls_unbound;
+    if (e == NULL || rl_tls_depth == 0 || fd < 0)
+        return false;
+    rl_tls_unbound = NULL;
+    e->wire = fd;
+    /* This thread holds the connection (its busy flag) until the end. */
+    if (e->c != NULL && e->c->salen == 0)
+        peer_of(e->c, fd);
+    return true;
 }
 
 void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
 {
     struct rl_reqconn *c = w->c;
+    rl_tls_unbound = NULL;
     if (c == NULL)
         return;
     w->c = NULL;

@@ -18,6 +18,7 @@
 #ifndef RL_SHIM_TLSWRITE_H
 #define RL_SHIM_TLSWRITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/uio.h>
 
@@ -55,6 +56,29 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent);
  * the library (SSL_write_ex by way of SSL_write) passes straight through.
  * initial-exec: no allocation on first access. */
 extern __thread int rl_tls_depth __attribute__((tls_model("initial-exec")));
+
+/* A TLS write in this thread whose session's socket is not known yet (a
+ * BIO of the program's own: curl writes the ciphertext through one): its
+ * entry, from the real call's start to its end; NULL otherwise. */
+extern __thread struct rl_tlsent *rl_tls_unbound
+    __attribute__((tls_model("initial-exec")));
+
+/* Ciphertext reaches socket fd: inside a TLS write of a session whose
+ * socket was not known, fd is that socket (its `wire`): a later write
+ * denied in fail mode holds it until it could go, instead of leaving the
+ * program to spin on a writable socket. Its writes still wait their turn
+ * in delay mode as a blocking one's do (curl 7.88 fails an HTTP/2
+ * transfer whose request write asked to be retried). True when fd was
+ * bound so. */
+bool rl_tlswrite_bind(int fd);
+
+/* Around a handshake call (SSL_connect) of a session whose socket the
+ * library does not know: its ciphertext names the socket as a write's
+ * does, before any request is written (a first request denied then holds
+ * it too). NULL: nothing to learn; else pass it to _end. */
+struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
+                                              const struct rl_tlsops *ops);
+void rl_tlswrite_handshake_end(struct rl_tlsent *e);
 
 /* The session whose last write this thread denied (NULL: none): the next
  * SSL_get_error for it says SSL_ERROR_WANT_WRITE. */

@@ -188,6 +188,8 @@ static const char *verdict_name(int v)
         return "deny";
     case RL_DECLOG_DELAY:
         return "delay";
+    case RL_DECLOG_PAUSE:
+        return "pause";
     default:
         return "allow";
     }
@@ -245,6 +247,8 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
         puts_(&o, ",\"reason\":");
         put_str(&o, r->reason);
     }
+    if (r->status != 0)
+        putf(&o, ",\"status\":", r->status);
     /* Last: what a program wrote can be long, and a cut keeps the fields
      * every reader needs. */
     if (r->method != NULL) {

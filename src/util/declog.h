@@ -23,6 +23,10 @@ enum rl_declog_verdict {
     RL_DECLOG_ALLOW = 0,
     RL_DECLOG_DENY = 1,
     RL_DECLOG_DELAY = 2,
+    /* Not a decision: a response that paused a request budget (SPEC §12),
+     * call = response, limit = request, units 0, wait_ns the pause from
+     * mono_ns, reason and status. */
+    RL_DECLOG_PAUSE = 3,
 };
 
 /* One line's content; strings are borrowed. */
@@ -46,6 +50,9 @@ struct rl_declog_rec {
     /* Why a pause held the call (SPEC §12: "retry_after" or "backoff"),
      * written as "reason" after wait_ns; NULL: not written. */
     const char *reason;
+    /* A response's status (verdict pause), written as "status" after
+     * reason; 0: not written. */
+    unsigned status;
 };
 
 /* A request's method and target are cut at this many bytes (SPEC §11). */

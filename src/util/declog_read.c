@@ -172,6 +172,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
             return str(c, e->target, sizeof e->target);
         if (strcmp(key, "reason") == 0)
             return str(c, e->reason, sizeof e->reason);
+        if (strcmp(key, "status") == 0)
+            return num(c, &e->status);
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {
@@ -192,6 +194,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
                 e->verdict = RL_DECLOG_DENY;
             else if (strcmp(v, "delay") == 0)
                 e->verdict = RL_DECLOG_DELAY;
+            else if (strcmp(v, "pause") == 0)
+                e->verdict = RL_DECLOG_PAUSE;
             else
                 return -EINVAL;
             return 0;

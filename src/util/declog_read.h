@@ -22,6 +22,8 @@ struct rl_declog_entry {
     char target[RL_DECLOG_REQ_MAX + 1];
     /* A pause held it (SPEC §12): "retry_after" or "backoff"; "" else. */
     char reason[16];
+    /* verdict pause (a response that paused its budget): its status. */
+    uint64_t status;
 };
 
 /* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when

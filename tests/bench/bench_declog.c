@@ -8,6 +8,8 @@
  * cost is apart). Figures are CPU ns per line (the writer's thread),
  * median over rounds that alternate between the cases.
  *
+ * Target (issue 24): a whole line written in at most 1 us.
+ *
  * Usage: bench_declog [ROUNDS [LINES]]; exit 0 unless it could not run. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_stats.h"
 #include "limit/limit.h"
 #include "util/clock.h"
 #include "util/declog.h"
@@ -26,18 +29,6 @@ static struct rl_declog dlog;
 
 #define MAX_ROUNDS 31
 
-static double cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static const struct rl_declog_rec rec = {
     .user = "1000",
@@ -120,10 +111,10 @@ int main(int argc, char **argv)
         if (dec[r] < 0)
             return 1;
     }
-    qsort(dec, rounds, sizeof dec[0], cmp);
-    qsort(fmt, rounds, sizeof fmt[0], cmp);
-    qsort(wtmp, rounds, sizeof wtmp[0], cmp);
-    qsort(wshm, rounds, sizeof wshm[0], cmp);
+    qsort(dec, rounds, sizeof dec[0], cmp_double);
+    qsort(fmt, rounds, sizeof fmt[0], cmp_double);
+    qsort(wtmp, rounds, sizeof wtmp[0], cmp_double);
+    qsort(wshm, rounds, sizeof wshm[0], cmp_double);
     double d = dec[rounds / 2];
     printf("decision log: CPU ns per line, median of %u rounds of %u lines\n",
            rounds, n);
@@ -138,5 +129,8 @@ int main(int argc, char **argv)
                wshm[rounds / 2], wshm[rounds / 2] / d);
     printf("(paid only while decision_log is on; off, the gate tests one "
            "bool per decision)\n");
+    printf("bar: decision log, CPU ns per line written to /tmp: %.0f "
+           "(target <= 1000): %s\n",
+           wtmp[rounds / 2], wtmp[rounds / 2] <= 1000 ? "met" : "NOT MET");
     return 0;
 }

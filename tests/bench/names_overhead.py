@@ -83,3 +83,7 @@ print(f"getaddrinfo(localhost) x20000: bare {bare / 1e6:.1f} ms, shim "
       f"{shimmed / 1e6:.1f} ms, ratio bare/shim {bare / shimmed:.3f} (want >= 0.98)")
 print(f"connect+close x5000: to=127.0.0.1 {byaddr / 1e6:.1f} ms, to=localhost "
       f"{byname / 1e6:.1f} ms, ratio name/address {byname / byaddr:.3f} (want <= 1.05)")
+print(f"bar: getaddrinfo, bare / rlshim: {bare / shimmed:.3f} (target >= "
+      f"0.98): {'met' if bare / shimmed >= 0.98 else 'NOT MET'}")
+print(f"bar: connect by name / by address: {byname / byaddr:.3f} (target <= "
+      f"1.05): {'met' if byname / byaddr <= 1.05 else 'NOT MET'}")

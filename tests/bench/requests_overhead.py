@@ -152,6 +152,11 @@ try:
                "0.95" if label == "plaintext" else "0.97",
                m["connect"] / m["request"],
                (m["request"] - m["bare"]) / n_get * 1e6))
+        want = 0.95 if label == "plaintext" else 0.97
+        ratio = m["bare"] / m["request"]
+        print("bar: requests %s keep-alive, bare / request: %.3f (target >= "
+              "%.2f): %s" % (label, ratio, want,
+                             "met" if ratio >= want else "NOT MET"))
     body = os.path.join(tmp, "body")
     with open(body, "wb") as f:
         f.truncate(100 * 1000 * 1000)
@@ -165,6 +170,10 @@ try:
         print("requests 100 MB POST (curl, http_count.py, median of %d): "
               "no-request-key/request %.3f (want >= 0.98)" %
               (rounds, m["connect"] / m["request"]))
+        ratio = m["connect"] / m["request"]
+        print("bar: requests 100 MB POST, no-request-key / request: %.3f "
+              "(target >= 0.98): %s" % (ratio,
+                                        "met" if ratio >= 0.98 else "NOT MET"))
 finally:
     for p in procs:
         p.terminate()

@@ -2,13 +2,14 @@
 # startup.sh — what loading the shim costs every process (SPEC §13: with a
 # host-wide preload, every process on the host pays it). Medians of
 # alternating runs against a pass-through preload (a library that wraps
-# three calls and does nothing: the floor of any preload), one run:
+# the calls the benchmarks measure and does nothing: the floor of any
+# preload), one run:
 #   - 1,000 `true`s from one shell script, as a host full of short
 #     processes would run them (target: at most 1.10 of the pass-through);
 #   - one process that makes one connect, so the config is read and the
-#     budgets set up (a user without a rule pays this once);
-#   - /usr/bin/true's instructions at start-up (callgrind), a figure that
-#     does not drift with the machine's load.
+#     budgets set up (a user without a rule pays this once).
+# /usr/bin/true's instructions at start-up (callgrind, a figure that does
+# not drift with the machine's load) are instructions.py's 'true'.
 set -eu
 B=${RLSHIM_BUILD:?run through make bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,9 +51,3 @@ for what in trues connect1; do
         "$what" "$(median < "$tmp/a" | awk -v n="$per" '{print $1 / n / 1e6}')" \
         "$(median < "$tmp/b" | awk -v n="$per" '{print $1 / n / 1e6}')" "$(median < "$tmp/r")"
 done
-if command -v valgrind >/dev/null; then
-    for lib in "$tmp/passthrough.so" "$B/librlshim.so"; do
-        LD_PRELOAD=$lib valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" \
-            /usr/bin/true 2>&1 | awk -v l="$(basename "$lib")" '/I +refs/ {print "instructions at start-up of /usr/bin/true under " l ": " $NF}'
-    done
-fi

@@ -13,7 +13,7 @@
 static struct ngx_site ngx[3] = {
     {.addr = "127.0.0.1"}, {.addr = "127.0.0.2"}, {.addr = "127.0.0.3"}};
 static struct server sink;
-static struct run r, ctl;
+static struct run r;
 
 static void setup(void)
 {
@@ -44,92 +44,23 @@ static const char fail_config[] = "[rlshim]\nerrno = ETIMEDOUT\n"
 
 #define NURLS 5
 
-/* argv = prefix..., then each of the NURLS URLs of site 0 (with `per`
+/* argv = prefix..., then each of the NURLS URLs of site 0 (with "-o per"
  * before each when not NULL). */
-static char urls[NURLS][96];
-static char *argv_buf[64];
-
 static char **client(char *const prefix[], const char *per)
 {
-    int n = 0;
-    while (prefix[n] != NULL) {
-        argv_buf[n] = prefix[n];
-        n++;
-    }
-    for (int i = 0; i < NURLS; i++) {
-        snprintf(urls[i], sizeof urls[i], "http://127.0.0.1:%d/%c.txt",
-                 ngx[0].port, 'a' + i % 5);
-        if (per != NULL) {
-            argv_buf[n++] = "-o";
-            argv_buf[n++] = (char *)per;
-        }
-        argv_buf[n++] = urls[i];
-    }
-    argv_buf[n] = NULL;
-    return argv_buf;
+    return ngx_client(&ngx[0], prefix, per, NURLS);
 }
 
-/* The server's connections behind its log: nginx numbers them ($connection,
- * the last field). */
-static int ngx_connections(const struct ngx_site *s)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "awk '{print $NF}' '%s' | sort -u | wc -l",
-             s->log);
-    FILE *p = popen(cmd, "r");
-    int n = -1;
-    if (p != NULL && fscanf(p, "%d", &n) != 1)
-        n = -1;
-    if (p != NULL)
-        pclose(p);
-    return n;
-}
-
-/* Paced: NURLS requests on one connection arrive (NURLS-1) half-seconds
- * apart at least (0.9 of it: the server's stamps are milliseconds and the
- * first request's own turn is free); the control (the same client, no
- * request key) makes them all in well under half of that, in the same
- * run. */
+/* Paced: NURLS requests on one connection, half a second apart (see
+ * ngx_check_paced); refused: only the first reaches the server. */
 static void check_paced(char **argv, const char *who)
 {
-    h_config_write("%s", delay_config);
-    h_run(&r, true, 30, argv);
-    cr_assert_eq(r.status, 0, "%s: status %d\n%s", who, r.status, r.out);
-    usleep(200 * 1000);
-    double first, last;
-    int n = ngx_requests(&ngx[0], &first, &last);
-    double span = last - first;
-    cr_expect_eq(n, NURLS, "%s: the server saw %d requests", who, n);
-    cr_expect_eq(ngx_connections(&ngx[0]), 1,
-                 "%s: %d connections: not keep-alive", who,
-                 ngx_connections(&ngx[0]));
-    cr_expect_geq(span, (NURLS - 1) * 0.5 * 0.9,
-                  "%s: %d requests in %.3f s at the server", who, n, span);
-    ngx_truncate(&ngx[0]);
-    h_run_control(&ctl, 30, argv);
-    usleep(200 * 1000);
-    double cfirst, clast;
-    int cn = ngx_requests(&ngx[0], &cfirst, &clast);
-    cr_expect_eq(cn, NURLS, "%s control: the server saw %d", who, cn);
-    cr_expect_lt(clast - cfirst, span / 2,
-                 "%s: the control took %.3f s, the paced run %.3f s", who,
-                 clast - cfirst, span);
-    cr_log_info("%s: paced %.3f s, control %.3f s", who, span,
-                clast - cfirst);
+    ngx_check_paced(&ngx[0], delay_config, argv, NURLS, 0.5, who);
 }
 
-/* Refused: of NURLS requests only the first reaches the server; the
- * client neither hangs nor crashes. */
 static void check_refused(char **argv, const char *who)
 {
-    h_config_write("%s", fail_config);
-    h_run(&r, true, 30, argv);
-    cr_assert_neq(r.status, -1, "%s hung", who);
-    cr_assert_lt(r.status, 128, "%s died: status %d", who, r.status);
-    usleep(300 * 1000);
-    double first, last;
-    int n = ngx_requests(&ngx[0], &first, &last);
-    cr_expect_eq(n, 1, "%s: the server saw %d requests, not 1", who, n);
+    ngx_check_refused(&ngx[0], fail_config, argv, 1, who);
 }
 
 static const char requests_py[] =

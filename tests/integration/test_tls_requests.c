@@ -54,7 +54,7 @@ static void expect_paced(int n, double gap, const char *who)
                  "%s: %d requests reached the server, not %d", who,
                  h_server_count(&srv, "REQ "), n);
     int conn0;
-    double prev = arrival(0, NULL, 0, &conn0);
+    double first = arrival(0, NULL, 0, &conn0), prev = first, least = 1e9;
     for (int i = 1; i < n; i++) {
         int conn;
         double t = arrival(i, NULL, 0, &conn);
@@ -62,8 +62,12 @@ static void expect_paced(int n, double gap, const char *who)
                      who, i);
         cr_expect_geq(t - prev, gap, "%s: requests %d and %d %.3f s apart",
                       who, i - 1, i, t - prev);
+        if (t - prev < least)
+            least = t - prev;
         prev = t;
     }
+    cr_log_info("%s: %d requests in %.3f s, at least %.3f s apart", who, n,
+                prev - first, least);
 }
 
 /* The same client unthrottled: its n requests come faster than the
@@ -283,4 +287,112 @@ Test(tls_requests, a_program_without_tls_libraries_is_unaffected)
     cr_expect_eq(h_out_long(&r, "written", 1), 0, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "gnutls", 0), -59, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "loaded", 1), 0, "%s", r.out);
+}
+
+/* ---- Edges: SSL_sendfile, 0-byte writes, two threads, a late libssl ---- */
+
+static struct run ctl_run;
+
+/* tls_client PORT N MODE under `config`. */
+static void tls_client_run(struct run *out, bool preload, int n,
+                           const char *mode)
+{
+    char helper[512], port[16], count[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    snprintf(count, sizeof count, "%d", n);
+    char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
+                    port, count, (char *)mode, NULL};
+    h_run(out, preload, 20, argv);
+    cr_assert_eq(out->status, 0, "status %d: %s", out->status, out->out);
+}
+
+/* SSL_sendfile is a TLS write of the file's bytes (SPEC §11). Without
+ * kernel TLS the library cannot send a file and the client writes the
+ * same head with SSL_write: one request, charged once. On a budget of 2:
+ * two requests go, the third is refused by SSL_sendfile itself
+ * (SSL_ERROR_WANT_WRITE), and the server has exactly 2. */
+Test(tls_requests, ssl_sendfile_is_a_request_charged_once_with_its_fallback)
+{
+    h_config_write("[default]\nrequest = 1/min\nrequest_burst = 2\n");
+    tls_client_run(&r, true, 3, "sendfile");
+    cr_expect_eq(h_out_long(&r, "ok", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "sendfile_err2", -1), 3,
+                 "the third request's SSL_sendfile: %s", r.out);
+    usleep(300000);
+    cr_expect_eq(h_server_count(&srv, "REQ "), 2, "the server saw %d",
+                 h_server_count(&srv, "REQ "));
+}
+
+/* Writes of 0 bytes are no requests and return what the library returns
+ * (the same run bare); a budget of 3 takes exactly the 3 heads. */
+Test(tls_requests, ssl_writes_of_0_bytes_are_passed_on_and_not_counted)
+{
+    h_config_write("[default]\nrequest = 1/min\nrequest_burst = 3\n");
+    tls_client_run(&r, true, 4, "zero");
+    cr_expect_eq(h_out_long(&r, "ok", -1), 3, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail_at", -1), 3, "%s", r.out);
+    tls_client_run(&ctl_run, false, 1, "zero");
+    cr_expect_eq(h_out_long(&r, "zero", 99), h_out_long(&ctl_run, "zero", 98),
+                 "SSL_write(0): %s, bare: %s", r.out, ctl_run.out);
+    cr_expect_eq(h_out_long(&r, "zero_ex", 99),
+                 h_out_long(&ctl_run, "zero_ex", 98),
+                 "SSL_write_ex(0): %s, bare: %s", r.out, ctl_run.out);
+}
+
+/* One SSL* written from two threads (each write under the program's
+ * lock): paced one request per turn in delay mode, every head arriving
+ * whole and once; in fail mode a budget of 5 takes 5 of 6. */
+Test(tls_requests, one_ssl_written_from_two_threads_is_counted_exactly)
+{
+    h_config_write("%s", paced);
+    tls_client_run(&r, true, 6, "threads");
+    cr_expect_eq(h_out_long(&r, "ok", -1), 6, "%s", r.out);
+    expect_paced(6, 0.4, "two threads");
+    char path[64], seen[6] = {0};
+    for (int i = 0; i < 6; i++) {
+        arrival(i, path, sizeof path, NULL);
+        int k = path[0] == '/' && path[1] == 'r' ? atoi(path + 2) : -1;
+        cr_expect(k >= 0 && k < 6 && !seen[k], "request %d: path %s", i, path);
+        if (k >= 0 && k < 6)
+            seen[k] = 1;
+    }
+    FILE *f = fopen(srv.log, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    h_config_write("[default]\nrequest = 1/min\nrequest_burst = 5\n");
+    tls_client_run(&r, true, 6, "threads");
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    usleep(300000);
+    cr_expect_eq(h_server_count(&srv, "REQ "), 5, "the server saw %d",
+                 h_server_count(&srv, "REQ "));
+}
+
+/* libssl loaded by `dlopen` long after the shim set itself up (python
+ * imports `ssl` after a plain connection was made and counted on): its
+ * requests are found and paced. */
+Test(tls_requests, libssl_loaded_after_the_shim_is_set_up_is_seen)
+{
+    h_config_write("%s", paced);
+    char code[1200];
+    snprintf(code, sizeof code,
+             "import socket, sys\n"
+             "socket.create_connection(('127.0.0.1', %d)).close()\n"
+             "before = 'libssl' in open('/proc/self/maps').read()\n"
+             "print('ssl_before=%%d' %% before)\n"
+             "import ssl, http.client\n"
+             "ctx = ssl._create_unverified_context()\n"
+             "c = http.client.HTTPSConnection('localhost', %d, context=ctx)\n"
+             "for i in range(4):\n"
+             "    c.request('GET', '/late%%d' %% i)\n"
+             "    c.getresponse().read()\n"
+             "print('done=1')\n",
+             srv.port, srv.port);
+    char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
+    h_run(&r, true, 25, argv);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ssl_before", -1), 0,
+                 "libssl was loaded before the import: %s", r.out);
+    cr_assert_eq(h_out_long(&r, "done", 0), 1);
+    expect_paced(4, 0.4, "python, ssl imported late");
+    expect_control_fast(argv, 4, "python, ssl imported late");
 }

@@ -355,7 +355,7 @@ static void *decide(void *arg)
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
             rl_fleet_take(&proc.fleet, d->rule, NULL, RL_KIND_CONNECT,
-                          d->states, NULL, rl_clock_now_ns(), 1, 1, 0, v);
+                          d->states, NULL, rl_clock_now_ns(), 1, 1, 0, v, NULL);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -451,10 +451,10 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     uint64_t now = rl_clock_now_ns();
     struct rl_verdict a =
         rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
-                      now, 1, 1, 0, v);
+                      now, 1, 1, 0, v, NULL);
     struct rl_verdict b =
         rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
-                      now, 1, 1, 0, v);
+                      now, 1, 1, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
@@ -463,4 +463,47 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
               sizeof out);
     cr_expect_eq(strtol(out, NULL, 10), 1, "the request key on Redis: %s",
                  out);
+}
+
+/* A 429's pause on Redis (SPEC §12) holds every host's requests of the
+ * budget: set on Redis alone (this process's own word left as another
+ * host's is), it still refuses this process's request in fail mode, with
+ * what is left of it and the reason. Both algorithms' scripts. */
+static void check_pause_on_redis(const char *algo)
+{
+    char fmt[512];
+    snprintf(fmt, sizeof fmt,
+             "[rlshim]\nfleet = redis://127.0.0.1:%%d\n"
+             "fleet_fallback = allow\n[user:crawler]\nscope = fleet\n"
+             "algorithm = %s\nrequest = 100/s\non_deny = fail\n",
+             algo);
+    gate_with(fmt);
+    struct sockaddr_in a = dest();
+    struct rl_gate_req q = {
+        .call = "send", .fd = -1, .sa = &a, .salen = sizeof a, .units = 1};
+    uint64_t now = rl_clock_now_ns();
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO, "%s",
+                 algo);
+    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, 2000000000ull, false), 0,
+                 "%s: Redis took no pause", algo);
+    now = rl_clock_now_ns();
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_FAIL,
+                 "%s: a request went during Redis's pause", algo);
+    cr_expect_gt(t.retry_ns, 1800000000ull, "%s: %llu ns left", algo,
+                 (unsigned long long)t.retry_ns);
+    cr_expect_leq(t.retry_ns, 2000000000ull, "%s", algo);
+    cr_assert_not_null(t.reason, "%s", algo);
+    cr_expect_str_eq(t.reason, "retry_after", "%s", algo);
+}
+
+Test(fleet, a_pause_on_redis_holds_the_requests_token_bucket)
+{
+    start_redis();
+    check_pause_on_redis("token_bucket");
+}
+
+Test(fleet, a_pause_on_redis_holds_the_requests_sliding_window)
+{
+    start_redis();
+    check_pause_on_redis("sliding_window");
 }

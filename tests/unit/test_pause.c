@@ -290,7 +290,8 @@ Test(pause, another_process_sees_a_destinations_pause)
 }
 
 /* The decision log says why a pause held a request (SPEC §12), and says
- * nothing on a request no pause held. */
+ * nothing on a request no pause held; each answer that paused is a line
+ * of its own (verdict pause, its status, the pause's length). */
 Test(pause, the_decision_log_says_retry_after_or_backoff)
 {
     char log[128];
@@ -309,19 +310,26 @@ Test(pause, the_decision_log_says_retry_after_or_backoff)
     FILE *f = fopen(log, "r");
     cr_assert_not_null(f);
     char line[RL_DECLOG_LINE_MAX + 2];
-    const char *want[] = {"", "retry_after", "backoff"};
-    const uint64_t wait[] = {0, 2 * S, 1 * S};
+    const char *want[] = {"", "retry_after", "retry_after", "backoff",
+                          "backoff"};
+    const uint64_t wait[] = {0, 2 * S, 2 * S, 1 * S, 1 * S};
+    const int verdict[] = {RL_DECLOG_ALLOW, RL_DECLOG_PAUSE, RL_DECLOG_DELAY,
+                           RL_DECLOG_PAUSE, RL_DECLOG_DELAY};
+    const uint64_t status[] = {0, 429, 0, 503, 0};
     int n = 0;
     while (fgets(line, sizeof line, f) != NULL) {
         struct rl_declog_entry e;
         cr_assert_eq(rl_declog_parse(line, &e), 0, "%s", line);
-        cr_assert_lt(n, 3, "%s", line);
+        cr_assert_lt(n, 5, "%s", line);
         cr_expect_str_eq(e.reason, want[n], "%s", line);
         cr_expect_eq(e.wait_ns, wait[n], "%s", line);
+        cr_expect_eq(e.verdict, verdict[n], "%s", line);
+        cr_expect_eq(e.status, status[n], "%s", line);
+        cr_expect_str_eq(e.dest, "a.example", "%s", line);
         n++;
     }
     fclose(f);
-    cr_expect_eq(n, 3);
+    cr_expect_eq(n, 5);
 }
 
 /* Run `rlshim stat -c` on `text` (written into the state dir) into out. */

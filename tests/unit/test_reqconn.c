@@ -200,3 +200,22 @@ Test(reqconn, a_request_to_a_destination_not_known_is_charged_where_no_to_applie
     cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_FAIL,
                  "its burst is 1");
 }
+
+/* A TLS write of 13 pipelined heads (more events than a plan looks at one
+ * by one) is 13 requests: with a budget of 12 it does not go at all; 12
+ * go, and the 13th write after them is refused. */
+Test(reqconn, a_tls_write_of_more_requests_than_a_plan_looks_at_counts_them_all)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 12\n");
+    char many[2048] = "";
+    for (int i = 0; i < 13; i++)
+        strcat(many, GET("/m", "h.test"));
+    struct rl_reqplan p = write_(many, &whole, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "13 requests on a budget of 12");
+    many[strlen(many) - strlen(GET("/m", "h.test"))] = '\0';
+    p = write_(many, &whole, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.requests, 12);
+    p = write_(GET("/n", "h.test"), &whole, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "the budget is spent");
+}

@@ -431,3 +431,66 @@ Test(timeline, draws_requests_when_the_log_has_no_connect_limit)
               "%s", out);
     unlink(log);
 }
+
+/* --obeyed-retry-after (SPEC §12): a pause line (a 429 at 1 s that paused
+ * h for 2 s) and the requests of h decided after it. */
+static int obeyed(char *out, size_t len, const char *log)
+{
+    const char *args[] = {"verify", log, "--obeyed-retry-after", NULL};
+    return rlshim(out, len, args);
+}
+
+Test(verify, a_request_held_to_the_end_of_a_pause_obeys_it)
+{
+    struct ev ev[] = {
+        {0},                                       /* before the 429 */
+        {1000000, 0, "pause", NULL, NULL, 2000000}, /* paused 1 s .. 3 s */
+        {1100000, 0, "delay", NULL, NULL, 1900000}, /* went at 3 s */
+        {1200000, 0, "allow", "other", NULL, 0},    /* another destination */
+        {1300000, 0, "deny"},                       /* refused: never went */
+    };
+    char *log = write_log(ev, 5, "request");
+    char out[8192];
+    cr_assert_eq(obeyed(out, sizeof out, log), 0, "%s", out);
+    cr_assert(strstr(out, "ok: 1 pause by 429/503, 1 request decided during "
+                          "them") != NULL,
+              "%s", out);
+    unlink(log);
+}
+
+Test(verify, a_request_that_went_during_a_pause_fails_and_is_shown)
+{
+    struct ev ev[] = {
+        {1000000, 0, "pause", NULL, NULL, 2000000},
+        {1100000, 0, "delay", NULL, NULL, 1800000}, /* went at 2.9 s */
+    };
+    char *log = write_log(ev, 2, "request");
+    char out[8192];
+    cr_assert_eq(obeyed(out, sizeof out, log), 1, "%s", out);
+    cr_assert(strstr(out, "FAIL") != NULL, "%s", out);
+    cr_assert(strstr(out, "  2: {") != NULL && strstr(out, "paused by 1:") !=
+                                                   NULL,
+              "%s", out);
+    unlink(log);
+}
+
+/* A request decided before the answer came is not held back by it (it
+ * was asleep for its turn), nor is one decided after the pause ended. */
+Test(verify, requests_decided_before_or_after_a_pause_are_not_its)
+{
+    struct ev ev[] = {
+        {900000, 0, "delay", NULL, NULL, 500000}, /* went at 1.4 s */
+        {1000000, 0, "pause", NULL, NULL, 2000000},
+        {3000000, 0, "allow"},                    /* at the end: went */
+    };
+    char *log = write_log(ev, 3, "request");
+    char out[8192];
+    cr_assert_eq(obeyed(out, sizeof out, log), 0, "%s", out);
+    /* And a pause line is no unit of a rate check. */
+    cr_assert_eq(verify(out, sizeof out, log, "request=1/s,burst=1", NULL,
+                        NULL),
+                 0, "%s", out);
+    cr_assert(strstr(out, "2 request units allowed in 2 lines") != NULL, "%s",
+              out);
+    unlink(log);
+}

@@ -1,8 +1,13 @@
 /* tls_client.c — N HTTP/1.1 requests on one keep-alive TLS connection,
  * written with OpenSSL (SSL_write, or SSL_write_ex with "ex"; "nb":
- * SSL_write on a non-blocking socket, retried when poll says it may).
+ * SSL_write on a non-blocking socket, retried when poll says it may;
+ * "sendfile": SSL_sendfile from a file holding the head, falling back to
+ * SSL_write of the same bytes when the library cannot (no kernel TLS),
+ * as a program must; "zero": an SSL_write and an SSL_write_ex of 0 bytes
+ * before each head; "threads": two threads writing on the one SSL*, each
+ * write and its answer under the program's own lock).
  *
- * Usage: tls_client PORT N write|ex|nb [SNI [nohost]]
+ * Usage: tls_client PORT N write|ex|nb|sendfile|zero|threads [SNI [nohost]]
  * Connects to 127.0.0.1:PORT (server name SNI, default "localhost"; no
  * verification; "nohost": heads without a Host header, so that the
  * server name is the requests' only name),
@@ -10,8 +15,10 @@
  * next. Prints ok=<requests answered>; on a write that fails, also
  * fail_at=<index> ret=<return> ssl_error=<SSL_get_error> errno=<errno>
  * and stops (exit 0: the test decides). "nb" also prints
- * wakeups=<polls for writing that returned ready>. Exit 2 on a set-up
- * failure. */
+ * wakeups=<polls for writing that returned ready>; "sendfile" prints
+ * sendfile_err<i>=<SSL_get_error of request i's SSL_sendfile, 0 when it
+ * sent the head>; "zero" prints zero=<SSL_write's return>,
+ * zero_ex=<SSL_write_ex's>. Exit 2 on a set-up failure. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -19,6 +26,7 @@
 #include <openssl/ssl.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +84,101 @@ static int read_answer(SSL *ssl)
     return 0;
 }
 
+/* The head of request i (its answer read by read_answer). */
+static int head(char *req, size_t size, int i, bool host)
+{
+    return snprintf(req, size,
+                    "GET /r%d HTTP/1.1\r\n%s"
+                    "User-Agent: tls_client\r\n\r\n",
+                    i, host ? "Host: localhost\r\n" : "");
+}
+
+/* SSL_sendfile of the head from a file; SSL_write of it when the library
+ * cannot send a file (no kernel TLS) but was not asked to wait. */
+static int send_file(SSL *ssl, int i, const char *req, int len)
+{
+    FILE *f = tmpfile();
+    if (f == NULL || fwrite(req, 1, (size_t)len, f) != (size_t)len ||
+        fflush(f) != 0)
+        return -2;
+    ossl_ssize_t r = SSL_sendfile(ssl, fileno(f), 0, (size_t)len, 0);
+    int e = r == len ? 0 : SSL_get_error(ssl, (int)r);
+    fclose(f);
+    printf("sendfile_err%d=%d\n", i, e);
+    if (r == len)
+        return len;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return (int)r;
+    ERR_clear_error();
+    return SSL_write(ssl, req, len);
+}
+
+/* Writes request i as `mode` says and reads its answer: 0, or -1 after
+ * printing why it stopped. */
+static int one_request(SSL *ssl, int i, const char *mode, bool host)
+{
+    char req[256];
+    int len = head(req, sizeof req, i, host);
+    bool ex = strcmp(mode, "ex") == 0;
+    int ret;
+    if (ex) {
+        size_t w = 0;
+        ret = SSL_write_ex(ssl, req, (size_t)len, &w);
+        if (ret == 1 && w != (size_t)len)
+            ret = -2;
+    } else if (strcmp(mode, "sendfile") == 0) {
+        ret = send_file(ssl, i, req, len);
+    } else {
+        if (strcmp(mode, "zero") == 0) {
+            size_t w = 7;
+            printf("zero=%d\n", SSL_write(ssl, req, 0));
+            printf("zero_ex=%d\n", SSL_write_ex(ssl, req, 0, &w));
+            ERR_clear_error();
+        }
+        while ((ret = SSL_write(ssl, req, len)) <= 0 && retry(ssl, ret))
+            ;
+        if (ret > 0 && ret != len)
+            ret = -2;
+    }
+    if (ret != (ex ? 1 : len)) {
+        int e = errno;
+        printf("fail_at=%d\nret=%d\nssl_error=%d\nerrno=%d\n", i, ret,
+               SSL_get_error(ssl, ret), e);
+        return -1;
+    }
+    if (read_answer(ssl) != 0) {
+        printf("read_failed_at=%d\n", i);
+        return -1;
+    }
+    return 0;
+}
+
+/* "threads": requests t, t+2, t+4, ... of n from thread t, each write
+ * and its answer under one lock (OpenSSL's rule for a shared SSL*). */
+struct worker {
+    SSL *ssl;
+    int t, n;
+    bool host;
+};
+
+static pthread_mutex_t ssl_lock = PTHREAD_MUTEX_INITIALIZER;
+static int threads_ok;
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    for (int i = w->t; i < w->n; i += 2) {
+        pthread_mutex_lock(&ssl_lock);
+        int r = one_request(w->ssl, i, "write", w->host);
+        if (r == 0)
+            threads_ok++;
+        pthread_mutex_unlock(&ssl_lock);
+        if (r != 0)
+            break;
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc > 6)
@@ -83,7 +186,6 @@ int main(int argc, char **argv)
     const char *sni = argc > 4 ? argv[4] : "localhost";
     bool host = !(argc > 5 && strcmp(argv[5], "nohost") == 0);
     int port = atoi(argv[1]), n = atoi(argv[2]);
-    int ex = strcmp(argv[3], "ex") == 0;
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL)
         return 2;
@@ -106,39 +208,20 @@ int main(int argc, char **argv)
         nb_fd = fd;
     }
     int ok = 0;
-    for (int i = 0; i < n; i++) {
-        char req[256];
-        int len = snprintf(req, sizeof req,
-                           "GET /r%d HTTP/1.1\r\n%s"
-                           "User-Agent: tls_client\r\n\r\n",
-                           i, host ? "Host: localhost\r\n" : "");
-        int ret;
-        if (ex) {
-            size_t w = 0;
-            ret = SSL_write_ex(ssl, req, (size_t)len, &w);
-            if (ret == 1 && w != (size_t)len)
-                ret = -2;
-        } else {
-            while ((ret = SSL_write(ssl, req, len)) <= 0 && retry(ssl, ret))
-                ;
-            if (ret > 0 && ret != len)
-                ret = -2;
-        }
-        if (ret != (ex ? 1 : len)) {
-            int e = errno;
-            printf("fail_at=%d\nret=%d\nssl_error=%d\nerrno=%d\n", i, ret,
-                   SSL_get_error(ssl, ret), e);
-            break;
-        }
-        if (read_answer(ssl) != 0) {
-            printf("read_failed_at=%d\n", i);
-            break;
-        }
-        ok++;
+    if (strcmp(argv[3], "threads") == 0) {
+        struct worker w[2] = {{ssl, 0, n, host}, {ssl, 1, n, host}};
+        pthread_t th[2];
+        for (int t = 0; t < 2; t++)
+            pthread_create(&th[t], NULL, worker_main, &w[t]);
+        for (int t = 0; t < 2; t++)
+            pthread_join(th[t], NULL);
+    } else {
+        for (int i = 0; i < n && one_request(ssl, i, argv[3], host) == 0; i++)
+            ok++;
     }
     if (nb_fd >= 0)
         printf("wakeups=%ld\n", wakeups);
-    printf("ok=%d\n", ok);
+    printf("ok=%d\n", ok + threads_ok);
     fflush(stdout);
     SSL_shutdown(ssl);
     SSL_free(ssl);

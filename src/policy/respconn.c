@@ -1,0 +1,161 @@
+/* respconn.c — the responses of one connection (SPEC §12): what the
+ * program receives goes through the response scanner (http/respscan.h),
+ * and each final answer's status, with its Retry-After, goes to the gate
+ * named as its request was charged (gate_pause.c pauses those budgets).
+ *
+ * The request side records each request as it is charged
+ * (rl_reqconn_sent, called by reqconn.c's plans); the response side pairs
+ * them with the answers: HTTP/1.x in order, HTTP/2 by stream id. What is
+ * not sure is never guessed: more requests in flight than the record
+ * holds, more answers in one read than one feed reports, a read missed,
+ * or an HTTP/2 inflater that cannot be made turn the response side off
+ * (the connection's requests are still counted; its answers no longer
+ * pause anything). The program's bytes are only read. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "http/retry_after.h"
+#include "policy/gate.h"
+#include "policy/proc.h"
+#include "policy/reqconn.h"
+
+/* Answers looked at per feed: one read rarely holds more than one. */
+#define FEED_EVENTS 8
+
+/* The request an answer is for, taken out of the record: the oldest
+ * HTTP/1.x one, or the HTTP/2 one of its stream. */
+static bool take_sent(struct rl_reqconn *c, uint32_t stream_id,
+                      struct rl_reqsent *out)
+{
+    for (unsigned i = 0; i < c->nsent; i++) {
+        if (c->sent[i].stream_id != stream_id)
+            continue;
+        *out = c->sent[i];
+        memmove(&c->sent[i], &c->sent[i + 1],
+                (c->nsent - i - 1) * sizeof c->sent[0]);
+        c->nsent--;
+        return true;
+    }
+    return false;
+}
+
+void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
+                     uint32_t stream_id)
+{
+    if (c->resp_off)
+        return;
+    if (c->nsent >= RL_SENT_MAX && stream_id != 0) {
+        /* An HTTP/2 stream never answered (reset): the oldest goes. */
+        struct rl_reqsent old;
+        for (unsigned i = 0; i < c->nsent; i++)
+            if (c->sent[i].stream_id != 0 &&
+                take_sent(c, c->sent[i].stream_id, &old))
+                break;
+    }
+    if (c->nsent >= RL_SENT_MAX) {
+        /* More HTTP/1.x requests in flight than the record holds: which
+         * answer is whose is lost. */
+        c->resp_off = true;
+        return;
+    }
+    struct rl_reqsent *s = &c->sent[c->nsent++];
+    s->stream_id = stream_id;
+    s->port = q->port;
+    s->gen = 0;
+    if (q->name == NULL || q->name[0] == '\0')
+        s->name = RL_SENT_PEER;
+    else if (q->name == c->sni)
+        s->name = RL_SENT_SNI;
+    else
+        rl_httpconn_name_ref(&c->http, q->name, &s->name, &s->gen);
+}
+
+/* The wait a Retry-After asks for (false: none, or malformed: absent). */
+static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
+{
+    if (!e->has_retry_after || (e->status != 429 && e->status != 503))
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    size_t n = strlen(e->retry_after);
+    if (rl_retry_after_parse(e->retry_after, n, (int64_t)ts.tv_sec, wait_ns) !=
+        0)
+        return false;
+    /* An HTTP-date names a whole second of the wall clock: the wait is to
+     * it from now, not from the start of now's second. */
+    if (strspn(e->retry_after, "0123456789 \t") != n)
+        *wait_ns = *wait_ns > (uint64_t)ts.tv_nsec
+                       ? *wait_ns - (uint64_t)ts.tv_nsec
+                       : 0;
+    return true;
+}
+
+static void answer(struct rl_proc *proc, struct rl_reqconn *c,
+                   const struct rl_resp_event *e, const struct rl_reqread *r)
+{
+    if (e->kind != RL_RESP_STATUS)
+        return;
+    /* An interim answer (1xx but 101) does not end its request; the
+     * answer to a CONNECT opens a tunnel, which was not a request. */
+    if (e->status < 200 && e->status != 101)
+        return;
+    if (e->stream_id == 0 && e->paired && e->method == RL_HTTP_M_CONNECT)
+        return;
+    struct rl_reqsent s;
+    if (!take_sent(c, e->stream_id, &s))
+        return;
+    const char *name = NULL;
+    if (s.name == RL_SENT_SNI)
+        name = c->sni;
+    else if (s.name != RL_SENT_PEER &&
+             (name = rl_httpconn_name(&c->http, s.name, s.gen)) == NULL)
+        return; /* its name's slot was re-used: not sure whose it was */
+    struct rl_gate_req q = {
+        .call = r->call,
+        .fd = r->fd,
+        .sa = c->salen > 0 ? &c->peer : NULL,
+        .salen = c->salen,
+        .name = name,
+        .port = s.port,
+        .units = 1,
+    };
+    uint64_t wait = 0;
+    bool has = retry_after(e, &wait);
+    rl_gate_request_outcome(proc, &q, e->status, has, wait);
+}
+
+void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
+                         const struct iovec *iov, size_t n, size_t got,
+                         const struct rl_reqread *r)
+{
+    if (c->resp_off)
+        return;
+    if (__atomic_load_n(&c->resp_lost, __ATOMIC_RELAXED)) {
+        c->resp_off = true;
+        return;
+    }
+    for (size_t i = 0; i < n && got > 0; i++) {
+        size_t len = iov[i].iov_len < got ? iov[i].iov_len : got;
+        got -= len;
+        if (len == 0)
+            continue;
+        struct rl_resp_event ev[FEED_EVENTS];
+        long k =
+            rl_respscan_feed(&c->resp, iov[i].iov_base, len, ev, FEED_EVENTS);
+        if (k < 0) {
+            c->resp_off = true; /* no HTTP/2 inflater */
+            return;
+        }
+        for (long j = 0; j < k && j < FEED_EVENTS; j++)
+            answer(proc, c, &ev[j], r);
+        if (k > FEED_EVENTS) {
+            c->resp_off = true; /* answers unseen: the pairing is lost */
+            return;
+        }
+        if (c->resp.proto == RL_HTTP_NONE) {
+            c->resp_off = true; /* not HTTP, or no longer: nothing to read */
+            return;
+        }
+    }
+}

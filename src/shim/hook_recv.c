@@ -1,0 +1,167 @@
+/* hook_recv.c — read, readv, recv, recvfrom, recvmsg: what the program
+ * receives on a plaintext connection whose requests are counted (the
+ * RL_FD_HTTP mark) goes, after the real call, to the connection's
+ * response side (SPEC §12; policy/respconn.c).
+ *
+ * Every process reads all the time (files, pipes, terminals), so an fd
+ * without the mark costs one table load and a tail call into libc, as
+ * `write` does (hook_write.c). On a marked fd the hook never changes what
+ * the kernel returned: it reads the bytes the call really returned after
+ * it returned them. A peek (MSG_PEEK) is read again later and is not
+ * taken; urgent data (MSG_OOB) and the error queue are not the stream;
+ * TCP's MSG_TRUNC throws the bytes away unseen, and so does a read from a
+ * signal handler (which takes no lock): the response side then turns off
+ * rather than guess. A TLS connection's socket carries ciphertext: its
+ * requests, and so its responses, are the TLS layer's (hook_tls_read.c);
+ * the send side drops the socket's mark once the TLS layer has found its
+ * session, and until then its reads are not looked at.
+ * recvmmsg is not hooked: no client the tests run reads a stream with it
+ * (libcurl, wget, libssl, libgnutls, python import read, recv, recvfrom,
+ * recvmsg and readv). */
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "policy/reqconn.h"
+#include "shim/conntab.h"
+#include "shim/fdtab.h"
+#include "shim/hooks.h"
+#include "shim/real.h"
+#include "shim/self.h"
+#include "shim/shim.h"
+
+/* Bytes of fd's stream went by unseen (a handler's read, which may take
+ * no lock, or MSG_TRUNC's): said in the mark with one CAS, nothing locked
+ * or allocated; the next read turns the response side off. */
+static void mark_lost(int fd)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    while ((m & RL_FD_HTTP) && !(m & RL_FD_RESP_LOST))
+        if (rl_fdtab_cas(fd, &m, m | RL_FD_RESP_LOST))
+            return;
+}
+
+/* The bytes one call returned: `got` of them in iov[0..n). */
+static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
+                                               size_t n, size_t got,
+                                               const char *call)
+{
+    if (rl_hook_in_handler()) {
+        mark_lost(fd);
+        return;
+    }
+    /* A vfork child reads in its parent's memory: not its connection. */
+    if (rl_shim_in_vfork_child() || !rl_shim_enter())
+        return;
+    int saved = errno;
+    struct rl_reqconn *c = rl_conntab_acquire_read(fd);
+    if (c == NULL) {
+        rl_shim_leave();
+        errno = saved;
+        return;
+    }
+    uint32_t m = rl_fdtab_get(fd);
+    if (m & RL_FD_RESP_LOST) {
+        rl_reqconn_lost(c);
+        while ((m & RL_FD_RESP_LOST) &&
+               !rl_fdtab_cas(fd, &m, m & ~RL_FD_RESP_LOST))
+            ;
+    }
+    const struct rl_reqread r = {fd, call};
+    int proto = rl_reqscan_proto(&c->scan);
+    /* Ciphertext is the TLS layer's to read (whose socket the send side
+     * keeps until its session is found: hook_request.c). */
+    if (proto != RL_HTTP_TLS)
+        rl_reqconn_received(rl_shim_proc(), c, iov, n, got, &r);
+    if (proto == RL_HTTP_NONE) {
+        /* Not HTTP after all: from now on its calls cost what any other
+         * socket's do. */
+        rl_fdtab_set(fd, rl_fdtab_get(fd) & ~(RL_FD_HTTP | RL_FD_RESP_LOST));
+        rl_conntab_forget(fd);
+    }
+    rl_shim_leave();
+    rl_conntab_release(c);
+    errno = saved;
+}
+
+/* What a receive call with `flags` returned is the stream's next bytes:
+ * not a peek, not urgent data, not the error queue. TCP's MSG_TRUNC
+ * discards them without copying: they are lost to the reader. */
+static void taken(int fd, int flags, const char *call, ssize_t r,
+                  const struct iovec *iov, size_t n)
+{
+    if (r <= 0 || (flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE)))
+        return;
+    if (flags & MSG_TRUNC)
+        mark_lost(fd);
+    else
+        received(fd, iov, n, (size_t)r, call);
+}
+
+static __attribute__((noinline)) ssize_t read_marked(int fd, void *buf,
+                                                     size_t len)
+{
+    ssize_t r = REAL(read)(fd, buf, len);
+    struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+    taken(fd, 0, "read", r, &one, 1);
+    return r;
+}
+
+RL_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+    if (__builtin_expect(!(rl_fdtab_get(fd) & RL_FD_HTTP), 1))
+        return rl_real.read(fd, buf, len); /* never NULL (real.h) */
+    return read_marked(fd, buf, len);
+}
+
+static __attribute__((noinline)) ssize_t recv_marked(int fd, void *buf,
+                                                     size_t len, int flags)
+{
+    ssize_t r = REAL(recv)(fd, buf, len, flags);
+    struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+    taken(fd, flags, "recv", r, &one, 1);
+    return r;
+}
+
+RL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    if (__builtin_expect(!(rl_fdtab_get(fd) & RL_FD_HTTP), 1))
+        return rl_real.recv(fd, buf, len, flags); /* never NULL (real.h) */
+    return recv_marked(fd, buf, len, flags);
+}
+
+RL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+    ssize_t r = REAL(readv)(fd, iov, iovcnt);
+    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && iovcnt > 0) {
+        int saved = errno;
+        taken(fd, 0, "readv", r, iov, (size_t)iovcnt);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+                           struct sockaddr *sa, socklen_t *salen)
+{
+    ssize_t r = REAL(recvfrom)(fd, buf, len, flags, sa, salen);
+    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0)) {
+        int saved = errno;
+        struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+        taken(fd, flags, "recvfrom", r, &one, 1);
+        errno = saved;
+    }
+    return r;
+}
+
+RL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    ssize_t r = REAL(recvmsg)(fd, msg, flags);
+    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && msg != NULL) {
+        int saved = errno;
+        taken(fd, flags, "recvmsg", r, msg->msg_iov, msg->msg_iovlen);
+        errno = saved;
+    }
+    return r;
+}

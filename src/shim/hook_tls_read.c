@@ -1,0 +1,104 @@
+/* hook_tls_read.c — what the program reads through its TLS library
+ * (SPEC §12): SSL_read, SSL_read_ex (OpenSSL, linked or dlopen'ed: the
+ * real functions are found as the writes' are, tlsreal.h) and
+ * gnutls_record_recv. The plaintext a call really returned goes, after
+ * it returned, to the response side of the session's connection, the one
+ * its counted writes made (tlstab.h); a session with no such connection
+ * costs a look at an empty table (or one bucket, under its lock). The
+ * socket layer never reads this ciphertext: it dropped the socket's mark
+ * at the TLS record (hook_recv.c).
+ *
+ * SSL_peek is not hooked: what it shows is read again by SSL_read. A call
+ * from a signal handler is not read (the table takes a lock; OpenSSL and
+ * GnuTLS are not async-signal-safe anyway), nor one made inside another
+ * TLS call of the thread (rl_tls_depth). */
+#include <errno.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "policy/reqconn.h"
+#include "shim/hooks.h"
+#include "shim/self.h"
+#include "shim/shim.h"
+#include "shim/tlsreal.h"
+#include "shim/tlstab.h"
+#include "shim/tlswrite.h"
+
+typedef struct ssl_st SSL;
+typedef struct gnutls_session_int *gnutls_session_t;
+
+#define GNUTLS_E_INTERNAL_ERROR (-59)
+
+static __attribute__((noinline)) void
+tls_received(const void *session, void *buf, size_t n, const char *call)
+{
+    if (rl_tls_depth > 0 || !rl_shim_ready() || rl_hook_in_handler() ||
+        rl_shim_in_vfork_child() || !rl_shim_enter())
+        return;
+    int saved = errno;
+    struct rl_tlsent *e = rl_tlstab_get(session, false);
+    struct rl_reqconn *c = e != NULL ? e->c : NULL;
+    if (c != NULL) {
+        /* Another thread inside a write of this session: these bytes go
+         * by unseen. */
+        if (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
+            rl_reqconn_lost(c);
+        } else {
+            struct iovec one = {buf, n};
+            const struct rl_reqread r = {e->fd, call};
+            rl_reqconn_received(rl_shim_proc(), c, &one, 1, n, &r);
+            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        }
+    }
+    rl_shim_leave();
+    errno = saved;
+}
+
+RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
+{
+    int (*real)(SSL *, void *, int) = rl_tls_real(RL_TLS_SSL_READ);
+    if (real == NULL) {
+        errno = ENOSYS; /* no libssl behind this name: fail as it fails */
+        return -1;
+    }
+    rl_tls_depth++;
+    int r = real(ssl, buf, num);
+    rl_tls_depth--;
+    if (r > 0)
+        tls_received(ssl, buf, (size_t)r, "SSL_read");
+    return r;
+}
+
+RL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *readbytes)
+{
+    int (*real)(SSL *, void *, size_t, size_t *) =
+        rl_tls_real(RL_TLS_SSL_READ_EX);
+    if (real == NULL) {
+        if (readbytes != NULL)
+            *readbytes = 0;
+        errno = ENOSYS;
+        return 0;
+    }
+    rl_tls_depth++;
+    int r = real(ssl, buf, num, readbytes);
+    rl_tls_depth--;
+    if (r > 0 && readbytes != NULL && *readbytes > 0)
+        tls_received(ssl, buf, *readbytes, "SSL_read_ex");
+    return r;
+}
+
+RL_EXPORT ssize_t gnutls_record_recv(gnutls_session_t session, void *data,
+                                     size_t size)
+{
+    ssize_t (*real)(gnutls_session_t, void *, size_t) =
+        rl_tls_real(RL_TLS_GNUTLS_RECORD_RECV);
+    if (real == NULL)
+        return GNUTLS_E_INTERNAL_ERROR;
+    rl_tls_depth++;
+    ssize_t r = real(session, data, size);
+    rl_tls_depth--;
+    if (r > 0)
+        tls_received(session, data, (size_t)r, "gnutls_record_recv");
+    return r;
+}

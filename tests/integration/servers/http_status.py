@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""An HTTP/1.1 server on 127.0.0.1 (keep-alive, threaded) whose answers a
+request's path chooses, for the Retry-After tests (SPEC §12).
+
+Usage: http_status.py LOGFILE
+Environment: RL_TLS=1 serves HTTPS with a throwaway self-signed RSA
+certificate made in LOGFILE's directory.
+Prints "PORT <n>" once listening; appends one line per request, flushed
+at once, when its head has arrived:
+    REQ <monotonic seconds> <METHOD> <path> <status answered>
+Paths:
+    /s/STATUS/RA     answer STATUS (e.g. 429, 503) with "Retry-After: RA";
+                     RA "-" sends no Retry-After; "date+N" sends the
+                     HTTP-date N seconds from now
+    /once/STATUS/RA  the same the first time this exact path is asked,
+                     200 after that (a client's retry gets through)
+    anything else    200
+Every answer has a small body framed by Content-Length.
+"""
+import email.utils
+import http.server
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+LOG = None
+LOCK = threading.Lock()
+SEEN = set()
+
+
+def retry_after(ra):
+    if ra.startswith("date+"):
+        return email.utils.formatdate(time.time() + float(ra[5:]),
+                                      usegmt=True)
+    return ra
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, body):
+        t = time.monotonic()
+        parts = self.path.split("/")
+        status, ra = 200, "-"
+        if len(parts) >= 4 and parts[1] in ("s", "once"):
+            with LOCK:
+                first = self.path not in SEEN
+                SEEN.add(self.path)
+            if parts[1] == "s" or first:
+                status, ra = int(parts[2]), "/".join(parts[3:])
+        with LOCK:
+            LOG.write("REQ %.6f %s %s %d\n" % (t, self.command, self.path,
+                                               status))
+            LOG.flush()
+        data = b"busy\n" if status != 200 else b"ok\n"
+        self.send_response(status)
+        if ra not in ("-", ""):
+            self.send_header("Retry-After", retry_after(ra))
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self.answer(True)
+
+    def do_HEAD(self):
+        self.answer(False)
+
+
+def main():
+    global LOG
+    log = sys.argv[1]
+    LOG = open(log, "a")
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    if os.environ.get("RL_TLS") == "1":
+        d = os.path.dirname(os.path.abspath(log))
+        key, crt = os.path.join(d, "status.key"), os.path.join(d, "status.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                        "-nodes", "-keyout", key, "-out", crt, "-days", "1",
+                        "-subj", "/CN=127.0.0.1"],
+                       check=True, capture_output=True)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    print("PORT %d" % srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
