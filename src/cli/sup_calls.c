@@ -23,6 +23,8 @@
 #include "cli/sup_open.h"
 #include "cli/sup_target.h"
 
+struct rl_proc sup_proc;
+
 /* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
 #define MAX_IOV 1024u
 
@@ -89,7 +91,7 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
  * to the program's fd (sup_open.h: the program's close gives them back). */
 static int connect_decision(int listener, struct sup_job *j, const char *call)
 {
-    if (rl_open_on && j->holder.pid == 0) {
+    if (sup_proc.open.on && j->holder.pid == 0) {
         pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
         if (tgid <= 0 || sup_open_holder(tgid, &j->holder) < 0) {
             memset(&j->holder, 0, sizeof j->holder);
@@ -99,7 +101,7 @@ static int connect_decision(int listener, struct sup_job *j, const char *call)
     }
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen);
+    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd, &j->sa, j->salen);
     rl_open_act_for(NULL);
     return act;
 }
@@ -193,7 +195,7 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     if (!stream || j->salen == 0)
         return SUP_CONTINUE;
     j->connect = true;
-    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) ||
+    if (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen) ||
         (state >= 0 && state != TCP_CLOSE))
         return SUP_CONNECT;
     return verdict(j, connect_decision(listener, j, "connect"));
@@ -221,8 +223,8 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
                               uint64_t flags, uint64_t calls, uint64_t bytes)
 {
     bool fastopen = (flags & MSG_FASTOPEN) != 0;
-    if ((!fastopen && !rl_gate_charges_sends()) ||
-        !rl_gate_covers(&j->sa, j->salen) || calls == 0)
+    if ((!fastopen && !rl_gate_charges_sends(&sup_proc)) ||
+        !rl_gate_covers(&sup_proc, &j->sa, j->salen) || calls == 0)
         return SUP_CONTINUE;
     int s = sup_grab(listener, j->pid, j->id, j->fd);
     if (s < 0) {
@@ -232,10 +234,10 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
     int type = sock_type(s);
     bool fresh = type == SOCK_STREAM && !in_progress(s);
     enum sup_act act = SUP_CONTINUE;
-    if (type == SOCK_DGRAM && rl_gate_charges_sends())
+    if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup_proc))
         /* Datagrams go whole or not at all. */
-        act = verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
-                                      calls, calls, bytes, bytes));
+        act = verdict(j, rl_gate_send(&sup_proc, &j->t, call, j->fd, &j->sa,
+                                      j->salen, calls, calls, bytes, bytes));
     else if (fastopen && fresh)
         act = verdict(j, connect_decision(listener, j, call));
     /* Our copy is closed once the caller has its answer (sup_job.sock),
@@ -293,7 +295,7 @@ static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
     if (r == 0)
         return SUP_CONTINUE;
     uint64_t bytes = 0;
-    if (rl_gate_charges_sends()) {
+    if (rl_gate_charges_sends(&sup_proc)) {
         r = msg_bytes(j->pid, &m, &bytes);
         if (r < 0)
             return read_failed(j, r);
@@ -308,7 +310,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
 {
     j->fd = (int)req->data.args[0];
     size_t vlen = req->data.args[2] < MAX_IOV ? req->data.args[2] : MAX_IOV;
-    if (vlen == 0 || !rl_gate_charges_sends())
+    if (vlen == 0 || !rl_gate_charges_sends(&sup_proc))
         return SUP_CONTINUE;
     struct mmsghdr *v = calloc(vlen, sizeof *v);
     if (v == NULL)
@@ -326,7 +328,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
         uint64_t b = 0;
         r = read_addr(&one, (uintptr_t)v[i].msg_hdr.msg_name,
                       v[i].msg_hdr.msg_namelen);
-        if (r == 0 || (r > 0 && !rl_gate_covers(&one.sa, one.salen)))
+        if (r == 0 || (r > 0 && !rl_gate_covers(&sup_proc, &one.sa, one.salen)))
             continue;
         if (r > 0)
             r = msg_bytes(j->pid, &v[i].msg_hdr, &b);
@@ -425,6 +427,6 @@ void sup_refund(struct sup_job *job)
     /* The gate gives back only what the ticket took of each kind. */
     uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_gate_refund(&job->t, k, units[k]);
+        rl_gate_refund(&sup_proc, &job->t, k, units[k]);
     job->charged = false;
 }

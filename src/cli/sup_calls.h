@@ -14,6 +14,12 @@
 
 #include "policy/gate.h"
 #include "policy/open.h"
+#include "policy/proc.h"
+
+/* The supervisor's process state (policy/proc.h): the gate it decides
+ * the target's calls by, set up by cmd_run_seccomp.c before the target
+ * starts. */
+extern struct rl_proc sup_proc;
 
 /* One notification on its way to an answer. The loop owns it; a thread
  * that makes a blocking connect owns it while it does. */

@@ -34,43 +34,6 @@
 
 enum { SCRIPT_BUCKET = 0, SCRIPT_WINDOW = 1 };
 
-/* What the process keeps per fleet budget: the user's rule budget has its
- * own; a site's and per-destination budgets (named by their label) get one
- * of a small table, claimed by the label's hash. */
-struct budget_state {
-    rl_atomic_u64 tag;                 /* label hash | 1; 0: free */
-    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
-    /* Host clock until which Redis said no to one unit of a kind: calls
-     * before then are denied here, with no round trip (a denied client
-     * that retries at once must not become a storm on one key). */
-    rl_atomic_u64 closed_until[RL_KIND_COUNT];
-    /* F.gen + 1 when this outage's host budget was drained. */
-    rl_atomic_u64 drained[RL_KIND_COUNT];
-};
-#define RL_FLEET_BUDGETS 64
-
-static struct {
-    const struct rl_config *cfg;
-    struct rl_fleet_addr addr;
-    char label[160];
-    char host[40]; /* this host's id in the hosts sets */
-    bool on;
-    /* 0 free, 1 held, 2 held with waiters (futex word): a forked child
-     * starts it afresh with a store, whoever held it in the parent. */
-    _Atomic uint32_t lock;
-    struct rl_fleet_conn conn;
-    char sha[2][41];
-    atomic_bool down;
-    rl_atomic_u64 next_try; /* host clock: no try before */
-    atomic_flag warned;
-    rl_atomic_u64 hosts; /* last seen; 1 until then */
-    rl_atomic_u64 seq;
-    rl_atomic_u64 gen;       /* Redis answers seen: a new one ends an outage */
-    struct budget_state own; /* the user's rule budget (F.label) */
-    struct budget_state others[RL_FLEET_BUDGETS];
-} F; /* all zero, in .bss: a process with no fleet pays no page for it
-       * at load (rl_fleet_init gives the connection its -1) */
-
 /* ---- the host's identity ------------------------------------------------*/
 
 /* Hosts are told apart by name, boot and state directory: two
@@ -90,46 +53,47 @@ static void host_id(char *buf, size_t len)
     snprintf(buf, len, "%s:%016llx", name, (unsigned long long)h);
 }
 
-int rl_fleet_init(const struct rl_config *cfg, const char *label)
+int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
+                  const char *label)
 {
     if (cfg->fleet == NULL)
         return 0;
-    if (rl_fleet_addr_parse(cfg->fleet, &F.addr) != NULL)
+    if (rl_fleet_addr_parse(cfg->fleet, &f->addr) != NULL)
         return -EINVAL;
-    F.cfg = cfg;
-    F.conn.fd = -1;
-    snprintf(F.label, sizeof F.label, "%s", label);
-    host_id(F.host, sizeof F.host);
-    rl_store_relaxed_u64(&F.hosts, 1);
+    f->cfg = cfg;
+    f->conn.fd = -1;
+    snprintf(f->label, sizeof f->label, "%s", label);
+    host_id(f->host, sizeof f->host);
+    rl_store_relaxed_u64(&f->hosts, 1);
     /* Budgets' drained start at 0 (no generation): a process whose first
      * decisions find Redis away (or slow, as on a loaded host at start) drains
      * the host budget too. That budget sits full while Redis decides; taken as
      * it is, it would be a burst per process on top of what the fleet admitted.
      */
-    F.on = true;
+    f->on = true;
     return 0;
 }
 
-bool rl_fleet_decides(const struct rl_rule *rule)
+bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule)
 {
-    return F.on && rule->scope == RL_SCOPE_FLEET;
+    return f->on && rule->scope == RL_SCOPE_FLEET;
 }
 
-bool rl_fleet_up(void)
+bool rl_fleet_up(const struct rl_fleet *f)
 {
-    return F.on && !atomic_load_explicit(&F.down, memory_order_relaxed);
+    return f->on && !atomic_load_explicit(&f->down, memory_order_relaxed);
 }
 
 /* The state of the budget named `label` (NULL: the user's rule budget);
  * NULL when the table is full (that budget then keeps no debt, no denial
  * shortcut and no drain: each call asks Redis, or the fallback). */
-static struct budget_state *state_of(const char *label)
+static struct rl_fleet_budget *state_of(struct rl_fleet *f, const char *label)
 {
     if (label == NULL)
-        return &F.own;
+        return &f->own;
     uint64_t h = rl_hash_str(RL_HASH_INIT, label) | 1;
     for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++) {
-        struct budget_state *b = &F.others[(h + i) % RL_FLEET_BUDGETS];
+        struct rl_fleet_budget *b = &f->others[(h + i) % RL_FLEET_BUDGETS];
         uint64_t t = rl_load_relaxed_u64(&b->tag);
         if (t == 0 &&
             atomic_compare_exchange_strong_explicit(
@@ -150,8 +114,9 @@ struct ask {
     uint64_t ret;   /* a stale lease's units given back */
 };
 
-static void format_eval(struct rl_fleet_conn *c, const char *sha,
-                        const char *label, const struct rl_rule *rule, int kind,
+static void format_eval(struct rl_fleet *f, struct rl_fleet_conn *c,
+                        const char *sha, const char *label,
+                        const struct rl_rule *rule, int kind,
                         const struct ask *a)
 {
     unsigned n = rule->nlimits[kind];
@@ -179,12 +144,12 @@ static void format_eval(struct rl_fleet_conn *c, const char *sha,
     rl_fleet_cmd_u64(c, a->min);
     rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
     rl_fleet_cmd_u64(c, a->debt);
-    rl_fleet_cmd_str(c, F.host);
+    rl_fleet_cmd_str(c, f->host);
     /* The call's id: unique members of the window's sorted sets. */
     char pid[24], seq[24];
-    const char *id[5] = {F.host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
+    const char *id[5] = {f->host, ":", rl_fleet_dec(pid, (uint64_t)getpid()),
                          ":",
-                         rl_fleet_dec(seq, rl_add_relaxed_u64(&F.seq, 1))};
+                         rl_fleet_dec(seq, rl_add_relaxed_u64(&f->seq, 1))};
     rl_fleet_cmd_cat(c, id, 5);
     rl_fleet_cmd_u64(c, a->lease);
     rl_fleet_cmd_u64(c, a->ret);
@@ -206,7 +171,7 @@ static int64_t int_at(const redisReply *r, size_t i)
 
 /* One EVALSHA on c (re-loading the scripts once after NOSCRIPT); the
  * units leased are in *leased; on failure c->why says why. */
-static int eval(struct rl_fleet_conn *c, const char *label,
+static int eval(struct rl_fleet *f, struct rl_fleet_conn *c, const char *label,
                 const struct rl_rule *rule, int kind, const struct ask *a,
                 uint64_t deadline, struct rl_verdict *out, uint64_t *leased,
                 struct rl_fleet_paused *paused)
@@ -215,7 +180,7 @@ static int eval(struct rl_fleet_conn *c, const char *label,
                      ? SCRIPT_BUCKET
                      : SCRIPT_WINDOW;
     for (int attempt = 0; attempt < 2; attempt++) {
-        format_eval(c, F.sha[script], label, rule, kind, a);
+        format_eval(f, c, f->sha[script], label, rule, kind, a);
         if (c->overflow) {
             rl_fleet_conn_why(c, "command too long");
             return -E2BIG;
@@ -232,8 +197,8 @@ static int eval(struct rl_fleet_conn *c, const char *label,
             strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
             freeReplyObject(rep);
             /* Redis lost the scripts (a restart): load them again. */
-            r = rl_fleet_conn_handshake(c, &F.addr, F.cfg->fleet_password,
-                                        F.sha, deadline);
+            r = rl_fleet_conn_handshake(c, &f->addr, f->cfg->fleet_password,
+                                        f->sha, deadline);
             if (r < 0)
                 return r;
             continue;
@@ -258,7 +223,7 @@ static int eval(struct rl_fleet_conn *c, const char *label,
         *leased = (uint64_t)l;
         if (paused != NULL && off > 0)
             *paused = (struct rl_fleet_paused){(uint64_t)off * 1000, why == 1};
-        rl_store_relaxed_u64(&F.hosts, h > 0 ? (uint64_t)h : 1);
+        rl_store_relaxed_u64(&f->hosts, h > 0 ? (uint64_t)h : 1);
         return 0;
     }
     return -EPROTO;
@@ -267,32 +232,32 @@ static int eval(struct rl_fleet_conn *c, const char *label,
 /* ---- while Redis is away ------------------------------------------------*/
 
 /* The stderr line, once per process: made under the lock (from c->why),
- * written after it. Only the thread that set F.warned touches it. */
-static char warn_line[512];
-
-static size_t warn_format(const char *why)
+ * written after it (in f->warn_line). */
+static size_t warn_format(struct rl_fleet *f, const char *why)
 {
     static const char *const names[] = {"share", "local", "allow", "deny"};
-    if (atomic_flag_test_and_set(&F.warned))
+    if (atomic_flag_test_and_set(&f->warned))
         return 0;
-    int n = snprintf(warn_line, sizeof warn_line,
+    int n = snprintf(f->warn_line, sizeof f->warn_line,
                      "rlshim: fleet Redis %s: %s; fleet_fallback = %s until it "
                      "is back\n",
-                     F.cfg->fleet, why, names[F.cfg->fleet_fallback & 3]);
+                     f->cfg->fleet, why, names[f->cfg->fleet_fallback & 3]);
     if (n <= 0)
         return 0;
-    return (size_t)n < sizeof warn_line ? (size_t)n : sizeof warn_line - 1;
+    return (size_t)n < sizeof f->warn_line ? (size_t)n
+                                           : sizeof f->warn_line - 1;
 }
 
 /* Through rl_sys: never the program's write(), so the shim's own line is
  * never charged, whatever fd 2 is and whatever flag this thread holds. */
-static void warn_write(size_t n)
+static void warn_write(struct rl_fleet *f, size_t n)
 {
     if (n > 0)
-        rl_sys_write_all(2, warn_line, n);
+        rl_sys_write_all(2, f->warn_line, n);
 }
 
-static struct rl_verdict fallback(struct budget_state *st,
+static struct rl_verdict fallback(struct rl_fleet *f,
+                                  struct rl_fleet_budget *st,
                                   const struct rl_rule *rule, int kind,
                                   rl_word *const *states, uint64_t now,
                                   uint64_t want, uint64_t min,
@@ -300,8 +265,8 @@ static struct rl_verdict fallback(struct budget_state *st,
 {
     struct rl_verdict r = {0, UINT64_MAX, 0};
     unsigned n = rule->nlimits[kind];
-    int fb = F.cfg->fleet_fallback;
-    uint64_t gen = rl_load_relaxed_u64(&F.gen) + 1;
+    int fb = f->cfg->fleet_fallback;
+    uint64_t gen = rl_load_relaxed_u64(&f->gen) + 1;
     if ((fb == RL_FLEET_SHARE || fb == RL_FLEET_LOCAL) && st != NULL &&
         atomic_exchange_explicit(&st->drained[kind], gen,
                                  memory_order_relaxed) != gen) {
@@ -330,7 +295,7 @@ static struct rl_verdict fallback(struct budget_state *st,
     default: {
         /* This host's share of the limits: each unit costs `hosts` units
          * of the host budget (a rate and burst divided by hosts). */
-        uint64_t h = rl_load_relaxed_u64(&F.hosts);
+        uint64_t h = rl_load_relaxed_u64(&f->hosts);
         if (h == 0)
             h = 1;
         if (want > UINT64_MAX / h)
@@ -354,44 +319,45 @@ static struct rl_verdict fallback(struct budget_state *st,
     return r;
 }
 
-/* F.lock, waited for at most RL_FLEET_WAIT_NS: a futex word of the
+/* f->lock, waited for at most RL_FLEET_WAIT_NS: a futex word of the
  * process rather than a pthread mutex, so that a forked child can start it
  * afresh (whoever held it in the parent) with one store. Acquire pairs
- * with the release exchange of unlock(). */
-static bool lock_bounded(void)
+ * with the release exchange of unlock(f). */
+static bool lock_bounded(struct rl_fleet *f)
 {
     uint32_t free = 0;
-    if (atomic_compare_exchange_strong_explicit(&F.lock, &free, 1,
-                                                memory_order_acquire,
-                                                memory_order_relaxed))
+    if (atomic_compare_exchange_strong_explicit(
+            &f->lock, &free, 1, memory_order_acquire, memory_order_relaxed))
         return true;
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
     for (;;) {
-        if (atomic_exchange_explicit(&F.lock, 2, memory_order_acquire) == 0)
+        if (atomic_exchange_explicit(&f->lock, 2, memory_order_acquire) == 0)
             return true;
         uint64_t now = rl_clock_now_ns();
         if (now >= deadline)
             return false;
         struct timespec ts = {.tv_sec = (time_t)((deadline - now) / 1000000000u),
                               .tv_nsec = (long)((deadline - now) % 1000000000u)};
-        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAIT_PRIVATE, 2, &ts);
+        rl_sys.futex((uint32_t *)&f->lock, FUTEX_WAIT_PRIVATE, 2, &ts);
     }
 }
 
-static void unlock(void)
+static void unlock(struct rl_fleet *f)
 {
-    if (atomic_exchange_explicit(&F.lock, 0, memory_order_release) == 2)
-        rl_sys.futex((uint32_t *)&F.lock, FUTEX_WAKE_PRIVATE, 1, NULL);
+    if (atomic_exchange_explicit(&f->lock, 0, memory_order_release) == 2)
+        rl_sys.futex((uint32_t *)&f->lock, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-static int conn_open(struct rl_fleet_conn *c, uint64_t deadline)
+static int conn_open(struct rl_fleet *f, struct rl_fleet_conn *c,
+                     uint64_t deadline)
 {
-    return rl_fleet_conn_open(c, &F.addr, F.cfg->fleet_password, F.sha,
+    return rl_fleet_conn_open(c, &f->addr, f->cfg->fleet_password, f->sha,
                               deadline);
 }
 
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
-                                int kind, rl_word *const *states,
+struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
+                                const char *label, int kind,
+                                rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v,
@@ -416,36 +382,37 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         }
     }
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
-    bool down = atomic_load_explicit(&F.down, memory_order_relaxed);
-    struct budget_state *st = state_of(label);
+    bool down = atomic_load_explicit(&f->down, memory_order_relaxed);
+    struct rl_fleet_budget *st = state_of(f, label);
     uint64_t closed =
         st != NULL ? rl_load_relaxed_u64(&st->closed_until[kind]) : 0;
     if (!down && now < closed && closed - now > max_wait_ns)
         return (struct rl_verdict){0, closed - now, 0};
     if (down) {
         /* One try a second, by whichever thread claims it. */
-        uint64_t next = rl_load_relaxed_u64(&F.next_try);
+        uint64_t next = rl_load_relaxed_u64(&f->next_try);
         if (now < next || !atomic_compare_exchange_strong_explicit(
-                              &F.next_try, &next, now + RL_FLEET_RETRY_NS,
+                              &f->next_try, &next, now + RL_FLEET_RETRY_NS,
                               memory_order_relaxed, memory_order_relaxed))
-            return fallback(st, rule, kind, states, now, want, min, max_wait_ns,
-                            v);
+            return fallback(f, st, rule, kind, states, now, want, min,
+                            max_wait_ns, v);
     }
-    if (!lock_bounded()) {
+    if (!lock_bounded(f)) {
         /* Other threads of ours kept Redis busy for 50 ms: Redis answers,
          * so this is no outage; never admit without it. */
         if (!down)
             return (struct rl_verdict){0, RL_FLEET_WAIT_NS, 0};
-        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
+        return fallback(f, st, rule, kind, states, now, want, min, max_wait_ns,
+                        v);
     }
-    struct rl_fleet_conn *c = &F.conn;
+    struct rl_fleet_conn *c = &f->conn;
     /* A number the program closed and reused, or dup2'd over, is not
      * ours: forgotten, never closed (fleet_conn.h). */
     if (c->fd >= 0 && !rl_fleet_conn_ours(c))
         rl_fleet_conn_close(c);
     int r = 0;
     if (c->fd < 0)
-        r = conn_open(c, deadline);
+        r = conn_open(f, c, deadline);
     /* What was admitted while away is charged with this call. */
     struct ask a = {want, min, max_wait_ns, 0, 0, 0};
     if (st != NULL)
@@ -460,9 +427,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     }
     struct rl_verdict out = {0, UINT64_MAX, 0};
     uint64_t leased = 0;
-    const char *name = label != NULL ? label : F.label;
+    const char *name = label != NULL ? label : f->label;
     if (r == 0)
-        r = eval(c, name, rule, kind, &a, deadline, &out, &leased, paused);
+        r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased, paused);
     if (r == -EBADF) {
         /* The program took the number in the middle of the call: once more
          * on a new connection. The first script may have run (its reply
@@ -470,9 +437,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
          * under-use) and the debt is charged again at worst (the same). */
         rl_fleet_conn_close(c);
         a.ret = 0;
-        r = conn_open(c, deadline);
+        r = conn_open(f, c, deadline);
         if (r == 0)
-            r = eval(c, name, rule, kind, &a, deadline, &out, &leased,
+            r = eval(f, c, name, rule, kind, &a, deadline, &out, &leased,
                      paused);
     }
     if (r < 0) {
@@ -484,17 +451,18 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
         if (st != NULL)
             rl_add_relaxed_u64(&st->debt[kind], a.debt);
         rl_fleet_conn_close(c);
-        rl_store_relaxed_u64(&F.next_try, now + RL_FLEET_RETRY_NS);
-        atomic_store_explicit(&F.down, true, memory_order_relaxed);
-        size_t n = warn_format(c->why);
-        unlock();
-        warn_write(n);
-        return fallback(st, rule, kind, states, now, want, min, max_wait_ns, v);
+        rl_store_relaxed_u64(&f->next_try, now + RL_FLEET_RETRY_NS);
+        atomic_store_explicit(&f->down, true, memory_order_relaxed);
+        size_t n = warn_format(f, c->why);
+        unlock(f);
+        warn_write(f, n);
+        return fallback(f, st, rule, kind, states, now, want, min, max_wait_ns,
+                        v);
     }
-    atomic_store_explicit(&F.down, false, memory_order_relaxed);
+    atomic_store_explicit(&f->down, false, memory_order_relaxed);
     /* A new generation: the next outage drains every host budget again. */
-    rl_add_relaxed_u64(&F.gen, 1);
-    unlock();
+    rl_add_relaxed_u64(&f->gen, 1);
+    unlock(f);
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, leased, out.granted, a.ret, claimed,
                              cnow);
@@ -506,18 +474,18 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
     return out;
 }
 
-void rl_fleet_finish(const struct rl_rule *rule,
+void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool)
 {
-    if (!F.on || pool == NULL ||
-        atomic_load_explicit(&F.down, memory_order_relaxed))
+    if (!f->on || pool == NULL ||
+        atomic_load_explicit(&f->down, memory_order_relaxed))
         return;
     /* Only on a connection this process has: a process that never went
      * to Redis leaves the pool to the host's other processes (it goes
      * back when stale), rather than pay a connection at exit. */
-    if (!lock_bounded())
+    if (!lock_bounded(f))
         return;
-    struct rl_fleet_conn *c = &F.conn;
+    struct rl_fleet_conn *c = &f->conn;
     if (c->fd >= 0 && !rl_fleet_conn_ours(c))
         rl_fleet_conn_close(c);
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
@@ -528,31 +496,32 @@ void rl_fleet_finish(const struct rl_rule *rule,
         if (a.ret == 0)
             continue;
         a.debt =
-            atomic_exchange_explicit(&F.own.debt[k], 0, memory_order_relaxed);
+            atomic_exchange_explicit(&f->own.debt[k], 0, memory_order_relaxed);
         struct rl_verdict out;
         uint64_t leased = 0;
-        if (eval(c, F.label, rule, k, &a, deadline, &out, &leased, NULL) <
+        if (eval(f, c, f->label, rule, k, &a, deadline, &out, &leased, NULL) <
             0) {
             rl_fleet_conn_close(c);
             break;
         }
     }
-    unlock();
+    unlock(f);
 }
 
-int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff)
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff)
 {
-    if (!F.on || atomic_load_explicit(&F.down, memory_order_relaxed))
+    if (!f->on || atomic_load_explicit(&f->down, memory_order_relaxed))
         return -EAGAIN; /* away: the fallback decides, on this host */
-    if (!lock_bounded())
+    if (!lock_bounded(f))
         return -EBUSY;
-    struct rl_fleet_conn *c = &F.conn;
+    struct rl_fleet_conn *c = &f->conn;
     if (c->fd >= 0 && !rl_fleet_conn_ours(c))
         rl_fleet_conn_close(c);
     uint64_t deadline = rl_clock_now_ns() + RL_FLEET_WAIT_NS;
-    int r = c->fd < 0 ? conn_open(c, deadline) : 0;
+    int r = c->fd < 0 ? conn_open(f, c, deadline) : 0;
     if (r == 0) {
-        const char *key[3] = {"rlshim:{", label != NULL ? label : F.label,
+        const char *key[3] = {"rlshim:{", label != NULL ? label : f->label,
                               "}:pause"};
         rl_fleet_cmd_reset(c);
         rl_fleet_cmd_start(c, 6);
@@ -573,76 +542,27 @@ int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff)
         if (r < 0)
             rl_fleet_conn_close(c);
     }
-    unlock();
+    unlock(f);
     return r;
 }
 
-void rl_fleet_atfork_child(void)
+void rl_fleet_atfork_child(struct rl_fleet *f)
 {
     /* Whatever a thread of the parent was doing under the lock stopped at
      * the fork: the lock starts afresh, and the connection (the parent's)
      * is dropped without a look inside its reader. Nothing is sent: the
      * parent still holds the socket. */
-    atomic_store_explicit(&F.lock, 0, memory_order_relaxed);
-    if (F.on)
-        rl_fleet_conn_abandon(&F.conn);
+    atomic_store_explicit(&f->lock, 0, memory_order_relaxed);
+    if (f->on)
+        rl_fleet_conn_abandon(&f->conn);
     /* The child's connection will live above the floor: its fd table
      * grows now, while the child has one thread, not on its first
      * decision, when it may have several (fleet_conn.h). */
-    if (F.on)
+    if (f->on)
         rl_fleet_fd_table_grow();
     for (int k = 0; k < RL_KIND_COUNT; k++) {
-        rl_store_relaxed_u64(&F.own.debt[k], 0);
+        rl_store_relaxed_u64(&f->own.debt[k], 0);
         for (unsigned i = 0; i < RL_FLEET_BUDGETS; i++)
-            rl_store_relaxed_u64(&F.others[i].debt[k], 0);
+            rl_store_relaxed_u64(&f->others[i].debt[k], 0);
     }
-}
-
-int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
-                  size_t whylen)
-{
-    const struct rl_config *saved = F.cfg;
-    struct rl_fleet_addr saved_addr = F.addr;
-    const char *bad = rl_fleet_addr_parse(cfg->fleet, &F.addr);
-    if (bad != NULL) {
-        snprintf(why, whylen, "%s", bad);
-        F.addr = saved_addr;
-        return -EINVAL;
-    }
-    F.cfg = cfg;
-    /* A connection of its own (the CLI's): on the heap, it is 12 KiB. */
-    struct rl_fleet_conn *c = calloc(1, sizeof *c);
-    int r = c != NULL ? 0 : -ENOMEM;
-    char sha[2][41] = {"", ""};
-    uint64_t t0 = rl_clock_now_ns();
-    if (c != NULL) {
-        c->fd = -1;
-        r = rl_fleet_conn_open(c, &F.addr, cfg->fleet_password, sha,
-                               t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        snprintf(why, whylen, "%s", c->why);
-    }
-    if (r == 0) {
-        uint64_t t1 = rl_clock_now_ns();
-        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
-        redisReply *rep = NULL;
-        r = rl_fleet_conn_send_raw(c, ping, sizeof ping - 1,
-                                   t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        if (r == 0)
-            r = rl_fleet_conn_reply(c, &rep,
-                                    t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        *rtt_ns = rl_clock_now_ns() - t1;
-        if (r < 0)
-            snprintf(why, whylen, "%s", strerror(-r));
-        else if (rep->type != REDIS_REPLY_STATUS) {
-            r = rl_fleet_conn_error(c, rep, "PING");
-            snprintf(why, whylen, "%s", c->why);
-        }
-        if (rep != NULL)
-            freeReplyObject(rep);
-        rl_fleet_conn_close(c);
-    }
-    free(c);
-    F.cfg = saved;
-    F.addr = saved_addr;
-    return r;
 }

@@ -21,25 +21,71 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fleet/fleet_addr.h"
+#include "fleet/fleet_conn.h"
 #include "limit/limit.h"
 #include "policy/config.h"
+#include "util/atomics.h"
 
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
 #define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
 
-/* Set the process up for cfg (its `fleet` set) and the budget `label`
- * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
-int rl_fleet_init(const struct rl_config *cfg, const char *label);
+/* What the process keeps per fleet budget: the user's rule budget has its
+ * own; a site's and per-destination budgets (named by their label) get one
+ * of a small table, claimed by the label's hash. */
+struct rl_fleet_budget {
+    rl_atomic_u64 tag;                 /* label hash | 1; 0: free */
+    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
+    /* Host clock until which Redis said no to one unit of a kind: calls
+     * before then are denied here, with no round trip (a denied client
+     * that retries at once must not become a storm on one key). */
+    rl_atomic_u64 closed_until[RL_KIND_COUNT];
+    /* gen + 1 when this outage's host budget was drained. */
+    rl_atomic_u64 drained[RL_KIND_COUNT];
+};
+#define RL_FLEET_BUDGETS 64
 
-/* Is `rule` decided in Redis (scope = fleet, and the fleet set up)? */
-bool rl_fleet_decides(const struct rl_rule *rule);
+/* The process's side of the fleet (a member of struct rl_proc). All zero,
+ * in .bss: a process with no fleet pays no page for it at load
+ * (rl_fleet_init gives the connection its -1). */
+struct rl_fleet {
+    const struct rl_config *cfg;
+    struct rl_fleet_addr addr;
+    char label[160];
+    char host[40]; /* this host's id in the hosts sets */
+    bool on;
+    /* 0 free, 1 held, 2 held with waiters (futex word): a forked child
+     * starts it afresh with a store, whoever held it in the parent. */
+    _Atomic uint32_t lock;
+    struct rl_fleet_conn conn;
+    char sha[2][41];
+    atomic_bool down;
+    rl_atomic_u64 next_try; /* host clock: no try before */
+    atomic_flag warned;
+    /* The "Redis away" line, formatted while the lock is held and written
+     * after it; only the thread that set `warned` touches it. */
+    char warn_line[512];
+    rl_atomic_u64 hosts; /* last seen; 1 until then */
+    rl_atomic_u64 seq;
+    rl_atomic_u64 gen; /* Redis answers seen: a new one ends an outage */
+    struct rl_fleet_budget own; /* the user's rule budget (label) */
+    struct rl_fleet_budget others[RL_FLEET_BUDGETS];
+};
+
+/* Set f up for cfg (its `fleet` set) and the budget `label`
+ * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
+int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
+                  const char *label);
+
+/* Is `rule` decided in Redis (scope = fleet, and f set up)? */
+bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule);
 
 struct rl_fleet_pool;
 
 /* How far a request budget's pause in Redis moved a decision's turn
  * (SPEC §12), when rl_fleet_take is asked for a request. */
 struct rl_fleet_paused {
-    uint64_t ns; /* 0: not paused */
+    uint64_t ns;  /* 0: not paused */
     bool backoff; /* the backoff's pause (else a server's Retry-After) */
 };
 
@@ -54,8 +100,9 @@ struct rl_fleet_paused {
  * would only ever lower use). For a request, the budget's pause in Redis
  * is waited for too (its turn and max_wait_ns are from now), and
  * *paused (NULL: not asked) says how far it moved the turn. */
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
-                                int kind, rl_word *const *states,
+struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
+                                const char *label, int kind,
+                                rl_word *const *states,
                                 const struct rl_fleet_pool *pool, uint64_t now,
                                 uint64_t want, uint64_t min,
                                 uint64_t max_wait_ns, struct rl_verdict *v,
@@ -68,19 +115,20 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
  * script reads it). Returns 0, or -errno when Redis cannot be reached
  * now (the pause then stays this host's). Bounded like every wait on
  * Redis. */
-int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff);
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff);
 
 /* At exit: the host's unspent leased units go back to Redis, when this
  * process has a connection to it (bounded like every wait on Redis). */
-void rl_fleet_finish(const struct rl_rule *rule,
+void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 
 /* In the child after fork: drop the parent's connection (the child opens
  * its own) and start the lock afresh, without touching either. */
-void rl_fleet_atfork_child(void);
+void rl_fleet_atfork_child(struct rl_fleet *f);
 
 /* Is Redis answering now (for tests and `rlshim check`)? */
-bool rl_fleet_up(void);
+bool rl_fleet_up(const struct rl_fleet *f);
 
 /* For `rlshim check`: connect to cfg's Redis, authenticate, PING, load the
  * scripts. Returns 0 and the round trip in *rtt_ns, or -errno and why in
