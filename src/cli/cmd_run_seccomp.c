@@ -46,6 +46,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/seccomp_filter.h"
+#include "cli/sup_calls.h"
 #include "cli/supervise.h"
 #include "policy/config.h"
 #include "policy/gate.h"
@@ -121,101 +123,6 @@ static bool is_foreign_elf(const char *path)
         foreign = id[EI_CLASS] != ELFCLASS64;
     close(fd);
     return foreign;
-}
-
-/* ---- the filter --------------------------------------------------------*/
-
-/* connect always; sendto only with an address (a stream send or a send on
- * a connected socket passes without a round trip); sendmsg and sendmmsg
- * (the address is in memory, which BPF cannot read). When the rule charges
- * no sends, only MSG_FASTOPEN sends, which are connects. When a section
- * has max_open, the calls that give an fd up (close, dup2 and dup3 over
- * it, close_range), so that a connection's place comes back at its close;
- * never otherwise (close is a frequent call). */
-static int add_rules(scmp_filter_ctx ctx, bool sends, bool closes)
-{
-    int r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(connect), 0);
-    if (r == 0 && closes)
-        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(close), 0);
-#ifdef SYS_dup2
-    if (r == 0 && closes)
-        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(dup2), 0);
-#endif
-    if (r == 0 && closes)
-        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(dup3), 0);
-    if (r == 0 && closes)
-        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(close_range), 0);
-    /* io_uring's connects and sends never pass through seccomp: as under
-     * the library (SPEC §1), io_uring_setup answers ENOSYS, and runtimes
-     * fall back to the calls decided here. */
-    if (r == 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
-                             SCMP_SYS(io_uring_setup), 0);
-    if (r == 0 && sends) {
-        r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
-                             SCMP_A4(SCMP_CMP_NE, 0));
-        if (r == 0)
-            r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 0);
-        if (r == 0)
-            r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmmsg), 0);
-    } else if (r == 0) {
-        r = seccomp_rule_add(
-            ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 2,
-            SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN),
-            SCMP_A4(SCMP_CMP_NE, 0));
-        if (r == 0)
-            r = seccomp_rule_add(
-                ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 1,
-                SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN));
-    }
-    return r;
-}
-
-/* The filter as BPF in `prog` (filter malloc'd). Returns 0 or -errno. */
-static int build_filter(struct sock_fprog *prog, bool sends, bool closes)
-{
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    int mfd = -1, r;
-    if (ctx == NULL)
-        return -ENOMEM;
-    r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (r == 0)
-        r = add_rules(ctx, sends, closes);
-    if (r < 0)
-        goto out;
-    /* libseccomp 2.5 exports to an fd only. */
-    mfd = memfd_create("rlshim-filter", MFD_CLOEXEC);
-    if (mfd < 0) {
-        r = -errno;
-        goto out;
-    }
-    r = seccomp_export_bpf(ctx, mfd);
-    if (r < 0)
-        goto out;
-    off_t size = lseek(mfd, 0, SEEK_END);
-    if (size <= 0 || size % sizeof(struct sock_filter) != 0 ||
-        size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-        r = -EINVAL;
-        goto out;
-    }
-    prog->filter = malloc((size_t)size);
-    if (prog->filter == NULL) {
-        r = -ENOMEM;
-        goto out;
-    }
-    if (pread(mfd, prog->filter, (size_t)size, 0) != size) {
-        free(prog->filter);
-        prog->filter = NULL;
-        r = -EIO;
-        goto out;
-    }
-    prog->len = (unsigned short)(size / sizeof(struct sock_filter));
-    r = 0;
-out:
-    if (mfd >= 0)
-        close(mfd);
-    seccomp_release(ctx);
-    return r;
 }
 
 /* ---- the child -----------------------------------------------------------*/
@@ -467,7 +374,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
 {
     struct sock_fprog prog = {0};
     int sp[2], r, st;
-    r = build_filter(&prog, sends, closes);
+    r = rl_seccomp_filter(&prog, sends, closes);
     if (r < 0) {
         fprintf(stderr,
                 "%s: cannot build the seccomp filter: %s; not "
@@ -583,7 +490,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
         /* No config at all (cmd_run said so): nothing to enforce. */
         return exec_plain(path, argv);
     }
-    if (rl_log_setup(cfg->log_target, cfg->log_path) < 0) {
+    if (rl_log_setup(&sup_proc.log, cfg->log_target, cfg->log_path) < 0) {
         fprintf(stderr, "%s: %s: log path too long\n", me, cfg->path);
         rl_config_free(cfg);
         return 1;
@@ -591,7 +498,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
     struct rl_identity id;
     target_identity(cfg, path, &id);
     why[0] = '\0';
-    r = rl_gate_init(cfg, &id, why, sizeof why);
+    r = rl_gate_init(&sup_proc, cfg, &id, why, sizeof why);
     if (why[0] != '\0')
         fprintf(stderr, "%s\n", why);
     if (r < 0) {
@@ -600,17 +507,17 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return 1;
     }
     if (report_wanted(cfg))
-        rl_gate_report_enable();
-    if (!rl_gate_active()) {
+        rl_gate_report_enable(&sup_proc);
+    if (!rl_gate_active(&sup_proc)) {
         /* No section applies to this user: nothing is throttled, as under
          * the preload; no filter, no supervisor. */
-        rl_gate_finish();
+        rl_gate_finish(&sup_proc);
         return exec_plain(path, argv);
     }
     warn_unenforced(cfg, &id);
-    r = launch(path, argv, rl_gate_charges_sends(), rl_open_on);
+    r = launch(path, argv, rl_gate_charges_sends(&sup_proc), sup_proc.open.on);
     /* cfg stays: the gate reads it, and the supervisor's receiving thread
      * may still be in its ioctl until the process exits. */
-    rl_gate_finish();
+    rl_gate_finish(&sup_proc);
     return r;
 }

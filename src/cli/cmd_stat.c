@@ -2,7 +2,7 @@
  * counters and budgets of the caller's uid, read from its segment.
  *
  * Reading never disturbs running processes: counters are read with
- * relaxed loads, and `available` asks each algorithm's available(), which
+ * relaxed loads, and `available` asks each algorithm's stat_available(), which
  * reads state words without changing them. Budgets are shown only when the
  * config given here is the one the segment was made for (same hash):
  * otherwise the words would be read with the wrong layout. */
@@ -18,6 +18,7 @@
 #include "cli/cmd_state.h"
 #include "cli/commands.h"
 #include "cli/stat_prometheus.h"
+#include "cli/stat_rows.h"
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/dests.h"
@@ -26,239 +27,16 @@
 #include "state/store.h"
 #include "util/clock.h"
 
-struct view {
-    const struct rl_config *cfg; /* NULL: counters only */
-    bool layout_ok;              /* cfg is the segment's config */
-    bool json;
-    bool prom; /* --prometheus: rows go to stat_prometheus.c */
-    uint64_t now;
-    unsigned rows;
-    FILE *out;
-};
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* What could be spent now: the least of the kind's rates. */
-static bool available(const struct rl_rule *rule,
-                      const struct rl_budget_layout *l, int k,
-                      struct rl_slot *slot, uint64_t now, uint64_t *out)
-{
-    uint64_t least = UINT64_MAX;
-
-    if (!slot->words || l->nwords > slot->nwords || rule->nlimits[k] == 0)
-        return false;
-    for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
-        const struct rl_limit *lim = &rule->limits[k][i];
-        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
-        uint64_t v;
-
-        if (!a)
-            return false;
-        v = a->available(slot->words + l->offset[k][i], lim, now);
-        if (v < least)
-            least = v;
-    }
-    *out = least;
-    return true;
-}
-
-/* --prometheus: a fleet budget's state is in Redis; the host's words are
- * only what it falls back on while Redis is away, not what is available. */
-static bool avail_unknown(const struct view *v, const struct rl_rule *rule)
-{
-    return v->prom && rule->scope == RL_SCOPE_FLEET && v->cfg->fleet != NULL;
-}
-
-static void row(struct view *v, const char *user, const char *rule_name, int k,
-                const char *algo, const uint64_t *c, bool has_avail,
-                uint64_t avail)
-{
-    FILE *f = v->out;
-
-    if (v->prom) {
-        struct rl_prom_row pr = {user,      rule_name, rl_kind_name(k), NULL,
-                                 c,         has_avail, avail};
-        (void)rl_prom_add(&pr);
-        v->rows++;
-        return;
-    }
-    if (v->json) {
-        fputs(v->rows ? ",\n  {" : "\n  {", f);
-        fputs("\"user\": ", f);
-        json_str(f, user);
-        fputs(", \"rule\": ", f);
-        json_str(f, rule_name);
-        fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ", rl_kind_name(k));
-        if (algo)
-            json_str(f, algo);
-        else
-            fputs("null", f);
-        fprintf(f,
-                ", \"allowed\": %llu, \"denied\": %llu, \"delayed\": %llu, "
-                "\"delayed_ns\": %llu, \"available\": ",
-                (unsigned long long)c[RL_STAT_ALLOWED],
-                (unsigned long long)c[RL_STAT_DENIED],
-                (unsigned long long)c[RL_STAT_DELAYED],
-                (unsigned long long)c[RL_STAT_DELAYED_NS]);
-        if (has_avail)
-            fprintf(f, "%llu}", (unsigned long long)avail);
-        else
-            fputs("null}", f);
-    } else {
-        char av[32] = "-";
-
-        if (has_avail)
-            snprintf(av, sizeof av, "%llu", (unsigned long long)avail);
-        fprintf(f, "%-16s %-18s %-10s %-14s %10llu %10llu %10llu %12.3f %10s\n",
-                user, rule_name, rl_kind_name(k), algo ? algo : "-",
-                (unsigned long long)c[RL_STAT_ALLOWED],
-                (unsigned long long)c[RL_STAT_DENIED],
-                (unsigned long long)c[RL_STAT_DELAYED],
-                (double)c[RL_STAT_DELAYED_NS] / 1e6, av);
-    }
-    v->rows++;
-}
-
-/* A budget's pause (SPEC §12) while it lasts: "paused until
- * 2026-12-02T12:58:03Z (2.0 s more, retry_after)" into buf, false when
- * the word says no pause past now. The word is CLOCK_MONOTONIC of this
- * boot: shown as the wall-clock time it ends at. */
-static bool pause_text(const struct view *v, uint64_t word, char *buf,
-                       size_t len, uint64_t *left)
-{
-    uint64_t end = rl_pause_end(word);
-    if (end <= v->now)
-        return false;
-    *left = end - v->now;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    time_t at = ts.tv_sec + (time_t)((*left + (uint64_t)ts.tv_nsec) / 1000000000u);
-    struct tm tm;
-    char when[32] = "?";
-    if (gmtime_r(&at, &tm) != NULL)
-        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    snprintf(buf, len, "paused until %s (%.1f s more, %s)", when,
-             (double)*left / 1e9, rl_pause_reason(word));
-    return true;
-}
-
-/* One row per limit of a per-destination budget: no counters of its own
- * (they are the section's, in the user's row), what is available now, and
- * the connections it holds open. */
-static void dest_row(const struct rl_rule *rule, const char *label,
-                     struct rl_dest_entry *e, void *arg)
-{
-    struct view *v = arg;
-    FILE *f = v->out;
-    const char *bar = strchr(label, '|');
-    char user[RL_STORE_LABEL_MAX];
-    snprintf(user, sizeof user, "%.*s", bar ? (int)(bar - label) : 0, label);
-    const char *dest = bar ? bar + 1 : label;
-    bool has_open = e->open != NULL;
-    uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
-    char paused[96] = "";
-    uint64_t paused_left = 0;
-    bool has_pause =
-        e->pause != NULL && rule->nlimits[RL_KIND_REQUEST] > 0 &&
-        pause_text(v, rl_load_relaxed_u64(&e->pause[0]), paused,
-                   sizeof paused, &paused_left);
-    if (v->prom && has_open)
-        (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
-    for (int k = 0; k < RL_KIND_COUNT; k++) {
-        if (rule->nlimits[k] == 0 && !(k == 0 && has_open))
-            continue;
-        uint64_t least = UINT64_MAX;
-        for (unsigned i = 0; i < rule->nlimits[k]; i++) {
-            const struct rl_limit *lim = &rule->limits[k][i];
-            uint64_t a = rl_algorithm_get(lim->algo)
-                             ->available(e->states[k][i], lim, v->now);
-            if (a < least)
-                least = a;
-        }
-        const char *algo = rule->nlimits[k]
-                               ? rl_algorithm_get(rule->limits[k][0].algo)->name
-                               : NULL;
-        if (v->prom) {
-            if (rule->nlimits[k] == 0)
-                continue; /* the row of max_open alone: rl_prom_open */
-            bool has = least != UINT64_MAX && !avail_unknown(v, rule);
-            struct rl_prom_row pr = {user, rule->section, rl_kind_name(k),
-                                     dest, NULL, has, least};
-            (void)rl_prom_add(&pr);
-        } else if (v->json) {
-            fputs(v->rows ? ",\n  {" : "\n  {", f);
-            fputs("\"user\": ", f);
-            json_str(f, user);
-            fputs(", \"rule\": ", f);
-            json_str(f, rule->section);
-            fputs(", \"dest\": ", f);
-            json_str(f, dest);
-            fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ",
-                    rl_kind_name(k));
-            if (algo)
-                json_str(f, algo);
-            else
-                fputs("null", f);
-            fputs(", \"allowed\": null, \"denied\": null, \"delayed\": null, "
-                  "\"delayed_ns\": null, \"available\": ",
-                  f);
-            if (least != UINT64_MAX)
-                fprintf(f, "%llu", (unsigned long long)least);
-            else
-                fputs("null", f);
-            if (has_pause && k == RL_KIND_REQUEST)
-                fprintf(f, ", \"paused_ns\": %llu, \"pause_reason\": \"%s\"",
-                        (unsigned long long)paused_left,
-                        rl_pause_reason(rl_load_relaxed_u64(&e->pause[0])));
-            if (has_open && k == 0)
-                fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
-                        (unsigned long long)open, rule->max_open);
-            else
-                fputs("}", f);
-        } else {
-            char av[32] = "-", op[48 + sizeof paused] = "";
-            if (least != UINT64_MAX)
-                snprintf(av, sizeof av, "%llu", (unsigned long long)least);
-            if (has_open && k == 0)
-                snprintf(op, sizeof op, " open %llu/%u",
-                         (unsigned long long)open, rule->max_open);
-            if (has_pause && k == RL_KIND_REQUEST) {
-                size_t ol = strlen(op);
-                snprintf(op + ol, sizeof op - ol, " %s", paused);
-            }
-            fprintf(f,
-                    "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "
-                    "%s%s\n",
-                    user, rule->section, rl_kind_name(k), algo ? algo : "-",
-                    "-", "-", "-", "-", av, dest, op);
-        }
-        v->rows++;
-    }
-}
-
 static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
                      void *arg)
 {
-    struct view *v = arg;
+    struct stat_view *v = arg;
     if (strcmp(info->label, RL_DESTS_LABEL) == 0) {
         /* The per-destination table: its entries, when its layout is
          * known (the config it was made for). */
         if (v->layout_ok && slot->words != NULL)
-            (void)rl_dests_each(slot->words, slot->nwords, dest_row, v);
+            (void)rl_dests_each(&v->dests, slot->words, slot->nwords,
+                                stat_dest_row, v);
         return 0;
     }
     /* A max_open area (no counters): --prometheus read it before. */
@@ -310,9 +88,9 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         if (rule && rule->nlimits[k]) {
             a = rl_algorithm_get(rule->limits[k][0].algo);
             /* Per destination: what is available is in each dest row. */
-            if (v->layout_ok && !avail_unknown(v, rule) &&
+            if (v->layout_ok && !stat_avail_unknown(v, rule) &&
                 (rule->per != RL_PER_DESTINATION || dest != NULL))
-                has = available(rule, &l, k, slot, v->now, &avail);
+                has = stat_available(rule, &l, k, slot, v->now, &avail);
             if (has) {
                 uint64_t burst = rule->limits[k][0].burst;
                 avail += lu.left[k];
@@ -328,7 +106,7 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             (void)rl_prom_add(&pr);
             continue;
         }
-        row(v, user, section, k, a ? a->name : NULL, c, has, avail);
+        stat_row(v, user, section, k, a ? a->name : NULL, c, has, avail);
     }
     /* Requests over TLS the shim cannot see (SPEC §11): said when any. */
     if (info->tls_unseen > 0 && dest == NULL) {
@@ -343,14 +121,14 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
     char paused[96];
     uint64_t left;
     if (!v->prom && !v->json && dest == NULL &&
-        pause_text(v, info->paused_until, paused, sizeof paused, &left))
+        stat_pause_text(v, info->paused_until, paused, sizeof paused, &left))
         fprintf(v->out, "%-16s %-18s %s\n", user, section, paused);
     if (v->prom && rule && v->layout_ok && rule->max_open > 0 && !dest)
         rl_prom_budget_open(info->index, rule, user);
     return 0;
 }
 
-static int show(struct rl_store *s, struct view *v)
+static int show(struct rl_store *s, struct stat_view *v)
 {
     v->rows = 0;
     v->now = rl_clock_now_ns();
@@ -377,7 +155,7 @@ static int show(struct rl_store *s, struct view *v)
  * first used) and its length (JSON: one object per segment, its rows in
  * "budgets"). */
 struct all {
-    struct view *v;
+    struct stat_view *v;
     unsigned n;
     int status;
 };
@@ -431,7 +209,7 @@ static int show_segment(uint64_t hash, void *arg)
     return 0;
 }
 
-static int show_all(struct view *v)
+static int show_all(struct stat_view *v)
 {
     struct all a = {v, 0, 0};
 
@@ -498,7 +276,7 @@ int rl_cmd_stat(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct view v = {.out = stdout};
+    struct stat_view v = {.out = stdout};
     struct rl_config *cfg = NULL;
     struct rl_store *s = NULL;
     const char *copt = NULL;
@@ -539,7 +317,7 @@ int rl_cmd_stat(int argc, char **argv)
     if (rl_cli_load_optional(copt, &cfg) < 0)
         return 1;
     v.cfg = cfg;
-    if (cfg && rl_dests_setup(cfg) < 0)
+    if (cfg && rl_dests_setup(&v.dests, cfg) < 0)
         return 1;
     if (cfg && cfg->state_mode == RL_STATE_PROCESS)
         fprintf(stderr,

@@ -11,6 +11,7 @@
  * name, as `to` matches names: which name entries cover it, and which
  * address entries its addresses, unknown here, would decide. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,12 +285,20 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
            rule != NULL ? rule->section : "none", rule != NULL ? "]" : "");
     if (by_name_only)
         return explain_name(cfg, rule, user, canon, cn, port, gai_strerror(e));
+    /* The names this look-up resolved, noted as the shim's resolver hooks
+     * note them (policy/names.h). */
+    struct rl_names *names = calloc(1, sizeof *names);
+    if (names == NULL) {
+        freeaddrinfo(res);
+        fprintf(stderr, "rlshim check: %s\n", strerror(ENOMEM));
+        return 1;
+    }
     struct rl_peer seen[16];
     unsigned nseen = 0;
     for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
         struct rl_peer p;
         bool again = false;
-        if (!rl_peer_from_addr(ai->ai_addr, ai->ai_addrlen, &p))
+        if (!rl_peer_from_addr(names, ai->ai_addr, ai->ai_addrlen, &p))
             continue;
         for (unsigned i = 0; i < nseen; i++)
             again |= seen[i].family == p.family && seen[i].port == p.port &&
@@ -299,15 +308,16 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         if (nseen < 16)
             seen[nseen++] = p;
         if (cn > 0 && !literal)
-            rl_names_note(p.family, p.addr, canon, cn);
+            rl_names_note(names, p.family, p.addr, canon, cn);
         char a[INET6_ADDRSTRLEN], name[RL_NAME_MAX + 1];
         inet_ntop(p.family, p.addr, a, sizeof a);
-        size_t nl = rl_dests_name(ai->ai_addr, ai->ai_addrlen, name);
+        size_t nl = rl_dests_name(names, ai->ai_addr, ai->ai_addrlen, name);
         (void)nl;
         printf("  %s%s%s port %u, name %s\n", p.family == AF_INET6 ? "[" : "",
                a, p.family == AF_INET6 ? "]" : "", p.port, name);
         bool charged = false;
-        if (rule != NULL && rl_rule_covers(rule, ai->ai_addr, ai->ai_addrlen)) {
+        if (rule != NULL &&
+            rl_rule_covers(names, rule, ai->ai_addr, ai->ai_addrlen)) {
             printf("    rule [%s] covers it\n", rule->section);
             budget_line(cfg, rule, user, name);
             charged = true;
@@ -319,7 +329,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
                    cfg->unknown == RL_UNKNOWN_DENY ? "deny: denied" : "allow");
         }
         const struct rl_rule *site =
-            rl_config_find_site(cfg, ai->ai_addr, ai->ai_addrlen);
+            rl_config_find_site(names, cfg, ai->ai_addr, ai->ai_addrlen);
         if (site != NULL) {
             printf("    site [%s] covers it (the first that does)\n",
                    site->section);
@@ -331,6 +341,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         printf("    %s\n", charged ? "charged: every budget above must allow"
                                    : "not charged: passes untouched");
     }
+    free(names);
     freeaddrinfo(res);
     return 0;
 }

@@ -2,8 +2,8 @@
  *
  * The arguments in registers (fd, lengths, flags) are the call's own; what
  * they point to (the sockaddr, a msghdr) is read from the target's memory
- * with process_vm_readv, and the notification is re-checked afterwards:
- * a thread that died and whose number was reused must not be read for it.
+ * (sup_target.c: a thread that died and whose number was reused must not
+ * be read for it).
  * A connect is decided by the socket's own domain, asked of our copy of
  * it, not by the address it names: see on_connect. The sends are answered
  * "continue", so the kernel reads their address again (a program that
@@ -12,207 +12,21 @@
 #include "cli/sup_calls.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/pidfd.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cli/sup_open.h"
+#include "cli/sup_target.h"
 
-/* A pidfd of one thread rather than its process (Linux 6.9); older
- * kernels refuse it and we look the process up instead. */
-#ifndef PIDFD_THREAD
-#define PIDFD_THREAD O_EXCL
-#endif
-
-/* PIDFD_GET_INFO (Linux 6.13): a pidfd's thread group, in one ioctl
- * rather than a read of /proc. Only the first fields are asked for; the
- * kernel takes the size from the request. */
-struct rl_pidfd_info {
-    uint64_t mask;
-    uint64_t cgroupid;
-    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid,
-        spare0;
-};
-#define RL_PIDFD_GET_INFO _IOWR(0xFF, 11, struct rl_pidfd_info)
-#define RL_PIDFD_INFO_PID 1u
+struct rl_proc sup_proc;
 
 /* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
 #define MAX_IOV 1024u
-
-bool sup_id_valid(int listener, uint64_t id)
-{
-    return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
-}
-
-/* `len` bytes at `addr` in thread `pid`: 0, or -errno (-EFAULT for a
- * short read: the program passed a bad pointer). */
-static int peek(pid_t pid, uint64_t addr, void *buf, size_t len)
-{
-    if (len == 0)
-        return 0;
-    struct iovec local = {buf, len};
-    struct iovec remote = {(void *)(uintptr_t)addr, len};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0)
-        return -errno;
-    return (size_t)n == len ? 0 : -EFAULT;
-}
-
-/* The thread group of a thread, from /proc (kernels before PIDFD_THREAD). */
-static pid_t tgid_of(pid_t tid)
-{
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
-    FILE *f = fopen(path, "re");
-    pid_t tgid = -1;
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "Tgid:", 5) == 0) {
-            tgid = (pid_t)strtol(line + 5, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return tgid;
-}
-
-/* pidfds of recent target threads, so that a thread's next call costs no
- * pidfd_open. Only thread pidfds (PIDFD_THREAD) are kept: one names that
- * thread for ever, so a thread number reused by another thread finds a
- * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
- * process pidfd kept under a thread number could name the wrong process.
- * Only the receiving thread decides (supervise.c), so no lock. */
-#define PIDFD_CACHE 64
-static struct {
-    pid_t tid; /* 0: empty */
-    int pfd;
-} cache[PIDFD_CACHE];
-static bool thread_pidfds = true;
-
-static int open_pidfd(pid_t tid, bool *cached)
-{
-    unsigned h = (unsigned)tid % PIDFD_CACHE;
-    *cached = false;
-    if (tid != 0 && cache[h].tid == tid) {
-        *cached = true;
-        return cache[h].pfd;
-    }
-    if (thread_pidfds) {
-        int pfd = pidfd_open(tid, PIDFD_THREAD);
-        if (pfd >= 0) {
-            if (cache[h].tid != 0)
-                close(cache[h].pfd);
-            cache[h].tid = tid;
-            cache[h].pfd = pfd;
-            *cached = true;
-            return pfd;
-        }
-        if (errno != EINVAL)
-            return -1;
-        thread_pidfds = false; /* before Linux 6.9 */
-    }
-    pid_t tgid = tgid_of(tid);
-    return tgid > 0 ? pidfd_open(tgid, 0) : -1;
-}
-
-static void forget_pidfd(pid_t tid)
-{
-    unsigned h = (unsigned)tid % PIDFD_CACHE;
-    if (tid != 0 && cache[h].tid == tid) {
-        close(cache[h].pfd);
-        cache[h].tid = 0;
-    }
-}
-
-/* The process (thread group) of the calling thread, or -1 when it is gone.
- * From the cached thread pidfd where the kernel tells (a live thread's
- * pidfd names it: its number cannot have been reused), else from /proc;
- * the notification is checked after, so the number named the caller. */
-static bool no_pidfd_info;
-
-static pid_t target_tgid(int listener, const struct sup_job *j)
-{
-    pid_t tgid = -1;
-    for (int attempt = 0; attempt < 2 && !no_pidfd_info; attempt++) {
-        bool cached;
-        int pfd = open_pidfd(j->pid, &cached);
-        if (pfd < 0)
-            return -1;
-        if (!cached) { /* a process pidfd: kernels before PIDFD_THREAD */
-            close(pfd);
-            break;
-        }
-        struct rl_pidfd_info info;
-        memset(&info, 0, sizeof info);
-        info.mask = RL_PIDFD_INFO_PID;
-        if (ioctl(pfd, RL_PIDFD_GET_INFO, &info) == 0) {
-            tgid = (pid_t)info.tgid;
-            break;
-        }
-        if (errno == ESRCH)
-            forget_pidfd(j->pid); /* a dead thread's: its number reused */
-        else
-            no_pidfd_info = true; /* ENOTTY, EINVAL: before Linux 6.13 */
-    }
-    if (tgid <= 0)
-        tgid = tgid_of(j->pid);
-    return tgid > 0 && sup_id_valid(listener, j->id) ? tgid : -1;
-}
-
-/* The launcher probed that we may read the program (cmd_run_seccomp.c);
- * a program can still take that away later (an exec of a file it may not
- * read makes it non-dumpable; a root program that changes its uid). Its
- * decided calls then fail with EPERM: said once, not at every call. */
-static int denied(int err)
-{
-    static bool said;
-    if (err == EPERM && !said) {
-        said = true;
-        fprintf(stderr,
-                "rlshim run --seccomp: the supervisor may no longer read "
-                "the program's sockets and memory (EPERM: it became "
-                "non-dumpable or changed credentials); its connects fail "
-                "with EPERM\n");
-    }
-    return err;
-}
-
-/* Our copy of fd `fd` of the calling thread: an fd of ours, or -errno. The
- * pidfd is opened (or found) first and the notification checked after, so
- * that the thread number names the caller while we take its fd. */
-static int grab(int listener, const struct sup_job *j)
-{
-    for (int attempt = 0; attempt < 2; attempt++) {
-        bool cached;
-        int pfd = open_pidfd(j->pid, &cached);
-        if (pfd < 0)
-            return -ESRCH;
-        if (!sup_id_valid(listener, j->id)) {
-            if (!cached)
-                close(pfd);
-            return -ESRCH;
-        }
-        int s = pidfd_getfd(pfd, j->fd, 0);
-        int err = errno;
-        if (!cached)
-            close(pfd);
-        if (s >= 0)
-            return s;
-        if (err != ESRCH || !cached)
-            return -denied(err);
-        forget_pidfd(j->pid); /* a thread that is gone; its number reused */
-    }
-    return -ESRCH;
-}
 
 static int sock_type(int s)
 {
@@ -221,17 +35,26 @@ static int sock_type(int s)
     return getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) == 0 ? type : -1;
 }
 
+/* A TCP socket's state (TCP_CLOSE until a connect starts), or -1 for a
+ * socket that is not TCP: only TCP answers TCP_INFO (and an AF_SMC
+ * socket, for the TCP socket it connects with). */
+static int tcp_state(int s)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0 || l < 1)
+        return -1;
+    return ti.tcpi_state;
+}
+
 /* A stream socket that is connecting or connected: a connect on it only
  * reports progress (EALREADY, EISCONN) and is not a new attempt (SPEC §1).
  * Asked of the kernel, so nothing is remembered per fd. */
 static bool in_progress(int s)
 {
-    struct tcp_info ti;
-    socklen_t l = sizeof ti;
-    memset(&ti, 0, sizeof ti);
-    if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &l) != 0)
-        return false;
-    return ti.tcpi_state != TCP_CLOSE;
+    int state = tcp_state(s);
+    return state >= 0 && state != TCP_CLOSE;
 }
 
 /* The socket's address family (SO_DOMAIN), or -1. */
@@ -255,7 +78,7 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
 {
     if (addr == 0 || len < sizeof(sa_family_t) || len > sizeof j->sa)
         return 0; /* the kernel gives its own EINVAL or EFAULT */
-    int r = peek(j->pid, addr, &j->sa, (size_t)len);
+    int r = sup_peek(j->pid, addr, &j->sa, (size_t)len);
     if (r < 0)
         return r;
     j->salen = (socklen_t)len;
@@ -268,8 +91,8 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
  * to the program's fd (sup_open.h: the program's close gives them back). */
 static int connect_decision(int listener, struct sup_job *j, const char *call)
 {
-    if (rl_open_on && j->holder.pid == 0) {
-        pid_t tgid = target_tgid(listener, j);
+    if (sup_proc.open.on && j->holder.pid == 0) {
+        pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
         if (tgid <= 0 || sup_open_holder(tgid, &j->holder) < 0) {
             memset(&j->holder, 0, sizeof j->holder);
             j->t.err = ESRCH; /* the caller is gone: nobody reads it */
@@ -278,7 +101,7 @@ static int connect_decision(int listener, struct sup_job *j, const char *call)
     }
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&j->t, call, j->fd, &j->sa, j->salen);
+    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd, &j->sa, j->salen);
     rl_open_act_for(NULL);
     return act;
 }
@@ -300,7 +123,7 @@ void sup_settle(struct sup_job *j, bool holds)
  * it). */
 static enum sup_act read_failed(struct sup_job *j, int r)
 {
-    j->err = r == -EFAULT ? EFAULT : r == -EPERM ? denied(EPERM) : ESRCH;
+    j->err = r == -EFAULT ? EFAULT : r == -EPERM ? sup_denied(EPERM) : ESRCH;
     return SUP_ERROR;
 }
 
@@ -334,7 +157,8 @@ static enum sup_act verdict(struct sup_job *j, int act)
  *    family on it (an AF_UNIX socket cannot reach an inet server), and
  *    the kernel must make it itself (a unix connect names a path from the
  *    program's cwd and root, and the peer's SO_PEERCRED would be ours);
- *  - an inet stream socket's connect is always made here, on our copy of
+ *  - an inet stream socket's connect (and a TCP one's, as AF_SMC's is) is
+ *    always made here, on our copy of
  *    the socket (the program's own file: pidfd_getfd shares it) with the
  *    address we read and decided, charged or not, and we answer its
  *    result: the kernel never reads the address again, so what is
@@ -351,22 +175,28 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     int r = read_addr(j, req->data.args[1], req->data.args[2]);
     if (r < 0)
         return read_failed(j, r);
-    /* grab checks the notification after the read: the memory we read was
-     * the caller's. */
-    int s = grab(listener, j);
+    /* sup_grab checks after the read that the memory we read was the
+     * caller's. */
+    int s = sup_grab(listener, j->pid, j->id, j->fd);
     if (s < 0) {
         j->err = -s;
         return SUP_ERROR; /* EBADF as the kernel says it; else gone */
     }
-    int dom = sock_domain(s);
-    bool inet = dom == AF_INET || dom == AF_INET6;
-    if (!inet || sock_type(s) != SOCK_STREAM || j->salen == 0) {
-        close(s);
-        return SUP_CONTINUE;
+    /* TCP first: one getsockopt says both that it is and whether this is
+     * a new attempt. */
+    int state = tcp_state(s);
+    bool stream = state >= 0;
+    if (!stream) {
+        int dom = sock_domain(s);
+        stream =
+            (dom == AF_INET || dom == AF_INET6) && sock_type(s) == SOCK_STREAM;
     }
-    j->sock = s;
+    j->sock = s; /* closed once the caller has its answer */
+    if (!stream || j->salen == 0)
+        return SUP_CONTINUE;
     j->connect = true;
-    if (r == 0 || !rl_gate_covers(&j->sa, j->salen) || in_progress(s))
+    if (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen) ||
+        (state >= 0 && state != TCP_CLOSE))
         return SUP_CONNECT;
     return verdict(j, connect_decision(listener, j, "connect"));
 }
@@ -377,7 +207,7 @@ bool sup_open_ready(const struct sup_job *j, uint64_t now)
 }
 
 /* From the main thread: the job's holder was found by its first decision,
- * so the pidfd cache (the receiver's alone) is not touched here. */
+ * so the pidfd caches (the receivers') are not touched here. */
 enum sup_act sup_redecide(int listener, struct sup_job *j)
 {
     if (!sup_id_valid(listener, j->id)) {
@@ -393,24 +223,30 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
                               uint64_t flags, uint64_t calls, uint64_t bytes)
 {
     bool fastopen = (flags & MSG_FASTOPEN) != 0;
-    if ((!fastopen && !rl_gate_charges_sends()) ||
-        !rl_gate_covers(&j->sa, j->salen) || calls == 0)
+    if ((!fastopen && !rl_gate_charges_sends(&sup_proc)) ||
+        !rl_gate_covers(&sup_proc, &j->sa, j->salen) || calls == 0)
         return SUP_CONTINUE;
-    int s = grab(listener, j);
+    int s = sup_grab(listener, j->pid, j->id, j->fd);
     if (s < 0) {
         j->err = -s;
         return SUP_ERROR;
     }
     int type = sock_type(s);
     bool fresh = type == SOCK_STREAM && !in_progress(s);
-    close(s);
-    if (type == SOCK_DGRAM && rl_gate_charges_sends())
+    enum sup_act act = SUP_CONTINUE;
+    if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup_proc))
         /* Datagrams go whole or not at all. */
-        return verdict(j, rl_gate_send(&j->t, call, j->fd, &j->sa, j->salen,
-                                       calls, calls, bytes, bytes));
-    if (fastopen && fresh)
-        return verdict(j, connect_decision(listener, j, call));
-    return SUP_CONTINUE;
+        act = verdict(j, rl_gate_send(&sup_proc, &j->t, call, j->fd, &j->sa,
+                                      j->salen, calls, calls, bytes, bytes));
+    else if (fastopen && fresh)
+        act = verdict(j, connect_decision(listener, j, call));
+    /* Our copy is closed once the caller has its answer (sup_job.sock),
+     * but not kept while the call waits for its turn. */
+    if (act == SUP_DUE)
+        close(s);
+    else
+        j->sock = s;
+    return act;
 }
 
 static enum sup_act on_sendto(int listener, const struct seccomp_notif *req,
@@ -434,8 +270,8 @@ static int msg_bytes(pid_t pid, const struct msghdr *m, uint64_t *bytes)
     *bytes = 0;
     for (size_t done = 0; done < n;) {
         size_t k = n - done < 64 ? n - done : 64;
-        int r =
-            peek(pid, (uintptr_t)(m->msg_iov + done), iov, k * sizeof iov[0]);
+        int r = sup_peek(pid, (uintptr_t)(m->msg_iov + done), iov,
+                         k * sizeof iov[0]);
         if (r < 0)
             return r;
         for (size_t i = 0; i < k; i++)
@@ -450,7 +286,7 @@ static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
 {
     struct msghdr m;
     j->fd = (int)req->data.args[0];
-    int r = peek(j->pid, req->data.args[1], &m, sizeof m);
+    int r = sup_peek(j->pid, req->data.args[1], &m, sizeof m);
     if (r < 0)
         return read_failed(j, r);
     r = read_addr(j, (uintptr_t)m.msg_name, m.msg_namelen);
@@ -459,7 +295,7 @@ static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
     if (r == 0)
         return SUP_CONTINUE;
     uint64_t bytes = 0;
-    if (rl_gate_charges_sends()) {
+    if (rl_gate_charges_sends(&sup_proc)) {
         r = msg_bytes(j->pid, &m, &bytes);
         if (r < 0)
             return read_failed(j, r);
@@ -474,7 +310,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
 {
     j->fd = (int)req->data.args[0];
     size_t vlen = req->data.args[2] < MAX_IOV ? req->data.args[2] : MAX_IOV;
-    if (vlen == 0 || !rl_gate_charges_sends())
+    if (vlen == 0 || !rl_gate_charges_sends(&sup_proc))
         return SUP_CONTINUE;
     struct mmsghdr *v = calloc(vlen, sizeof *v);
     if (v == NULL)
@@ -482,7 +318,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
     uint64_t calls = 0, bytes = 0;
     struct sup_job first = *j;
     enum sup_act act = SUP_CONTINUE;
-    int r = peek(j->pid, req->data.args[1], v, vlen * sizeof *v);
+    int r = sup_peek(j->pid, req->data.args[1], v, vlen * sizeof *v);
     if (r < 0) {
         act = read_failed(j, r);
         goto out;
@@ -492,7 +328,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
         uint64_t b = 0;
         r = read_addr(&one, (uintptr_t)v[i].msg_hdr.msg_name,
                       v[i].msg_hdr.msg_namelen);
-        if (r == 0 || (r > 0 && !rl_gate_covers(&one.sa, one.salen)))
+        if (r == 0 || (r > 0 && !rl_gate_covers(&sup_proc, &one.sa, one.salen)))
             continue;
         if (r > 0)
             r = msg_bytes(j->pid, &v[i].msg_hdr, &b);
@@ -531,7 +367,7 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
         unsigned first = (unsigned)a0, last = (unsigned)a1;
         if ((req->data.args[2] & CLOSE_RANGE_CLOEXEC) || first > last)
             return SUP_CONTINUE;
-        pid_t tgid = target_tgid(listener, j);
+        pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
         if (tgid > 0)
             sup_open_close(tgid, first, last);
         return SUP_CONTINUE;
@@ -540,7 +376,7 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
     if (dup ? fd == to || (!sup_open_maybe(fd) && !sup_open_maybe(to))
             : !sup_open_maybe(fd))
         return SUP_CONTINUE;
-    pid_t tgid = target_tgid(listener, j);
+    pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
     if (tgid <= 0)
         return SUP_CONTINUE;
     if (!dup) {
@@ -550,7 +386,7 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
     /* dup2/dup3 of an fd that is not open fails and leaves `to` open:
      * only a copy that can succeed forgets it. */
     j->fd = fd;
-    int s = grab(listener, j);
+    int s = sup_grab(listener, j->pid, j->id, j->fd);
     if (s < 0)
         return SUP_CONTINUE;
     close(s);
@@ -561,6 +397,7 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
 enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
                         struct sup_job *job)
 {
+    sup_target_next();
     switch (req->data.nr) {
     case SYS_close:
 #ifdef SYS_dup2
@@ -590,6 +427,6 @@ void sup_refund(struct sup_job *job)
     /* The gate gives back only what the ticket took of each kind. */
     uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_gate_refund(&job->t, k, units[k]);
+        rl_gate_refund(&sup_proc, &job->t, k, units[k]);
     job->charged = false;
 }

@@ -14,6 +14,12 @@
 
 #include "policy/gate.h"
 #include "policy/open.h"
+#include "policy/proc.h"
+
+/* The supervisor's process state (policy/proc.h): the gate it decides
+ * the target's calls by, set up by cmd_run_seccomp.c before the target
+ * starts. */
+extern struct rl_proc sup_proc;
 
 /* One notification on its way to an answer. The loop owns it; a thread
  * that makes a blocking connect owns it while it does. */
@@ -21,7 +27,8 @@ struct sup_job {
     uint64_t id;  /* the notification's cookie */
     pid_t pid;    /* the calling thread (our PID namespace) */
     int fd;       /* the program's fd number (for log lines) */
-    int sock;     /* our copy of the program's socket, or -1 */
+    int sock;     /* our copy of the program's socket (closed after the
+                     answer), or -1 */
     int err;      /* SUP_ERROR: the errno to answer */
     bool connect; /* when due: make the connect here (else continue) */
     bool charged; /* the ticket took units (a refund gives them back) */
@@ -50,9 +57,6 @@ enum sup_act {
  * the target's memory and before taking its fd. */
 enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
                         struct sup_job *job);
-
-/* Is the notification still pending (the thread still waits in it)? */
-bool sup_id_valid(int listener, uint64_t id);
 
 /* Right before a granted connect is answered: the places it holds are
  * bound to the target's fd when `holds` (it connected, or is connecting),

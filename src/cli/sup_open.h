@@ -14,7 +14,7 @@
  * of holders that are gone, as for a preloaded process; its entries here
  * are dropped when another process is first seen.
  *
- * Thread-safe (one lock): the receiver binds and forgets, the threads that
+ * Thread-safe (one lock): the receivers bind and forget, the threads that
  * make blocking connects bind. */
 #ifndef RL_CLI_SUP_OPEN_H
 #define RL_CLI_SUP_OPEN_H

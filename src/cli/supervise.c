@@ -1,27 +1,27 @@
 /* supervise.c — the supervisor's event loop (see supervise.h).
  *
- * Two threads. The receiver blocks in SECCOMP_IOCTL_NOTIF_RECV itself
- * (not in epoll: the synchronous wake-up of
- * SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP hands the CPU straight from the
- * target to a thread waiting in the ioctl, and back with the answer) and
- * decides each notification at once (sup_calls.c). A call that must wait
- * joins a min-heap by its turn; the main thread waits in epoll on a
- * timerfd armed for the earliest turn and on a signalfd (SIGCHLD and the
- * signals passed on to the child), and answers held calls when their turn
- * comes, so any number of target threads can wait at once without holding
- * up the others. The heap and the timer are shared: `lock` guards them. A
- * connect is made here on a copy of the socket: on a non-blocking socket it
- * returns at once (0, EINPROGRESS or an error: exactly what the program would
- * have seen); on a blocking one it may take as long as the network does, so a
- * thread of its own makes it and answers. Those threads share nothing with the
- * loop but the listener fd (the kernel serialises answers) and the gate
- * (thread-safe as in the shim). */
+ * The receivers (sup_receive.c) pass each notification here, in their
+ * thread: it is decided at once (sup_calls.c) and answered. A connect is
+ * made here on a copy of the socket: on a non-blocking socket it returns
+ * at once (0, EINPROGRESS or an error: exactly what the program would have
+ * seen); on a blocking one it may take as long as the network does, so a
+ * receiver makes it only while another waits for notifications (no thread
+ * is made per connect, and a slow connect never holds up the other
+ * calls). A call that must wait joins a min-heap by its turn; the main
+ * thread waits in epoll on a timerfd armed for the earliest turn and on a
+ * signalfd (SIGCHLD and the signals passed on to the child), and answers
+ * held calls when their turn comes (a blocking connect then gets a thread
+ * of its own), so any number of target threads can wait at once without
+ * holding up the others. The heap and the timer are shared: `lock` guards
+ * them. The threads share nothing else but the listener fd (the kernel
+ * serialises answers) and the gate (thread-safe as in the shim). */
 #include "cli/supervise.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +35,8 @@
 
 #include "cli/sup_calls.h"
 #include "cli/sup_open.h"
+#include "cli/sup_receive.h"
+#include "cli/sup_target.h"
 #include "util/clock.h"
 
 /* Connects waiting for a max_open place look again this often: a place
@@ -44,8 +46,8 @@
 
 struct sup {
     int listener, timer, sig, ep;
-    int dead; /* eventfd: the receiver stopped (rx_err says why) */
-    int rx_err;
+    int dead; /* eventfd: the receivers stopped (rx_err says why) */
+    _Atomic int rx_err;
     pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
     pid_t child;
     bool child_done;
@@ -114,12 +116,28 @@ static void *blocking_connect(void *arg)
     return NULL;
 }
 
-/* Make the connect on our copy of the socket and answer its result. */
-static void do_connect(struct sup *s, struct sup_job *j)
+static bool nonblocking(int sock)
 {
-    int fl = fcntl(j->sock, F_GETFL);
-    if (fl >= 0 && (fl & O_NONBLOCK)) {
-        answer(s->listener, j->id, false, connect_result(j));
+    int fl = fcntl(sock, F_GETFL);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* Make the connect on our copy of the socket and answer its result. A
+ * receiver makes it itself while another receiver waits in the ioctl, or
+ * when it cannot block (the cheapest look first); the main thread only
+ * when it cannot block. */
+static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
+{
+    bool here = receiver ? sup_receive_others_wait() || nonblocking(j->sock) ||
+                               sup_receive_call() == 0
+                         : nonblocking(j->sock);
+    if (here) {
+        int err = connect_result(j);
+        /* A blocking connect returns its outcome, a non-blocking one
+         * EINPROGRESS. */
+        if (receiver && err != EINPROGRESS)
+            sup_receive_blocked();
+        answer(s->listener, j->id, false, err);
         job_free(j);
         return;
     }
@@ -215,7 +233,7 @@ static void due(struct sup *s, struct sup_job *j)
         return;
     }
     if (j->connect) {
-        do_connect(s, j);
+        do_connect(s, j, false);
         return;
     }
     sup_settle(j, true); /* a MSG_FASTOPEN send: its connection */
@@ -226,9 +244,9 @@ static void due(struct sup *s, struct sup_job *j)
 static int hold(struct sup *s, struct sup_job *j);
 static int wait_place(struct sup *s, struct sup_job *j);
 
-/* What a decision said, carried out (any thread but the receiver's loop
- * owns nothing else). */
-static void act(struct sup *s, struct sup_job *j, enum sup_act a)
+/* What a decision said, carried out (by a receiver, or by the main
+ * thread for a call decided again). */
+static void act(struct sup *s, struct sup_job *j, enum sup_act a, bool receiver)
 {
     switch (a) {
     case SUP_CONTINUE:
@@ -241,7 +259,7 @@ static void act(struct sup *s, struct sup_job *j, enum sup_act a)
         job_free(j);
         break;
     case SUP_CONNECT:
-        do_connect(s, j);
+        do_connect(s, j, receiver);
         break;
     case SUP_DUE:
     case SUP_OPEN_WAIT:
@@ -276,7 +294,7 @@ static void on_places(struct sup *s)
         if (a == SUP_OPEN_WAIT)
             q[kept++] = j;
         else
-            act(s, j, a);
+            act(s, j, a, false);
     }
     pthread_mutex_lock(&s->lock);
     size_t need = kept + s->nw;
@@ -376,8 +394,9 @@ static void kick(void)
 
 /* ---- notifications --------------------------------------------------*/
 
-static void on_notification(struct sup *s, const struct seccomp_notif *rq)
+static void on_notification(void *arg, const struct seccomp_notif *rq)
 {
+    struct sup *s = arg;
     struct seccomp_notif req = *rq;
     struct sup_job *j = calloc(1, sizeof *j);
     if (j == NULL) {
@@ -387,30 +406,17 @@ static void on_notification(struct sup *s, const struct seccomp_notif *rq)
     j->id = req.id;
     j->pid = (pid_t)req.pid;
     j->sock = -1;
-    act(s, j, sup_decide(s->listener, &req, j));
+    act(s, j, sup_decide(s->listener, &req, j), true);
 }
 
-/* The receiving thread. It never returns: when every filtered task has
- * gone it waits in the ioctl until the process exits. */
-static void *receive(void *arg)
+/* A receiver stopped for good: the loop ends on it. */
+static void on_receive_failed(void *arg, int err)
 {
     struct sup *s = arg;
-    for (;;) {
-        struct seccomp_notif req;
-        memset(&req, 0, sizeof req);
-        if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
-            on_notification(s, &req);
-        else if (errno != ENOENT && errno != EINTR) {
-            /* ENOENT: the caller was killed first. Anything else would
-             * repeat for ever, and calls left unanswered would hang: the
-             * loop stops, and the listener's close makes them fail. */
-            uint64_t one = 1;
-            s->rx_err = errno;
-            if (write(s->dead, &one, sizeof one) < 0)
-                abort();
-            return NULL;
-        }
-    }
+    uint64_t one = 1;
+    atomic_store(&s->rx_err, err);
+    if (write(s->dead, &one, sizeof one) < 0)
+        abort();
 }
 
 /* ---- children and signals -------------------------------------------*/
@@ -492,15 +498,10 @@ int rl_supervise(int listener, pid_t child)
     s.listener = listener;
     s.child = child;
     sigset_t old;
-    pthread_t rx;
     int rc = setup(&s, &old);
-    if (rc == 0) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        rc = -pthread_create(&rx, &attr, receive, &s);
-        pthread_attr_destroy(&attr);
-    }
+    if (rc == 0)
+        rc =
+            sup_receive_start(listener, on_notification, on_receive_failed, &s);
     bool done = rc < 0 || reap(&s);
     while (!done) {
         struct epoll_event ev[8];
@@ -521,7 +522,7 @@ int rl_supervise(int listener, pid_t child)
                 /* Pairs with the write after rx_err is set. */
                 uint64_t v;
                 if (read(s.dead, &v, sizeof v) == (ssize_t)sizeof v)
-                    rc = -s.rx_err;
+                    rc = -atomic_load(&s.rx_err);
                 done = true;
             } else if (fd == s.sig && on_signal(&s))
                 done = true;

@@ -35,6 +35,7 @@ void rl_sys_use_libc(void)
     rl_sys.openat = libc_openat;
     rl_sys.fcntl = libc_fcntl;
     rl_sys.getsockopt = getsockopt;
+    rl_sys.getpeername = getpeername;
     rl_sys.setsockopt = setsockopt;
     rl_sys.futex = libc_futex;
 }

@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
 #include "fleet/fleet_addr.h"
 #include "fleet/fleet_away.h"
 #include "fleet/fleet_call.h"
@@ -28,9 +26,6 @@
 #include "util/clock.h"
 #include "util/hash.h"
 #include "util/sys.h"
-
-static struct rl_fleet F; /* all zero, in .bss: a process with no fleet
-                           * pays no page for it at load */
 
 /* ---- the host's identity ------------------------------------------------*/
 
@@ -51,8 +46,8 @@ static void host_id(char *buf, size_t len)
     snprintf(buf, len, "%s:%016llx", name, (unsigned long long)h);
 }
 
-static int fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
-                      const char *label)
+int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
+                  const char *label)
 {
     if (cfg->fleet == NULL)
         return 0;
@@ -153,15 +148,13 @@ give_up(struct rl_fleet *f, const struct rl_fleet_call *owed,
     rl_fleet_route_abandon(&f->route, owed, &late);
 }
 
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
-                                int kind, rl_word *const *states,
-                                const struct rl_fleet_pool *pool,
-                                rl_atomic_u64 *host, uint64_t now,
-                                uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v,
-                                struct rl_fleet_paused *paused)
+struct rl_verdict
+rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
+              int kind, rl_word *const *states,
+              const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
+              uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+              struct rl_verdict *v, struct rl_fleet_paused *paused)
 {
-    struct rl_fleet *f = &F;
     /* The call's state in one object: the caller's stack is the
      * program's, and each object of a frame costs it more than its size
      * under a sanitizer. */
@@ -323,10 +316,9 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
 
 /* ---- the process's ends -------------------------------------------------*/
 
-void rl_fleet_finish(const struct rl_rule *rule,
+void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool)
 {
-    struct rl_fleet *f = &F;
     if (!f->on || rule == NULL || rule->scope != RL_SCOPE_FLEET)
         return;
     int node = rl_fleet_route_node(&f->route, f->label);
@@ -375,9 +367,9 @@ void rl_fleet_finish(const struct rl_rule *rule,
     }
 }
 
-int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff)
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff)
 {
-    struct rl_fleet *f = &F;
     if (!f->on)
         return -EAGAIN;
     const char *name = label != NULL ? label : f->label;
@@ -387,9 +379,8 @@ int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff)
                                rl_clock_now_ns() + RL_FLEET_WAIT_NS);
 }
 
-void rl_fleet_atfork_child(void)
+void rl_fleet_atfork_child(struct rl_fleet *f)
 {
-    struct rl_fleet *f = &F;
     if (!f->on)
         return;
     /* Whatever a thread of the parent was doing on a connection stopped
@@ -408,71 +399,18 @@ void rl_fleet_atfork_child(void)
         }
 }
 
-int rl_fleet_init(const struct rl_config *cfg, const char *label)
+bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule)
 {
-    return fleet_init(&F, cfg, label);
+    return f->on && rule->scope == RL_SCOPE_FLEET;
 }
 
-bool rl_fleet_decides(const struct rl_rule *rule)
+bool rl_fleet_up(const struct rl_fleet *f)
 {
-    return F.on && rule->scope == RL_SCOPE_FLEET;
-}
-
-bool rl_fleet_up(void)
-{
-    if (!F.on)
+    if (!f->on)
         return false;
+    struct rl_fleet_route *r = (struct rl_fleet_route *)&f->route;
     for (unsigned i = 0; i < RL_FLEET_NODES; i++)
-        if (!rl_fleet_route_up(&F.route, (int)i))
+        if (!rl_fleet_route_up(r, (int)i))
             return false;
     return true;
-}
-
-const struct rl_fleet_settled *rl_fleet_settled(void)
-{
-    return &F.budgets.settled;
-}
-
-int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
-                  size_t whylen)
-{
-    struct rl_fleet_addr addr;
-    const char *bad = rl_fleet_addr_parse(cfg->fleet, &addr);
-    if (bad != NULL) {
-        snprintf(why, whylen, "%s", bad);
-        return -EINVAL;
-    }
-    /* A connection of its own (the CLI's): on the heap, it is 12 KiB. */
-    struct rl_fleet_conn *c = calloc(1, sizeof *c);
-    int r = c != NULL ? 0 : -ENOMEM;
-    char sha[2][41] = {"", ""};
-    uint64_t t0 = rl_clock_now_ns();
-    if (c != NULL) {
-        c->fd = -1;
-        r = rl_fleet_conn_open(c, &addr, cfg->fleet_password, sha,
-                               t0 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        snprintf(why, whylen, "%s", c->why);
-    }
-    if (r == 0) {
-        uint64_t t1 = rl_clock_now_ns();
-        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
-        redisReply *rep = NULL;
-        r = rl_fleet_conn_send_raw(c, ping, sizeof ping - 1,
-                                   t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        if (r == 0)
-            r = rl_fleet_conn_reply(c, &rep,
-                                    t1 + 10 * (uint64_t)RL_FLEET_WAIT_NS);
-        *rtt_ns = rl_clock_now_ns() - t1;
-        if (r < 0)
-            snprintf(why, whylen, "%s", strerror(-r));
-        else if (rep->type != REDIS_REPLY_STATUS) {
-            r = rl_fleet_conn_error(c, rep, "PING");
-            snprintf(why, whylen, "%s", c->why);
-        }
-        if (rep != NULL)
-            freeReplyObject(rep);
-        rl_fleet_conn_close(c);
-    }
-    free(c);
-    return r;
 }

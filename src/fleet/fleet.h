@@ -54,9 +54,10 @@
  * counted lately (a new process's share before its first reply). */
 enum { RL_FLEET_HOST_BACK = 0, RL_FLEET_HOST_HOSTS = 1 };
 
-/* A process's fleet: everything its decisions share. Only what the
- * comments say is shared between threads, and how: the rest is set by
- * rl_fleet_init before any decision. */
+/* A process's fleet: everything its decisions share (a member of struct
+ * rl_proc; all zero, in .bss: a process with no fleet pays no page for it
+ * at load). Only what the comments say is shared between threads, and
+ * how: the rest is set by rl_fleet_init before any decision. */
 struct rl_fleet {
     const struct rl_config *cfg;
     struct rl_fleet_addr addr;
@@ -72,12 +73,13 @@ struct rl_fleet {
     struct rl_fleet_route route;
 };
 
-/* Set the process up for cfg (its `fleet` set) and the budget `label`
+/* Set f up for cfg (its `fleet` set) and the budget `label`
  * ("SECTION|USER"). Opens nothing yet. Returns 0 or -errno. */
-int rl_fleet_init(const struct rl_config *cfg, const char *label);
+int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
+                  const char *label);
 
-/* Is `rule` decided in Redis (scope = fleet, and the fleet set up)? */
-bool rl_fleet_decides(const struct rl_rule *rule);
+/* Is `rule` decided in Redis (scope = fleet, and f set up)? */
+bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule);
 
 struct rl_fleet_pool;
 
@@ -100,13 +102,12 @@ struct rl_fleet_paused {
  * decides. For a request, the budget's pause in Redis is waited for too
  * (its turn and max_wait_ns are from now), and *paused (NULL: not asked)
  * says how far it moved the turn. */
-struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
-                                int kind, rl_word *const *states,
-                                const struct rl_fleet_pool *pool,
-                                rl_atomic_u64 *host, uint64_t now,
-                                uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v,
-                                struct rl_fleet_paused *paused);
+struct rl_verdict
+rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
+              int kind, rl_word *const *states,
+              const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
+              uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+              struct rl_verdict *v, struct rl_fleet_paused *paused);
 
 /* A 429/503 paused the request budget named `label` (as rl_fleet_take
  * names it) for `wait_ns` (a Retry-After, or this host's backoff): the
@@ -115,29 +116,28 @@ struct rl_verdict rl_fleet_take(const struct rl_rule *rule, const char *label,
  * script reads it). Returns 0, or -errno when Redis cannot be reached
  * now (the pause then stays this host's). Bounded like every wait on
  * Redis. */
-int rl_fleet_pause(const char *label, uint64_t wait_ns, bool backoff);
+int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
+                   bool backoff);
 
 /* At exit: the host's unspent leased units (pool, NULL: none) go back to
  * Redis, and what the process spent of the user's rule budget while Redis
  * was away is charged, when this process has a connection to it (bounded
  * like every wait on Redis). */
-void rl_fleet_finish(const struct rl_rule *rule,
+void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 
 /* In the child after fork: drop the parent's connections (the child opens
  * its own) and what its threads were doing on them, without touching
  * either; the debts are the parent's to charge. */
-void rl_fleet_atfork_child(void);
+void rl_fleet_atfork_child(struct rl_fleet *f);
 
 /* Is Redis answering now (every node the process uses)? */
-bool rl_fleet_up(void);
+bool rl_fleet_up(const struct rl_fleet *f);
 
-/* What the process settled of late replies (for the tests). */
-const struct rl_fleet_settled *rl_fleet_settled(void);
-
-/* For `rlshim check`: connect to cfg's Redis, authenticate, PING, load the
- * scripts. Returns 0 and the round trip in *rtt_ns, or -errno and why in
- * `why`. A connection of its own, closed before return. */
+/* For `rlshim check` (fleet_ping.c): connect to cfg's Redis,
+ * authenticate, PING, load the scripts. Returns 0 and the round trip in
+ * *rtt_ns, or -errno and why in `why`. A connection of its own, closed
+ * before return. */
 int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
                   size_t whylen);
 

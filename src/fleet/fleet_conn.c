@@ -54,7 +54,7 @@ static bool fresh_socket(int fd, int fam, struct stat *st)
     l = sizeof v;
     if (rl_sys.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) != 0 || v)
         return false;
-    return getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 &&
+    return rl_sys.getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 &&
            errno == ENOTCONN;
 }
 

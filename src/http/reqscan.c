@@ -1,6 +1,8 @@
 /* reqscan.c — the client→server scanner: detection, HTTP/1.x heads and
  * bodies; HTTP/2 framing is in reqscan_h2.c.
  *
+ * A request head's parts are reqhead.c's.
+ *
  * One byte-at-a-time state machine whose whole state is struct rl_reqscan,
  * so that a peek runs it on a copy and a split feed resumes exactly where
  * the last one stopped; bodies are skipped in bulk. */
@@ -67,8 +69,7 @@ static void set_proto(struct rq_ctx *c, uint8_t proto, size_t off)
         e->proto = proto;
 }
 
-/* The event of the current request, if it is in this feed's array. */
-static struct rl_req_event *cur_event(struct rq_ctx *c)
+struct rl_req_event *rq_cur_event(struct rq_ctx *c)
 {
     if (c->cur_ev < 0 || (size_t)c->cur_ev >= c->max || c->ev == NULL)
         return NULL;
@@ -113,187 +114,6 @@ static void begin_request(struct rq_ctx *c, size_t i)
     c->start_here = true;
     c->cur_ev = -1;
     s->st = ST_METHOD;
-}
-
-/* The name of the finished head: the authority of an absolute-form target
- * wins over Host (a proxy request names its site there). */
-static void head_name(struct rl_reqscan *s, uint8_t *src, char *name,
-                      uint16_t *port)
-{
-    const struct rl_req_cur *r = &s->cur;
-
-    *src = RL_NAME_UNKNOWN;
-    name[0] = '\0';
-    *port = 0;
-    if (r->abs) {
-        if (r->tname_ok) {
-            *src = RL_NAME_TARGET;
-            memcpy(name, r->tname, RL_HTTP_NAME_MAX + 1);
-            *port = r->tport;
-        }
-        return;
-    }
-    if (r->host_ok &&
-        rl_http_authority(r->host, r->hlen, name, port))
-        *src = RL_NAME_HOST;
-}
-
-static bool is_method(const struct rl_req_cur *r, const char *m)
-{
-    return strcmp(r->method, m) == 0;
-}
-
-/* The request line's target is complete: an absolute-form target (or a
- * CONNECT's authority-form) carries the name. */
-static void target_done(struct rl_reqscan *s)
-{
-    struct rl_req_cur *r = &s->cur;
-    const char *t = r->target, *a, *e;
-    size_t n = r->tlen;
-
-    if (is_method(r, "CONNECT")) {
-        r->abs = true;
-        r->tname_ok = n < RL_HTTP_TARGET_MAX &&
-                      rl_http_authority(t, n, r->tname, &r->tport);
-        return;
-    }
-    if (n >= 7 && strncasecmp(t, "http://", 7) == 0)
-        a = t + 7;
-    else if (n >= 8 && strncasecmp(t, "https://", 8) == 0)
-        a = t + 8;
-    else
-        return;
-    r->abs = true;
-    e = a;
-    while (e < t + n && *e != '/' && *e != '?' && *e != '#')
-        e++;
-    /* An authority cut by the target's cap is not a name. */
-    if (e == t + n && n >= RL_HTTP_TARGET_MAX)
-        return;
-    r->tname_ok = rl_http_authority(a, (size_t)(e - a), r->tname, &r->tport);
-}
-
-/* The head ended at buf[i] (inclusive). */
-static void head_done(struct rq_ctx *c, size_t i)
-{
-    struct rl_reqscan *s = c->s;
-    struct rl_req_event *e;
-    uint8_t src;
-    uint16_t port;
-    char name[RL_HTTP_NAME_MAX + 1] = ""; /* all of it: events are copied whole */
-    bool tunnel = is_method(&s->cur, "CONNECT");
-
-    head_name(s, &src, name, &port);
-    if (src != RL_NAME_UNKNOWN && !tunnel)
-        memcpy(s->last, name, sizeof name);
-    if (tunnel) {
-        e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : RQ_EARLIER);
-    } else if (c->cur_ev >= 0) {
-        e = cur_event(c);
-    } else {
-        e = rq_emit(c, RL_REQ_NAMED, i + 1);
-    }
-    if (e != NULL) {
-        rq_fill(c, e);
-        e->head_done = true;
-        if (src != RL_NAME_UNKNOWN) {
-            e->name_src = src;
-            memcpy(e->name, name, sizeof name);
-            e->port = port;
-        }
-    }
-    if (c->commit) {
-        struct rl_http_sent sent = {0};
-
-        sent.method = tunnel ? RL_HTTP_M_CONNECT
-                      : is_method(&s->cur, "HEAD") ? RL_HTTP_M_HEAD
-                                                   : RL_HTTP_M_OTHER;
-        sent.slot = RL_HTTP_NAMES;
-        if (src != RL_NAME_UNKNOWN)
-            rl_httpconn_name_ref(s->conn, name, &sent.slot, &sent.gen);
-        rl_httpconn_push(s->conn, &sent);
-    }
-    c->cur_ev = -1;
-    s->first = false;
-    if (tunnel) {
-        /* The tunnel's bytes are another stream: sniff them afresh. */
-        s->st = ST_DETECT;
-        s->first = true;
-        s->pre = 0;
-        s->proto = RL_HTTP_UNKNOWN;
-    } else if (s->te_seen) {
-        if (!s->chunked) {
-            rq_none(c, i + 1); /* a request body without a length */
-            return;
-        }
-        s->st = ST_CHUNKED;
-        rl_chunked_init(&s->ch);
-    } else if (s->fr.cl > 0) {
-        s->st = ST_BODY;
-        s->remain = s->fr.cl;
-    } else {
-        s->st = ST_IDLE;
-    }
-}
-
-enum { HDR_OTHER, HDR_HOST, HDR_CL, HDR_TE };
-
-static void hname_done(struct rl_reqscan *s)
-{
-    s->hname[s->hname_len] = '\0';
-    s->hdr = HDR_OTHER;
-    if (s->hname_long)
-        return;
-    if (strcasecmp(s->hname, "host") == 0) {
-        s->hdr = HDR_HOST;
-        s->cur.hlen = 0;
-        s->cur.host_ok = true;
-    } else if (strcasecmp(s->hname, "content-length") == 0) {
-        s->hdr = HDR_CL;
-        rl_http_cl_start(&s->fr);
-        s->cl_seen = true;
-    } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
-        s->hdr = HDR_TE;
-        s->fr.te_len = 0;
-        s->te_seen = true;
-    }
-}
-
-/* One value byte (not CR or LF). Returns false if the head is malformed. */
-static bool hval_byte(struct rl_reqscan *s, uint8_t b)
-{
-    bool ows = b == ' ' || b == '\t';
-
-    switch (s->hdr) {
-    case HDR_HOST:
-        if (ows && s->cur.hlen == 0)
-            return true;
-        if (s->cur.hlen >= sizeof s->cur.host - 1)
-            s->cur.host_ok = false;
-        else
-            s->cur.host[s->cur.hlen++] = (char)b;
-        return true;
-    case HDR_CL:
-        return rl_http_cl_byte(&s->fr, b);
-    case HDR_TE:
-        rl_http_te_byte(&s->fr, b);
-        return true;
-    default:
-        return true;
-    }
-}
-
-static void hval_done(struct rl_reqscan *s)
-{
-    if (s->hdr == HDR_HOST) {
-        while (s->cur.hlen > 0 && (s->cur.host[s->cur.hlen - 1] == ' ' ||
-                                   s->cur.host[s->cur.hlen - 1] == '\t'))
-            s->cur.hlen--;
-        s->cur.host[s->cur.hlen] = '\0';
-    } else if (s->hdr == HDR_TE) {
-        s->chunked = rl_http_te_chunked(&s->fr);
-    }
-    s->hdr = HDR_OTHER;
 }
 
 static void detect(struct rq_ctx *c, uint8_t b, size_t i)
@@ -385,7 +205,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
     case ST_METHOD:
         if (b == ' ' && r->mlen > 0) {
             r->method[r->mlen] = '\0';
-            if (!s->first && !s->reported && !is_method(r, "CONNECT"))
+            if (!s->first && !s->reported && !rq_is_method(r, "CONNECT"))
                 report(c);
             s->st = ST_TARGET;
             return;
@@ -406,7 +226,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
         return;
     case ST_TARGET:
         if (b == ' ' && r->tlen > 0) {
-            target_done(s);
+            rq_target_done(s);
             s->st = ST_VER;
             s->pre = 0;
             return;
@@ -442,7 +262,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
         if (s->pre >= 8 && b == '\n') {
             if (s->first) {
                 set_proto(c, RL_HTTP_1, c->start_here ? c->start : RQ_EARLIER);
-                if (!is_method(r, "CONNECT"))
+                if (!rq_is_method(r, "CONNECT"))
                     report(c);
             }
             s->st = ST_HNAME;
@@ -459,7 +279,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
                 return;
             }
             if (b == '\n') {
-                head_done(c, i);
+                rq_head_done(c, i);
                 return;
             }
             if (b == ' ' || b == '\t') {
@@ -470,7 +290,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
             }
         }
         if (b == ':' && (s->hname_len > 0 || s->hname_long)) {
-            hname_done(s);
+            rq_hname_done(s);
             s->st = ST_HVAL;
             return;
         }
@@ -488,17 +308,17 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
             rq_none(c, i);
             return;
         }
-        head_done(c, i);
+        rq_head_done(c, i);
         return;
     case ST_HVAL:
         if (b == '\r' || b == '\n') {
-            hval_done(s);
+            rq_hval_done(s);
             s->hname_len = 0;
             s->hname_long = false;
             s->st = b == '\r' ? ST_HVAL_LF : ST_HNAME;
             return;
         }
-        if ((b < 0x20 && b != '\t') || b == 0x7f || !hval_byte(s, b))
+        if ((b < 0x20 && b != '\t') || b == 0x7f || !rq_hval_byte(s, b))
             rq_none(c, i);
         return;
     case ST_HVAL_LF:

@@ -35,6 +35,22 @@ struct rl_req_event *rq_emit(struct rq_ctx *c, uint8_t kind, size_t off);
 void rq_fill(struct rq_ctx *c, struct rl_req_event *e);
 void rq_none(struct rq_ctx *c, size_t off);
 void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i);
+/* The event of the current request, if it is in this feed's array. */
+struct rl_req_event *rq_cur_event(struct rq_ctx *c);
+
+/* The header a value belongs to (struct rl_reqscan's hdr). */
+enum { HDR_OTHER, HDR_HOST, HDR_CL, HDR_TE };
+
+/* One request head (reqhead.c): is its method m; its target is complete;
+ * the head is complete at byte i (its name, its body's framing); a header
+ * name is complete; one byte of a header value (false: the head is
+ * malformed); the value is complete. */
+bool rq_is_method(const struct rl_req_cur *r, const char *m);
+void rq_target_done(struct rl_reqscan *s);
+void rq_head_done(struct rq_ctx *c, size_t i);
+void rq_hname_done(struct rl_reqscan *s);
+bool rq_hval_byte(struct rl_reqscan *s, uint8_t b);
+void rq_hval_done(struct rl_reqscan *s);
 /* Scans HTTP/2 frames from buf[i]; returns where it stopped (n, or where
  * the stream stopped being HTTP/2). */
 size_t rq_h2(struct rq_ctx *c, const uint8_t *buf, size_t n, size_t i);

@@ -191,8 +191,11 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
 
 /* The site section that a call to `sa` is charged to besides the user's
  * rule (SPEC §3): the first [site:LABEL] in file order whose `to` covers
- * it (a site without `to` covers every destination). NULL when none. */
-const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+ * it (a site without `to` covers every destination; a name entry looks
+ * the address's name up in `names`, policy/names.h, NULL: none). NULL
+ * when none. */
+const struct rl_rule *rl_config_find_site(struct rl_names *names,
+                                          const struct rl_config *cfg,
                                           const void *sa, unsigned salen);
 
 /* The same for a peer taken apart already (dest.h); `name` (RL_NAME_MAX
@@ -206,11 +209,12 @@ bool rl_config_has_sites(const struct rl_config *cfg);
 /* Does `rule` cover this destination? `sa` is a struct sockaddr of family
  * AF_INET or AF_INET6 (IPv4-mapped IPv6 is matched as IPv4); other
  * families never match. A rule with no `to` list covers every inet
- * destination. */
-static inline bool rl_rule_covers(const struct rl_rule *rule, const void *sa,
+ * destination. Name entries look the name up in `names` (NULL: none). */
+static inline bool rl_rule_covers(struct rl_names *names,
+                                  const struct rl_rule *rule, const void *sa,
                                   unsigned salen)
 {
-    return rl_dests_cover(rule->to, rule->nto, sa, salen);
+    return rl_dests_cover(names, rule->to, rule->nto, sa, salen);
 }
 
 /* Names for messages and for `rlshim check`/`stat`. */

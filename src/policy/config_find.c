@@ -83,13 +83,14 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
     return r;
 }
 
-const struct rl_rule *rl_config_find_site(const struct rl_config *cfg,
+const struct rl_rule *rl_config_find_site(struct rl_names *names,
+                                          const struct rl_config *cfg,
                                           const void *sa, unsigned salen)
 {
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
 
-    if (!rl_peer_from_addr(sa, salen, &p))
+    if (!rl_peer_from_addr(names, sa, salen, &p))
         return NULL;
     return rl_config_find_site_peer(cfg, &p, name);
 }

@@ -253,12 +253,14 @@ int rl_dest_format(const struct rl_dest *d, char *buf, size_t len)
     return snprintf(buf, len, "[%s]/%u%s", a, d->prefix, port);
 }
 
-bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p)
+bool rl_peer_from_addr(struct rl_names *names, const void *sa, unsigned salen,
+                       struct rl_peer *p)
 {
     sa_family_t fam;
 
     if (sa == NULL || salen < sizeof fam)
         return false;
+    p->names = names;
     memcpy(&fam, sa, sizeof fam); /* sa may be unaligned */
     if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
         struct sockaddr_in in;
@@ -306,7 +308,7 @@ static inline bool word_match(const uint8_t *a, const uint8_t *b,
 int rl_peer_name(struct rl_peer *p, char *buf)
 {
     if (p->namelen < 0) {
-        p->namelen = (int16_t)rl_names_find(p->family, p->addr, buf);
+        p->namelen = (int16_t)rl_names_find(p->names, p->family, p->addr, buf);
         p->name = buf;
     }
     return p->namelen;
@@ -366,13 +368,13 @@ bool rl_dests_cover_peer(const struct rl_dest *list, size_t n,
     return false;
 }
 
-bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
-                    unsigned salen)
+bool rl_dests_cover(struct rl_names *names, const struct rl_dest *list,
+                    size_t n, const void *sa, unsigned salen)
 {
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
 
-    if (!rl_peer_from_addr(sa, salen, &p))
+    if (!rl_peer_from_addr(names, sa, salen, &p))
         return false;
     return rl_dests_cover_peer(list, n, &p, name);
 }

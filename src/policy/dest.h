@@ -40,6 +40,8 @@ struct rl_dest {
                          owned: rl_dest_clear frees it. NULL otherwise */
 };
 
+struct rl_names;
+
 /* Where a call goes, taken apart once for matching against every entry. */
 struct rl_peer {
     uint8_t family;   /* AF_INET (also for IPv4-mapped IPv6) or AF_INET6 */
@@ -47,6 +49,7 @@ struct rl_peer {
     uint8_t addr[16]; /* network order */
     int16_t namelen;  /* -1: not looked up yet; 0: never resolved */
     const char *name; /* namelen > 0: the name, canonical */
+    struct rl_names *names; /* where its name is looked up (NULL: none) */
 };
 
 /* Parse one entry ("10.0.0.0/8", "127.0.0.1:8080", "[::1]:443", "::1/128",
@@ -66,22 +69,25 @@ void rl_dests_free(struct rl_dest *list, size_t n);
 int rl_dest_format(const struct rl_dest *d, char *buf, size_t len);
 
 /* `sa` (struct sockaddr of `salen` bytes, perhaps unaligned) as a peer,
- * its name not looked up yet. false for families other than
+ * its name not looked up yet (it will be in `names`, the process's table
+ * of names.h; NULL: it has none). false for families other than
  * AF_INET/AF_INET6 and short addresses. */
-bool rl_peer_from_addr(const void *sa, unsigned salen, struct rl_peer *p);
+bool rl_peer_from_addr(struct rl_names *names, const void *sa, unsigned salen,
+                       struct rl_peer *p);
 
-/* Look the peer's name up (names.h) into `buf` (RL_NAME_MAX + 1 bytes)
- * unless done already. Returns p->namelen. */
+/* Look the peer's name up (in p->names) into `buf` (RL_NAME_MAX + 1
+ * bytes) unless done already. Returns p->namelen. */
 int rl_peer_name(struct rl_peer *p, char *buf);
 
 /* Does entry d match p? A name entry needs p's name looked up first
  * (rl_peer_name); an entry's port applies to every form. */
 bool rl_dest_match(const struct rl_dest *d, const struct rl_peer *p);
 
-/* Does a list of n entries cover `sa`? An empty list covers every inet
- * destination; no list covers another family. */
-bool rl_dests_cover(const struct rl_dest *list, size_t n, const void *sa,
-                    unsigned salen);
+/* Does a list of n entries cover `sa` (its name looked up in `names`)? An
+ * empty list covers every inet destination; no list covers another
+ * family. */
+bool rl_dests_cover(struct rl_names *names, const struct rl_dest *list,
+                    size_t n, const void *sa, unsigned salen);
 
 /* The same for a peer taken apart already; `name` (RL_NAME_MAX + 1 bytes)
  * receives its name when a name entry needs it (kept in p for the next

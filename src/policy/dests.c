@@ -32,42 +32,28 @@ _Static_assert(H_LOCK + RL_WINDOW_LOCK_WORDS <= HEADER, "the lock fits");
 #define KEY_MIN 3u   /* the smallest key of a name */
 #define EVICT_SCAN 2048u /* entries an insert looks at for a full budget */
 
-/* The process's view of the table in one store. */
-struct table {
+/* The process's view of the table in one store (struct rl_dests's cur). */
+struct rl_dests_table {
     struct rl_store *store;
     rl_atomic_u64 *w; /* the slot's words: header, then entries */
 };
 
 /* An overflow budget of one section, for this process's users. */
-struct overflow {
+struct rl_dests_overflow {
     struct rl_store *store;
     struct rl_slot slot;
 };
-
-static const struct rl_config *cfg;
-static bool any;
-static uint32_t stride;   /* words per entry: key, rule, state, open, label */
-static uint32_t label_at; /* where an entry's label ("USER|NAME", cut to
-                             RL_DESTS_LABEL_WORDS words) starts */
-static uint32_t open_at;  /* where an entry's open area starts; 0: none */
-static uint32_t pause_at; /* where an entry's pause words start */
-static uint64_t cap;      /* entries, a power of two */
-static uint64_t max_live; /* max_destinations */
-static uint32_t table_words;
-static _Atomic(struct table *) cur;
-static _Atomic(struct overflow *) *ovf; /* per rule index */
-static struct rl_budget_layout *layouts; /* per rule index */
 
 static bool per_dest(const struct rl_rule *r)
 {
     return r->per == RL_PER_DESTINATION;
 }
 
-int rl_dests_setup(const struct rl_config *c)
+int rl_dests_setup(struct rl_dests *d, const struct rl_config *c)
 {
     uint32_t w = 0;
 
-    cfg = c;
+    d->cfg = c;
     for (size_t i = 0; i < c->nrules; i++) {
         if (!per_dest(&c->rules[i]))
             continue;
@@ -77,48 +63,49 @@ int rl_dests_setup(const struct rl_config *c)
         uint32_t n = l.lease != 0 ? l.lease : l.nwords;
         if (n > w)
             w = n;
-        any = true;
+        d->any = true;
     }
-    if (!any)
+    if (!d->any)
         return 0;
     bool open = false;
     for (size_t i = 0; i < c->nrules; i++)
         open |= per_dest(&c->rules[i]) && c->rules[i].max_open > 0;
-    layouts = calloc(c->nrules, sizeof *layouts);
-    ovf = calloc(c->nrules, sizeof *ovf);
-    if (layouts == NULL || ovf == NULL)
+    d->layouts = calloc(c->nrules, sizeof *d->layouts);
+    d->ovf = calloc(c->nrules, sizeof *d->ovf);
+    if (d->layouts == NULL || d->ovf == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < c->nrules; i++)
-        rl_budget_layout(&c->rules[i], &layouts[i]);
-    stride = 2 + w;
-    pause_at = stride;
-    stride += 2;
+        rl_budget_layout(&c->rules[i], &d->layouts[i]);
+    d->stride = 2 + w;
+    d->pause_at = d->stride;
+    d->stride += 2;
     if (open) {
-        open_at = stride;
-        stride += RL_OPEN_WORDS;
+        d->open_at = d->stride;
+        d->stride += RL_OPEN_WORDS;
     }
-    label_at = stride;
-    stride += RL_DESTS_LABEL_WORDS;
-    max_live = c->max_destinations;
-    cap = 1;
-    while (cap < 2 * max_live)
-        cap <<= 1;
+    d->label_at = d->stride;
+    d->stride += RL_DESTS_LABEL_WORDS;
+    d->max_live = c->max_destinations;
+    d->cap = 1;
+    while (d->cap < 2 * d->max_live)
+        d->cap <<= 1;
     /* One slot's words are bounded (layout.h): a huge table of windows
      * gets fewer entries than asked rather than none. */
-    while (cap > 64 && HEADER + cap * stride > RL_META_NWORDS_MAX)
-        cap >>= 1;
-    if (max_live > cap / 2)
-        max_live = cap / 2;
-    table_words = (uint32_t)(HEADER + cap * stride);
+    while (d->cap > 64 && HEADER + d->cap * d->stride > RL_META_NWORDS_MAX)
+        d->cap >>= 1;
+    if (d->max_live > d->cap / 2)
+        d->max_live = d->cap / 2;
+    d->table_words = (uint32_t)(HEADER + d->cap * d->stride);
     return 0;
 }
 
-bool rl_dests_any(void)
+bool rl_dests_any(const struct rl_dests *d)
 {
-    return any;
+    return d->any;
 }
 
-uint64_t rl_dests_arena_words(const struct rl_config *c)
+uint64_t rl_dests_arena_words(const struct rl_dests *d,
+                              const struct rl_config *c)
 {
     uint64_t words = 0;
     bool some = false;
@@ -130,7 +117,7 @@ uint64_t rl_dests_arena_words(const struct rl_config *c)
         words += (uint64_t)l.nwords * (c->max_users + 1); /* overflows */
         some = true;
     }
-    return some ? words + table_words : 0;
+    return some ? words + d->table_words : 0;
 }
 
 uint32_t rl_dests_slots(const struct rl_config *c)
@@ -141,10 +128,11 @@ uint32_t rl_dests_slots(const struct rl_config *c)
     return n == 0 ? 0 : 1 + n * c->max_users;
 }
 
-size_t rl_dests_name(const void *sa, unsigned salen, char *buf)
+size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
+                     char *buf)
 {
     struct rl_peer p;
-    if (!rl_peer_from_addr(sa, salen, &p))
+    if (!rl_peer_from_addr(names, sa, salen, &p))
         return 0;
     return rl_dests_peer_name(&p, buf);
 }
@@ -164,51 +152,53 @@ size_t rl_dests_peer_name(struct rl_peer *p, char *buf)
     return strlen(buf);
 }
 
-static struct table *table_in(struct rl_store *st)
+static struct rl_dests_table *table_in(struct rl_dests *d, struct rl_store *st)
 {
     /* Pairs with the release CAS below. */
-    struct table *t = atomic_load_explicit(&cur, memory_order_acquire);
+    struct rl_dests_table *t =
+        atomic_load_explicit(&d->cur, memory_order_acquire);
     if (t != NULL && t->store == st)
         return t;
-    struct table *nt = calloc(1, sizeof *nt);
+    struct rl_dests_table *nt = calloc(1, sizeof *nt);
     struct rl_slot slot;
     bool overflowed = false;
     if (nt == NULL)
         return NULL;
     if (rl_store_slot(st, rl_hash_str(RL_HASH_INIT, RL_DESTS_LABEL),
-                      RL_DESTS_LABEL, table_words,
+                      RL_DESTS_LABEL, d->table_words,
                       rl_hash_str(RL_HASH_INIT, "#destinations-full"), &slot,
                       &overflowed) < 0 ||
-        overflowed || slot.nwords < table_words) {
+        overflowed || slot.nwords < d->table_words) {
         free(nt);
         return NULL; /* no room for the table: every call overflows */
     }
     nt->store = st;
     nt->w = slot.words;
-    if (atomic_compare_exchange_strong_explicit(&cur, &t, nt,
-                                                memory_order_release,
-                                                memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(
+            &d->cur, &t, nt, memory_order_release, memory_order_acquire))
         return nt; /* an older one stays allocated: a thread may use it */
     free(nt);
     return t != NULL && t->store == st ? t : NULL;
 }
 
-static rl_atomic_u64 *entry(struct table *t, uint64_t i)
+static rl_atomic_u64 *entry(struct rl_dests *d, struct rl_dests_table *t,
+                            uint64_t i)
 {
-    return t->w + HEADER + (i & (cap - 1)) * stride;
+    return t->w + HEADER + (i & (d->cap - 1)) * d->stride;
 }
 
-static void fill(struct rl_dest_entry *out, const struct rl_rule *rule,
-                 rl_word *words, rl_atomic_u64 *key_word, uint64_t key)
+static void fill(struct rl_dests *d, struct rl_dest_entry *out,
+                 const struct rl_rule *rule, rl_word *words,
+                 rl_atomic_u64 *key_word, uint64_t key)
 {
-    const struct rl_budget_layout *l = &layouts[rule - cfg->rules];
+    const struct rl_budget_layout *l = &d->layouts[rule - d->cfg->rules];
     memset(out, 0, sizeof *out);
     out->key_word = key_word;
     out->key = key;
-    if (open_at != 0 && rule->max_open > 0 && key_word != NULL)
-        out->open = (rl_atomic_u64 *)words - 2 + open_at;
+    if (d->open_at != 0 && rule->max_open > 0 && key_word != NULL)
+        out->open = (rl_atomic_u64 *)words - 2 + d->open_at;
     if (key_word != NULL)
-        out->pause = (rl_atomic_u64 *)words - 2 + pause_at;
+        out->pause = (rl_atomic_u64 *)words - 2 + d->pause_at;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned j = 0; j < rule->nlimits[k]; j++)
             out->states[k][j] = words + l->offset[k][j];
@@ -217,15 +207,16 @@ static void fill(struct rl_dest_entry *out, const struct rl_rule *rule,
 /* Is the budget in `words` of section `rule` full (token buckets only)
  * and holding no open connection nor a pause (a server's Retry-After, or a
  * backoff that a success has not ended, is information too)? */
-static bool full(const struct rl_rule *rule, rl_word *words, uint64_t now)
+static bool full(struct rl_dests *d, const struct rl_rule *rule, rl_word *words,
+                 uint64_t now)
 {
-    const struct rl_budget_layout *l = &layouts[rule - cfg->rules];
-    rl_atomic_u64 *pause = (rl_atomic_u64 *)words - 2 + pause_at;
+    const struct rl_budget_layout *l = &d->layouts[rule - d->cfg->rules];
+    rl_atomic_u64 *pause = (rl_atomic_u64 *)words - 2 + d->pause_at;
     if (rl_load_acquire_u64(&pause[0]) > now ||
         rl_load_relaxed_u64(&pause[1]) != 0)
         return false;
-    if (open_at != 0 &&
-        rl_load_acquire_u64((rl_atomic_u64 *)words - 2 + open_at) != 0)
+    if (d->open_at != 0 &&
+        rl_load_acquire_u64((rl_atomic_u64 *)words - 2 + d->open_at) != 0)
         return false;
     for (int k = 0; k < RL_KIND_COUNT; k++) {
         for (unsigned j = 0; j < rule->nlimits[k]; j++) {
@@ -243,12 +234,12 @@ static bool full(const struct rl_rule *rule, rl_word *words, uint64_t now)
 /* The insert lock: the sliding window's robust process-shared mutex
  * (util/ownerlock.h): waiters sleep, a holder killed inside is taken over.
  * false when it could not be had (a stopped holder kept it too long). */
-static bool lock(struct table *t)
+static bool lock(struct rl_dests_table *t)
 {
     return rl_ownerlock_lock((rl_word *)&t->w[H_LOCK]) != RL_LOCK_BUSY;
 }
 
-static void unlock(struct table *t)
+static void unlock(struct rl_dests_table *t)
 {
     rl_ownerlock_unlock((rl_word *)&t->w[H_LOCK]);
 }
@@ -256,13 +247,13 @@ static void unlock(struct table *t)
 /* Look `key` up from its home: the entry, or NULL. *free_at is the first
  * entry met that a new name may take (never used, or emptied), or NULL.
  * The chain ends at a never-used entry. */
-static rl_atomic_u64 *probe(struct table *t, uint64_t key,
-                            rl_atomic_u64 **free_at)
+static rl_atomic_u64 *probe(struct rl_dests *d, struct rl_dests_table *t,
+                            uint64_t key, rl_atomic_u64 **free_at)
 {
     uint64_t home = key * 0x9e3779b97f4a7c15ull >> 20;
     *free_at = NULL;
     for (uint64_t i = 0; i < RL_DESTS_PROBE; i++) {
-        rl_atomic_u64 *e = entry(t, home + i);
+        rl_atomic_u64 *e = entry(d, t, home + i);
         /* Pairs with the release store that publishes a key. */
         uint64_t k = rl_load_acquire_u64(&e[0]);
         if (k == key)
@@ -277,14 +268,14 @@ static rl_atomic_u64 *probe(struct table *t, uint64_t key,
 
 /* Take entry e from its name when its budget is full: true, with e busy
  * and its state words zero (the caller publishes a key, or KEY_TOMB). */
-static bool take_full(rl_atomic_u64 *e, uint64_t now)
+static bool take_full(struct rl_dests *d, rl_atomic_u64 *e, uint64_t now)
 {
     uint64_t k = rl_load_acquire_u64(&e[0]);
     uint64_t ri = rl_load_relaxed_u64(&e[1]);
-    if (k < KEY_MIN || ri == 0 || ri > cfg->nrules)
+    if (k < KEY_MIN || ri == 0 || ri > d->cfg->nrules)
         return false;
-    const struct rl_rule *r = &cfg->rules[ri - 1];
-    if (!full(r, (rl_word *)(e + 2), now))
+    const struct rl_rule *r = &d->cfg->rules[ri - 1];
+    if (!full(d, r, (rl_word *)(e + 2), now))
         return false;
     /* Busy first, then full again: a take that landed before the CAS
      * shows; one after it finds the key changed (the gate checks the key word after
@@ -292,25 +283,26 @@ static bool take_full(rl_atomic_u64 *e, uint64_t now)
     if (!atomic_compare_exchange_strong_explicit(
             &e[0], &k, KEY_BUSY, memory_order_acq_rel, memory_order_relaxed))
         return false;
-    if (!full(r, (rl_word *)(e + 2), now)) {
+    if (!full(d, r, (rl_word *)(e + 2), now)) {
         rl_store_release_u64(&e[0], k);
         return false;
     }
-    for (uint32_t j = 2; j < stride; j++)
+    for (uint32_t j = 2; j < d->stride; j++)
         rl_store_relaxed_u64(&e[j], 0);
     return true;
 }
 
 /* Re-use a full budget near the key's home for it: the entry (busy), or
  * NULL. */
-static rl_atomic_u64 *reuse(struct table *t, uint64_t key, uint64_t now)
+static rl_atomic_u64 *reuse(struct rl_dests *d, struct rl_dests_table *t,
+                            uint64_t key, uint64_t now)
 {
     uint64_t home = key * 0x9e3779b97f4a7c15ull >> 20;
     for (uint64_t i = 0; i < RL_DESTS_PROBE; i++) {
-        rl_atomic_u64 *e = entry(t, home + i);
+        rl_atomic_u64 *e = entry(d, t, home + i);
         if (rl_load_relaxed_u64(&e[0]) == KEY_FREE)
             return NULL; /* the chain ends here: a look-up stops too */
-        if (take_full(e, now))
+        if (take_full(d, e, now))
             return e;
     }
     return NULL;
@@ -318,12 +310,12 @@ static rl_atomic_u64 *reuse(struct table *t, uint64_t key, uint64_t now)
 
 /* Empty one full budget anywhere (from a cursor that goes round the
  * table), so that a live entry can be made elsewhere: true when one was. */
-static bool evict(struct table *t, uint64_t now)
+static bool evict(struct rl_dests *d, struct rl_dests_table *t, uint64_t now)
 {
     uint64_t at = rl_load_relaxed_u64(&t->w[H_CURSOR]);
-    for (uint64_t i = 0; i < EVICT_SCAN && i < cap; i++) {
-        rl_atomic_u64 *e = entry(t, at + i);
-        if (!take_full(e, now))
+    for (uint64_t i = 0; i < EVICT_SCAN && i < d->cap; i++) {
+        rl_atomic_u64 *e = entry(d, t, at + i);
+        if (!take_full(d, e, now))
             continue;
         rl_store_relaxed_u64(&e[1], 0);
         rl_store_release_u64(&e[0], KEY_TOMB);
@@ -335,69 +327,72 @@ static bool evict(struct table *t, uint64_t now)
     return false;
 }
 
-static int overflow_budget(struct rl_store *st, const struct rl_rule *rule,
-                           const char *user, struct rl_dest_entry *out)
+static int overflow_budget(struct rl_dests *d, struct rl_store *st,
+                           const struct rl_rule *rule, const char *user,
+                           struct rl_dest_entry *out)
 {
-    size_t ri = (size_t)(rule - cfg->rules);
-    struct overflow *o = atomic_load_explicit(&ovf[ri], memory_order_acquire);
+    size_t ri = (size_t)(rule - d->cfg->rules);
+    struct rl_dests_overflow *o =
+        atomic_load_explicit(&d->ovf[ri], memory_order_acquire);
     if (o == NULL || o->store != st) {
         char label[RL_STORE_LABEL_MAX];
         char who[RL_STORE_LABEL_MAX];
         snprintf(who, sizeof who, "%s|(more destinations)", user);
         uint64_t tag = rl_budget_label(rule, who, label, sizeof label);
-        struct overflow *no = calloc(1, sizeof *no);
+        struct rl_dests_overflow *no = calloc(1, sizeof *no);
         bool overflowed = false;
         if (no == NULL)
             return -ENOMEM;
-        int r = rl_store_slot(st, tag, label, layouts[ri].nwords,
-                              rl_budget_overflow_tag(rule), &no->slot,
-                              &overflowed);
+        int r =
+            rl_store_slot(st, tag, label, d->layouts[ri].nwords,
+                          rl_budget_overflow_tag(rule), &no->slot, &overflowed);
         if (r < 0) {
             free(no);
             return r;
         }
         no->store = st;
         /* A racing thread's copy claims the same slot: either will do. */
-        atomic_store_explicit(&ovf[ri], no, memory_order_release);
+        atomic_store_explicit(&d->ovf[ri], no, memory_order_release);
         o = no;
     }
-    fill(out, rule, o->slot.words, NULL, 0);
+    fill(d, out, rule, o->slot.words, NULL, 0);
     out->pause = rl_store_pause_words(&o->slot);
     out->overflow = true;
     return 0;
 }
 
-int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
-                  const char *user, const char *name, size_t namelen,
-                  uint64_t now, struct rl_dest_entry *out)
+int rl_dests_find(struct rl_dests *d, struct rl_store *st,
+                  const struct rl_rule *rule, const char *user,
+                  const char *name, size_t namelen, uint64_t now,
+                  struct rl_dest_entry *out)
 {
-    uint64_t ri = (uint64_t)(rule - cfg->rules) + 1;
+    uint64_t ri = (uint64_t)(rule - d->cfg->rules) + 1;
     uint64_t key = rl_hash_u64(RL_HASH_INIT, ri);
     key = rl_hash_bytes(rl_hash_str(key, user), name, namelen);
     if (key < KEY_MIN)
         key += KEY_MIN;
-    struct table *t = table_in(st);
+    struct rl_dests_table *t = table_in(d, st);
     if (t == NULL)
-        return overflow_budget(st, rule, user, out);
-    rl_atomic_u64 *free_at, *e = probe(t, key, &free_at);
+        return overflow_budget(d, st, rule, user, out);
+    rl_atomic_u64 *free_at, *e = probe(d, t, key, &free_at);
     if (e != NULL) {
-        fill(out, rule, (rl_word *)(e + 2), &e[0], key);
+        fill(d, out, rule, (rl_word *)(e + 2), &e[0], key);
         return 0;
     }
     if (!lock(t))
-        return overflow_budget(st, rule, user, out); /* never more */
-    e = probe(t, key, &free_at); /* made by another while we waited? */
+        return overflow_budget(d, st, rule, user, out); /* never more */
+    e = probe(d, t, key, &free_at); /* made by another while we waited? */
     if (e != NULL) {
         unlock(t);
-        fill(out, rule, (rl_word *)(e + 2), &e[0], key);
+        fill(d, out, rule, (rl_word *)(e + 2), &e[0], key);
         return 0;
     }
-    if (free_at != NULL && rl_load_relaxed_u64(&t->w[H_LIVE]) < max_live) {
+    if (free_at != NULL && rl_load_relaxed_u64(&t->w[H_LIVE]) < d->max_live) {
         e = free_at;
         rl_add_relaxed_u64(&t->w[H_LIVE], 1);
     } else {
-        e = reuse(t, key, now); /* a full budget near home: live stays */
-        if (e == NULL && free_at != NULL && evict(t, now)) {
+        e = reuse(d, t, key, now); /* a full budget near home: live stays */
+        if (e == NULL && free_at != NULL && evict(d, t, now)) {
             e = free_at;
             rl_add_relaxed_u64(&t->w[H_LIVE], 1);
         }
@@ -411,8 +406,8 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
             rl_log_stderr("the per-destination table is full "
                           "(max_destinations = %llu, none idle): further "
                           "destinations of [%s] share one budget",
-                          (unsigned long long)max_live, rule->section);
-        return overflow_budget(st, rule, user, out);
+                          (unsigned long long)d->max_live, rule->section);
+        return overflow_budget(d, st, rule, user, out);
     }
     rl_store_relaxed_u64(&e[1], ri);
     /* Its label, for `rlshim stat` (the key is what identifies it). */
@@ -421,56 +416,57 @@ int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
     snprintf(label, sizeof label, "%s|%.*s", user, (int)namelen, name);
     memcpy(lw, label, sizeof lw);
     for (unsigned j = 0; j < RL_DESTS_LABEL_WORDS; j++)
-        rl_store_relaxed_u64(&e[label_at + j], lw[j]);
+        rl_store_relaxed_u64(&e[d->label_at + j], lw[j]);
     /* Publishes the entry (its words are zero: never used, or emptied by
      * reuse); pairs with the acquire loads in probe. */
     rl_store_release_u64(&e[0], key);
     unlock(t);
-    fill(out, rule, (rl_word *)(e + 2), &e[0], key);
+    fill(d, out, rule, (rl_word *)(e + 2), &e[0], key);
     return 0;
 }
 
-int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
-                    const char *user, const char *name, size_t namelen,
-                    struct rl_dest_entry *out)
+int rl_dests_lookup(struct rl_dests *d, struct rl_store *st,
+                    const struct rl_rule *rule, const char *user,
+                    const char *name, size_t namelen, struct rl_dest_entry *out)
 {
-    uint64_t ri = (uint64_t)(rule - cfg->rules) + 1;
+    uint64_t ri = (uint64_t)(rule - d->cfg->rules) + 1;
     uint64_t key = rl_hash_u64(RL_HASH_INIT, ri);
     key = rl_hash_bytes(rl_hash_str(key, user), name, namelen);
     if (key < KEY_MIN)
         key += KEY_MIN;
     /* Pairs with the release CAS of table_in. */
-    struct table *t = atomic_load_explicit(&cur, memory_order_acquire);
+    struct rl_dests_table *t =
+        atomic_load_explicit(&d->cur, memory_order_acquire);
     rl_atomic_u64 *free_at, *e;
-    if (t == NULL || t->store != st || (e = probe(t, key, &free_at)) == NULL)
+    if (t == NULL || t->store != st || (e = probe(d, t, key, &free_at)) == NULL)
         return -ENOENT;
-    fill(out, rule, (rl_word *)(e + 2), &e[0], key);
+    fill(d, out, rule, (rl_word *)(e + 2), &e[0], key);
     return 0;
 }
 
-int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
+int rl_dests_each(struct rl_dests *d, rl_atomic_u64 *words, uint32_t nwords,
                   void (*fn)(const struct rl_rule *rule, const char *label,
                              struct rl_dest_entry *e, void *arg),
                   void *arg)
 {
-    if (!any || nwords < table_words)
+    if (!d->any || nwords < d->table_words)
         return -EINVAL; /* made for another config */
-    struct table t = {.store = NULL, .w = words};
-    for (uint64_t i = 0; i < cap; i++) {
-        rl_atomic_u64 *e = entry(&t, i);
+    struct rl_dests_table t = {.store = NULL, .w = words};
+    for (uint64_t i = 0; i < d->cap; i++) {
+        rl_atomic_u64 *e = entry(d, &t, i);
         uint64_t k = rl_load_acquire_u64(&e[0]);
         uint64_t ri = rl_load_relaxed_u64(&e[1]);
-        if (k < KEY_MIN || ri == 0 || ri > cfg->nrules)
+        if (k < KEY_MIN || ri == 0 || ri > d->cfg->nrules)
             continue;
-        const struct rl_rule *r = &cfg->rules[ri - 1];
+        const struct rl_rule *r = &d->cfg->rules[ri - 1];
         uint64_t lw[RL_DESTS_LABEL_WORDS + 1] = {0};
         for (unsigned j = 0; j < RL_DESTS_LABEL_WORDS; j++)
-            lw[j] = rl_load_relaxed_u64(&e[label_at + j]);
+            lw[j] = rl_load_relaxed_u64(&e[d->label_at + j]);
         char label[sizeof lw];
         memcpy(label, lw, sizeof lw);
         label[sizeof label - 1] = '\0';
         struct rl_dest_entry de;
-        fill(&de, r, (rl_word *)(e + 2), &e[0], k);
+        fill(d, &de, r, (rl_word *)(e + 2), &e[0], k);
         fn(r, label, &de, arg);
     }
     return 0;

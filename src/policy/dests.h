@@ -57,23 +57,48 @@ struct rl_dest_entry {
 /* The longest probe (entries looked at from a name's home). */
 #define RL_DESTS_PROBE 32u
 
-/* Learn the per-destination sections of `cfg`. Returns 0 or -ENOMEM.
- * Writes nothing when no section is per destination. */
-int rl_dests_setup(const struct rl_config *cfg);
+struct rl_dests_table;    /* dests.c: the table in one store */
+struct rl_dests_overflow; /* dests.c: an overflow budget */
+
+/* The process's view of the per-destination sections (a member of struct
+ * rl_proc; `rlshim stat` makes its own): the table's geometry, learnt
+ * once from the config, and the table and overflow budgets of the store
+ * in use. All zero: no section is per destination. */
+struct rl_dests {
+    const struct rl_config *cfg;
+    bool any;
+    uint32_t stride;   /* words per entry: key, rule, state, open, label */
+    uint32_t label_at; /* where an entry's label ("USER|NAME", cut to
+                          RL_DESTS_LABEL_WORDS words) starts */
+    uint32_t open_at;  /* where an entry's open area starts; 0: none */
+    uint32_t pause_at; /* where an entry's pause words start */
+    uint64_t cap;      /* entries, a power of two */
+    uint64_t max_live; /* max_destinations */
+    uint32_t table_words;
+    _Atomic(struct rl_dests_table *) cur;
+    _Atomic(struct rl_dests_overflow *) *ovf; /* per rule index */
+    struct rl_budget_layout *layouts;         /* per rule index */
+};
+
+/* Learn the per-destination sections of `cfg` into d. Returns 0 or
+ * -ENOMEM. Writes nothing when no section is per destination. */
+int rl_dests_setup(struct rl_dests *d, const struct rl_config *cfg);
 
 /* Does any section of the config have `per = destination`? */
-bool rl_dests_any(void);
+bool rl_dests_any(const struct rl_dests *d);
 
 /* State words the table and the overflow budgets need (for sizing the
- * store's arena), and the slots (one for the table, one overflow budget
- * per section and user). */
-uint64_t rl_dests_arena_words(const struct rl_config *cfg);
+ * store's arena; d set up for cfg), and the slots (one for the table, one
+ * overflow budget per section and user). */
+uint64_t rl_dests_arena_words(const struct rl_dests *d,
+                              const struct rl_config *cfg);
 uint32_t rl_dests_slots(const struct rl_config *cfg);
 
 /* The name a destination is charged under: the name the process resolved
  * the address from, else the address literal ("10.0.0.1", "::1"). Into
  * buf (RL_NAME_MAX + 1 bytes); returns its length, 0 for another family. */
-size_t rl_dests_name(const void *sa, unsigned salen, char *buf);
+size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
+                     char *buf);
 
 /* The same for a peer taken apart already (its name looked up once). */
 struct rl_peer;
@@ -82,16 +107,18 @@ size_t rl_dests_peer_name(struct rl_peer *p, char *buf);
 /* The budget of section `rule` for (user, name) in store `st`: found,
  * made, or the overflow budget. `now` decides whether a budget is full.
  * Returns 0, or -ENOSPC when not even the overflow budget could be had. */
-int rl_dests_find(struct rl_store *st, const struct rl_rule *rule,
-                  const char *user, const char *name, size_t namelen,
-                  uint64_t now, struct rl_dest_entry *out);
+int rl_dests_find(struct rl_dests *d, struct rl_store *st,
+                  const struct rl_rule *rule, const char *user,
+                  const char *name, size_t namelen, uint64_t now,
+                  struct rl_dest_entry *out);
 
 /* The same without making anything: a budget the table already holds
  * for (user, name), found lock-free with no allocation (what a signal
  * handler may do), or -ENOENT (not made yet, or only the overflow budget
  * would do). */
-int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
-                    const char *user, const char *name, size_t namelen,
+int rl_dests_lookup(struct rl_dests *d, struct rl_store *st,
+                    const struct rl_rule *rule, const char *user,
+                    const char *name, size_t namelen,
                     struct rl_dest_entry *out);
 
 /* Words of an entry's label "USER|NAME" (cut to fit), for `rlshim stat`. */
@@ -101,7 +128,7 @@ int rl_dests_lookup(struct rl_store *st, const struct rl_rule *rule,
  * words are `words` (a config set up with rl_dests_setup, the one the
  * segment was made for), with its section, its label and its budget.
  * -EINVAL when the slot is not such a table. */
-int rl_dests_each(rl_atomic_u64 *words, uint32_t nwords,
+int rl_dests_each(struct rl_dests *d, rl_atomic_u64 *words, uint32_t nwords,
                   void (*fn)(const struct rl_rule *rule, const char *label,
                              struct rl_dest_entry *e, void *arg),
                   void *arg);

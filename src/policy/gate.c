@@ -8,6 +8,7 @@
  * gate_signal.c; leases (lease.c) and the exit report (report.c) sit
  * beside them. */
 #include "policy/gate.h"
+#include "policy/proc.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -35,15 +36,8 @@
 #include "util/log.h"
 #include "util/ownerlock.h"
 
-struct rl_gate rl_gate = {
-    .max_bytes = UINT64_MAX,
-    .refill_10ms = UINT64_MAX,
-    .reopening = ATOMIC_FLAG_INIT,
-};
-
-static int claim(struct rl_store *st, struct budget *b)
+static int claim(struct rl_gate *g, struct rl_store *st, struct budget *b)
 {
-    struct rl_gate *g = &rl_gate;
     bool overflowed = false;
     b->store = st;
     if (g->rule == NULL)
@@ -64,7 +58,8 @@ static int claim(struct rl_store *st, struct budget *b)
     return 0;
 }
 
-static int open_store(const struct rl_config *c, char *why, size_t whylen);
+static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
+                      size_t whylen);
 
 /* Slots for max_open areas: one per budget of a section with max_open
  * (each user of [default] and of a site has one). */
@@ -106,16 +101,18 @@ static uint64_t arena_words(const struct rl_config *cfg)
     return words;
 }
 
-int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
-                 char *why, size_t whylen)
+int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
+                 const struct rl_identity *id, char *why, size_t whylen)
 {
-    struct rl_gate *g = &rl_gate;
+    struct rl_gate *g = &p->gate;
     g->cfg = c;
+    g->max_bytes = UINT64_MAX;
+    g->refill_10ms = UINT64_MAX;
     /* SPEC §9: the environment wins, so a test needs no config edit. */
     const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
     if (dlog == NULL)
         dlog = c->decision_log;
-    if (rl_declog_setup(dlog) < 0)
+    if (rl_declog_setup(&p->declog, dlog) < 0)
         rl_log_stderr("decision_log %s: not an absolute path, or too long: "
                       "decisions are not logged",
                       dlog);
@@ -125,12 +122,16 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(g->user, sizeof g->user, "%s", who);
     const struct rl_rule *rule = g->rule;
-    if (rl_sites_setup(c, who) < 0 || rl_dests_setup(c) < 0)
+    if (rl_sites_setup(&p->sites, c, who) < 0 ||
+        rl_dests_setup(&p->dests, c) < 0)
         return -ENOMEM;
+    /* Fixed from here on: whether a send's destination is needed. */
+    g->needs_peer = rl_sites_any(&p->sites) || rl_dests_any(&p->dests) ||
+                    rl_declog_enabled(&p->declog);
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
             (&c->rules[j] == rule || c->rules[j].site != NULL))
-            rl_open_enable();
+            rl_open_enable(&p->open);
     /* A stream send is cut to the smallest byte burst of the rule and of
      * every site (a site's may be the binding one). */
     for (size_t j = 0; j < c->nrules; j++) {
@@ -157,26 +158,26 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     if (rule == NULL) {
         g->deny_all = c->unknown == RL_UNKNOWN_DENY;
         g->active = g->deny_all;
-        g->charges_sends = g->deny_all || rl_sites_charge_sends();
-        if (!rl_sites_any())
+        g->charges_sends = g->deny_all || rl_sites_charge_sends(&p->sites);
+        if (!rl_sites_any(&p->sites))
             return 0;
         (void)rl_ownerlock_self();
-        (void)rl_fleet_init(c, "");        /* for the sites' fleet budgets */
-        return open_store(c, why, whylen); /* for the sites' budgets */
+        (void)rl_fleet_init(&p->fleet, c, ""); /* the sites' fleet budgets */
+        return open_store(p, c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                        rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
-                       rl_sites_charge_sends();
+                       rl_sites_charge_sends(&p->sites);
     /* Run the window lock's one-time setup (pthread_once) now, so that no
      * decision runs it inside a frame a signal handler interrupted. */
     (void)rl_ownerlock_self();
-    rl_lease_setup();
+    rl_lease_setup(p);
     /* A call charged to a site or per destination is decided on its own,
      * exactly: a lease of the rule's units would skip the other budget.
      * The decision log has one line per call: no call goes unseen in a
      * lease. */
-    if (rl_sites_any() || rule->per == RL_PER_DESTINATION ||
-        rl_declog_enabled())
+    if (rl_sites_any(&p->sites) || rule->per == RL_PER_DESTINATION ||
+        rl_declog_enabled(&p->declog))
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
                                   sizeof g->label);
@@ -184,21 +185,24 @@ int rl_gate_init(const struct rl_config *c, const struct rl_identity *id,
     /* A fleet budget is decided in Redis: no local lease of its units,
      * but the host's lease of fleet units, on the same terms (no dry
      * run, no site, no per-destination budget, no decision log). */
-    bool fleet_leasable = !rule->dry_run && !c->dry_run && !rl_sites_any() &&
-                          rule->per != RL_PER_DESTINATION &&
-                          !rl_declog_enabled() && rl_fleet_leasable(rule);
-    if (rl_fleet_init(c, g->label) == 0 && rl_fleet_decides(rule)) {
+    bool fleet_leasable =
+        !rule->dry_run && !c->dry_run && !rl_sites_any(&p->sites) &&
+        rule->per != RL_PER_DESTINATION && !rl_declog_enabled(&p->declog) &&
+        rl_fleet_leasable(rule);
+    if (rl_fleet_init(&p->fleet, c, g->label) == 0 &&
+        rl_fleet_decides(&p->fleet, rule)) {
         g->lease.on = false;
         g->fleet_lease = fleet_leasable;
     }
-    return open_store(c, why, whylen);
+    return open_store(p, c, why, whylen);
 }
 
 /* Open the store and claim the rule's slot (with only sites, the budget
  * holds the store and no slot of its own). */
-static int open_store(const struct rl_config *c, char *why, size_t whylen)
+static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
+                      size_t whylen)
 {
-    struct rl_gate *g = &rl_gate;
+    struct rl_gate *g = &p->gate;
     uint32_t nsites = 0;
     for (size_t i = 0; i < c->nrules; i++)
         nsites += c->rules[i].site != NULL;
@@ -211,7 +215,7 @@ static int open_store(const struct rl_config *c, char *why, size_t whylen)
         .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
                   rl_dests_slots(c) + open_slots(c),
         .arena_words = arena_words(c) + rl_sites_arena_words(c) +
-                       rl_dests_arena_words(c) +
+                       rl_dests_arena_words(&p->dests, c) +
                        (uint64_t)open_slots(c) * RL_OPEN_WORDS,
         .max_period_ns = max_period_ns(c),
     };
@@ -222,7 +226,7 @@ static int open_store(const struct rl_config *c, char *why, size_t whylen)
     int r = rl_store_open(&st, &g->store_opts, why, whylen);
     if (r < 0)
         goto fail;
-    r = claim(st, b);
+    r = claim(g, st, b);
     if (r < 0) {
         rl_store_close(st);
         goto fail;
@@ -235,52 +239,59 @@ fail:
     return r;
 }
 
-void rl_gate_atfork_child(void)
+void rl_gate_atfork_child(struct rl_proc *p)
 {
-    atomic_flag_clear_explicit(&rl_gate.reopening, memory_order_relaxed);
+    atomic_flag_clear_explicit(&p->gate.reopening, memory_order_relaxed);
 }
 
-bool rl_gate_charges_sends(void)
+bool rl_gate_charges_sends(const struct rl_proc *p)
 {
-    return rl_gate.charges_sends;
+    return p->gate.charges_sends;
 }
 
-bool rl_gate_counts_requests(void)
+bool rl_gate_counts_requests(const struct rl_proc *p)
 {
-    return rl_gate.counts_requests;
+    return p->gate.counts_requests;
 }
 
-bool rl_gate_active(void)
+bool rl_gate_active(const struct rl_proc *p)
 {
-    return rl_gate.active;
+    return p->gate.active;
 }
 
-uint64_t rl_gate_max_bytes(void)
+uint64_t rl_gate_max_bytes(const struct rl_proc *p)
 {
-    return rl_gate.max_bytes;
+    return p->gate.max_bytes;
 }
 
-uint64_t rl_gate_send_least(uint64_t want)
+uint64_t rl_gate_send_least(const struct rl_proc *p, uint64_t want)
 {
-    uint64_t least = rl_gate.max_bytes / 16 > 0 ? rl_gate.max_bytes / 16 : 1;
+    uint64_t m = p->gate.max_bytes;
+    uint64_t least = m / 16 > 0 ? m / 16 : 1;
     return least < want ? least : want;
 }
 
-uint64_t rl_gate_send_least_nonblocking(uint64_t want)
+uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want)
 {
-    uint64_t least = rl_gate_send_least(want);
-    uint64_t r = rl_gate.refill_10ms > 0 ? rl_gate.refill_10ms : 1;
+    uint64_t least = rl_gate_send_least(p, want);
+    uint64_t r = p->gate.refill_10ms > 0 ? p->gate.refill_10ms : 1;
     return r < least ? r : least;
 }
 
-bool rl_gate_covers(const void *sa, unsigned salen)
+bool rl_gate_needs_peer(const struct rl_proc *p)
 {
-    if (rl_sites_any() && !rl_gate.deny_all &&
-        (rl_gate.rule == NULL || !rl_rule_covers(rl_gate.rule, sa, salen)))
-        return rl_sites_pick(sa, salen) >= 0;
-    if (rl_gate.rule != NULL)
-        return rl_rule_covers(rl_gate.rule, sa, salen);
-    if (!rl_gate.deny_all || sa == NULL || salen < sizeof(sa_family_t))
+    return p->gate.needs_peer;
+}
+
+bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
+{
+    const struct rl_gate *g = &p->gate;
+    if (rl_sites_any(&p->sites) && !g->deny_all &&
+        (g->rule == NULL || !rl_rule_covers(&p->names, g->rule, sa, salen)))
+        return rl_sites_pick(&p->sites, &p->names, sa, salen) >= 0;
+    if (g->rule != NULL)
+        return rl_rule_covers(&p->names, g->rule, sa, salen);
+    if (!g->deny_all || sa == NULL || salen < sizeof(sa_family_t))
         return false;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     return fam == AF_INET || fam == AF_INET6;
@@ -290,9 +301,8 @@ bool rl_gate_covers(const void *sa, unsigned salen)
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread
  * may still be inside it, so the old one is never unmapped). */
-struct budget *rl_gate_budget(void)
+struct budget *rl_gate_budget(struct rl_gate *g)
 {
-    struct rl_gate *g = &rl_gate;
     /* Pairs with the release stores in rl_gate_init and below. */
     struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
     if (b == NULL || !rl_store_is_stale(b->store))
@@ -302,7 +312,7 @@ struct budget *rl_gate_budget(void)
     struct budget *nb = calloc(1, sizeof *nb);
     struct rl_store *st = NULL;
     if (nb != NULL && rl_store_open(&st, &g->store_opts, NULL, 0) == 0) {
-        if (claim(st, nb) == 0) {
+        if (claim(g, st, nb) == 0) {
             nb->replaced = b;
             atomic_store_explicit(&g->cur, nb, memory_order_release);
             b = nb;
@@ -329,30 +339,32 @@ static rl_atomic_u64 *counter(struct budget *b, int kind, int stat)
     return &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat];
 }
 
-void rl_gate_count(struct budget *b, int kind, int stat, uint64_t n)
+void rl_gate_count(struct rl_gate *g, struct budget *b, int kind, int stat,
+                   uint64_t n)
 {
     if (n == 0)
         return;
-    rl_report_add(&rl_gate.report, kind, stat, n);
+    rl_report_add(&g->report, kind, stat, n);
     if (b != NULL)
         rl_add_relaxed_u64(counter(b, kind, stat), n);
 }
 
-void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n)
+void rl_gate_uncount(struct rl_gate *g, struct budget *b, int kind, int stat,
+                     uint64_t n)
 {
     if (n == 0)
         return;
-    rl_report_sub(&rl_gate.report, kind, stat, n);
+    rl_report_sub(&g->report, kind, stat, n);
     if (b != NULL)
         rl_sub_sat_u64(counter(b, kind, stat), n);
 }
 
 /* One send call of `bytes` out of the host's lease of a fleet budget
  * (fleet_lease.h): no round trip, nothing logged. */
-static bool fleet_leased(uint64_t bytes)
+static bool fleet_leased(struct rl_gate *g, uint64_t bytes)
 {
-    const struct rl_rule *rule = rl_gate.rule;
-    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    const struct rl_rule *rule = g->rule;
+    struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
     if (b == NULL || b->fleet.w == NULL)
         return false;
     uint64_t calls = rule->nlimits[RL_KIND_SEND] != 0 ? 1 : 0;
@@ -361,18 +373,18 @@ static bool fleet_leased(uint64_t bytes)
     if (!rl_fleet_lease_take(&b->fleet, calls, bytes))
         return false;
     /* The segment's counters learn it at the pool's next fill. */
-    if (rl_gate.report.on) {
-        rl_report_add(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
-        rl_report_add(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED,
-                      bytes);
+    if (g->report.on) {
+        rl_report_add(&g->report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+        rl_report_add(&g->report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, bytes);
     }
     return true;
 }
 
-void rl_gate_fleet_lease_refund(uint64_t calls, uint64_t bytes)
+void rl_gate_fleet_lease_refund(struct rl_gate *g, uint64_t calls,
+                                uint64_t bytes)
 {
-    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
-    const struct rl_rule *rule = rl_gate.rule;
+    struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
+    const struct rl_rule *rule = g->rule;
     if (b == NULL || b->fleet.w == NULL)
         return;
     if (rule->nlimits[RL_KIND_SEND] == 0)
@@ -380,21 +392,21 @@ void rl_gate_fleet_lease_refund(uint64_t calls, uint64_t bytes)
     if (rule->nlimits[RL_KIND_SEND_BYTES] == 0)
         bytes = 0;
     rl_fleet_lease_refund(&b->fleet, calls, bytes);
-    rl_report_sub(&rl_gate.report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
-    rl_report_sub(&rl_gate.report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, bytes);
+    rl_report_sub(&g->report, RL_KIND_SEND, RL_STAT_ALLOWED, calls);
+    rl_report_sub(&g->report, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, bytes);
 }
 
-int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
-                 const void *sa, unsigned salen, uint64_t calls,
+int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
+                 int fd, const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    if (rl_gate.fleet_lease && calls == 1 && fleet_leased(bytes)) {
+    if (p->gate.fleet_lease && calls == 1 && fleet_leased(&p->gate, bytes)) {
         rl_gate_ticket_init(t, 0, 1, bytes);
         t->leased = true;
         return RL_GATE_GO;
     }
-    if (rl_gate.lease.on && calls == 1) {
-        if (rl_lease_take(bytes)) {
+    if (p->gate.lease.on && calls == 1) {
+        if (rl_lease_take(p, bytes)) {
             /* Nothing to sleep, nothing logged. */
             rl_gate_ticket_init(t, 0, 1, bytes);
             t->leased = true;
@@ -403,62 +415,67 @@ int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
         /* Spent, expired or too small for this call: what is left goes
          * back before the call is decided on its own, so that a thread
          * never holds units while its own calls wait or are denied. */
-        rl_lease_drop();
+        rl_lease_drop(p);
     }
-    return rl_gate_send_at(t, rl_clock_now_ns(), call, fd, sa, salen, calls,
+    return rl_gate_send_at(p, t, rl_clock_now_ns(), call, fd, sa, salen, calls,
                            calls_min, bytes, bytes_min);
 }
 
-void rl_gate_report_enable(void)
+void rl_gate_report_enable(struct rl_proc *p)
 {
-    rl_gate.report.on = true;
+    p->gate.report.on = true;
 }
 
-void rl_gate_finish(void)
+void rl_gate_finish(struct rl_proc *p)
 {
-    if (rl_gate.cfg == NULL)
+    struct rl_gate *g = &p->gate;
+    if (g->cfg == NULL)
         return;
-    rl_lease_finish();
-    if (rl_gate.fleet_lease) {
-        struct budget *b =
-            atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
-        if (b != NULL && b->fleet.w != NULL)
-            rl_fleet_finish(rl_gate.rule, &b->fleet);
+    rl_lease_finish(p);
+    if (g->rule != NULL && rl_fleet_decides(&p->fleet, g->rule)) {
+        /* The host's lease back, and what was spent while Redis was away
+         * charged (fleet.h). */
+        struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
+        rl_fleet_finish(&p->fleet, g->rule,
+                        g->fleet_lease && b != NULL && b->fleet.w != NULL
+                            ? &b->fleet
+                            : NULL);
     }
-    if (rl_gate.report.on) {
-        rl_lease_report();
-        rl_report_write();
+    if (g->report.on) {
+        rl_lease_report(p);
+        rl_report_write(p);
     }
 }
 
-uint64_t rl_gate_send_leased(uint64_t len, bool stream)
+uint64_t rl_gate_send_leased(struct rl_proc *p, uint64_t len, bool stream)
 {
-    if (!rl_gate.lease.on && !rl_gate.fleet_lease)
+    struct rl_gate *g = &p->gate;
+    if (!g->lease.on && !g->fleet_lease)
         return 0;
-    uint64_t want = stream && len > rl_gate.max_bytes ? rl_gate.max_bytes : len;
+    uint64_t want = stream && len > g->max_bytes ? g->max_bytes : len;
     if (want == 0)
         return 0;
-    if (rl_gate.fleet_lease)
-        return fleet_leased(want) ? want : 0;
-    return rl_lease_take(want) ? want : 0;
+    if (g->fleet_lease)
+        return fleet_leased(g, want) ? want : 0;
+    return rl_lease_take(p, want) ? want : 0;
 }
 
-void rl_gate_lease_refund(uint64_t calls, uint64_t bytes)
+void rl_gate_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
-    if (rl_gate.fleet_lease)
-        rl_gate_fleet_lease_refund(calls, bytes);
+    if (p->gate.fleet_lease)
+        rl_gate_fleet_lease_refund(&p->gate, calls, bytes);
     else
-        rl_lease_refund(calls, bytes);
+        rl_lease_refund(p, calls, bytes);
 }
 
-uint64_t rl_gate_send_eta(uint64_t bytes)
+uint64_t rl_gate_send_eta(struct rl_proc *p, uint64_t bytes)
 {
-    const struct rl_rule *rule = rl_gate.rule;
+    const struct rl_rule *rule = p->gate.rule;
     if (rule == NULL)
-        return rl_gate.deny_all ? UINT64_MAX : 0;
+        return p->gate.deny_all ? UINT64_MAX : 0;
     /* The user's own budget (not a site's: a held socket is woken when
      * its rule's budget allows, and asks again if a site still says no). */
-    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&p->gate.cur, memory_order_acquire);
     if (b == NULL)
         return 0;
     uint64_t now = rl_clock_now_ns(), eta = 0;

@@ -23,6 +23,7 @@
 #include "util/atomics.h"
 
 struct budget;
+struct rl_proc;
 
 enum rl_gate_act {
     RL_GATE_GO = 0,   /* call the real function, after sleeping wait_ns */
@@ -65,6 +66,18 @@ static inline unsigned rl_gate_vrow(int kind)
     return kind == RL_KIND_SEND_BYTES;
 }
 
+/* What a line of the shim's log says about a decision (gate_log.h). */
+struct rl_gate_line {
+    const char *what; /* "denied", "would deny", "delayed" */
+    int kind;         /* denied: the kind over quota */
+    uint64_t units;   /* denied: how many were asked */
+    uint64_t wait_ns; /* delayed: for how long */
+    bool dry;
+    const struct rl_rule *by; /* denied: the section that said no (NULL:
+                                 the rule) */
+    uint32_t max_open;        /* denied for max_open: its N; else 0 */
+};
+
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
 struct rl_gate_ticket {
@@ -87,44 +100,51 @@ struct rl_gate_ticket {
     /* A request a pause held (SPEC §12): the reason the decision log
      * gives, "retry_after" or "backoff"; NULL: none held it. */
     const char *reason;
+    /* A line of the shim's log owed the send's destination (say, below):
+     * the hook writes it with rl_gate_say_peer. */
+    bool say_due;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
     /* Gate-private, while deciding only: the destination's name for a
      * per-destination fleet budget, in the decision's own frame. */
     char *dest;
+    /* say_due: the line (never zero-filled: read only then). */
+    struct rl_gate_line say;
 };
 
 /* Set the process up: find the rule for `id` in `cfg` (kept, not copied:
  * it must outlive the process's use of the gate), open the state store
  * and claim the slot. On a store problem, one line goes into `why` and the
  * gate keeps budgets in process memory. Returns 0 or -errno. */
-int rl_gate_init(const struct rl_config *cfg, const struct rl_identity *id,
-                 char *why, size_t whylen);
+int rl_gate_init(struct rl_proc *p, const struct rl_config *cfg,
+                 const struct rl_identity *id, char *why, size_t whylen);
 
 /* Is anything enforced for this process (a rule, or unknown = deny)? */
-bool rl_gate_active(void);
+bool rl_gate_active(const struct rl_proc *p);
 
 /* Are sends charged at all (a send or send_bytes limit, or unknown =
  * deny)? When not, the shim leaves sockets unmarked for sends, so they
  * cost nothing. */
-bool rl_gate_charges_sends(void);
+bool rl_gate_charges_sends(const struct rl_proc *p);
 
 /* Does the process's rule cover this destination (AF_INET/AF_INET6 only,
  * IPv4-mapped IPv6 as IPv4)? */
-bool rl_gate_covers(const void *sa, unsigned salen);
+bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen);
 
 /* A new stream connection attempt to `sa` (covered). `call` and `fd` name
  * the call in a log line. */
-int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
-                    const void *sa, unsigned salen);
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                       int fd, const void *sa, unsigned salen);
+int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,
+                    const char *call, int fd, const void *sa, unsigned salen);
+int rl_gate_connect_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                       uint64_t now, const char *call, int fd, const void *sa,
+                       unsigned salen);
 
 /* After the real connect of a granted attempt: `holds` when it made a
  * connection (or one is in progress): the connection counts against
  * max_open until its last fd is closed; else what it held goes back. */
-void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds);
+void rl_gate_connected(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
+                       bool holds);
 
 /* A connect denied because a max_open was reached: should the caller
  * (a blocking socket) wait for a close and decide again? Sets *deadline
@@ -141,24 +161,41 @@ void rl_gate_open_wait(const struct rl_gate_ticket *t, uint64_t deadline);
  * worth it only then. */
 bool rl_gate_open_freed(const struct rl_gate_ticket *t);
 
+/* Does a decision need the destination of a send without an address (a
+ * site, a per-destination budget, the decision log)? Then the hook asks
+ * the kernel for the fd's peer and hands it over as `sa`: the gate never
+ * asks about the program's fds. (The shim's log asks for it only for a
+ * line it writes: rl_gate_say_peer.) */
+bool rl_gate_needs_peer(const struct rl_proc *p);
+
 /* A send of `calls` units (calls_min of them at least: sendmmsg may send a
  * prefix) carrying `bytes` (bytes_min at least; a stream send passes 1, a
- * datagram its whole size). `sa` is the explicit destination, or NULL for
- * the fd's peer (used only in log lines). On GO, t->calls and t->bytes say
+ * datagram its whole size). `sa` is the destination: the explicit one, or
+ * the fd's peer as the hook found it (rl_gate_needs_peer), or NULL when
+ * not known (the rule's own budget is charged; `fd` names the call in log
+ * lines). On GO, t->calls and t->bytes say
  * what was granted; the caller trims its call to that. In delay mode a
  * part is granted only when 1/16 of the byte burst is free at least (else
  * the whole is reserved and slept for), so that a client coming straight
  * back gets a sleep, not a few bytes per call. */
-int rl_gate_send(struct rl_gate_ticket *t, const char *call, int fd,
-                 const void *sa, unsigned salen, uint64_t calls,
+int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
+                 int fd, const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
-int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                    int fd, const void *sa, unsigned salen, uint64_t calls,
-                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                    const char *call, int fd, const void *sa, unsigned salen,
+                    uint64_t calls, uint64_t calls_min, uint64_t bytes,
+                    uint64_t bytes_min);
+
+/* After a decision of a send made without its destination (`sa` NULL)
+ * that left t->say_due: write the shim's log line, naming `sa` (the fd's
+ * peer as the hook found it now; NULL: "fd N" only). The rate limit
+ * admitted the line already; nothing when t->say_due is not set. */
+void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                      const char *call, int fd, const void *sa, unsigned salen);
 
 /* Does any request limit apply in this process (its rule or a site sets
  * `request`, or unknown = deny)? When not, no connection is scanned. */
-bool rl_gate_counts_requests(void);
+bool rl_gate_counts_requests(const struct rl_proc *p);
 
 /* One question about `units` HTTP requests (SPEC §11), as the request
  * layer (policy/reqconn.h) hands it over: the connection (fd, -1 when not
@@ -184,9 +221,10 @@ struct rl_gate_req {
  * UINT64_MAX). A connection with no request budget at all is GO with no
  * charge (t->ncharges 0). Give a granted request back with
  * rl_gate_refund(t, RL_KIND_REQUEST, units). */
-int rl_gate_request(struct rl_gate_ticket *t, const struct rl_gate_req *q);
-int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
-                       const struct rl_gate_req *q);
+int rl_gate_request(struct rl_proc *p, struct rl_gate_ticket *t,
+                    const struct rl_gate_req *q);
+int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                       uint64_t now, const struct rl_gate_req *q);
 
 /* What the server answered to a request decided by rl_gate_request (SPEC
  * §12), as the receive side hands it over: q names the request as it did
@@ -200,11 +238,12 @@ int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
  * in a row, capped alike. A pause only ever moves later. Any other final
  * status (1xx is not one) ends the doubling. Budgets with
  * `retry_after = ignore`, or without a request limit, are left alone. */
-void rl_gate_request_outcome(const struct rl_gate_req *q, int status,
-                             bool has_retry_after, uint64_t retry_after_ns);
-void rl_gate_request_outcome_at(const struct rl_gate_req *q, int status,
-                                bool has_retry_after, uint64_t retry_after_ns,
-                                uint64_t now);
+void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,
+                             int status, bool has_retry_after,
+                             uint64_t retry_after_ns);
+void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
+                                int status, bool has_retry_after,
+                                uint64_t retry_after_ns, uint64_t now);
 
 /* One call made from a signal handler, as the hook hands it over whole:
  * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least
@@ -223,16 +262,18 @@ struct rl_gate_q {
  * fails at once), a fleet budget only from the host's lease, nothing
  * logged, nothing to give back later. On GO *granted says how many bytes
  * may go; on FAIL *err is the errno to set. */
-int rl_gate_handler(const struct rl_gate_q *q, uint64_t *granted, int *err);
+int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
+                    uint64_t *granted, int *err);
 
 /* Give back `units` of `kind` granted by the ticket (the kernel took less,
  * or the call failed). Also lowers the allowed counter. */
-void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units);
+void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+                    uint64_t units);
 
 /* In the child after fork: drop what a thread of the parent may have been
  * doing (re-opening a replaced segment), which no thread of the child
  * will finish. Async-signal-safe. */
-void rl_gate_atfork_child(void);
+void rl_gate_atfork_child(struct rl_proc *p);
 
 /* The hot path of a send of one call and `len` bytes (a stream send may
  * be cut to rl_gate_max_bytes()): the units come out of the calling
@@ -240,21 +281,21 @@ void rl_gate_atfork_child(void);
  * one uncontended CAS on a cache line of the thread's own, nothing
  * logged. Returns the bytes granted, or 0 when the lease cannot
  * cover the call (then decide it with rl_gate_send). */
-uint64_t rl_gate_send_leased(uint64_t len, bool stream);
+uint64_t rl_gate_send_leased(struct rl_proc *p, uint64_t len, bool stream);
 
 /* Give back to the thread's lease what a leased send did not use. */
-void rl_gate_lease_refund(uint64_t calls, uint64_t bytes);
+void rl_gate_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes);
 
 /* Count this process's decisions for rl_gate_finish's report. Call at
  * load, before any hook acts. */
-void rl_gate_report_enable(void);
+void rl_gate_report_enable(struct rl_proc *p);
 
 /* At process exit: give the calling thread's lease back and, when the
  * report is on, write one stderr line per limit of the rule (calls seen,
  * allowed, denied, delayed by this process, leased units counted as
  * spent, as `rlshim stat` counts them), or one line saying why nothing
  * was throttled. Other threads' leases go back when idle (lease.c). */
-void rl_gate_finish(void);
+void rl_gate_finish(struct rl_proc *p);
 
 /* ns from now until one send call carrying `bytes` could go without
  * waiting (every limit of send and send_bytes has them free); 0 when it
@@ -263,23 +304,23 @@ void rl_gate_finish(void);
  * not be had says RL_GATE_ETA_RETRY_NS (ask again then). For the wait
  * calls of non-blocking sockets (policy/ready.h). */
 #define RL_GATE_ETA_RETRY_NS 10000000u
-uint64_t rl_gate_send_eta(uint64_t bytes);
+uint64_t rl_gate_send_eta(struct rl_proc *p, uint64_t bytes);
 
 /* The largest stream send that can ever be granted at once (the smallest
  * send_bytes burst), UINT64_MAX when bytes are not limited. */
-uint64_t rl_gate_max_bytes(void);
+uint64_t rl_gate_max_bytes(const struct rl_proc *p);
 
 /* The least part of a stream send worth granting when it cannot go whole:
  * 1/16 of rl_gate_max_bytes() (at least 1), capped at `want`. With 1
  * byte as the least, a client that comes back a few microseconds after a
  * short grant gets the few bytes refilled meanwhile, call after call: a
  * busy loop of tiny sends, never a wait. */
-uint64_t rl_gate_send_least(uint64_t want);
+uint64_t rl_gate_send_least(const struct rl_proc *p, uint64_t want);
 
 /* The same for a non-blocking socket, which is held, not put to sleep,
  * when denied: no more than the slowest byte rate refills in 10 ms
  * either. A client that comes back sooner than that is denied and held;
  * a slow budget's last bytes (or a refund) are granted as they are. */
-uint64_t rl_gate_send_least_nonblocking(uint64_t want);
+uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want);
 
 #endif

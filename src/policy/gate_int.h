@@ -2,9 +2,10 @@
  * gate_take.c (the decision), gate_open.c (max_open places),
  * gate_signal.c (a call from a signal handler), gate_log.c, lease.c
  * (units a thread takes ahead) and report.c (the exit report).
- * Not for the shim: it sees gate.h only.
+ * Not for the shim: it calls gate.h's functions only (policy/proc.h
+ * includes this header for the size of struct rl_proc, nothing more).
  *
- * One struct rl_gate per process (the way libuv keeps a loop): written by
+ * A member of the process's struct rl_proc (policy/proc.h): written by
  * rl_gate_init at load, before any hook acts, then only read, except the
  * fields marked otherwise. */
 #ifndef RL_POLICY_GATE_INT_H
@@ -62,6 +63,7 @@ struct rl_gate {
     bool active;
     bool charges_sends;
     bool counts_requests; /* the rule or a site sets `request` */
+    bool needs_peer;      /* rl_gate_needs_peer */
     struct rl_store_opts store_opts;
     uint64_t slot_tag, overflow_tag;
     char label[RL_STORE_LABEL_MAX];
@@ -80,22 +82,24 @@ struct rl_gate {
     atomic_flag reopening;
 };
 
-extern struct rl_gate rl_gate;
+struct rl_proc;
 
 /* Add n to counter (kind, stat) of b (NULL: the report only). */
-void rl_gate_count(struct budget *b, int kind, int stat, uint64_t n);
+void rl_gate_count(struct rl_gate *g, struct budget *b, int kind, int stat,
+                   uint64_t n);
 
 /* Take n off counter (kind, stat), never below zero (a reset may have
  * zeroed it meanwhile). */
-void rl_gate_uncount(struct budget *b, int kind, int stat, uint64_t n);
+void rl_gate_uncount(struct rl_gate *g, struct budget *b, int kind, int stat,
+                     uint64_t n);
 
 /* Subtract n from *p, stopping at zero; relaxed. */
 void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n);
 
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process replaced the segment (may allocate: never from a
- * signal handler, which loads rl_gate.cur as it is). */
-struct budget *rl_gate_budget(void);
+ * signal handler, which loads g->cur as it is). */
+struct budget *rl_gate_budget(struct rl_gate *g);
 
 /* A fresh ticket for a decision at `now` asking `calls` and `bytes`. */
 struct rl_gate_ticket;
@@ -104,13 +108,20 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now,
 
 /* The budgets a call to destination p is charged to, into t->charge[]
  * (kind >= 0: only sections that limit that kind), and the destination a
- * request names (false: none can be told). gate_take.c; the request's
+ * request names (false: none can be told). gate_charges.c; the request's
  * outcome (gate_pause.c) finds the same budgets as its decision did. */
 struct rl_peer;
 struct rl_gate_req;
-void rl_gate_charges_peer(struct rl_gate_ticket *t, struct budget *b,
-                          struct rl_peer *p, int kind);
-bool rl_gate_request_peer(const struct rl_gate_req *q, struct rl_peer *p);
+void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                          struct budget *b, struct rl_peer *peer, int kind);
+bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
+                          struct rl_peer *peer);
+
+/* The budgets a call to `sa` (NULL: not known) is charged to, into
+ * t->charge[] (rl_gate_charges_peer; without a destination, the rule's own
+ * budget). A store that could not be set up charges none. */
+void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
+                     const void *sa, unsigned salen);
 
 /* The Redis label of fleet charge c (NULL: the user's rule budget, the
  * fleet's own label), into label[RL_GATE_FLEET_LABEL_MAX]: a decision's
@@ -122,12 +133,13 @@ const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
 
 /* Give back to the host's lease of a fleet budget what a call it granted
  * did not use. */
-void rl_gate_fleet_lease_refund(uint64_t calls, uint64_t bytes);
+void rl_gate_fleet_lease_refund(struct rl_gate *g, uint64_t calls,
+                                uint64_t bytes);
 
 /* max_open (gate_open.c): hold a place in every charge of t with
  * max_open (false: none held, t->open_full says which was full), or give
  * back the places held. */
-bool rl_gate_open_take(struct rl_gate_ticket *t);
-void rl_gate_open_untake(struct rl_gate_ticket *t);
+bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t);
+void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t);
 
 #endif

@@ -10,18 +10,19 @@
 #include "policy/config.h"
 #include "policy/gate_int.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "util/declog.h"
 #include "util/log.h"
 
 /* The name the program resolved the address in `host` from (SPEC §1), in
  * place of the address when there is one. */
-static void name_of(char *host, size_t hostlen)
+static void name_of(struct rl_names *names, char *host, size_t hostlen)
 {
     uint8_t a[16];
     int fam = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
     char name[RL_NAME_MAX + 1];
-    if (inet_pton(fam, host, a) == 1 && rl_names_find(fam, a, name) > 0 &&
-        strlen(name) < hostlen)
+    if (inet_pton(fam, host, a) == 1 &&
+        rl_names_find(names, fam, a, name) > 0 && strlen(name) < hostlen)
         memcpy(host, name, strlen(name) + 1);
 }
 
@@ -36,26 +37,27 @@ static const char *site_of(const struct rl_gate_ticket *t)
 
 /* The destination a line names: the request's name, else the name the
  * address was resolved from, else the address. */
-static void dest_of(const struct rl_gate_call *c, char *host, size_t len,
-                    unsigned *port)
+static void dest_of(struct rl_proc *p, const struct rl_gate_call *c, char *host,
+                    size_t len, unsigned *port)
 {
-    rl_declog_dest(c->fd, c->sa, c->salen, host, len, port);
+    rl_declog_dest(c->sa, c->salen, host, len, port);
     if (c->dest != NULL && strlen(c->dest) < len)
         memcpy(host, c->dest, strlen(c->dest) + 1);
     else
-        name_of(host, len);
+        name_of(&p->names, host, len);
 }
 
-void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
-                          const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const struct rl_gate_call *c)
+void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
+                          int denied_kind, uint64_t denied_units,
+                          const struct rl_gate_call *c)
 {
+    const struct rl_rule *rule = p->gate.rule;
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    dest_of(c, host, sizeof host, &port);
+    dest_of(p, c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
-        .user = user,
+        .user = p->gate.user,
         .rule = rule != NULL ? rule->section : NULL,
         .site = site_of(t),
         .dest = host,
@@ -69,7 +71,7 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
         r.limit = rl_kind_name(denied_kind);
         r.units = denied_units;
         r.verdict = RL_DECLOG_DENY;
-        rl_declog_write(&r);
+        rl_declog_write(&p->declog, &r);
         return;
     }
     const uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
@@ -85,22 +87,22 @@ void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
             continue;
         r.limit = rl_kind_name(k);
         r.units = units[k];
-        rl_declog_write(&r);
+        rl_declog_write(&p->declog, &r);
     }
 }
 
-void rl_gate_log_pause(const struct rl_gate_ticket *t,
+void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
                        const struct rl_gate_charge *ch,
                        const struct rl_gate_call *c, unsigned status,
                        uint64_t wait_ns, const char *reason)
 {
     char host[RL_NAME_MAX + 1];
     unsigned port;
-    dest_of(c, host, sizeof host, &port);
+    dest_of(p, c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
-        .user = rl_gate.user,
-        .rule = rl_gate.rule != NULL ? rl_gate.rule->section : NULL,
+        .user = p->gate.user,
+        .rule = p->gate.rule != NULL ? p->gate.rule->section : NULL,
         .site = ch->rule->site,
         .dest = host,
         .port = port,
@@ -111,23 +113,17 @@ void rl_gate_log_pause(const struct rl_gate_ticket *t,
         .reason = reason,
         .status = status,
     };
-    rl_declog_write(&r);
+    rl_declog_write(&p->declog, &r);
 }
 
-/* "fd 3 to 127.0.0.1:80" for a log line. Asks the kernel for the peer
- * when sa is NULL: call only once the log has said it will write. */
+/* "fd 3 to 127.0.0.1:80" for a log line ("fd 3" when the destination is
+ * not known: the hook found no peer). */
 static void describe(char *buf, size_t len, int fd, const void *sa,
                      unsigned salen)
 {
-    struct sockaddr_storage ss;
     if (sa == NULL) {
-        socklen_t sl = sizeof ss;
-        if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
-            snprintf(buf, len, "fd %d", fd);
-            return;
-        }
-        sa = &ss;
-        salen = sl;
+        snprintf(buf, len, "fd %d", fd);
+        return;
     }
     char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
@@ -147,14 +143,13 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
     }
 }
 
-/* One log line. Nothing is done (no getpeername, no formatting) unless
- * the log's rate limit says the line will be written: a client spinning
- * on denials pays no system call for lines never written. */
-void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
-                 const struct rl_gate_line *d)
+/* One log line. Nothing is formatted unless the log's rate limit says the
+ * line will be written. */
+/* Write line d about call c (admitted by the rate limit). */
+static void say(struct rl_proc *p, const struct rl_gate_call *c,
+                const struct rl_gate_line *d)
 {
-    if (!rl_log_admit(now))
-        return;
+    const struct rl_gate *g = &p->gate;
     char dest[96], detail[96];
     describe(dest, sizeof dest, c->fd, c->sa, c->salen);
     if (d->wait_ns > 0)
@@ -165,7 +160,7 @@ void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
     else if (d->max_open > 0)
         snprintf(detail, sizeof detail, ": max_open %u of [%s] reached%s",
                  d->max_open, d->by->section, d->dry ? " (dry run)" : "");
-    else if (d->by != NULL && d->by != rl_gate.rule)
+    else if (d->by != NULL && d->by != g->rule)
         snprintf(detail, sizeof detail, ": %s %llu over quota of [%s]%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
                  d->by->section, d->dry ? " (dry run)" : "");
@@ -173,12 +168,37 @@ void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
         snprintf(detail, sizeof detail, ": %s %llu over quota%s",
                  rl_kind_name(d->kind), (unsigned long long)d->units,
                  d->dry ? " (dry run)" : "");
-    rl_log_admitted("%s %s %s%s (user %s, rule [%s])", d->what, c->name, dest,
-                    detail, rl_gate.user,
-                    rl_gate.rule != NULL ? rl_gate.rule->section : "none");
+    rl_log_admitted(&p->log, "%s %s %s%s (user %s, rule [%s])", d->what,
+                    c->name, dest, detail, g->user,
+                    g->rule != NULL ? g->rule->section : "none");
 }
 
-bool rl_gate_dry_run(void)
+void rl_gate_say(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                 const struct rl_gate_call *c, const struct rl_gate_line *d)
 {
-    return rl_gate.rule != NULL ? rl_gate.rule->dry_run : rl_gate.cfg->dry_run;
+    if (!rl_log_admit(&p->log, now))
+        return;
+    if (c->sa == NULL && c->fd >= 0 && !c->request) {
+        t->say = *d;
+        t->say_due = true; /* the hook knows the peer (gate.h) */
+        return;
+    }
+    say(p, c, d);
+}
+
+void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                      const char *call, int fd, const void *sa, unsigned salen)
+{
+    if (!t->say_due)
+        return;
+    t->say_due = false;
+    const struct rl_gate_call c = {call, fd,   sa,   salen,
+                                   NULL, NULL, NULL, false};
+    say(p, &c, &t->say);
+}
+
+bool rl_gate_dry_run(const struct rl_proc *p)
+{
+    const struct rl_gate *g = &p->gate;
+    return g->rule != NULL ? g->rule->dry_run : g->cfg->dry_run;
 }

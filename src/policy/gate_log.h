@@ -24,39 +24,33 @@ struct rl_gate_call {
     bool request;
 };
 
-/* What a log line says about a decision. */
-struct rl_gate_line {
-    const char *what; /* "denied", "would deny", "delayed" */
-    int kind;         /* denied: the kind over quota */
-    uint64_t units;   /* denied: how many were asked */
-    uint64_t wait_ns; /* delayed: for how long */
-    bool dry;
-    const struct rl_rule *by; /* denied: the section that said no (NULL:
-                                 the rule) */
-    uint32_t max_open;        /* denied for max_open: its N; else 0 */
-};
-
-/* One line of the shim's log (rate-limited: nothing is formatted unless
- * it will be written). */
-void rl_gate_say(uint64_t now, const struct rl_gate_call *c,
-                 const struct rl_gate_line *d);
+/* One line of the shim's log about ticket t's decision (rate-limited:
+ * nothing is formatted unless it will be written). A send without its
+ * destination (c->sa NULL, a real fd) leaves the line in t (t->say_due)
+ * for the hook, which looks the peer up and writes it with
+ * rl_gate_say_peer (gate.h): the gate never asks about the program's
+ * fds, and a denial whose line the rate limit drops costs no system
+ * call. */
+void rl_gate_say(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                 const struct rl_gate_call *c, const struct rl_gate_line *d);
 
 /* Is the decision a dry run (the rule's, or the config's with no rule)? */
-bool rl_gate_dry_run(void);
+bool rl_gate_dry_run(const struct rl_proc *p);
 
 /* `denied_kind` is the limit that refused `denied_units`, or -1 when the
  * ticket was granted (then its charges' took[], t->calls, t->bytes and
- * t->wait_ns say what). `rule` may be NULL (no section; unknown = deny). Call only
- * when rl_declog_enabled(). */
-void rl_gate_log_decision(const struct rl_gate_ticket *t, const char *user,
-                          const struct rl_rule *rule, int denied_kind,
-                          uint64_t denied_units, const struct rl_gate_call *c);
+ * t->wait_ns say what). The line names p's user and rule (none: no
+ * section; unknown = deny). Call only when p's decision log is on. */
+void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
+                          int denied_kind, uint64_t denied_units,
+                          const struct rl_gate_call *c);
 
 /* A response that paused charge ch's requests (SPEC §12): one line with
  * verdict pause, call = response, limit = request, units 0, wait_ns the
  * pause from t->now, reason and the response's status; dest as a
- * decision of c names it. Call only when rl_declog_enabled(). */
-void rl_gate_log_pause(const struct rl_gate_ticket *t,
+ * decision of c names it; user and rule are p's. Call only when p's
+ * decision log is on. */
+void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
                        const struct rl_gate_charge *ch,
                        const struct rl_gate_call *c, unsigned status,
                        uint64_t wait_ns, const char *reason);

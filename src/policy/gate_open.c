@@ -7,6 +7,7 @@
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/open.h"
+#include "policy/proc.h"
 #include "state/store.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -34,19 +35,19 @@ static rl_atomic_u64 *open_area(struct rl_gate_charge *c)
 }
 
 /* Give back the places open_take held (the rate denied the connect). */
-void rl_gate_open_untake(struct rl_gate_ticket *t)
+void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t)
 {
     for (unsigned j = 0; j < t->nopen; j++)
-        rl_open_release(t->open[j]);
+        rl_open_release(&p->open, t->open[j]);
     t->nopen = 0;
 }
 
 /* Hold a connection in every charge with max_open: true, or false with
  * nothing held and t->open_full set. Takes nothing of the rate. */
-bool rl_gate_open_take(struct rl_gate_ticket *t)
+bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
 {
     t->nopen = 0;
-    if (!rl_open_on)
+    if (!p->open.on)
         return true;
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
@@ -56,11 +57,11 @@ bool rl_gate_open_take(struct rl_gate_ticket *t)
         uint32_t seq;
         if (area == NULL)
             continue; /* no room in the segment: not enforced, never blocks */
-        if (rl_open_acquire(area, c->rule->max_open, &seq) == 0) {
+        if (rl_open_acquire(&p->open, area, c->rule->max_open, &seq) == 0) {
             t->open[t->nopen++] = area;
             continue;
         }
-        rl_gate_open_untake(t);
+        rl_gate_open_untake(p, t);
         t->denier = c->rule;
         t->open_full = area;
         t->open_seq = seq;
@@ -69,15 +70,16 @@ bool rl_gate_open_take(struct rl_gate_ticket *t)
     return true;
 }
 
-void rl_gate_connected(struct rl_gate_ticket *t, int fd, bool holds)
+void rl_gate_connected(struct rl_proc *p, struct rl_gate_ticket *t, int fd,
+                       bool holds)
 {
     if (t->nopen == 0)
         return;
     if (holds)
-        rl_open_bind(fd, t->open, t->nopen);
+        rl_open_bind(&p->open, fd, t->open, t->nopen);
     else
         for (unsigned j = 0; j < t->nopen; j++)
-            rl_open_release(t->open[j]);
+            rl_open_release(&p->open, t->open[j]);
     t->nopen = 0;
 }
 

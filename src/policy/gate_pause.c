@@ -28,6 +28,7 @@
 #include "policy/gate_log.h"
 #include "policy/gate_pause.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -105,17 +106,16 @@ static bool pause_until(rl_atomic_u64 *w, uint64_t until, bool backoff)
     return false;
 }
 
-void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now,
-                     uint64_t ns, bool backoff)
+void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now, uint64_t ns,
+                     bool backoff)
 {
     if (c->pause != NULL && rl_pause_obeyed(c->rule))
         pause_until(&c->pause[0], rl_add_sat_u64(now, ns), backoff);
 }
 
-static void outcome(const struct rl_gate_ticket *t,
-                    const struct rl_gate_charge *c,
-                    const struct rl_gate_req *q, int status, bool has_ra,
-                    uint64_t ra_ns, uint64_t now)
+static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
+                    const struct rl_gate_charge *c, const struct rl_gate_req *q,
+                    int status, bool has_ra, uint64_t ra_ns, uint64_t now)
 {
     const struct rl_rule *r = c->rule;
     if (c->pause == NULL || !rl_pause_obeyed(r))
@@ -140,46 +140,47 @@ static void outcome(const struct rl_gate_ticket *t,
         return; /* Retry-After: 0 (or a date past): go on at once */
     uint64_t until = now > UINT64_MAX - wait ? UINT64_MAX : now + wait;
     bool moved = pause_until(&c->pause[0], until, !has_ra);
-    if (rl_fleet_decides(r)) {
+    if (rl_fleet_decides(&p->fleet, r)) {
         /* Every host's: Redis's clock ends it (away: this host's). */
         char label[RL_GATE_FLEET_LABEL_MAX];
-        moved |= rl_fleet_pause(rl_gate_fleet_label(t, c, label), wait,
-                                !has_ra) == 0;
+        moved |= rl_fleet_pause(&p->fleet, rl_gate_fleet_label(t, c, label),
+                                wait, !has_ra) == 0;
     }
-    if (moved && rl_declog_enabled()) {
+    if (moved && rl_declog_enabled(&p->declog)) {
         const struct rl_gate_call call = {q->call, q->fd, q->sa, q->salen,
-                                          q->name, NULL, NULL, true};
-        rl_gate_log_pause(t, c, &call, (unsigned)status, wait,
+                                          q->name, NULL,  NULL,  true};
+        rl_gate_log_pause(p, t, c, &call, (unsigned)status, wait,
                           has_ra ? "retry_after" : "backoff");
     }
 }
 
-void rl_gate_request_outcome_at(const struct rl_gate_req *q, int status,
-                                bool has_retry_after, uint64_t retry_after_ns,
-                                uint64_t now)
+void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
+                                int status, bool has_retry_after,
+                                uint64_t retry_after_ns, uint64_t now)
 {
     if (status < 200)
         return; /* 1xx: not the final answer */
-    if (rl_gate.rule == NULL && !rl_sites_any())
+    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
         return;
-    struct budget *b = rl_gate_budget();
-    struct rl_peer p;
-    if (b == NULL || !rl_gate_request_peer(q, &p))
+    struct budget *b = rl_gate_budget(&p->gate);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
         return;
     /* The same budgets as the request's decision (gate_take.c). */
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1];
     rl_gate_ticket_init(&t, now, q->units, 0);
     t.dest = dest;
-    rl_gate_charges_peer(&t, b, &p, RL_KIND_REQUEST);
+    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     for (unsigned i = 0; i < t.ncharges; i++)
-        outcome(&t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
+        outcome(p, &t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
                 now);
 }
 
-void rl_gate_request_outcome(const struct rl_gate_req *q, int status,
-                             bool has_retry_after, uint64_t retry_after_ns)
+void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,
+                             int status, bool has_retry_after,
+                             uint64_t retry_after_ns)
 {
-    rl_gate_request_outcome_at(q, status, has_retry_after, retry_after_ns,
+    rl_gate_request_outcome_at(p, q, status, has_retry_after, retry_after_ns,
                                rl_clock_now_ns());
 }

@@ -28,15 +28,16 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "fleet/fleet.h"
+#include "fleet/fleet_lease.h"
 #include "limit/limit.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
-#include "fleet/fleet.h"
-#include "fleet/fleet_lease.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -61,7 +62,8 @@ struct hcall {
     const struct rl_rule *denier;
 };
 
-static void add_budget(struct hcall *h, struct budget *b)
+static void add_budget(const struct rl_gate *g, struct hcall *h,
+                       struct budget *b)
 {
     struct hcharge *c = &h->c[h->n++];
     c->counted = b;
@@ -69,17 +71,17 @@ static void add_budget(struct hcall *h, struct budget *b)
     for (int k = 0; k < RL_KIND_COUNT; k++)
         c->states[k] = b->states[k];
     /* Only the user's rule budget has a host lease of fleet units. */
-    if (b->rule == rl_gate.rule && b->fleet.w != NULL)
+    if (b->rule == g->rule && b->fleet.w != NULL)
         c->pool = &b->fleet;
 }
 
 /* The budget of `r` for (owner, name), if the table holds it already. */
-static bool add_dest(struct hcall *h, struct budget *b,
+static bool add_dest(struct rl_dests *d, struct hcall *h, struct budget *b,
                      const struct rl_rule *r, const char *owner,
                      const char *name, size_t namelen)
 {
     struct rl_dest_entry e;
-    if (rl_dests_lookup(b->store, r, owner, name, namelen, &e) < 0)
+    if (rl_dests_lookup(d, b->store, r, owner, name, namelen, &e) < 0)
         return false;
     unsigned i = h->n++;
     struct hcharge *c = &h->c[i];
@@ -95,52 +97,54 @@ static bool add_dest(struct hcall *h, struct budget *b,
 
 /* The budgets of a call to `sa`, as charges() in gate_take.c finds them,
  * without making any. false: one of them cannot be had here (deny). */
-static bool charges(struct hcall *h, struct budget *b, const void *sa,
-                    unsigned salen)
+static bool charges(struct rl_proc *p, struct hcall *h, struct budget *b,
+                    const void *sa, unsigned salen)
 {
-    const struct rl_rule *rule = rl_gate.rule;
-    if (!rl_sites_any() && !rl_dests_any()) {
+    const struct rl_gate *g = &p->gate;
+    const struct rl_rule *rule = g->rule;
+    if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
         if (rule != NULL)
-            add_budget(h, b); /* the hook asked rl_gate_covers */
+            add_budget(g, h, b); /* the hook asked rl_gate_covers */
         return true;
     }
-    struct rl_peer p;
+    struct rl_peer peer;
     char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
     size_t namelen = 0;
-    if (sa == NULL || !rl_peer_from_addr(sa, salen, &p)) {
+    if (sa == NULL || !rl_peer_from_addr(&p->names, sa, salen, &peer)) {
         if (rule != NULL)
-            add_budget(h, b);
+            add_budget(g, h, b);
         return true;
     }
-    if (rule != NULL && rl_dests_cover_peer(rule->to, rule->nto, &p, pname)) {
+    if (rule != NULL &&
+        rl_dests_cover_peer(rule->to, rule->nto, &peer, pname)) {
         if (rule->per == RL_PER_DESTINATION) {
-            namelen = rl_dests_peer_name(&p, name);
-            if (!add_dest(h, b, rule, rl_budget_user(rule, rl_gate.user), name,
-                          namelen)) {
+            namelen = rl_dests_peer_name(&peer, name);
+            if (!add_dest(&p->dests, h, b, rule, rl_budget_user(rule, g->user),
+                          name, namelen)) {
                 h->denier = rule;
                 return false;
             }
         } else {
-            add_budget(h, b);
+            add_budget(g, h, b);
         }
     }
-    int si = rl_sites_pick_peer(&p, pname);
+    int si = rl_sites_pick_peer(&p->sites, &peer, pname);
     if (si < 0)
         return true;
-    struct budget *sb = rl_sites_budget_now(si, b->store);
+    struct budget *sb = rl_sites_budget_now(&p->sites, si, b->store);
     if (sb == NULL) {
         /* Never charged in this process yet: its slot is claimed (and
          * allocated for) only outside a handler. */
-        h->denier = rl_sites_rule(si);
+        h->denier = rl_sites_rule(&p->sites, si);
         return false;
     }
     if (sb->rule->per != RL_PER_DESTINATION) {
-        add_budget(h, sb);
+        add_budget(g, h, sb);
         return true;
     }
     if (namelen == 0)
-        namelen = rl_dests_peer_name(&p, name);
-    if (!add_dest(h, sb, sb->rule, rl_gate.user, name, namelen)) {
+        namelen = rl_dests_peer_name(&peer, name);
+    if (!add_dest(&p->dests, h, sb, sb->rule, g->user, name, namelen)) {
         h->denier = sb->rule;
         return false;
     }
@@ -155,11 +159,12 @@ static bool has_window(const struct rl_rule *r, int kind)
     return false;
 }
 
-static void untake(struct hcharge *c, int kind, uint64_t now, uint64_t units)
+static void untake(const struct rl_fleet *f, struct hcharge *c, int kind,
+                   uint64_t now, uint64_t units)
 {
     if (!c->took[kind] || units == 0)
         return;
-    if (c->pool != NULL && rl_fleet_decides(c->rule)) {
+    if (c->pool != NULL && rl_fleet_decides(f, c->rule)) {
         rl_fleet_lease_refund(c->pool, kind == RL_KIND_SEND ? units : 0,
                               kind == RL_KIND_SEND_BYTES ? units : 0);
         return;
@@ -168,10 +173,11 @@ static void untake(struct hcharge *c, int kind, uint64_t now, uint64_t units)
                     c->rule->nlimits[kind], now, c->v[kind], units);
 }
 
-static void untake_all(struct hcall *h, int kind, uint64_t now)
+static void untake_all(const struct rl_fleet *f, struct hcall *h, int kind,
+                       uint64_t now)
 {
     for (unsigned i = 0; i < h->n; i++) {
-        untake(&h->c[i], kind, now, h->c[i].granted[kind]);
+        untake(f, &h->c[i], kind, now, h->c[i].granted[kind]);
         h->c[i].took[kind] = false;
     }
 }
@@ -179,8 +185,8 @@ static void untake_all(struct hcall *h, int kind, uint64_t now)
 /* `want` (at least `min`) units of `kind` from every charge, now, or
  * none: true with *got the least grant (what more the others took goes
  * back). */
-static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
-                 uint64_t min, uint64_t *got)
+static bool take(const struct rl_fleet *f, struct hcall *h, int kind,
+                 uint64_t now, uint64_t want, uint64_t min, uint64_t *got)
 {
     uint64_t least = want;
     *got = want;
@@ -192,7 +198,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
         if (n == 0)
             continue;
         uint64_t g = 0;
-        if (rl_fleet_decides(c->rule)) {
+        if (rl_fleet_decides(f, c->rule)) {
             /* The host's lease, whole units only (a call of 1 unit and
              * all its bytes: what rl_fleet_lease_take spends). */
             if (c->pool != NULL && kind != RL_KIND_CONNECT &&
@@ -216,7 +222,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
         if (g == 0 || moved) {
             /* Denied; or what it took fell on another name, which keeps
              * it (admits less, never more). */
-            untake_all(h, kind, now);
+            untake_all(f, h, kind, now);
             h->denier = c->rule;
             return false;
         }
@@ -228,7 +234,7 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
     for (unsigned i = 0; i < h->n; i++) {
         struct hcharge *c = &h->c[i];
         if (c->took[kind] && c->granted[kind] > least) {
-            untake(c, kind, now, c->granted[kind] - least);
+            untake(f, c, kind, now, c->granted[kind] - least);
             c->granted[kind] = least;
         }
     }
@@ -236,69 +242,73 @@ static bool take(struct hcall *h, int kind, uint64_t now, uint64_t want,
     return true;
 }
 
-static int deny(struct hcall *h, int kind, uint64_t units, int *err)
+static int deny(struct rl_proc *p, struct hcall *h, int kind, uint64_t units,
+                int *err)
 {
+    struct rl_gate *g = &p->gate;
     const struct rl_rule *by = h->denier;
     struct budget *counted = NULL;
     for (unsigned i = 0; i < h->n && counted == NULL; i++)
         if (by == NULL || h->c[i].rule == by)
             counted = h->c[i].counted;
-    rl_gate_count(counted, kind, RL_STAT_DENIED, units);
-    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run();
-    *err = by != NULL             ? by->deny_errno
-           : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
-                                  : rl_gate.cfg->deny_errno;
+    rl_gate_count(g, counted, kind, RL_STAT_DENIED, units);
+    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
+    *err = by != NULL        ? by->deny_errno
+           : g->rule != NULL ? g->rule->deny_errno
+                             : g->cfg->deny_errno;
     return dry ? RL_GATE_GO : RL_GATE_FAIL;
 }
 
-int rl_gate_handler(const struct rl_gate_q *q, uint64_t *granted, int *err)
+int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
+                    uint64_t *granted, int *err)
 {
-    const struct rl_rule *rule = rl_gate.rule;
+    struct rl_gate *g = &p->gate;
+    const struct rl_rule *rule = g->rule;
     *granted = q->bytes;
     *err = 0;
-    if (rule == NULL && (rl_gate.deny_all || !rl_sites_any())) {
-        if (!rl_gate.deny_all)
+    if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites))) {
+        if (!g->deny_all)
             return RL_GATE_GO;
-        rl_gate_count(NULL, q->kind, RL_STAT_DENIED, q->calls);
-        *err = rl_gate.cfg->deny_errno;
-        return rl_gate.cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
+        rl_gate_count(g, NULL, q->kind, RL_STAT_DENIED, q->calls);
+        *err = g->cfg->deny_errno;
+        return g->cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
     /* The budget as it is: re-opening a replaced segment allocates. */
-    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
     if (b == NULL)
         return RL_GATE_GO; /* no store: the gate charges none either */
     struct hcall h;
     h.n = 0;
     h.denier = NULL;
     memset(h.c, 0, sizeof h.c);
-    if (!charges(&h, b, q->sa, q->salen))
-        return deny(&h, q->kind, q->calls, err);
+    if (!charges(p, &h, b, q->sa, q->salen))
+        return deny(p, &h, q->kind, q->calls, err);
     /* A connect's max_open place is bound to its fd in this process's
      * map (policy/open.c), which allocates: not from a handler. */
     for (unsigned i = 0; i < h.n; i++)
         if (q->kind == RL_KIND_CONNECT && h.c[i].rule->max_open > 0) {
             h.denier = h.c[i].rule;
-            return deny(&h, q->kind, q->calls, err);
+            return deny(p, &h, q->kind, q->calls, err);
         }
     uint64_t now = rl_clock_now_ns(), gc, gb = 0;
-    if (!take(&h, q->kind, now, q->calls, q->calls, &gc))
-        return deny(&h, q->kind, q->calls, err);
+    if (!take(&p->fleet, &h, q->kind, now, q->calls, q->calls, &gc))
+        return deny(p, &h, q->kind, q->calls, err);
     if (q->kind == RL_KIND_SEND) {
         uint64_t min = q->bytes_min > 0 ? q->bytes_min : 1;
-        if (!take(&h, RL_KIND_SEND_BYTES, now, q->bytes, min, &gb)) {
-            untake_all(&h, q->kind, now);
-            return deny(&h, RL_KIND_SEND_BYTES, q->bytes, err);
+        if (!take(&p->fleet, &h, RL_KIND_SEND_BYTES, now, q->bytes, min, &gb)) {
+            untake_all(&p->fleet, &h, q->kind, now);
+            return deny(p, &h, RL_KIND_SEND_BYTES, q->bytes, err);
         }
     }
     for (unsigned i = 0; i < h.n; i++) {
         /* A fleet lease's spent units reach the segment's counters at
          * its next fill (fleet_lease.h): the report only, here. */
         struct budget *cb =
-            rl_fleet_decides(h.c[i].rule) ? NULL : h.c[i].counted;
+            rl_fleet_decides(&p->fleet, h.c[i].rule) ? NULL : h.c[i].counted;
         if (h.c[i].took[q->kind])
-            rl_gate_count(cb, q->kind, RL_STAT_ALLOWED, gc);
+            rl_gate_count(g, cb, q->kind, RL_STAT_ALLOWED, gc);
         if (q->kind == RL_KIND_SEND && h.c[i].took[RL_KIND_SEND_BYTES])
-            rl_gate_count(cb, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, gb);
+            rl_gate_count(g, cb, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, gb);
     }
     if (q->kind == RL_KIND_SEND)
         *granted = gb;

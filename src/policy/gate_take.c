@@ -1,8 +1,7 @@
 /* gate_take.c — one decision per call: the budgets a call is charged to
- * (the user's rule, the first site that covers it, a budget per
- * destination; each local or on Redis), taken from at the one turn the
- * call goes (take()), given back to all when one denies, and the refund
- * of what the kernel did not take (see gate.h). */
+ * (gate_charges.c finds them) taken from at the one turn the call goes
+ * (take()), given back to all when one denies, counted and logged, and
+ * the refund of what the kernel did not take (see gate.h). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -10,153 +9,20 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "fleet/fleet.h"
 #include "limit/limit.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
-#include "fleet/fleet.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/gate_pause.h"
 #include "policy/lease.h"
+#include "policy/proc.h"
 #include "policy/sites.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/declog.h"
-
-/* The next charge of t, zeroed but for its verdicts (written by the take
- * that reads them). */
-static struct rl_gate_charge *new_charge(struct rl_gate_ticket *t)
-{
-    struct rl_gate_charge *c = &t->charge[t->ncharges++];
-    memset(c, 0, offsetof(struct rl_gate_charge, v));
-    return c;
-}
-
-/* Charge `b` (its own limiters) for this call. */
-static struct rl_gate_charge *add_budget(struct rl_gate_ticket *t,
-                                         struct budget *b)
-{
-    struct rl_gate_charge *c = new_charge(t);
-    c->budget = b;
-    c->rule = b->rule;
-    memcpy(c->states, b->states, sizeof c->states);
-    c->pause = rl_store_pause_words(&b->slot);
-    /* A site's fleet budget is the site's for this user. */
-    if (b->rule != rl_gate.rule)
-        c->fleet_owner = rl_gate.user;
-    return c;
-}
-
-/* The destination's name for a per-destination fleet budget (its Redis
- * key names it), from charges() to take_one() within one decision: in a
- * buffer of the decision's frame (t->dest, RL_NAME_MAX + 1 bytes; see
- * rl_gate_send_at), not in the ticket, which the program's stack carries
- * through the real call too. */
-static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
-                       const char *owner, const char *name, size_t namelen)
-{
-    if (c->rule->scope != RL_SCOPE_FLEET || namelen > RL_NAME_MAX ||
-        t->dest == NULL)
-        return;
-    memcpy(t->dest, name, namelen);
-    t->dest[namelen] = '\0';
-    c->fleet_owner = owner;
-    c->fleet_dest = true;
-}
-
-/* Charge the budget of section `r` for (owner, name) in the table of
- * policy/dests.h, counting in `b` (the section's budget for the user).
- * false when not even an overflow budget could be had. */
-static bool add_dest(struct rl_gate_ticket *t, struct budget *b,
-                     const struct rl_rule *r, const char *owner,
-                     const char *name, size_t namelen)
-{
-    struct rl_dest_entry e;
-    if (rl_dests_find(b->store, r, owner, name, namelen, t->now, &e) < 0)
-        return false;
-    struct rl_gate_charge *c = new_charge(t);
-    c->budget = b;
-    c->rule = r;
-    memcpy(c->states, e.states, sizeof c->states);
-    c->key_word = e.key_word;
-    c->key = e.key;
-    c->open_area = e.open;
-    c->pause = e.pause;
-    fleet_dest(t, c, owner, name, namelen);
-    return true;
-}
-
-/* The budgets a call to destination p is charged to, into t->charge[]:
- * the rule's (when its `to` covers p; its budget for the destination when
- * it is `per = destination`) and the first site that covers p (likewise).
- * `kind` >= 0: only sections that limit that kind (a request charges no
- * per-destination entry of a section without a request limit). */
-void rl_gate_charges_peer(struct rl_gate_ticket *t, struct budget *b,
-                          struct rl_peer *p, int kind)
-{
-    const struct rl_rule *rule = rl_gate.rule;
-    /* The destination's name is looked up at most once for every `to`
-     * and per-destination budget below. */
-    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
-    size_t namelen = 0;
-    if (rule != NULL && (kind < 0 || rule->nlimits[kind] > 0) &&
-        rl_dests_cover_peer(rule->to, rule->nto, p, pname)) {
-        if (rule->per == RL_PER_DESTINATION) {
-            namelen = rl_dests_peer_name(p, name);
-            const char *owner = rl_budget_user(rule, rl_gate.user);
-            if (!add_dest(t, b, rule, owner, name, namelen))
-                /* No room at all: the rule's own (in Redis, still the
-                 * destination's). */
-                fleet_dest(t, add_budget(t, b), owner, name, namelen);
-        } else {
-            add_budget(t, b);
-        }
-    }
-    int si = rl_sites_pick_peer(p, pname);
-    struct budget *sb = si >= 0 ? rl_sites_budget(si, b->store) : NULL;
-    if (sb == NULL || (kind >= 0 && sb->rule->nlimits[kind] == 0))
-        return;
-    if (sb->rule->per == RL_PER_DESTINATION) {
-        if (namelen == 0)
-            namelen = rl_dests_peer_name(p, name);
-        if (add_dest(t, sb, sb->rule, rl_gate.user, name, namelen))
-            return;
-        fleet_dest(t, add_budget(t, sb), rl_gate.user, name, namelen);
-        return;
-    }
-    add_budget(t, sb);
-}
-
-/* The budgets this call to `sa` (NULL: fd's peer) is charged to (see
- * charges_peer). A store that could not be set up charges none. */
-static void charges(struct rl_gate_ticket *t, int fd, const void *sa,
-                    unsigned salen)
-{
-    const struct rl_rule *rule = rl_gate.rule;
-    struct budget *b = rl_gate_budget();
-    t->ncharges = 0;
-    if (b == NULL)
-        return;
-    if (!rl_sites_any() && !rl_dests_any()) {
-        add_budget(t, b); /* the hook asked rl_gate_covers */
-        return;
-    }
-    struct sockaddr_storage peer;
-    if (sa == NULL) {
-        socklen_t l = sizeof peer;
-        if (getpeername(fd, (struct sockaddr *)&peer, &l) != 0) {
-            if (rule != NULL)
-                add_budget(t, b);
-            return;
-        }
-        sa = &peer;
-        salen = l;
-    }
-    struct rl_peer p;
-    if (rl_peer_from_addr(sa, salen, &p))
-        rl_gate_charges_peer(t, b, &p, -1);
-}
 
 static struct budget *budget_of(const struct rl_gate_charge *c)
 {
@@ -206,25 +72,28 @@ const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
 /* A fleet charge's take, on Redis (out of line: its Redis key's label is
  * on the stack only for a fleet budget). */
 static __attribute__((noinline)) struct rl_verdict
-take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
-           uint64_t want, uint64_t min, uint64_t mw)
+take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
+           struct rl_gate_charge *c, int kind, uint64_t want, uint64_t min,
+           uint64_t mw)
 {
     /* Only the user's rule budget leases (a site or per-destination
      * charge is decided on its own, exactly, under its own key). */
     char label[RL_GATE_FLEET_LABEL_MAX];
     const char *fl = rl_gate_fleet_label(t, c, label);
-    const struct rl_fleet_pool *pool =
-        rl_gate.fleet_lease && fl == NULL && kind != RL_KIND_CONNECT &&
-                c->budget->fleet.w != NULL
-            ? &c->budget->fleet
-            : NULL;
+    const struct rl_fleet_pool *pool = p->gate.fleet_lease && fl == NULL &&
+                                               kind != RL_KIND_CONNECT &&
+                                               c->budget->fleet.w != NULL
+                                           ? &c->budget->fleet
+                                           : NULL;
+    /* The host's fleet words (when Redis came back, how many hosts). */
     rl_atomic_u64 *host =
         c->budget->store != NULL ? rl_store_fleet_words(c->budget->store)
                                  : NULL;
     struct rl_fleet_paused paused;
     struct rl_verdict v =
-        rl_fleet_take(c->rule, fl, kind, c->states[kind], pool, host, t->now,
-                      want, min, mw, c->v[rl_gate_vrow(kind)], &paused);
+        rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
+                      host, t->now, want, min, mw, c->v[rl_gate_vrow(kind)],
+                      &paused);
     if (paused.ns > 0) {
         /* Another host's 429 (SPEC §12): this host's word shows it too. */
         rl_pause_mirror(c, t->now, paused.ns, paused.backoff);
@@ -234,7 +103,7 @@ take_fleet(struct rl_gate_ticket *t, struct rl_gate_charge *c, int kind,
     return v;
 }
 
-static struct rl_verdict take_one(struct rl_gate_ticket *t,
+static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
                                   struct rl_gate_charge *c, int kind,
                                   uint64_t at, uint64_t want, uint64_t min)
 {
@@ -247,11 +116,10 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
     if (min > want)
         min = want;
     struct rl_verdict v =
-        c->fleet[kind]
-            ? take_fleet(t, c, kind, want, min, mw)
-            : rl_multi_take(c->states[kind], c->rule->limits[kind],
-                            c->rule->nlimits[kind], t->now + at, want, min, mw,
-                            c->v[rl_gate_vrow(kind)]);
+        c->fleet[kind] ? take_fleet(p, t, c, kind, want, min, mw)
+                       : rl_multi_take(c->states[kind], c->rule->limits[kind],
+                                       c->rule->nlimits[kind], t->now + at,
+                                       want, min, mw, c->v[rl_gate_vrow(kind)]);
     if (v.granted > 0 || v.wait_ns != UINT64_MAX)
         v.wait_ns = v.wait_ns > UINT64_MAX - at ? UINT64_MAX : v.wait_ns + at;
     return v;
@@ -283,8 +151,8 @@ static struct rl_verdict take_one(struct rl_gate_ticket *t,
  * later still, the fleet counted the unit up to that much early (left as
  * it is: refusing would lose the fleet's unit and turn the delay the
  * section asked for into a failure). */
-static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
-                 uint64_t min, uint64_t from, uint64_t *granted)
+static bool take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+                 uint64_t want, uint64_t min, uint64_t from, uint64_t *granted)
 {
     uint64_t least = want, at = from; /* the turn, from t->now */
     uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
@@ -301,7 +169,7 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
             /* Fleet scope: the user's rule budget, a site's for the
              * user, or either's for the destination, each under its own
              * Redis key (take_one). */
-            c->fleet[kind] = rl_fleet_decides(c->rule);
+            c->fleet[kind] = rl_fleet_decides(&p->fleet, c->rule);
             if (c->fleet[kind] == (fleet == 1))
                 order[nc++] = i;
         }
@@ -326,7 +194,7 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
             untake(t, c, kind, c->granted[kind]);
             c->took[kind] = false;
         }
-        struct rl_verdict v = take_one(t, c, kind, at, least, min);
+        struct rl_verdict v = take_one(p, t, c, kind, at, least, min);
         bool moved = v.granted > 0 && c->key_word != NULL &&
                      rl_load_acquire_u64(c->key_word) != c->key;
         if (v.granted == 0 || moved) {
@@ -359,19 +227,20 @@ static bool take(struct rl_gate_ticket *t, int kind, uint64_t want,
     return true;
 }
 
-static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
-                const struct rl_gate_call *c)
+static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+                uint64_t units, const struct rl_gate_call *c)
 {
+    struct rl_gate *g = &p->gate;
     const struct rl_rule *by = t->denier;
     struct budget *counted = NULL;
     for (unsigned i = 0; i < t->ncharges && counted == NULL; i++)
         if (by == NULL || t->charge[i].rule == by)
             counted = budget_of(&t->charge[i]);
     /* Counted where it was denied (the site's budget, or the rule's). */
-    rl_gate_count(counted, kind, RL_STAT_DENIED, units);
-    if (rl_declog_enabled())
-        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, kind, units, c);
-    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run();
+    rl_gate_count(g, counted, kind, RL_STAT_DENIED, units);
+    if (rl_declog_enabled(&p->declog))
+        rl_gate_log_decision(p, t, kind, units, c);
+    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
     const struct rl_gate_line d = {
         dry ? "would deny" : "denied",
         kind,
@@ -380,42 +249,45 @@ static int deny(struct rl_gate_ticket *t, int kind, uint64_t units,
         dry,
         by,
         t->open_full != NULL && by != NULL ? by->max_open : 0};
-    rl_gate_say(t->now, c, &d);
+    rl_gate_say(p, t, t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
     t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = by != NULL             ? by->deny_errno
-             : rl_gate.rule != NULL ? rl_gate.rule->deny_errno
-                                    : rl_gate.cfg->deny_errno;
+    t->err = by != NULL        ? by->deny_errno
+             : g->rule != NULL ? g->rule->deny_errno
+                               : g->cfg->deny_errno;
     return RL_GATE_FAIL;
 }
 
-static void granted(struct rl_gate_ticket *t, const struct rl_gate_call *c)
+static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
+                    const struct rl_gate_call *c)
 {
+    struct rl_gate *g = &p->gate;
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *ch = &t->charge[i];
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             if (!ch->took[k])
                 continue;
-            rl_gate_count(budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
+            rl_gate_count(g, budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
             if (t->wait_ns > 0) {
-                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED, units[k]);
-                rl_gate_count(budget_of(ch), k, RL_STAT_DELAYED_NS, t->wait_ns);
+                rl_gate_count(g, budget_of(ch), k, RL_STAT_DELAYED, units[k]);
+                rl_gate_count(g, budget_of(ch), k, RL_STAT_DELAYED_NS,
+                              t->wait_ns);
             }
         }
     }
-    if (rl_declog_enabled())
-        rl_gate_log_decision(t, rl_gate.user, rl_gate.rule, -1, 0, c);
+    if (rl_declog_enabled(&p->declog))
+        rl_gate_log_decision(p, t, -1, 0, c);
     if (t->wait_ns == 0)
         return;
-    bool dry = rl_gate_dry_run();
+    bool dry = rl_gate_dry_run(p);
     for (unsigned i = 0; i < t->ncharges; i++)
         dry |= t->charge[i].rule->dry_run;
     const struct rl_gate_line d = {"delayed", 0, 0, t->wait_ns, dry, NULL, 0};
-    rl_gate_say(t->now, c, &d);
+    rl_gate_say(p, t, t->now, c, &d);
     if (dry)
         t->wait_ns = 0;
 }
@@ -431,14 +303,15 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
     t->retry_ns = UINT64_MAX;
 }
 
-static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                      int fd, const void *sa, unsigned salen)
+static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                      const char *call, int fd, const void *sa, unsigned salen)
 {
+    const struct rl_gate *g = &p->gate;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, 1, 0);
-    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
-        return rl_gate.deny_all ? deny(t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
-    charges(t, fd, sa, salen);
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+        return g->deny_all ? deny(p, t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
+    rl_gate_charges(p, t, sa, salen);
     /* The max_open place first, then the rate's turn: a connect that
      * waits for a place takes its turn only once it has one, in the order
      * of every other connect. Taken the other way round, the turn was
@@ -447,33 +320,35 @@ static int connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
      * replaced, a token bucket handed a turn already reserved by another
      * connect to the next one (two at once). Giving back a place is
      * exact (a count). */
-    if (!rl_gate_open_take(t))
-        return deny(t, RL_KIND_CONNECT, 1, &c);
-    uint64_t g;
-    if (!take(t, RL_KIND_CONNECT, 1, 1, 0, &g)) {
-        rl_gate_open_untake(t);
-        return deny(t, RL_KIND_CONNECT, 1, &c);
+    if (!rl_gate_open_take(p, t))
+        return deny(p, t, RL_KIND_CONNECT, 1, &c);
+    uint64_t got;
+    if (!take(p, t, RL_KIND_CONNECT, 1, 1, 0, &got)) {
+        rl_gate_open_untake(p, t);
+        return deny(p, t, RL_KIND_CONNECT, 1, &c);
     }
-    granted(t, &c);
+    granted(p, t, &c);
     return RL_GATE_GO;
 }
 
-int rl_gate_connect(struct rl_gate_ticket *t, const char *call, int fd,
-                    const void *sa, unsigned salen)
+int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,
+                    const char *call, int fd, const void *sa, unsigned salen)
 {
-    return rl_gate_connect_at(t, rl_clock_now_ns(), call, fd, sa, salen);
+    return rl_gate_connect_at(p, t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
-static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                   int fd, const void *sa, unsigned salen, uint64_t calls,
-                   uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                   const char *call, int fd, const void *sa, unsigned salen,
+                   uint64_t calls, uint64_t calls_min, uint64_t bytes,
+                   uint64_t bytes_min)
 {
-    const struct rl_rule *rule = rl_gate.rule;
+    const struct rl_gate *g = &p->gate;
+    const struct rl_rule *rule = g->rule;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, calls, bytes);
-    if (rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
-        return rl_gate.deny_all ? deny(t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
-    charges(t, fd, sa, salen);
+    if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+        return g->deny_all ? deny(p, t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
+    rl_gate_charges(p, t, sa, salen);
     /* Units leased to threads that went quiet come back first (a
      * per-destination budget is never leased). */
     for (unsigned i = 0; i < t->ncharges; i++)
@@ -481,65 +356,44 @@ static int send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
             t->charge[i].budget->rule == t->charge[i].rule)
             rl_lease_reclaim(budget_of(&t->charge[i]), now, calls, bytes);
     uint64_t gc, gb;
-    if (!take(t, RL_KIND_SEND, calls, calls_min, 0, &gc))
-        return deny(t, RL_KIND_SEND, calls, &c);
+    if (!take(p, t, RL_KIND_SEND, calls, calls_min, 0, &gc))
+        return deny(p, t, RL_KIND_SEND, calls, &c);
     if (bytes_min == 0 && bytes > 0)
         bytes_min = 1;
     if (bytes_min < bytes && rule != NULL && rule->on_deny == RL_DENY_DELAY) {
         /* A stream send in delay mode: grant part of it only when a
          * sizeable part is free, else reserve it all and sleep. */
-        uint64_t least = rl_gate_send_least(bytes);
+        uint64_t least = rl_gate_send_least(p, bytes);
         if (least > bytes_min)
             bytes_min = least;
     }
-    if (!take(t, RL_KIND_SEND_BYTES, bytes, bytes_min, 0, &gb)) {
+    if (!take(p, t, RL_KIND_SEND_BYTES, bytes, bytes_min, 0, &gb)) {
         untake_all(t, RL_KIND_SEND, gc);
-        return deny(t, RL_KIND_SEND_BYTES, bytes, &c);
+        return deny(p, t, RL_KIND_SEND_BYTES, bytes, &c);
     }
     t->calls = gc;
     t->bytes = gb;
-    granted(t, &c);
-    if (rl_gate.lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
-        rl_lease_refill(budget_of(&t->charge[0]), now, gb);
+    granted(p, t, &c);
+    if (g->lease.on && calls == 1 && t->wait_ns == 0 && t->ncharges == 1)
+        rl_lease_refill(p, budget_of(&t->charge[0]), now, gb);
     return RL_GATE_GO;
 }
 
-/* The destination a request names: the connection's peer address (when
- * known) under the request's own name and port (when it gave them). */
-bool rl_gate_request_peer(const struct rl_gate_req *q, struct rl_peer *p)
-{
-    if (q->sa == NULL || !rl_peer_from_addr(q->sa, q->salen, p))
-        /* Neither address nor name (a TLS library writing through a BIO
-         * of the program's, an HTTP/2 request whose name only its commit
-         * decodes): only sections without `to` cover it, under the
-         * destination "-". */
-        memset(p, 0, sizeof *p);
-    if (q->name != NULL && q->name[0] != '\0') {
-        size_t l = strlen(q->name);
-        if (l > RL_NAME_MAX)
-            return false;
-        p->name = q->name;
-        p->namelen = (int16_t)l;
-    }
-    if (q->port != 0)
-        p->port = q->port;
-    return true;
-}
-
-static int request_at(struct rl_gate_ticket *t, uint64_t now,
+static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                       const struct rl_gate_req *q)
 {
+    struct rl_gate *g = &p->gate;
     const struct rl_gate_call c = {q->call, q->fd,     q->sa,     q->salen,
                                    q->name, q->method, q->target, true};
     rl_gate_ticket_init(t, now, q->units, 0);
-    if (rl_gate.rule == NULL && (rl_gate.deny_all || !rl_sites_any()))
-        return rl_gate.deny_all ? deny(t, RL_KIND_REQUEST, q->units, &c)
-                                : RL_GATE_GO;
-    struct budget *b = rl_gate_budget();
-    struct rl_peer p;
-    if (b == NULL || !rl_gate_request_peer(q, &p))
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+        return g->deny_all ? deny(p, t, RL_KIND_REQUEST, q->units, &c)
+                           : RL_GATE_GO;
+    struct budget *b = rl_gate_budget(g);
+    struct rl_peer dest;
+    if (b == NULL || !rl_gate_request_peer(p, q, &dest))
         return RL_GATE_GO;
-    rl_gate_charges_peer(t, b, &p, RL_KIND_REQUEST);
+    rl_gate_charges_peer(p, t, b, &dest, RL_KIND_REQUEST);
     if (t->ncharges == 0)
         return RL_GATE_GO;
     /* A paused budget (SPEC §12): its requests go at the end of the
@@ -559,34 +413,36 @@ static int request_at(struct rl_gate_ticket *t, uint64_t now,
         if (from > max_wait(t->charge[i].rule)) {
             t->denier = t->charge[i].rule;
             t->retry_ns = from;
-            return deny(t, RL_KIND_REQUEST, q->units, &c);
+            return deny(p, t, RL_KIND_REQUEST, q->units, &c);
         }
     }
-    uint64_t g;
-    if (!take(t, RL_KIND_REQUEST, q->units, q->units, from, &g))
-        return deny(t, RL_KIND_REQUEST, q->units, &c);
-    granted(t, &c);
+    uint64_t got;
+    if (!take(p, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
+        return deny(p, t, RL_KIND_REQUEST, q->units, &c);
+    granted(p, t, &c);
     return RL_GATE_GO;
 }
 
-void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
+void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+                    uint64_t units)
 {
+    struct rl_gate *g = &p->gate;
     if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
         return;
-    if (t->leased && rl_gate.fleet_lease) {
+    if (t->leased && g->fleet_lease) {
         if (kind == RL_KIND_SEND && units <= t->calls)
-            rl_gate_fleet_lease_refund(units, 0);
+            rl_gate_fleet_lease_refund(g, units, 0);
         else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
-            rl_gate_fleet_lease_refund(0, units);
+            rl_gate_fleet_lease_refund(g, 0, units);
         return;
     }
     if (t->leased) {
         /* Back into the lease it came from, if the thread still holds it
          * (else it stays spent: never more than was granted). */
         if (kind == RL_KIND_SEND && units <= t->calls)
-            rl_lease_refund(units, 0);
+            rl_lease_refund(p, units, 0);
         else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
-            rl_lease_refund(0, units);
+            rl_lease_refund(p, 0, units);
         return;
     }
     for (unsigned i = 0; i < t->ncharges; i++) {
@@ -595,44 +451,47 @@ void rl_gate_refund(struct rl_gate_ticket *t, int kind, uint64_t units)
             continue;
         untake(t, c, kind, units);
         /* Lower `allowed` by what was not spent after all. */
-        rl_gate_uncount(budget_of(c), kind, RL_STAT_ALLOWED, units);
+        rl_gate_uncount(g, budget_of(c), kind, RL_STAT_ALLOWED, units);
     }
 }
 
 /* The decisions with their destination-name buffer (fleet_dest), which
  * the ticket points to only while deciding. */
-int rl_gate_connect_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                       int fd, const void *sa, unsigned salen)
+int rl_gate_connect_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                       uint64_t now, const char *call, int fd, const void *sa,
+                       unsigned salen)
 {
     char dest[RL_NAME_MAX + 1];
     t->dest = dest;
-    int r = connect_at(t, now, call, fd, sa, salen);
+    int r = connect_at(p, t, now, call, fd, sa, salen);
     t->dest = NULL;
     return r;
 }
 
-int rl_gate_request_at(struct rl_gate_ticket *t, uint64_t now,
-                       const struct rl_gate_req *q)
+int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                       uint64_t now, const struct rl_gate_req *q)
 {
     char dest[RL_NAME_MAX + 1];
     t->dest = dest;
-    int r = request_at(t, now, q);
+    int r = request_at(p, t, now, q);
     t->dest = NULL;
     return r;
 }
 
-int rl_gate_request(struct rl_gate_ticket *t, const struct rl_gate_req *q)
+int rl_gate_request(struct rl_proc *p, struct rl_gate_ticket *t,
+                    const struct rl_gate_req *q)
 {
-    return rl_gate_request_at(t, rl_clock_now_ns(), q);
+    return rl_gate_request_at(p, t, rl_clock_now_ns(), q);
 }
 
-int rl_gate_send_at(struct rl_gate_ticket *t, uint64_t now, const char *call,
-                    int fd, const void *sa, unsigned salen, uint64_t calls,
-                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+                    const char *call, int fd, const void *sa, unsigned salen,
+                    uint64_t calls, uint64_t calls_min, uint64_t bytes,
+                    uint64_t bytes_min)
 {
     char dest[RL_NAME_MAX + 1];
     t->dest = dest;
-    int r = send_at(t, now, call, fd, sa, salen, calls, calls_min, bytes,
+    int r = send_at(p, t, now, call, fd, sa, salen, calls, calls_min, bytes,
                     bytes_min);
     t->dest = NULL;
     return r;

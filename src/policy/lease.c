@@ -37,8 +37,10 @@
  *   a take-back in between makes the CAS fail, and the units go back.
  *
  * What this process spent (the exit report) is kept per thread in a
- * process table (struct holder), folded into the report at the same
- * moments as the record is folded into the counters. */
+ * process table (struct rl_leases, a member of the process's struct
+ * rl_proc: one struct rl_lease_holder per thread that leases), folded
+ * into the report at the same moments as the record is folded into the
+ * counters. */
 #include "policy/lease.h"
 
 #include <pthread.h>
@@ -47,40 +49,31 @@
 #include <time.h>
 
 #include "policy/gate_int.h"
+#include "policy/proc.h"
 #include "policy/report.h"
 #include "util/clock.h"
 #include "util/ownerlock.h"
 
-/* Threads of one process that may hold a lease at once; others decide
- * every call on their own. */
-#define HOLDERS 64
+#define HOLDERS RL_LEASE_HOLDERS
 
-/* A thread's side of its lease. Only its thread writes it (and, at exit,
- * the exiting thread reads `spent`: relaxed atomics). */
-struct holder {
-    alignas(64) rl_atomic_u64 in_use;   /* claimed by a thread */
-    struct budget *from;                /* NULL: holds no record */
-    rl_atomic_u64 *rec;                 /* the record's words */
-    uint64_t word;                      /* word 0 as last written */
-    uint64_t tick;                      /* coarse time of the stamp */
-    unsigned index;                     /* the record's bit */
-    rl_atomic_u64 spent[RL_KIND_COUNT]; /* not yet in the report */
-};
-
-static struct holder holders[HOLDERS];
-static __thread struct holder *me __attribute__((tls_model("initial-exec")));
-static pthread_key_t key;
+/* The calling thread's holder in the struct rl_leases it used last: a
+ * cache of what pthread_getspecific(its key) says, so that a leased send
+ * costs one TLS load; checked against the leases it is asked for (a test
+ * process has two). */
+static __thread struct rl_lease_holder *me
+    __attribute__((tls_model("initial-exec")));
 
 static void at_thread_exit(void *arg);
 
-void rl_lease_setup(void)
+void rl_lease_setup(struct rl_proc *p)
 {
-    const struct rl_rule *rule = rl_gate.rule;
-    struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_rule *rule = p->gate.rule;
+    struct rl_lease_conf *c = &p->gate.lease;
 
-    c->on = !rule->dry_run && !rl_gate.cfg->dry_run &&
+    c->on = !rule->dry_run && !p->gate.cfg->dry_run &&
             rl_budget_leasable(rule) &&
-            pthread_key_create(&key, at_thread_exit) == 0;
+            pthread_key_create(&p->leases.key, at_thread_exit) == 0;
+    p->leases.keyed = c->on;
     c->calls = rule->nlimits[RL_KIND_SEND] != 0;
     c->bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
@@ -93,22 +86,30 @@ void rl_lease_setup(void)
     }
 }
 
-void rl_lease_atfork_child(void)
+void rl_lease_atfork_child(struct rl_proc *p)
 {
     /* The parent's leases are the parent's: spending them here too would
      * over-admit, and what its threads spent is its own report's. */
-    memset(holders, 0, sizeof holders);
+    memset(p->leases.holders, 0, sizeof p->leases.holders);
     me = NULL;
 }
 
-/* Stamp h's record: now, when the coarse clock has moved since the last
- * stamp (`cnow`: its reading, or 0 to stamp anyway). */
-static void stamp(struct holder *h, uint64_t cnow)
+/* Stamp h's record: now (`cnow`: the coarse clock's reading, or 0). */
+static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
+                                                uint64_t cnow)
+{
+    h->tick = cnow != 0 ? cnow : rl_clock_coarse_ns();
+    rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
+}
+
+/* Stamp h's record when the coarse clock has moved since the last stamp
+ * (`cnow`: its reading, or 0 to stamp anyway). The check is inline: a
+ * leased send mostly finds the clock where it was. */
+static inline void stamp(struct rl_lease_holder *h, uint64_t cnow)
 {
     if (cnow != 0 && cnow == h->tick)
         return;
-    h->tick = cnow != 0 ? cnow : rl_clock_coarse_ns();
-    rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
+    stamp_now(h, cnow);
 }
 
 static rl_atomic_u64 *area(struct budget *b)
@@ -140,21 +141,21 @@ static void settle(struct budget *b, const struct rl_lease_units *u)
 }
 
 /* What this thread spent goes into the report. */
-static void fold_mine(struct holder *h)
+static void fold_mine(struct rl_report *r, struct rl_lease_holder *h)
 {
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
         uint64_t n = rl_load_relaxed_u64(&h->spent[k]);
         if (n != 0) {
             rl_store_relaxed_u64(&h->spent[k], 0);
-            rl_report_add(&rl_gate.report, k, RL_STAT_ALLOWED, n);
+            rl_report_add(r, k, RL_STAT_ALLOWED, n);
         }
     }
 }
 
 /* The holder's record is gone (taken back, or reset): forget it. */
-static void lost(struct holder *h)
+static void lost(struct rl_report *r, struct rl_lease_holder *h)
 {
-    fold_mine(h);
+    fold_mine(r, h);
     h->from = NULL;
 }
 
@@ -166,7 +167,7 @@ static void unclaim(struct budget *b, unsigned i)
 
 /* Give the holder's record back: what is left to the bucket, what was
  * spent to the counters. */
-static void give_back(struct holder *h)
+static void give_back(struct rl_report *r, struct rl_lease_holder *h)
 {
     struct budget *b = h->from;
     if (b == NULL)
@@ -179,19 +180,40 @@ static void give_back(struct holder *h)
         settle(b, &u);
         unclaim(b, h->index);
     }
-    lost(h);
+    lost(r, h);
 }
 
 static void at_thread_exit(void *arg)
 {
-    struct holder *h = arg;
-    give_back(h);
+    struct rl_lease_holder *h = arg;
+    give_back(h->report, h);
     rl_store_release_u64(&h->in_use, 0);
 }
 
-void rl_lease_drop(void)
+/* The calling thread's holder in L, when it used another struct
+ * rl_leases since: its key says (and the cache follows). */
+static __attribute__((noinline)) struct rl_lease_holder *
+mine_elsewhere(const struct rl_leases *L)
 {
-    struct holder *h = me;
+    struct rl_lease_holder *h = L->keyed ? pthread_getspecific(L->key) : NULL;
+    if (h != NULL)
+        me = h;
+    return h;
+}
+
+/* The calling thread's holder in L when it has one (NULL: none). A thread
+ * that never held a lease (me NULL) has none anywhere. */
+static inline struct rl_lease_holder *mine(const struct rl_leases *L)
+{
+    struct rl_lease_holder *h = me;
+    if (__builtin_expect(h == NULL || h->owner == L, 1))
+        return h;
+    return mine_elsewhere(L);
+}
+
+void rl_lease_drop(struct rl_proc *p)
+{
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     /* Empty the record but keep it: what is left goes back, what was
@@ -203,20 +225,21 @@ void rl_lease_drop(void)
         return;
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return;
     }
     h->word = nw;
     struct rl_lease_units u;
     rl_lease_unpack(w, &u);
     settle(h->from, &u);
-    fold_mine(h);
+    fold_mine(&p->gate.report, h);
 }
 
-void rl_lease_finish(void)
+void rl_lease_finish(struct rl_proc *p)
 {
-    if (me != NULL)
-        give_back(me);
+    struct rl_lease_holder *h = mine(&p->leases);
+    if (h != NULL)
+        give_back(&p->gate.report, h);
 }
 
 /* Could a call of `calls` and `bytes` at `now` use units idle leases
@@ -269,26 +292,31 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
 }
 
 /* A holder entry for the calling thread, or NULL when all are taken. */
-static struct holder *holder(void)
+static struct rl_lease_holder *holder(struct rl_proc *p)
 {
-    if (me != NULL)
-        return me;
+    struct rl_leases *L = &p->leases;
+    struct rl_lease_holder *h = mine(L);
+    if (h != NULL)
+        return h;
     for (unsigned i = 0; i < HOLDERS; i++) {
         uint64_t z = 0;
-        if (rl_load_relaxed_u64(&holders[i].in_use) == 0 &&
-            rl_cas_strong_acq_rel_u64(&holders[i].in_use, &z, 1)) {
-            me = &holders[i];
-            me->from = NULL;
+        if (rl_load_relaxed_u64(&L->holders[i].in_use) == 0 &&
+            rl_cas_strong_acq_rel_u64(&L->holders[i].in_use, &z, 1)) {
+            h = &L->holders[i];
+            h->from = NULL;
+            h->owner = L;
+            h->report = &p->gate.report;
             /* Given back at thread exit. */
-            pthread_setspecific(key, me);
-            return me;
+            pthread_setspecific(L->key, h);
+            me = h;
+            return h;
         }
     }
     return NULL;
 }
 
 /* Claim a free record of b for h, live and empty. */
-static bool claim_record(struct holder *h, struct budget *b)
+static bool claim_record(struct rl_lease_holder *h, struct budget *b)
 {
     rl_atomic_u64 *bitmap = area(b);
     uint64_t bits = rl_load_relaxed_u64(bitmap);
@@ -320,15 +348,16 @@ static bool claim_record(struct holder *h, struct budget *b)
     return false;
 }
 
-void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
+void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
+                     uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
+    const struct rl_lease_conf *c = &p->gate.lease;
     const struct rl_rule *rule = b->rule;
-    struct holder *h = holder();
+    struct rl_lease_holder *h = holder(p);
     if (h == NULL)
         return;
     if (h->from != b)
-        give_back(h);
+        give_back(&p->gate.report, h);
     /* A lease that would not cover a few calls like this one is no use. */
     if (c->bytes && c->size[RL_KIND_SEND_BYTES] / 4 < bytes)
         return;
@@ -361,7 +390,7 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
                                                      memory_order_acq_rel,
                                                      memory_order_relaxed)) {
             settle(b, &took);
-            lost(h);
+            lost(&p->gate.report, h);
             return;
         }
         h->word = nw;
@@ -369,15 +398,15 @@ void rl_lease_refill(struct budget *b, uint64_t now, uint64_t bytes)
         spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
         spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
         settle(b, &spent);
-        fold_mine(h);
+        fold_mine(&p->gate.report, h);
     }
     stamp(h, 0);
 }
 
-bool rl_lease_take(uint64_t bytes)
+bool rl_lease_take(struct rl_proc *p, uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
-    struct holder *h = me;
+    const struct rl_lease_conf *c = &p->gate.lease;
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return false;
     uint64_t w = h->word;
@@ -394,7 +423,7 @@ bool rl_lease_take(uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return false;
     }
     h->word = nw;
@@ -409,10 +438,10 @@ bool rl_lease_take(uint64_t bytes)
     return true;
 }
 
-void rl_lease_refund(uint64_t calls, uint64_t bytes)
+void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &rl_gate.lease;
-    struct holder *h = me;
+    const struct rl_lease_conf *c = &p->gate.lease;
+    struct rl_lease_holder *h = mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     if (!c->calls)
@@ -428,7 +457,7 @@ void rl_lease_refund(uint64_t calls, uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(h);
+        lost(&p->gate.report, h);
         return;
     }
     h->word = nw;
@@ -436,9 +465,9 @@ void rl_lease_refund(uint64_t calls, uint64_t bytes)
     rl_sub_sat_u64(&h->spent[RL_KIND_SEND_BYTES], bytes);
 }
 
-void rl_lease_report(void)
+void rl_lease_report(struct rl_proc *p)
 {
     for (unsigned i = 0; i < HOLDERS; i++)
-        if (rl_load_relaxed_u64(&holders[i].in_use))
-            fold_mine(&holders[i]);
+        if (rl_load_relaxed_u64(&p->leases.holders[i].in_use))
+            fold_mine(&p->gate.report, &p->leases.holders[i]);
 }

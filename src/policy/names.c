@@ -7,7 +7,9 @@
  * copies, fences (acquire) and loads `seq` again: equal and even, the
  * copy is one writer's work. Writers are rare (one per resolved address)
  * and take one process-wide word, so that two of them never pick the same
- * victim or note one address twice in a set.
+ * victim or note one address twice in a set. The table and its words are
+ * one struct rl_names (names.h), a member of the process's struct
+ * rl_proc.
  *
  * fork() copies that word as it is: a child forked while another thread
  * was writing would find it held by a thread it does not have (and wait
@@ -28,25 +30,12 @@
 
 #define WAYS 4u
 #define SETS (RL_NAMES_SLOTS / WAYS)
-#define NAME_WORDS ((RL_NAME_MAX + 1 + 7) / 8)
+#define NAME_WORDS RL_NAMES_NAME_WORDS
 #define READ_TRIES 4
 
 _Static_assert((RL_NAMES_SLOTS & (RL_NAMES_SLOTS - 1)) == 0 &&
                    RL_NAMES_SLOTS % WAYS == 0,
                "a power of two, in whole sets");
-
-struct entry {
-    rl_atomic_u64 seq;  /* odd while written */
-    rl_atomic_u64 key[3]; /* family (0: empty), then the 16 address bytes */
-    rl_atomic_u64 len;
-    rl_atomic_u64 stamp; /* when written: the oldest of a set goes first */
-    rl_atomic_u64 name[NAME_WORDS];
-};
-
-static struct entry table[RL_NAMES_SLOTS];
-static rl_atomic_u64 noted;   /* notes so far: 0 = nothing to look up */
-static rl_atomic_u64 writer; /* 0, or the writing thread's pthread_self */
-static rl_atomic_u64 busy;   /* 1 + the index of the entry being written */
 
 static bool name_byte(unsigned char c)
 {
@@ -119,14 +108,14 @@ static bool make_key(int family, const void *addr, uint64_t key[3])
     return true;
 }
 
-static struct entry *set_of(const uint64_t key[3])
+static struct rl_names_entry *set_of(struct rl_names *t, const uint64_t key[3])
 {
     uint64_t h = (key[1] ^ (key[2] * 0x9e3779b97f4a7c15ull) ^ key[0]) *
                  0xff51afd7ed558ccdull;
-    return &table[((h >> 32) % SETS) * WAYS];
+    return &t->table[((h >> 32) % SETS) * WAYS];
 }
 
-static bool same_key(struct entry *e, const uint64_t key[3])
+static bool same_key(struct rl_names_entry *e, const uint64_t key[3])
 {
     return rl_load_relaxed_u64(&e->key[0]) == key[0] &&
            rl_load_relaxed_u64(&e->key[1]) == key[1] &&
@@ -141,12 +130,12 @@ static uint64_t self(void)
 /* Take the writer word; false when this very thread holds it (a signal
  * handler that resolved while its thread was noting: the outer note goes
  * on, this one is dropped rather than wait on itself). */
-static bool lock(void)
+static bool lock(struct rl_names *t)
 {
     uint64_t me = self();
     for (;;) {
         uint64_t w = 0;
-        if (rl_cas_acq_rel_u64(&writer, &w, me))
+        if (rl_cas_acq_rel_u64(&t->writer, &w, me))
             return true;
         if (w == me)
             return false;
@@ -154,18 +143,18 @@ static bool lock(void)
     }
 }
 
-static void unlock(void)
+static void unlock(struct rl_names *t)
 {
-    rl_store_release_u64(&writer, 0);
+    rl_store_release_u64(&t->writer, 0);
 }
 
 /* Start writing e: its seq made odd (whatever it was: an entry a fork left
  * odd heals at its next write), `busy` naming it first. The old seq's
  * even base is returned. */
-static uint64_t begin_write(struct entry *e)
+static uint64_t begin_write(struct rl_names *t, struct rl_names_entry *e)
 {
     uint64_t base = rl_load_relaxed_u64(&e->seq) & ~(uint64_t)1;
-    rl_store_relaxed_u64(&busy, (uint64_t)(e - table) + 1);
+    rl_store_relaxed_u64(&t->busy, (uint64_t)(e - t->table) + 1);
     /* busy before the odd seq: a child that sees the one sees the other. */
     rl_store_release_u64(&e->seq, base + 1);
     /* Orders the odd seq before the data (pairs with the reader's fence). */
@@ -173,30 +162,32 @@ static uint64_t begin_write(struct entry *e)
     return base;
 }
 
-static void empty(struct entry *e)
+static void empty(struct rl_names_entry *e)
 {
     for (unsigned k = 0; k < 3; k++)
         rl_store_relaxed_u64(&e->key[k], 0);
     rl_store_relaxed_u64(&e->stamp, 0);
 }
 
-static void end_write(struct entry *e, uint64_t base)
+static void end_write(struct rl_names *t, struct rl_names_entry *e,
+                      uint64_t base)
 {
     /* Pairs with the reader's acquire load of seq. */
     rl_store_release_u64(&e->seq, base + 2);
-    rl_store_relaxed_u64(&busy, 0);
+    rl_store_relaxed_u64(&t->busy, 0);
 }
 
-void rl_names_note(int family, const void *addr, const char *name, size_t n)
+void rl_names_note(struct rl_names *t, int family, const void *addr,
+                   const char *name, size_t n)
 {
     uint64_t key[3], words[NAME_WORDS] = {0};
-    struct entry *set, *e = NULL;
+    struct rl_names_entry *set, *e = NULL;
 
     if (n == 0 || n > RL_NAME_MAX || !make_key(family, addr, key))
         return;
     memcpy(words, name, n);
-    set = set_of(key);
-    if (!lock())
+    set = set_of(t, key);
+    if (!lock(t))
         return;
     for (unsigned i = 0; i < WAYS && e == NULL; i++)
         if (same_key(&set[i], key))
@@ -211,43 +202,44 @@ void rl_names_note(int family, const void *addr, const char *name, size_t n)
                 rl_load_relaxed_u64(&e->stamp))
                 e = &set[i];
     }
-    uint64_t base = begin_write(e);
+    uint64_t base = begin_write(t, e);
     for (unsigned i = 0; i < 3; i++)
         rl_store_relaxed_u64(&e->key[i], key[i]);
     rl_store_relaxed_u64(&e->len, n);
     for (unsigned i = 0; i < NAME_WORDS; i++)
         rl_store_relaxed_u64(&e->name[i], words[i]);
-    rl_store_relaxed_u64(&e->stamp, rl_add_relaxed_u64(&noted, 1) + 1);
-    end_write(e, base);
-    unlock();
+    rl_store_relaxed_u64(&e->stamp, rl_add_relaxed_u64(&t->noted, 1) + 1);
+    end_write(t, e, base);
+    unlock(t);
 }
 
-void rl_names_forget(int family, const void *addr)
+void rl_names_forget(struct rl_names *t, int family, const void *addr)
 {
     uint64_t key[3];
-    struct entry *set;
+    struct rl_names_entry *set;
     bool held = false;
 
-    if (rl_load_relaxed_u64(&noted) == 0 || !make_key(family, addr, key))
+    if (rl_load_relaxed_u64(&t->noted) == 0 || !make_key(family, addr, key))
         return;
-    set = set_of(key);
+    set = set_of(t, key);
     /* Most literals were never noted: no turn is taken for them. */
     for (unsigned i = 0; i < WAYS && !held; i++)
         held = same_key(&set[i], key);
-    if (!held || !lock())
+    if (!held || !lock(t))
         return;
     for (unsigned i = 0; i < WAYS; i++)
         if (same_key(&set[i], key)) {
-            uint64_t base = begin_write(&set[i]);
+            uint64_t base = begin_write(t, &set[i]);
             empty(&set[i]);
-            end_write(&set[i], base);
+            end_write(t, &set[i], base);
         }
-    unlock();
+    unlock(t);
 }
 
 /* Copy entry e's name when it holds `key`: its length, 0 when it does not
  * hold key, -1 when a writer was at work. */
-static int read_entry(struct entry *e, const uint64_t key[3], char *buf)
+static int read_entry(struct rl_names_entry *e, const uint64_t key[3],
+                      char *buf)
 {
     uint64_t words[NAME_WORDS];
     /* Pairs with the writer's release store of the even seq. */
@@ -269,14 +261,16 @@ static int read_entry(struct entry *e, const uint64_t key[3], char *buf)
     return (int)n;
 }
 
-size_t rl_names_find(int family, const uint8_t *addr, char *buf)
+size_t rl_names_find(struct rl_names *t, int family, const uint8_t *addr,
+                     char *buf)
 {
     uint64_t key[3];
 
     buf[0] = '\0';
-    if (rl_load_relaxed_u64(&noted) == 0 || !make_key(family, addr, key))
+    if (t == NULL || rl_load_relaxed_u64(&t->noted) == 0 ||
+        !make_key(family, addr, key))
         return 0;
-    struct entry *set = set_of(key);
+    struct rl_names_entry *set = set_of(t, key);
     for (unsigned i = 0; i < WAYS; i++) {
         for (int t = 0; t < READ_TRIES; t++) {
             int r = read_entry(&set[i], key, buf);
@@ -290,34 +284,34 @@ size_t rl_names_find(int family, const uint8_t *addr, char *buf)
     return 0;
 }
 
-void rl_names_clear(void)
+void rl_names_clear(struct rl_names *t)
 {
-    if (!lock())
+    if (!lock(t))
         return;
     for (unsigned i = 0; i < RL_NAMES_SLOTS; i++) {
-        struct entry *e = &table[i];
-        uint64_t base = begin_write(e);
+        struct rl_names_entry *e = &t->table[i];
+        uint64_t base = begin_write(t, e);
         empty(e);
-        end_write(e, base);
+        end_write(t, e, base);
     }
-    unlock();
+    unlock(t);
 }
 
-void rl_names_atfork_child(void)
+void rl_names_atfork_child(struct rl_names *t)
 {
-    uint64_t w = rl_load_relaxed_u64(&writer);
+    uint64_t w = rl_load_relaxed_u64(&t->writer);
     if (w == 0 || w == self())
         return;
     /* The writer was another thread, gone with the fork. */
-    uint64_t b = rl_load_relaxed_u64(&busy);
+    uint64_t b = rl_load_relaxed_u64(&t->busy);
     if (b != 0 && b <= RL_NAMES_SLOTS) {
-        struct entry *e = &table[b - 1];
+        struct rl_names_entry *e = &t->table[b - 1];
         uint64_t seq = rl_load_relaxed_u64(&e->seq);
         if (seq & 1) {
             empty(e);
             rl_store_release_u64(&e->seq, seq + 1);
         }
     }
-    rl_store_relaxed_u64(&busy, 0);
-    unlock();
+    rl_store_relaxed_u64(&t->busy, 0);
+    unlock(t);
 }

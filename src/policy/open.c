@@ -17,11 +17,9 @@
 #define W_SEQ 2u
 #define W_REC 3u
 
-bool rl_open_on;
-
-void rl_open_enable(void)
+void rl_open_enable(struct rl_open *o)
 {
-    rl_open_on = true;
+    o->on = true;
 }
 
 /* ---- who holds: pid and start time -----------------------------------*/
@@ -40,12 +38,9 @@ void rl_open_act_for(const struct rl_open_holder *h)
     acting = h;
 }
 
-static _Atomic uint64_t me_cache; /* pid << 32 | valid bit ... see me() */
-static _Atomic uint64_t me_start;
-
 /* This process's (pid, start time), re-read after a fork; or the holder
  * this thread acts for. */
-static void me(uint32_t *pid, uint64_t *start)
+static void me(struct rl_open *o, uint32_t *pid, uint64_t *start)
 {
     if (acting != NULL) {
         *pid = acting->pid;
@@ -53,15 +48,15 @@ static void me(uint32_t *pid, uint64_t *start)
         return;
     }
     uint32_t p = (uint32_t)getpid();
-    if (atomic_load_explicit(&me_cache, memory_order_acquire) !=
+    if (atomic_load_explicit(&o->me_cache, memory_order_acquire) !=
         ((uint64_t)p << 32 | 1)) {
-        atomic_store_explicit(&me_start, rl_pid_start((int)p, NULL),
+        atomic_store_explicit(&o->me_start, rl_pid_start((int)p, NULL),
                               memory_order_relaxed);
-        atomic_store_explicit(&me_cache, (uint64_t)p << 32 | 1,
+        atomic_store_explicit(&o->me_cache, (uint64_t)p << 32 | 1,
                               memory_order_release);
     }
     *pid = p;
-    *start = atomic_load_explicit(&me_start, memory_order_relaxed);
+    *start = atomic_load_explicit(&o->me_start, memory_order_relaxed);
 }
 
 /* Take back the connections of holders that are gone: true when some
@@ -90,11 +85,11 @@ static bool reclaim(rl_atomic_u64 *area)
 
 /* Our record in area (made when missing): NULL when every record is
  * another live process's. */
-static rl_atomic_u64 *record(rl_atomic_u64 *area)
+static rl_atomic_u64 *record(struct rl_open *o, rl_atomic_u64 *area)
 {
     uint32_t pid;
     uint64_t start;
-    me(&pid, &start);
+    me(o, &pid, &start);
     for (unsigned i = 0; i < RL_OPEN_HOLDERS; i++) {
         rl_atomic_u64 *r = &area[W_REC + 2 * i];
         uint64_t w = rl_load_acquire_u64(&r[0]);
@@ -116,9 +111,10 @@ static rl_atomic_u64 *record(rl_atomic_u64 *area)
     return NULL;
 }
 
-int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
+int rl_open_acquire(struct rl_open *o, rl_atomic_u64 *area, uint32_t max,
+                    uint32_t *seq)
 {
-    rl_atomic_u64 *rec = record(area);
+    rl_atomic_u64 *rec = record(o, area);
     for (int pass = 0; pass < 2; pass++) {
         *seq = (uint32_t)rl_load_acquire_u64(&area[W_SEQ]);
         uint64_t v = rl_load_relaxed_u64(&area[W_OPEN]);
@@ -134,7 +130,7 @@ int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
             break;
         reclaim(area); /* full: perhaps of the dead */
         if (rec == NULL)
-            rec = record(area); /* a record the dead left */
+            rec = record(o, area); /* a record the dead left */
     }
     return -EAGAIN;
 }
@@ -142,9 +138,9 @@ int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq)
 /* One connection fewer open in `area`, and its waiters woken. */
 static void area_release(rl_atomic_u64 *area);
 
-void rl_open_release(rl_atomic_u64 *area)
+void rl_open_release(struct rl_open *o, rl_atomic_u64 *area)
 {
-    rl_atomic_u64 *rec = record(area);
+    rl_atomic_u64 *rec = record(o, area);
     if (rec != NULL) {
         uint64_t w = rl_load_relaxed_u64(&rec[0]);
         while ((w & 0xffffffffu) != 0 &&
@@ -222,31 +218,16 @@ uint32_t rl_open_seq(rl_atomic_u64 *area)
     return (uint32_t)rl_load_acquire_u64(&area[W_SEQ]);
 }
 
-uint32_t rl_open_held(rl_atomic_u64 *area)
+uint32_t rl_open_held(struct rl_open *o, rl_atomic_u64 *area)
 {
-    rl_atomic_u64 *rec = record(area);
+    rl_atomic_u64 *rec = record(o, area);
     return rec == NULL ? 0 : (uint32_t)(rl_load_relaxed_u64(&rec[0]));
 }
 
 /* ---- this process's connections --------------------------------------*/
 
-#define NCONN 4096u
+#define NCONN RL_OPEN_CONNS
 #define MAXFD (1u << 20)
-
-/* A connection record. `state` is gen << 32 | refs: refs counts the fds
- * that refer to it (0: free; FREEING: its last fd's close is giving its
- * areas back); gen changes each time the record is freed, and the fd map
- * names the record with the gen it had when the fd took its reference, so
- * that a dup that read the map before a close freed the record (and the
- * next bind claimed it again) never takes a reference to the wrong
- * connection. n and areas are written by the binder that moved refs from
- * 0, read by the thread whose unref reaches FREEING (the CAS on state
- * orders them). */
-struct conn {
-    _Atomic uint64_t state;
-    unsigned n;
-    rl_atomic_u64 *areas[RL_OPEN_MAX_AREAS];
-};
 
 #define FREEING 0xffffffffu
 #define REFS(s) ((uint32_t)(s))
@@ -257,13 +238,9 @@ struct conn {
 #define ENTRY_GEN(e) ((e) >> 16)
 _Static_assert(NCONN < 0xffffu, "a record index fits in an entry");
 
-static struct conn conns[NCONN];
-static _Atomic(_Atomic uint32_t *) fdmap; /* fd -> ENTRY(), 0: none */
-static _Atomic unsigned fd_top;           /* highest fd ever bound + 1 */
-
-static _Atomic uint32_t *map(void)
+static _Atomic uint32_t *map(struct rl_open *o)
 {
-    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&o->fdmap, memory_order_acquire);
     if (m != NULL)
         return m;
     void *p = mmap(NULL, MAXFD * sizeof(uint32_t), PROT_READ | PROT_WRITE,
@@ -272,34 +249,33 @@ static _Atomic uint32_t *map(void)
         return NULL;
     _Atomic uint32_t *expect = NULL;
     if (atomic_compare_exchange_strong_explicit(
-            &fdmap, &expect, p, memory_order_acq_rel, memory_order_acquire))
+            &o->fdmap, &expect, p, memory_order_acq_rel, memory_order_acquire))
         return p;
     munmap(p, MAXFD * sizeof(uint32_t));
     return expect;
 }
 
-static void give_back(struct conn *c)
+static void give_back(struct rl_open *o, struct rl_open_conn *c)
 {
     for (unsigned i = 0; i < c->n; i++)
-        rl_open_release(c->areas[i]);
+        rl_open_release(o, c->areas[i]);
 }
 
-static void raise_top(unsigned fd)
+static void raise_top(struct rl_open *o, unsigned fd)
 {
-    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
-    while (fd + 1 > top &&
-           !atomic_compare_exchange_weak_explicit(&fd_top, &top, fd + 1,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
+    unsigned top = atomic_load_explicit(&o->fd_top, memory_order_relaxed);
+    while (fd + 1 > top && !atomic_compare_exchange_weak_explicit(
+                               &o->fd_top, &top, fd + 1, memory_order_relaxed,
+                               memory_order_relaxed))
         ;
 }
 
 /* One fd fewer refers to the connection of map entry `e` (whose reference
  * the caller took out of the map). The last one gives the areas back
  * before the record can be claimed again, under a new gen. */
-static void unref(uint32_t e)
+static void unref(struct rl_open *o, uint32_t e)
 {
-    struct conn *c = &conns[ENTRY_ID(e) - 1];
+    struct rl_open_conn *c = &o->conns[ENTRY_ID(e) - 1];
     uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
     for (;;) {
         uint32_t r = REFS(s);
@@ -312,7 +288,7 @@ static void unref(uint32_t e)
     }
     if (REFS(s) != 1)
         return;
-    give_back(c);
+    give_back(o, c);
     c->n = 0;
     /* Pairs with the acquire loads of bind and dup: a record seen free is
      * one whose areas went back. */
@@ -320,15 +296,16 @@ static void unref(uint32_t e)
                           memory_order_release);
 }
 
-void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n)
+void rl_open_bind(struct rl_open *o, int fd, rl_atomic_u64 *const *areas,
+                  unsigned n)
 {
-    _Atomic uint32_t *m = map();
+    _Atomic uint32_t *m = map(o);
     if (n == 0)
         return;
     if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
         goto untracked;
     for (unsigned i = 0; i < NCONN; i++) {
-        struct conn *c = &conns[i];
+        struct rl_open_conn *c = &o->conns[i];
         uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
         if (REFS(s) != 0 ||
             !atomic_compare_exchange_strong_explicit(&c->state, &s, s | 1,
@@ -341,34 +318,34 @@ void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n)
         uint32_t old = atomic_exchange_explicit(&m[fd], ENTRY(GEN16(s), i),
                                                 memory_order_acq_rel);
         if (old != 0)
-            unref(old); /* a number reused after a close we never saw */
-        raise_top((unsigned)fd);
+            unref(o, old); /* a number reused after a close we never saw */
+        raise_top(o, (unsigned)fd);
         return;
     }
 untracked:
     for (unsigned j = 0; j < n; j++)
-        rl_open_release(areas[j]);
+        rl_open_release(o, areas[j]);
 }
 
-void rl_open_forget(int fd)
+void rl_open_forget(struct rl_open *o, int fd)
 {
-    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&o->fdmap, memory_order_acquire);
     if (m == NULL || fd < 0 || (unsigned)fd >= MAXFD)
         return;
     if (atomic_load_explicit(&m[fd], memory_order_relaxed) == 0)
         return;
     uint32_t e = atomic_exchange_explicit(&m[fd], 0, memory_order_acq_rel);
     if (e != 0)
-        unref(e);
+        unref(o, e);
 }
 
-void rl_open_forget_range(unsigned first, unsigned last)
+void rl_open_forget_range(struct rl_open *o, unsigned first, unsigned last)
 {
-    unsigned top = atomic_load_explicit(&fd_top, memory_order_relaxed);
+    unsigned top = atomic_load_explicit(&o->fd_top, memory_order_relaxed);
     if (last >= top)
         last = top == 0 ? 0 : top - 1;
     for (unsigned fd = first; top != 0 && fd <= last; fd++)
-        rl_open_forget((int)fd);
+        rl_open_forget(o, (int)fd);
 }
 
 /* The dup hook calls this after the real dup; the close hook forgets
@@ -380,18 +357,18 @@ void rl_open_forget_range(unsigned first, unsigned last)
  * never a count taken from another connection). Issue 19: an unchecked
  * increment wrapped FREEING to 0, the record was claimed by the next
  * connection, and the dup's close gave that one's place back. */
-void rl_open_dup(int from, int to)
+void rl_open_dup(struct rl_open *o, int from, int to)
 {
-    _Atomic uint32_t *m = atomic_load_explicit(&fdmap, memory_order_acquire);
+    _Atomic uint32_t *m = atomic_load_explicit(&o->fdmap, memory_order_acquire);
     if (m == NULL || to < 0 || (unsigned)to >= MAXFD)
         return;
-    rl_open_forget(to);
+    rl_open_forget(o, to);
     if (from < 0 || (unsigned)from >= MAXFD)
         return;
     uint32_t e = atomic_load_explicit(&m[from], memory_order_acquire);
     if (e == 0)
         return;
-    struct conn *c = &conns[ENTRY_ID(e) - 1];
+    struct rl_open_conn *c = &o->conns[ENTRY_ID(e) - 1];
     uint64_t s = atomic_load_explicit(&c->state, memory_order_acquire);
     do {
         if (GEN16(s) != ENTRY_GEN(e) || REFS(s) == 0 || REFS(s) == FREEING)
@@ -400,6 +377,6 @@ void rl_open_dup(int from, int to)
         &c->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire));
     uint32_t old = atomic_exchange_explicit(&m[to], e, memory_order_acq_rel);
     if (old != 0)
-        unref(old); /* another thread bound `to` meanwhile */
-    raise_top((unsigned)to);
+        unref(o, old); /* another thread bound `to` meanwhile */
+    raise_top(o, (unsigned)to);
 }

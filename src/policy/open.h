@@ -29,19 +29,47 @@
 #define RL_OPEN_HOLDERS 16u
 #define RL_OPEN_WORDS (3u + 2u * RL_OPEN_HOLDERS)
 #define RL_OPEN_MAX_AREAS 2u /* a connection holds at most this many */
+#define RL_OPEN_CONNS 4096u  /* connections tracked at once */
 
-/* Set by rl_open_enable when some section has max_open: the shim's close
- * paths call in only then. */
-extern bool rl_open_on;
-void rl_open_enable(void);
+/* A connection record. `state` is gen << 32 | refs: refs counts the fds
+ * that refer to it (0: free; FREEING: its last fd's close is giving its
+ * areas back); gen changes each time the record is freed, and the fd map
+ * names the record with the gen it had when the fd took its reference, so
+ * that a dup that read the map before a close freed the record (and the
+ * next bind claimed it again) never takes a reference to the wrong
+ * connection. n and areas are written by the binder that moved refs from
+ * 0, read by the thread whose unref reaches FREEING (the CAS on state
+ * orders them). */
+struct rl_open_conn {
+    _Atomic uint64_t state;
+    unsigned n;
+    rl_atomic_u64 *areas[RL_OPEN_MAX_AREAS];
+};
 
-/* Admit one connection to `area` (limit `max`): 0, or -EAGAIN when it
- * holds max already (after taking back the connections of dead holders),
- * with *seq the sequence to wait on (rl_open_wait). */
-int rl_open_acquire(rl_atomic_u64 *area, uint32_t max, uint32_t *seq);
+/* This process's side (a member of struct rl_proc): its connections, the
+ * map of the fds that hold them, and who it is. All zero: none, off. */
+struct rl_open {
+    /* Set by rl_open_enable when some section has max_open: the shim's
+     * close paths call in only then. */
+    bool on;
+    struct rl_open_conn conns[RL_OPEN_CONNS];
+    _Atomic(_Atomic uint32_t *) fdmap; /* fd -> record, 0: none (mmap'd) */
+    _Atomic unsigned fd_top;           /* highest fd ever bound + 1 */
+    /* The process's (pid, start time): pid << 32 | 1 once read, re-read
+     * when the pid changes (a fork child). */
+    _Atomic uint64_t me_cache, me_start;
+};
 
-/* Give one connection of this process back to `area`. */
-void rl_open_release(rl_atomic_u64 *area);
+void rl_open_enable(struct rl_open *o);
+
+/* Admit one connection of o's process to `area` (limit `max`): 0, or
+ * -EAGAIN when it holds max already (after taking back the connections
+ * of dead holders), with *seq the sequence to wait on (rl_open_wait). */
+int rl_open_acquire(struct rl_open *o, rl_atomic_u64 *area, uint32_t max,
+                    uint32_t *seq);
+
+/* Give one connection of o's process back to `area`. */
+void rl_open_release(struct rl_open *o, rl_atomic_u64 *area);
 
 /* Sleep until `area` releases a connection after `seq`, or until
  * `deadline_ns` (CLOCK_MONOTONIC), or 100 ms (a holder killed wakes
@@ -56,13 +84,14 @@ bool rl_open_freed(rl_atomic_u64 *area, uint32_t seq);
 /* fd now holds the connections of areas[0..n): bind them to it. When fd
  * cannot be tracked, the areas are given back at once (never a leak that
  * blocks others for ever). */
-void rl_open_bind(int fd, rl_atomic_u64 *const *areas, unsigned n);
+void rl_open_bind(struct rl_open *o, int fd, rl_atomic_u64 *const *areas,
+                  unsigned n);
 
 /* The close paths: fd is gone; [first, last] are gone; `to` now refers to
  * what `from` does (dup2, dup3, F_DUPFD). */
-void rl_open_forget(int fd);
-void rl_open_forget_range(unsigned first, unsigned last);
-void rl_open_dup(int from, int to);
+void rl_open_forget(struct rl_open *o, int fd);
+void rl_open_forget_range(struct rl_open *o, unsigned first, unsigned last);
+void rl_open_dup(struct rl_open *o, int from, int to);
 
 /* The release sequence of `area` now (the word rl_open_wait sleeps on):
  * a waiter that cannot sleep on it (a deferred connect) compares it with
@@ -91,7 +120,7 @@ void rl_open_act_for(const struct rl_open_holder *h);
  * it died). */
 void rl_open_release_as(rl_atomic_u64 *area, const struct rl_open_holder *h);
 
-/* For tests: connections this process holds in `area`. */
-uint32_t rl_open_held(rl_atomic_u64 *area);
+/* For tests: connections o's process holds in `area`. */
+uint32_t rl_open_held(struct rl_open *o, rl_atomic_u64 *area);
 
 #endif

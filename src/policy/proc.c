@@ -62,7 +62,7 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n)
     rl_diag_free(&diag);
     if (p->cfg == NULL)
         return -1;
-    if (rl_log_setup(p->cfg->log_target, p->cfg->log_path) < 0) {
+    if (rl_log_setup(&p->log, p->cfg->log_target, p->cfg->log_path) < 0) {
         snprintf(line, n, "rlshim: %s: log path too long; nothing is throttled\n",
                  p->cfg->path);
         rl_config_free(p->cfg);
@@ -100,7 +100,7 @@ bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
     if (wants_login(p->cfg, &id))
         rl_identity_resolve_login(&id, p->cfg->key_mode, true);
     char why[256] = "";
-    int r = rl_gate_init(p->cfg, &id, why, sizeof why);
+    int r = rl_gate_init(p, p->cfg, &id, why, sizeof why);
     if (why[0] != '\0')
         rl_log_stderr("%s", why);
     if (r < 0) {
@@ -111,19 +111,18 @@ bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
     }
     p->gate_up = true;
     if (p->report == RL_PROC_REPORT_WANTED)
-        rl_gate_report_enable();
-    return rl_gate_active();
+        rl_gate_report_enable(p);
+    return rl_gate_active(p);
 }
 
 void rl_proc_atfork_child(struct rl_proc *p)
 {
-    (void)p;
     /* The order proc.h writes down. */
-    rl_names_atfork_child();
-    rl_gate_atfork_child();
-    rl_lease_atfork_child();
-    rl_fleet_atfork_child();
-    rl_ready_atfork_child();
+    rl_names_atfork_child(&p->names);
+    rl_gate_atfork_child(p);
+    rl_lease_atfork_child(p);
+    rl_fleet_atfork_child(&p->fleet);
+    rl_ready_atfork_child(p);
 }
 
 void rl_proc_close(struct rl_proc *p)
@@ -133,5 +132,5 @@ void rl_proc_close(struct rl_proc *p)
                       "absent): nothing was throttled",
                       (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
     else if (p->gate_up)
-        rl_gate_finish();
+        rl_gate_finish(p);
 }

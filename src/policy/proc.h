@@ -15,28 +15,79 @@
  *                     held across fork, so there is nothing to release)
  *   rl_proc_close     at exit: leases back, the report
  *
+ * Its members, each owned by the module named (a function that uses a
+ * member takes its owner as its first parameter: the struct rl_proc when
+ * it needs several members, as the gate's entry points do; the member's
+ * own struct when it needs nothing else):
+ *
+ *   cfg, report, strict, gate_up   this file: the config and the set-up
+ *   log      (util/log.h)          where event lines go, their rate limit
+ *   declog   (util/declog.h)       the decision log's file
+ *   gate     (policy/gate_int.h)   identity, rule, the store and the
+ *                                  budget in use, the lease settings, the
+ *                                  exit report's counts
+ *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
+ *   dests    (policy/dests.h)      per = destination: the table's
+ *                                  geometry, the table in the store in use
+ *   fleet    (fleet/fleet.h)       scope = fleet: a Redis connection per
+ *                                  node, the cluster's map, the budgets'
+ *                                  accounts, the fallback's state
+ *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
+ *                                  connects
+ *   names    (policy/names.h)      the name each address was resolved from
+ *   leases   (policy/lease.h)      the threads' leases of send units
+ *   open     (policy/open.h)       max_open: the connections this process
+ *                                  holds, by fd
+ *
  * The child after fork resets what the parent's other threads may have been
  * in the middle of, in this order (each step async-signal-safe; none waits
- * for a lock, none frees what a parent thread may have been filling):
+ * for a lock, none frees what a parent thread may have been filling), and
+ * nothing else: it is one pthread_atfork, shim/init.c's, which runs
  *
- *   1. names    (policy/names.c)  the table's writer state
+ *   0. the shim's words  (shim/init.c)  its pid; a set-up or a scan that
+ *                                       another thread was running goes
+ *                                       back to due
+ *   1. names    (policy/names.c)  the table's writer word and the entry a
+ *                                 parent thread was writing
  *   2. gate     (policy/gate.c)   a segment re-open in progress
  *   3. leases   (policy/lease.c)  the parent threads' lease records
- *   4. fleet    (fleet/)          the parent's Redis connection and lock:
- *                                 closed by system call, reader forgotten
- *   5. ready    (policy/ready.c)  the parent's held sockets, turns, tickets
+ *   4. fleet    (fleet/fleet.c)   the parent's Redis connections and what
+ *                                 its threads were doing on them: closed
+ *                                 by system call, readers forgotten
+ *   5. ready    (policy/ready.c)  the parent's held sockets, turns,
+ *                                 tickets; its mutex made anew
+ *   6. epreg    (shim/epreg.c)    the registrations' mutex made anew
+ *   7. waitbufs (shim/waitbuf.c)  only the forking thread's wait buffers
+ *                                 stay taken
+ *   8. conntab  (shim/conntab.c)  its mutex made anew, no connection held
+ *                                 by a write
+ *   9. tlstab   (shim/tlstab.c)   its mutex made anew
  *
- * then the shim's own tables (shim/epreg.c, the wait buffers of
- * shim/hook_wait.c) in shim/init.c. Budgets,
+ * The other members need no reset: open (a connection's fds are the
+ * child's too; the pid is read again), sites, dests, log, declog and the
+ * report (words read or counted lock-free), and the shim's fd marks,
+ * inherited sockets and signal actions (fork keeps them). Budgets,
  * counters and max_open holders live in the shared segment and are the
  * child's as much as the parent's (SPEC §1: fork keeps marks and budgets).
  *
- * shim/init.c holds the process's one instance; unit tests make their own. */
+ * shim/init.c holds the process's one instance (inside its struct
+ * rl_shim); the CLI's supervisor holds its own; unit tests make two. */
 #ifndef RL_POLICY_PROC_H
 #define RL_POLICY_PROC_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "fleet/fleet.h"
+#include "policy/dests.h"
+#include "policy/gate_int.h"
+#include "policy/lease.h"
+#include "policy/names.h"
+#include "policy/open.h"
+#include "policy/ready.h"
+#include "policy/sites.h"
+#include "util/declog.h"
+#include "util/log.h"
 
 struct rl_config;
 
@@ -52,6 +103,16 @@ struct rl_proc {
     enum rl_proc_report report;
     bool strict;  /* RLSHIM_STRICT=1: a broken config exits 78 */
     bool gate_up; /* set up: the report and leases are close's to finish */
+    struct rl_gate gate;
+    struct rl_ready ready;
+    struct rl_names names;
+    struct rl_leases leases;
+    struct rl_open open;
+    struct rl_sites sites;
+    struct rl_dests dests;
+    struct rl_fleet fleet;
+    struct rl_log log;       /* the shim's event lines: where, how many */
+    struct rl_declog declog; /* the decision log (SPEC §9) */
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file

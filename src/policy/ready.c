@@ -11,72 +11,51 @@
 #include <string.h>
 
 #include "policy/open.h"
+#include "policy/proc.h"
 #include "util/clock.h"
 
-struct entry {
-    int fd; /* -1: free */
-    int what;
-    uint64_t until;
-    struct rl_gate_ticket t;    /* RESERVE, CONNECT */
-    struct sockaddr_storage sa; /* CONNECT, OPEN */
-    socklen_t salen;
-    /* OPEN: the full area, its release sequence at the last decision,
-     * when that was, the max_delay deadline and the step between looks;
-     * FAILED: the errno. */
-    rl_atomic_u64 *area;
-    uint32_t seq;
-    uint64_t decided, deadline, step;
-    bool taken; /* OPEN: a thread is deciding it again */
-    int err;
-};
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct entry tab[RL_READY_MAX];
-static unsigned hw; /* entries at or above are free */
-atomic_uint rl_ready_n;
-
-static struct entry *find(int fd)
+static struct rl_ready_entry *find(struct rl_ready *rd, int fd)
 {
-    for (unsigned i = 0; i < hw; i++)
-        if (tab[i].what != 0 && tab[i].fd == fd)
-            return &tab[i];
+    for (unsigned i = 0; i < rd->hw; i++)
+        if (rd->tab[i].what != 0 && rd->tab[i].fd == fd)
+            return &rd->tab[i];
     return NULL;
 }
 
-static struct entry *make(int fd)
+static struct rl_ready_entry *make(struct rl_ready *rd, int fd)
 {
     for (unsigned i = 0; i < RL_READY_MAX; i++) {
-        if (tab[i].what != 0)
+        if (rd->tab[i].what != 0)
             continue;
-        if (i >= hw)
-            hw = i + 1;
-        memset(&tab[i], 0, sizeof tab[i]);
-        tab[i].fd = fd;
-        atomic_fetch_add_explicit(&rl_ready_n, 1, memory_order_relaxed);
-        return &tab[i];
+        if (i >= rd->hw)
+            rd->hw = i + 1;
+        memset(&rd->tab[i], 0, sizeof rd->tab[i]);
+        rd->tab[i].fd = fd;
+        atomic_fetch_add_explicit(&rd->n, 1, memory_order_relaxed);
+        return &rd->tab[i];
     }
     return NULL;
 }
 
-static void drop(struct entry *e)
+static void drop(struct rl_ready *rd, struct rl_ready_entry *e)
 {
     e->what = 0;
     e->fd = -1;
-    atomic_fetch_sub_explicit(&rl_ready_n, 1, memory_order_relaxed);
-    while (hw > 0 && tab[hw - 1].what == 0)
-        hw--;
+    atomic_fetch_sub_explicit(&rd->n, 1, memory_order_relaxed);
+    while (rd->hw > 0 && rd->tab[rd->hw - 1].what == 0)
+        rd->hw--;
 }
 
 /* A reservation or connect not spent: back to the budget (a connect
  * waiting for a place, or failed, holds nothing). */
-static void give_back(struct entry *e)
+static void give_back(struct rl_proc *p, struct rl_ready_entry *e)
 {
     if (e->what == RL_READY_RESERVE) {
-        rl_gate_refund(&e->t, RL_KIND_SEND, e->t.calls);
-        rl_gate_refund(&e->t, RL_KIND_SEND_BYTES, e->t.bytes);
+        rl_gate_refund(p, &e->t, RL_KIND_SEND, e->t.calls);
+        rl_gate_refund(p, &e->t, RL_KIND_SEND_BYTES, e->t.bytes);
     } else if (e->what == RL_READY_CONNECT) {
-        rl_gate_refund(&e->t, RL_KIND_CONNECT, 1);
-        rl_gate_connected(&e->t, -1, false); /* its max_open places */
+        rl_gate_refund(p, &e->t, RL_KIND_CONNECT, 1);
+        rl_gate_connected(p, &e->t, -1, false); /* its max_open places */
     }
 }
 
@@ -84,26 +63,27 @@ static void give_back(struct entry *e)
  * an older turn cannot be there, a send spends it first) gives its units
  * back and is reused (*r = 0), else a new one is made (*r = 1). NULL and
  * *r = -ENOSPC when the table is full. */
-static struct entry *renew(int fd, int *r)
+static struct rl_ready_entry *renew(struct rl_proc *p, int fd, int *r)
 {
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(&p->ready, fd);
     if (e != NULL) {
-        give_back(e);
+        give_back(p, e);
         *r = 0;
         return e;
     }
-    e = make(fd);
+    e = make(&p->ready, fd);
     *r = e != NULL ? 1 : -ENOSPC;
     return e;
 }
 
-int rl_ready_hold(int fd, uint64_t until)
+int rl_ready_hold(struct rl_proc *p, int fd, uint64_t until)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e == NULL) {
-        e = make(fd);
+        e = make(rd, fd);
         if (e == NULL) {
             r = -ENOSPC;
         } else {
@@ -114,16 +94,18 @@ int rl_ready_hold(int fd, uint64_t until)
     } else if (e->what == RL_READY_HOLD && until > e->until) {
         e->until = until;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-static int keep(int fd, int what, const struct rl_gate_ticket *t,
-                const struct sockaddr *sa, socklen_t len)
+static int keep(struct rl_proc *p, int fd, int what,
+                const struct rl_gate_ticket *t, const struct sockaddr *sa,
+                socklen_t len)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r;
-    struct entry *e = renew(fd, &r);
+    struct rl_ready_entry *e = renew(p, fd, &r);
     if (e != NULL) {
         e->what = what;
         e->taken = false;
@@ -134,27 +116,28 @@ static int keep(int fd, int what, const struct rl_gate_ticket *t,
             e->salen = len;
         }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_reserve(int fd, const struct rl_gate_ticket *t)
+int rl_ready_reserve(struct rl_proc *p, int fd, const struct rl_gate_ticket *t)
 {
-    return keep(fd, RL_READY_RESERVE, t, NULL, 0);
+    return keep(p, fd, RL_READY_RESERVE, t, NULL, 0);
 }
 
-int rl_ready_defer_connect(int fd, const struct rl_gate_ticket *t,
+int rl_ready_defer_connect(struct rl_proc *p, int fd,
+                           const struct rl_gate_ticket *t,
                            const struct sockaddr *sa, socklen_t len)
 {
     if (sa == NULL || len > sizeof(struct sockaddr_storage))
         return -EINVAL;
-    return keep(fd, RL_READY_CONNECT, t, sa, len);
+    return keep(p, fd, RL_READY_CONNECT, t, sa, len);
 }
 
 /* The next look at a connect waiting for a place: a step later (doubled
  * each time up to RL_READY_OPEN_STEP), on a multiple of the step, never
  * past the deadline. */
-static void next_look(struct entry *e, uint64_t now)
+static void next_look(struct rl_ready_entry *e, uint64_t now)
 {
     e->step = e->step == 0 ? RL_READY_OPEN_FIRST : e->step * 2;
     if (e->step > RL_READY_OPEN_STEP)
@@ -163,16 +146,18 @@ static void next_look(struct entry *e, uint64_t now)
     e->until = at < e->deadline ? at : e->deadline;
 }
 
-int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
+int rl_ready_defer_open(struct rl_proc *p, int fd,
+                        const struct rl_gate_ticket *t,
                         const struct sockaddr *sa, socklen_t len,
                         uint64_t deadline)
 {
+    struct rl_ready *rd = &p->ready;
     if (sa == NULL || len > sizeof(struct sockaddr_storage) ||
         t->open_full == NULL)
         return -EINVAL;
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&rd->mu);
     int r;
-    struct entry *e = renew(fd, &r);
+    struct rl_ready_entry *e = renew(p, fd, &r);
     if (e != NULL) {
         bool again = r == 0 && e->what == RL_READY_OPEN;
         e->what = RL_READY_OPEN;
@@ -188,17 +173,18 @@ int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
             e->step = 0; /* a new wait starts small */
         next_look(e, t->now);
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_take_open(int fd, uint64_t now, bool force,
+int rl_ready_take_open(struct rl_proc *p, int fd, uint64_t now, bool force,
                        struct sockaddr_storage *sa, socklen_t *len,
                        uint64_t *deadline, uint64_t *until)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL && e->what == RL_READY_OPEN) {
         bool moved = rl_open_seq(e->area) != e->seq;
         if (e->taken) {
@@ -220,45 +206,48 @@ int rl_ready_take_open(int fd, uint64_t now, bool force,
             r = -EAGAIN;
         }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_fail(int fd, int err)
+int rl_ready_fail(struct rl_proc *p, int fd, int err)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r;
-    struct entry *e = renew(fd, &r);
+    struct rl_ready_entry *e = renew(p, fd, &r);
     if (e != NULL) {
         e->what = RL_READY_FAILED;
         e->taken = false;
         e->err = err;
         e->until = 0;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_take_error(int fd, int *err)
+int rl_ready_take_error(struct rl_proc *p, int fd, int *err)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL && e->what == RL_READY_FAILED) {
         *err = e->err;
-        drop(e);
+        drop(rd, e);
         r = 1;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_claim(int fd, uint64_t now, bool take_early,
+int rl_ready_claim(struct rl_proc *p, int fd, uint64_t now, bool take_early,
                    struct rl_gate_ticket *t, uint64_t *until, int *what)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL) {
         *what = e->what;
         *until = e->until;
@@ -268,75 +257,79 @@ int rl_ready_claim(int fd, uint64_t now, bool take_early,
             r = 0; /* the kernel answers for an unconnected socket */
         } else if (e->what == RL_READY_HOLD) {
             if (now >= e->until)
-                drop(e);
+                drop(rd, e);
             else
                 r = -EAGAIN;
         } else if (now >= e->until) {
             *t = e->t;
-            drop(e);
+            drop(rd, e);
             r = 1;
         } else {
             r = -EAGAIN;
             if (take_early) {
                 *t = e->t;
-                drop(e);
+                drop(rd, e);
             }
         }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_take_connect(int fd, uint64_t now, bool force,
+int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
                           struct rl_gate_ticket *t, struct sockaddr_storage *sa,
                           socklen_t *len, uint64_t *until)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL && e->what == RL_READY_CONNECT) {
         *until = e->until;
         if (force || now >= e->until) {
             *t = e->t;
             *sa = e->sa;
             *len = e->salen;
-            drop(e);
+            drop(rd, e);
             r = 1;
         } else {
             r = -EAGAIN;
         }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-int rl_ready_hidden(int fd, uint64_t now)
+int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
     int r = 0;
-    struct entry *e = find(fd);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL && e->what != RL_READY_FAILED &&
         (now < e->until || rl_ready_unconnected(e->what)))
         r = e->what;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return r;
 }
 
-unsigned rl_ready_snapshot(uint64_t now, struct rl_ready_view *out,
-                           unsigned cap, uint64_t *next)
+unsigned rl_ready_snapshot(struct rl_proc *p, uint64_t now,
+                           struct rl_ready_view *out, unsigned cap,
+                           uint64_t *next)
 {
+    struct rl_ready *rd = &p->ready;
     unsigned n = 0;
     *next = UINT64_MAX;
-    pthread_mutex_lock(&mu);
-    for (unsigned i = 0; i < hw; i++) {
-        struct entry *e = &tab[i];
+    pthread_mutex_lock(&rd->mu);
+    for (unsigned i = 0; i < rd->hw; i++) {
+        struct rl_ready_entry *e = &rd->tab[i];
         if (e->what == 0 || e->what == RL_READY_FAILED)
             continue;
         /* A deferred connect stays hidden until the shim connects it,
          * which it does once due (so it is due "now" for the caller). */
         if (now >= e->until && !rl_ready_unconnected(e->what)) {
             if (e->what == RL_READY_HOLD)
-                drop(e);
+                drop(rd, e);
             continue;
         }
         if (e->until < *next)
@@ -344,39 +337,42 @@ unsigned rl_ready_snapshot(uint64_t now, struct rl_ready_view *out,
         if (n < cap)
             out[n++] = (struct rl_ready_view){e->fd, e->what, e->until};
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
     return n;
 }
 
-void rl_ready_forget(int fd)
+void rl_ready_forget(struct rl_proc *p, int fd)
 {
-    pthread_mutex_lock(&mu);
-    struct entry *e = find(fd);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
+    struct rl_ready_entry *e = find(rd, fd);
     if (e != NULL) {
-        give_back(e);
-        drop(e);
+        give_back(p, e);
+        drop(rd, e);
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
 }
 
-void rl_ready_forget_range(unsigned first, unsigned last)
+void rl_ready_forget_range(struct rl_proc *p, unsigned first, unsigned last)
 {
-    pthread_mutex_lock(&mu);
-    for (unsigned i = 0; i < hw; i++) {
-        struct entry *e = &tab[i];
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
+    for (unsigned i = 0; i < rd->hw; i++) {
+        struct rl_ready_entry *e = &rd->tab[i];
         if (e->what != 0 && (unsigned)e->fd >= first &&
             (unsigned)e->fd <= last) {
-            give_back(e);
-            drop(e);
+            give_back(p, e);
+            drop(rd, e);
         }
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&rd->mu);
 }
 
-void rl_ready_atfork_child(void)
+void rl_ready_atfork_child(struct rl_proc *p)
 {
-    pthread_mutex_init(&mu, NULL);
-    memset(tab, 0, sizeof tab);
-    hw = 0;
-    atomic_store_explicit(&rl_ready_n, 0, memory_order_relaxed);
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_init(&rd->mu, NULL);
+    memset(rd->tab, 0, sizeof rd->tab);
+    rd->hw = 0;
+    atomic_store_explicit(&rd->n, 0, memory_order_relaxed);
 }

@@ -15,13 +15,16 @@
  * keeps its address and the area it waits on, and is decided again when
  * a place frees (RL_READY_OPEN).
  *
- * One small table for the process, under a mutex; callers hold the shim's
+ * One small table for the process (struct rl_ready, a member of its struct
+ * rl_proc: the functions take the rl_proc, since a dropped entry's ticket
+ * goes back through its gate), under a mutex; callers hold the shim's
  * re-entry guard, so a signal handler never takes the mutex twice. The
  * only lock-free part is rl_ready_any(), the whole cost of a wait call
  * while nothing is held. Knows fds as numbers only: no libc call on them. */
 #ifndef RL_POLICY_READY_H
 #define RL_POLICY_READY_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,6 +32,9 @@
 #include <sys/socket.h>
 
 #include "policy/gate.h"
+#include "util/atomics.h"
+
+struct rl_proc;
 
 /* Entries the table holds; a socket that finds it full is not held (its
  * send fails or sleeps as it would without the table). */
@@ -73,32 +79,59 @@ struct rl_ready_view {
     uint64_t until; /* CLOCK_MONOTONIC ns */
 };
 
-/* Entries in the table (held, reserved or deferred, due or not). */
-extern atomic_uint rl_ready_n;
+/* One held, reserved or deferred socket. */
+struct rl_ready_entry {
+    int fd; /* -1: free */
+    int what;
+    uint64_t until;
+    struct rl_gate_ticket t;    /* RESERVE, CONNECT */
+    struct sockaddr_storage sa; /* CONNECT, OPEN */
+    socklen_t salen;
+    /* OPEN: the full area, its release sequence at the last decision,
+     * when that was, the max_delay deadline and the step between looks;
+     * FAILED: the errno. */
+    rl_atomic_u64 *area;
+    uint32_t seq;
+    uint64_t decided, deadline, step;
+    bool taken; /* OPEN: a thread is deciding it again */
+    int err;
+};
 
-static inline bool rl_ready_any(void)
+/* The process's table (a member of struct rl_proc): a flat array searched
+ * up to its high-water mark. All zero is empty (a zero mutex is
+ * PTHREAD_MUTEX_INITIALIZER on glibc). */
+struct rl_ready {
+    pthread_mutex_t mu;
+    struct rl_ready_entry tab[RL_READY_MAX];
+    unsigned hw;   /* entries at or above are free */
+    atomic_uint n; /* entries in the table (held, reserved or deferred) */
+};
+
+static inline bool rl_ready_any(const struct rl_ready *r)
 {
-    return atomic_load_explicit(&rl_ready_n, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&r->n, memory_order_relaxed) != 0;
 }
 
 /* fd may not send before `until` (a denied send). Returns 1 when fd was
  * not held before (hide it now), 0 when it was, -ENOSPC. */
-int rl_ready_hold(int fd, uint64_t until);
+int rl_ready_hold(struct rl_proc *p, int fd, uint64_t until);
 
 /* Delay mode: keep the reservation of ticket `t` for fd; its turn is
  * t->now + t->wait_ns. Returns as rl_ready_hold; on -ENOSPC the caller
  * still owns the reservation. */
-int rl_ready_reserve(int fd, const struct rl_gate_ticket *t);
+int rl_ready_reserve(struct rl_proc *p, int fd, const struct rl_gate_ticket *t);
 
 /* Delay mode: a connect of fd to `sa` deferred to its turn (ticket `t`).
  * Returns as rl_ready_hold. */
-int rl_ready_defer_connect(int fd, const struct rl_gate_ticket *t,
+int rl_ready_defer_connect(struct rl_proc *p, int fd,
+                           const struct rl_gate_ticket *t,
                            const struct sockaddr *sa, socklen_t len);
 
 /* Delay mode: a connect of fd to `sa` denied at t->now because max_open
  * area t->open_full was full (at sequence t->open_seq); it waits for a
  * place until `deadline` (its max_delay). Returns as rl_ready_hold. */
-int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
+int rl_ready_defer_open(struct rl_proc *p, int fd,
+                        const struct rl_gate_ticket *t,
                         const struct sockaddr *sa, socklen_t len,
                         uint64_t deadline);
 
@@ -107,18 +140,18 @@ int rl_ready_defer_open(int fd, const struct rl_gate_ticket *t,
  * RL_READY_OPEN_DECIDE since its last decision, or `force`): 1 with the
  * address and deadline; 0 when fd has none; -EAGAIN when not yet (the
  * next look is re-armed: *until says when). */
-int rl_ready_take_open(int fd, uint64_t now, bool force,
+int rl_ready_take_open(struct rl_proc *p, int fd, uint64_t now, bool force,
                        struct sockaddr_storage *sa, socklen_t *len,
                        uint64_t *deadline, uint64_t *until);
 
 /* A deferred connect of fd failed with `err` (SO_ERROR and connect tell
  * it once; the entry goes with it, or at the close). Returns as
  * rl_ready_hold. */
-int rl_ready_fail(int fd, int err);
+int rl_ready_fail(struct rl_proc *p, int fd, int err);
 
 /* The errno of fd's failed deferred connect, told once: 1 (*err set, the
  * entry dropped) or 0. */
-int rl_ready_take_error(int fd, int *err);
+int rl_ready_take_error(struct rl_proc *p, int fd, int *err);
 
 /* A send on fd at `now`. Returns:
  *   0        nothing recorded, or a hold that is over (dropped): decide
@@ -129,36 +162,36 @@ int rl_ready_take_error(int fd, int *err);
  *            filled too, for a blocking socket that sleeps until then, when
  *            `take_early` is set; the entry is dropped); or a deferred
  *            connect (*what says which). */
-int rl_ready_claim(int fd, uint64_t now, bool take_early,
+int rl_ready_claim(struct rl_proc *p, int fd, uint64_t now, bool take_early,
                    struct rl_gate_ticket *t, uint64_t *until, int *what);
 
 /* The deferred connect of fd, taken out when due at `now` (or at once
  * when `force`): 1 with the ticket and address (the caller connects), 0
  * when fd has none, -EAGAIN when not due (*until says when). */
-int rl_ready_take_connect(int fd, uint64_t now, bool force,
-                          struct rl_gate_ticket *t,
-                          struct sockaddr_storage *sa, socklen_t *len,
-                          uint64_t *until);
+int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
+                          struct rl_gate_ticket *t, struct sockaddr_storage *sa,
+                          socklen_t *len, uint64_t *until);
 
 /* Is fd hidden at `now`, and how (0: not hidden; a failed connect is
  * not)? */
-int rl_ready_hidden(int fd, uint64_t now);
+int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now);
 
 /* Copy up to `cap` entries that are still hidden at `now` into `out` and
  * return their count; *next is the earliest `until` after now of any
  * entry (UINT64_MAX when none). Holds that are over are dropped. */
-unsigned rl_ready_snapshot(uint64_t now, struct rl_ready_view *out,
-                           unsigned cap, uint64_t *next);
+unsigned rl_ready_snapshot(struct rl_proc *p, uint64_t now,
+                           struct rl_ready_view *out, unsigned cap,
+                           uint64_t *next);
 
 /* fd is closed (or replaced by dup2): drop its entry; a reservation or a
  * deferred connect not spent goes back to the budget. */
-void rl_ready_forget(int fd);
+void rl_ready_forget(struct rl_proc *p, int fd);
 
 /* The same for every fd in [first, last]. */
-void rl_ready_forget_range(unsigned first, unsigned last);
+void rl_ready_forget_range(struct rl_proc *p, unsigned first, unsigned last);
 
 /* In the child after fork: the entries are the parent's (its turns, its
  * tickets); the child forgets them without giving anything back. */
-void rl_ready_atfork_child(void);
+void rl_ready_atfork_child(struct rl_proc *p);
 
 #endif

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "policy/gate_int.h"
+#include "policy/proc.h"
 #include "util/log.h"
 
 void rl_report_add(struct rl_report *r, int kind, int stat, uint64_t n)
@@ -18,22 +19,23 @@ void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n)
         rl_sub_sat_u64(&r->mine[kind][stat], n);
 }
 
-void rl_report_tls_unseen(void)
+bool rl_report_tls_unseen(struct rl_proc *p)
 {
-    rl_add_relaxed_u64(&rl_gate.report.tls_unseen, 1);
+    uint64_t before = rl_add_relaxed_u64(&p->gate.report.tls_unseen, 1);
     /* The rule's budget: the one slot every process of the user shares
      * (a site's or a destination's budget is not known here). */
-    /* Pairs with the release stores of rl_gate.cur in gate.c; never
+    /* Pairs with the release stores of the gate's cur in gate.c; never
      * rl_gate_budget(), which may re-open a replaced segment. */
-    struct budget *b = atomic_load_explicit(&rl_gate.cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&p->gate.cur, memory_order_acquire);
     if (b != NULL && b->slot.counters != NULL)
         rl_store_count_tls_unseen(&b->slot);
+    return before == 0;
 }
 
-void rl_report_write(void)
+void rl_report_write(struct rl_proc *p)
 {
-    const struct rl_gate *g = &rl_gate;
-    struct rl_report *r = &rl_gate.report;
+    const struct rl_gate *g = &p->gate;
+    struct rl_report *r = &p->gate.report;
     int pid = (int)getpid();
 
     if (g->rule == NULL && !g->deny_all) {

@@ -4,9 +4,11 @@
 #ifndef RL_POLICY_REPORT_H
 #define RL_POLICY_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct rl_report;
+struct rl_proc;
 
 /* Add n to this process's (kind, stat) count; nothing when the report is
  * off. Relaxed: read once, at exit. */
@@ -21,10 +23,11 @@ void rl_report_sub(struct rl_report *r, int kind, int stat, uint64_t n);
  * Counts it for this process (the exit report's "N TLS connections:
  * requests not counted" line) and in the user's rule budget in the
  * segment (`rlshim stat`: "TLS connections not counted"). Lock-free,
- * relaxed adds; never blocks, no system call. */
-void rl_report_tls_unseen(void);
+ * relaxed adds; never blocks, no system call. True the first time in p
+ * (the one time the request layer says so on stderr). */
+bool rl_report_tls_unseen(struct rl_proc *p);
 
 /* Write the report's lines to stderr (rl_gate_finish, when on). */
-void rl_report_write(void);
+void rl_report_write(struct rl_proc *p);
 
 #endif

@@ -1,16 +1,17 @@
 /* reqconn.c — see reqconn.h. */
 #include "policy/reqconn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "policy/report.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -101,14 +102,15 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
 /* A TLS write: its k requests go together or not at all (SPEC §11). In
  * delay mode k turns one after another (a burst smaller than k can never
  * grant k at once), the write going at the last. */
-static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
+static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqwrite *w,
                        const struct rl_req_event *first, uint64_t k,
                        uint64_t now, struct rl_reqplan *p)
 {
     struct rl_gate_ticket t;
     struct rl_gate_req q;
     ask(c, w, first, k, &q);
-    int act = rl_gate_request_at(&t, now, &q);
+    int act = rl_gate_request_at(proc, &t, now, &q);
     uint64_t wait = t.wait_ns;
     if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX &&
         t.denier != NULL && t.denier->on_deny == RL_DENY_DELAY) {
@@ -116,7 +118,7 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
          * one fail, past max_delay, the turns before it stay spent). */
         q.units = 1;
         for (uint64_t i = 0; i < k; i++) {
-            act = rl_gate_request_at(&t, now, &q);
+            act = rl_gate_request_at(proc, &t, now, &q);
             if (act == RL_GATE_FAIL)
                 break;
             if (t.wait_ns > wait)
@@ -149,9 +151,10 @@ static void plan_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
 /* A plaintext write: requests in order, each charged; the write is cut
  * before the first that cannot go now (or that must wait, unless it is
  * the write's first byte: then the write waits for it). */
-static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
-                       const struct rl_req_event *ev, size_t nev,
-                       uint64_t now, struct rl_reqplan *p)
+static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqwrite *w,
+                       const struct rl_req_event *ev, size_t nev, uint64_t now,
+                       struct rl_reqplan *p)
 {
     for (size_t i = 0; i < nev; i++) {
         const struct rl_req_event *e = &ev[i];
@@ -166,10 +169,10 @@ static void plan_plain(struct rl_reqconn *c, const struct rl_reqwrite *w,
         struct rl_gate_ticket t;
         struct rl_gate_req q;
         ask(c, w, e, 1, &q);
-        int act = rl_gate_request_at(&t, now, &q);
+        int act = rl_gate_request_at(proc, &t, now, &q);
         if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
             /* The bytes before it go now; it waits in the next write. */
-            rl_gate_refund(&t, RL_KIND_REQUEST, 1);
+            rl_gate_refund(proc, &t, RL_KIND_REQUEST, 1);
             p->allow = e->offset;
             return;
         }
@@ -243,7 +246,8 @@ static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
         rl_reqconn_sent(c, &q, 0);
 }
 
-void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
+                     const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p)
 {
     memset(p, 0, sizeof *p);
@@ -287,7 +291,7 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     if (k == 0)
         return;
     if (w->how == RL_REQ_PLAIN) {
-        plan_plain(c, w, ev, nev, now, p);
+        plan_plain(proc, c, w, ev, nev, now, p);
         return;
     }
     /* (Requests only past those looked at: named by the connection.) */
@@ -295,7 +299,7 @@ void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     if (first == NULL)
         first = &unnamed;
     uint64_t before = c->charged;
-    plan_whole(c, w, first, k, now, p);
+    plan_whole(proc, c, w, first, k, now, p);
     if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
         record_whole(c, w, first, ev, nev, before, k);
 }
@@ -317,12 +321,9 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 
 /* Said once per process (a fork child's line would say the same); every
  * such connection is counted for the exit report and `rlshim stat`. */
-static atomic_bool unseen_said;
-
-void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
+void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
 {
-    rl_report_tls_unseen();
-    if (atomic_exchange(&unseen_said, true))
+    if (!rl_report_tls_unseen(proc))
         return;
     char host[RL_NAME_MAX + 1] = "?";
     unsigned port = 0;
@@ -330,13 +331,14 @@ void rl_reqconn_unseen_tls(const struct rl_reqconn *c)
     if (c->salen > 0 && sa->sa_family == AF_INET) {
         const struct sockaddr_in *in = (const void *)sa;
         port = ntohs(in->sin_port);
-        if (rl_names_find(AF_INET, (const uint8_t *)&in->sin_addr, host) == 0)
+        if (rl_names_find(&proc->names, AF_INET, (const uint8_t *)&in->sin_addr,
+                          host) == 0)
             inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
     } else if (c->salen > 0 && sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const void *)sa;
         port = ntohs(in6->sin6_port);
-        if (rl_names_find(AF_INET6, (const uint8_t *)&in6->sin6_addr, host) ==
-            0)
+        if (rl_names_find(&proc->names, AF_INET6,
+                          (const uint8_t *)&in6->sin6_addr, host) == 0)
             inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     }
     rl_log_stderr("requests to %s:%u are not counted: TLS the shim cannot see",

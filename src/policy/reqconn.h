@@ -13,7 +13,7 @@
  * Every write has two steps around the real call:
  *
  *     struct rl_reqplan p;
- *     rl_reqconn_plan(c, iov, n, &q, &p);   decide the requests the bytes
+ *     rl_reqconn_plan(proc, c, iov, n, &q, &p);   decide the requests the bytes
  *                                           start (nothing is changed but
  *                                           the budgets)
  *     sleep until p.wake if p.act is GO and the call may sleep;
@@ -41,6 +41,7 @@
 #include "policy/dest.h"
 #include "policy/names.h"
 
+struct rl_proc;
 struct rl_gate_req;
 
 /* A request the program sent and whose final answer has not come yet,
@@ -124,8 +125,9 @@ void rl_reqconn_free(struct rl_reqconn *c);
  * to be HTTP, nor a plaintext socket that carries TLS)? */
 bool rl_reqconn_counting(const struct rl_reqconn *c);
 
-/* Decide the write of iov[0..n) on c. */
-void rl_reqconn_plan(struct rl_reqconn *c, const struct iovec *iov, size_t n,
+/* Decide the write of iov[0..n) on c, by p's gate. */
+void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
+                     const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p);
 
 /* After the real call took `sent` bytes (< 0: it failed). */
@@ -145,11 +147,12 @@ void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
 
 /* The program received `got` bytes in iov[0..n) on c (what the call
  * really returned, never more): each final response's status goes to
- * rl_gate_request_outcome, named as its request was charged. The bytes
- * are only read. Not async-signal-safe: a handler's read is not passed
- * here (rl_reqconn_lost). */
-void rl_reqconn_received(struct rl_reqconn *c, const struct iovec *iov,
-                         size_t n, size_t got, const struct rl_reqread *r);
+ * rl_gate_request_outcome of proc, named as its request was charged. The
+ * bytes are only read. Not async-signal-safe: a handler's read is not
+ * passed here (rl_reqconn_lost). */
+void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
+                         const struct iovec *iov, size_t n, size_t got,
+                         const struct rl_reqread *r);
 
 /* Bytes of c's responses went by without being read here: its response
  * side turns off at its next read (responses are never guessed at from
@@ -163,6 +166,6 @@ static inline void rl_reqconn_lost(struct rl_reqconn *c)
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
  * process on stderr, naming the destination, and counts it for the exit
  * report and `rlshim stat`. */
-void rl_reqconn_unseen_tls(const struct rl_reqconn *c);
+void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c);
 
 #endif

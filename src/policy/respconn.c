@@ -17,6 +17,7 @@
 
 #include "http/retry_after.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "policy/reqconn.h"
 
 /* Answers looked at per feed: one read rarely holds more than one. */
@@ -78,8 +79,8 @@ static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     size_t n = strlen(e->retry_after);
-    if (rl_retry_after_parse(e->retry_after, n, (int64_t)ts.tv_sec,
-                             wait_ns) != 0)
+    if (rl_retry_after_parse(e->retry_after, n, (int64_t)ts.tv_sec, wait_ns) !=
+        0)
         return false;
     /* An HTTP-date names a whole second of the wall clock: the wait is to
      * it from now, not from the start of now's second. */
@@ -90,8 +91,8 @@ static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
     return true;
 }
 
-static void answer(struct rl_reqconn *c, const struct rl_resp_event *e,
-                   const struct rl_reqread *r)
+static void answer(struct rl_proc *proc, struct rl_reqconn *c,
+                   const struct rl_resp_event *e, const struct rl_reqread *r)
 {
     if (e->kind != RL_RESP_STATUS)
         return;
@@ -121,11 +122,12 @@ static void answer(struct rl_reqconn *c, const struct rl_resp_event *e,
     };
     uint64_t wait = 0;
     bool has = retry_after(e, &wait);
-    rl_gate_request_outcome(&q, e->status, has, wait);
+    rl_gate_request_outcome(proc, &q, e->status, has, wait);
 }
 
-void rl_reqconn_received(struct rl_reqconn *c, const struct iovec *iov,
-                         size_t n, size_t got, const struct rl_reqread *r)
+void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
+                         const struct iovec *iov, size_t n, size_t got,
+                         const struct rl_reqread *r)
 {
     if (c->resp_off)
         return;
@@ -139,14 +141,14 @@ void rl_reqconn_received(struct rl_reqconn *c, const struct iovec *iov,
         if (len == 0)
             continue;
         struct rl_resp_event ev[FEED_EVENTS];
-        long k = rl_respscan_feed(&c->resp, iov[i].iov_base, len, ev,
-                                  FEED_EVENTS);
+        long k =
+            rl_respscan_feed(&c->resp, iov[i].iov_base, len, ev, FEED_EVENTS);
         if (k < 0) {
             c->resp_off = true; /* no HTTP/2 inflater */
             return;
         }
         for (long j = 0; j < k && j < FEED_EVENTS; j++)
-            answer(c, &ev[j], r);
+            answer(proc, c, &ev[j], r);
         if (k > FEED_EVENTS) {
             c->resp_off = true; /* answers unseen: the pairing is lost */
             return;

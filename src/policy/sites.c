@@ -1,6 +1,7 @@
 /* sites.c — site sections' budgets (see sites.h).
  *
- * Per site: its rule, the slot's label and tag for this user, and the
+ * Per site (struct rl_site, in the array of the process's struct
+ * rl_sites): its rule, the slot's label and tag for this user, and the
  * budget claimed in the store the gate uses now. When the gate moves to a
  * replaced segment, the next call claims the site's slot there; the old
  * budget is never freed (another thread may still be deciding in it). */
@@ -14,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct site {
+struct rl_site {
     const struct rl_rule *rule;
     struct rl_budget_layout layout;
     uint64_t tag, overflow_tag;
@@ -22,21 +23,17 @@ struct site {
     _Atomic(struct budget *) cur;
 };
 
-static const struct rl_config *cfg;
-static struct site *sites; /* cfg's site rules, in file order */
-static unsigned nsites;
-static bool sends;
-
-int rl_sites_setup(const struct rl_config *c, const char *user)
+int rl_sites_setup(struct rl_sites *ss, const struct rl_config *c,
+                   const char *user)
 {
     unsigned n = 0;
 
-    cfg = c;
+    ss->cfg = c;
     for (size_t i = 0; i < c->nrules; i++)
         n += c->rules[i].site != NULL;
     if (n == 0)
         return 0;
-    struct site *s = calloc(n, sizeof *s);
+    struct rl_site *s = calloc(n, sizeof *s);
     if (s == NULL)
         return -ENOMEM;
     n = 0;
@@ -48,23 +45,23 @@ int rl_sites_setup(const struct rl_config *c, const char *user)
         rl_budget_layout(r, &s[n].layout);
         s[n].tag = rl_budget_label(r, user, s[n].label, sizeof s[n].label);
         s[n].overflow_tag = rl_budget_overflow_tag(r);
-        sends |= r->nlimits[RL_KIND_SEND] > 0 ||
-                 r->nlimits[RL_KIND_SEND_BYTES] > 0;
+        ss->sends |=
+            r->nlimits[RL_KIND_SEND] > 0 || r->nlimits[RL_KIND_SEND_BYTES] > 0;
         n++;
     }
-    sites = s;
-    nsites = n;
+    ss->sites = s;
+    ss->nsites = n;
     return 0;
 }
 
-bool rl_sites_any(void)
+bool rl_sites_any(const struct rl_sites *ss)
 {
-    return nsites > 0;
+    return ss->nsites > 0;
 }
 
-bool rl_sites_charge_sends(void)
+bool rl_sites_charge_sends(const struct rl_sites *ss)
 {
-    return sends;
+    return ss->sends;
 }
 
 uint64_t rl_sites_arena_words(const struct rl_config *c)
@@ -80,47 +77,50 @@ uint64_t rl_sites_arena_words(const struct rl_config *c)
     return words;
 }
 
-int rl_sites_pick(const void *sa, unsigned salen)
+int rl_sites_pick(const struct rl_sites *ss, struct rl_names *names,
+                  const void *sa, unsigned salen)
 {
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
-    if (nsites == 0 || !rl_peer_from_addr(sa, salen, &p))
+    if (ss->nsites == 0 || !rl_peer_from_addr(names, sa, salen, &p))
         return -1;
-    return rl_sites_pick_peer(&p, name);
+    return rl_sites_pick_peer(ss, &p, name);
 }
 
-int rl_sites_pick_peer(struct rl_peer *p, char *name)
+int rl_sites_pick_peer(const struct rl_sites *ss, struct rl_peer *p, char *name)
 {
-    if (nsites == 0)
+    if (ss->nsites == 0)
         return -1;
-    const struct rl_rule *r = rl_config_find_site_peer(cfg, p, name);
+    const struct rl_rule *r = rl_config_find_site_peer(ss->cfg, p, name);
     if (r == NULL)
         return -1;
-    for (unsigned i = 0; i < nsites; i++)
-        if (sites[i].rule == r)
+    for (unsigned i = 0; i < ss->nsites; i++)
+        if (ss->sites[i].rule == r)
             return (int)i;
     return -1;
 }
 
-const struct rl_rule *rl_sites_rule(int i)
+const struct rl_rule *rl_sites_rule(const struct rl_sites *ss, int i)
 {
-    return i >= 0 && (unsigned)i < nsites ? sites[i].rule : NULL;
+    return i >= 0 && (unsigned)i < ss->nsites ? ss->sites[i].rule : NULL;
 }
 
-struct budget *rl_sites_budget_now(int i, struct rl_store *st)
+struct budget *rl_sites_budget_now(struct rl_sites *ss, int i,
+                                   struct rl_store *st)
 {
-    if (i < 0 || (unsigned)i >= nsites || st == NULL)
+    if (i < 0 || (unsigned)i >= ss->nsites || st == NULL)
         return NULL;
     /* Pairs with the release CAS of rl_sites_budget. */
-    struct budget *b = atomic_load_explicit(&sites[i].cur, memory_order_acquire);
+    struct budget *b =
+        atomic_load_explicit(&ss->sites[i].cur, memory_order_acquire);
     return b != NULL && b->store == st ? b : NULL;
 }
 
-struct budget *rl_sites_budget(int i, struct rl_store *st)
+struct budget *rl_sites_budget(struct rl_sites *ss, int i, struct rl_store *st)
 {
-    if (i < 0 || (unsigned)i >= nsites || st == NULL)
+    if (i < 0 || (unsigned)i >= ss->nsites || st == NULL)
         return NULL;
-    struct site *s = &sites[i];
+    struct rl_site *s = &ss->sites[i];
     /* Pairs with the release CAS below. */
     struct budget *b = atomic_load_explicit(&s->cur, memory_order_acquire);
     if (b != NULL && b->store == st)
@@ -147,5 +147,5 @@ struct budget *rl_sites_budget(int i, struct rl_store *st)
         return nb; /* the old one stays allocated: see the file comment */
     /* Another thread published first: use its (same slot) and drop ours. */
     free(nb);
-    return b != NULL && b->store == st ? b : rl_sites_budget(i, st);
+    return b != NULL && b->store == st ? b : rl_sites_budget(ss, i, st);
 }

@@ -24,38 +24,53 @@
 #include "state/store.h"
 
 struct budget; /* gate_int.h */
+struct rl_site; /* sites.c */
+
+/* The process's sites (a member of struct rl_proc), set up once. All
+ * zero: none. */
+struct rl_sites {
+    const struct rl_config *cfg;
+    struct rl_site *sites; /* cfg's site rules, in file order */
+    unsigned nsites;
+    bool sends; /* some site limits sends */
+};
 
 /* Learn the sites of `cfg` for user `user` (the budget user of the caller:
- * its key or uid). Returns 0 or -ENOMEM. Sets nothing when the config has
- * no site. */
-int rl_sites_setup(const struct rl_config *cfg, const char *user);
+ * its key or uid) into ss. Returns 0 or -ENOMEM. Sets nothing when the
+ * config has no site. */
+int rl_sites_setup(struct rl_sites *ss, const struct rl_config *cfg,
+                   const char *user);
 
 /* Does the config have sites? Does any site limit sends (send or
  * send_bytes)? */
-bool rl_sites_any(void);
-bool rl_sites_charge_sends(void);
+bool rl_sites_any(const struct rl_sites *ss);
+bool rl_sites_charge_sends(const struct rl_sites *ss);
 
 /* The state words the sites' slots need in all, for sizing a store's
  * arena (every user of the uid may have a budget of every site). */
 uint64_t rl_sites_arena_words(const struct rl_config *cfg);
 
-/* The site a call to `sa` is charged to: its index, or -1. */
-int rl_sites_pick(const void *sa, unsigned salen);
+/* The site a call to `sa` is charged to (its name looked up in `names`):
+ * its index, or -1. */
+int rl_sites_pick(const struct rl_sites *ss, struct rl_names *names,
+                  const void *sa, unsigned salen);
 
 /* The same for a peer taken apart already; `name` (RL_NAME_MAX + 1 bytes)
  * receives its name if a `to` needs it (kept in p). */
-int rl_sites_pick_peer(struct rl_peer *p, char *name);
+int rl_sites_pick_peer(const struct rl_sites *ss, struct rl_peer *p,
+                       char *name);
 
 /* Site `i`'s budget in store `st`, claimed on first use. NULL when the
  * store cannot hold it (-ENOSPC even in the overflow area, or a slot made
  * by another config). */
-struct budget *rl_sites_budget(int i, struct rl_store *st);
+struct budget *rl_sites_budget(struct rl_sites *ss, int i, struct rl_store *st);
 
 /* Site `i`'s budget in `st` if it was claimed already, else NULL: no
  * claim, no allocation (what a signal handler may do). */
-struct budget *rl_sites_budget_now(int i, struct rl_store *st);
+struct budget *rl_sites_budget_now(struct rl_sites *ss, int i,
+                                   struct rl_store *st);
 
 /* Site `i`'s section (NULL for no site). */
-const struct rl_rule *rl_sites_rule(int i);
+const struct rl_rule *rl_sites_rule(const struct rl_sites *ss, int i);
 
 #endif

@@ -10,17 +10,10 @@
 
 #include "policy/reqconn.h"
 #include "shim/fdtab.h"
+#include "shim/self.h"
 
 #define HELD 1    /* a write holds it */
 #define CLOSED 2  /* unlinked while held: the writer frees it */
-
-static struct {
-    pthread_mutex_t lock;
-    struct rl_reqconn **by_fd; /* [cap], NULL: none */
-    unsigned cap;
-    atomic_uint n; /* linked: the close of any fd looks only when > 0 */
-    atomic_bool tls_loaded; /* once seen, a library stays */
-} tab = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void drop(struct rl_reqconn *c)
 {
@@ -31,19 +24,20 @@ static void drop(struct rl_reqconn *c)
 /* Room for fd (the lock held). */
 static bool grow(unsigned fd)
 {
-    if (fd < tab.cap)
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (fd < tab->cap)
         return true;
     if (fd >= RL_FDTAB_MAX)
         return false;
-    unsigned cap = tab.cap != 0 ? tab.cap : 64;
+    unsigned cap = tab->cap != 0 ? tab->cap : 64;
     while (cap <= fd)
         cap *= 2;
-    struct rl_reqconn **p = realloc(tab.by_fd, cap * sizeof *p);
+    struct rl_reqconn **p = realloc(tab->by_fd, cap * sizeof *p);
     if (p == NULL)
         return false;
-    memset(p + tab.cap, 0, (cap - tab.cap) * sizeof *p);
-    tab.by_fd = p;
-    tab.cap = cap;
+    memset(p + tab->cap, 0, (cap - tab->cap) * sizeof *p);
+    tab->by_fd = p;
+    tab->cap = cap;
     return true;
 }
 
@@ -51,11 +45,12 @@ static bool grow(unsigned fd)
  * returns. */
 static struct rl_reqconn *unlink_fd(unsigned fd)
 {
-    if (fd >= tab.cap || tab.by_fd[fd] == NULL)
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (fd >= tab->cap || tab->by_fd[fd] == NULL)
         return NULL;
-    struct rl_reqconn *c = tab.by_fd[fd];
-    tab.by_fd[fd] = NULL;
-    atomic_fetch_sub(&tab.n, 1);
+    struct rl_reqconn *c = tab->by_fd[fd];
+    tab->by_fd[fd] = NULL;
+    atomic_fetch_sub(&tab->n, 1);
     if (c->busy & HELD) {
         c->busy |= CLOSED;
         return NULL;
@@ -65,20 +60,21 @@ static struct rl_reqconn *unlink_fd(unsigned fd)
 
 bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
 {
+    struct rl_conntab *tab = &rl_shim_self->conntab;
     if (fd < 0)
         return false;
     struct rl_reqconn *c = calloc(1, sizeof *c);
     if (c == NULL)
         return false;
     rl_reqconn_init(c, sa, len);
-    pthread_mutex_lock(&tab.lock);
+    pthread_mutex_lock(&tab->lock);
     struct rl_reqconn *old = unlink_fd((unsigned)fd);
     bool ok = grow((unsigned)fd);
     if (ok) {
-        tab.by_fd[fd] = c;
-        atomic_fetch_add(&tab.n, 1);
+        tab->by_fd[fd] = c;
+        atomic_fetch_add(&tab->n, 1);
     }
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
     if (old != NULL)
         drop(old);
     if (!ok)
@@ -88,11 +84,11 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
 
 static struct rl_reqconn *acquire(int fd, bool reader)
 {
-    if (fd < 0 || atomic_load_explicit(&tab.n, memory_order_relaxed) == 0)
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return NULL;
-    pthread_mutex_lock(&tab.lock);
-    struct rl_reqconn *c =
-        (unsigned)fd < tab.cap ? tab.by_fd[fd] : NULL;
+    pthread_mutex_lock(&tab->lock);
+    struct rl_reqconn *c = (unsigned)fd < tab->cap ? tab->by_fd[fd] : NULL;
     if (c != NULL && (c->busy & HELD)) {
         if (reader)
             rl_reqconn_lost(c);
@@ -100,7 +96,7 @@ static struct rl_reqconn *acquire(int fd, bool reader)
     }
     if (c != NULL)
         c->busy |= HELD;
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
     return c;
 }
 
@@ -116,25 +112,27 @@ struct rl_reqconn *rl_conntab_acquire_read(int fd)
 
 void rl_conntab_release(struct rl_reqconn *c)
 {
-    pthread_mutex_lock(&tab.lock);
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    pthread_mutex_lock(&tab->lock);
     bool closed = (c->busy & CLOSED) != 0;
     c->busy = 0;
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
     if (closed)
         drop(c);
 }
 
 void rl_conntab_forget_range(unsigned first, unsigned last)
 {
-    if (atomic_load_explicit(&tab.n, memory_order_relaxed) == 0)
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return;
-    pthread_mutex_lock(&tab.lock);
-    for (unsigned fd = first; fd < tab.cap && fd <= last; fd++) {
+    pthread_mutex_lock(&tab->lock);
+    for (unsigned fd = first; fd < tab->cap && fd <= last; fd++) {
         struct rl_reqconn *c = unlink_fd(fd);
         if (c != NULL)
             drop(c); /* free under the lock: it never waits for a hook */
     }
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
 }
 
 void rl_conntab_forget(int fd)
@@ -145,12 +143,13 @@ void rl_conntab_forget(int fd)
 
 void rl_conntab_tls_owned(int fd)
 {
-    if (fd < 0 || atomic_load_explicit(&tab.n, memory_order_relaxed) == 0)
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return;
-    pthread_mutex_lock(&tab.lock);
-    if ((unsigned)fd < tab.cap && tab.by_fd[fd] != NULL)
-        tab.by_fd[fd]->tls_owned = true;
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_lock(&tab->lock);
+    if ((unsigned)fd < tab->cap && tab->by_fd[fd] != NULL)
+        tab->by_fd[fd]->tls_owned = true;
+    pthread_mutex_unlock(&tab->lock);
 }
 
 static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
@@ -164,18 +163,20 @@ static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
 
 bool rl_conntab_tls_visible(void)
 {
-    if (atomic_load(&tab.tls_loaded))
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (atomic_load(&tab->tls_loaded))
         return true;
     bool loaded = dl_iterate_phdr(find_tls, NULL) != 0;
     if (loaded)
-        atomic_store(&tab.tls_loaded, true);
+        atomic_store(&tab->tls_loaded, true);
     return loaded;
 }
 
 void rl_conntab_atfork_child(void)
 {
-    pthread_mutex_init(&tab.lock, NULL);
-    for (unsigned fd = 0; fd < tab.cap; fd++)
-        if (tab.by_fd[fd] != NULL)
-            tab.by_fd[fd]->busy = 0;
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    pthread_mutex_init(&tab->lock, NULL);
+    for (unsigned fd = 0; fd < tab->cap; fd++)
+        if (tab->by_fd[fd] != NULL)
+            tab->by_fd[fd]->busy = 0;
 }

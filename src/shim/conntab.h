@@ -14,10 +14,22 @@
 #ifndef RL_SHIM_CONNTAB_H
 #define RL_SHIM_CONNTAB_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 
 struct rl_reqconn;
+
+/* The table (a member of the shim's struct rl_shim, shim/self.h). All
+ * zero: empty (a zero mutex is PTHREAD_MUTEX_INITIALIZER on glibc). */
+struct rl_conntab {
+    pthread_mutex_t lock;
+    struct rl_reqconn **by_fd; /* [cap], NULL: none */
+    unsigned cap;
+    atomic_uint n; /* linked: the close of any fd looks only when > 0 */
+    atomic_bool tls_loaded; /* once seen, a library stays */
+};
 
 /* Count the requests of fd, connecting to sa. Returns true when fd now
  * has a connection (mark it RL_FD_HTTP). */

@@ -8,31 +8,17 @@
 #include <string.h>
 
 #include "policy/ready.h"
+#include "shim/self.h"
 #include "shim/wreal.h"
 
-#define SLOTS 2
-#define PENDING_MAX 1024
-
-struct reg {
-    int epfd; /* -1: free */
-    uint32_t events;
-    uint64_t data;
-    int mode; /* what the kernel has now (enum rl_epreg_mode) */
-};
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct reg (*regs)[SLOTS]; /* by fd number, grown on demand */
-static unsigned cap;
-/* fds with a registration shown less than FULL. */
-static int pending[PENDING_MAX];
-atomic_uint rl_epreg_npending;
-atomic_uint rl_epreg_n;
+#define SLOTS RL_EPREG_SLOTS
+#define PENDING_MAX RL_EPREG_PENDING_MAX
 
 int rl_epreg_mode_now(int fd, uint64_t now)
 {
-    if (!rl_ready_any())
+    if (!rl_ready_any(&rl_shim_proc()->ready))
         return RL_EPREG_FULL;
-    switch (rl_ready_hidden(fd, now)) {
+    switch (rl_ready_hidden(rl_shim_proc(), fd, now)) {
     case RL_READY_CONNECT:
     case RL_READY_OPEN:
         return RL_EPREG_ABSENT;
@@ -46,65 +32,69 @@ int rl_epreg_mode_now(int fd, uint64_t now)
 
 static bool grow(unsigned fd)
 {
-    if (fd < cap)
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (fd < e->cap)
         return true;
-    unsigned n = cap ? cap : 256;
+    unsigned n = e->cap ? e->cap : 256;
     while (n <= fd)
         n *= 2;
-    struct reg(*p)[SLOTS] = realloc(regs, (size_t)n * sizeof *p);
+    struct rl_epreg_reg(*p)[SLOTS] = realloc(e->regs, (size_t)n * sizeof *p);
     if (p == NULL)
         return false;
-    for (unsigned i = cap; i < n; i++)
+    for (unsigned i = e->cap; i < n; i++)
         for (int s = 0; s < SLOTS; s++)
             p[i][s].epfd = -1;
-    regs = p;
-    cap = n;
+    e->regs = p;
+    e->cap = n;
     return true;
 }
 
-static struct reg *slot(int epfd, int fd, bool make)
+static struct rl_epreg_reg *slot(int epfd, int fd, bool make)
 {
-    if (fd < 0 || (!make && (unsigned)fd >= cap))
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (fd < 0 || (!make && (unsigned)fd >= e->cap))
         return NULL;
     if (make && !grow((unsigned)fd))
         return NULL;
-    struct reg *free_slot = NULL;
+    struct rl_epreg_reg *free_slot = NULL;
     for (int s = 0; s < SLOTS; s++) {
-        if (regs[fd][s].epfd == epfd)
-            return &regs[fd][s];
-        if (regs[fd][s].epfd < 0 && free_slot == NULL)
-            free_slot = &regs[fd][s];
+        if (e->regs[fd][s].epfd == epfd)
+            return &e->regs[fd][s];
+        if (e->regs[fd][s].epfd < 0 && free_slot == NULL)
+            free_slot = &e->regs[fd][s];
     }
     if (!make || free_slot == NULL)
         return NULL;
     free_slot->epfd = epfd;
     free_slot->mode = RL_EPREG_FULL;
-    atomic_fetch_add_explicit(&rl_epreg_n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->n, 1, memory_order_relaxed);
     return free_slot;
 }
 
-static void unslot(struct reg *r)
+static void unslot(struct rl_epreg_reg *r)
 {
+    struct rl_epreg *e = &rl_shim_self->epreg;
     r->epfd = -1;
-    atomic_fetch_sub_explicit(&rl_epreg_n, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&e->n, 1, memory_order_relaxed);
 }
 
 /* Put fd on the list settle goes through; false when the list is full. */
 static bool mark_pending(int fd)
 {
-    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    unsigned n = atomic_load_explicit(&e->npending, memory_order_relaxed);
     for (unsigned i = 0; i < n; i++)
-        if (pending[i] == fd)
+        if (e->pending[i] == fd)
             return true;
     if (n >= PENDING_MAX)
         return false;
-    pending[n] = fd;
-    atomic_store_explicit(&rl_epreg_npending, n + 1, memory_order_relaxed);
+    e->pending[n] = fd;
+    atomic_store_explicit(&e->npending, n + 1, memory_order_relaxed);
     return true;
 }
 
 /* Put one registration in the kernel into `mode`. */
-static void apply(int fd, struct reg *r, int mode)
+static void apply(int fd, struct rl_epreg_reg *r, int mode)
 {
     if (r->mode == mode)
         return;
@@ -127,33 +117,36 @@ static void apply(int fd, struct reg *r, int mode)
 
 static void sync_locked(int fd, int mode)
 {
-    if (fd < 0 || (unsigned)fd >= cap)
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (fd < 0 || (unsigned)fd >= e->cap)
         return;
     for (int s = 0; s < SLOTS; s++)
-        if (regs[fd][s].epfd >= 0)
-            apply(fd, &regs[fd][s], mode);
+        if (e->regs[fd][s].epfd >= 0)
+            apply(fd, &e->regs[fd][s], mode);
     if (mode != RL_EPREG_FULL)
         mark_pending(fd);
 }
 
 void rl_epreg_sync(int fd, int mode)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    pthread_mutex_lock(&e->mu);
     sync_locked(fd, mode);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void rl_epreg_hold(int fd)
 {
-    pthread_mutex_lock(&mu);
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    pthread_mutex_lock(&e->mu);
     bool settled_later = mark_pending(fd);
-    if (fd >= 0 && (unsigned)fd < cap)
+    if (fd >= 0 && (unsigned)fd < e->cap)
         for (int s = 0; s < SLOTS; s++) {
-            struct reg *g = &regs[fd][s];
+            struct rl_epreg_reg *g = &e->regs[fd][s];
             if (g->epfd < 0)
                 continue;
             if (!settled_later || (g->events & EPOLLONESHOT)) {
-                /* Nothing would put it right later (the pending list is
+                /* Nothing would put it right later (the e->pending list is
                  * full), or a one-shot registration the program re-arms
                  * itself: EPOLLOUT out now. */
                 apply(fd, g, RL_EPREG_NOOUT);
@@ -169,14 +162,15 @@ void rl_epreg_hold(int fd)
                 errno = saved;
             }
         }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void rl_epreg_record(int epfd, int op, int fd, const struct epoll_event *ev)
 {
+    struct rl_epreg *e = &rl_shim_self->epreg;
     int saved = errno;
-    pthread_mutex_lock(&mu);
-    struct reg *g = slot(epfd, fd, op != EPOLL_CTL_DEL);
+    pthread_mutex_lock(&e->mu);
+    struct rl_epreg_reg *g = slot(epfd, fd, op != EPOLL_CTL_DEL);
     if (g != NULL && op == EPOLL_CTL_DEL) {
         unslot(g);
     } else if (g != NULL && ev != NULL) {
@@ -184,16 +178,17 @@ void rl_epreg_record(int epfd, int op, int fd, const struct epoll_event *ev)
         g->data = ev->data.u64;
         g->mode = RL_EPREG_FULL;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&e->mu);
     errno = saved;
 }
 
 int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
 {
+    struct rl_epreg *e = &rl_shim_self->epreg;
     /* Held: the program's view here, the mode's in the kernel. */
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&e->mu);
     int r = 0, err = 0;
-    struct reg *g = slot(epfd, fd, false);
+    struct rl_epreg_reg *g = slot(epfd, fd, false);
     if (op == EPOLL_CTL_ADD) {
         if (g != NULL) {
             err = EEXIST;
@@ -242,7 +237,7 @@ int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
     } else {
         err = EINVAL;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&e->mu);
     if (err != 0) {
         errno = err;
         return -1;
@@ -252,42 +247,45 @@ int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
 
 void rl_epreg_settle(uint64_t now)
 {
-    pthread_mutex_lock(&mu);
-    unsigned n = atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    pthread_mutex_lock(&e->mu);
+    unsigned n = atomic_load_explicit(&e->npending, memory_order_relaxed);
     unsigned keep = 0;
     for (unsigned i = 0; i < n; i++) {
-        int fd = pending[i];
+        int fd = e->pending[i];
         int mode = rl_epreg_mode_now(fd, now);
         bool left = false;
-        if ((unsigned)fd < cap)
+        if ((unsigned)fd < e->cap)
             for (int s = 0; s < SLOTS; s++) {
-                struct reg *g = &regs[fd][s];
+                struct rl_epreg_reg *g = &e->regs[fd][s];
                 if (g->epfd < 0)
                     continue;
                 apply(fd, g, mode);
                 left = true;
             }
         if (left && mode != RL_EPREG_FULL)
-            pending[keep++] = fd;
+            e->pending[keep++] = fd;
     }
-    atomic_store_explicit(&rl_epreg_npending, keep, memory_order_relaxed);
-    pthread_mutex_unlock(&mu);
+    atomic_store_explicit(&e->npending, keep, memory_order_relaxed);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void rl_epreg_forget(unsigned first, unsigned last)
 {
-    pthread_mutex_lock(&mu);
-    if (cap > 0 && first < cap) {
-        unsigned end = last < cap - 1 ? last : cap - 1;
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    pthread_mutex_lock(&e->mu);
+    if (e->cap > 0 && first < e->cap) {
+        unsigned end = last < e->cap - 1 ? last : e->cap - 1;
         for (unsigned fd = first; fd <= end; fd++)
             for (int s = 0; s < SLOTS; s++)
-                if (regs[fd][s].epfd >= 0)
-                    unslot(&regs[fd][s]);
+                if (e->regs[fd][s].epfd >= 0)
+                    unslot(&e->regs[fd][s]);
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void rl_epreg_atfork_child(void)
 {
-    pthread_mutex_init(&mu, NULL);
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    pthread_mutex_init(&e->mu, NULL);
 }

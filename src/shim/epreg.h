@@ -15,9 +15,35 @@
 #ifndef RL_SHIM_EPREG_H
 #define RL_SHIM_EPREG_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+
+#define RL_EPREG_SLOTS 2          /* registrations kept per fd */
+#define RL_EPREG_PENDING_MAX 1024 /* fds shown less than FULL at once */
+
+/* One registration of an fd in an epoll set. */
+struct rl_epreg_reg {
+    int epfd; /* -1: free */
+    uint32_t events;
+    uint64_t data;
+    int mode; /* what the kernel has now (enum rl_epreg_mode) */
+};
+
+/* The registrations (a member of the shim's struct rl_shim, shim/self.h).
+ * All zero: none (a zero mutex is PTHREAD_MUTEX_INITIALIZER on glibc). */
+struct rl_epreg {
+    pthread_mutex_t mu;
+    struct rl_epreg_reg (*regs)[RL_EPREG_SLOTS]; /* by fd, grown on demand */
+    unsigned cap;
+    /* fds with a registration shown less than FULL. */
+    int pending[RL_EPREG_PENDING_MAX];
+    atomic_uint npending;
+    /* registrations recorded: with the ready table's count, whether the
+     * close of an inet socket has entries to look for (shim/wait.h). */
+    atomic_uint n;
+};
 
 enum rl_epreg_mode {
     RL_EPREG_FULL = 0,   /* as the program registered it */
@@ -27,7 +53,6 @@ enum rl_epreg_mode {
 
 /* Registrations recorded: while 0, even an inet socket's close costs
  * nothing here. */
-extern atomic_uint rl_epreg_n;
 
 /* The mode a socket must have now (from policy/ready.h). */
 int rl_epreg_mode_now(int fd, uint64_t now);
@@ -62,12 +87,6 @@ void rl_epreg_settle(uint64_t now);
 
 /* fds with a registration shown less than FULL (settle has work); read
  * by every wait call, so inline. */
-extern atomic_uint rl_epreg_npending;
-
-static inline unsigned rl_epreg_pending(void)
-{
-    return atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed);
-}
 
 /* Forget the registrations of every fd in [first, last] (closed). */
 void rl_epreg_forget(unsigned first, unsigned last);

@@ -2,6 +2,7 @@
 #include "shim/fdtab.h"
 
 #include "policy/open.h"
+#include "shim/self.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -12,18 +13,19 @@
 #define PAGE_MASK_FDS (PAGE_SIZE_FDS - 1u)
 #define NPAGES (RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS)
 
-/* The directory: a page pointer per PAGE_SIZE_FDS fds. A slot goes from
- * NULL to a page once (CAS by whichever thread marks first; the loser
- * unmaps its page) and never changes again. Readers load it with acquire,
- * pairing with the release of that CAS, so they see a zeroed page. 512 KiB
- * of bss, touched only where fds are marked. */
-_Atomic(_Atomic uint32_t *) rl_fdtab_dir[NPAGES];
+/* The directory (struct rl_fdtab, in the shim's struct rl_shim): a page
+ * pointer per PAGE_SIZE_FDS fds. A slot goes from NULL to a page once (CAS
+ * by whichever thread marks first; the loser unmaps its page) and never
+ * changes again. Readers load it with acquire, pairing with the release of
+ * that CAS, so they see a zeroed page. 512 KiB of bss, touched only where
+ * fds are marked. */
 
 static _Atomic uint32_t *page_of(unsigned fd)
 {
     /* Pairs with the release CAS in page_make. */
-    return atomic_load_explicit(&rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS],
-                                memory_order_acquire);
+    return atomic_load_explicit(
+        &rl_shim_self->fdtab.dir[fd >> RL_FDTAB_PAGE_BITS],
+        memory_order_acquire);
 }
 
 static _Atomic uint32_t *page_make(unsigned fd)
@@ -39,7 +41,7 @@ static _Atomic uint32_t *page_make(unsigned fd)
         return NULL;
     _Atomic uint32_t *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(
-            &rl_fdtab_dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
+            &rl_shim_self->fdtab.dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
             memory_order_acq_rel, memory_order_acquire))
         return m;
     munmap(m, PAGE_SIZE_FDS * sizeof(uint32_t));
@@ -64,8 +66,9 @@ int rl_fdtab_set(int fd, uint32_t mark)
 
 void rl_fdtab_clear(int fd)
 {
-    if (rl_open_on)
-        rl_open_forget(fd); /* its connection, when max_open counts it */
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on)
+        rl_open_forget(o, fd); /* its connection, when max_open counts it */
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return;
     _Atomic uint32_t *p = page_of((unsigned)fd);
@@ -76,8 +79,9 @@ void rl_fdtab_clear(int fd)
 
 void rl_fdtab_clear_range(unsigned first, unsigned last)
 {
-    if (rl_open_on && first <= last)
-        rl_open_forget_range(first, last);
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on && first <= last)
+        rl_open_forget_range(o, first, last);
     if (first >= RL_FDTAB_MAX || first > last)
         return;
     if (last >= RL_FDTAB_MAX)
@@ -99,8 +103,9 @@ void rl_fdtab_clear_range(unsigned first, unsigned last)
 
 void rl_fdtab_copy(int from, int to)
 {
-    if (rl_open_on && from != to)
-        rl_open_dup(from, to); /* a dup is the same connection */
+    struct rl_open *o = &rl_shim_proc()->open;
+    if (o->on && from != to)
+        rl_open_dup(o, from, to); /* a dup is the same connection */
     uint32_t m = rl_fdtab_get(from);
     if (m != 0)
         rl_fdtab_set(to, m);

@@ -52,21 +52,22 @@
 #define RL_FDTAB_PAGE_BITS 14
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
 
-/* The directory: one page pointer per 2^RL_FDTAB_PAGE_BITS fds (see
- * fdtab.c). Exposed only so that rl_fdtab_get inlines into the hooks. */
-extern _Atomic(_Atomic uint32_t *)
-    rl_fdtab_dir[RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS];
+/* The table (a member of the shim's struct rl_shim, shim/self.h): one
+ * page pointer per 2^RL_FDTAB_PAGE_BITS fds (see fdtab.c). All zero:
+ * nothing marked. */
+struct rl_fdtab {
+    _Atomic(_Atomic uint32_t *) dir[RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS];
+};
 
-/* The mark of `fd`, 0 when none (or fd out of range): the whole cost of a
- * hook on an fd that is not a throttled socket. */
-static inline uint32_t rl_fdtab_get(int fd)
+/* The mark of `fd` in t, 0 when none (or fd out of range). The hooks ask
+ * the process's table: rl_fdtab_get(fd) (shim/self.h). */
+static inline uint32_t rl_fdtab_mark(const struct rl_fdtab *t, int fd)
 {
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return 0;
     /* Pairs with the release CAS that publishes a page (fdtab.c). */
-    _Atomic uint32_t *p =
-        atomic_load_explicit(&rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
-                             memory_order_acquire);
+    _Atomic uint32_t *p = atomic_load_explicit(
+        &t->dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS], memory_order_acquire);
     if (p == NULL)
         return 0;
     return atomic_load_explicit(
@@ -79,16 +80,15 @@ static inline uint32_t rl_fdtab_get(int fd)
  * errno is kept either way. */
 int rl_fdtab_set(int fd, uint32_t mark);
 
-/* rl_fdtab_set, inline when the fd's page exists (the common case: a
+/* rl_fdtab_set in t, inline when the fd's page exists (the common case: a
  * process's fds are mostly below 16384): one load and one store, for the
- * socket and connect hooks. */
-static inline int rl_fdtab_put(int fd, uint32_t mark)
+ * socket and connect hooks (rl_fdtab_put(fd, mark), shim/self.h). */
+static inline int rl_fdtab_store(struct rl_fdtab *t, int fd, uint32_t mark)
 {
     if ((unsigned)fd < RL_FDTAB_MAX && mark != 0) {
         /* Pairs with the release CAS that publishes a page (fdtab.c). */
         _Atomic uint32_t *p = atomic_load_explicit(
-            &rl_fdtab_dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS],
-            memory_order_acquire);
+            &t->dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS], memory_order_acquire);
         if (p != NULL) {
             atomic_store_explicit(
                 &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)], mark,
@@ -116,5 +116,8 @@ bool rl_fdtab_cas(int fd, uint32_t *expect, uint32_t mark);
 /* Forget the marks that carry `bit` among fds [0, last]: the provisional
  * marks of inherited sockets, when no rule applies after all. */
 void rl_fdtab_drop_with(unsigned last, uint32_t bit);
+
+/* rl_fdtab_get and rl_fdtab_put: on the process's table. */
+#include "shim/self.h"
 
 #endif

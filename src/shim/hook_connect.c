@@ -17,6 +17,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
 #include "util/clock.h"
@@ -66,22 +67,24 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     /* Its requests are counted by the names they carry, whatever the
      * address (SPEC §11): a connection for every TCP connect. */
     uint32_t http = m & RL_FD_HTTP;
-    if (type == RL_FD_STREAM && http == 0 && rl_gate_counts_requests() &&
+    if (type == RL_FD_STREAM && http == 0 &&
+        rl_gate_counts_requests(rl_shim_proc()) &&
         rl_conntab_open(fd, sa, len)) {
         http = RL_FD_HTTP;
         rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
     }
-    bool covered = rl_gate_covers(sa, len);
+    bool covered = rl_gate_covers(rl_shim_proc(), sa, len);
     /* MATCHED only when sends are charged at all: with a connect-only
      * quota, sends on the socket stay as cheap as on any other fd. */
-    uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+    uint32_t matched =
+        covered && rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM) {
         rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
         return RL_HOOK_PASS;
     }
     if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
         return RL_HOOK_PASS;
-    int act = rl_gate_connect(t, call, fd, sa, len);
+    int act = rl_gate_connect(rl_shim_proc(), t, call, fd, sa, len);
     if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
     rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED |
@@ -148,13 +151,15 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
     /* Its requests are counted by the names they carry, whatever the
      * address (SPEC §11): a connection for every TCP connect. */
     uint32_t http = m & RL_FD_HTTP;
-    if (type == RL_FD_STREAM && http == 0 && rl_gate_counts_requests() &&
+    if (type == RL_FD_STREAM && http == 0 &&
+        rl_gate_counts_requests(rl_shim_proc()) &&
         rl_conntab_open(fd, sa, len)) {
         http = RL_FD_HTTP;
         rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
     }
-    bool covered = rl_gate_covers(sa, len);
-    uint32_t matched = covered && rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+    bool covered = rl_gate_covers(rl_shim_proc(), sa, len);
+    uint32_t matched =
+        covered && rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM)
         rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
     if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
@@ -162,7 +167,7 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
     const struct rl_gate_q q = {RL_KIND_CONNECT, sa, len, 1, 0, 0};
     uint64_t g;
     int err;
-    if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+    if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
         errno = err;
         return -1;
     }
@@ -221,7 +226,7 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
     if (act == RL_HOOK_GO) {
         int err = errno;
         rl_hook_connect_end(fd, r, err);
-        rl_gate_connected(&t, fd,
+        rl_gate_connected(rl_shim_proc(), &t, fd,
                           r == 0 || err == EINPROGRESS || err == EINTR);
         errno = err;
     }
@@ -234,9 +239,9 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
  * everything while no socket is held) is the kernel's. */
 RL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-    if (level != SOL_SOCKET || name != SO_ERROR || !rl_ready_any() ||
-        val == NULL || len == NULL || *len < (socklen_t)sizeof(int) ||
-        !rl_shim_enter())
+    if (level != SOL_SOCKET || name != SO_ERROR ||
+        !rl_ready_any(&rl_shim_proc()->ready) || val == NULL || len == NULL ||
+        *len < (socklen_t)sizeof(int) || !rl_shim_enter())
         return REAL(getsockopt)(fd, level, name, val, len);
     int err = 0;
     int told = rl_wait_connect_error(fd, &err);

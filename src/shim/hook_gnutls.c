@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/tlsreal.h"
 #include "shim/tlstab.h"
 #include "shim/tlswrite.h"
@@ -68,8 +69,8 @@ RL_EXPORT int gnutls_server_name_set(gnutls_session_t session, int type,
     /* Remembered only where requests are counted (the table allocates:
      * never in a handler). */
     if (r == 0 && type == GNUTLS_NAME_DNS && name != NULL &&
-        !rl_hook_in_handler() && !rl_shim_in_vfork_child() &&
-        rl_shim_ready() && rl_gate_counts_requests()) {
+        !rl_hook_in_handler() && !rl_shim_in_vfork_child() && rl_shim_ready() &&
+        rl_gate_counts_requests(rl_shim_proc())) {
         struct rl_tlsent *e = rl_tlstab_get(session, true);
         if (e != NULL) {
             size_t l = name_length < RL_NAME_MAX ? name_length : RL_NAME_MAX;

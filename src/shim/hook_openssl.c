@@ -18,6 +18,7 @@
 
 #include "policy/gate.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/tlsreal.h"
 #include "shim/tlstab.h"
 #include "shim/tlswrite.h"
@@ -111,7 +112,7 @@ static bool counting(void)
     if (rl_tls_depth > 0 || rl_hook_in_handler() || rl_shim_in_vfork_child() ||
         !rl_shim_enter())
         return false;
-    bool on = rl_gate_counts_requests();
+    bool on = rl_gate_counts_requests(rl_shim_proc());
     rl_shim_leave();
     return on;
 }
@@ -128,7 +129,8 @@ static char *file_bytes(int fd, off_t off, size_t size, size_t *n)
     if (size > 0 && off >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         off < st.st_size) {
         size_t want = (uint64_t)(st.st_size - off) < size
-                          ? (size_t)(st.st_size - off) : size;
+                          ? (size_t)(st.st_size - off)
+                          : size;
         if (want > SENDFILE_SCAN)
             want = SENDFILE_SCAN;
         buf = malloc(want);

@@ -28,6 +28,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 
 /* Bytes of fd's stream went by unseen (a handler's read, which may take
@@ -72,7 +73,7 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
     /* Ciphertext is the TLS layer's to read (whose socket the send side
      * keeps until its session is found: hook_request.c). */
     if (proto != RL_HTTP_TLS)
-        rl_reqconn_received(c, iov, n, got, &r);
+        rl_reqconn_received(rl_shim_proc(), c, iov, n, got, &r);
     if (proto == RL_HTTP_NONE) {
         /* Not HTTP after all: from now on its calls cost what any other
          * socket's do. */

@@ -13,6 +13,7 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlswrite.h"
 #include "util/clock.h"
@@ -25,7 +26,7 @@ static void tls_check(struct rl_reqconn *c)
         return;
     c->tls_seen = false;
     if (!rl_conntab_tls_visible())
-        rl_reqconn_unseen_tls(c);
+        rl_reqconn_unseen_tls(rl_shim_proc(), c);
 }
 
 /* Not HTTP, or TLS counted by the TLS layer (if at all): the socket's
@@ -76,7 +77,7 @@ int rl_request_begin(struct rl_send *s)
     int saved = errno;
     const struct rl_reqwrite w = {s->fd, s->call, RL_REQ_PLAIN,
                                   (s->flags & MSG_DONTWAIT) != 0};
-    rl_reqconn_plan(c, s->iov, s->niov, &w, &s->rp);
+    rl_reqconn_plan(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
     tls_check(c);
     if (!s->rp.scanned) {
         rl_shim_leave();
@@ -84,7 +85,8 @@ int rl_request_begin(struct rl_send *s)
         return 0;
     }
     if (s->rp.act == RL_GATE_FAIL) {
-        if (s->rp.wake != 0 && rl_ready_hold(s->fd, s->rp.wake) >= 0)
+        if (s->rp.wake != 0 &&
+            rl_ready_hold(rl_shim_proc(), s->fd, s->rp.wake) >= 0)
             rl_epreg_hold(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);

@@ -23,6 +23,7 @@
 
 #include "policy/names.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 
 typedef int (*gai_fn)(const char *, const char *, const struct addrinfo *,
@@ -58,9 +59,9 @@ static void *p_gai, *p_ghbn, *p_ghbn2, *p_ghbn_r, *p_ghbn2_r;
 static void note(int family, const void *addr, const char *name, size_t n)
 {
     if (n == 0)
-        rl_names_forget(family, addr);
+        rl_names_forget(&rl_shim_proc()->names, family, addr);
     else
-        rl_names_note(family, addr, name, n);
+        rl_names_note(&rl_shim_proc()->names, family, addr, name, n);
 }
 
 /* The name a lookup of `node` notes its answer under (canonical form, in

@@ -15,6 +15,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
 
@@ -28,8 +29,10 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len)
 {
     if (inet(sa, len) && rl_hook_sock_type(fd, m) == RL_FD_DGRAM)
-        return rl_gate_charges_sends() && rl_gate_covers(sa, len) ? RL_FD_DGRAM
-                                                                  : 0;
+        return rl_gate_charges_sends(rl_shim_proc()) &&
+                       rl_gate_covers(rl_shim_proc(), sa, len)
+                   ? RL_FD_DGRAM
+                   : 0;
     /* A stream socket ignores the address (MSG_FASTOPEN aside, which
      * rl_send_begin handles): its mark decides. */
     if (m & RL_FD_INHERITED)
@@ -74,7 +77,7 @@ static void byte_range(const struct rl_send *s, bool stream, uint64_t *want,
     *want = s->len;
     *min = s->len_min != 0 ? s->len_min : s->len;
     if (stream && s->len_min == 0) {
-        uint64_t cap = rl_gate_max_bytes();
+        uint64_t cap = rl_gate_max_bytes(rl_shim_proc());
         if (*want > cap)
             *want = cap;
         *min = 1;
@@ -97,7 +100,8 @@ static int decide_in_handler(struct rl_send *s)
     bool dgram = (s->mark & (RL_FD_KNOWN | RL_FD_DGRAM)) ==
                  (RL_FD_KNOWN | RL_FD_DGRAM);
     if (kind == 0 && inet(s->sa, s->salen) && dgram)
-        kind = rl_gate_charges_sends() && rl_gate_covers(s->sa, s->salen)
+        kind = rl_gate_charges_sends(rl_shim_proc()) &&
+                       rl_gate_covers(rl_shim_proc(), s->sa, s->salen)
                    ? RL_FD_DGRAM
                    : 0;
     else if (kind == 0 && (s->mark & RL_FD_MATCHED))
@@ -108,15 +112,16 @@ static int decide_in_handler(struct rl_send *s)
     int err = 0;
     bool fastopen = (s->flags & MSG_FASTOPEN) && inet(s->sa, s->salen) &&
                     (s->mark & RL_FD_STREAM) && !(s->mark & RL_FD_CHARGED) &&
-                    rl_gate_covers(s->sa, s->salen);
+                    rl_gate_covers(rl_shim_proc(), s->sa, s->salen);
     if (fastopen) {
         q.kind = RL_KIND_CONNECT;
         q.calls = 1;
-        if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+        if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
             errno = err;
             return -1;
         }
-        uint32_t matched = rl_gate_charges_sends() ? RL_FD_MATCHED : 0;
+        uint32_t matched =
+            rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
         rl_fdtab_put(s->fd, RL_FD_KNOWN | RL_FD_STREAM | matched |
                                 RL_FD_CHARGED);
         kind = matched ? RL_FD_STREAM : 0;
@@ -137,7 +142,7 @@ static int decide_in_handler(struct rl_send *s)
     q.kind = RL_KIND_SEND;
     q.calls = s->calls;
     byte_range(s, kind == RL_FD_STREAM, &q.bytes, &q.bytes_min);
-    if (rl_gate_handler(&q, &g, &err) == RL_GATE_FAIL) {
+    if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
         errno = err;
         return -1;
     }
@@ -183,7 +188,7 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
     if (s->cact == RL_HOOK_GO)
         /* max_open: held from now until the fd closes (a fastopen that
          * then fails stays counted until then). */
-        rl_gate_connected(&tc, s->fd, true);
+        rl_gate_connected(rl_shim_proc(), &tc, s->fd, true);
     s->mark = rl_fdtab_get(s->fd);
     if (s->cact == RL_HOOK_FAIL) {
         apply_of(&s->t, &tc);
@@ -201,7 +206,7 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
         if (s->cact == RL_HOOK_GO) {
             /* The denied call leaves nothing behind: its connect goes
              * back and the socket is unmarked. */
-            rl_gate_refund(&tc, RL_KIND_CONNECT, 1);
+            rl_gate_refund(rl_shim_proc(), &tc, RL_KIND_CONNECT, 1);
             rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
         }
         return RL_HOOK_FAIL;
@@ -243,8 +248,8 @@ int rl_send_begin(struct rl_send *s)
     /* The hot path: one unit to the fd's own peer, out of the lease. */
     if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&
         (s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) == RL_FD_MATCHED) {
-        size_t g =
-            (size_t)rl_gate_send_leased(s->len, (s->mark & RL_FD_STREAM) != 0);
+        size_t g = (size_t)rl_gate_send_leased(rl_shim_proc(), s->len,
+                                               (s->mark & RL_FD_STREAM) != 0);
         if (g > 0) {
             rl_shim_leave();
             s->how = RL_SEND_LEASED;
@@ -281,12 +286,13 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
         bytes = gb;
     if ((calls < gc || bytes < gb) && rl_shim_enter()) {
         if (s->how == RL_SEND_LEASED) {
-            rl_gate_lease_refund(gc - calls, gb - bytes);
+            rl_gate_lease_refund(rl_shim_proc(), gc - calls, gb - bytes);
         } else {
             if (calls < gc)
-                rl_gate_refund(&s->t, RL_KIND_SEND, gc - calls);
+                rl_gate_refund(rl_shim_proc(), &s->t, RL_KIND_SEND, gc - calls);
             if (bytes < gb)
-                rl_gate_refund(&s->t, RL_KIND_SEND_BYTES, gb - bytes);
+                rl_gate_refund(rl_shim_proc(), &s->t, RL_KIND_SEND_BYTES,
+                               gb - bytes);
         }
         s->t.calls = calls;
         s->t.bytes = bytes;

@@ -42,21 +42,11 @@
 #include <string.h>
 
 #include "shim/hooks.h"
+#include "shim/self.h"
 
 __thread unsigned rl_sig_depth __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t frames[RL_SIG_FRAMES]
     __attribute__((tls_model("initial-exec")));
-
-/* What the program installed for each signal. A handler is written here
- * before the kernel is told, so the trampoline always finds one. Two
- * threads installing different handlers for one signal at once may leave
- * the kernel's flags and this entry from different calls (the program's
- * own race; each is a handler it installed). */
-struct prog_action {
-    _Atomic(uintptr_t) fn;
-    atomic_int flags; /* the program's sa_flags */
-};
-static struct prog_action prog[_NSIG];
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 static _Atomic(sigaction_fn) real_sigaction;
@@ -84,10 +74,13 @@ static sigaction_fn resolve(void)
 
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
+    struct rl_sigprog *sp = &rl_shim_self->sigprog;
     if (sig <= 0 || sig >= _NSIG)
         return;
-    uintptr_t fn = atomic_load_explicit(&prog[sig].fn, memory_order_acquire);
-    int flags = atomic_load_explicit(&prog[sig].flags, memory_order_relaxed);
+    uintptr_t fn =
+        atomic_load_explicit(&sp->prog[sig].fn, memory_order_acquire);
+    int flags =
+        atomic_load_explicit(&sp->prog[sig].flags, memory_order_relaxed);
     unsigned d = rl_sig_depth;
     if (d < RL_SIG_FRAMES)
         frames[d] = (uintptr_t)__builtin_frame_address(0);
@@ -116,10 +109,13 @@ bool rl_hook_in_handler_slow(void)
 /* The kernel's action as the program must see it. */
 static void as_program(int sig, struct sigaction *old)
 {
+    struct rl_sigprog *sp = &rl_shim_self->sigprog;
     if (old == NULL || old->sa_sigaction != trampoline)
         return;
-    uintptr_t fn = atomic_load_explicit(&prog[sig].fn, memory_order_acquire);
-    int flags = atomic_load_explicit(&prog[sig].flags, memory_order_relaxed);
+    uintptr_t fn =
+        atomic_load_explicit(&sp->prog[sig].fn, memory_order_acquire);
+    int flags =
+        atomic_load_explicit(&sp->prog[sig].flags, memory_order_relaxed);
     old->sa_flags = flags;
     if (flags & SA_SIGINFO)
         old->sa_sigaction = (void (*)(int, siginfo_t *, void *))fn;
@@ -130,6 +126,7 @@ static void as_program(int sig, struct sigaction *old)
 RL_EXPORT int sigaction(int sig, const struct sigaction *act,
                         struct sigaction *old)
 {
+    struct rl_sigprog *sp = &rl_shim_self->sigprog;
     sigaction_fn real = resolve();
     if (act == NULL || sig <= 0 || sig >= _NSIG ||
         act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN) {
@@ -142,11 +139,11 @@ RL_EXPORT int sigaction(int sig, const struct sigaction *act,
     /* Before the kernel is told: a signal delivered from then on finds
      * the new handler (the trampoline may already be installed). Only the
      * fields a handler needs; the old entry is read first for `old`. */
-    struct prog_action was = {atomic_load(&prog[sig].fn),
-                              atomic_load(&prog[sig].flags)};
-    atomic_store_explicit(&prog[sig].flags, act->sa_flags,
+    struct rl_prog_action was = {atomic_load(&sp->prog[sig].fn),
+                                 atomic_load(&sp->prog[sig].flags)};
+    atomic_store_explicit(&sp->prog[sig].flags, act->sa_flags,
                           memory_order_relaxed);
-    atomic_store_explicit(&prog[sig].fn,
+    atomic_store_explicit(&sp->prog[sig].fn,
                           act->sa_flags & SA_SIGINFO
                               ? (uintptr_t)act->sa_sigaction
                               : (uintptr_t)act->sa_handler,
@@ -156,8 +153,8 @@ RL_EXPORT int sigaction(int sig, const struct sigaction *act,
     int r = real(sig, &mine, old);
     if (r != 0) {
         int e = errno;
-        atomic_store(&prog[sig].flags, atomic_load(&was.flags));
-        atomic_store(&prog[sig].fn, atomic_load(&was.fn));
+        atomic_store(&sp->prog[sig].flags, atomic_load(&was.flags));
+        atomic_store(&sp->prog[sig].fn, atomic_load(&was.fn));
         errno = e;
         return r;
     }

@@ -19,6 +19,7 @@
 
 #include "policy/reqconn.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlsreal.h"
 #include "shim/tlstab.h"
@@ -29,9 +30,8 @@ typedef struct gnutls_session_int *gnutls_session_t;
 
 #define GNUTLS_E_INTERNAL_ERROR (-59)
 
-static __attribute__((noinline)) void tls_received(const void *session,
-                                                   void *buf, size_t n,
-                                                   const char *call)
+static __attribute__((noinline)) void
+tls_received(const void *session, void *buf, size_t n, const char *call)
 {
     if (rl_tls_depth > 0 || !rl_shim_ready() || rl_hook_in_handler() ||
         rl_shim_in_vfork_child() || !rl_shim_enter())
@@ -47,7 +47,7 @@ static __attribute__((noinline)) void tls_received(const void *session,
         } else {
             struct iovec one = {buf, n};
             const struct rl_reqread r = {e->fd, call};
-            rl_reqconn_received(c, &one, 1, n, &r);
+            rl_reqconn_received(rl_shim_proc(), c, &one, 1, n, &r);
             __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         }
     }

@@ -32,6 +32,7 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
 #include "shim/waitbuf.h"
@@ -51,8 +52,9 @@
 static inline bool busy(void)
 {
     return __builtin_expect(
-        (atomic_load_explicit(&rl_ready_n, memory_order_relaxed) |
-         atomic_load_explicit(&rl_epreg_npending, memory_order_relaxed)) != 0,
+        (atomic_load_explicit(&rl_shim_proc()->ready.n, memory_order_relaxed) |
+         atomic_load_explicit(&rl_shim_self->epreg.npending,
+                              memory_order_relaxed)) != 0,
         0);
 }
 
@@ -73,17 +75,18 @@ static bool tend(uint64_t now, struct rl_ready_view *v, unsigned *n,
     if (!rl_shim_enter())
         return false;
     int saved = errno;
-    unsigned k = rl_ready_snapshot(now, v, VIEW_MAX, next);
+    unsigned k = rl_ready_snapshot(rl_shim_proc(), now, v, VIEW_MAX, next);
     if (*next <= now || waits_open(v, k)) {
         /* Deferred connects due, and connects waiting for a max_open
          * place (one may have freed since the last look: a close by this
          * process is seen here, at its next wait call): made or decided
          * again now, then seen afresh. */
         rl_wait_connect_due(now, v, k);
-        k = rl_ready_snapshot(now, v, VIEW_MAX, next);
+        k = rl_ready_snapshot(rl_shim_proc(), now, v, VIEW_MAX, next);
     }
     *n = k;
-    if (rl_epreg_pending())
+    if (atomic_load_explicit(&rl_shim_self->epreg.npending,
+                             memory_order_relaxed) != 0)
         rl_epreg_settle(now);
     errno = saved;
     rl_shim_leave();

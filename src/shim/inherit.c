@@ -34,11 +34,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
-
-/* The highest fd given a provisional mark, for rl_hook_inherited_drop;
- * written by the scan only (once, before anyone reads them). */
-static unsigned highest;
-static bool any;
+#include "shim/self.h"
 
 #define BLOCK 256 /* pollfds per call: 2 KiB of stack, handler-safe */
 
@@ -88,6 +84,7 @@ static unsigned fd_bound(unsigned *block)
 
 static void look_at(int fd)
 {
+    struct rl_inherit *in = &rl_shim_self->inherit;
     /* A mark already: a socket made through the shim since start-up (the
      * scan runs at the first send-like call, not at start-up). */
     if (rl_fdtab_get(fd) != 0)
@@ -106,9 +103,9 @@ static void look_at(int fd)
     uint32_t m = RL_FD_KNOWN | type | RL_FD_MATCHED | RL_FD_INHERITED |
                  (type == RL_FD_STREAM ? RL_FD_CHARGED : 0);
     if (rl_fdtab_set(fd, m) == 0) {
-        any = true;
-        if ((unsigned)fd > highest)
-            highest = (unsigned)fd;
+        in->any = true;
+        if ((unsigned)fd > in->highest)
+            in->highest = (unsigned)fd;
     }
 }
 
@@ -133,8 +130,9 @@ void rl_hook_inherited_scan(void)
 
 void rl_hook_inherited_drop(void)
 {
-    if (any)
-        rl_fdtab_drop_with(highest, RL_FD_INHERITED);
+    struct rl_inherit *in = &rl_shim_self->inherit;
+    if (in->any)
+        rl_fdtab_drop_with(in->highest, RL_FD_INHERITED);
 }
 
 uint32_t rl_hook_inherited_kind(int fd, uint32_t m)
@@ -145,7 +143,8 @@ uint32_t rl_hook_inherited_kind(int fd, uint32_t m)
     uint32_t next = RL_FD_KNOWN | type | (m & RL_FD_CHARGED);
     int saved = errno;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-        rl_gate_charges_sends() && rl_gate_covers(&ss, sl))
+        rl_gate_charges_sends(rl_shim_proc()) &&
+        rl_gate_covers(rl_shim_proc(), &ss, sl))
         next |= RL_FD_MATCHED;
     errno = saved;
     /* CAS: only the provisional mark is replaced (a close or socket() of

@@ -41,20 +41,21 @@
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "shim/conntab.h"
-#include "shim/tlstab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
+#include "shim/tlstab.h"
 #include "shim/waitbuf.h"
 #include "util/log.h"
 #include "util/sys.h"
 
-/* The process's state (policy/proc.h): its one instance. */
-static struct rl_proc proc;
+/* The shim's state (shim/self.h), the process's (policy/proc.h) within
+ * it: the one instance, and the one pointer to it. */
+static struct rl_shim self;
+struct rl_shim *const rl_shim_self = &self;
 
-int rl_shim_state;
-int rl_shim_scan;
 __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
 void rl_shim_sleep_until(uint64_t deadline_ns)
@@ -79,20 +80,21 @@ static void broken(const char *line)
     if (line[0] == '\0')
         return; /* nothing to apply, nothing wrong */
     rl_sys_write_all(2, line, strlen(line));
-    if (proc.strict)
+    if (self.proc.strict)
         _exit(RL_EXIT_CONFIG);
 }
 
 /* Asked once the shim is READY, so the config has been read. */
 bool rl_shim_io_uring_allowed(void)
 {
-    return proc.cfg != NULL && proc.cfg->io_uring == RL_IO_URING_ALLOW;
+    return self.proc.cfg != NULL &&
+           self.proc.cfg->io_uring == RL_IO_URING_ALLOW;
 }
 
 static void set_state(int s)
 {
     /* Pairs with the acquire loads in rl_shim_enter and rl_shim_start. */
-    __atomic_store_n(&rl_shim_state, s, __ATOMIC_RELEASE);
+    __atomic_store_n(&self.state, s, __ATOMIC_RELEASE);
 }
 
 /* The deferred half of the set-up; the guard is held. True when hooks may
@@ -105,11 +107,12 @@ static bool set_up(void)
     rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
-    if (proc.cfg == NULL && rl_proc_load(&proc, line, sizeof line) < 0) {
+    if (self.proc.cfg == NULL &&
+        rl_proc_load(&self.proc, line, sizeof line) < 0) {
         broken(line);
         return false;
     }
-    bool ok = rl_proc_set_up(&proc, line, sizeof line);
+    bool ok = rl_proc_set_up(&self.proc, line, sizeof line);
     if (!ok)
         broken(line);
     return ok;
@@ -143,7 +146,7 @@ static void wait_while(int *word, int busy)
 
 static void wait_set_up(void)
 {
-    wait_while(&rl_shim_state, RL_SHIM_INIT);
+    wait_while(&self.state, RL_SHIM_INIT);
 }
 
 bool rl_shim_start(int s)
@@ -154,22 +157,21 @@ bool rl_shim_start(int s)
         return false;
     int expect = RL_SHIM_PENDING;
     if (s == RL_SHIM_PENDING &&
-        __atomic_compare_exchange_n(&rl_shim_state, &expect, RL_SHIM_INIT,
-                                    false, __ATOMIC_ACQUIRE,
-                                    __ATOMIC_ACQUIRE)) {
+        __atomic_compare_exchange_n(&self.state, &expect, RL_SHIM_INIT, false,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
         int saved = errno;
         rl_shim_busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         bool ok = set_up();
         if (!ok) {
             /* Nothing to enforce: no scan, and no provisional marks. */
-            __atomic_store_n(&rl_shim_scan, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&self.scan, 0, __ATOMIC_RELAXED);
             rl_hook_inherited_drop();
         }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         rl_shim_busy = 0;
         set_state(ok ? RL_SHIM_READY : RL_SHIM_OFF);
-        futex_wake(&rl_shim_state);
+        futex_wake(&self.state);
         errno = saved;
         return ok;
     }
@@ -182,9 +184,8 @@ void rl_shim_scan_now(void)
     if (rl_shim_busy)
         return; /* the scanning thread's own handler: never wait on it */
     int expect = RL_SCAN_DUE;
-    if (__atomic_compare_exchange_n(&rl_shim_scan, &expect, RL_SCAN_RUNNING,
-                                    false, __ATOMIC_ACQUIRE,
-                                    __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(&self.scan, &expect, RL_SCAN_RUNNING, false,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
         int saved = errno;
         rl_shim_busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -194,15 +195,15 @@ void rl_shim_scan_now(void)
             rl_hook_inherited_drop(); /* a set-up found nothing meanwhile */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         rl_shim_busy = 0;
-        /* Pairs with the acquire loads of rl_shim_scan: the marks are
+        /* Pairs with the acquire loads of the scan word: the marks are
          * seen by whoever sees the scan done. */
-        __atomic_store_n(&rl_shim_scan, RL_SCAN_DONE, __ATOMIC_RELEASE);
-        futex_wake(&rl_shim_scan);
+        __atomic_store_n(&self.scan, RL_SCAN_DONE, __ATOMIC_RELEASE);
+        futex_wake(&self.scan);
         errno = saved;
         return;
     }
     if (expect == RL_SCAN_RUNNING)
-        wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
+        wait_while(&self.scan, RL_SCAN_RUNNING);
 }
 
 /* fork while another thread runs the set-up: wait for it, so the child
@@ -213,23 +214,21 @@ static void before_fork(void)
 {
     if (!rl_shim_busy) {
         wait_set_up();
-        wait_while(&rl_shim_scan, RL_SCAN_RUNNING);
+        wait_while(&self.scan, RL_SCAN_RUNNING);
     }
 }
-
-int rl_shim_pid;
 
 /* The child: the shim's own words first (so that its hooks know the
  * process), then the process's state in proc.h's order, then the shim's
  * tables. */
 static void after_fork_child(void)
 {
-    __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
-    if (__atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
+    __atomic_store_n(&self.pid, (int)getpid(), __ATOMIC_RELAXED);
+    if (__atomic_load_n(&self.state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
         set_state(RL_SHIM_PENDING);
-    if (__atomic_load_n(&rl_shim_scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
-        __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
-    rl_proc_atfork_child(&proc);
+    if (__atomic_load_n(&self.scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
+        __atomic_store_n(&self.scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
+    rl_proc_atfork_child(&self.proc);
     rl_epreg_atfork_child();
     rl_wait_atfork_child();
     rl_conntab_atfork_child();
@@ -244,28 +243,27 @@ static void after_fork_child(void)
 static int load(void)
 {
     char line[512];
-    rl_proc_init(&proc);
+    rl_proc_init(&self.proc);
     if (!rl_proc_config_present()) {
-        if (proc.report == RL_PROC_REPORT_WANTED)
-            proc.report = RL_PROC_REPORT_NONE;
+        if (self.proc.report == RL_PROC_REPORT_WANTED)
+            self.proc.report = RL_PROC_REPORT_NONE;
         return RL_SHIM_OFF;
     }
-    if (proc.strict && rl_proc_load(&proc, line, sizeof line) < 0) {
+    if (self.proc.strict && rl_proc_load(&self.proc, line, sizeof line) < 0) {
         broken(line);
         return RL_SHIM_OFF;
     }
-    __atomic_store_n(&rl_shim_scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
+    __atomic_store_n(&self.scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
     return RL_SHIM_PENDING;
 }
 
 __attribute__((constructor)) static void rl_shim_init(void)
 {
-    static int done;
-    if (done)
+    if (self.constructed)
         return;
-    done = 1;
+    self.constructed = true;
     int saved = errno;
-    __atomic_store_n(&rl_shim_pid, (int)getpid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&self.pid, (int)getpid(), __ATOMIC_RELAXED);
     /* The process's one fork handler (policy/proc.h gives the order). */
     pthread_atfork(before_fork, NULL, after_fork_child);
     rl_shim_busy = 1;
@@ -283,11 +281,11 @@ __attribute__((destructor)) static void rl_shim_fini(void)
 {
     int saved = errno;
     /* Pairs with the release store of the set-up's end: gate_up is seen. */
-    int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
-    if (proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
+    int s = __atomic_load_n(&self.state, __ATOMIC_ACQUIRE);
+    if (self.proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
         rl_shim_start(s);
     rl_shim_busy = 1;
-    rl_proc_close(&proc);
+    rl_proc_close(&self.proc);
     rl_shim_busy = 0;
     errno = saved;
 }

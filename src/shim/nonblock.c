@@ -19,6 +19,7 @@
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
+#include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
 #include "util/clock.h"
@@ -54,10 +55,22 @@ static uint64_t send_timeout(int fd)
     return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
 }
 
+/* The peer of fd into *ss (NULL when it has none). May change errno: the
+ * send's hook sets it after the decision (rl_hook_apply). */
+static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
+                                      socklen_t *len)
+{
+    *len = sizeof *ss;
+    /* getpeername is not hooked: this is libc's. */
+    if (getpeername(fd, (struct sockaddr *)ss, len) != 0)
+        return NULL;
+    return (const struct sockaddr *)ss;
+}
+
 static void give_back(struct rl_gate_ticket *t)
 {
-    rl_gate_refund(t, RL_KIND_SEND, t->calls);
-    rl_gate_refund(t, RL_KIND_SEND_BYTES, t->bytes);
+    rl_gate_refund(rl_shim_proc(), t, RL_KIND_SEND, t->calls);
+    rl_gate_refund(rl_shim_proc(), t, RL_KIND_SEND_BYTES, t->bytes);
 }
 
 static int again(struct rl_gate_ticket *t)
@@ -76,16 +89,16 @@ static void hold_after_denial(int fd, uint64_t want, uint64_t min)
 {
     uint64_t chunk = min;
     if (min < want) {
-        uint64_t m = rl_gate_max_bytes();
+        uint64_t m = rl_gate_max_bytes(rl_shim_proc());
         uint64_t part = m == UINT64_MAX ? 1 : m / HOLD_PART;
         chunk = part > min ? part : min;
         if (chunk > want)
             chunk = want;
     }
-    uint64_t eta = rl_gate_send_eta(chunk);
+    uint64_t eta = rl_gate_send_eta(rl_shim_proc(), chunk);
     if (eta == 0 || eta == UINT64_MAX)
         return; /* free now (a refund), or never: nothing to wait for */
-    if (rl_ready_hold(fd, rl_clock_now_ns() + eta) >= 0)
+    if (rl_ready_hold(rl_shim_proc(), fd, rl_clock_now_ns() + eta) >= 0)
         rl_epreg_hold(fd);
 }
 
@@ -100,7 +113,7 @@ static void make_connect(int fd, struct rl_gate_ticket *t,
         rl_hook_connect_end(fd, c, *err);
         /* Its max_open places, taken when it was decided, now held by
          * fd. */
-        rl_gate_connected(t, fd,
+        rl_gate_connected(rl_shim_proc(), t, fd,
                           c == 0 || *err == EINPROGRESS || *err == EINTR);
     }
     /* From now on the kernel's own progress is reported. */
@@ -115,7 +128,8 @@ static int connect_due(int fd, uint64_t now, bool force, int *err)
     struct sockaddr_storage sa;
     socklen_t len = 0;
     uint64_t until;
-    int r = rl_ready_take_connect(fd, now, force, &t, &sa, &len, &until);
+    int r = rl_ready_take_connect(rl_shim_proc(), fd, now, force, &t, &sa, &len,
+                                  &until);
     if (r != 1)
         return r;
     make_connect(fd, &t, &sa, len, true, err);
@@ -133,7 +147,8 @@ static int open_due(int fd, uint64_t now, bool force, int *err)
     struct sockaddr_storage sa;
     socklen_t len = 0;
     uint64_t deadline = 0, until;
-    int r = rl_ready_take_open(fd, now, force, &sa, &len, &deadline, &until);
+    int r = rl_ready_take_open(rl_shim_proc(), fd, now, force, &sa, &len,
+                               &deadline, &until);
     if (r != 1)
         return r;
     const struct sockaddr *a = (const struct sockaddr *)&sa;
@@ -141,18 +156,18 @@ static int open_due(int fd, uint64_t now, bool force, int *err)
     memset(&t, 0, sizeof t);
     int act = rl_hook_connect_begin(fd, a, len, "connect", &t);
     if (act != RL_HOOK_FAIL && t.wait_ns > 0 &&
-        rl_ready_defer_connect(fd, &t, a, len) >= 0)
+        rl_ready_defer_connect(rl_shim_proc(), fd, &t, a, len) >= 0)
         return -EAGAIN; /* replaces the entry: still hidden */
     if (act != RL_HOOK_FAIL) {
-        rl_ready_forget(fd); /* it held nothing */
+        rl_ready_forget(rl_shim_proc(), fd); /* it held nothing */
         make_connect(fd, &t, &sa, len, act == RL_HOOK_GO, err);
         return 1;
     }
     uint64_t dl = deadline;
     if (rl_gate_open_waits(&t, &dl) &&
-        rl_ready_defer_open(fd, &t, a, len, deadline) >= 0)
+        rl_ready_defer_open(rl_shim_proc(), fd, &t, a, len, deadline) >= 0)
         return -EAGAIN;
-    rl_ready_fail(fd, t.err);
+    rl_ready_fail(rl_shim_proc(), fd, t.err);
     rl_epreg_sync(fd, RL_EPREG_FULL);
     *err = t.err;
     return 1;
@@ -175,11 +190,12 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
                  uint64_t want, uint64_t min)
 {
     int nb = -1; /* nonblocking_once */
-    if (rl_ready_any()) {
+    if (rl_ready_any(&rl_shim_proc()->ready)) {
         uint64_t now = rl_clock_now_ns(), until = 0;
         int what = 0;
         bool block = !nonblocking_once(fd, flags, &nb);
-        int r = rl_ready_claim(fd, now, block, t, &until, &what);
+        int r =
+            rl_ready_claim(rl_shim_proc(), fd, now, block, t, &until, &what);
         if (r == -EAGAIN && rl_ready_unconnected(what)) {
             int err;
             if (what == RL_READY_CONNECT)
@@ -205,7 +221,7 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
             give_back(t); /* a datagram larger than the turn taken */
         }
     }
-    if (min < want && rl_gate_max_bytes() != UINT64_MAX) {
+    if (min < want && rl_gate_max_bytes(rl_shim_proc()) != UINT64_MAX) {
         /* A short grant only of a sizeable part (gate.h): else EAGAIN
          * and a hold until it is free. With 1 byte as the least, python
          * asyncio on a loaded machine made 81,000 sends of ~13 bytes in
@@ -213,12 +229,27 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
          * denial would fail it). The fcntl (1.3 us here) only when the
          * budget is short of that part (a probe changes nothing) or a
          * site may be. */
-        uint64_t least = rl_gate_send_least_nonblocking(want);
-        if (least > min && (rl_sites_any() || rl_gate_send_eta(least) > 0) &&
+        uint64_t least = rl_gate_send_least_nonblocking(rl_shim_proc(), want);
+        if (least > min &&
+            (rl_sites_any(&rl_shim_proc()->sites) ||
+             rl_gate_send_eta(rl_shim_proc(), least) > 0) &&
             nonblocking_once(fd, flags, &nb))
             min = least;
     }
-    int act = rl_gate_send(t, call, fd, sa, salen, calls, 1, want, min);
+    /* The whole question: a send without an address goes to the fd's
+     * peer, asked of the kernel here, once, and only when the gate needs
+     * it to decide (policy/ never asks about the program's fds). */
+    struct sockaddr_storage peer;
+    if (sa == NULL && rl_gate_needs_peer(rl_shim_proc()))
+        sa = peer_of(fd, &peer, &salen);
+    int act = rl_gate_send(rl_shim_proc(), t, call, fd, sa, salen, calls, 1,
+                           want, min);
+    if (t->say_due) {
+        /* A log line the rate limit admitted names the peer: asked now,
+         * for a line that is written only. */
+        const struct sockaddr *to = peer_of(fd, &peer, &salen);
+        rl_gate_say_peer(rl_shim_proc(), t, call, fd, to, salen);
+    }
     if (act == RL_GATE_FAIL) {
         hold_after_denial(fd, want, min);
         return act;
@@ -227,7 +258,7 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
         return act;
     if (nonblocking_once(fd, flags, &nb)) {
         /* Its turn is reserved for it; EAGAIN until then. */
-        if (rl_ready_reserve(fd, t) >= 0)
+        if (rl_ready_reserve(rl_shim_proc(), fd, t) >= 0)
             rl_epreg_hold(fd);
         else
             give_back(t);
@@ -244,14 +275,14 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
 
 int rl_wait_connect_again(int fd, int *ret)
 {
-    if (!rl_ready_any())
+    if (!rl_ready_any(&rl_shim_proc()->ready))
         return 0;
     uint64_t now = rl_clock_now_ns();
     int err = 0;
     int r = connect_due(fd, now, false, &err);
     if (r == 0)
         r = open_due(fd, now, false, &err);
-    if (r == 0 && rl_ready_take_error(fd, &err))
+    if (r == 0 && rl_ready_take_error(rl_shim_proc(), fd, &err))
         r = 1; /* a deferred connect that failed, told once */
     if (r == 0)
         return 0;
@@ -262,7 +293,8 @@ int rl_wait_connect_again(int fd, int *ret)
     }
     int told;
     if (err != 0)
-        rl_ready_take_error(fd, &told); /* failed just now: told here */
+        rl_ready_take_error(rl_shim_proc(), fd,
+                            &told); /* failed just now: told here */
     *ret = err == 0 ? 0 : -1;
     errno = err;
     return 1;
@@ -273,7 +305,7 @@ int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
 {
     if (!nonblocking(fd, 0))
         return 0;
-    if (rl_ready_defer_connect(fd, t, sa, len) < 0)
+    if (rl_ready_defer_connect(rl_shim_proc(), fd, t, sa, len) < 0)
         return 0;
     rl_epreg_sync(fd, RL_EPREG_ABSENT);
     errno = EINPROGRESS;
@@ -285,7 +317,7 @@ int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
 {
     if (!nonblocking(fd, 0))
         return 0;
-    if (rl_ready_defer_open(fd, t, sa, len, deadline) < 0)
+    if (rl_ready_defer_open(rl_shim_proc(), fd, t, sa, len, deadline) < 0)
         return 0;
     rl_epreg_sync(fd, RL_EPREG_ABSENT);
     errno = EINPROGRESS;
@@ -294,7 +326,9 @@ int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
 
 int rl_wait_connect_error(int fd, int *err)
 {
-    return rl_ready_any() ? rl_ready_take_error(fd, err) : 0;
+    return rl_ready_any(&rl_shim_proc()->ready)
+               ? rl_ready_take_error(rl_shim_proc(), fd, err)
+               : 0;
 }
 
 void rl_wait_forget_slow(unsigned first, unsigned last)
@@ -306,9 +340,9 @@ void rl_wait_forget_slow(unsigned first, unsigned last)
         return;
     int saved = errno;
     if (first == last)
-        rl_ready_forget((int)first);
+        rl_ready_forget(rl_shim_proc(), (int)first);
     else
-        rl_ready_forget_range(first, last);
+        rl_ready_forget_range(rl_shim_proc(), first, last);
     rl_epreg_forget(first, last);
     errno = saved;
     rl_shim_leave();

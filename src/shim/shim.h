@@ -11,14 +11,17 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "shim/self.h"
+
 /* Where the shim stands in this process image. The constructor parses
  * the config (so a broken one says so, or exits under RLSHIM_STRICT=1, at
  * start-up) and leaves PENDING; the rest of the set-up (identity, segment,
  * budgets) waits for the first call that could be charged, which runs it
  * once (rl_shim_start) while every other thread that needs it waits. Only
  * READY lets hooks act; BOOT (constructor not run yet) and OFF (nothing to
- * enforce) pass everything through. Written with release stores, read
- * with acquire loads (pairs in init.c). */
+ * enforce) pass everything through. The word is the shim's `state`
+ * (shim/self.h), written with release stores, read with acquire loads
+ * (pairs in init.c). */
 enum rl_shim_state {
     RL_SHIM_BOOT = 0,
     RL_SHIM_OFF = 1,
@@ -26,7 +29,6 @@ enum rl_shim_state {
     RL_SHIM_INIT = 3, /* one thread is running the deferred set-up */
     RL_SHIM_READY = 4,
 };
-extern int rl_shim_state;
 
 /* The thread's re-entry guard: set while the shim does its own work
  * (config, store, log), so that any hooked call made from inside passes
@@ -36,8 +38,8 @@ extern int rl_shim_state;
  * first access. */
 extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 
-/* The pid this image runs as, set by the constructor and in a fork child. */
-extern int rl_shim_pid;
+/* The shim's `pid` (shim/self.h): the pid this image runs as, set by the
+ * constructor and in a fork child. */
 
 /* A vfork child (python's subprocess, for one) runs in its parent's memory
  * until it execs: its close/dup calls must not change the parent's marks,
@@ -70,7 +72,7 @@ static inline bool rl_shim_in_vfork_child(void)
     if (__builtin_expect(!rl_shim_vforking, 1))
         return false;
 #endif
-    return getpid() != __atomic_load_n(&rl_shim_pid, __ATOMIC_RELAXED);
+    return getpid() != __atomic_load_n(&rl_shim_self->pid, __ATOMIC_RELAXED);
 }
 
 /* The deferred set-up, once: true when the shim is READY after it. Never
@@ -80,11 +82,10 @@ static inline bool rl_shim_in_vfork_child(void)
  * lock holder the set-up needs must not hang), then passes through. */
 bool rl_shim_start(int state);
 
-/* The look at inherited sockets (inherit.c): DUE from start-up (when
- * there is a config) until the first send-like call on any fd runs it,
- * RUNNING meanwhile, then DONE. */
+/* The look at inherited sockets (inherit.c), the shim's `scan` word: DUE
+ * from start-up (when there is a config) until the first send-like call
+ * on any fd runs it, RUNNING meanwhile, then DONE. */
 enum { RL_SCAN_DONE = 0, RL_SCAN_DUE = 1, RL_SCAN_RUNNING = 2 };
-extern int rl_shim_scan;
 
 /* Run the scan if it is still due (once; others wait, bounded). */
 void rl_shim_scan_now(void);
@@ -93,7 +94,8 @@ void rl_shim_scan_now(void);
 static inline bool rl_shim_scan_due(void)
 {
     return __builtin_expect(
-        __atomic_load_n(&rl_shim_scan, __ATOMIC_ACQUIRE) != RL_SCAN_DONE, 0);
+        __atomic_load_n(&rl_shim_self->scan, __ATOMIC_ACQUIRE) != RL_SCAN_DONE,
+        0);
 }
 
 /* `[rlshim] io_uring = allow` in the config in use (only asked once the
@@ -102,19 +104,21 @@ bool rl_shim_io_uring_allowed(void);
 
 static inline bool rl_shim_ready(void)
 {
-    return __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE) == RL_SHIM_READY;
+    return __atomic_load_n(&rl_shim_self->state, __ATOMIC_ACQUIRE) ==
+           RL_SHIM_READY;
 }
 
 /* May the shim act in this process at all (not OFF)? Bookkeeping hooks
  * skip their marks when it may not. */
 static inline bool rl_shim_may_act(void)
 {
-    return __atomic_load_n(&rl_shim_state, __ATOMIC_RELAXED) != RL_SHIM_OFF;
+    return __atomic_load_n(&rl_shim_self->state, __ATOMIC_RELAXED) !=
+           RL_SHIM_OFF;
 }
 
 static inline bool rl_shim_enter(void)
 {
-    int s = __atomic_load_n(&rl_shim_state, __ATOMIC_ACQUIRE);
+    int s = __atomic_load_n(&rl_shim_self->state, __ATOMIC_ACQUIRE);
     if (__builtin_expect(s != RL_SHIM_READY, 0) && !rl_shim_start(s))
         return false;
     if (rl_shim_busy)

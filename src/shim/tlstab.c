@@ -1,21 +1,14 @@
 /* tlstab.c — TLS session → its requests' connection (see tlstab.h). */
 #include "shim/tlstab.h"
 #include "policy/reqconn.h"
+#include "shim/self.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Chained buckets: a process holds a few sessions to a few hundred, and a
- * chain is walked under the lock only. */
-#define NBUCKETS 256
-
-static struct {
-    pthread_mutex_t lock;
-    _Atomic unsigned n;
-    struct rl_tlsent *head[NBUCKETS];
-} tab = {.lock = PTHREAD_MUTEX_INITIALIZER};
+#define NBUCKETS RL_TLSTAB_BUCKETS
 
 static unsigned bucket(const void *key)
 {
@@ -27,7 +20,8 @@ static unsigned bucket(const void *key)
 
 static struct rl_tlsent *find(unsigned b, const void *key)
 {
-    struct rl_tlsent *e = tab.head[b];
+    struct rl_tlstab *tab = &rl_shim_self->tlstab;
+    struct rl_tlsent *e = tab->head[b];
     while (e != NULL && e->key != key)
         e = e->next;
     return e;
@@ -35,39 +29,41 @@ static struct rl_tlsent *find(unsigned b, const void *key)
 
 struct rl_tlsent *rl_tlstab_get(const void *key, bool make)
 {
-    if (!make && atomic_load_explicit(&tab.n, memory_order_relaxed) == 0)
+    struct rl_tlstab *tab = &rl_shim_self->tlstab;
+    if (!make && atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return NULL;
     unsigned b = bucket(key);
-    pthread_mutex_lock(&tab.lock);
+    pthread_mutex_lock(&tab->lock);
     struct rl_tlsent *e = find(b, key);
     if (e == NULL && make && (e = calloc(1, sizeof *e)) != NULL) {
         e->key = key;
         e->fd = -1;
         e->wire = -1;
-        e->next = tab.head[b];
+        e->next = tab->head[b];
         /* Complete before it is linked (a fork child sees either). */
-        __atomic_store_n(&tab.head[b], e, __ATOMIC_RELEASE);
-        atomic_fetch_add_explicit(&tab.n, 1, memory_order_relaxed);
+        __atomic_store_n(&tab->head[b], e, __ATOMIC_RELEASE);
+        atomic_fetch_add_explicit(&tab->n, 1, memory_order_relaxed);
     }
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
     return e;
 }
 
 void rl_tlstab_drop(const void *key)
 {
-    if (atomic_load_explicit(&tab.n, memory_order_relaxed) == 0)
+    struct rl_tlstab *tab = &rl_shim_self->tlstab;
+    if (atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return;
     unsigned b = bucket(key);
-    pthread_mutex_lock(&tab.lock);
-    struct rl_tlsent **pp = &tab.head[b];
+    pthread_mutex_lock(&tab->lock);
+    struct rl_tlsent **pp = &tab->head[b];
     struct rl_tlsent *e;
     while ((e = *pp) != NULL && e->key != key)
         pp = &e->next;
     if (e != NULL) {
         __atomic_store_n(pp, e->next, __ATOMIC_RELEASE);
-        atomic_fetch_sub_explicit(&tab.n, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&tab->n, 1, memory_order_relaxed);
     }
-    pthread_mutex_unlock(&tab.lock);
+    pthread_mutex_unlock(&tab->lock);
     if (e == NULL)
         return;
     if (e->c != NULL) {
@@ -79,11 +75,12 @@ void rl_tlstab_drop(const void *key)
 
 void rl_tlstab_atfork_child(void)
 {
-    pthread_mutex_init(&tab.lock, NULL);
+    struct rl_tlstab *tab = &rl_shim_self->tlstab;
+    pthread_mutex_init(&tab->lock, NULL);
     /* A write another thread of the parent had in flight is not the
      * child's: its session is free to be written on again. */
     for (unsigned b = 0; b < NBUCKETS; b++)
-        for (struct rl_tlsent *e = tab.head[b]; e != NULL; e = e->next)
+        for (struct rl_tlsent *e = tab->head[b]; e != NULL; e = e->next)
             if (e->c != NULL)
                 e->c->busy = 0;
 }

@@ -17,11 +17,24 @@
 #ifndef RL_SHIM_TLSTAB_H
 #define RL_SHIM_TLSTAB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "policy/names.h"
 
 struct rl_reqconn;
+
+/* Chained buckets: a process holds a few sessions to a few hundred, and a
+ * chain is walked under the lock only. */
+#define RL_TLSTAB_BUCKETS 256
+
+/* The table (a member of the shim's struct rl_shim, shim/self.h). All
+ * zero: empty. */
+struct rl_tlstab {
+    pthread_mutex_t lock;
+    _Atomic unsigned n;
+    struct rl_tlsent *head[RL_TLSTAB_BUCKETS];
+};
 
 struct rl_tlsent {
     const void *key;

@@ -3,6 +3,7 @@
  * session's connection, sleeps, and holds a non-blocking socket until its
  * turn. */
 #include "shim/tlswrite.h"
+#include "shim/self.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +91,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     int saved = errno;
     struct rl_tlsent *e = NULL;
     struct rl_reqconn *c = NULL;
-    if (rl_gate_counts_requests() &&
+    if (rl_gate_counts_requests(rl_shim_proc()) &&
         (e = rl_tlstab_get(session, true)) != NULL)
         c = e->c != NULL ? e->c : first_write(e, session, ops);
     /* Another thread writing on the same session at once is not scanned
@@ -105,7 +106,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
     const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb};
-    rl_reqconn_plan(c, &w->iov, 1, &q, &w->p);
+    rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (!w->p.scanned) {
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
@@ -114,8 +115,11 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     }
     if (w->p.act == RL_GATE_FAIL) {
         /* Hidden from the program's poll until it could go. */
-        int hold = nb ? e->fd : e->fd < 0 && nonblocking(e->wire) ? e->wire : -1;
-        if (hold >= 0 && w->p.wake != 0 && rl_ready_hold(hold, w->p.wake) >= 0)
+        int hold = nb                                  ? e->fd
+                   : e->fd < 0 && nonblocking(e->wire) ? e->wire
+                                                       : -1;
+        if (hold >= 0 && w->p.wake != 0 &&
+            rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
             rl_epreg_hold(hold);
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
@@ -142,7 +146,7 @@ struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
         return NULL;
     int saved = errno;
     struct rl_tlsent *e = NULL;
-    if (rl_gate_counts_requests() && ops->fd_of(session) < 0 &&
+    if (rl_gate_counts_requests(rl_shim_proc()) && ops->fd_of(session) < 0 &&
         (e = rl_tlstab_get(session, true)) != NULL && e->wire >= 0)
         e = NULL;
     rl_tls_unbound = e;

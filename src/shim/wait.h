@@ -14,15 +14,15 @@
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "shim/fdtab.h"
+#include "shim/self.h"
 
-/* epoll registrations recorded (shim/epreg.c): with rl_ready_n, whether
- * the close of an inet socket has entries to look for. */
-extern atomic_uint rl_epreg_n;
-
+/* Are there epoll registrations recorded (shim/epreg.c) or ready entries:
+ * does the close of an inet socket have entries to look for? */
 static inline bool rl_wait_live(void)
 {
-    return (atomic_load_explicit(&rl_epreg_n, memory_order_relaxed) |
-            atomic_load_explicit(&rl_ready_n, memory_order_relaxed)) != 0;
+    return (atomic_load_explicit(&rl_shim_self->epreg.n, memory_order_relaxed) |
+            atomic_load_explicit(&rl_shim_proc()->ready.n,
+                                 memory_order_relaxed)) != 0;
 }
 
 /* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's

@@ -4,6 +4,8 @@
 #define RL_SHIM_WAITBUF_H
 
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "policy/ready.h"
 
@@ -30,6 +32,14 @@ struct poll_saved {
 struct rl_waitbuf {
     struct rl_ready_view v[VIEW_MAX];
     struct poll_saved saved[VIEW_MAX];
+};
+
+/* The buffers made so far, and which are taken (a member of the shim's
+ * struct rl_shim, shim/self.h). All zero: none. */
+#define RL_WAITBUFS 64
+struct rl_waitbufs {
+    struct rl_waitbuf *bufs[RL_WAITBUFS];
+    _Atomic uint64_t taken;
 };
 
 /* A buffer for this call (*slot: its slot, or one of its own), or NULL

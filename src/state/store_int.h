@@ -75,6 +75,18 @@ int rl_seg_replace(const char *dir, const char *path, int fd,
                    uint32_t uid, struct rl_store *s);
 
 /* Record the file `s` maps (path, identity, its allocated bytes now). */
+/* store_build.c: point s at a mapping whose header has been validated or
+ * just built; a new segment for geometry g in anonymous memory (0 or
+ * -errno); one built complete in a fresh temporary file of `dir`, named
+ * in tmp, mapped at *map of *size bytes, its file *st (0 or -errno). */
+void rl_seg_bind_map(struct rl_store *s, void *map, uint64_t len, bool shared);
+int rl_seg_map_anon(struct rl_store *s, const struct rl_seg_geometry *g,
+                    uint64_t hash, uint32_t uid);
+int rl_seg_build_file(const char *dir, uint32_t uid,
+                      const struct rl_seg_geometry *g, uint64_t hash, char *tmp,
+                      size_t tmplen, void **map, uint64_t *size,
+                      struct stat *st);
+
 void rl_seg_bind_file(struct rl_store *s, const char *path,
                       const struct stat *st);
 

@@ -15,32 +15,25 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Written once by rl_declog_setup at load; then only read. */
-static char path_buf[4096];
-static bool on;
-/* Set by the first line that could not be written: one stderr line per
- * process, not one per decision. */
-static atomic_flag complained = ATOMIC_FLAG_INIT;
-
-int rl_declog_setup(const char *path)
+int rl_declog_setup(struct rl_declog *d, const char *path)
 {
     size_t n = path != NULL ? strlen(path) : 0;
-    on = false;
-    if (n >= sizeof path_buf)
+    d->on = false;
+    if (n >= sizeof d->path)
         return -ENAMETOOLONG;
     /* Relative, each process of a run would write where its own working
      * directory is: lines of one run in several files. */
     if (n > 0 && path[0] != '/')
         return -EINVAL;
-    on = n > 0;
-    if (on)
-        memcpy(path_buf, path, n + 1);
+    d->on = n > 0;
+    if (d->on)
+        memcpy(d->path, path, n + 1);
     return 0;
 }
 
-bool rl_declog_enabled(void)
+bool rl_declog_enabled(const struct rl_declog *d)
 {
-    return on;
+    return d->on;
 }
 
 /* A bounded appender: never writes past `len`, remembers that it had to
@@ -270,9 +263,9 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     return o.n + 2;
 }
 
-static int write_line(const char *line, size_t n)
+static int write_line(const struct rl_declog *d, const char *line, size_t n)
 {
-    int fd = rl_sys.openat(AT_FDCWD, path_buf,
+    int fd = rl_sys.openat(AT_FDCWD, d->path,
                            O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
                            0600);
     if (fd < 0)
@@ -294,9 +287,9 @@ static int write_line(const char *line, size_t n)
     return r;
 }
 
-void rl_declog_write(const struct rl_declog_rec *r)
+void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
 {
-    if (!on)
+    if (!d->on)
         return;
     int saved = errno;
     struct timespec ts;
@@ -306,14 +299,14 @@ void rl_declog_write(const struct rl_declog_rec *r)
     size_t n = rl_declog_format(line, sizeof line, r, wall,
                                 (int)getpid(),
                                 (int)gettid());
-    int rc = write_line(line, n);
-    if (rc < 0 &&
-        !atomic_flag_test_and_set_explicit(&complained, memory_order_relaxed)) {
+    int rc = write_line(d, line, n);
+    if (rc < 0 && !atomic_flag_test_and_set_explicit(&d->complained,
+                                                     memory_order_relaxed)) {
         char msg[4096 + 128];
         int m = snprintf(msg, sizeof msg,
                          "rlshim: decision_log %s: %s: decisions of pid %d "
                          "are not logged\n",
-                         path_buf, strerror(-rc), (int)getpid());
+                         d->path, strerror(-rc), (int)getpid());
         if (m > 0)
             rl_sys_write_all(2, msg,
                              (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
@@ -321,20 +314,12 @@ void rl_declog_write(const struct rl_declog_rec *r)
     errno = saved;
 }
 
-void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
-                    size_t hostlen, unsigned *port)
+void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+                    unsigned *port)
 {
-    struct sockaddr_storage ss;
     snprintf(host, hostlen, "?");
     *port = 0;
-    if (sa == NULL) {
-        socklen_t sl = sizeof ss;
-        if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
-            return;
-        sa = &ss;
-        salen = sl;
-    }
-    if (salen < sizeof(sa_family_t))
+    if (sa == NULL || salen < sizeof(sa_family_t))
         return;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {

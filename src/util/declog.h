@@ -14,6 +14,7 @@
 #ifndef RL_UTIL_DECLOG_H
 #define RL_UTIL_DECLOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,25 +62,37 @@ struct rl_declog_rec {
  * room for the names and a request's method and target, escaped. */
 #define RL_DECLOG_LINE_MAX 2048
 
+/* Where a process's decisions are logged (a member of its struct
+ * rl_proc). All zero: off. */
+struct rl_declog {
+    /* Written once by rl_declog_setup at load; then only read. */
+    char path[4096];
+    bool on;
+    /* Set by the first line that could not be written: one stderr line
+     * per process, not one per decision. */
+    atomic_flag complained;
+};
+
 /* Log to `path` (copied; NULL or "" turns the log off). Call once at load,
  * before any decision. Returns 0, -ENAMETOOLONG, or -EINVAL for a relative
  * path; on error the log is off. */
-int rl_declog_setup(const char *path);
+int rl_declog_setup(struct rl_declog *d, const char *path);
 
 /* Is the log on? Callers skip all the work when not. */
-bool rl_declog_enabled(void);
+bool rl_declog_enabled(const struct rl_declog *d);
 
 /* Format one line (with its "\n") into buf; returns its length. `wall_ns`
  * is CLOCK_REALTIME in ns (written as RFC 3339 UTC with microseconds). */
 size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
                         uint64_t wall_ns, int pid, int tid);
 
-/* Write one line for `r` (now's wall clock, this pid and tid). Keeps errno. */
-void rl_declog_write(const struct rl_declog_rec *r);
+/* Write one line for `r` to d (now's wall clock, this pid and tid). Keeps
+ * errno. */
+void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r);
 
-/* The address literal and port of `sa`, or of fd's peer when sa is NULL;
- * host "?" and port 0 when neither is an inet address. */
-void rl_declog_dest(int fd, const void *sa, unsigned salen, char *host,
-                    size_t hostlen, unsigned *port);
+/* The address literal and port of `sa`; host "?" and port 0 when it is
+ * not an inet address (or NULL: not known). */
+void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+                    unsigned *port);
 
 #endif

@@ -19,25 +19,15 @@ enum { T_OFF = 0, T_STDERR = 1, T_SYSLOG = 2, T_FILE = 3 };
 
 #define LINE_MAX_BYTES 512
 
-/* Written once by rl_log_setup at load, before any hook can log; then
- * only read. */
-static int target;
-static char path_buf[4096];
-
-/* The rate limit: (second << 32 | lines in that second), CAS by any
- * thread; `suppressed` counts lines dropped since the last one written. */
-static rl_atomic_u64 window;
-static rl_atomic_u64 suppressed;
-
-int rl_log_setup(int t, const char *path)
+int rl_log_setup(struct rl_log *l, int t, const char *path)
 {
     if (t == T_FILE) {
         size_t n = path != NULL ? strlen(path) : 0;
-        if (n == 0 || n >= sizeof path_buf)
+        if (n == 0 || n >= sizeof l->path)
             return -ENAMETOOLONG;
-        memcpy(path_buf, path, n + 1);
+        memcpy(l->path, path, n + 1);
     }
-    target = t;
+    l->target = t;
     return 0;
 }
 
@@ -61,18 +51,17 @@ static void emit_syslog(const char *line, size_t n)
     rl_sys.close(fd);
 }
 
-static void emit(const char *line, size_t n)
+static void emit(const struct rl_log *l, const char *line, size_t n)
 {
     int saved = errno;
-    switch (target) {
+    switch (l->target) {
     case T_STDERR:
         rl_sys_write_all(2, line, n);
         break;
     case T_FILE: {
-        int fd = rl_sys.openat(AT_FDCWD, path_buf,
-                               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
-                                   O_NOCTTY,
-                               0600);
+        int fd = rl_sys.openat(
+            AT_FDCWD, l->path,
+            O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd >= 0) {
             rl_sys_write_all(fd, line, n);
             rl_sys.close(fd);
@@ -90,10 +79,10 @@ static void emit(const char *line, size_t n)
 
 /* true when a line may be written at `now`; the caller then also reports
  * what was suppressed before. */
-static bool admit(uint64_t now)
+static bool admit(struct rl_log *l, uint64_t now)
 {
     uint64_t sec = now / 1000000000u;
-    uint64_t cur = rl_load_relaxed_u64(&window);
+    uint64_t cur = rl_load_relaxed_u64(&l->window);
     for (;;) {
         uint64_t wsec = cur >> 32;
         uint64_t cnt = cur & 0xffffffffu;
@@ -104,7 +93,7 @@ static bool admit(uint64_t now)
             next = cur + 1;
         else
             return false;
-        if (rl_cas_acq_rel_u64(&window, &cur, next))
+        if (rl_cas_acq_rel_u64(&l->window, &cur, next))
             return true;
     }
 }
@@ -120,39 +109,39 @@ static size_t format(char *buf, size_t size, const char *fmt, va_list ap)
     return len;
 }
 
-bool rl_log_admit(uint64_t now)
+bool rl_log_admit(struct rl_log *l, uint64_t now)
 {
-    if (target == T_OFF)
+    if (l->target == T_OFF)
         return false;
-    if (!admit(now)) {
-        rl_add_relaxed_u64(&suppressed, 1);
+    if (!admit(l, now)) {
+        rl_add_relaxed_u64(&l->suppressed, 1);
         return false;
     }
     return true;
 }
 
-static void write_admitted(const char *fmt, va_list ap)
+static void write_admitted(struct rl_log *l, const char *fmt, va_list ap)
 {
     char buf[LINE_MAX_BYTES];
-    uint64_t lost = rl_xchg_acq_rel_u64(&suppressed, 0);
+    uint64_t lost = rl_xchg_acq_rel_u64(&l->suppressed, 0);
     if (lost > 0) {
         int n = snprintf(buf, sizeof buf,
                          "rlshim: %llu lines suppressed (at most %d/s)\n",
                          (unsigned long long)lost, RL_LOG_LINES_PER_S);
         if (n > 0 && (size_t)n < sizeof buf)
-            emit(buf, (size_t)n);
+            emit(l, buf, (size_t)n);
     }
     size_t len = format(buf, sizeof buf, fmt, ap);
-    emit(buf, len);
+    emit(l, buf, len);
 }
 
-void rl_log_admitted(const char *fmt, ...)
+void rl_log_admitted(struct rl_log *l, const char *fmt, ...)
 {
-    if (target == T_OFF)
+    if (l->target == T_OFF)
         return;
     va_list ap;
     va_start(ap, fmt);
-    write_admitted(fmt, ap);
+    write_admitted(l, fmt, ap);
     va_end(ap);
 }
 

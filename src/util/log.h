@@ -12,28 +12,45 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "util/atomics.h"
+
 /* At most this many event lines per second per process; the rest are
  * counted and reported in one "N lines suppressed" line. */
 #define RL_LOG_LINES_PER_S 10
 
-/* Where event lines go: `target` takes the values of enum
+/* Where a process's event lines go, and their rate limit (a member of the
+ * process's struct rl_proc). All zero: off. */
+struct rl_log {
+    /* Written once by rl_log_setup at load, before any hook can log; then
+     * only read. */
+    int target;
+    char path[4096];
+    /* The rate limit: (second << 32 | lines in that second), CAS by any
+     * thread; `suppressed` counts lines dropped since the last one
+     * written. */
+    rl_atomic_u64 window;
+    rl_atomic_u64 suppressed;
+};
+
+/* Where l's event lines go: `target` takes the values of enum
  * rl_log_target (0 off, 1 stderr, 2 syslog, 3 file); `path` (file) is
  * copied. Call once at load, before any event. Returns 0 or -ENAMETOOLONG. */
-int rl_log_setup(int target, const char *path);
+int rl_log_setup(struct rl_log *l, int target, const char *path);
 
 /* Will an event line at `now` be written? Answers the rate limit's
  * question once, and counts the line as written (true) or suppressed
- * (false): a caller asks first and does the costly part of a line (a
- * getpeername, the formatting) only on true, then writes it with
- * rl_log_admitted. false when logging is off. */
-bool rl_log_admit(uint64_t now);
+ * (false): a caller asks first and does the costly part of a line (the
+ * formatting) only on true, then writes it with rl_log_admitted. false
+ * when logging is off. */
+bool rl_log_admit(struct rl_log *l, uint64_t now);
 
 /* Write an event line that rl_log_admit said yes to (and first the count
  * of lines suppressed before it, if any). */
-void rl_log_admitted(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+void rl_log_admitted(struct rl_log *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
-/* One line to stderr, always (start-up problems); "\n" appended. */
+/* One line to stderr, always (start-up problems); "\n" appended. No
+ * state: any caller, any process. */
 void rl_log_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -109,6 +109,11 @@ static int raw_getsockopt(int fd, int level, int name, void *val,
     return (int)RAW(SYS_getsockopt, fd, level, name, val, len, 0);
 }
 
+static int raw_getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+    return (int)RAW(SYS_getpeername, fd, sa, len, 0, 0, 0);
+}
+
 static int raw_setsockopt(int fd, int level, int name, const void *val,
                           socklen_t len)
 {
@@ -133,6 +138,7 @@ struct rl_sys rl_sys = {
     .openat = raw_openat,
     .fcntl = raw_fcntl,
     .getsockopt = raw_getsockopt,
+    .getpeername = raw_getpeername,
     .setsockopt = raw_setsockopt,
     .futex = raw_futex,
 };

@@ -35,6 +35,8 @@ struct rl_sys {
     /* fcntl with an int argument (F_GETFL, F_SETFL, F_DUPFD_CLOEXEC, …). */
     int (*fcntl)(int fd, int cmd, int arg);
     int (*getsockopt)(int fd, int level, int name, void *val, socklen_t *len);
+    /* Not a name the shim hooks: the raw system call in the .so too. */
+    int (*getpeername)(int fd, struct sockaddr *sa, socklen_t *len);
     int (*setsockopt)(int fd, int level, int name, const void *val,
                       socklen_t len);
     /* futex(2) on a 32-bit word: FUTEX_WAIT with a relative timeout (or

@@ -23,6 +23,10 @@
 #include "util/clock.h"
 #include "util/declog.h"
 
+/* The decision log under test (a process's is a member of its struct
+ * rl_proc). */
+static struct rl_declog dlog;
+
 #define MAX_ROUNDS 31
 
 
@@ -53,15 +57,15 @@ static double run_format(unsigned n)
 
 static double run_write(const char *path, unsigned n)
 {
-    rl_declog_setup(path);
+    rl_declog_setup(&dlog, path);
     struct rl_declog_rec r = rec;
     double t0 = cpu_ns();
     for (unsigned i = 0; i < n; i++) {
         r.mono_ns = rl_clock_now_ns();
-        rl_declog_write(&r);
+        rl_declog_write(&dlog, &r);
     }
     double ns = (cpu_ns() - t0) / n;
-    rl_declog_setup(NULL);
+    rl_declog_setup(&dlog, NULL);
     unlink(path);
     return ns;
 }

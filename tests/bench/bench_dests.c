@@ -21,7 +21,11 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/proc.h"
 #include "util/clock.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define ROUNDS 11
 #define PER_ROUND 200000
@@ -50,7 +54,7 @@ static double round_over(unsigned n, unsigned *x)
     for (int i = 0; i < PER_ROUND; i++) {
         *x = *x * 1103515245u + 12345u;
         const struct sockaddr_in *p = &addrs[(*x >> 8) % n];
-        if (rl_gate_connect_at(&t, rl_clock_now_ns(), "connect", 3, p,
+        if (rl_gate_connect_at(&proc, &t, rl_clock_now_ns(), "connect", 3, p,
                                sizeof *p) != RL_GATE_GO)
             _exit(4);
     }
@@ -68,7 +72,7 @@ static void run(const char *text, unsigned live, int fd)
         _exit(2);
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "bench");
-    if (rl_gate_init(cfg, &id, NULL, 0) != 0)
+    if (rl_gate_init(&proc, cfg, &id, NULL, 0) != 0)
         _exit(3);
     addrs = calloc(live, sizeof *addrs);
     char name[32];
@@ -76,9 +80,10 @@ static void run(const char *text, unsigned live, int fd)
     for (unsigned i = 0; i < live; i++) {
         addr_of(i, &addrs[i]);
         int n = snprintf(name, sizeof name, "h%u.test", i);
-        rl_names_note(AF_INET, &addrs[i].sin_addr, name, (size_t)n);
-        rl_gate_connect_at(&t, rl_clock_now_ns(), "connect", 3, &addrs[i],
-                           sizeof addrs[i]);
+        rl_names_note(&proc.names, AF_INET, &addrs[i].sin_addr, name,
+                      (size_t)n);
+        rl_gate_connect_at(&proc, &t, rl_clock_now_ns(), "connect", 3,
+                           &addrs[i], sizeof addrs[i]);
     }
     double few[ROUNDS], all[ROUNDS];
     unsigned x = 12345;

@@ -33,7 +33,11 @@
 #include "../redis_server.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "util/clock.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 static struct redis R;
 static char dir[64];
@@ -49,7 +53,7 @@ static void gate_with(const char *text)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "bench");
     char why[256];
-    if (rl_gate_init(cfg, &id, why, sizeof why) != 0) {
+    if (rl_gate_init(&proc, cfg, &id, why, sizeof why) != 0) {
         fprintf(stderr, "gate: %s\n", why);
         exit(1);
     }
@@ -82,7 +86,7 @@ static double first_decision(const char *cfg, int n)
             struct sockaddr_in a = dest();
             struct rl_gate_ticket t;
             uint64_t t0 = rl_clock_now_ns();
-            rl_gate_connect(&t, "connect", 3, &a, sizeof a);
+            rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a);
             us[i] = (double)(rl_clock_now_ns() - t0) / 1e3;
             fflush(stdout);
             _exit(0);
@@ -100,10 +104,10 @@ static double per_connect(int n)
 {
     struct sockaddr_in a = dest();
     struct rl_gate_ticket t;
-    rl_gate_connect(&t, "connect", 3, &a, sizeof a); /* set-up */
+    rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a); /* set-up */
     uint64_t t0 = rl_clock_now_ns();
     for (int i = 0; i < n; i++)
-        rl_gate_connect(&t, "connect", 3, &a, sizeof a);
+        rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a);
     return (double)(rl_clock_now_ns() - t0) / 1e3 / n;
 }
 
@@ -114,7 +118,7 @@ static void *hot(void *arg)
     struct rl_gate_ticket t;
     uint64_t end = rl_clock_now_ns() + 1000000000u;
     while (rl_clock_now_ns() < end) {
-        rl_gate_connect(&t, "connect", 3, &a, sizeof a);
+        rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a);
         (*count)++;
     }
     return NULL;
@@ -129,10 +133,10 @@ static double per_send(uint64_t warm_ns, int n)
     struct rl_gate_ticket t;
     uint64_t end = rl_clock_now_ns() + warm_ns;
     while (rl_clock_now_ns() < end)
-        rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
+        rl_gate_send(&proc, &t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
     uint64_t t0 = rl_clock_now_ns();
     for (int i = 0; i < n; i++)
-        rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
+        rl_gate_send(&proc, &t, "send", 3, &a, sizeof a, 1, 1, 100, 100);
     return (double)(rl_clock_now_ns() - t0) / n;
 }
 
@@ -201,8 +205,8 @@ static long paced_sends(double rate, double secs)
     for (long i = 0; i < n; i++) {
         while (rl_clock_now_ns() < t0 + (uint64_t)i * step)
             ;
-        got += rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100, 100) ==
-               RL_GATE_GO;
+        got += rl_gate_send(&proc, &t, "send", 3, &a, sizeof a, 1, 1, 100,
+                            100) == RL_GATE_GO;
     }
     return got;
 }
@@ -229,7 +233,7 @@ static void no_round_trip(void)
         struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
         snprintf(id.key, sizeof id.key, "steady");
         char why[256];
-        if (rl_gate_init(c, &id, why, sizeof why) != 0)
+        if (rl_gate_init(&proc, c, &id, why, sizeof why) != 0)
             _exit(1);
         paced_sends(20000, 0.3);
         redis_cli(&R, "CONFIG RESETSTAT", out, sizeof out);
@@ -342,13 +346,13 @@ int main(void)
         struct sockaddr_in a = dest();
         struct rl_gate_ticket t;
         uint64_t got = 0, t0 = rl_clock_now_ns();
-        rl_gate_send_at(&t, t0, "send", 3, &a, sizeof a, 1, 1, 1000000,
+        rl_gate_send_at(&proc, &t, t0, "send", 3, &a, sizeof a, 1, 1, 1000000,
                         1000000);
         uint64_t first = t.bytes;
         uint64_t t1 = rl_clock_now_ns();
         while (rl_clock_now_ns() - t1 < 100000000u)
-            if (rl_gate_send(&t, "send", 3, &a, sizeof a, 1, 1, 100000, 1) ==
-                RL_GATE_GO)
+            if (rl_gate_send(&proc, &t, "send", 3, &a, sizeof a, 1, 1, 100000,
+                             1) == RL_GATE_GO)
                 got += t.bytes;
         double el = (double)(rl_clock_now_ns() - t1) / 1e9;
         printf("exact at 1,000,000/s: %llu at once (burst 1000000), then "

@@ -27,12 +27,14 @@
 #include "fleet/fleet_cluster.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "util/clock.h"
 
 #define THREADS 4
 #define SAMPLES 20000 /* per thread, the first ones */
 
 static char dir[64];
+static struct rl_proc proc; /* this process's: the bench is its owner */
 
 struct shared {
     long decisions, fellback;
@@ -52,7 +54,7 @@ static void gate_with(const char *text)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "bench");
     char why[256];
-    if (rl_gate_init(cfg, &id, why, sizeof why) != 0) {
+    if (rl_gate_init(&proc, cfg, &id, why, sizeof why) != 0) {
         fprintf(stderr, "gate: %s\n", why);
         exit(1);
     }
@@ -72,9 +74,9 @@ static void *hot(void *arg)
     long n = 0, fb = 0;
     while (rl_clock_now_ns() < t->end) {
         uint64_t t0 = rl_clock_now_ns();
-        rl_gate_connect(&tk, "connect", 3, &a, sizeof a);
+        rl_gate_connect(&proc, &tk, "connect", 3, &a, sizeof a);
         uint64_t dt = rl_clock_now_ns() - t0;
-        fb += !rl_fleet_up();
+        fb += !rl_fleet_up(&proc.fleet);
         if (n < SAMPLES)
             sh->us[t->slot][n] = (float)dt / 1e3f;
         n++;

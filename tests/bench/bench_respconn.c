@@ -23,8 +23,12 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/identity.h"
+#include "policy/proc.h"
 #include "policy/reqconn.h"
 #include "util/clock.h"
+
+/* The process state this bench decides through. */
+static struct rl_proc proc;
 
 #define ROUNDS 11
 #define BATCHES 2000
@@ -85,14 +89,14 @@ static double round_outcome(struct rl_reqconn *c)
     for (int b = 0; b < BATCHES; b++) {
         for (int i = 0; i < DEPTH; i++) {
             struct rl_reqplan p;
-            rl_reqconn_plan(c, &req, 1, &w, &p);
+            rl_reqconn_plan(&proc, c, &req, 1, &w, &p);
             if (p.act != RL_GATE_GO || p.requests != 1)
                 exit(1);
             rl_reqconn_done(c, &req, 1, (long)req.iov_len, &p);
         }
         uint64_t t0 = rl_clock_now_ns();
         for (int i = 0; i < DEPTH; i++)
-            rl_reqconn_received(c, &resp, 1, resp.iov_len, &r);
+            rl_reqconn_received(&proc, c, &resp, 1, resp.iov_len, &r);
         spent += rl_clock_now_ns() - t0;
         if (c->nsent != 0 || c->resp_off)
             exit(1); /* a response not paired */
@@ -115,7 +119,7 @@ int main(void)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "bench");
     char why[256] = "";
-    if (rl_gate_init(cfg, &id, why, sizeof why) != 0) {
+    if (rl_gate_init(&proc, cfg, &id, why, sizeof why) != 0) {
         fprintf(stderr, "bench_respconn: %s\n", why);
         return 1;
     }

@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    .sin6_addr = IN6ADDR_LOOPBACK_INIT};
         for (size_t i = 0; i < cfg->nrules; i++) {
             const struct rl_rule *r = &cfg->rules[i];
-            (void)rl_rule_covers(r, &in, sizeof in);
-            (void)rl_rule_covers(r, &in6, sizeof in6);
+            (void)rl_rule_covers(NULL, r, &in, sizeof in);
+            (void)rl_rule_covers(NULL, r, &in6, sizeof in6);
             for (size_t j = 0; j < r->nto; j++) {
                 struct rl_dest again;
                 rl_dest_format(&r->to[j], buf, sizeof buf);

@@ -183,6 +183,24 @@ Test(seccomp, non_blocking_connects_are_paced_and_complete)
     expect_paced(10);
 }
 
+/* A blocking connect is made by the supervisor too, and those that cannot
+ * complete (their SYNs dropped) must not hold up the program's other
+ * calls: 20 connects of another thread are decided, made and served while
+ * 4 wait (more than the receivers kept waiting). */
+Test(seccomp, a_stuck_blocking_connect_holds_up_no_other_call)
+{
+    h_config_write("[default]\n"
+                   "connect = 1000/s\n"
+                   "to = 127.0.0.0/8\n");
+    names();
+    sc_run(30, (char *[]){static_bin, "stuck", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "stuck_waiting", -1), 4,
+                 "the other connects waited for the stuck one: %s", r.out);
+    cr_expect_eq(h_server_wait(&srv, "", 20, 2), 20);
+}
+
 /* One user, one budget: curl under the preload and the Go client under the
  * supervisor take from the same shared segment. */
 Test(seccomp, shares_one_budget_with_a_preloaded_curl_loop)

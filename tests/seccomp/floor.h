@@ -7,11 +7,21 @@
  * as rlshim's supervisor asks. What a notified call costs under it is the
  * kernel's own round trip. Header-only, for tests/bench/bench_seccomp.c:
  *
- *   sc_floor_run(argv)   fork, load the filter, exec argv[0] in the child;
- *                        supervise it here; return its exit status. */
+ *   sc_floor_run(argv, connects)
+ *                        fork, load the filter, exec argv[0] in the child;
+ *                        supervise it here; return its exit status.
+ *
+ * With `connects`, the floor of a supervisor that keeps rlshim's guarantee
+ * that the address connected is the one it read (issue 19): it makes each
+ * connect itself, on its copy of the caller's socket (pidfd_getfd) with
+ * the address read from the caller's memory (process_vm_readv), and
+ * answers its result. Still deciding nothing, in its one thread (so a
+ * connect that blocks holds up every other call: a floor, not a design). */
 #ifndef RL_TESTS_SECCOMP_FLOOR_H
 #define RL_TESTS_SECCOMP_FLOOR_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <seccomp.h>
@@ -19,6 +29,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,23 +88,68 @@ static inline int sc_floor_take_fd(int sock)
     return fd;
 }
 
-/* Answer every notification CONTINUE; the thread dies with the process. */
+/* The connect of `req` made here: 0 or -errno. One pidfd kept, of the
+ * last calling thread (PIDFD_THREAD, Linux 6.9; else its process's, which
+ * only a single-threaded client's thread has). */
+static inline int sc_floor_connect(const struct seccomp_notif *req)
+{
+    static pid_t tid;
+    static int pfd = -1;
+    struct sockaddr_storage sa;
+    size_t len = (size_t)req->data.args[2];
+    if (len > sizeof sa)
+        return -EINVAL;
+    struct iovec local = {&sa, len};
+    struct iovec remote = {(void *)(uintptr_t)req->data.args[1], len};
+    if (process_vm_readv((pid_t)req->pid, &local, 1, &remote, 1, 0) !=
+        (ssize_t)len)
+        return -EFAULT;
+    if (pfd < 0 || tid != (pid_t)req->pid) {
+        if (pfd >= 0)
+            close(pfd);
+        tid = (pid_t)req->pid;
+        pfd = (int)syscall(SYS_pidfd_open, tid, O_EXCL /* PIDFD_THREAD */);
+        if (pfd < 0 && errno == EINVAL)
+            pfd = (int)syscall(SYS_pidfd_open, tid, 0);
+        if (pfd < 0)
+            return -ESRCH;
+    }
+    int s = (int)syscall(SYS_pidfd_getfd, pfd, (int)req->data.args[0], 0);
+    if (s < 0)
+        return -errno;
+    int r =
+        connect(s, (struct sockaddr *)&sa, (socklen_t)len) == 0 ? 0 : -errno;
+    close(s);
+    return r;
+}
+
+struct sc_floor_arg {
+    int fd;
+    int connects;
+};
+
+/* Answer every notification CONTINUE (or, with `connects`, a connect with
+ * the result of the one made here); the thread dies with the process. */
 static inline void *sc_floor_answer(void *arg)
 {
-    int fd = (int)(intptr_t)arg;
+    struct sc_floor_arg a = *(struct sc_floor_arg *)arg;
     struct seccomp_notif *req;
     struct seccomp_notif_resp *resp;
     if (seccomp_notify_alloc(&req, &resp) != 0)
         return NULL;
     for (;;) {
         memset(req, 0, sizeof *req);
-        if (seccomp_notify_receive(fd, req) != 0)
+        if (seccomp_notify_receive(a.fd, req) != 0)
             continue; /* EINTR, or a caller gone before it was read */
         resp->id = req->id;
         resp->val = 0;
         resp->error = 0;
         resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-        (void)seccomp_notify_respond(fd, resp);
+        if (a.connects && req->data.nr == SCMP_SYS(connect)) {
+            resp->flags = 0;
+            resp->error = sc_floor_connect(req);
+        }
+        (void)seccomp_notify_respond(a.fd, resp);
     }
     return NULL;
 }
@@ -115,10 +172,11 @@ static inline _Noreturn void sc_floor_child(int sock, char **argv)
     _exit(127);
 }
 
-static inline int sc_floor_run(char **argv)
+static inline int sc_floor_run(char **argv, int connects)
 {
     int sv[2], st = 0;
     pthread_t th;
+    static struct sc_floor_arg arg;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return 126;
     pid_t pid = fork();
@@ -137,7 +195,9 @@ static inline int sc_floor_run(char **argv)
     }
     uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
     (void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
-    if (pthread_create(&th, NULL, sc_floor_answer, (void *)(intptr_t)fd) != 0)
+    arg.fd = fd;
+    arg.connects = connects;
+    if (pthread_create(&th, NULL, sc_floor_answer, &arg) != 0)
         return 126;
     if (waitpid(pid, &st, 0) != pid)
         return 126;

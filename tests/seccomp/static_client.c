@@ -28,6 +28,14 @@
  *   static_client closes N         N socket+close pairs, prints ns per pair
  *   static_client connects PORT N  N socket + connect + close (SO_LINGER 0:
  *                                  no TIME_WAIT), prints ns per call
+ *   static_client stuck PORT N     4 threads make blocking connects that
+ *                                  cannot complete (to a listener of its
+ *                                  own whose queue is full: the SYN is
+ *                                  dropped; TCP_SYNCNT 2: ETIMEDOUT after
+ *                                  some 7 s) while this one makes N
+ *                                  connects to PORT as `connect` does;
+ *                                  then stuck_waiting=K: how many of the 4
+ *                                  had not returned yet
  *   static_client flip PORT N      a thread flips the family of one shared
  *                                  address between AF_UNIX and AF_INET
  *                                  (127.0.0.1:PORT) while this one makes N
@@ -42,6 +50,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -272,6 +281,61 @@ static void flip(int port, long n)
            unix_, other, name(last));
 }
 
+/* The stuck connects: their listener, and how many have returned. */
+#define STUCK 4
+static int full_port;
+static atomic_int stuck_returned;
+
+static void *stuck_connect(void *arg)
+{
+    (void)arg;
+    struct sockaddr_in a = target(full_port);
+    int s = socket(AF_INET, SOCK_STREAM, 0), two = 2;
+    setsockopt(s, IPPROTO_TCP, TCP_SYNCNT, &two, sizeof two);
+    connect(s, (struct sockaddr *)&a, sizeof a);
+    atomic_fetch_add(&stuck_returned, 1);
+    return NULL;
+}
+
+/* A listener on 127.0.0.1 with a queue of one that is full: a connect to
+ * it waits for a SYN-ACK that never comes. Its port, or -1. */
+static int full_listener(void)
+{
+    struct sockaddr_in a = target(0);
+    socklen_t l = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(fd, 0) != 0 || getsockname(fd, (struct sockaddr *)&a, &l) != 0)
+        return -1;
+    int port = ntohs(a.sin_port);
+    return open_one(port) >= 0 ? port : -1; /* the one the queue holds */
+}
+
+static void stuck(int port, long n)
+{
+    int ok = 0, fail = 0, last = 0;
+    pthread_t th;
+    full_port = full_listener();
+    for (int i = 0; i < STUCK; i++)
+        if (full_port < 0 ||
+            pthread_create(&th, NULL, stuck_connect, NULL) != 0) {
+            printf("error=the stuck connects: %s\n", name(errno));
+            return;
+        }
+    usleep(200 * 1000); /* they wait in their connects by now */
+    for (long i = 0; i < n; i++) {
+        int e = one_connect(port, 0);
+        if (e == 0)
+            ok++;
+        else {
+            fail++;
+            last = e;
+        }
+    }
+    printf("stuck_waiting=%d\n", STUCK - atomic_load(&stuck_returned));
+    printf("ok=%d\nfail=%d\nerr=%s\ndone=1\n", ok, fail, name(last));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || (argc < 3 && strcmp(argv[1], "uring") != 0)) {
@@ -325,6 +389,10 @@ int main(int argc, char **argv)
             close(s);
         }
         printf("ns_per_call=%.1f\n", (now() - t0) * 1e9 / (double)n);
+        return 0;
+    }
+    if (strcmp(mode, "stuck") == 0) {
+        stuck(port, n);
         return 0;
     }
     if (strcmp(mode, "flip") == 0) {

@@ -14,8 +14,13 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/identity.h"
+#include "policy/proc.h"
 
 static char fixture_dir[64];
+
+/* The process state the suite decides through (a test makes another of
+ * its own where it needs two). */
+static struct rl_proc proc;
 
 /* A fresh RLSHIM_STATE_DIR under /tmp, named after the suite. */
 static inline void fixture_state_dir(const char *suite)
@@ -33,8 +38,9 @@ static inline void fixture_state_dir_remove(void)
         fprintf(stderr, "could not remove %s\n", fixture_dir);
 }
 
-/* The gate of this process, for the user `key`, under config `text`. */
-static inline void fixture_gate(const char *key, const char *text)
+/* The gate of p, for the user `key`, under config `text`. */
+static inline void fixture_gate(struct rl_proc *p, const char *key,
+                                const char *text)
 {
     struct rl_config *cfg = NULL;
     struct rl_diag diag = {0};
@@ -44,7 +50,7 @@ static inline void fixture_gate(const char *key, const char *text)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "%s", key);
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(p, cfg, &id, why, sizeof why), 0, "%s", why);
 }
 
 #endif

@@ -466,11 +466,11 @@ static bool covers(const struct rl_rule *r, const char *ip, unsigned port)
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6};
     if (inet_pton(AF_INET, ip, &in.sin_addr) == 1) {
         in.sin_port = htons((uint16_t)port);
-        return rl_rule_covers(r, &in, sizeof in);
+        return rl_rule_covers(NULL, r, &in, sizeof in);
     }
     cr_assert_eq(inet_pton(AF_INET6, ip, &in6.sin6_addr), 1, "%s", ip);
     in6.sin6_port = htons((uint16_t)port);
-    return rl_rule_covers(r, &in6, sizeof in6);
+    return rl_rule_covers(NULL, r, &in6, sizeof in6);
 }
 
 Test(dest, matches_ipv4_prefixes_and_ports)
@@ -538,9 +538,9 @@ Test(dest, never_covers_other_families_or_short_addresses)
     struct rl_config *cfg = load_ok("[default]\nconnect = 1/s\n");
     struct sockaddr_in in = {.sin_family = AF_INET};
     struct sockaddr sa = {.sa_family = AF_UNIX};
-    cr_expect_not(rl_rule_covers(&cfg->rules[0], &sa, sizeof sa));
-    cr_expect_not(rl_rule_covers(&cfg->rules[0], &in, sizeof in - 1));
-    cr_expect_not(rl_rule_covers(&cfg->rules[0], NULL, 0));
+    cr_expect_not(rl_rule_covers(NULL, &cfg->rules[0], &sa, sizeof sa));
+    cr_expect_not(rl_rule_covers(NULL, &cfg->rules[0], &in, sizeof in - 1));
+    cr_expect_not(rl_rule_covers(NULL, &cfg->rules[0], NULL, 0));
     rl_config_free(cfg);
 }
 
@@ -758,15 +758,15 @@ Test(dest, parses_each_form_and_matches_a_peer)
                      "bad port (1 to 65535)");
     cr_expect_str_eq(rl_dest_parse("*", &d[0]), "'*' needs a port ('*:PORT')");
 
-    cr_assert(rl_peer_from_addr(&in, sizeof in, &p));
+    cr_assert(rl_peer_from_addr(NULL, &in, sizeof in, &p));
     cr_expect_eq(p.family, AF_INET);
     cr_expect_eq(p.port, 443);
     cr_expect(rl_dest_match(&d[1], &p));
     cr_expect_not(rl_dest_match(&d[2], &p));
-    cr_expect(rl_dests_cover(d + 1, 2, &in, sizeof in));
-    cr_expect_not(rl_dests_cover(d + 2, 1, &in, sizeof in));
-    cr_expect(rl_dests_cover(NULL, 0, &in, sizeof in));
-    cr_expect_not(rl_dests_cover(NULL, 0, &in, sizeof in - 1));
+    cr_expect(rl_dests_cover(NULL, d + 1, 2, &in, sizeof in));
+    cr_expect_not(rl_dests_cover(NULL, d + 2, 1, &in, sizeof in));
+    cr_expect(rl_dests_cover(NULL, NULL, 0, &in, sizeof in));
+    cr_expect_not(rl_dests_cover(NULL, NULL, 0, &in, sizeof in - 1));
 }
 
 /* `scope = fleet` in a site section and with `per = destination` is one

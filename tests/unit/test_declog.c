@@ -18,6 +18,10 @@
 #include "util/declog.h"
 #include "util/declog_read.h"
 
+/* The decision log under test (a process's is a member of its struct
+ * rl_proc). */
+static struct rl_declog dlog;
+
 static const struct rl_declog_rec rec = {
     .mono_ns = 123456789012ull,
     .user = "alice \"the\" \\scraper",
@@ -160,8 +164,8 @@ Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     close(fd);
-    cr_assert_eq(rl_declog_setup(path), 0);
-    cr_assert(rl_declog_enabled());
+    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+    cr_assert(rl_declog_enabled(&dlog));
     int before = count_fds();
     enum { PROCS = 4, LINES = 500 };
     for (int p = 0; p < PROCS; p++) {
@@ -171,13 +175,13 @@ Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
             struct rl_declog_rec r = rec;
             for (int i = 0; i < LINES; i++) {
                 r.units = (uint64_t)i;
-                rl_declog_write(&r);
+                rl_declog_write(&dlog, &r);
             }
             _exit(0);
         }
     }
     struct rl_declog_rec r = rec;
-    rl_declog_write(&r);
+    rl_declog_write(&dlog, &r);
     cr_assert_eq(count_fds(), before);
     for (int p = 0; p < PROCS; p++) {
         int st;
@@ -197,7 +201,7 @@ Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
     free(line);
     fclose(f);
     unlink(path);
-    rl_declog_setup(NULL);
+    rl_declog_setup(&dlog, NULL);
     cr_assert_eq(n, PROCS * LINES + 1);
 }
 
@@ -213,10 +217,10 @@ Test(declog, an_unwritable_log_costs_one_stderr_line)
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         dup2(fe, 2);
-        rl_declog_setup("/nonexistent-dir/rlshim/log.jsonl");
+        rl_declog_setup(&dlog, "/nonexistent-dir/rlshim/log.jsonl");
         for (int i = 0; i < 50; i++) {
             errno = 1234;
-            rl_declog_write(&rec);
+            rl_declog_write(&dlog, &rec);
             if (errno != 1234)
                 _exit(3);
         }
@@ -240,12 +244,12 @@ Test(declog, an_unwritable_log_costs_one_stderr_line)
 
 Test(declog, a_relative_path_is_refused)
 {
-    cr_assert_eq(rl_declog_setup("log.jsonl"), -EINVAL);
-    cr_assert_not(rl_declog_enabled());
-    cr_assert_eq(rl_declog_setup("/tmp/x.jsonl"), 0);
-    cr_assert(rl_declog_enabled());
-    cr_assert_eq(rl_declog_setup(""), 0);
-    cr_assert_not(rl_declog_enabled());
+    cr_assert_eq(rl_declog_setup(&dlog, "log.jsonl"), -EINVAL);
+    cr_assert_not(rl_declog_enabled(&dlog));
+    cr_assert_eq(rl_declog_setup(&dlog, "/tmp/x.jsonl"), 0);
+    cr_assert(rl_declog_enabled(&dlog));
+    cr_assert_eq(rl_declog_setup(&dlog, ""), 0);
+    cr_assert_not(rl_declog_enabled(&dlog));
 }
 
 Test(declog, dest_of_an_address_or_a_peer)
@@ -254,16 +258,16 @@ Test(declog, dest_of_an_address_or_a_peer)
     inet_pton(AF_INET, "198.51.100.1", &in.sin_addr);
     char host[64];
     unsigned port;
-    rl_declog_dest(-1, &in, sizeof in, host, sizeof host, &port);
+    rl_declog_dest(&in, sizeof in, host, sizeof host, &port);
     cr_assert_str_eq(host, "198.51.100.1");
     cr_assert_eq(port, 80);
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6,
                                .sin6_port = htons(443)};
     inet_pton(AF_INET6, "::ffff:203.0.113.9", &in6.sin6_addr);
-    rl_declog_dest(-1, &in6, sizeof in6, host, sizeof host, &port);
+    rl_declog_dest(&in6, sizeof in6, host, sizeof host, &port);
     cr_assert_str_eq(host, "203.0.113.9");
     cr_assert_eq(port, 443);
-    rl_declog_dest(-1, NULL, 0, host, sizeof host, &port);
+    rl_declog_dest(NULL, 0, host, sizeof host, &port);
     cr_assert_str_eq(host, "?");
     cr_assert_eq(port, 0);
 }

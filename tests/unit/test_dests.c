@@ -42,7 +42,7 @@ TestSuite(dests, .init = setup, .fini = teardown, .timeout = 60);
 
 static void gate_as(const char *key, const char *text)
 {
-    fixture_gate(key, text);
+    fixture_gate(&proc, key, text);
 }
 
 static struct sockaddr_in v4(const char *ip, int port)
@@ -56,7 +56,7 @@ static int conn_to(const char *ip, uint64_t now)
 {
     struct sockaddr_in a = v4(ip, 80);
     struct rl_gate_ticket tk;
-    int r = rl_gate_connect_at(&tk, now, "connect", 3, &a, sizeof a);
+    int r = rl_gate_connect_at(&proc, &tk, now, "connect", 3, &a, sizeof a);
     t.err = tk.err;
     return r;
 }
@@ -73,7 +73,7 @@ static void name_of(const char *ip, const char *name)
 {
     uint8_t a[4];
     inet_pton(AF_INET, ip, a);
-    rl_names_note(AF_INET, a, name, strlen(name));
+    rl_names_note(&proc.names, AF_INET, a, name, strlen(name));
 }
 
 Test(dests, every_destination_has_a_budget_of_its_own)
@@ -114,7 +114,7 @@ Test(dests, a_user_rule_per_destination)
     cr_expect_eq(grants("10.0.0.1", T0, 5), 3);
     cr_expect_eq(grants("10.0.0.2", T0, 5), 3);
     struct sockaddr_in o = v4("192.168.0.1", 80);
-    cr_expect_not(rl_gate_covers(&o, sizeof o));
+    cr_expect_not(rl_gate_covers(&proc, &o, sizeof o));
 }
 
 Test(dests, users_never_share_a_destinations_budget)

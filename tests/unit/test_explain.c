@@ -8,10 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gate_fixture.h"
 #include "policy/config.h"
 #include "policy/gate.h"
-#include "gate_fixture.h"
 #include "policy/names.h"
+#include "policy/proc.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 static char ini[128], out[16384];
 
@@ -130,12 +134,13 @@ Test(explain, stat_shows_a_row_per_destination_with_a_dest_field)
     cr_assert_eq(rl_config_load(ini, &cfg, &d), 0);
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
-    cr_assert_eq(rl_gate_init(cfg, &id, NULL, 0), 0);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "192.168.7.7", &a.sin_addr);
-    rl_names_note(AF_INET, &a.sin_addr, "crawled.test", 12);
+    rl_names_note(&proc.names, AF_INET, &a.sin_addr, "crawled.test", 12);
     struct rl_gate_ticket t;
-    cr_assert_eq(rl_gate_connect(&t, "connect", 3, &a, sizeof a), RL_GATE_GO);
+    cr_assert_eq(rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a),
+                 RL_GATE_GO);
     /* (no rl_gate_connected: the connect still holds its place) */
     char args[512];
     snprintf(args, sizeof args, "stat -c '%s' --json", ini);

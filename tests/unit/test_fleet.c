@@ -20,7 +20,11 @@
 #include "fleet/fleet_lease.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "util/clock.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -151,7 +155,7 @@ static void gate_with(const char *fmt)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s", why);
 }
 
 static struct sockaddr_in dest(void)
@@ -164,7 +168,7 @@ static struct sockaddr_in dest(void)
 static int connect_at(uint64_t now)
 {
     struct sockaddr_in a = dest();
-    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+    return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
 #define FLEET_10 "[rlshim]\nfleet = redis://127.0.0.1:%d\n" \
@@ -179,7 +183,7 @@ Test(fleet, token_bucket_admits_the_burst_then_denies)
     for (int i = 0; i < 10; i++)
         cr_assert_eq(connect_at(now), RL_GATE_GO, "call %d", i);
     cr_expect_eq(connect_at(now), RL_GATE_FAIL);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
 }
 
 Test(fleet, a_host_clock_minutes_off_changes_nothing)
@@ -227,7 +231,7 @@ Test(fleet, runs_the_script_as_eval_after_noscript)
     char out[64];
     redis_cli(&R, "SCRIPT FLUSH", out, sizeof out);
     cr_assert_eq(connect_at(now), RL_GATE_GO);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
     cr_expect_eq(redis_calls(&R, "eval"), 1);
     /* The first decision's, and the one NOSCRIPT answered. */
     cr_expect_eq(redis_calls(&R, "evalsha"), 2);
@@ -260,13 +264,14 @@ Test(fleet, a_million_a_second_is_exact)
               "[user:crawler]\nscope = fleet\nsend_bytes = 1000000/s\n");
     uint64_t now = rl_clock_now_ns();
     struct sockaddr_in a = dest();
-    cr_assert_eq(rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1,
+    cr_assert_eq(rl_gate_send_at(&proc, &t, now, "send", 3, &a, sizeof a, 1, 1,
                                  1000000, 1000000),
                  RL_GATE_GO);
     cr_expect_eq(t.bytes, 1000000);
     /* Empty now: 1 byte refills in 1 us; ask for 100000 at once and get
      * about what a few hundred microseconds of round trips refilled. */
-    int r = rl_gate_send_at(&t, now, "send", 3, &a, sizeof a, 1, 1, 100000, 1);
+    int r = rl_gate_send_at(&proc, &t, now, "send", 3, &a, sizeof a, 1, 1,
+                            100000, 1);
     if (r == RL_GATE_GO)
         cr_expect_lt(t.bytes, 20000, "granted %llu",
                      (unsigned long long)t.bytes);
@@ -285,14 +290,14 @@ Test(fleet, redis_away_falls_back_within_50ms_and_says_so_once)
         cr_assert_eq(connect_at(rl_clock_now_ns()), RL_GATE_FAIL);
         cr_assert_lt(rl_clock_now_ns() - t0, 50 * MS + 5 * MS);
     }
-    cr_expect_not(rl_fleet_up());
+    cr_expect_not(rl_fleet_up(&proc.fleet));
     /* Back: the next try (at most a second later) finds it. */
     cr_assert(redis_start(&R));
     uint64_t t1 = rl_clock_now_ns();
     while (connect_at(rl_clock_now_ns()) != RL_GATE_GO &&
            rl_clock_now_ns() - t1 < 3 * S)
         usleep(10000);
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
     cr_expect_lt(rl_clock_now_ns() - t1, 1100 * MS);
 }
 
@@ -358,8 +363,9 @@ static void *decide(void *arg)
     struct rl_verdict v[RL_MAX_RATES];
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
-            rl_fleet_take(d->rule, NULL, RL_KIND_CONNECT, d->states, NULL,
-                          NULL, rl_clock_now_ns(), 1, 1, 0, v, NULL);
+            rl_fleet_take(&proc.fleet, d->rule, NULL, RL_KIND_CONNECT,
+                          d->states, NULL, NULL, rl_clock_now_ns(), 1, 1, 0, v,
+                          NULL);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -396,7 +402,7 @@ Test(fleet, a_decision_takes_well_under_4_KiB_of_the_callers_stack)
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     cr_assert_eq(load(text, &cfg, &d), 0);
-    cr_assert_eq(rl_fleet_init(cfg, "user:crawler|crawler"), 0);
+    cr_assert_eq(rl_fleet_init(&proc.fleet, cfg, "user:crawler|crawler"), 0);
     static rl_word words[RL_MAX_RATES][8];
     struct deep dp = {.rule = &cfg->rules[cfg->nrules - 1]};
     for (int i = 0; i < RL_MAX_RATES; i++)
@@ -409,13 +415,13 @@ Test(fleet, a_decision_takes_well_under_4_KiB_of_the_callers_stack)
      * on the main thread, then the connection dropped as in a forked
      * child, so that the measured decisions open a new one. */
     decide(&dp);
-    rl_fleet_atfork_child();
+    rl_fleet_atfork_child(&proc.fleet);
     size_t used = stack_used(decide, &dp, stack);
     printf("fleet stack: a decision used %zu bytes of the caller's stack "
            "(a thread that only returns: %zu)\n",
            used - base, base);
     cr_expect_eq(dp.granted, 6, "%d of 6 granted", dp.granted);
-    cr_expect(rl_fleet_up(), "Redis did not answer");
+    cr_expect(rl_fleet_up(&proc.fleet), "Redis did not answer");
     cr_expect_lt(used - base, 3072, "%zu bytes of the caller's stack",
                  used - base);
 }
@@ -439,7 +445,7 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s", why);
     const struct rl_rule *rule = &cfg->rules[0];
     cr_assert(rl_fleet_leasable(rule), "the rule's sends can be leased");
     /* A fresh pool of the host, as a lease of sends leaves it. */
@@ -453,10 +459,12 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     rl_word *states[RL_MAX_RATES] = {0};
     struct rl_verdict v[RL_MAX_RATES];
     uint64_t now = rl_clock_now_ns();
-    struct rl_verdict a = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, NULL, now, 1, 1, 0, v, NULL);
-    struct rl_verdict b = rl_fleet_take(rule, NULL, RL_KIND_REQUEST, states,
-                                        &pool, NULL, now, 1, 1, 0, v, NULL);
+    struct rl_verdict a =
+        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+                      NULL, now, 1, 1, 0, v, NULL);
+    struct rl_verdict b =
+        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+                      NULL, now, 1, 1, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
@@ -481,14 +489,15 @@ static void check_pause_on_redis(const char *algo)
              algo);
     gate_with(fmt);
     struct sockaddr_in a = dest();
-    struct rl_gate_req q = {.call = "send", .fd = -1, .sa = &a,
-                            .salen = sizeof a, .units = 1};
+    struct rl_gate_req q = {
+        .call = "send", .fd = -1, .sa = &a, .salen = sizeof a, .units = 1};
     uint64_t now = rl_clock_now_ns();
-    cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO, "%s", algo);
-    cr_assert_eq(rl_fleet_pause(NULL, 2000000000ull, false), 0,
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO, "%s",
+                 algo);
+    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, 2000000000ull, false), 0,
                  "%s: Redis took no pause", algo);
     now = rl_clock_now_ns();
-    cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_FAIL,
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_FAIL,
                  "%s: a request went during Redis's pause", algo);
     cr_expect_gt(t.retry_ns, 1800000000ull, "%s: %llu ns left", algo,
                  (unsigned long long)t.retry_ns);
@@ -526,7 +535,7 @@ Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     cr_assert_eq(load(text, &cfg, &d), 0);
-    cr_assert_eq(rl_fleet_init(cfg, "user:crawler|crawler"), 0);
+    cr_assert_eq(rl_fleet_init(&proc.fleet, cfg, "user:crawler|crawler"), 0);
     const struct rl_rule *rule = &cfg->rules[cfg->nrules - 1];
     static rl_word words[RL_MAX_RATES][8];
     rl_word *states[RL_MAX_RATES];
@@ -535,14 +544,14 @@ Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
     static rl_atomic_u64 host[2];
     struct rl_verdict v[RL_MAX_RATES];
 #define TAKE()                                                                 \
-    rl_fleet_take(rule, NULL, RL_KIND_CONNECT, states, NULL, host,             \
-                  rl_clock_now_ns(), 1, 1, 0, v, NULL)
+    rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_CONNECT, states, NULL,     \
+                  host, rl_clock_now_ns(), 1, 1, 0, v, NULL)
     cr_assert_eq(TAKE().granted, 1);
     usleep(100000); /* its reply is no longer the last word of Redis */
     /* Away: stopped, a call gets no reply within 50 ms. */
     kill(R.pid, SIGSTOP);
     cr_expect_eq(TAKE().granted, 0);
-    cr_expect_not(rl_fleet_up());
+    cr_expect_not(rl_fleet_up(&proc.fleet));
     kill(R.pid, SIGCONT);
     usleep(20000);
     long before = redis_calls(&R, "evalsha");
@@ -553,7 +562,7 @@ Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
     /* Another process of the host saw Redis answer: this one tries now. */
     rl_store_relaxed_u64(&host[RL_FLEET_HOST_BACK], rl_clock_coarse_ns());
     cr_expect_eq(TAKE().granted, 1, "not back with the host's word");
-    cr_expect(rl_fleet_up());
+    cr_expect(rl_fleet_up(&proc.fleet));
     cr_expect_gt(redis_calls(&R, "evalsha"), before);
 #undef TAKE
 }

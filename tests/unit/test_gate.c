@@ -14,6 +14,7 @@
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
 #include "state/store.h"
 #include "util/clock.h"
 #include "util/ownerlock.h"
@@ -22,6 +23,9 @@
 #define MS 1000000ull
 #define S 1000000000ull
 #define T0 (1000 * S) /* an arbitrary start on the fake clock */
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 static char dir[64];
 static struct rl_gate_ticket t;
@@ -57,7 +61,7 @@ static void gate_with(const char *text)
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "tester");
     char why[256] = "";
-    cr_assert_eq(rl_gate_init(cfg, &id, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s", why);
     cr_assert_str_empty(why);
 }
 
@@ -71,12 +75,22 @@ static struct sockaddr_in v4(const char *ip, int port)
 static int conn(uint64_t now)
 {
     struct sockaddr_in a = v4("127.0.0.1", 80);
-    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+    return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
+/* A send on fd 3 as the shim makes it (shim/nonblock.c): a log line the
+ * gate leaves for the fd's peer is written with the peer looked up then. */
 static int send_(uint64_t now, uint64_t bytes, uint64_t min)
 {
-    return rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, bytes, min);
+    int r =
+        rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, bytes, min);
+    if (t.say_due) {
+        struct sockaddr_storage ss;
+        socklen_t l = sizeof ss;
+        bool ok = getpeername(3, (struct sockaddr *)&ss, &l) == 0;
+        rl_gate_say_peer(&proc, &t, "send", 3, ok ? &ss : NULL, l);
+    }
+    return r;
 }
 
 struct counter_arg {
@@ -168,7 +182,7 @@ Test(gate, takes_back_what_the_kernel_did_not_send)
 {
     gate_with("[user:tester]\nsend_bytes = 1000/s\nsend = 10/s\n");
     cr_expect_eq(send_(T0, 1000, 1), RL_GATE_GO);
-    rl_gate_refund(&t, RL_KIND_SEND_BYTES, 400);
+    rl_gate_refund(&proc, &t, RL_KIND_SEND_BYTES, 400);
     cr_expect_eq(send_(T0, 1000, 1), RL_GATE_GO);
     cr_expect_eq(t.bytes, 400);
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 1000);
@@ -178,7 +192,7 @@ Test(gate, counts_one_send_per_message_and_grants_a_prefix)
 {
     gate_with("[user:tester]\nsend = 3/s\n");
     cr_expect_eq(
-        rl_gate_send_at(&t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500, 100),
+        rl_gate_send_at(&proc, &t, T0, "sendmmsg", 3, NULL, 0, 5, 1, 500, 100),
         RL_GATE_GO);
     cr_expect_eq(t.calls, 3);
     cr_expect_eq(send_(T0, 10, 10), RL_GATE_FAIL);
@@ -197,26 +211,26 @@ Test(gate, covers_only_the_to_list_and_ipv4_mapped_as_ipv4)
 {
     gate_with("[user:tester]\nconnect = 1/s\nto = 127.0.0.1:80\n");
     struct sockaddr_in a = v4("127.0.0.1", 80), b = v4("127.0.0.1", 81);
-    cr_expect(rl_gate_covers(&a, sizeof a));
-    cr_expect_not(rl_gate_covers(&b, sizeof b));
+    cr_expect(rl_gate_covers(&proc, &a, sizeof a));
+    cr_expect_not(rl_gate_covers(&proc, &b, sizeof b));
     struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = htons(80)};
     inet_pton(AF_INET6, "::ffff:127.0.0.1", &m.sin6_addr);
-    cr_expect(rl_gate_covers(&m, sizeof m));
+    cr_expect(rl_gate_covers(&proc, &m, sizeof m));
 }
 
 Test(gate, leaves_a_user_without_a_rule_alone)
 {
     gate_with("[user:someone-else]\nconnect = 1/s\n");
-    cr_expect_not(rl_gate_active());
+    cr_expect_not(rl_gate_active(&proc));
 }
 
 Test(gate, denies_an_unknown_user_every_inet_connect_when_unknown_is_deny)
 {
     gate_with("[rlshim]\nunknown = deny\n"
               "[user:someone-else]\nconnect = 1/s\n");
-    cr_expect(rl_gate_active());
+    cr_expect(rl_gate_active(&proc));
     struct sockaddr_in a = v4("10.1.2.3", 443);
-    cr_expect(rl_gate_covers(&a, sizeof a));
+    cr_expect(rl_gate_covers(&proc, &a, sizeof a));
     cr_expect_eq(conn(T0), RL_GATE_FAIL);
 }
 
@@ -224,7 +238,7 @@ Test(gate, caps_a_stream_send_at_the_smallest_byte_burst)
 {
     gate_with("[user:tester]\nsend_bytes = 1000/s, 5000/min\n"
               "send_bytes_burst = 800\n");
-    cr_expect_leq(rl_gate_max_bytes(), 800);
+    cr_expect_leq(rl_gate_max_bytes(&proc), 800);
 }
 
 /* What `rlshim reset` without a config does: renew the segment. */
@@ -275,13 +289,13 @@ Test(gate, follows_every_replaced_segment_and_ignores_other_configs)
 Test(gate, charges_no_sends_for_a_connect_only_quota)
 {
     gate_with("[user:tester]\nconnect = 5/s\n");
-    cr_expect_not(rl_gate_charges_sends());
+    cr_expect_not(rl_gate_charges_sends(&proc));
 }
 
 Test(gate, charges_sends_when_a_send_limit_exists)
 {
     gate_with("[user:tester]\nconnect = 5/s\nsend_bytes = 1MiB/s\n");
-    cr_expect(rl_gate_charges_sends());
+    cr_expect(rl_gate_charges_sends(&proc));
 }
 
 /* A send from a signal handler (rl_gate_handler): charged straight to
@@ -290,7 +304,7 @@ static int reentered(uint64_t calls, uint64_t bytes, uint64_t min,
                      uint64_t *granted, int *err)
 {
     const struct rl_gate_q q = {RL_KIND_SEND, NULL, 0, calls, bytes, min};
-    return rl_gate_handler(&q, granted, err);
+    return rl_gate_handler(&proc, &q, granted, err);
 }
 
 Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
@@ -308,7 +322,7 @@ Test(gate, charges_a_reentered_send_and_denies_it_without_waiting_in_delay_mode)
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 3);
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_DENIED), 1);
     /* And the ordinary path sees the same bucket spent: it reserves. */
-    cr_expect_eq(rl_gate_send(&t, "send", 3, NULL, 0, 1, 1, 64, 64),
+    cr_expect_eq(rl_gate_send(&proc, &t, "send", 3, NULL, 0, 1, 1, 64, 64),
                  RL_GATE_GO);
     cr_expect_gt(t.wait_ns, 0);
 }
@@ -356,17 +370,19 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
      * let the first stamp age out of the window before the last. */
     uint64_t now = rl_clock_now_ns();
     rl_window_set_lock_ops(&landing_ops);
-    int act = rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0);
+    int act = rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, 0, 0);
     rl_window_set_lock_ops(NULL);
     cr_expect_eq(act, RL_GATE_GO);
     /* Denied, not waited for (that would never end), and the update it
      * interrupted was left whole: exactly 4 more fit in the window. */
     cr_expect_eq(inner_act, RL_GATE_FAIL);
     for (int i = 0; i < 4; i++)
-        cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
-                     RL_GATE_GO, "%d", i);
-    cr_expect_eq(rl_gate_send_at(&t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
-                 RL_GATE_FAIL);
+        cr_expect_eq(
+            rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
+            RL_GATE_GO, "%d", i);
+    cr_expect_eq(
+        rl_gate_send_at(&proc, &t, now, "send", 3, NULL, 0, 1, 1, 0, 0),
+        RL_GATE_FAIL);
 }
 
 /* --- leases: counted when spent, never leaked, never resurrected --- */
@@ -382,15 +398,15 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
  * lease covers it). */
 static int live_send(uint64_t bytes)
 {
-    return rl_gate_send(&t, "send", 3, NULL, 0, 1, 1, bytes, bytes);
+    return rl_gate_send(&proc, &t, "send", 3, NULL, 0, 1, 1, bytes, bytes);
 }
 
 /* A datagram of `bytes` decided on its own, all or nothing, now. */
 static int whole(uint64_t bytes)
 {
     struct rl_gate_ticket d;
-    return rl_gate_send_at(&d, rl_clock_now_ns(), "sendto", 3, NULL, 0, 1, 1,
-                           bytes, bytes);
+    return rl_gate_send_at(&proc, &d, rl_clock_now_ns(), "sendto", 3, NULL, 0,
+                           1, 1, bytes, bytes);
 }
 
 static void sleep_ms(unsigned ms)
@@ -414,7 +430,7 @@ Test(gate, counts_leased_units_when_spent_not_when_taken)
     /* Counted in the record, not yet in the counters; never the lease. */
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 100);
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 1);
-    rl_gate_finish();
+    rl_gate_finish(&proc);
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 200);
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 2);
     /* Given back: the whole rest of the bucket is there. */
@@ -473,7 +489,7 @@ static int child_takes_all(uint64_t bytes)
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
-        rl_gate_atfork_child();
+        rl_gate_atfork_child(&proc);
         _exit(whole(bytes) == RL_GATE_GO ? 1 : 0);
     }
     int st = 0;
@@ -511,7 +527,7 @@ Test(gate, a_lease_held_by_a_killed_process_comes_back_within_10_ms)
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
-        rl_gate_atfork_child();
+        rl_gate_atfork_child(&proc);
         int ok = live_send(10) == RL_GATE_GO && live_send(10) == RL_GATE_GO &&
                  t.leased;
         uint64_t last = ok ? rl_clock_now_ns() : 0;
@@ -562,16 +578,16 @@ Test(gate, a_reset_while_a_lease_is_held_neither_over_admits_nor_wraps)
     cr_assert(t.leased);
     /* A send decided on its own, to be refunded after the reset. */
     struct rl_gate_ticket own;
-    cr_assert_eq(rl_gate_send_at(&own, rl_clock_now_ns(), "sendmmsg", 3, NULL,
-                                 0, 2, 2, 300, 300),
+    cr_assert_eq(rl_gate_send_at(&proc, &own, rl_clock_now_ns(), "sendmmsg", 3,
+                                 NULL, 0, 2, 2, 300, 300),
                  RL_GATE_GO);
     reset_all();
     /* The old lease is gone with the old bucket: a full burst and no
      * more, whatever the thread held. */
-    cr_expect_eq(rl_gate_send_leased(100, true), 0);
-    rl_gate_refund(&own, RL_KIND_SEND_BYTES, 300);
-    rl_gate_refund(&own, RL_KIND_SEND, 2);
-    rl_gate_finish();
+    cr_expect_eq(rl_gate_send_leased(&proc, 100, true), 0);
+    rl_gate_refund(&proc, &own, RL_KIND_SEND_BYTES, 300);
+    rl_gate_refund(&proc, &own, RL_KIND_SEND, 2);
+    rl_gate_finish(&proc);
     cr_expect_eq(counter(RL_KIND_SEND_BYTES, RL_STAT_ALLOWED), 0);
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 0);
     cr_expect_eq(whole(64000), RL_GATE_GO);
@@ -614,7 +630,7 @@ Test(gate, asks_no_peer_name_for_denials_the_log_does_not_write)
     gate_with("[user:tester]\nsend = 1/h\n");
     char path[128];
     snprintf(path, sizeof path, "%s/log", dir);
-    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert_eq(rl_log_setup(&proc.log, 3, path), 0);
     cr_assert_eq(send_(T0, 1, 1), RL_GATE_GO);
     peer_calls = 0;
     for (int i = 0; i < 1000; i++)
@@ -635,14 +651,14 @@ Test(gate, the_log_admits_lines_at_its_rate_and_counts_the_rest)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/log", dir);
-    cr_assert(!rl_log_admit(T0), "logging is off");
-    cr_assert_eq(rl_log_setup(3, path), 0);
+    cr_assert(!rl_log_admit(&proc.log, T0), "logging is off");
+    cr_assert_eq(rl_log_setup(&proc.log, 3, path), 0);
     for (int i = 0; i < RL_LOG_LINES_PER_S; i++)
-        cr_expect(rl_log_admit(T0 + (uint64_t)i));
-    cr_expect(!rl_log_admit(T0 + 999 * MS));
-    cr_expect(!rl_log_admit(T0 + 999 * MS));
-    cr_assert(rl_log_admit(T0 + S));
-    rl_log_admitted("next second");
+        cr_expect(rl_log_admit(&proc.log, T0 + (uint64_t)i));
+    cr_expect(!rl_log_admit(&proc.log, T0 + 999 * MS));
+    cr_expect(!rl_log_admit(&proc.log, T0 + 999 * MS));
+    cr_assert(rl_log_admit(&proc.log, T0 + S));
+    rl_log_admitted(&proc.log, "next second");
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
     char line[256] = "";
@@ -680,7 +696,7 @@ static void report_text(char *out, size_t len)
     unlink(path);
     int saved = dup(2);
     dup2(fd, 2);
-    rl_report_write();
+    rl_report_write(&proc);
     dup2(saved, 2);
     close(saved);
     ssize_t n = pread(fd, out, len - 1, 0);
@@ -691,9 +707,9 @@ static void report_text(char *out, size_t len)
 Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
 {
     gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
-    rl_gate_report_enable();
-    rl_report_tls_unseen();
-    rl_report_tls_unseen();
+    rl_gate_report_enable(&proc);
+    rl_report_tls_unseen(&proc);
+    rl_report_tls_unseen(&proc);
     char out[4096];
     report_text(out, sizeof out);
     cr_expect(strstr(out, "rule [user:tester]: request seen 0, allowed 0, "
@@ -702,7 +718,7 @@ Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
     cr_expect(strstr(out, "rule [user:tester]: 2 TLS connections: requests "
                           "not counted (TLS the shim cannot see)") != NULL,
               "%s", out);
-    struct budget *b = atomic_load(&rl_gate.cur);
+    struct budget *b = atomic_load(&proc.gate.cur);
     cr_assert_not_null(b);
     cr_expect_eq(rl_load_relaxed_u64(&b->slot.counters[RL_STORE_TLS_UNSEEN]),
                  2);
@@ -711,7 +727,7 @@ Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
 Test(gate, says_nothing_of_tls_when_every_request_was_seen)
 {
     gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
-    rl_gate_report_enable();
+    rl_gate_report_enable(&proc);
     char out[4096];
     report_text(out, sizeof out);
     cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
@@ -722,7 +738,7 @@ Test(gate, a_site_with_requests_puts_them_in_the_report)
 {
     gate_with("[user:tester]\nconnect = 5/s\n"
               "[site:every]\nper = destination\nrequest = 1/s\n");
-    rl_gate_report_enable();
+    rl_gate_report_enable(&proc);
     char out[4096];
     report_text(out, sizeof out);
     cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
@@ -750,9 +766,9 @@ Test(gate, stat_shows_each_destinations_request_budget)
     uint64_t now = rl_clock_now_ns();
     q.name = "a.example";
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+        cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
     q.name = "b.example";
-    cr_assert_eq(rl_gate_request_at(&t, now, &q), RL_GATE_GO);
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
     char cmd[512], out[8192];
     const char *b = getenv("RLSHIM_BUILD");
     snprintf(cmd, sizeof cmd, "%s/rlshim stat -c %s 2>&1", b ? b : "build",

@@ -12,6 +12,9 @@
 #include "policy/dest.h"
 #include "policy/names.h"
 
+/* The table under test (a process's is a member of its struct rl_proc). */
+static struct rl_names names;
+
 static void v4(const char *s, uint8_t a[4])
 {
     cr_assert_eq(inet_pton(AF_INET, s, a), 1);
@@ -32,16 +35,16 @@ static void note(const char *addr, const char *name)
     cr_assert_gt(n, 0, "'%s' is a name", name);
     if (strchr(addr, ':') != NULL) {
         cr_assert_eq(inet_pton(AF_INET6, addr, a), 1);
-        rl_names_note(AF_INET6, a, c, n);
+        rl_names_note(&names, AF_INET6, a, c, n);
     } else {
         v4(addr, a);
-        rl_names_note(AF_INET, a, c, n);
+        rl_names_note(&names, AF_INET, a, c, n);
     }
 }
 
 static void fresh(void)
 {
-    rl_names_clear();
+    rl_names_clear(&names);
 }
 
 TestSuite(names, .init = fresh);
@@ -87,23 +90,23 @@ Test(names, a_literal_lookup_forgets_the_name_of_its_address)
     note("10.1.2.4", "site-b.test");
     note("::1", "ip6-localhost");
     v4("127.0.0.1", a);
-    rl_names_forget(AF_INET, a);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    rl_names_forget(&names, AF_INET, a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 0);
     v4("10.1.2.4", a);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 11);
     cr_assert_str_eq(buf, "site-b.test");
     /* IPv4-mapped IPv6 is the IPv4 address. */
     cr_assert_eq(inet_pton(AF_INET6, "::ffff:10.1.2.4", b), 1);
-    rl_names_forget(AF_INET6, b);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    rl_names_forget(&names, AF_INET6, b);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 0);
     cr_assert_eq(inet_pton(AF_INET6, "::1", b), 1);
-    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 13);
-    rl_names_forget(AF_INET6, b);
-    cr_assert_eq(rl_names_find(AF_INET6, b, buf), 0);
+    cr_assert_eq(rl_names_find(&names, AF_INET6, b, buf), 13);
+    rl_names_forget(&names, AF_INET6, b);
+    cr_assert_eq(rl_names_find(&names, AF_INET6, b, buf), 0);
     /* Named again by the next lookup of a name. */
     note("127.0.0.1", "localhost");
     v4("127.0.0.1", a);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 9);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 9);
 }
 
 Test(names, finds_nothing_for_an_address_never_resolved)
@@ -111,7 +114,7 @@ Test(names, finds_nothing_for_an_address_never_resolved)
     uint8_t a[4];
     char buf[RL_NAME_MAX + 1] = "junk";
     v4("10.1.2.3", a);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 0);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 0);
     cr_assert_str_eq(buf, "");
 }
 
@@ -123,12 +126,12 @@ Test(names, finds_the_last_name_noted_for_an_address)
     note("10.1.2.4", "site-b.test");
     v4("10.1.2.3", a);
     v4("10.1.2.4", b);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 11);
     cr_assert_str_eq(buf, "site-a.test");
-    cr_assert_eq(rl_names_find(AF_INET, b, buf), 11);
+    cr_assert_eq(rl_names_find(&names, AF_INET, b, buf), 11);
     cr_assert_str_eq(buf, "site-b.test");
     note("10.1.2.3", "cdn.example");
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 11);
     cr_assert_str_eq(buf, "cdn.example");
 }
 
@@ -138,7 +141,7 @@ Test(names, keeps_ipv4_mapped_ipv6_as_ipv4)
     char buf[RL_NAME_MAX + 1];
     note("::ffff:10.9.9.9", "mapped.test");
     v4("10.9.9.9", a);
-    cr_assert_eq(rl_names_find(AF_INET, a, buf), 11);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 11);
     cr_assert_str_eq(buf, "mapped.test");
 }
 
@@ -157,7 +160,7 @@ Test(names, stays_bounded_and_keeps_the_newest)
         snprintf(addr, sizeof addr, "10.%u.%u.%u", i >> 16, (i >> 8) & 255,
                  i & 255);
         v4(addr, a);
-        if (rl_names_find(AF_INET, a, buf) > 0) {
+        if (rl_names_find(&names, AF_INET, a, buf) > 0) {
             snprintf(name, sizeof name, "h%u.test", i);
             cr_assert_str_eq(buf, name, "an address kept its own name");
             found++;
@@ -169,7 +172,7 @@ Test(names, stays_bounded_and_keeps_the_newest)
     snprintf(addr, sizeof addr, "10.%u.%u.%u", (n - 1) >> 16,
              ((n - 1) >> 8) & 255, (n - 1) & 255);
     v4(addr, a);
-    cr_assert_gt(rl_names_find(AF_INET, a, buf), 0);
+    cr_assert_gt(rl_names_find(&names, AF_INET, a, buf), 0);
 }
 
 /* Readers racing a writer that flips one address between two names never
@@ -193,7 +196,7 @@ Test(names, readers_racing_a_writer_never_see_a_torn_name)
     v4("10.7.7.7", a);
     cr_assert_eq(pthread_create(&t, NULL, flipper, NULL), 0);
     for (int i = 0; i < 200000; i++) {
-        size_t n = rl_names_find(AF_INET, a, buf);
+        size_t n = rl_names_find(&names, AF_INET, a, buf);
         if (n == 0)
             continue; /* a writer at work: "no name", allowed */
         cr_assert(strcmp(buf, "b.test") == 0 ||
@@ -232,7 +235,7 @@ static double now_s(void)
 
 static void in_child(void)
 {
-    rl_names_atfork_child();
+    rl_names_atfork_child(&names);
 }
 
 Test(names, a_child_forked_while_threads_note_notes_at_once, .timeout = 60)
@@ -256,11 +259,11 @@ Test(names, a_child_forked_while_threads_note_notes_at_once, .timeout = 60)
             char buf[RL_NAME_MAX + 1];
             note("10.9.0.2", "child.test");
             v4("10.9.0.2", a);
-            if (rl_names_find(AF_INET, a, buf) == 0 ||
+            if (rl_names_find(&names, AF_INET, a, buf) == 0 ||
                 strcmp(buf, "child.test") != 0)
                 _exit(3);
             v4("10.9.0.1", a);
-            _exit(rl_names_find(AF_INET, a, buf) > 0 &&
+            _exit(rl_names_find(&names, AF_INET, a, buf) > 0 &&
                           strcmp(buf, "before.test") == 0
                       ? 0
                       : 4);
@@ -348,16 +351,17 @@ Test(dest_names, a_name_covers_what_the_process_resolved_from_it)
                        other = sin_of("127.0.0.6", 80),
                        never = sin_of("127.0.0.9", 80),
                        ten = sin_of("10.1.1.1", 443);
-    cr_expect(rl_dests_cover(d, 1, &a, sizeof a));
-    cr_expect_not(rl_dests_cover(d, 1, &b, sizeof b));
-    cr_expect_not(rl_dests_cover(d, 1, &never, sizeof never));
-    cr_expect(rl_dests_cover(d + 1, 1, &w, sizeof w));
-    cr_expect_not(rl_dests_cover(d + 1, 1, &apex, sizeof apex),
+    cr_expect(rl_dests_cover(&names, d, 1, &a, sizeof a));
+    cr_expect_not(rl_dests_cover(&names, d, 1, &b, sizeof b));
+    cr_expect_not(rl_dests_cover(&names, d, 1, &never, sizeof never));
+    cr_expect(rl_dests_cover(&names, d + 1, 1, &w, sizeof w));
+    cr_expect_not(rl_dests_cover(&names, d + 1, 1, &apex, sizeof apex),
                   "*. is below the apex, not the apex");
-    cr_expect_not(rl_dests_cover(d + 1, 1, &other, sizeof other));
-    cr_expect(rl_dests_cover(d, 3, &ten, sizeof ten), "addresses mix in");
-    cr_expect(rl_dests_cover(d, 3, &w, sizeof w));
-    cr_expect_not(rl_dests_cover(d, 3, &b, sizeof b));
+    cr_expect_not(rl_dests_cover(&names, d + 1, 1, &other, sizeof other));
+    cr_expect(rl_dests_cover(&names, d, 3, &ten, sizeof ten),
+              "addresses mix in");
+    cr_expect(rl_dests_cover(&names, d, 3, &w, sizeof w));
+    cr_expect_not(rl_dests_cover(&names, d, 3, &b, sizeof b));
     for (int i = 0; i < 3; i++)
         rl_dest_clear(&d[i]);
 }
@@ -368,7 +372,7 @@ Test(dest_names, a_port_on_a_name_is_checked)
     cr_assert_null(rl_dest_parse("site-a.test:8080", &d));
     note("127.0.0.2", "site-a.test");
     struct sockaddr_in a = sin_of("127.0.0.2", 8080), b = sin_of("127.0.0.2", 80);
-    cr_expect(rl_dests_cover(&d, 1, &a, sizeof a));
-    cr_expect_not(rl_dests_cover(&d, 1, &b, sizeof b));
+    cr_expect(rl_dests_cover(&names, &d, 1, &a, sizeof a));
+    cr_expect_not(rl_dests_cover(&names, &d, 1, &b, sizeof b));
     rl_dest_clear(&d);
 }

@@ -15,6 +15,10 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/open.h"
+#include "policy/proc.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define S 1000000000ull
 #define T0 (1000 * S)
@@ -25,31 +29,32 @@ Test(open_area, admits_up_to_max_and_a_release_makes_room)
 {
     uint32_t seq;
     memset(area, 0, sizeof area);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), -EAGAIN);
-    cr_assert_eq(rl_open_held(area), 2);
-    rl_open_release(area);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), -EAGAIN);
+    cr_assert_eq(rl_open_held(&proc.open, area), 2);
+    rl_open_release(&proc.open, area);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
 }
 
 Test(open_area, a_connection_is_given_back_by_the_close_of_its_last_fd)
 {
     uint32_t seq;
     memset(area, 0, sizeof area);
-    rl_open_enable();
+    rl_open_enable(&proc.open);
     rl_atomic_u64 *a[1] = {area};
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), 0);
-    rl_open_bind(100, a, 1);
-    rl_open_dup(100, 101); /* dup: the same connection */
-    rl_open_forget(100);
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), -EAGAIN,
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0);
+    rl_open_bind(&proc.open, 100, a, 1);
+    rl_open_dup(&proc.open, 100, 101); /* dup: the same connection */
+    rl_open_forget(&proc.open, 100);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), -EAGAIN,
                  "still open through its dup");
-    rl_open_forget_range(90, ~0u); /* close_range, closefrom */
-    cr_assert_eq(rl_open_acquire(area, 1, &seq), 0);
-    rl_open_bind(102, a, 1);
-    rl_open_dup(103, 102); /* dup2 of an untracked fd onto it: a close */
-    cr_assert_eq(rl_open_held(area), 0);
+    rl_open_forget_range(&proc.open, 90, ~0u); /* close_range, closefrom */
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 1, &seq), 0);
+    rl_open_bind(&proc.open, 102, a, 1);
+    rl_open_dup(&proc.open, 103,
+                102); /* dup2 of an untracked fd onto it: a close */
+    cr_assert_eq(rl_open_held(&proc.open, area), 0);
 }
 
 Test(open_area, a_dead_holders_connections_come_back_when_full)
@@ -64,8 +69,8 @@ Test(open_area, a_dead_holders_connections_come_back_when_full)
     area[0] = 2;
     area[3] = (uint64_t)pid << 32 | 2;
     area[4] = 12345;
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "taken back");
-    cr_assert_eq(rl_open_held(area), 1);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0, "taken back");
+    cr_assert_eq(rl_open_held(&proc.open, area), 1);
     cr_assert_eq(area[0], 1);
 }
 
@@ -87,23 +92,26 @@ Test(open_area, a_supervisor_holds_for_its_target_and_its_death_frees_them)
     struct rl_open_holder target = {(uint32_t)pid, rl_open_start_of(pid)};
     cr_assert_neq(target.start, 0);
     rl_open_act_for(&target);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
     rl_open_act_for(NULL);
-    cr_assert_eq(rl_open_held(area), 0, "held by the target, not by us");
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), -EAGAIN,
+    cr_assert_eq(rl_open_held(&proc.open, area), 0,
+                 "held by the target, not by us");
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), -EAGAIN,
                  "the target is alive: its places stay");
     rl_open_release_as(area, &target);
     cr_assert_eq(area[0], 1);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "a release frees one");
-    rl_open_release(area);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0,
+                 "a release frees one");
+    rl_open_release(&proc.open, area);
     /* The target dies holding one: the next decision that finds the area
      * full takes it back, while this process (the supervisor) lives on. */
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0);
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0);
     cr_assert_eq(area[0], 2);
     close(go[1]);
     waitpid(pid, NULL, 0);
-    cr_assert_eq(rl_open_acquire(area, 2, &seq), 0, "the dead's taken back");
+    cr_assert_eq(rl_open_acquire(&proc.open, area, 2, &seq), 0,
+                 "the dead's taken back");
     cr_assert_eq(area[0], 2);
     /* A release for it after that gives back nothing twice. */
     rl_open_release_as(area, &target);
@@ -139,14 +147,14 @@ static void gate_with(const char *text)
                  diag.n ? diag.msgs[0] : "?");
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "tester");
-    cr_assert_eq(rl_gate_init(cfg, &id, NULL, 0), 0);
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
 }
 
 static int conn(struct rl_gate_ticket *t, const char *ip, int fd)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, ip, &a.sin_addr);
-    return rl_gate_connect_at(t, T0, "connect", fd, &a, sizeof a);
+    return rl_gate_connect_at(&proc, t, T0, "connect", fd, &a, sizeof a);
 }
 
 Test(open_gate, a_failed_connect_gives_its_connection_back)
@@ -154,15 +162,15 @@ Test(open_gate, a_failed_connect_gives_its_connection_back)
     gate_with("[user:tester]\nmax_open = 1\n");
     struct rl_gate_ticket t;
     cr_assert_eq(conn(&t, "10.0.0.1", 200), RL_GATE_GO);
-    rl_gate_connected(&t, 200, false); /* refused */
+    rl_gate_connected(&proc, &t, 200, false); /* refused */
     cr_assert_eq(conn(&t, "10.0.0.1", 200), RL_GATE_GO);
-    rl_gate_connected(&t, 200, true);
+    rl_gate_connected(&proc, &t, 200, true);
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_FAIL);
     cr_assert_eq(t.err, EAGAIN);
     cr_assert_not_null(t.open_full);
-    rl_open_forget(200); /* its close */
+    rl_open_forget(&proc.open, 200); /* its close */
     cr_assert_eq(conn(&t, "10.0.0.1", 201), RL_GATE_GO);
-    rl_gate_connected(&t, 201, true);
+    rl_gate_connected(&proc, &t, 201, true);
 }
 
 Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
@@ -171,16 +179,16 @@ Test(open_gate, per_destination_max_open_and_a_site_with_the_rule)
               "[site:every]\nper = destination\nmax_open = 1\n");
     struct rl_gate_ticket t;
     cr_assert_eq(conn(&t, "10.0.0.1", 300), RL_GATE_GO);
-    rl_gate_connected(&t, 300, true);
+    rl_gate_connected(&proc, &t, 300, true);
     cr_assert_eq(conn(&t, "10.0.0.1", 301), RL_GATE_FAIL, "1 per host");
     cr_assert_eq(conn(&t, "10.0.0.2", 301), RL_GATE_GO);
-    rl_gate_connected(&t, 301, true);
+    rl_gate_connected(&proc, &t, 301, true);
     cr_assert_eq(conn(&t, "10.0.0.3", 302), RL_GATE_GO);
-    rl_gate_connected(&t, 302, true);
+    rl_gate_connected(&proc, &t, 302, true);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_FAIL, "3 for the user");
-    rl_open_forget(300);
+    rl_open_forget(&proc.open, 300);
     cr_assert_eq(conn(&t, "10.0.0.4", 303), RL_GATE_GO);
-    rl_gate_connected(&t, 303, true);
+    rl_gate_connected(&proc, &t, 303, true);
 }
 
 /* A connect that finds no max_open place takes no turn of the rate: once
@@ -200,26 +208,30 @@ static void waiter_takes_the_next_turn(const char *algorithm)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
     const uint64_t ms = 1000000;
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 400, &a, sizeof a),
-                 RL_GATE_GO);
-    cr_assert_eq(t.wait_ns, 0);
-    rl_gate_connected(&t, 400, true);
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 401, &a, sizeof a),
-                 RL_GATE_GO);
-    cr_assert_eq(t.wait_ns, 1000 * ms, "B's turn: T0 + 1 s");
-    rl_gate_connected(&t, 401, true); /* holds its place while it sleeps */
-    cr_assert_eq(rl_gate_connect_at(&t, T0, "connect", 402, &a, sizeof a),
-                 RL_GATE_FAIL);
-    cr_assert_not_null(t.open_full, "denied for max_open");
-    rl_open_forget(400); /* A closes */
     cr_assert_eq(
-        rl_gate_connect_at(&t, T0 + 10 * ms, "connect", 402, &a, sizeof a),
+        rl_gate_connect_at(&proc, &t, T0, "connect", 400, &a, sizeof a),
         RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 0);
+    rl_gate_connected(&proc, &t, 400, true);
+    cr_assert_eq(
+        rl_gate_connect_at(&proc, &t, T0, "connect", 401, &a, sizeof a),
+        RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 1000 * ms, "B's turn: T0 + 1 s");
+    rl_gate_connected(&proc, &t, 401,
+                      true); /* holds its place while it sleeps */
+    cr_assert_eq(
+        rl_gate_connect_at(&proc, &t, T0, "connect", 402, &a, sizeof a),
+        RL_GATE_FAIL);
+    cr_assert_not_null(t.open_full, "denied for max_open");
+    rl_open_forget(&proc.open, 400); /* A closes */
+    cr_assert_eq(rl_gate_connect_at(&proc, &t, T0 + 10 * ms, "connect", 402, &a,
+                                    sizeof a),
+                 RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1990 * ms,
                  "%s: the waiter goes %llu ms after T0 + 10 ms, not at "
                  "T0 + 2 s, after B",
                  algorithm, (unsigned long long)(t.wait_ns / ms));
-    rl_gate_connected(&t, 402, true);
+    rl_gate_connected(&proc, &t, 402, true);
 }
 
 Test(open_gate, a_max_open_waiter_takes_the_next_turn_sliding_window)
@@ -270,7 +282,7 @@ static void *dup_side(void *arg)
         if (r->fd < 0)
             return NULL;
         spin(r->spins & 1 ? r->spins >> 1 : 0);
-        rl_open_dup(r->fd, r->dup);
+        rl_open_dup(&proc.open, r->fd, r->dup);
         atomic_store_explicit(&r->done, round, memory_order_release);
     }
 }
@@ -297,14 +309,14 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
     for (unsigned round = 1; round <= rounds; round++) {
         int f = tcp_socket();
         cr_assert_eq(conn(&t, "10.0.0.1", f), RL_GATE_GO, "round %u", round);
-        rl_gate_connected(&t, f, true);
+        rl_gate_connected(&proc, &t, f, true);
         r.fd = f;
         r.dup = dup(f); /* the real dup: the socket stays open through it */
         cr_assert_geq(r.dup, 0);
         r.spins = round % 200;
         atomic_store_explicit(&r.go, round, memory_order_release);
         spin(r.spins & 1 ? 0 : r.spins >> 1);
-        rl_open_forget(f); /* the close hook, then the real close */
+        rl_open_forget(&proc.open, f); /* the close hook, then the real close */
         close(f);
         wait_for(&r.done, round);
         /* The next connection: admitted only when the dup is not counted
@@ -312,25 +324,25 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
         int g = tcp_socket();
         bool g_in = conn(&t, "10.0.0.1", g) == RL_GATE_GO;
         if (g_in)
-            rl_gate_connected(&t, g, true);
+            rl_gate_connected(&proc, &t, g, true);
         if (g_in)
             gone++;
         else
             counted++;
-        rl_open_forget(r.dup);
+        rl_open_forget(&proc.open, r.dup);
         close(r.dup);
         /* g alone is open now: with g counted, no place is left. */
         int h = tcp_socket();
         bool h_in = conn(&t, "10.0.0.1", h) == RL_GATE_GO;
         if (h_in)
-            rl_gate_connected(&t, h, true);
+            rl_gate_connected(&proc, &t, h, true);
         if (g_in && h_in)
             over++; /* two open with max_open = 1 */
         if (!g_in && !h_in)
             wrong++; /* nothing open, and still full */
-        rl_open_forget(h);
+        rl_open_forget(&proc.open, h);
         close(h);
-        rl_open_forget(g);
+        rl_open_forget(&proc.open, g);
         close(g);
     }
     r.fd = -1;
@@ -345,7 +357,7 @@ Test(open_gate, a_dup_racing_the_last_close_never_lets_max_open_be_exceeded)
     /* Nothing is open: the one place is free. */
     int z = tcp_socket();
     cr_expect_eq(conn(&t, "10.0.0.1", z), RL_GATE_GO, "the count went wrong");
-    rl_gate_connected(&t, z, true);
-    rl_open_forget(z);
+    rl_gate_connected(&proc, &t, z, true);
+    rl_open_forget(&proc.open, z);
     close(z);
 }

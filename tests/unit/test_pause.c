@@ -44,14 +44,14 @@ static struct rl_gate_req req(const char *name)
 static int ask(const char *name, uint64_t now)
 {
     struct rl_gate_req q = req(name);
-    return rl_gate_request_at(&t, now, &q);
+    return rl_gate_request_at(&proc, &t, now, &q);
 }
 
 static void answer(const char *name, int status, bool has_ra, uint64_t ra,
                    uint64_t now)
 {
     struct rl_gate_req q = req(name);
-    rl_gate_request_outcome_at(&q, status, has_ra, ra, now);
+    rl_gate_request_outcome_at(&proc, &q, status, has_ra, ra, now);
 }
 
 /* A request at `now` in fail mode is denied for the rest of a pause:
@@ -73,7 +73,7 @@ static void expect_paused(const char *name, uint64_t now, uint64_t left,
 
 Test(pause, a_429_pauses_for_its_retry_after)
 {
-    fixture_gate("tester", FAIL_RULE);
+    fixture_gate(&proc, "tester", FAIL_RULE);
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
     answer("a.example", 429, true, 5 * S, T0);
     expect_paused("a.example", T0 + 1 * S, 4 * S, "retry_after");
@@ -86,7 +86,7 @@ Test(pause, a_429_pauses_for_its_retry_after)
 
 Test(pause, a_503_pauses_too_and_a_later_answer_never_shortens_it)
 {
-    fixture_gate("tester", FAIL_RULE);
+    fixture_gate(&proc, "tester", FAIL_RULE);
     answer("a.example", 503, true, 10 * S, T0);
     answer("a.example", 429, true, 2 * S, T0 + 1 * S); /* ends earlier */
     expect_paused("a.example", T0 + 5 * S, 5 * S, "retry_after");
@@ -94,7 +94,7 @@ Test(pause, a_503_pauses_too_and_a_later_answer_never_shortens_it)
 
 Test(pause, a_retry_after_is_cut_at_max_retry_after)
 {
-    fixture_gate("tester", FAIL_RULE "max_retry_after = 3s\n");
+    fixture_gate(&proc, "tester", FAIL_RULE "max_retry_after = 3s\n");
     answer("a.example", 429, true, 3600 * S, T0);
     expect_paused("a.example", T0, 3 * S, "retry_after");
     /* A saturated value (a huge Retry-After) is cut the same way. */
@@ -104,14 +104,14 @@ Test(pause, a_retry_after_is_cut_at_max_retry_after)
 
 Test(pause, max_retry_after_defaults_to_ten_minutes)
 {
-    fixture_gate("tester", FAIL_RULE);
+    fixture_gate(&proc, "tester", FAIL_RULE);
     answer("a.example", 429, true, 86400 * S, T0);
     expect_paused("a.example", T0, 600 * S, "retry_after");
 }
 
 Test(pause, retry_after_zero_pauses_nothing)
 {
-    fixture_gate("tester", FAIL_RULE);
+    fixture_gate(&proc, "tester", FAIL_RULE);
     answer("a.example", 429, true, 0, T0);
     cr_expect_eq(ask("a.example", T0), RL_GATE_GO);
 }
@@ -120,7 +120,7 @@ Test(pause, retry_after_zero_pauses_nothing)
  * each 429/503 in a row, up to max_retry_after; a success ends it. */
 Test(pause, without_retry_after_the_backoff_doubles_and_a_success_ends_it)
 {
-    fixture_gate("tester", FAIL_RULE "max_retry_after = 5s\n");
+    fixture_gate(&proc, "tester", FAIL_RULE "max_retry_after = 5s\n");
     answer("a.example", 429, false, 0, T0);
     expect_paused("a.example", T0, 1 * S, "backoff");
     answer("a.example", 503, false, 0, T0 + 1 * S);
@@ -138,7 +138,7 @@ Test(pause, without_retry_after_the_backoff_doubles_and_a_success_ends_it)
 
 Test(pause, a_404_ends_the_doubling_a_500_does_not)
 {
-    fixture_gate("tester", FAIL_RULE "max_retry_after = 1h\n");
+    fixture_gate(&proc, "tester", FAIL_RULE "max_retry_after = 1h\n");
     answer("a.example", 429, false, 0, T0);
     answer("a.example", 500, false, 0, T0 + 1 * S);
     answer("a.example", 429, false, 0, T0 + 1 * S);
@@ -150,15 +150,16 @@ Test(pause, a_404_ends_the_doubling_a_500_does_not)
 
 Test(pause, the_backoff_turn_is_one_request_of_the_slowest_limit)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = fail\n[user:tester]\n"
-                           "request = 10/s, 60/min\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n[user:tester]\n"
+                 "request = 10/s, 60/min\n");
     answer("a.example", 429, false, 0, T0);
     expect_paused("a.example", T0, 1 * S, "backoff"); /* 60/min: 1 s */
 }
 
 Test(pause, retry_after_ignore_pauses_nothing)
 {
-    fixture_gate("tester", FAIL_RULE "retry_after = ignore\n");
+    fixture_gate(&proc, "tester", FAIL_RULE "retry_after = ignore\n");
     answer("a.example", 429, true, 5 * S, T0);
     answer("a.example", 429, false, 0, T0);
     cr_expect_eq(ask("a.example", T0 + 1 * MS), RL_GATE_GO);
@@ -167,9 +168,10 @@ Test(pause, retry_after_ignore_pauses_nothing)
 
 Test(pause, a_pause_of_one_destination_leaves_another_alone)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = fail\n"
-                           "[site:every]\nper = destination\n"
-                           "request = 1/s\nrequest_burst = 10\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n"
+                 "[site:every]\nper = destination\n"
+                 "request = 1/s\nrequest_burst = 10\n");
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
     cr_assert_eq(ask("b.example", T0), RL_GATE_GO);
     answer("a.example", 429, true, 30 * S, T0);
@@ -187,11 +189,12 @@ Test(pause, a_pause_of_one_destination_leaves_another_alone)
  * and the request waits for the later. */
 Test(pause, a_site_and_the_rule_each_hold_their_pause)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = fail\n"
-                           "[user:tester]\nrequest = 100/s\n"
-                           "max_retry_after = 2s\n"
-                           "[site:every]\nper = destination\n"
-                           "request = 100/s\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n"
+                 "[user:tester]\nrequest = 100/s\n"
+                 "max_retry_after = 2s\n"
+                 "[site:every]\nper = destination\n"
+                 "request = 100/s\n");
     answer("a.example", 429, true, 10 * S, T0);
     /* The site's budget for a.example: 10 s; the rule's: cut at 2 s;
      * a.example waits for the later. */
@@ -201,8 +204,9 @@ Test(pause, a_site_and_the_rule_each_hold_their_pause)
 
 Test(pause, delay_mode_waits_for_the_end_of_the_pause)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
-                           "[user:tester]\nrequest = 1/s\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                 "[user:tester]\nrequest = 1/s\n");
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
     answer("a.example", 429, true, 3 * S, T0);
     cr_assert_eq(ask("a.example", T0 + 500 * MS), RL_GATE_GO);
@@ -216,8 +220,9 @@ Test(pause, delay_mode_waits_for_the_end_of_the_pause)
 
 Test(pause, delay_mode_fails_a_pause_longer_than_max_delay)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
-                           "[user:tester]\nrequest = 1/s\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                 "[user:tester]\nrequest = 1/s\n");
     answer("a.example", 429, true, 30 * S, T0);
     cr_assert_eq(ask("a.example", T0 + 1 * S), RL_GATE_FAIL);
     cr_expect_eq(t.retry_ns, 29 * S);
@@ -228,8 +233,9 @@ Test(pause, delay_mode_fails_a_pause_longer_than_max_delay)
 
 Test(pause, a_refused_request_takes_nothing_from_the_budget)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = fail\n[user:tester]\n"
-                           "request = 1/s\nrequest_burst = 1\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n[user:tester]\n"
+                 "request = 1/s\nrequest_burst = 1\n");
     answer("a.example", 429, true, 2 * S, T0);
     cr_assert_eq(ask("a.example", T0), RL_GATE_FAIL);
     /* The one unit of the burst is still there at the end. */
@@ -246,16 +252,16 @@ Test(pause, another_process_sees_the_pause)
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        fixture_gate("tester", text);
+        fixture_gate(&proc, "tester", text);
         /* The clock-reading form, as the receive hooks are to call it. */
         struct rl_gate_req q = req("a.example");
-        rl_gate_request_outcome(&q, 429, true, 60 * S);
+        rl_gate_request_outcome(&proc, &q, 429, true, 60 * S);
         _exit(0);
     }
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
     cr_assert_eq(ask("a.example", rl_clock_now_ns()), RL_GATE_FAIL);
     cr_expect_gt(t.retry_ns, 50 * S);
     cr_expect_leq(t.retry_ns, 60 * S);
@@ -269,14 +275,14 @@ Test(pause, another_process_sees_a_destinations_pause)
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        fixture_gate("tester", text);
+        fixture_gate(&proc, "tester", text);
         answer("a.example", 503, true, 60 * S, rl_clock_now_ns());
         _exit(0);
     }
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
     uint64_t now = rl_clock_now_ns();
     cr_assert_eq(ask("a.example", now), RL_GATE_FAIL);
     cr_expect_gt(t.retry_ns, 50 * S);
@@ -291,9 +297,10 @@ Test(pause, the_decision_log_says_retry_after_or_backoff)
     char log[128];
     snprintf(log, sizeof log, "%s/decisions.jsonl", fixture_dir);
     setenv("RLSHIM_DECISION_LOG", log, 1);
-    fixture_gate("tester", "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
-                           "[user:tester]\nrequest = 1/s\n"
-                           "request_burst = 10\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                 "[user:tester]\nrequest = 1/s\n"
+                 "request_burst = 10\n");
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
     answer("a.example", 429, true, 2 * S, T0);
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
@@ -352,7 +359,7 @@ Test(pause, stat_shows_a_destinations_pause)
     static const char text[] = "[rlshim]\non_deny = fail\n"
                                "[site:every]\nper = destination\n"
                                "request = 3/h\n";
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
     uint64_t now = rl_clock_now_ns();
     cr_assert_eq(ask("a.example", now), RL_GATE_GO);
     cr_assert_eq(ask("b.example", now), RL_GATE_GO);
@@ -371,7 +378,7 @@ Test(pause, stat_shows_a_rules_pause)
 {
     static const char text[] = "[rlshim]\non_deny = fail\n"
                                "[user:tester]\nrequest = 1/min\n";
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
     char out[8192];
     stat_of(text, out, sizeof out);
     cr_expect_null(strstr(out, "paused"), "%s", out);
@@ -388,9 +395,10 @@ Test(pause, stat_shows_a_rules_pause)
  * full again: every other entry is re-used over and over. */
 Test(pause, a_paused_destination_keeps_its_budget_in_a_full_table)
 {
-    fixture_gate("tester", "[rlshim]\non_deny = fail\nmax_destinations = 16\n"
-                           "[site:every]\nper = destination\n"
-                           "request = 1/s\nrequest_burst = 1\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\nmax_destinations = 16\n"
+                 "[site:every]\nper = destination\n"
+                 "request = 1/s\nrequest_burst = 1\n");
     cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
     answer("a.example", 429, true, 600 * S, T0);
     char name[32];

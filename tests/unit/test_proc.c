@@ -11,6 +11,15 @@
 #include "policy/config.h"
 #include "policy/proc.h"
 
+/* A struct rl_proc of its own (megabytes: never on the stack), all zero
+ * as the shim's is before start-up. */
+static struct rl_proc *proc_new(void)
+{
+    struct rl_proc *p = calloc(1, sizeof *p);
+    cr_assert_not_null(p);
+    return p;
+}
+
 static char *write_config(const char *text)
 {
     static char paths[4][64];
@@ -27,23 +36,25 @@ static char *write_config(const char *text)
 Test(proc, two_instances_keep_their_own_config)
 {
     char line[512];
-    struct rl_proc a = {0}, b = {0};
+    struct rl_proc *a = proc_new(), *b = proc_new();
     char *pa = write_config("[default]\nconnect = 5/s\n");
     char *pb = write_config("[rlshim]\nreport = yes\n[default]\nsend = 7/s\n");
     setenv("RLSHIM_CONFIG", pa, 1);
-    cr_assert_eq(rl_proc_load(&a, line, sizeof line), 0, "%s", line);
+    cr_assert_eq(rl_proc_load(a, line, sizeof line), 0, "%s", line);
     setenv("RLSHIM_CONFIG", pb, 1);
-    rl_proc_init(&b);
-    cr_assert_eq(rl_proc_load(&b, line, sizeof line), 0, "%s", line);
-    cr_assert_not_null(a.cfg);
-    cr_assert_not_null(b.cfg);
-    cr_expect_neq(a.cfg, b.cfg);
-    cr_expect_str_eq(a.cfg->path, pa);
-    cr_expect_str_eq(b.cfg->path, pb);
-    cr_expect_eq(a.report, RL_PROC_REPORT_OFF);
-    cr_expect_eq(b.report, RL_PROC_REPORT_WANTED);
-    rl_config_free(a.cfg);
-    rl_config_free(b.cfg);
+    rl_proc_init(b);
+    cr_assert_eq(rl_proc_load(b, line, sizeof line), 0, "%s", line);
+    cr_assert_not_null(a->cfg);
+    cr_assert_not_null(b->cfg);
+    cr_expect_neq(a->cfg, b->cfg);
+    cr_expect_str_eq(a->cfg->path, pa);
+    cr_expect_str_eq(b->cfg->path, pb);
+    cr_expect_eq(a->report, RL_PROC_REPORT_OFF);
+    cr_expect_eq(b->report, RL_PROC_REPORT_WANTED);
+    rl_config_free(a->cfg);
+    rl_config_free(b->cfg);
+    free(a);
+    free(b);
     unlink(pa);
     unlink(pb);
 }
@@ -51,11 +62,11 @@ Test(proc, two_instances_keep_their_own_config)
 Test(proc, a_broken_config_gives_its_line_and_no_config)
 {
     char line[512];
-    struct rl_proc p = {0};
+    struct rl_proc *p = proc_new();
     char *path = write_config("[default]\nconect = 5/s\n");
     setenv("RLSHIM_CONFIG", path, 1);
-    cr_assert_eq(rl_proc_load(&p, line, sizeof line), -1);
-    cr_expect_null(p.cfg);
+    cr_assert_eq(rl_proc_load(p, line, sizeof line), -1);
+    cr_expect_null(p->cfg);
     cr_expect_not_null(strstr(line, ":2: unknown key 'conect'"), "%s", line);
     unlink(path);
 }
@@ -63,19 +74,19 @@ Test(proc, a_broken_config_gives_its_line_and_no_config)
 Test(proc, no_config_is_silent_unless_a_report_was_asked_for)
 {
     char line[512];
-    struct rl_proc quiet = {0}, asked = {0};
+    struct rl_proc *quiet = proc_new(), *asked = proc_new();
     setenv("RLSHIM_CONFIG", "", 1);
     /* Only when the build's sysconfdir has no rlshim.ini is there no
      * config at all; on a host that has one the load reads it. */
     if (rl_proc_config_present()) {
         cr_skip_test("this host has %s/rlshim.ini", RL_SYSCONFDIR);
     }
-    cr_expect_eq(rl_proc_load(&quiet, line, sizeof line), -1);
+    cr_expect_eq(rl_proc_load(quiet, line, sizeof line), -1);
     cr_expect_str_eq(line, "");
-    cr_expect_eq(quiet.report, RL_PROC_REPORT_OFF);
+    cr_expect_eq(quiet->report, RL_PROC_REPORT_OFF);
     setenv("RLSHIM_REPORT", "1", 1);
-    rl_proc_init(&asked);
-    cr_expect_eq(rl_proc_load(&asked, line, sizeof line), -1);
+    rl_proc_init(asked);
+    cr_expect_eq(rl_proc_load(asked, line, sizeof line), -1);
     cr_expect_str_eq(line, "");
-    cr_expect_eq(asked.report, RL_PROC_REPORT_NONE);
+    cr_expect_eq(asked->report, RL_PROC_REPORT_NONE);
 }

@@ -34,25 +34,26 @@ TestSuite(ready, .init = setup, .fini = teardown);
 
 static void gate_with(const char *text)
 {
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
 }
 
 static int send_at(struct rl_gate_ticket *t, uint64_t now, uint64_t bytes)
 {
-    return rl_gate_send_at(t, now, "send", 7, NULL, 0, 1, 1, bytes, bytes);
+    return rl_gate_send_at(&proc, t, now, "send", 7, NULL, 0, 1, 1, bytes,
+                           bytes);
 }
 
 Test(ready, a_hold_hides_the_socket_until_its_time_then_is_dropped)
 {
-    cr_expect(!rl_ready_any());
-    cr_expect_eq(rl_ready_hold(7, T0 + 100 * MS), 1);
-    cr_expect_eq(rl_ready_hold(7, T0 + 200 * MS), 0, "already held");
-    cr_expect(rl_ready_any());
-    cr_expect_eq(rl_ready_hidden(7, T0 + 199 * MS), RL_READY_HOLD);
-    cr_expect_eq(rl_ready_hidden(8, T0), 0);
+    cr_expect(!rl_ready_any(&proc.ready));
+    cr_expect_eq(rl_ready_hold(&proc, 7, T0 + 100 * MS), 1);
+    cr_expect_eq(rl_ready_hold(&proc, 7, T0 + 200 * MS), 0, "already held");
+    cr_expect(rl_ready_any(&proc.ready));
+    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 199 * MS), RL_READY_HOLD);
+    cr_expect_eq(rl_ready_hidden(&proc, 8, T0), 0);
     struct rl_ready_view v[4];
     uint64_t next;
-    cr_expect_eq(rl_ready_snapshot(T0, v, 4, &next), 1);
+    cr_expect_eq(rl_ready_snapshot(&proc, T0, v, 4, &next), 1);
     cr_expect_eq(v[0].fd, 7);
     cr_expect_eq(next, T0 + 200 * MS, "the later time wins");
     /* A send before then is answered EAGAIN; at its time it is decided
@@ -60,28 +61,29 @@ Test(ready, a_hold_hides_the_socket_until_its_time_then_is_dropped)
     struct rl_gate_ticket t;
     uint64_t until;
     int what = 0;
-    cr_expect_eq(rl_ready_claim(7, T0 + 150 * MS, false, &t, &until, &what),
-                 -EAGAIN);
+    cr_expect_eq(
+        rl_ready_claim(&proc, 7, T0 + 150 * MS, false, &t, &until, &what),
+        -EAGAIN);
     cr_expect_eq(until, T0 + 200 * MS);
-    cr_expect_eq(rl_ready_claim(7, T0 + 200 * MS, false, &t, &until, &what),
-                 0);
+    cr_expect_eq(
+        rl_ready_claim(&proc, 7, T0 + 200 * MS, false, &t, &until, &what), 0);
     cr_expect_eq(what, RL_READY_HOLD);
-    cr_expect(!rl_ready_any());
+    cr_expect(!rl_ready_any(&proc.ready));
 }
 
 Test(ready, snapshot_drops_holds_that_are_over)
 {
-    rl_ready_hold(5, T0 + 10 * MS);
-    rl_ready_hold(6, T0 + 30 * MS);
+    rl_ready_hold(&proc, 5, T0 + 10 * MS);
+    rl_ready_hold(&proc, 6, T0 + 30 * MS);
     struct rl_ready_view v[4];
     uint64_t next;
-    cr_expect_eq(rl_ready_snapshot(T0 + 20 * MS, v, 4, &next), 1);
+    cr_expect_eq(rl_ready_snapshot(&proc, T0 + 20 * MS, v, 4, &next), 1);
     cr_expect_eq(v[0].fd, 6);
     cr_expect_eq(next, T0 + 30 * MS);
-    cr_expect_eq(atomic_load(&rl_ready_n), 1);
-    cr_expect_eq(rl_ready_snapshot(T0 + 30 * MS, v, 4, &next), 0);
+    cr_expect_eq(atomic_load(&proc.ready.n), 1);
+    cr_expect_eq(rl_ready_snapshot(&proc, T0 + 30 * MS, v, 4, &next), 0);
     cr_expect_eq(next, UINT64_MAX);
-    cr_expect(!rl_ready_any());
+    cr_expect(!rl_ready_any(&proc.ready));
 }
 
 Test(ready, a_reserved_turn_is_spent_by_the_sockets_next_send_at_its_turn)
@@ -92,17 +94,19 @@ Test(ready, a_reserved_turn_is_spent_by_the_sockets_next_send_at_its_turn)
     cr_expect_eq(send_at(&t, T0, 1000), RL_GATE_GO);
     cr_expect_eq(send_at(&t, T0, 1000), RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S, "reserved one second ahead");
-    cr_expect_eq(rl_ready_reserve(7, &t), 1);
+    cr_expect_eq(rl_ready_reserve(&proc, 7, &t), 1);
     uint64_t until;
     int what;
-    cr_expect_eq(rl_ready_claim(7, T0 + 999 * MS, false, &got, &until, &what),
-                 -EAGAIN, "not before its turn");
+    cr_expect_eq(
+        rl_ready_claim(&proc, 7, T0 + 999 * MS, false, &got, &until, &what),
+        -EAGAIN, "not before its turn");
     cr_expect_eq(until, T0 + S);
-    cr_expect_eq(rl_ready_hidden(7, T0 + 999 * MS), RL_READY_RESERVE);
-    cr_expect_eq(rl_ready_hidden(7, T0 + S), 0, "writable at its turn");
-    cr_expect_eq(rl_ready_claim(7, T0 + S, false, &got, &until, &what), 1);
+    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 999 * MS), RL_READY_RESERVE);
+    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + S), 0, "writable at its turn");
+    cr_expect_eq(rl_ready_claim(&proc, 7, T0 + S, false, &got, &until, &what),
+                 1);
     cr_expect_eq(got.bytes, 1000);
-    cr_expect(!rl_ready_any());
+    cr_expect(!rl_ready_any(&proc.ready));
     /* The turn was spent: the next one queues behind it. */
     cr_expect_eq(send_at(&t, T0 + S, 1000), RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S);
@@ -116,9 +120,9 @@ Test(ready, a_reservation_whose_socket_closes_goes_back_to_the_budget)
     cr_expect_eq(send_at(&t, T0, 1000), RL_GATE_GO);
     cr_expect_eq(send_at(&t, T0, 1000), RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S);
-    cr_expect_eq(rl_ready_reserve(7, &t), 1);
-    rl_ready_forget(7);
-    cr_expect(!rl_ready_any());
+    cr_expect_eq(rl_ready_reserve(&proc, 7, &t), 1);
+    rl_ready_forget(&proc, 7);
+    cr_expect(!rl_ready_any(&proc.ready));
     /* Another socket now gets the turn the closed one had, not the one
      * after it. */
     cr_expect_eq(send_at(&t, T0, 1000), RL_GATE_GO);
@@ -131,49 +135,53 @@ Test(ready, a_deferred_connect_stays_hidden_until_taken_and_is_refunded_on_close
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     struct rl_gate_ticket t, got;
-    cr_expect_eq(rl_gate_connect_at(&t, T0, "connect", 7, &a, sizeof a),
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
                  RL_GATE_GO);
-    cr_expect_eq(rl_gate_connect_at(&t, T0, "connect", 7, &a, sizeof a),
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
                  RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S);
-    cr_expect_eq(rl_ready_defer_connect(7, &t, (struct sockaddr *)&a, sizeof a),
-                 1);
-    cr_expect_eq(rl_ready_hidden(7, T0 + 2 * S), RL_READY_CONNECT,
+    cr_expect_eq(
+        rl_ready_defer_connect(&proc, 7, &t, (struct sockaddr *)&a, sizeof a),
+        1);
+    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 2 * S), RL_READY_CONNECT,
                  "hidden until the shim connects it, even past its turn");
     struct sockaddr_storage sa;
     socklen_t len;
     uint64_t until;
+    cr_expect_eq(rl_ready_take_connect(&proc, 7, T0 + 500 * MS, false, &got,
+                                       &sa, &len, &until),
+                 -EAGAIN);
     cr_expect_eq(
-        rl_ready_take_connect(7, T0 + 500 * MS, false, &got, &sa, &len, &until),
-        -EAGAIN);
-    cr_expect_eq(
-        rl_ready_take_connect(7, T0 + S, false, &got, &sa, &len, &until), 1);
+        rl_ready_take_connect(&proc, 7, T0 + S, false, &got, &sa, &len, &until),
+        1);
     cr_expect_eq(len, sizeof a);
     cr_expect_eq(memcmp(&sa, &a, sizeof a), 0);
-    cr_expect(!rl_ready_any());
+    cr_expect(!rl_ready_any(&proc.ready));
     /* A second deferral, closed before its turn: the turn is given back. */
-    cr_expect_eq(rl_gate_connect_at(&t, T0 + S, "connect", 7, &a, sizeof a),
-                 RL_GATE_GO);
+    cr_expect_eq(
+        rl_gate_connect_at(&proc, &t, T0 + S, "connect", 7, &a, sizeof a),
+        RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S);
-    rl_ready_defer_connect(8, &t, (struct sockaddr *)&a, sizeof a);
-    rl_ready_forget_range(8, 8);
-    cr_expect_eq(rl_gate_connect_at(&t, T0 + S, "connect", 7, &a, sizeof a),
-                 RL_GATE_GO);
+    rl_ready_defer_connect(&proc, 8, &t, (struct sockaddr *)&a, sizeof a);
+    rl_ready_forget_range(&proc, 8, 8);
+    cr_expect_eq(
+        rl_gate_connect_at(&proc, &t, T0 + S, "connect", 7, &a, sizeof a),
+        RL_GATE_GO);
     cr_expect_eq(t.wait_ns, 1 * S);
 }
 
 Test(ready, send_eta_says_when_a_send_could_go_and_changes_nothing)
 {
     gate_with("[user:tester]\nsend_bytes = 1000/s\n");
-    uint64_t eta = rl_gate_send_eta(500);
+    uint64_t eta = rl_gate_send_eta(&proc, 500);
     cr_expect_eq(eta, 0, "the bucket is full");
     struct rl_gate_ticket t;
-    cr_expect_eq(rl_gate_send(&t, "send", 7, NULL, 0, 1, 1, 1000, 1000),
+    cr_expect_eq(rl_gate_send(&proc, &t, "send", 7, NULL, 0, 1, 1, 1000, 1000),
                  RL_GATE_GO);
-    eta = rl_gate_send_eta(500);
+    eta = rl_gate_send_eta(&proc, 500);
     cr_expect(eta > 490 * MS && eta <= 500 * MS, "eta %llu",
               (unsigned long long)eta);
-    uint64_t again = rl_gate_send_eta(500);
+    uint64_t again = rl_gate_send_eta(&proc, 500);
     cr_expect(again <= eta && again > eta - 10 * MS,
               "asking twice does not move the budget: %llu then %llu",
               (unsigned long long)eta, (unsigned long long)again);

@@ -33,7 +33,7 @@ TestSuite(reqconn, .init = setup, .fini = teardown);
 
 static void gate_with(const char *text)
 {
-    fixture_gate("tester", text);
+    fixture_gate(&proc, "tester", text);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     rl_reqconn_init(&conn, &a, sizeof a);
@@ -49,7 +49,7 @@ static struct rl_reqplan write_(const char *text, const struct rl_reqwrite *w,
 {
     struct iovec iov = {(void *)text, strlen(text)};
     struct rl_reqplan p;
-    rl_reqconn_plan(&conn, &iov, 1, w, &p);
+    rl_reqconn_plan(&proc, &conn, &iov, 1, w, &p);
     if (p.act == RL_GATE_GO) {
         iov.iov_len = p.allow;
         rl_reqconn_done(&conn, &iov, 1, fail ? -1 : (long)p.allow, &p);
@@ -164,13 +164,13 @@ Test(reqconn, the_gate_charges_units_to_the_name_a_request_gives)
     struct rl_gate_ticket t;
     struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .name = "a.test",
                             .units = 2};
-    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_GO);
     cr_assert_eq(t.ncharges, 1);
     q.units = 1;
-    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_FAIL);
-    rl_gate_refund(&t, RL_KIND_REQUEST, 0);
+    cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_FAIL);
+    rl_gate_refund(&proc, &t, RL_KIND_REQUEST, 0);
     q.name = "b.test";
-    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_GO);
     cr_assert_eq(t.ncharges, 0, "not a site's name: nothing charged");
 }
 
@@ -180,7 +180,7 @@ Test(reqconn, a_head_that_starts_a_later_iovec_is_cut_at_its_own_offset)
     const char *a = GET("/a", "h.test"), *b = GET("/b", "h.test");
     struct iovec iov[2] = {{(void *)a, strlen(a)}, {(void *)b, strlen(b)}};
     struct rl_reqplan p;
-    rl_reqconn_plan(&conn, iov, 2, &plain, &p);
+    rl_reqconn_plan(&proc, &conn, iov, 2, &plain, &p);
     cr_assert_eq(p.act, RL_GATE_GO);
     cr_assert_eq(p.requests, 1);
     cr_assert_eq(p.allow, strlen(a), "writev cut before the second head");
@@ -195,9 +195,10 @@ Test(reqconn, a_request_to_a_destination_not_known_is_charged_where_no_to_applie
               "[site:a]\nto = a.test\nrequest = 1/min\n");
     struct rl_gate_ticket t;
     struct rl_gate_req q = {.call = "SSL_write", .fd = -1, .units = 1};
-    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_GO);
+    cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_GO);
     cr_assert_eq(t.ncharges, 1, "the user's rule, not the site");
-    cr_assert_eq(rl_gate_request(&t, &q), RL_GATE_FAIL, "its burst is 1");
+    cr_assert_eq(rl_gate_request(&proc, &t, &q), RL_GATE_FAIL,
+                 "its burst is 1");
 }
 
 /* A TLS write of 13 pipelined heads (more events than a plan looks at one

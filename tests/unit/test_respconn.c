@@ -10,17 +10,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "policy/reqconn.h"
 #include "gate_fixture.h"
+#include "policy/reqconn.h"
 
 static struct rl_reqconn conn;
 
 static void setup(void)
 {
     fixture_state_dir("respconn");
-    fixture_gate("tester", "[rlshim]\non_deny = fail\n"
-                           "[site:every]\nper = destination\n"
-                           "request = 100/min\nrequest_burst = 100\n");
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n"
+                 "[site:every]\nper = destination\n"
+                 "request = 100/min\nrequest_burst = 100\n");
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     rl_reqconn_init(&conn, &a, sizeof a);
@@ -42,7 +43,7 @@ static int write_(const char *text)
 {
     struct iovec iov = {(void *)text, strlen(text)};
     struct rl_reqplan p;
-    rl_reqconn_plan(&conn, &iov, 1, &plain, &p);
+    rl_reqconn_plan(&proc, &conn, &iov, 1, &plain, &p);
     if (p.act == RL_GATE_GO) {
         iov.iov_len = p.allow;
         rl_reqconn_done(&conn, &iov, 1, (long)p.allow, &p);
@@ -58,7 +59,7 @@ static void read_(const char *text, size_t step)
         step = n;
     for (size_t i = 0; i < n; i += step) {
         struct iovec iov = {(void *)(text + i), n - i < step ? n - i : step};
-        rl_reqconn_received(&conn, &iov, 1, iov.iov_len, &rd);
+        rl_reqconn_received(&proc, &conn, &iov, 1, iov.iov_len, &rd);
     }
 }
 
@@ -74,15 +75,16 @@ static bool paused(const char *host)
     snprintf(head, sizeof head, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host);
     struct iovec iov = {head, strlen(head)};
     struct rl_reqplan p;
-    rl_reqconn_plan(&other, &iov, 1, &plain, &p);
+    rl_reqconn_plan(&proc, &other, &iov, 1, &plain, &p);
     rl_reqconn_free(&other);
     return p.act == RL_GATE_FAIL;
 }
 
 #define GET(path, host) "GET " path " HTTP/1.1\r\nHost: " host "\r\n\r\n"
 #define OK "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-#define BUSY "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\n" \
-             "Content-Length: 4\r\n\r\nbusy"
+#define BUSY                                                                   \
+    "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\n"                    \
+    "Content-Length: 4\r\n\r\nbusy"
 
 Test(respconn, pipelined_answers_pause_the_name_of_their_own_request)
 {

@@ -37,7 +37,7 @@ TestSuite(site_gate, .init = setup, .fini = teardown);
 
 static void gate_as(const char *key, const char *text)
 {
-    fixture_gate(key, text);
+    fixture_gate(&proc, key, text);
 }
 
 static struct sockaddr_in v4(const char *ip, int port)
@@ -50,14 +50,14 @@ static struct sockaddr_in v4(const char *ip, int port)
 static int conn_to(const char *ip, uint64_t now)
 {
     struct sockaddr_in a = v4(ip, 80);
-    return rl_gate_connect_at(&t, now, "connect", 3, &a, sizeof a);
+    return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
 static int send_to(const char *ip, uint64_t now, uint64_t bytes, uint64_t min)
 {
     struct sockaddr_in a = v4(ip, 80);
-    return rl_gate_send_at(&t, now, "sendto", 3, &a, sizeof a, 1, 1, bytes,
-                           min);
+    return rl_gate_send_at(&proc, &t, now, "sendto", 3, &a, sizeof a, 1, 1,
+                           bytes, min);
 }
 
 Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
@@ -73,8 +73,8 @@ Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
         0);
     struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
     cr_assert(rl_config_has_sites(cfg));
-    cr_assert_str_eq(rl_config_find_site(cfg, &a, sizeof a)->site, "a");
-    cr_assert_str_eq(rl_config_find_site(cfg, &b, sizeof b)->site, "all");
+    cr_assert_str_eq(rl_config_find_site(NULL, cfg, &a, sizeof a)->site, "a");
+    cr_assert_str_eq(rl_config_find_site(NULL, cfg, &b, sizeof b)->site, "all");
     cr_assert_null(rl_config_find_rule(cfg, "a", 0, NULL),
                    "a site is never a user's rule");
     rl_config_free(cfg);
@@ -83,10 +83,10 @@ Test(site_gate, config_knows_sites_and_finds_the_first_that_covers)
 Test(site_gate, a_site_limits_users_without_a_section)
 {
     gate_as("nobody", "[site:s]\nto = 10.0.0.1\nconnect = 2/s\n");
-    cr_assert(rl_gate_active());
+    cr_assert(rl_gate_active(&proc));
     struct sockaddr_in a = v4("10.0.0.1", 80), b = v4("10.0.0.2", 80);
-    cr_assert(rl_gate_covers(&a, sizeof a));
-    cr_assert_not(rl_gate_covers(&b, sizeof b));
+    cr_assert(rl_gate_covers(&proc, &a, sizeof a));
+    cr_assert_not(rl_gate_covers(&proc, &b, sizeof b));
     cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
     cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_GO);
     cr_expect_eq(conn_to("10.0.0.1", T0), RL_GATE_FAIL);
@@ -98,11 +98,11 @@ Test(site_gate, a_site_limits_sends_and_bytes_and_takes_back_what_was_not_sent)
 {
     gate_as("nobody", "[rlshim]\nerrno = ECONNREFUSED\n"
                       "[site:s]\nsend = 10/s\nsend_bytes = 1000/s\n");
-    cr_assert(rl_gate_charges_sends());
-    cr_assert_eq(rl_gate_max_bytes(), 1000);
+    cr_assert(rl_gate_charges_sends(&proc));
+    cr_assert_eq(rl_gate_max_bytes(&proc), 1000);
     cr_expect_eq(send_to("10.0.0.1", T0, 1500, 1), RL_GATE_GO);
     cr_expect_eq(t.bytes, 1000);
-    rl_gate_refund(&t, RL_KIND_SEND_BYTES, 400);
+    rl_gate_refund(&proc, &t, RL_KIND_SEND_BYTES, 400);
     cr_expect_eq(send_to("10.0.0.1", T0, 1000, 1), RL_GATE_GO);
     cr_expect_eq(t.bytes, 400);
     cr_expect_eq(send_to("10.0.0.1", T0, 10, 10), RL_GATE_FAIL);
@@ -138,10 +138,10 @@ Test(site_gate, a_site_named_by_host_name)
     gate_as("nobody", "[site:wiki]\nto = *.wikipedia.org\nconnect = 1/s\n");
     uint8_t a[4];
     inet_pton(AF_INET, "10.9.0.1", a);
-    rl_names_note(AF_INET, a, "en.wikipedia.org", 16);
+    rl_names_note(&proc.names, AF_INET, a, "en.wikipedia.org", 16);
     struct sockaddr_in w = v4("10.9.0.1", 443), o = v4("10.9.0.2", 443);
-    cr_assert(rl_gate_covers(&w, sizeof w));
-    cr_assert_not(rl_gate_covers(&o, sizeof o));
+    cr_assert(rl_gate_covers(&proc, &w, sizeof w));
+    cr_assert_not(rl_gate_covers(&proc, &o, sizeof o));
     cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_GO);
     cr_expect_eq(conn_to("10.9.0.1", T0), RL_GATE_FAIL);
 }
@@ -240,7 +240,7 @@ static int handler_send_to(const char *ip, int *err)
     struct sockaddr_in a = v4(ip, 80);
     const struct rl_gate_q q = {RL_KIND_SEND, &a, sizeof a, 1, 1, 1};
     uint64_t g = 0;
-    return rl_gate_handler(&q, &g, err);
+    return rl_gate_handler(&proc, &q, &g, err);
 }
 
 /* From a handler a site's budget is charged beside the rule's, and one

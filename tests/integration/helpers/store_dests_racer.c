@@ -25,6 +25,10 @@
 #include "../../dests_race.h"
 #include "policy/config.h"
 #include "policy/gate.h"
+#include "policy/proc.h"
+
+/* The process state this file decides through. */
+static struct rl_proc proc;
 
 #define T0 (1000ull * 1000000000ull)
 
@@ -38,7 +42,7 @@ static void *racer(void *arg)
         a.sin_addr.s_addr = htonl(0x0a090000u | (unsigned)(rep + 1));
         struct rl_gate_ticket t;
         pthread_barrier_wait(&page->barrier);
-        if (rl_gate_connect_at(&t, T0, "connect", 3, &a, sizeof a) ==
+        if (rl_gate_connect_at(&proc, &t, T0, "connect", 3, &a, sizeof a) ==
             RL_GATE_GO)
             atomic_fetch_add(&page->admitted[rep], 1);
     }
@@ -78,7 +82,7 @@ int main(int argc, char **argv)
     struct rl_config *cfg = &c;
     struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
     snprintf(id.key, sizeof id.key, "crawler");
-    if (rl_gate_init(cfg, &id, NULL, 0) != 0)
+    if (rl_gate_init(&proc, cfg, &id, NULL, 0) != 0)
         return 1;
     pthread_t th[DR_THREADS];
     for (int i = 0; i < DR_THREADS; i++)

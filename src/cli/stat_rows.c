@@ -1,0 +1,226 @@
+/* stat_rows.c — `rlshim stat`'s rows (see stat_rows.h): one per limit of
+ * a budget, one per destination of the per-destination table, as a table
+ * line, a JSON object, or a Prometheus sample (stat_prometheus.c). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/stat_prometheus.h"
+#include "cli/stat_rows.h"
+#include "policy/budget.h"
+#include "policy/gate_pause.h"
+#include "policy/open.h"
+#include "state/store.h"
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* What could be spent now: the least of the kind's rates. */
+bool stat_available(const struct rl_rule *rule,
+                    const struct rl_budget_layout *l, int k,
+                    struct rl_slot *slot, uint64_t now, uint64_t *out)
+{
+    uint64_t least = UINT64_MAX;
+
+    if (!slot->words || l->nwords > slot->nwords || rule->nlimits[k] == 0)
+        return false;
+    for (unsigned i = 0; i < rule->nlimits[k] && i < RL_MAX_RATES; i++) {
+        const struct rl_limit *lim = &rule->limits[k][i];
+        const struct rl_algorithm *a = rl_algorithm_get(lim->algo);
+        uint64_t v;
+
+        if (!a)
+            return false;
+        v = a->available(slot->words + l->offset[k][i], lim, now);
+        if (v < least)
+            least = v;
+    }
+    *out = least;
+    return true;
+}
+
+/* --prometheus: a fleet budget's state is in Redis; the host's words are
+ * only what it falls back on while Redis is away, not what is available. */
+bool stat_avail_unknown(const struct stat_view *v, const struct rl_rule *rule)
+{
+    return v->prom && rule->scope == RL_SCOPE_FLEET && v->cfg->fleet != NULL;
+}
+
+void stat_row(struct stat_view *v, const char *user, const char *rule_name,
+              int k, const char *algo, const uint64_t *c, bool has_avail,
+              uint64_t avail)
+{
+    FILE *f = v->out;
+
+    if (v->prom) {
+        struct rl_prom_row pr = {user,      rule_name, rl_kind_name(k), NULL, c,
+                                 has_avail, avail};
+        (void)rl_prom_add(&pr);
+        v->rows++;
+        return;
+    }
+    if (v->json) {
+        fputs(v->rows ? ",\n  {" : "\n  {", f);
+        fputs("\"user\": ", f);
+        json_str(f, user);
+        fputs(", \"rule\": ", f);
+        json_str(f, rule_name);
+        fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ", rl_kind_name(k));
+        if (algo)
+            json_str(f, algo);
+        else
+            fputs("null", f);
+        fprintf(f,
+                ", \"allowed\": %llu, \"denied\": %llu, \"delayed\": %llu, "
+                "\"delayed_ns\": %llu, \"available\": ",
+                (unsigned long long)c[RL_STAT_ALLOWED],
+                (unsigned long long)c[RL_STAT_DENIED],
+                (unsigned long long)c[RL_STAT_DELAYED],
+                (unsigned long long)c[RL_STAT_DELAYED_NS]);
+        if (has_avail)
+            fprintf(f, "%llu}", (unsigned long long)avail);
+        else
+            fputs("null}", f);
+    } else {
+        char av[32] = "-";
+
+        if (has_avail)
+            snprintf(av, sizeof av, "%llu", (unsigned long long)avail);
+        fprintf(f, "%-16s %-18s %-10s %-14s %10llu %10llu %10llu %12.3f %10s\n",
+                user, rule_name, rl_kind_name(k), algo ? algo : "-",
+                (unsigned long long)c[RL_STAT_ALLOWED],
+                (unsigned long long)c[RL_STAT_DENIED],
+                (unsigned long long)c[RL_STAT_DELAYED],
+                (double)c[RL_STAT_DELAYED_NS] / 1e6, av);
+    }
+    v->rows++;
+}
+
+/* A budget's pause (SPEC §12) while it lasts: "paused until
+ * 2026-12-02T12:58:03Z (2.0 s more, retry_after)" into buf, false when
+ * the word says no pause past now. The word is CLOCK_MONOTONIC of this
+ * boot: shown as the wall-clock time it ends at. */
+bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
+                     size_t len, uint64_t *left)
+{
+    uint64_t end = rl_pause_end(word);
+    if (end <= v->now)
+        return false;
+    *left = end - v->now;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t at =
+        ts.tv_sec + (time_t)((*left + (uint64_t)ts.tv_nsec) / 1000000000u);
+    struct tm tm;
+    char when[32] = "?";
+    if (gmtime_r(&at, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(buf, len, "paused until %s (%.1f s more, %s)", when,
+             (double)*left / 1e9, rl_pause_reason(word));
+    return true;
+}
+
+/* One row per limit of a per-destination budget: no counters of its own
+ * (they are the section's, in the user's row), what is available now, and
+ * the connections it holds open. */
+void stat_dest_row(const struct rl_rule *rule, const char *label,
+                   struct rl_dest_entry *e, void *arg)
+{
+    struct stat_view *v = arg;
+    FILE *f = v->out;
+    const char *bar = strchr(label, '|');
+    char user[RL_STORE_LABEL_MAX];
+    snprintf(user, sizeof user, "%.*s", bar ? (int)(bar - label) : 0, label);
+    const char *dest = bar ? bar + 1 : label;
+    bool has_open = e->open != NULL;
+    uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
+    char paused[96] = "";
+    uint64_t paused_left = 0;
+    bool has_pause = e->pause != NULL && rule->nlimits[RL_KIND_REQUEST] > 0 &&
+                     stat_pause_text(v, rl_load_relaxed_u64(&e->pause[0]),
+                                     paused, sizeof paused, &paused_left);
+    if (v->prom && has_open)
+        (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (rule->nlimits[k] == 0 && !(k == 0 && has_open))
+            continue;
+        uint64_t least = UINT64_MAX;
+        for (unsigned i = 0; i < rule->nlimits[k]; i++) {
+            const struct rl_limit *lim = &rule->limits[k][i];
+            uint64_t a = rl_algorithm_get(lim->algo)->available(e->states[k][i],
+                                                                lim, v->now);
+            if (a < least)
+                least = a;
+        }
+        const char *algo = rule->nlimits[k]
+                               ? rl_algorithm_get(rule->limits[k][0].algo)->name
+                               : NULL;
+        if (v->prom) {
+            if (rule->nlimits[k] == 0)
+                continue; /* the row of max_open alone: rl_prom_open */
+            bool has = least != UINT64_MAX && !stat_avail_unknown(v, rule);
+            struct rl_prom_row pr = {
+                user, rule->section, rl_kind_name(k), dest, NULL, has, least};
+            (void)rl_prom_add(&pr);
+        } else if (v->json) {
+            fputs(v->rows ? ",\n  {" : "\n  {", f);
+            fputs("\"user\": ", f);
+            json_str(f, user);
+            fputs(", \"rule\": ", f);
+            json_str(f, rule->section);
+            fputs(", \"dest\": ", f);
+            json_str(f, dest);
+            fprintf(f, ", \"limit\": \"%s\", \"algorithm\": ", rl_kind_name(k));
+            if (algo)
+                json_str(f, algo);
+            else
+                fputs("null", f);
+            fputs(", \"allowed\": null, \"denied\": null, \"delayed\": null, "
+                  "\"delayed_ns\": null, \"available\": ",
+                  f);
+            if (least != UINT64_MAX)
+                fprintf(f, "%llu", (unsigned long long)least);
+            else
+                fputs("null", f);
+            if (has_pause && k == RL_KIND_REQUEST)
+                fprintf(f, ", \"paused_ns\": %llu, \"pause_reason\": \"%s\"",
+                        (unsigned long long)paused_left,
+                        rl_pause_reason(rl_load_relaxed_u64(&e->pause[0])));
+            if (has_open && k == 0)
+                fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
+                        (unsigned long long)open, rule->max_open);
+            else
+                fputs("}", f);
+        } else {
+            char av[32] = "-", op[48 + sizeof paused] = "";
+            if (least != UINT64_MAX)
+                snprintf(av, sizeof av, "%llu", (unsigned long long)least);
+            if (has_open && k == 0)
+                snprintf(op, sizeof op, " open %llu/%u",
+                         (unsigned long long)open, rule->max_open);
+            if (has_pause && k == RL_KIND_REQUEST) {
+                size_t ol = strlen(op);
+                snprintf(op + ol, sizeof op - ol, " %s", paused);
+            }
+            fprintf(f,
+                    "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "
+                    "%s%s\n",
+                    user, rule->section, rl_kind_name(k), algo ? algo : "-",
+                    "-", "-", "-", "-", av, dest, op);
+        }
+        v->rows++;
+    }
+}

@@ -1,0 +1,51 @@
+/* stat_rows.h — `rlshim stat`'s rows (stat_rows.c), shared with the walk
+ * over the segment's slots (cmd_stat.c). */
+#ifndef RL_CLI_STAT_ROWS_H
+#define RL_CLI_STAT_ROWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "policy/budget.h"
+#include "policy/config.h"
+#include "policy/dests.h"
+#include "state/store.h"
+
+/* What one `rlshim stat` shows, and where. */
+struct stat_view {
+    const struct rl_config *cfg; /* NULL: counters only */
+    bool layout_ok;              /* cfg is the segment's config */
+    struct rl_dests dests;       /* cfg's per-destination table */
+    bool json;
+    bool prom; /* --prometheus: rows go to stat_prometheus.c */
+    uint64_t now;
+    unsigned rows;
+    FILE *out;
+};
+
+/* What could be spent now of kind k in a slot of `rule` (layout l): the
+ * least of the kind's rates, into *out; false when it has none. */
+bool stat_available(const struct rl_rule *rule,
+                    const struct rl_budget_layout *l, int k,
+                    struct rl_slot *slot, uint64_t now, uint64_t *out);
+
+/* --prometheus: is a budget's availability not to be read from the host
+ * (a fleet budget's state is in Redis)? */
+bool stat_avail_unknown(const struct stat_view *v, const struct rl_rule *rule);
+
+/* One row of counters c of kind k (algorithm `algo`, NULL: none shown). */
+void stat_row(struct stat_view *v, const char *user, const char *rule_name,
+              int k, const char *algo, const uint64_t *c, bool has_avail,
+              uint64_t avail);
+
+/* A pause word as text (see stat_rows.c); false when it is not paused. */
+bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
+                     size_t len, uint64_t *left);
+
+/* The rows of one per-destination budget (an rl_dests_each callback; arg
+ * is the struct stat_view). */
+void stat_dest_row(const struct rl_rule *rule, const char *label,
+                   struct rl_dest_entry *e, void *arg);
+
+#endif

@@ -1,0 +1,169 @@
+/* gate_charges.c — the budgets one call is charged to (see gate_int.h):
+ * the user's rule (or its budget for the destination, `per =
+ * destination`) and the first site that covers the destination (or the
+ * site's budget for it), each local or on Redis; found from the
+ * destination the hook handed over, never by asking about the fd. The
+ * take from them is gate_take.c's. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fleet/fleet.h"
+#include "policy/dest.h"
+#include "policy/dests.h"
+#include "policy/gate.h"
+#include "policy/gate_int.h"
+#include "policy/proc.h"
+#include "policy/sites.h"
+
+/* The next charge of t, zeroed but for its verdicts (written by the take
+ * that reads them). */
+static struct rl_gate_charge *new_charge(struct rl_gate_ticket *t)
+{
+    struct rl_gate_charge *c = &t->charge[t->ncharges++];
+    memset(c, 0, offsetof(struct rl_gate_charge, v));
+    return c;
+}
+
+/* Charge `b` (its own limiters) for this call. */
+static struct rl_gate_charge *
+add_budget(const struct rl_gate *g, struct rl_gate_ticket *t, struct budget *b)
+{
+    struct rl_gate_charge *c = new_charge(t);
+    c->budget = b;
+    c->rule = b->rule;
+    memcpy(c->states, b->states, sizeof c->states);
+    c->pause = rl_store_pause_words(&b->slot);
+    /* A site's fleet budget is the site's for this user. */
+    if (b->rule != g->rule)
+        c->fleet_owner = g->user;
+    return c;
+}
+
+/* The destination's name for a per-destination fleet budget (its Redis
+ * key names it), from charges() to take_one() within one decision: in a
+ * buffer of the decision's frame (t->dest, RL_NAME_MAX + 1 bytes; see
+ * rl_gate_send_at), not in the ticket, which the program's stack carries
+ * through the real call too. */
+static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
+                       const char *owner, const char *name, size_t namelen)
+{
+    if (c->rule->scope != RL_SCOPE_FLEET || namelen > RL_NAME_MAX ||
+        t->dest == NULL)
+        return;
+    memcpy(t->dest, name, namelen);
+    t->dest[namelen] = '\0';
+    c->fleet_owner = owner;
+    c->fleet_dest = true;
+}
+
+/* Charge the budget of section `r` for (owner, name) in the table of
+ * policy/dests.h, counting in `b` (the section's budget for the user).
+ * false when not even an overflow budget could be had. */
+static bool add_dest(struct rl_dests *d, struct rl_gate_ticket *t,
+                     struct budget *b, const struct rl_rule *r,
+                     const char *owner, const char *name, size_t namelen)
+{
+    struct rl_dest_entry e;
+    if (rl_dests_find(d, b->store, r, owner, name, namelen, t->now, &e) < 0)
+        return false;
+    struct rl_gate_charge *c = new_charge(t);
+    c->budget = b;
+    c->rule = r;
+    memcpy(c->states, e.states, sizeof c->states);
+    c->key_word = e.key_word;
+    c->key = e.key;
+    c->open_area = e.open;
+    c->pause = e.pause;
+    fleet_dest(t, c, owner, name, namelen);
+    return true;
+}
+
+/* The budgets a call to destination p is charged to, into t->charge[]:
+ * the rule's (when its `to` covers p; its budget for the destination when
+ * it is `per = destination`) and the first site that covers p (likewise).
+ * `kind` >= 0: only sections that limit that kind (a request charges no
+ * per-destination entry of a section without a request limit). */
+void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+                          struct budget *b, struct rl_peer *peer, int kind)
+{
+    const struct rl_gate *g = &p->gate;
+    const struct rl_rule *rule = g->rule;
+    /* The destination's name is looked up at most once for every `to`
+     * and per-destination budget below. */
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
+    size_t namelen = 0;
+    if (rule != NULL && (kind < 0 || rule->nlimits[kind] > 0) &&
+        rl_dests_cover_peer(rule->to, rule->nto, peer, pname)) {
+        if (rule->per == RL_PER_DESTINATION) {
+            namelen = rl_dests_peer_name(peer, name);
+            const char *owner = rl_budget_user(rule, g->user);
+            if (!add_dest(&p->dests, t, b, rule, owner, name, namelen))
+                /* No room at all: the rule's own (in Redis, still the
+                 * destination's). */
+                fleet_dest(t, add_budget(g, t, b), owner, name, namelen);
+        } else {
+            add_budget(g, t, b);
+        }
+    }
+    int si = rl_sites_pick_peer(&p->sites, peer, pname);
+    struct budget *sb =
+        si >= 0 ? rl_sites_budget(&p->sites, si, b->store) : NULL;
+    if (sb == NULL || (kind >= 0 && sb->rule->nlimits[kind] == 0))
+        return;
+    if (sb->rule->per == RL_PER_DESTINATION) {
+        if (namelen == 0)
+            namelen = rl_dests_peer_name(peer, name);
+        if (add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen))
+            return;
+        fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
+        return;
+    }
+    add_budget(g, t, sb);
+}
+
+void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
+                     const void *sa, unsigned salen)
+{
+    struct rl_gate *g = &p->gate;
+    const struct rl_rule *rule = g->rule;
+    struct budget *b = rl_gate_budget(g);
+    t->ncharges = 0;
+    if (b == NULL)
+        return;
+    if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
+        add_budget(g, t, b); /* the hook asked rl_gate_covers */
+        return;
+    }
+    if (sa == NULL) {
+        if (rule != NULL)
+            add_budget(g, t, b);
+        return;
+    }
+    struct rl_peer dest;
+    if (rl_peer_from_addr(&p->names, sa, salen, &dest))
+        rl_gate_charges_peer(p, t, b, &dest, -1);
+}
+
+/* The destination a request names: the connection's peer address (when
+ * known) under the request's own name and port (when it gave them). */
+bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
+                          struct rl_peer *peer)
+{
+    if (q->sa == NULL || !rl_peer_from_addr(&p->names, q->sa, q->salen, peer))
+        /* Neither address nor name (a TLS library writing through a BIO
+         * of the program's, an HTTP/2 request whose name only its commit
+         * decodes): only sections without `to` cover it, under the
+         * destination "-". */
+        memset(peer, 0, sizeof *peer);
+    if (q->name != NULL && q->name[0] != '\0') {
+        size_t l = strlen(q->name);
+        if (l > RL_NAME_MAX)
+            return false;
+        peer->name = q->name;
+        peer->namelen = (int16_t)l;
+    }
+    if (q->port != 0)
+        peer->port = q->port;
+    return true;
+}
