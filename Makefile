@@ -86,9 +86,12 @@ ENSURE     := sh .ci/ensure-deps
 
 # Fleet budgets (SPEC §8): hiredis's reply parser, linked statically when
 # Debian ships the archive (no new DT_NEEDED, nothing exported through the
-# version script); the tests start their own redis-server.
+# version script); the tests start their own redis-server, make a Redis
+# Cluster of them with redis-cli --cluster create, and put simulated hosts
+# in network namespaces with ip (iproute2).
 BUILD_DEPS += libhiredis-dev:pc:hiredis
-TEST_DEPS  += redis-server:cmd:redis-server
+TEST_DEPS  += redis-server:cmd:redis-server redis-tools:cmd:redis-cli \
+              iproute2:cmd:ip
 # (Debian's hiredis.pc names /usr/lib as libdir: ask the compiler instead.)
 HIREDIS_A    = $(shell $(CC) -print-file-name=libhiredis.a)
 HIREDIS_LIBS = $(if $(filter /%,$(HIREDIS_A)),$(HIREDIS_A),$(shell pkg-config --libs hiredis 2>/dev/null))

@@ -22,7 +22,13 @@ struct redis {
     pid_t pid;
     int port;
     char pass[64]; /* requirepass, "" for none */
+    char bind[32]; /* the address it listens on; "" for 127.0.0.1 */
 };
+
+static __attribute__((unused)) const char *redis_addr(const struct redis *r)
+{
+    return r->bind[0] != '\0' ? r->bind : "127.0.0.1";
+}
 
 static __attribute__((unused)) bool redis_have(void)
 {
@@ -43,12 +49,12 @@ static __attribute__((unused)) int redis_free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* Does the server answer PING (or NOAUTH) on its port? */
-static __attribute__((unused)) bool redis_answers(int port)
+/* Does the server at addr:port answer PING (or NOAUTH)? */
+static __attribute__((unused)) bool redis_answers_at(const char *addr, int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, addr, &a.sin_addr);
     bool ok = false;
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
         char buf[64] = "";
@@ -62,13 +68,42 @@ static __attribute__((unused)) bool redis_answers(int port)
     return ok;
 }
 
-/* Start redis-server on r->port (0: a free one), no persistence. */
-static __attribute__((unused)) bool redis_start(struct redis *r)
+static __attribute__((unused)) bool redis_answers(int port)
+{
+    return redis_answers_at("127.0.0.1", port);
+}
+
+/* Start redis-server on r (its port, 0: a free one; its address) with
+ * no persistence and `more` arguments after those (NULL ended), and wait
+ * until it answers. Its output goes nowhere; it dies with the test. */
+static __attribute__((unused)) bool redis_start_with(struct redis *r,
+                                                     char *const *more)
 {
     if (r->port == 0)
         r->port = redis_free_port();
     char port[16];
     snprintf(port, sizeof port, "%d", r->port);
+    /* Protected mode would refuse the simulated hosts on a bridge
+     * (clients from another address than loopback, no password). */
+    char *argv[32] = {"redis-server",
+                      "--port",
+                      port,
+                      "--bind",
+                      (char *)redis_addr(r),
+                      "--save",
+                      "",
+                      "--appendonly",
+                      "no",
+                      "--protected-mode",
+                      "no"};
+    int n = 11;
+    if (r->pass[0] != '\0') {
+        argv[n++] = "--requirepass";
+        argv[n++] = r->pass;
+    }
+    for (int i = 0; more != NULL && more[i] != NULL && n < 31; i++)
+        argv[n++] = more[i];
+    argv[n] = NULL;
     r->pid = fork();
     if (r->pid < 0)
         return false;
@@ -78,22 +113,21 @@ static __attribute__((unused)) bool redis_start(struct redis *r)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         dup2(null, 2);
-        if (r->pass[0] != '\0')
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   "127.0.0.1", "--save", "", "--appendonly", "no",
-                   "--requirepass", r->pass, (char *)NULL);
-        else
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   "127.0.0.1", "--save", "", "--appendonly", "no",
-                   (char *)NULL);
+        execvp("redis-server", argv);
         _exit(127);
     }
     for (int i = 0; i < 300; i++) {
-        if (redis_answers(r->port))
+        if (redis_answers_at(redis_addr(r), r->port))
             return true;
         usleep(10000);
     }
     return false;
+}
+
+/* Start redis-server on r->port (0: a free one), no persistence. */
+static __attribute__((unused)) bool redis_start(struct redis *r)
+{
+    return redis_start_with(r, NULL);
 }
 
 /* SIGKILL it (an outage), and reap it. */
@@ -107,13 +141,13 @@ static __attribute__((unused)) void redis_kill(struct redis *r)
 }
 
 /* `redis-cli` on r with ARGS; its first output line into out. */
-static __attribute__((unused)) int redis_cli(const struct redis *r,
-                                             const char *args, char *out,
-                                             size_t len)
+static __attribute__((unused)) int
+redis_cli(const struct redis *r, const char *args, char *out, size_t len)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "redis-cli -p %d %s%s %s 2>/dev/null", r->port,
-             r->pass[0] ? "--no-auth-warning -a " : "", r->pass, args);
+    snprintf(cmd, sizeof cmd, "redis-cli -h %s -p %d %s%s %s 2>/dev/null",
+             redis_addr(r), r->port, r->pass[0] ? "--no-auth-warning -a " : "",
+             r->pass, args);
     FILE *p = popen(cmd, "r");
     if (p == NULL)
         return -1;
@@ -130,9 +164,10 @@ static __attribute__((unused)) long redis_calls(const struct redis *r,
 {
     char c[512];
     snprintf(c, sizeof c,
-             "redis-cli -p %d %s%s INFO commandstats 2>/dev/null | "
+             "redis-cli -h %s -p %d %s%s INFO commandstats 2>/dev/null | "
              "grep '^cmdstat_%s:'",
-             r->port, r->pass[0] ? "--no-auth-warning -a " : "", r->pass, cmd);
+             redis_addr(r), r->port, r->pass[0] ? "--no-auth-warning -a " : "",
+             r->pass, cmd);
     FILE *p = popen(c, "r");
     char line[512] = "";
     long n = 0;

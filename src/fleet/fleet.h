@@ -1,75 +1,76 @@
 /* fleet.h — budgets shared by every host on one Redis (SPEC §8).
  *
  * A rule with `scope = fleet` is decided in Redis by one Lua script per
- * kind and call (fleet_scripts.h), on Redis's clock. The process keeps one
- * connection (opened on its first decision, re-opened by a forked child,
- * and when a close_range/closefrom sweep took it), used by one thread at a
- * time; every wait on it, the lock included, is bounded by
- * RL_FLEET_WAIT_NS. While Redis is away the config's fleet_fallback
- * decides, on the host budget (the rule's own slot, unused otherwise), one
- * stderr line says so per process, and Redis is tried again at most once a
- * second; what was admitted meanwhile is charged when it is back.
+ * kind and call (fleet_scripts.h), on Redis's clock, at the node that
+ * holds the budget (fleet_route.h: one Redis, or a Redis Cluster's master
+ * of the budget's slot). Each node has one connection per process, on
+ * which every thread's calls are pipelined (fleet_pipe.h): a decision
+ * waits for its own reply only, at most RL_FLEET_WAIT_NS, and a
+ * connection's set-up has a bound of its own (RL_FLEET_OPEN_NS), as has
+ * the first reply of a host that does not know yet how many hosts share
+ * its budgets (its share would be all of them).
+ *
+ * While a node is away (no reply in time, or none at all) the config's
+ * fleet_fallback decides its budgets on the host budget (the rule's own
+ * slot, unused otherwise); one stderr line says so per process; the node
+ * is tried again at most once a second, or at once when another process
+ * of the host saw Redis answer again (the host's "back" word). What was
+ * admitted meanwhile is charged when it is back (fleet_settle.h: a reply
+ * that came late is settled, so nothing is charged twice), and for a
+ * while after a return each host admits no more than its share, so the
+ * hosts still away and those back do not add up to more than the rate.
  *
  * Every system call made here goes through rl_sys (util/sys.h), never a
  * name the shim hooks: the shim's own sockets, reads and writes are never
- * charged, logged or marked, whatever flag the calling thread holds. The
- * connection and its protocol are fleet_conn.h's. */
+ * charged, logged or marked, whatever flag the calling thread holds. */
 #ifndef RL_FLEET_H
 #define RL_FLEET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fleet/fleet_addr.h"
-#include "fleet/fleet_conn.h"
+#include "fleet/fleet_route.h"
+#include "fleet/fleet_settle.h"
 #include "limit/limit.h"
 #include "policy/config.h"
 #include "util/atomics.h"
 
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
+#define RL_FLEET_OPEN_NS 200000000u   /* a connection's set-up, apart */
 #define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
+/* A budget Redis said no to is asked again by one thread of the process
+ * at a time: the others are denied here for this long meanwhile. */
+#define RL_FLEET_PROBE_NS 5000000u
+/* After a return, how long a host keeps to its share as well: every
+ * host still away tries again within RL_FLEET_RETRY_NS, and a try whose
+ * reply was late once more within the next. */
+#define RL_FLEET_SETTLE_NS (2 * RL_FLEET_RETRY_NS + 100000000ull)
 
-/* What the process keeps per fleet budget: the user's rule budget has its
- * own; a site's and per-destination budgets (named by their label) get one
- * of a small table, claimed by the label's hash. */
-struct rl_fleet_budget {
-    rl_atomic_u64 tag;                 /* label hash | 1; 0: free */
-    rl_atomic_u64 debt[RL_KIND_COUNT]; /* admitted while away */
-    /* Host clock until which Redis said no to one unit of a kind: calls
-     * before then are denied here, with no round trip (a denied client
-     * that retries at once must not become a storm on one key). */
-    rl_atomic_u64 closed_until[RL_KIND_COUNT];
-    /* gen + 1 when this outage's host budget was drained. */
-    rl_atomic_u64 drained[RL_KIND_COUNT];
-};
-#define RL_FLEET_BUDGETS 64
+/* The host segment's fleet words (state/layout.h): the coarse clock of
+ * the host's latest return from an outage, and the most hosts a reply
+ * counted lately (a new process's share before its first reply). */
+enum { RL_FLEET_HOST_BACK = 0, RL_FLEET_HOST_HOSTS = 1 };
 
-/* The process's side of the fleet (a member of struct rl_proc). All zero,
- * in .bss: a process with no fleet pays no page for it at load
- * (rl_fleet_init gives the connection its -1). */
+/* A process's fleet: everything its decisions share (a member of struct
+ * rl_proc; all zero, in .bss: a process with no fleet pays no page for it
+ * at load). Only what the comments say is shared between threads, and
+ * how: the rest is set by rl_fleet_init before any decision. */
 struct rl_fleet {
     const struct rl_config *cfg;
     struct rl_fleet_addr addr;
-    char label[160];
-    char host[40]; /* this host's id in the hosts sets */
+    char label[160]; /* the user's rule budget's */
+    char host[40];   /* this host's id in the hosts sets */
     bool on;
-    /* 0 free, 1 held, 2 held with waiters (futex word): a forked child
-     * starts it afresh with a store, whoever held it in the parent. */
-    _Atomic uint32_t lock;
-    struct rl_fleet_conn conn;
-    char sha[2][41];
-    atomic_bool down;
-    rl_atomic_u64 next_try; /* host clock: no try before */
-    atomic_flag warned;
-    /* The "Redis away" line, formatted while the lock is held and written
-     * after it; only the thread that set `warned` touches it. */
-    char warn_line[512];
-    rl_atomic_u64 hosts; /* last seen; 1 until then */
-    rl_atomic_u64 seq;
-    rl_atomic_u64 gen; /* Redis answers seen: a new one ends an outage */
-    struct rl_fleet_budget own; /* the user's rule budget (label) */
-    struct rl_fleet_budget others[RL_FLEET_BUDGETS];
+    atomic_flag warned;  /* the stderr line went out */
+    rl_atomic_u64 hosts; /* last counted by a reply; 0 until then */
+    rl_atomic_u64 seq;   /* calls made (their ids) */
+    rl_atomic_u64 gen;   /* outages ended: a new one drains again */
+    rl_atomic_u64 back;  /* coarse clock of this process's last return */
+    struct rl_fleet_budgets budgets;
+    struct rl_fleet_route route;
 };
 
 /* Set f up for cfg (its `fleet` set) and the budget `label`
@@ -93,20 +94,20 @@ struct rl_fleet_paused {
  * `rule` named `label` (NULL: the user's rule budget of rl_fleet_init; a
  * site's "site:S|USER", a per-destination one "SECTION|USER|NAME"), as
  * rl_multi_take does locally; `states` (the rule's host slot) serve the
- * fallback. `pool` (NULL: none) is the host's lease of send units
- * (fleet_lease.h): spent first, given back when stale and filled again by this
- * call's round trip. `now` is the host's clock, used only to pace the retries:
- * Redis's own clock decides. What is granted here is never given back (a refund
- * would only ever lower use). For a request, the budget's pause in Redis
- * is waited for too (its turn and max_wait_ns are from now), and
- * *paused (NULL: not asked) says how far it moved the turn. */
-struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
-                                const char *label, int kind,
-                                rl_word *const *states,
-                                const struct rl_fleet_pool *pool, uint64_t now,
-                                uint64_t want, uint64_t min,
-                                uint64_t max_wait_ns, struct rl_verdict *v,
-                                struct rl_fleet_paused *paused);
+ * fallback and the share after a return. `pool` (NULL: none) is the
+ * host's lease of send units (fleet_lease.h): spent first, given back
+ * when stale and filled again by this call's round trip. `host` (NULL:
+ * none) are the host segment's fleet words (RL_FLEET_HOST_*). `now` is
+ * the host's clock, used only to pace the retries: Redis's own clock
+ * decides. For a request, the budget's pause in Redis is waited for too
+ * (its turn and max_wait_ns are from now), and *paused (NULL: not asked)
+ * says how far it moved the turn. */
+struct rl_verdict
+rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
+              int kind, rl_word *const *states,
+              const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
+              uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+              struct rl_verdict *v, struct rl_fleet_paused *paused);
 
 /* A 429/503 paused the request budget named `label` (as rl_fleet_take
  * names it) for `wait_ns` (a Retry-After, or this host's backoff): the
@@ -118,21 +119,25 @@ struct rl_verdict rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule,
 int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
                    bool backoff);
 
-/* At exit: the host's unspent leased units go back to Redis, when this
- * process has a connection to it (bounded like every wait on Redis). */
+/* At exit: the host's unspent leased units (pool, NULL: none) go back to
+ * Redis, and what the process spent of the user's rule budget while Redis
+ * was away is charged, when this process has a connection to it (bounded
+ * like every wait on Redis). */
 void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                      const struct rl_fleet_pool *pool);
 
-/* In the child after fork: drop the parent's connection (the child opens
- * its own) and start the lock afresh, without touching either. */
+/* In the child after fork: drop the parent's connections (the child opens
+ * its own) and what its threads were doing on them, without touching
+ * either; the debts are the parent's to charge. */
 void rl_fleet_atfork_child(struct rl_fleet *f);
 
-/* Is Redis answering now (for tests and `rlshim check`)? */
+/* Is Redis answering now (every node the process uses)? */
 bool rl_fleet_up(const struct rl_fleet *f);
 
-/* For `rlshim check`: connect to cfg's Redis, authenticate, PING, load the
- * scripts. Returns 0 and the round trip in *rtt_ns, or -errno and why in
- * `why`. A connection of its own, closed before return. */
+/* For `rlshim check` (fleet_ping.c): connect to cfg's Redis,
+ * authenticate, PING, load the scripts. Returns 0 and the round trip in
+ * *rtt_ns, or -errno and why in `why`. A connection of its own, closed
+ * before return. */
 int rl_fleet_ping(const struct rl_config *cfg, uint64_t *rtt_ns, char *why,
                   size_t whylen);
 

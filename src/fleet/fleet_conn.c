@@ -129,10 +129,11 @@ static int wait_fd(int fd, short ev, uint64_t deadline)
         struct pollfd p = {.fd = fd, .events = ev};
         int ms = (int)((deadline - now + 999999) / 1000000);
         int r = rl_sys.poll(&p, 1, ms);
+        if (r > 0 && (p.revents & POLLNVAL))
+            return -EBADF; /* closed under us (a close_range sweep) */
         if (r > 0)
-            return (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & ev)
-                       ? -ECONNRESET
-                       : 0;
+            return (p.revents & POLLERR) && !(p.revents & ev) ? -ECONNRESET
+                                                               : 0;
         if (r < 0 && errno != EINTR)
             return -errno;
     }
@@ -347,12 +348,11 @@ int rl_fleet_conn_handshake(struct rl_fleet_conn *c,
         rl_fleet_cmd_u64(c, addr->db);
         n++;
     }
-    const char *text[2] = {rl_fleet_lua_bucket, rl_fleet_lua_window};
     for (int i = 0; i < 2; i++) {
         rl_fleet_cmd_start(c, 3);
         rl_fleet_cmd_str(c, "SCRIPT");
         rl_fleet_cmd_str(c, "LOAD");
-        rl_fleet_cmd_str(c, text[i]);
+        rl_fleet_cmd_str(c, i == 0 ? rl_fleet_lua_bucket : rl_fleet_lua_window);
         n++;
     }
     int r = rl_fleet_conn_send(c, deadline);
@@ -381,10 +381,13 @@ int rl_fleet_conn_handshake(struct rl_fleet_conn *c,
     return first_err;
 }
 
-int rl_fleet_conn_open(struct rl_fleet_conn *c,
-                       const struct rl_fleet_addr *addr,
-                       const char *password_file, char (*sha)[41],
-                       uint64_t deadline)
+/* A new socket, connected to addr within *deadline (moved on by the time
+ * the fd table took to grow), and TCP_NODELAY; recorded in c. Out of
+ * line: its buffers (a stat, socket options) are off the caller's stack
+ * before the handshake waits. */
+static __attribute__((noinline)) int
+connect_to(struct rl_fleet_conn *c, const struct rl_fleet_addr *addr,
+           uint64_t *deadline)
 {
     int fam = addr->sa.ss_family;
     struct stat st;
@@ -394,7 +397,7 @@ int rl_fleet_conn_open(struct rl_fleet_conn *c,
      * and in a process of several threads the kernel then waits for an
      * RCU grace period (milliseconds on a loaded machine): not a wait on
      * Redis, so not spent out of its bound. */
-    deadline += rl_clock_now_ns() - t0;
+    *deadline += rl_clock_now_ns() - t0;
     if (fd < 0) {
         rl_fleet_conn_why(c, "socket: %s", strerror(-fd));
         return fd;
@@ -407,7 +410,7 @@ int rl_fleet_conn_open(struct rl_fleet_conn *c,
     if (r == 0 &&
         rl_sys.connect(fd, (const struct sockaddr *)&addr->sa, addr->salen) !=
             0) {
-        r = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, deadline) : -errno;
+        r = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, *deadline) : -errno;
         if (r == 0) {
             int e = 0;
             socklen_t el = sizeof e;
@@ -418,17 +421,26 @@ int rl_fleet_conn_open(struct rl_fleet_conn *c,
     }
     if (r < 0) {
         rl_fleet_conn_why(c, "%s", strerror(-r));
-        goto fail;
+        rl_fleet_conn_close(c);
+        return r;
     }
     if (fam != AF_UNIX) {
         int one = 1;
         rl_sys.setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    return 0;
+}
+
+int rl_fleet_conn_open(struct rl_fleet_conn *c,
+                       const struct rl_fleet_addr *addr,
+                       const char *password_file, char (*sha)[41],
+                       uint64_t deadline)
+{
+    int r = connect_to(c, addr, &deadline);
+    if (r < 0)
+        return r;
     r = rl_fleet_conn_handshake(c, addr, password_file, sha, deadline);
     if (r < 0)
-        goto fail;
-    return 0;
-fail:
-    rl_fleet_conn_close(c);
+        rl_fleet_conn_close(c);
     return r;
 }

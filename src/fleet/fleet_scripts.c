@@ -12,7 +12,8 @@
     "local debt = tonumber(ARGV[4])\n"                                         \
     "local lease = tonumber(ARGV[7])\n"                                        \
     "local ret = tonumber(ARGV[8])\n"                                          \
-    "local n = (#ARGV - 8) / 3\n"                                              \
+    "local capped = tonumber(ARGV[9])\n"                                       \
+    "local n = (#ARGV - 9) / 3\n"                                              \
     "local hk = KEYS[n + 1]\n"                                                 \
     "local pk = KEYS[n + 2]\n"                                                 \
     "redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])\n"                        \
@@ -38,9 +39,9 @@ const char rl_fleet_lua_bucket[] =
     "local L = {}\n"
     "local avail = want\n"
     "for i = 1, n do\n"
-    "  local c = tonumber(ARGV[6 + 3 * i])\n"
-    "  local p = tonumber(ARGV[7 + 3 * i])\n"
-    "  local b = tonumber(ARGV[8 + 3 * i])\n"
+    "  local c = tonumber(ARGV[7 + 3 * i])\n"
+    "  local p = tonumber(ARGV[8 + 3 * i])\n"
+    "  local b = tonumber(ARGV[9 + 3 * i])\n"
     "  local v = redis.call('HMGET', KEYS[i], 'u', 'f')\n"
     "  local u = tonumber(v[1]) or 0\n"
     "  local f = tonumber(v[2]) or 0\n"
@@ -53,13 +54,16 @@ const char rl_fleet_lua_bucket[] =
     "    used = used - ret * p\n"
     "    if used < 0 then used = 0 end\n"
     "  end\n"
-    /* What a host spent while Redis was away, charged on its return down
-     * to one burst below empty: hosts come back one by one, and a debt
-     * capped at empty would leave the bucket's regained burst to the
-     * first one back (a burst on return). */
+    /* What a host spent while Redis was away, charged on its return: in
+     * full (a host's share: what the shares admitted together is what
+     * the bucket refilled meanwhile), or (capped: a fallback that
+     * admitted more than a share, `local` or `allow`) down to one burst
+     * below empty, as far as the budget can hold it — hosts come back
+     * one by one, and a debt capped at empty would leave the bucket's
+     * regained burst to the first one back (a burst on return). */
     "  if debt > 0 then\n"
     "    used = used + debt * p\n"
-    "    if used > 2 * b * p then used = 2 * b * p end\n"
+    "    if capped > 0 and used > 2 * b * p then used = 2 * b * p end\n"
     "  end\n"
     "  local a = math.floor((b * p - used) / p)\n"
     "  if a < 0 then a = 0 end\n"
@@ -122,8 +126,8 @@ const char rl_fleet_lua_window[] =
     "local avail = want\n"
     "local L = {}\n"
     "for i = 1, n do\n"
-    "  local c = tonumber(ARGV[6 + 3 * i])\n"
-    "  local p = tonumber(ARGV[7 + 3 * i])\n"
+    "  local c = tonumber(ARGV[7 + 3 * i])\n"
+    "  local p = tonumber(ARGV[8 + 3 * i])\n"
     /* A stamp s counts while s > now - p: the window is (now - p, now];
      * at the turn t0, (t0 - p, t0] and the stamps reserved after it
      * (integer µs: > t0 - p is >= t0 - p + 1). */

@@ -4,17 +4,19 @@
  * Both take KEYS = one key per limit of the kind, then the budget's hosts
  * key, all with the same hash tag ({SECTION|USER}) so a Redis Cluster
  * runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
- * call id, lease, ret, then per limit: count, period_us, burst. They
- * reply {granted, wait_us, hosts, leased}: granted 0 is a denial and
+ * call id, lease, ret, capped, then per limit: count, period_us, burst.
+ * They reply {granted, wait_us, hosts, leased}: granted 0 is a denial and
  * wait_us then how long until `min` could be granted (-1: never). A grant
  * with wait_us > 0 is a reservation (on_deny = delay). `lease` asks for
  * that many units more, taken ahead for the host's pool (fleet_lease.h):
  * granted (`leased`, maybe fewer) only with a grant that needs no wait,
  * and only as far as every bucket keeps half its burst after it. `ret`
  * is a lease's unspent units given back, before anything is taken. The
- * window script leases nothing and ignores both. `debt` is what this process admitted
- * while Redis was away: charged first, at most until the budget is empty
- * (no burst on return). Each call marks `host` active in the hosts key
+ * window script leases nothing and ignores both. `debt` is what this
+ * process admitted while Redis was away: charged first, in full (a
+ * share's), or with `capped` (a fallback beyond a share: local, allow)
+ * down to one burst below empty; a window holds at most two windows'
+ * worth. Each call marks `host` active in the hosts key
  * (a sorted set by time, 60 s), whose size is what `share` divides by.
  *
  * A request kind's call also gives its budget's pause key last (SPEC

@@ -432,10 +432,14 @@ void rl_gate_finish(struct rl_proc *p)
     if (g->cfg == NULL)
         return;
     rl_lease_finish(p);
-    if (g->fleet_lease) {
+    if (g->rule != NULL && rl_fleet_decides(&p->fleet, g->rule)) {
+        /* The host's lease back, and what was spent while Redis was away
+         * charged (fleet.h). */
         struct budget *b = atomic_load_explicit(&g->cur, memory_order_acquire);
-        if (b != NULL && b->fleet.w != NULL)
-            rl_fleet_finish(&p->fleet, g->rule, &b->fleet);
+        rl_fleet_finish(&p->fleet, g->rule,
+                        g->fleet_lease && b != NULL && b->fleet.w != NULL
+                            ? &b->fleet
+                            : NULL);
     }
     if (g->report.on) {
         rl_lease_report(p);

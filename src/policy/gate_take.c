@@ -85,10 +85,15 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
                                                c->budget->fleet.w != NULL
                                            ? &c->budget->fleet
                                            : NULL;
+    /* The host's fleet words (when Redis came back, how many hosts). */
+    rl_atomic_u64 *host =
+        c->budget->store != NULL ? rl_store_fleet_words(c->budget->store)
+                                 : NULL;
     struct rl_fleet_paused paused;
     struct rl_verdict v =
         rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
-                      t->now, want, min, mw, c->v[rl_gate_vrow(kind)], &paused);
+                      host, t->now, want, min, mw, c->v[rl_gate_vrow(kind)],
+                      &paused);
     if (paused.ns > 0) {
         /* Another host's 429 (SPEC §12): this host's word shows it too. */
         rl_pause_mirror(c, t->now, paused.ns, paused.backoff);

@@ -29,8 +29,9 @@
  *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
  *   dests    (policy/dests.h)      per = destination: the table's
  *                                  geometry, the table in the store in use
- *   fleet    (fleet/fleet.h)       scope = fleet: the Redis connection, its
- *                                  lock, the fallback's state
+ *   fleet    (fleet/fleet.h)       scope = fleet: a Redis connection per
+ *                                  node, the cluster's map, the budgets'
+ *                                  accounts, the fallback's state
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
@@ -50,8 +51,9 @@
  *                                 parent thread was writing
  *   2. gate     (policy/gate.c)   a segment re-open in progress
  *   3. leases   (policy/lease.c)  the parent threads' lease records
- *   4. fleet    (fleet/fleet.c)   the parent's Redis connection and lock:
- *                                 closed by system call, reader forgotten
+ *   4. fleet    (fleet/fleet.c)   the parent's Redis connections and what
+ *                                 its threads were doing on them: closed
+ *                                 by system call, readers forgotten
  *   5. ready    (policy/ready.c)  the parent's held sockets, turns,
  *                                 tickets; its mutex made anew
  *   6. epreg    (shim/epreg.c)    the registrations' mutex made anew

@@ -45,7 +45,7 @@
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 5u
+#define RL_LAYOUT_VERSION 6u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -63,7 +63,10 @@
  *   last_used  CLOCK_MONOTONIC_COARSE ns of the latest decision, relaxed
  *              stores by any user at most every RL_STORE_TOUCH_NS, read
  *              by the creator of another segment to remove this one once
- *              it has been unused for longer than max_period_ns.
+ *              it has been unused for longer than max_period_ns;
+ *   fleet      the host's words of its fleet budgets (fleet.h's
+ *              RL_FLEET_HOST_*: when Redis last came back, how many hosts
+ *              it counted), relaxed loads and stores by any process.
  * boot_id is /proc/sys/kernel/random/boot_id as 16 bytes: CLOCK_MONOTONIC
  * readings (the window's stamps, the bucket's time) mean nothing in another
  * boot, so a segment of another boot is replaced, never trusted. */
@@ -87,7 +90,7 @@ struct rl_seg_header {
     uint64_t boot_id[2];     /* the boot it was made in; 0: unknown */
     uint64_t max_period_ns;  /* the longest period of its budgets */
     rl_atomic_u64 last_used; /* coarse monotonic ns */
-    uint64_t reserved[2];    /* zero; room for later fields */
+    rl_atomic_u64 fleet[2];  /* the host's fleet words (fleet.h) */
 };
 
 #define RL_SEG_HEADER_SIZE 144u
@@ -165,7 +168,7 @@ _Static_assert(offsetof(struct rl_seg_header, arena_used) == 80, "used");
 _Static_assert(offsetof(struct rl_seg_header, boot_id) == 96, "boot id");
 _Static_assert(offsetof(struct rl_seg_header, max_period_ns) == 112, "period");
 _Static_assert(offsetof(struct rl_seg_header, last_used) == 120, "last used");
-_Static_assert(offsetof(struct rl_seg_header, reserved) == 128, "reserved");
+_Static_assert(offsetof(struct rl_seg_header, fleet) == 128, "fleet");
 _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");

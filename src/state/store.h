@@ -124,6 +124,10 @@ int rl_store_slot(struct rl_store *s, uint64_t tag, const char *label,
  * decision. */
 bool rl_store_is_stale(const struct rl_store *s);
 
+/* The host's two fleet words in s's header (layout.h): shared by every
+ * process of the segment. */
+rl_atomic_u64 *rl_store_fleet_words(struct rl_store *s);
+
 #define RL_STORE_CLAIM_WAIT_NS 20000000ull /* 20 ms */
 
 /* Add `n` to one counter of a slot (relaxed: statistics only). */

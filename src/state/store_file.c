@@ -412,6 +412,11 @@ bool rl_store_is_shared(const struct rl_store *s)
     return s->shared;
 }
 
+rl_atomic_u64 *rl_store_fleet_words(struct rl_store *s)
+{
+    return s->hdr->fleet;
+}
+
 bool rl_store_is_stale(const struct rl_store *s)
 {
     struct rl_seg_header *h = s->hdr;

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "../redis_server.h"
+#include "bench_gate.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/proc.h"
@@ -44,19 +45,7 @@ static char dir[64];
 
 static void gate_with(const char *text)
 {
-    struct rl_config *cfg = NULL;
-    struct rl_diag d = {0};
-    if (rl_config_load_string(text, "bench.ini", &cfg, &d) != 0) {
-        fprintf(stderr, "config: %s\n", d.n ? d.msgs[0] : "?");
-        exit(1);
-    }
-    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
-    snprintf(id.key, sizeof id.key, "bench");
-    char why[256];
-    if (rl_gate_init(&proc, cfg, &id, why, sizeof why) != 0) {
-        fprintf(stderr, "gate: %s\n", why);
-        exit(1);
-    }
+    bench_gate_with(&proc, text);
 }
 
 static struct sockaddr_in dest(void)

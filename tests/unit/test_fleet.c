@@ -219,7 +219,10 @@ Test(fleet, keys_carry_a_hash_tag_and_expire_when_refilled)
     cr_expect(strtol(out, NULL, 10) > 0, "hosts TTL %s", out);
 }
 
-Test(fleet, reloads_the_scripts_after_noscript)
+/* A Redis that lost the scripts (SCRIPT FLUSH; a replica promoted, which
+ * never had them) answers NOSCRIPT: the call is made again as EVAL of
+ * the text, on the same connection, within the same decision. */
+Test(fleet, runs_the_script_as_eval_after_noscript)
 {
     start_redis();
     gate_with(FLEET_10);
@@ -229,7 +232,13 @@ Test(fleet, reloads_the_scripts_after_noscript)
     redis_cli(&R, "SCRIPT FLUSH", out, sizeof out);
     cr_assert_eq(connect_at(now), RL_GATE_GO);
     cr_expect(rl_fleet_up(&proc.fleet));
-    cr_expect_geq(redis_calls(&R, "script|load"), 4);
+    cr_expect_eq(redis_calls(&R, "eval"), 1);
+    /* The first decision's, and the one NOSCRIPT answered. */
+    cr_expect_eq(redis_calls(&R, "evalsha"), 2);
+    /* EVAL loaded it again: the next decision is an EVALSHA. */
+    cr_assert_eq(connect_at(now), RL_GATE_GO);
+    cr_expect_eq(redis_calls(&R, "evalsha"), 3);
+    cr_expect_eq(redis_calls(&R, "eval"), 1);
 }
 
 Test(fleet, sliding_window_keeps_unique_stamps)
@@ -355,7 +364,8 @@ static void *decide(void *arg)
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
             rl_fleet_take(&proc.fleet, d->rule, NULL, RL_KIND_CONNECT,
-                          d->states, NULL, rl_clock_now_ns(), 1, 1, 0, v, NULL);
+                          d->states, NULL, NULL, rl_clock_now_ns(), 1, 1, 0, v,
+                          NULL);
         d->granted += r.granted > 0;
     }
     return NULL;
@@ -451,10 +461,10 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     uint64_t now = rl_clock_now_ns();
     struct rl_verdict a =
         rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
-                      now, 1, 1, 0, v, NULL);
+                      NULL, now, 1, 1, 0, v, NULL);
     struct rl_verdict b =
         rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
-                      now, 1, 1, 0, v, NULL);
+                      NULL, now, 1, 1, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
@@ -506,4 +516,53 @@ Test(fleet, a_pause_on_redis_holds_the_requests_sliding_window)
 {
     start_redis();
     check_pause_on_redis("sliding_window");
+}
+
+/* ---- the host's "Redis is back" word ------------------------------------*/
+
+/* A process away from Redis tries again at most once a second, but at
+ * once when another process of its host saw Redis answer (the host
+ * segment's word, here an array of our own): so every process of a host
+ * comes back together, not one a second. */
+Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
+{
+    start_redis();
+    char text[512];
+    snprintf(text, sizeof text,
+             "[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+             "[user:crawler]\nscope = fleet\nconnect = 1000/s\n",
+             R.port);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(load(text, &cfg, &d), 0);
+    cr_assert_eq(rl_fleet_init(&proc.fleet, cfg, "user:crawler|crawler"), 0);
+    const struct rl_rule *rule = &cfg->rules[cfg->nrules - 1];
+    static rl_word words[RL_MAX_RATES][8];
+    rl_word *states[RL_MAX_RATES];
+    for (int i = 0; i < RL_MAX_RATES; i++)
+        states[i] = words[i];
+    static rl_atomic_u64 host[2];
+    struct rl_verdict v[RL_MAX_RATES];
+#define TAKE()                                                                 \
+    rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_CONNECT, states, NULL,     \
+                  host, rl_clock_now_ns(), 1, 1, 0, v, NULL)
+    cr_assert_eq(TAKE().granted, 1);
+    usleep(100000); /* its reply is no longer the last word of Redis */
+    /* Away: stopped, a call gets no reply within 50 ms. */
+    kill(R.pid, SIGSTOP);
+    cr_expect_eq(TAKE().granted, 0);
+    cr_expect_not(rl_fleet_up(&proc.fleet));
+    kill(R.pid, SIGCONT);
+    usleep(20000);
+    long before = redis_calls(&R, "evalsha");
+    /* Back, but this process's next try is a second away: it stays on the
+     * fallback (deny), and asks nothing. */
+    cr_expect_eq(TAKE().granted, 0);
+    cr_expect_eq(redis_calls(&R, "evalsha"), before, "asked before its try");
+    /* Another process of the host saw Redis answer: this one tries now. */
+    rl_store_relaxed_u64(&host[RL_FLEET_HOST_BACK], rl_clock_coarse_ns());
+    cr_expect_eq(TAKE().granted, 1, "not back with the host's word");
+    cr_expect(rl_fleet_up(&proc.fleet));
+    cr_expect_gt(redis_calls(&R, "evalsha"), before);
+#undef TAKE
 }

@@ -178,9 +178,9 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, boot_id), 96);
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
-    cr_assert_eq(offsetof(struct rl_seg_header, reserved), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 5,
-                 "a pause per destination entry (SPEC §12)");
+    cr_assert_eq(offsetof(struct rl_seg_header, fleet), 128);
+    cr_assert_eq(RL_LAYOUT_VERSION, 6,
+                 "the host's fleet words in the header (SPEC §8)");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);

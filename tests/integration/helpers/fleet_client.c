@@ -18,7 +18,11 @@
  * FLEET_PARENT_TOO=1: the parent runs THREADS threads of its own as well
  * (its connection and its children's are then in use at once).
  * FLEET_PORT2=P: every other thread connects to 127.0.0.2:P instead (a
- * second destination).
+ * second destination). FLEET_HOST=A: connect to the IPv4 address A
+ * rather than 127.0.0.1 (a simulated host in a network namespace of its
+ * own reaches the server on a bridge). FLEET_DENY_SLEEP_MS=N: a denied
+ * connect sleeps N ms (default 2) before the next (hundreds of threads
+ * on a small machine).
  *
  *   fleet_client sends PORT PROCS RATE SECONDS
  *
@@ -81,6 +85,8 @@ static double seconds;
 static int sweep, once;
 static int port2;
 static _Atomic int nthreads;
+static uint32_t host_addr;     /* network order; 127.0.0.1 by default */
+static useconds_t deny_sleep = 2000;
 
 static double now_s(void)
 {
@@ -93,7 +99,7 @@ static void *worker(void *arg)
 {
     double end = *(double *)arg;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = host_addr;
     if (port2 != 0 && atomic_fetch_add(&nthreads, 1) % 2 == 1) {
         a.sin_port = htons(port2);
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
@@ -118,7 +124,7 @@ static void *worker(void *arg)
                 break;
         } else {
             atomic_fetch_add(&tot->denied, 1);
-            usleep(2000);
+            usleep(deny_sleep);
         }
     }
     return NULL;
@@ -348,6 +354,10 @@ static int stderr_child(void)
 
 int main(int argc, char **argv)
 {
+    host_addr = htonl(INADDR_LOOPBACK);
+    if (getenv("FLEET_HOST") != NULL &&
+        inet_pton(AF_INET, getenv("FLEET_HOST"), &host_addr) != 1)
+        return 2;
     if (argc == 3 && strcmp(argv[1], "stderr") == 0) {
         port = atoi(argv[2]);
         return stderr_run(argv[0], argv[2]);
@@ -388,6 +398,8 @@ int main(int argc, char **argv)
         return 1;
     sweep = getenv("FLEET_SWEEP") != NULL;
     port2 = getenv("FLEET_PORT2") != NULL ? atoi(getenv("FLEET_PORT2")) : 0;
+    if (getenv("FLEET_DENY_SLEEP_MS") != NULL)
+        deny_sleep = (useconds_t)atoi(getenv("FLEET_DENY_SLEEP_MS")) * 1000;
     if (getenv("FLEET_PARENT_FIRST") != NULL) {
         double forever = now_s() + 5;
         once = 1;
@@ -395,6 +407,7 @@ int main(int argc, char **argv)
         once = 0;
     }
     double end = now_s() + seconds;
+    fflush(stdout);
     for (int p = 0; p < procs; p++) {
         pid_t pid = fork();
         if (pid < 0)
@@ -407,7 +420,9 @@ int main(int argc, char **argv)
             pthread_create(&th[i], NULL, worker, &end);
         for (int i = 0; i < n; i++)
             pthread_join(th[i], NULL);
-        _exit(0);
+        /* exit, not _exit: a program's end, with the shim's (a fleet
+         * budget's debt is charged there). */
+        exit(0);
     }
     if (getenv("FLEET_PARENT_TOO") != NULL) {
         pthread_t th[64];

@@ -1,0 +1,362 @@
+/* Fleet budgets at scale (SPEC §8): a Redis Cluster losing a master, 16
+ * hosts on a network of their own, a Redis that answers late, a Redis
+ * that stops, or dies, and comes back. Every Redis is started by the test
+ * on free ports and stopped after; every admission is counted where it
+ * arrives (sink.py logs a line per connection with its monotonic times).
+ *
+ * The bound a budget of rate r and burst b keeps over t seconds is
+ * b + r·t, and it holds here however many processes fell back: SPEC §8
+ * lets a process with no reply within 50 ms spend its host's share
+ * meanwhile (an outage of that process: one stderr line says so), and
+ * that is charged in full when it is back (fleet_scripts.h). (What a
+ * process still away at the very end of a run had spent is charged by no
+ * one: the processes here are back long before.) */
+#include "harness.h"
+
+#include "../redis_cluster.h"
+#include "../redis_server.h"
+#include "fleet_hosts.h"
+
+static struct server srv;
+static struct redis R;
+static struct redis_cluster C;
+static struct server proxy;
+static struct nethosts net;
+
+static void setup(void)
+{
+    h_setup();
+    memset(&R, 0, sizeof R);
+    fh_net = NULL;
+}
+
+static void teardown(void)
+{
+    cluster_stop(&C);
+    if (R.pid > 0)
+        kill(R.pid, SIGCONT);
+    redis_kill(&R);
+    h_server_stop(&proxy);
+    h_server_stop(&srv);
+    nethosts_remove(&net);
+    h_teardown();
+}
+
+TestSuite(fleet_scale, .init = setup, .fini = teardown, .timeout = 120);
+
+static void need_redis(void)
+{
+    if (!redis_have())
+        cr_skip_test("redis-server is not installed");
+    cr_assert(redis_start(&R), "redis-server did not start");
+}
+
+/* The most arrivals in any window of `w` seconds whose start is in
+ * [from, to), and (at) where that window starts. */
+static int worst_window(const double *t, int n, double from, double to,
+                        double w, double *at)
+{
+    int worst = 0;
+    *at = from;
+    for (int i = 0; i < n; i++) {
+        if (t[i] < from || t[i] >= to)
+            continue;
+        int c = count_between(t, n, t[i], t[i] + w);
+        if (c > worst) {
+            worst = c;
+            *at = t[i];
+        }
+    }
+    return worst;
+}
+
+/* Wait for the hosts, then what the sink saw: its arrival times (sorted,
+ * into t, returned count), their span, and how many processes fell back. */
+static int arrivals(pid_t *pids, int nhosts, double *t, int max, double *span,
+                    int *away)
+{
+    wait_all(pids, nhosts, 40);
+    usleep(200000);
+    int n = conn_times(&srv, t, max);
+    cr_assert_gt(n, 0);
+    *span = t[n - 1] - t[0];
+    *away = hosts_err_lines(nhosts, 0, "fleet Redis");
+    return n;
+}
+
+/* ---- a Redis Cluster losing a master ------------------------------------*/
+
+/* The master that holds the fleet's keys now (its DBSIZE is not 0). */
+static int keys_master(void)
+{
+    for (int i = 0; i < C.n; i++) {
+        char out[64];
+        if (!cluster_is_master(&C, i))
+            continue;
+        redis_cli(&C.node[i], "DBSIZE", out, sizeof out);
+        if (atol(out) > 0)
+            return i;
+    }
+    return -1;
+}
+
+/* 3 hosts x 2 processes x 4 threads on `connect = 20/s` of a 6-node
+ * cluster; the master of the budget's slot is killed 2.5 s into the 8 s
+ * run and its replica promoted (about 1.5 s later, cluster-node-timeout
+ * 500 ms): at the server, never more than the budget (plus, for each
+ * process that fell back meanwhile, its uncharged burst). */
+Test(fleet_scale, a_master_killed_mid_run_keeps_the_budget)
+{
+    if (!cluster_have())
+        cr_skip_test("redis-server or redis-cli is not installed");
+    cr_assert(cluster_start(&C, 3, true, h_dir), "the cluster did not start");
+    h_server_start(&srv, "sink.py");
+    const int r = 20, b = 20;
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nscope = fleet\nconnect = %d/s\n"
+                   "connect_burst = %d\nto = 127.0.0.1:%d\n",
+                   C.node[0].port, r, b, srv.port);
+    pid_t pids[3];
+    hosts_connect(pids, 3, 0, srv.port, 2, 4, 8, NULL);
+    usleep(2500000);
+    int victim = keys_master();
+    cr_assert_geq(victim, 0, "no master holds the budget's keys");
+    char out[64];
+    redis_cli(&C.node[victim], "WAIT 1 500", out, sizeof out);
+    double killed = h_now();
+    redis_kill(&C.node[victim]);
+    static double t[8192];
+    double span;
+    int away;
+    int n = arrivals(pids, 3, t, 8192, &span, &away);
+    int promoted = keys_master();
+    int after = count_between(t, n, killed + 3, t[n - 1] + 1);
+    printf("fleet failover: %d admitted in %.2f s (budget %.0f), %d processes "
+           "fell back, master %d killed, %d holds the keys after, %d "
+           "admitted from 3 s after the kill\n",
+           n, span, b + r * span, away, victim, promoted, after);
+    cr_expect_neq(promoted, victim);
+    cr_expect_geq(promoted, 0, "no master holds the keys after the failover");
+    cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
+    /* The promoted master decides again: the fleet is back near its rate
+     * (not each host on its share, nor all of them on the full rate). */
+    cr_expect_gt(after, r * (t[n - 1] - killed - 3) * 0.7, "%d after", after);
+}
+
+/* ---- many hosts ---------------------------------------------------------*/
+
+/* 16 hosts x 4 processes x 8 threads on one `connect = 50/s` budget for
+ * 10 s: at the server, never more than b + r·t, and at least 95 % of it.
+ * Each host is a network namespace with its own address on a bridge
+ * where Redis and the sink listen (netns_hosts.h); where namespaces
+ * cannot be made, 16 state dirs on loopback (the line says which). */
+Test(fleet_scale, sixteen_hosts_of_32_threads_fill_one_budget_and_no_more)
+{
+    const int hosts = 16, r = 50, b = 50;
+    const double secs = 10;
+    const char *addr = "127.0.0.1";
+    if (getenv("FLEET_SCALE_LOOPBACK") == NULL && nethosts_make(&net, hosts)) {
+        fh_net = &net;
+        addr = net.bridge_ip;
+        snprintf(R.bind, sizeof R.bind, "%s", addr);
+        setenv("SINK_HOST", addr, 1);
+        printf("fleet 16 hosts: network namespaces on a bridge at %s\n", addr);
+    } else {
+        printf("fleet 16 hosts: 16 state dirs on loopback (no network "
+               "namespaces: %s)\n",
+               net.why);
+    }
+    need_redis();
+    h_server_start(&srv, "sink.py");
+    unsetenv("SINK_HOST");
+    const char *fb = getenv("FLEET_SCALE_FALLBACK");
+    h_config_write("[rlshim]\nfleet = redis://%s:%d\nfleet_fallback = %s\n"
+                   "[default]\nscope = fleet\nconnect = %d/s\n"
+                   "connect_burst = %d\nto = %s:%d\n",
+                   addr, R.port, fb != NULL ? fb : "share", r, b, addr,
+                   srv.port);
+    setenv("FLEET_DENY_SLEEP_MS", "20", 1);
+    pid_t pids[16];
+    hosts_connect(pids, hosts, 0, srv.port, 4, 8, secs, addr);
+    unsetenv("FLEET_DENY_SLEEP_MS");
+    static double t[8192];
+    double span;
+    int away;
+    int n = arrivals(pids, hosts, t, 8192, &span, &away);
+    double budget = b + r * span;
+    long ok = hosts_sum(hosts, 0, "ok", false);
+    long slowest = hosts_sum(hosts, 0, "slowest_us", true);
+    long evals = redis_calls(&R, "evalsha");
+    printf("fleet 16 hosts: %ld EVALSHA, slowest connect %ld us\n", evals,
+           slowest);
+    if (getenv("FLEET_SCALE_BINS") != NULL) {
+        for (int h = 0; h < hosts; h++) {
+            char path[300];
+            snprintf(path, sizeof path, "%s/host%d.0.err", h_dir, h);
+            printf("  host %d: ok %ld, %d fallback lines\n", h,
+                   hosts_sum(h + 1, 0, "ok", false) -
+                       hosts_sum(h, 0, "ok", false),
+                   h_file_lines(path, "fleet Redis"));
+        }
+        for (double x = t[0]; x < t[n - 1]; x += 0.5)
+            printf(" %d", count_between(t, n, x, x + 0.5));
+        printf("\n");
+    }
+    char why[512];
+    printf("fleet 16 hosts x 4 x 8 threads: %d admitted in %.2f s, budget "
+           "%.0f (%.1f %%), %d processes fell back (%s), %ld ok at the "
+           "clients\n",
+           n, span, budget, 100.0 * n / budget, away,
+           hosts_err_first(hosts, 0, "fleet Redis", why, sizeof why), ok);
+    cr_expect_eq(ok, n, "the clients' ok and the server's count");
+    /* Redis's decisions against the server's arrivals: an arrival comes
+     * up to the slowest connect after its decision (hundreds of ms while
+     * 64 processes start at once), and the span the server sees is that
+     * much short of Redis's. */
+    double lag = (double)slowest / 1e6;
+    cr_expect_leq(n, budget + r * lag + 1, "%d admitted (lag %.3f s)", n,
+                  lag);
+    /* 95 % of the budget at least. A sanitizer's build spends several
+     * times the CPU per decision, and 512 threads of it on a small
+     * machine take tokens later than they come (92 % seen under ASan on
+     * 2 cores): there, 85 %. The bound above holds in every build. */
+    const char *san = getenv("RLSHIM_SANITIZER");
+    double least = san != NULL && *san != '\0' ? 0.85 : 0.95;
+    cr_expect_geq(n, budget * least, "%d admitted, < %.0f %% of %.0f", n,
+                  least * 100, budget);
+}
+
+/* ---- a Redis 30 ms away ---------------------------------------------------*/
+
+/* 32 threads of one process on a budget far from binding, every reply of
+ * Redis handed over 30 ms late (delay_proxy.py): each decision waits for
+ * its own reply, under SPEC §8's 50 ms, so none is denied in 10 s. */
+Test(fleet_scale, thirty_two_threads_with_redis_30_ms_away_are_never_denied)
+{
+    need_redis();
+    char to[16];
+    snprintf(to, sizeof to, "%d", R.port);
+    setenv("DELAY_TO", to, 1);
+    setenv("DELAY_MS", "30", 1);
+    h_server_start(&proxy, "delay_proxy.py");
+    unsetenv("DELAY_TO");
+    unsetenv("DELAY_MS");
+    h_server_start(&srv, "sink.py");
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nscope = fleet\nconnect = 100000/s\n"
+                   "connect_burst = 100000\nto = 127.0.0.1:%d\n",
+                   proxy.port, srv.port);
+    pid_t pid;
+    hosts_connect(&pid, 1, 0, srv.port, 1, 32, 10, NULL);
+    wait_all(&pid, 1, 40);
+    long ok = hosts_sum(1, 0, "ok", false);
+    long denied = hosts_sum(1, 0, "denied", false);
+    long slowest = hosts_sum(1, 0, "slowest_us", true);
+    int away = hosts_err_lines(1, 0, "fleet Redis");
+    long evals = redis_calls(&R, "evalsha");
+    /* The proxy's own lag (its log, once the shim's connection closed):
+     * a reply it held past 50 ms in all is a Redis away (SPEC §8), not
+     * 30 ms late. */
+    usleep(300000);
+    double lag = 0;
+    for (int i = 0;; i++) {
+        char line[512];
+        h_server_line(&proxy, "", i, line, sizeof line);
+        if (line[0] == '\0')
+            break;
+        const char *m = strstr(line, "max_late_ms=");
+        if (m != NULL && atof(m + 12) > lag)
+            lag = atof(m + 12);
+    }
+    printf("fleet 30 ms away: %ld ok, %ld denied in 10 s by 32 threads, "
+           "slowest connect %ld us, %ld EVALSHA, %d fallback lines; the "
+           "proxy was up to %.1f ms later than 30 ms\n",
+           ok, denied, slowest, evals, away, lag);
+    if (lag < 20) {
+        cr_expect_eq(denied, 0, "%ld denied", denied);
+        cr_expect_eq(away, 0, "Redis taken for away");
+    } else {
+        /* The proxy (a Python process on a loaded machine) held a reply
+         * past the bound: Redis was away for that call, and the shim may
+         * say so and fall back, but deny nothing without saying it. */
+        printf("fleet 30 ms away: the proxy held replies past 50 ms: "
+               "denials allowed only with the away line\n");
+        if (away == 0)
+            cr_expect_eq(denied, 0, "%ld denied with no line", denied);
+    }
+    cr_expect_gt(ok, 32 * 10 * 10, "only %ld in 10 s", ok);
+    cr_expect_geq(evals, ok - denied, "decided without Redis");
+}
+
+/* ---- Redis away, and back -----------------------------------------------*/
+
+enum away { PAUSE, KILL };
+
+/* 3 hosts x 2 processes x 4 threads on `connect = 50/s` (burst 50) for
+ * 8 s; Redis stopped (SIGSTOP) or killed at 2 s for `secs`, then
+ * continued or restarted without persistence. Around the return, no
+ * second at the server holds more than 1.2 times the rate; over the run,
+ * the budget holds (and each process that fell back may leave its burst
+ * uncharged). */
+static void away_and_back(enum away how, double secs)
+{
+    need_redis();
+    h_server_start(&srv, "sink.py");
+    const int r = 50, b = 50;
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "[default]\nscope = fleet\nconnect = %d/s\n"
+                   "connect_burst = %d\nto = 127.0.0.1:%d\n",
+                   R.port, r, b, srv.port);
+    pid_t pids[3];
+    hosts_connect(pids, 3, 0, srv.port, 2, 4, 8, NULL);
+    usleep(2000000);
+    double down = h_now();
+    if (how == PAUSE)
+        kill(R.pid, SIGSTOP);
+    else
+        redis_kill(&R);
+    usleep((useconds_t)(secs * 1e6));
+    double back = h_now();
+    if (how == PAUSE)
+        kill(R.pid, SIGCONT);
+    else
+        cr_assert(redis_start(&R), "redis-server did not come back");
+    static double t[8192];
+    double span;
+    int away;
+    int n = arrivals(pids, 3, t, 8192, &span, &away);
+    /* Windows of 1 s that start from 1 s before the return to 2 s after
+     * it: the return, whichever host comes back first. */
+    double at;
+    int worst = worst_window(t, n, back - 1, back + 2, 1.0, &at);
+    int during = count_between(t, n, down + 0.1, back);
+    printf("fleet %s %.1f s: %d admitted in %.2f s (budget %.0f), %d during, "
+           "at most %d in a second around the return (from %+.2f s; rate "
+           "%d), %d fallback lines\n",
+           how == PAUSE ? "paused" : "killed", secs, n, span, b + r * span,
+           during, worst, at - back, r, away);
+    if (getenv("FLEET_SCALE_BINS") != NULL) {
+        /* Arrivals per 250 ms from the start, the return marked. */
+        for (double x = t[0]; x < t[n - 1]; x += 0.25)
+            printf("%s%d", x <= back && back < x + 0.25 ? " |" : " ",
+                   count_between(t, n, x, x + 0.25));
+        printf("\n");
+    }
+    cr_expect_leq(worst, r * 1.2, "%d in one second around the return", worst);
+    cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
+}
+
+Test(fleet_scale, redis_paused_200_ms_returns_without_a_burst)
+{
+    away_and_back(PAUSE, 0.2);
+}
+
+Test(fleet_scale, redis_paused_2_s_returns_without_a_burst)
+{
+    away_and_back(PAUSE, 2.0);
+}
+
+Test(fleet_scale, redis_killed_and_restarted_returns_without_a_burst)
+{
+    away_and_back(KILL, 2.0);
+}
