@@ -341,6 +341,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         printf("    %s\n", charged ? "charged: every budget above must allow"
                                    : "not charged: passes untouched");
     }
+    rl_names_unmap(names);
     free(names);
     freeaddrinfo(res);
     return 0;

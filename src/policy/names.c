@@ -21,9 +21,11 @@
 #include "policy/names.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "util/atomics.h"
@@ -108,11 +110,51 @@ static bool make_key(int family, const void *addr, uint64_t key[3])
     return true;
 }
 
-static struct rl_names_entry *set_of(struct rl_names *t, const uint64_t key[3])
+#define TABLE_BYTES (RL_NAMES_SLOTS * sizeof(struct rl_names_entry))
+
+/* The entries, or NULL before the first note. Pairs with the release CAS
+ * in table_make: a reader that sees the pointer sees zeroed entries. */
+static struct rl_names_entry *table_of(struct rl_names *t)
+{
+    return atomic_load_explicit(&t->table, memory_order_acquire);
+}
+
+/* The entries, mapped now if they were not (zeroed: empty). Two first
+ * notes race with a CAS; the loser unmaps its copy. NULL when the mapping
+ * fails (the note is dropped: a name missing, nothing wrong). */
+static struct rl_names_entry *table_make(struct rl_names *t)
+{
+    struct rl_names_entry *tab = table_of(t);
+    if (tab != NULL)
+        return tab;
+    int saved = errno;
+    void *m = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    if (m == MAP_FAILED)
+        return NULL;
+    if (atomic_compare_exchange_strong_explicit(&t->table, &tab, m,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return m;
+    munmap(m, TABLE_BYTES);
+    return tab;
+}
+
+void rl_names_unmap(struct rl_names *t)
+{
+    struct rl_names_entry *tab = atomic_exchange(&t->table, NULL);
+    if (tab != NULL)
+        munmap(tab, TABLE_BYTES);
+    rl_store_relaxed_u64(&t->noted, 0);
+}
+
+static struct rl_names_entry *set_of(struct rl_names_entry *tab,
+                                     const uint64_t key[3])
 {
     uint64_t h = (key[1] ^ (key[2] * 0x9e3779b97f4a7c15ull) ^ key[0]) *
                  0xff51afd7ed558ccdull;
-    return &t->table[((h >> 32) % SETS) * WAYS];
+    return &tab[((h >> 32) % SETS) * WAYS];
 }
 
 static bool same_key(struct rl_names_entry *e, const uint64_t key[3])
@@ -154,7 +196,7 @@ static void unlock(struct rl_names *t)
 static uint64_t begin_write(struct rl_names *t, struct rl_names_entry *e)
 {
     uint64_t base = rl_load_relaxed_u64(&e->seq) & ~(uint64_t)1;
-    rl_store_relaxed_u64(&t->busy, (uint64_t)(e - t->table) + 1);
+    rl_store_relaxed_u64(&t->busy, (uint64_t)(e - table_of(t)) + 1);
     /* busy before the odd seq: a child that sees the one sees the other. */
     rl_store_release_u64(&e->seq, base + 1);
     /* Orders the odd seq before the data (pairs with the reader's fence). */
@@ -185,8 +227,11 @@ void rl_names_note(struct rl_names *t, int family, const void *addr,
 
     if (n == 0 || n > RL_NAME_MAX || !make_key(family, addr, key))
         return;
+    struct rl_names_entry *tab = table_make(t);
+    if (tab == NULL)
+        return;
     memcpy(words, name, n);
-    set = set_of(t, key);
+    set = set_of(tab, key);
     if (!lock(t))
         return;
     for (unsigned i = 0; i < WAYS && e == NULL; i++)
@@ -219,9 +264,11 @@ void rl_names_forget(struct rl_names *t, int family, const void *addr)
     struct rl_names_entry *set;
     bool held = false;
 
-    if (rl_load_relaxed_u64(&t->noted) == 0 || !make_key(family, addr, key))
+    struct rl_names_entry *tab = table_of(t);
+    if (tab == NULL || rl_load_relaxed_u64(&t->noted) == 0 ||
+        !make_key(family, addr, key))
         return;
-    set = set_of(t, key);
+    set = set_of(tab, key);
     /* Most literals were never noted: no turn is taken for them. */
     for (unsigned i = 0; i < WAYS && !held; i++)
         held = same_key(&set[i], key);
@@ -267,10 +314,11 @@ size_t rl_names_find(struct rl_names *t, int family, const uint8_t *addr,
     uint64_t key[3];
 
     buf[0] = '\0';
-    if (t == NULL || rl_load_relaxed_u64(&t->noted) == 0 ||
+    struct rl_names_entry *tab = t == NULL ? NULL : table_of(t);
+    if (tab == NULL || rl_load_relaxed_u64(&t->noted) == 0 ||
         !make_key(family, addr, key))
         return 0;
-    struct rl_names_entry *set = set_of(t, key);
+    struct rl_names_entry *set = set_of(tab, key);
     for (unsigned i = 0; i < WAYS; i++) {
         for (int t = 0; t < READ_TRIES; t++) {
             int r = read_entry(&set[i], key, buf);
@@ -286,10 +334,11 @@ size_t rl_names_find(struct rl_names *t, int family, const uint8_t *addr,
 
 void rl_names_clear(struct rl_names *t)
 {
-    if (!lock(t))
+    struct rl_names_entry *tab = table_of(t);
+    if (tab == NULL || !lock(t))
         return;
     for (unsigned i = 0; i < RL_NAMES_SLOTS; i++) {
-        struct rl_names_entry *e = &t->table[i];
+        struct rl_names_entry *e = &tab[i];
         uint64_t base = begin_write(t, e);
         empty(e);
         end_write(t, e, base);
@@ -304,8 +353,9 @@ void rl_names_atfork_child(struct rl_names *t)
         return;
     /* The writer was another thread, gone with the fork. */
     uint64_t b = rl_load_relaxed_u64(&t->busy);
-    if (b != 0 && b <= RL_NAMES_SLOTS) {
-        struct rl_names_entry *e = &t->table[b - 1];
+    struct rl_names_entry *tab = table_of(t);
+    if (tab != NULL && b != 0 && b <= RL_NAMES_SLOTS) {
+        struct rl_names_entry *e = &tab[b - 1];
         uint64_t seq = rl_load_relaxed_u64(&e->seq);
         if (seq & 1) {
             empty(e);

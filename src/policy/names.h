@@ -4,8 +4,9 @@
  * The shim's resolver hooks note every (address, name) pair a lookup
  * returned; the connect path asks for the name of the address it is about
  * to charge. The table (struct rl_names, a member of the process's struct
- * rl_proc) is process memory (in .bss: a program that resolves nothing
- * touches none of it, and a look-up then costs one relaxed load),
+ * rl_proc) is process memory (its entries mapped at the first note: a
+ * program that resolves nothing maps none of it, and a look-up then costs
+ * one relaxed load),
  * bounded (RL_NAMES_SLOTS pairs, 4-way sets, the oldest of a set replaced),
  * written under a per-entry sequence word and read lock-free: a reader
  * that races a writer retries a few times and then reports no name, never
@@ -42,9 +43,11 @@ struct rl_names_entry {
     rl_atomic_u64 name[RL_NAMES_NAME_WORDS];
 };
 
-/* The table. All zero is empty. */
+/* The table. All zero is empty. The entries (2.4 MiB) are mapped by the
+ * first note, not kept in the library's bss: every process of a host maps
+ * that at load, and most never resolve a name (SPEC §13). */
 struct rl_names {
-    struct rl_names_entry table[RL_NAMES_SLOTS];
+    _Atomic(struct rl_names_entry *) table; /* RL_NAMES_SLOTS, or NULL */
     rl_atomic_u64 noted;  /* notes so far: 0 = nothing to look up */
     rl_atomic_u64 writer; /* 0, or the writing thread's pthread_self */
     rl_atomic_u64 busy;   /* 1 + the index of the entry being written */
@@ -90,5 +93,9 @@ void rl_names_clear(struct rl_names *t);
  * writers' word it held is freed, so the child's own notes never wait on
  * a thread it does not have. Async-signal-safe; no system call. */
 void rl_names_atfork_child(struct rl_names *t);
+
+/* Unmap t's entries (t is empty after it). For a table that is not the
+ * process's own (the CLI's): never while another thread may use t. */
+void rl_names_unmap(struct rl_names *t);
 
 #endif

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "policy/open.h"
 #include "policy/proc.h"
@@ -22,8 +23,29 @@ static struct rl_ready_entry *find(struct rl_ready *rd, int fd)
     return NULL;
 }
 
+#define TABLE_BYTES (RL_READY_MAX * sizeof(struct rl_ready_entry))
+
+/* The entries are mapped by the first socket held (under the mutex), not
+ * kept in the library's bss: most processes never hold one, and a fork
+ * child then has nothing to clear. */
+static bool mapped(struct rl_ready *rd)
+{
+    if (rd->tab != NULL)
+        return true;
+    int saved = errno;
+    void *m = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    if (m == MAP_FAILED)
+        return false;
+    rd->tab = m;
+    return true;
+}
+
 static struct rl_ready_entry *make(struct rl_ready *rd, int fd)
 {
+    if (!mapped(rd))
+        return NULL; /* not held: the call goes as it would without */
     for (unsigned i = 0; i < RL_READY_MAX; i++) {
         if (rd->tab[i].what != 0)
             continue;
@@ -372,7 +394,10 @@ void rl_ready_atfork_child(struct rl_proc *p)
 {
     struct rl_ready *rd = &p->ready;
     pthread_mutex_init(&rd->mu, NULL);
-    memset(rd->tab, 0, sizeof rd->tab);
+    /* Entries at or above hw are free already (make() clears one it
+     * takes): only the used prefix is touched, not the whole table. */
+    if (rd->tab != NULL)
+        memset(rd->tab, 0, rd->hw * sizeof rd->tab[0]);
     rd->hw = 0;
     atomic_store_explicit(&rd->n, 0, memory_order_relaxed);
 }

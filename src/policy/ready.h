@@ -98,11 +98,11 @@ struct rl_ready_entry {
 };
 
 /* The process's table (a member of struct rl_proc): a flat array searched
- * up to its high-water mark. All zero is empty (a zero mutex is
- * PTHREAD_MUTEX_INITIALIZER on glibc). */
+ * up to its high-water mark, mapped when the first socket is held. All
+ * zero is empty (a zero mutex is PTHREAD_MUTEX_INITIALIZER on glibc). */
 struct rl_ready {
     pthread_mutex_t mu;
-    struct rl_ready_entry tab[RL_READY_MAX];
+    struct rl_ready_entry *tab; /* RL_READY_MAX entries, or NULL */
     unsigned hw;   /* entries at or above are free */
     atomic_uint n; /* entries in the table (held, reserved or deferred) */
 };

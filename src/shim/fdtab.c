@@ -17,7 +17,7 @@
  * pointer per PAGE_SIZE_FDS fds. A slot goes from NULL to a page once (CAS
  * by whichever thread marks first; the loser unmaps its page) and never
  * changes again. Readers load it with acquire, pairing with the release of
- * that CAS, so they see a zeroed page. 512 KiB of bss, touched only where
+ * that CAS, so they see a zeroed page. 32 KiB of bss, touched only where
  * fds are marked. */
 
 static _Atomic uint32_t *page_of(unsigned fd)

@@ -49,7 +49,10 @@
  * AF_UNIX socket) skips those tables. */
 #define RL_FD_INET (RL_FD_STREAM | RL_FD_DGRAM | RL_FD_INHERITED)
 
-#define RL_FDTAB_PAGE_BITS 14
+/* 2^18 fds a page (1 MiB mapped, touched only where fds are marked), so
+ * that the directory is 32 KiB of the library's bss: what a process maps
+ * at load, marked or not. */
+#define RL_FDTAB_PAGE_BITS 18
 #define RL_FDTAB_MAX (1u << 30) /* fd numbers the table can hold */
 
 /* The table (a member of the shim's struct rl_shim, shim/self.h): one

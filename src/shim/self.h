@@ -52,15 +52,17 @@ struct rl_sigprog {
 };
 
 struct rl_shim {
-    struct rl_proc proc; /* the process's state (policy/proc.h); first: a
-                            hook hands rl_shim_self itself to policy/ */
     /* The words every hook reads first (shim.h): where the shim stands
      * (enum rl_shim_state), the look at inherited sockets (RL_SCAN_*),
-     * the pid this image runs as; and init.c's own. */
+     * the pid this image runs as; and init.c's own. First, and the head
+     * of the process's state right after them: what the constructor and
+     * the destructor touch shares one page with the library's data
+     * (every page a process touches at start-up costs it a fault). */
     int state;
     int scan;
     int pid;
-    bool constructed;          /* the constructor ran (it is run once) */
+    bool constructed;    /* the constructor ran (it is run once) */
+    struct rl_proc proc; /* the process's state (policy/proc.h) */
     struct rl_fdtab fdtab;     /* which fd carries which mark */
     struct rl_epreg epreg;     /* the program's epoll registrations */
     struct rl_conntab conntab; /* fd → the connection whose requests count */
