@@ -143,7 +143,8 @@ rm -f /dev/shm/rlshim-"$nobody_uid"-*
 #       machine). The SPEC's 0.1 ms is the budget where a process starts
 #       in 1 ms or less; where one takes longer (CI's machines: 1.7 ms, a
 #       page fault or mapping there costs several times what it costs
-#       here) the budget is 10 % of the pass-through's own process, so
+#       here) the budget is 10 % of the pass-through's own process (the
+#       host issue's own figure: 1.10x of a pass-through preload), so
 #       that a slower machine is not read as a slower shim. The figure in
 #       us is printed whichever holds. Root has no rule here: this is what
 #       a user without one pays.
