@@ -301,16 +301,26 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
     errno = err;
 }
 
-RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+void rl_send_fast_refund(size_t grant, ssize_t r)
 {
-    uint32_t m = rl_fdtab_get(fd);
-    ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
-    if (__builtin_expect(
-            !(m & RL_FD_SLOW) && real != NULL && !rl_shim_scan_due(), 1))
-        return real(fd, buf, len, flags);
-    m = rl_hook_mark_scanned(fd, m);
-    if (!(m & RL_FD_SLOW))
-        return REAL(send)(fd, buf, len, flags);
+    int err = errno;
+    /* As rl_send_settle: a failed call spent nothing, a short one its
+     * bytes. */
+    uint64_t calls = r < 0 ? 1 : 0;
+    uint64_t bytes = r < 0 ? grant : grant - (size_t)r;
+    if (rl_shim_enter()) {
+        rl_gate_lease_refund(rl_shim_proc(), calls, bytes);
+        rl_shim_leave();
+    }
+    errno = err;
+}
+
+/* The whole shape, out of line: its struct rl_send and saved registers
+ * are no part of the leased way's frame. */
+static __attribute__((noinline)) ssize_t send_shaped(int fd, const void *buf,
+                                                     size_t len, int flags,
+                                                     uint32_t m)
+{
     struct rl_send s;
     struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "send", len);
@@ -321,6 +331,31 @@ RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
     ssize_t r = REAL(send)(fd, buf, s.grant, flags);
     rl_send_end(&s, r);
     return r;
+}
+
+static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
+                                                     size_t len, int flags,
+                                                     uint32_t m)
+{
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_SLOW))
+        return REAL(send)(fd, buf, len, flags);
+    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len) : 0;
+    if (g == 0)
+        return send_shaped(fd, buf, len, flags, m);
+    ssize_t r = REAL(send)(fd, buf, g, flags);
+    rl_send_fast_end(g, r);
+    return r;
+}
+
+RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    uint32_t m = rl_fdtab_get(fd);
+    ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
+    if (__builtin_expect(
+            !(m & RL_FD_SLOW) && real != NULL && !rl_shim_scan_due(), 1))
+        return real(fd, buf, len, flags);
+    return send_marked(fd, buf, len, flags, m);
 }
 
 RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,

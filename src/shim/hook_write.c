@@ -20,12 +20,9 @@
  * libc, with no registers saved and no stack frame for a decision. They
  * also take the rare unmarked call made before the real functions were
  * resolved (REAL resolves them). */
-static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
+static __attribute__((noinline)) ssize_t write_shaped(int fd, const void *buf,
                                                       size_t len, uint32_t m)
 {
-    m = rl_hook_mark_scanned(fd, m);
-    if (!(m & RL_FD_SLOW))
-        return REAL(write)(fd, buf, len);
     struct rl_send s;
     struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "write", len);
@@ -34,6 +31,21 @@ static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
         return -1;
     ssize_t r = REAL(write)(fd, buf, s.grant);
     rl_send_end(&s, r);
+    return r;
+}
+
+/* The leased way first (hooks.h), the whole shape out of line. */
+static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
+                                                      size_t len, uint32_t m)
+{
+    m = rl_hook_mark_scanned(fd, m);
+    if (!(m & RL_FD_SLOW))
+        return REAL(write)(fd, buf, len);
+    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len) : 0;
+    if (g == 0)
+        return write_shaped(fd, buf, len, m);
+    ssize_t r = REAL(write)(fd, buf, g);
+    rl_send_fast_end(g, r);
     return r;
 }
 

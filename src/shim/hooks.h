@@ -217,6 +217,36 @@ int rl_send_begin(struct rl_send *s);
 void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes);
 
 /* rl_send_settle for a call of one unit that returned r bytes. */
+/* The leased way alone, for the commonest charged call: a send of `len`
+ * bytes to the socket's own peer (its mark MATCHED, neither HTTP nor
+ * INHERITED), outside a handler and the shim, once READY. It asks the
+ * thread's lease and nothing else (no struct rl_send, no errno saved: a
+ * lease's take sets none); 0 means take the whole shape above, which asks
+ * the lease again and then the gate. After the real call of `grant`
+ * bytes, rl_send_fast_end gives back what the kernel did not take. */
+static inline bool rl_send_fast_fits(uint32_t mark)
+{
+    return (mark & (RL_FD_MATCHED | RL_FD_HTTP | RL_FD_INHERITED)) ==
+           RL_FD_MATCHED;
+}
+static inline size_t rl_send_fast(uint32_t mark, size_t len)
+{
+    if (rl_hook_in_handler() || rl_shim_busy || !rl_shim_ready())
+        return 0;
+    rl_shim_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    size_t g = (size_t)rl_gate_send_leased(rl_shim_proc(), len,
+                                           (mark & RL_FD_STREAM) != 0);
+    rl_shim_leave();
+    return g;
+}
+void rl_send_fast_refund(size_t grant, ssize_t r);
+static inline void rl_send_fast_end(size_t grant, ssize_t r)
+{
+    if (__builtin_expect(r < 0 || (size_t)r < grant, 0))
+        rl_send_fast_refund(grant, r);
+}
+
 static inline void rl_send_end(struct rl_send *s, ssize_t r)
 {
     if (s->how != RL_SEND_FREE || s->cact != 0 || s->rc != NULL)
