@@ -57,6 +57,25 @@ else
     bad "dead functions: $(echo $out)"
 fi
 
+# One fork handler for the library (shim/init.c's: policy/proc.h writes
+# down the order of its steps); a second registration's order would be
+# the link order again.
+atforks=$(grep -rn --include='*.c' 'pthread_atfork *(' src | grep -v '^src/cli/' |
+    grep -v '^[^:]*:[0-9]*: *\*' )
+if [ "$(printf '%s\n' "$atforks" | grep -c .)" -eq 1 ]; then
+    ok "one pthread_atfork in the library ($(printf '%s' "$atforks" | cut -d: -f1-2))"
+else
+    bad "the library must register one fork handler, found: $(echo $atforks)"
+fi
+
+# Small files that each own one thing: none in src/ over 600 lines.
+long=$(find src -name '*.[ch]' -exec wc -l {} + | awk '$2 != "total" && $1 > 600 {print $2 " (" $1 ")"}')
+if [ -z "$long" ]; then
+    ok "no file in src/ over 600 lines"
+else
+    bad "files in src/ over 600 lines: $(echo $long)"
+fi
+
 for page in src/man/rlshim.1 src/man/rlshim.ini.5; do
     if [ ! -f "$page" ]; then
         bad "$page is missing"
