@@ -258,14 +258,38 @@ static const char *why_denied(void)
 
 /* ---- what this mode can and cannot enforce --------------------------------*/
 
+/* Requests (SPEC §11) are read from what a program writes on a
+ * connection, which no notification shows: one line when the user's rule
+ * or any site limits them, so that none is counted silently. */
+static void warn_requests(const struct rl_config *cfg,
+                          const struct rl_rule *rule)
+{
+    const struct rl_rule *by = NULL;
+    if (rule != NULL && rule->nlimits[RL_KIND_REQUEST] > 0)
+        by = rule;
+    for (size_t i = 0; by == NULL && i < cfg->nrules; i++)
+        if (cfg->rules[i].site != NULL &&
+            cfg->rules[i].nlimits[RL_KIND_REQUEST] > 0)
+            by = &cfg->rules[i];
+    if (by == NULL)
+        return;
+    fprintf(stderr,
+            "rlshim: warning: under --seccomp, requests are not counted "
+            "([%s] request): the supervisor sees connects and addressed "
+            "datagrams, not what the program writes on a connection\n",
+            by->section);
+}
+
 /* One warning line for the limits of the rule that no notification can
- * see (SPEC §10): stream bytes and sends on connected sockets. */
+ * see (SPEC §10): stream bytes and sends on connected sockets; and one
+ * for requests. */
 static void warn_unenforced(const struct rl_config *cfg,
                             const struct rl_identity *id)
 {
     const struct rl_rule *rule =
         rl_config_find_rule(cfg, id->has_key ? id->key : NULL, id->uid,
                             id->has_login ? id->login : NULL);
+    warn_requests(cfg, rule);
     if (rule == NULL)
         return;
     bool bytes = rule->nlimits[RL_KIND_SEND_BYTES] > 0;

@@ -395,6 +395,31 @@ Test(seccomp, states_once_what_it_cannot_enforce)
     cr_expect_eq(h_file_lines(log, "send_bytes is enforced on datagrams"), 1);
 }
 
+/* A Go client's requests (its TLS is its own, and the supervisor sees no
+ * stream write anyway) are not counted: said once, and its connects are
+ * still limited. Keep-alive off, so that each request connects. */
+Test(seccomp, says_once_that_a_go_clients_requests_are_not_counted)
+{
+    h_config_write("[default]\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 5/min\n"
+                   "request = 1/min\n"
+                   "to = 127.0.0.1:%d\n",
+                   srv.port);
+    names();
+    sc_run(20, (char *[]){go_bin, url, "20", "4", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5,
+                 "the connects are limited, the requests not counted");
+    char log[300];
+    snprintf(log, sizeof log, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(log, "requests are not counted ([default] "
+                                   "request)"),
+                 1);
+}
+
 Test(seccomp, run_without_it_suggests_it_for_a_go_binary)
 {
     fail_config("connect");
