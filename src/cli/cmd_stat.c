@@ -381,6 +381,7 @@ int rl_cmd_stat(int argc, char **argv)
     } while (watch && !stop);
 out:
     rl_store_close(s);
+    rl_dests_close(&v.dests);
     if (cfg)
         rl_config_free(cfg);
     return status;

@@ -152,6 +152,18 @@ size_t rl_dests_peer_name(struct rl_peer *p, char *buf)
     return strlen(buf);
 }
 
+void rl_dests_close(struct rl_dests *d)
+{
+    free(atomic_exchange(&d->cur, NULL));
+    if (d->ovf != NULL && d->cfg != NULL)
+        for (size_t i = 0; i < d->cfg->nrules; i++)
+            free(atomic_exchange(&d->ovf[i], NULL));
+    free(d->ovf);
+    free(d->layouts);
+    d->ovf = NULL;
+    d->layouts = NULL;
+}
+
 static struct rl_dests_table *table_in(struct rl_dests *d, struct rl_store *st)
 {
     /* Pairs with the release CAS below. */

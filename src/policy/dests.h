@@ -84,6 +84,11 @@ struct rl_dests {
  * -ENOMEM. Writes nothing when no section is per destination. */
 int rl_dests_setup(struct rl_dests *d, const struct rl_config *cfg);
 
+/* Free what rl_dests_setup and the look-ups allocated, for a process that
+ * uses d no more (the CLI at its end; the shim never: a thread may still
+ * hold a table). */
+void rl_dests_close(struct rl_dests *d);
+
 /* Does any section of the config have `per = destination`? */
 bool rl_dests_any(const struct rl_dests *d);
 
