@@ -342,7 +342,15 @@ static void away_and_back(enum away how, double secs)
                    count_between(t, n, x, x + 0.25));
         printf("\n");
     }
-    cr_expect_leq(worst, r * 1.2, "%d in one second around the return", worst);
+    /* 1.2 times the rate: a second holds the rate and the arrivals a
+     * slow connect pushed into it. A sanitizer's processes connect
+     * several times slower, so more of a second's decisions arrive in
+     * the next (61 seen under ASan on 2 cores, 55-56 in the plain build):
+     * there, 1.3. The budget over the run holds in every build. */
+    const char *san = getenv("RLSHIM_SANITIZER");
+    double most = san != NULL && *san != '\0' ? 1.3 : 1.2;
+    cr_expect_leq(worst, r * most, "%d in one second around the return",
+                  worst);
     cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
 }
 
