@@ -19,6 +19,7 @@
 #include "policy/open.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
+#include "proc_new.h"
 #include "util/clock.h"
 
 #define MS 1000000ull
@@ -30,8 +31,7 @@ static struct rl_proc *other;
 static void setup(void)
 {
     fixture_state_dir("owners");
-    other = calloc(1, sizeof *other);
-    cr_assert_not_null(other);
+    other = proc_new();
 }
 
 static void teardown(void)
@@ -122,8 +122,7 @@ Test(owners, two_gates_on_two_configs_decide_apart)
             RL_GATE_GO, "the other's budget: 100 at once (%d)", i);
     /* A gate with no section for the user passes everything, while the
      * first still denies. */
-    struct rl_proc *third = calloc(1, sizeof *third);
-    cr_assert_not_null(third);
+    struct rl_proc *third = proc_new();
     fixture_gate(third, "tester", "[user:someone]\nconnect = 1/s\n");
     cr_expect(!rl_gate_active(third));
     cr_expect(rl_gate_active(&proc));

@@ -10,15 +10,8 @@
 
 #include "policy/config.h"
 #include "policy/proc.h"
+#include "proc_new.h"
 
-/* A struct rl_proc of its own (megabytes: never on the stack), all zero
- * as the shim's is before start-up. */
-static struct rl_proc *proc_new(void)
-{
-    struct rl_proc *p = calloc(1, sizeof *p);
-    cr_assert_not_null(p);
-    return p;
-}
 
 static char *write_config(const char *text)
 {
