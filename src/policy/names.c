@@ -21,14 +21,13 @@
 #include "policy/names.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "util/atomics.h"
+#include "util/zmap.h"
 
 #define WAYS 4u
 #define SETS (RL_NAMES_SLOTS / WAYS)
@@ -127,17 +126,14 @@ static struct rl_names_entry *table_make(struct rl_names *t)
     struct rl_names_entry *tab = table_of(t);
     if (tab != NULL)
         return tab;
-    int saved = errno;
-    void *m = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    if (m == MAP_FAILED)
+    struct rl_names_entry *m = rl_zmap(TABLE_BYTES);
+    if (m == NULL)
         return NULL;
     if (atomic_compare_exchange_strong_explicit(&t->table, &tab, m,
                                                 memory_order_acq_rel,
                                                 memory_order_acquire))
         return m;
-    munmap(m, TABLE_BYTES);
+    rl_zunmap(m, TABLE_BYTES);
     return tab;
 }
 
@@ -145,7 +141,7 @@ void rl_names_unmap(struct rl_names *t)
 {
     struct rl_names_entry *tab = atomic_exchange(&t->table, NULL);
     if (tab != NULL)
-        munmap(tab, TABLE_BYTES);
+        rl_zunmap(tab, TABLE_BYTES);
     rl_store_relaxed_u64(&t->noted, 0);
 }
 

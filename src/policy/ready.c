@@ -9,11 +9,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "policy/open.h"
 #include "policy/proc.h"
 #include "util/clock.h"
+#include "util/zmap.h"
 
 static struct rl_ready_entry *find(struct rl_ready *rd, int fd)
 {
@@ -30,16 +30,9 @@ static struct rl_ready_entry *find(struct rl_ready *rd, int fd)
  * child then has nothing to clear. */
 static bool mapped(struct rl_ready *rd)
 {
-    if (rd->tab != NULL)
-        return true;
-    int saved = errno;
-    void *m = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    if (m == MAP_FAILED)
-        return false;
-    rd->tab = m;
-    return true;
+    if (rd->tab == NULL)
+        rd->tab = rl_zmap(TABLE_BYTES);
+    return rd->tab != NULL;
 }
 
 static struct rl_ready_entry *make(struct rl_ready *rd, int fd)

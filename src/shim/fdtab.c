@@ -3,11 +3,10 @@
 
 #include "policy/open.h"
 #include "shim/self.h"
+#include "util/zmap.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <sys/mman.h>
 
 #define PAGE_SIZE_FDS (1u << RL_FDTAB_PAGE_BITS)
 #define PAGE_MASK_FDS (PAGE_SIZE_FDS - 1u)
@@ -33,18 +32,15 @@ static _Atomic uint32_t *page_make(unsigned fd)
     _Atomic uint32_t *p = page_of(fd);
     if (p != NULL)
         return p;
-    int saved = errno;
-    void *m = mmap(NULL, PAGE_SIZE_FDS * sizeof(uint32_t),
-                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    if (m == MAP_FAILED)
+    _Atomic uint32_t *m = rl_zmap(PAGE_SIZE_FDS * sizeof(uint32_t));
+    if (m == NULL)
         return NULL;
     _Atomic uint32_t *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(
             &rl_shim_self->fdtab.dir[fd >> RL_FDTAB_PAGE_BITS], &expected, m,
             memory_order_acq_rel, memory_order_acquire))
         return m;
-    munmap(m, PAGE_SIZE_FDS * sizeof(uint32_t));
+    rl_zunmap((void *)m, PAGE_SIZE_FDS * sizeof(uint32_t));
     return expected;
 }
 

@@ -1,12 +1,11 @@
 /* waitbuf.c — see waitbuf.h. */
 #include "shim/waitbuf.h"
 
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/mman.h>
 
 #include "shim/self.h"
+#include "util/zmap.h"
 
 #define BUFS RL_WAITBUFS
 /* The slots this thread holds: a fork child keeps only those (the other
@@ -15,11 +14,7 @@ static __thread uint64_t bufs_mine __attribute__((tls_model("initial-exec")));
 
 static struct rl_waitbuf *buf_map(void)
 {
-    int saved = errno;
-    void *m = mmap(NULL, sizeof(struct rl_waitbuf), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    return m == MAP_FAILED ? NULL : m;
+    return rl_zmap(sizeof(struct rl_waitbuf));
 }
 
 struct rl_waitbuf *rl_waitbuf_take(unsigned *slot)
@@ -54,9 +49,7 @@ void rl_waitbuf_give(struct rl_waitbuf *b, unsigned slot)
 {
     struct rl_waitbufs *w = &rl_shim_self->waitbufs;
     if (slot == BUFS) {
-        int saved = errno;
-        munmap(b, sizeof *b);
-        errno = saved;
+        rl_zunmap(b, sizeof *b);
         return;
     }
     uint64_t bit = (uint64_t)1 << slot;
