@@ -315,6 +315,18 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
     return r;
 }
 
+uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now)
+{
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
+    uint64_t until = 0;
+    struct rl_ready_entry *e = find(rd, fd);
+    if (e != NULL && e->what == RL_READY_HOLD && e->until > now)
+        until = e->until;
+    pthread_mutex_unlock(&rd->mu);
+    return until;
+}
+
 int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
 {
     struct rl_ready *rd = &p->ready;

@@ -172,6 +172,9 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
                           struct rl_gate_ticket *t, struct sockaddr_storage *sa,
                           socklen_t *len, uint64_t *until);
 
+/* When fd's hold (RL_READY_HOLD) ends, if later than `now`; else 0. */
+uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now);
+
 /* Is fd hidden at `now`, and how (0: not hidden; a failed connect is
  * not)? */
 int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now);

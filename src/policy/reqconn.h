@@ -38,6 +38,7 @@
 #include "http/http.h"
 #include "http/reqscan.h"
 #include "http/respscan.h"
+#include "http/tlshello.h"
 #include "policy/dest.h"
 #include "policy/names.h"
 
@@ -84,6 +85,15 @@ struct rl_reqconn {
     uint64_t turn;
     bool tls_seen;  /* a TLS record went through the socket layer */
     bool tls_owned; /* a TLS layer counts this connection's requests */
+    /* A plaintext socket whose stream began with a ClientHello: its client
+     * random (hello_seen), until the TLS session that wrote it claims the
+     * socket (rl_conntab_claim_hello). A session that moves its ciphertext
+     * through a memory BIO is known by it alone; its socket is then
+     * `tls_paced`: held while one of that session's writes waits its turn
+     * (shim/tlswrite.c). */
+    uint8_t hello[RL_TLS_RANDOM];
+    bool hello_seen;
+    bool tls_paced;
     int busy;       /* a plan is being made (atomic: another thread's
                        write on the same connection is not scanned) */
 };

@@ -141,6 +141,29 @@ void rl_conntab_forget(int fd)
         rl_conntab_forget_range((unsigned)fd, (unsigned)fd);
 }
 
+int rl_conntab_claim_hello(const uint8_t random[RL_TLS_RANDOM])
+{
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    if (atomic_load(&tab->n) == 0)
+        return -1;
+    int fd = -1;
+    pthread_mutex_lock(&tab->lock);
+    for (unsigned i = 0; i < tab->cap && fd < 0; i++) {
+        struct rl_reqconn *c = tab->by_fd[i];
+        /* One a write holds is left for the next look: its fields are
+         * the writer's until it lets go. */
+        if (c != NULL && !(c->busy & HELD) && c->hello_seen && !c->tls_owned &&
+            memcmp(c->hello, random, RL_TLS_RANDOM) == 0) {
+            c->hello_seen = false;
+            c->tls_paced = true;
+            c->tls_owned = true;
+            fd = (int)i;
+        }
+    }
+    pthread_mutex_unlock(&tab->lock);
+    return fd;
+}
+
 void rl_conntab_tls_owned(int fd)
 {
     struct rl_conntab *tab = &rl_shim_self->conntab;

@@ -17,7 +17,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/socket.h>
+
+#include "http/tlshello.h"
 
 struct rl_reqconn;
 
@@ -52,6 +55,13 @@ void rl_conntab_forget_range(unsigned first, unsigned last);
 
 /* A TLS layer counts fd's requests from now on (the socket layer stops). */
 void rl_conntab_tls_owned(int fd);
+
+/* The socket whose stream began with the ClientHello of client random
+ * `random` and that no TLS layer owns yet: from now on its requests are
+ * the TLS layer's and its sends wait while that session's writes wait
+ * (tls_paced; a memory BIO's session). Returns the fd, or -1. Walks the
+ * table: called at most a few times per session (shim/tlswrite.c). */
+int rl_conntab_claim_hello(const uint8_t random[RL_TLS_RANDOM]);
 
 /* Is a TLS library the shim reads (libssl, libgnutls) loaded in this
  * process? A TLS connection seen on a plaintext socket is then taken as

@@ -33,7 +33,9 @@ static void name_of(const void *session, const struct rl_tlsent *e,
     memcpy(out, e->name, sizeof e->name);
 }
 
-static const struct rl_tlsops ops = {fd_of, name_of};
+/* A session with a push function of the program's (its own transport) is
+ * not paired with its socket by its handshake: not done for GnuTLS. */
+static const struct rl_tlsops ops = {fd_of, name_of, NULL};
 
 RL_EXPORT ssize_t gnutls_record_send(gnutls_session_t session,
                                      const void *data, size_t size)

@@ -57,7 +57,26 @@ static void name_of(const void *session, const struct rl_tlsent *e,
     }
 }
 
-static const struct rl_tlsops ops = {fd_of, name_of};
+/* BIO_TYPE_MEM and BIO_TYPE_BIO (a pair): BIOs the program reads the
+ * ciphertext out of and sends itself, later. */
+#define BIO_TYPE_MEM_ (1 | 0x0400)
+#define BIO_TYPE_PAIR_ (19 | 0x0400)
+
+static bool hello_of(const void *session, uint8_t out[RL_TLS_RANDOM])
+{
+    void *(*wbio_of)(const SSL *) = rl_tls_real(RL_TLS_SSL_GET_WBIO);
+    int (*type_of)(const void *) = rl_tls_real(RL_TLS_BIO_METHOD_TYPE);
+    size_t (*random_of)(const SSL *, unsigned char *, size_t) =
+        rl_tls_real(RL_TLS_SSL_GET_CLIENT_RANDOM);
+    if (wbio_of == NULL || type_of == NULL || random_of == NULL)
+        return false;
+    void *bio = wbio_of(session);
+    int type = bio != NULL ? type_of(bio) : 0;
+    return (type == BIO_TYPE_MEM_ || type == BIO_TYPE_PAIR_) &&
+           random_of(session, out, RL_TLS_RANDOM) == RL_TLS_RANDOM;
+}
+
+static const struct rl_tlsops ops = {fd_of, name_of, hello_of};
 
 RL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 {

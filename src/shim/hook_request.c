@@ -6,6 +6,7 @@
  * until its turn, and trims the call. */
 #include <errno.h>
 
+#include "http/tlshello.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "policy/reqconn.h"
@@ -16,6 +17,7 @@
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlswrite.h"
+#include "shim/wait.h"
 #include "util/clock.h"
 
 /* A TLS record on a plaintext socket that no TLS library of the process
@@ -42,8 +44,30 @@ static void forget(int fd)
  * socket only when its first write's ciphertext comes by. */
 static bool tls_unbound(const struct rl_reqconn *c)
 {
-    return rl_reqscan_proto(&c->scan) == RL_HTTP_TLS && !c->tls_owned &&
-           rl_conntab_tls_visible();
+    return rl_reqscan_proto(&c->scan) == RL_HTTP_TLS &&
+           (c->tls_paced || (!c->tls_owned && rl_conntab_tls_visible()));
+}
+
+/* A send of ciphertext: kept only until a TLS write it is made inside
+ * names its session, or the session named this socket itself (its
+ * handshake's client random, or its fd). The socket of a session that
+ * moves its ciphertext itself (a memory BIO) stays: its sends wait while
+ * a write of that session waits its turn. */
+static int ciphertext(struct rl_send *s, struct rl_reqconn *c)
+{
+    if (!c->tls_owned && rl_tlswrite_bind(s->fd))
+        c->tls_owned = true;
+    uint64_t until = 0;
+    int r = 0;
+    if (c->tls_paced)
+        r = rl_wait_paced(s->fd, s->flags, &until);
+    else if (c->tls_owned)
+        forget(s->fd);
+    rl_shim_leave();
+    rl_conntab_release(c);
+    if (until != 0)
+        rl_shim_sleep_until(until);
+    return r;
 }
 
 int rl_request_begin(struct rl_send *s)
@@ -63,17 +87,8 @@ int rl_request_begin(struct rl_send *s)
         rl_conntab_release(c);
         return 0;
     }
-    if (rl_reqscan_proto(&c->scan) == RL_HTTP_TLS) {
-        /* Ciphertext: kept only until a TLS write it is made inside
-         * names its session (or the session named this socket itself). */
-        if (!c->tls_owned && rl_tlswrite_bind(s->fd))
-            c->tls_owned = true;
-        if (c->tls_owned)
-            forget(s->fd);
-        rl_shim_leave();
-        rl_conntab_release(c);
-        return 0;
-    }
+    if (rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
+        return ciphertext(s, c);
     int saved = errno;
     const struct rl_reqwrite w = {s->fd, s->call, RL_REQ_PLAIN,
                                   (s->flags & MSG_DONTWAIT) != 0};
@@ -110,7 +125,11 @@ void rl_request_end(struct rl_send *s, long sent)
     struct rl_reqconn *c = s->rc;
     s->rc = NULL;
     bool in = rl_shim_enter();
+    bool fresh = rl_reqscan_proto(&c->scan) == RL_HTTP_UNKNOWN;
     rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
+    if (fresh && rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
+        /* Its session may be known by this alone (a memory BIO's). */
+        c->hello_seen = rl_tls_hello_random(s->iov, s->niov, c->hello);
     if (!rl_reqconn_counting(c) && !tls_unbound(c))
         forget(s->fd);
     if (in)

@@ -24,7 +24,7 @@
 #include "shim/wait.h"
 #include "util/clock.h"
 
-static bool nonblocking(int fd, int flags)
+bool rl_wait_nonblocking(int fd, int flags)
 {
     if (flags & MSG_DONTWAIT)
         return true;
@@ -39,7 +39,7 @@ static bool nonblocking(int fd, int flags)
 static bool nonblocking_once(int fd, int flags, int *known)
 {
     if (*known < 0)
-        *known = nonblocking(fd, flags);
+        *known = rl_wait_nonblocking(fd, flags);
     return *known != 0;
 }
 
@@ -173,6 +173,23 @@ static int open_due(int fd, uint64_t now, bool force, int *err)
     return 1;
 }
 
+int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
+{
+    *sleep_until = 0;
+    if (!rl_ready_any(&rl_shim_proc()->ready))
+        return 0;
+    uint64_t until =
+        rl_ready_held_until(rl_shim_proc(), fd, rl_clock_now_ns());
+    if (until == 0)
+        return 0;
+    if (rl_wait_nonblocking(fd, flags)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    *sleep_until = until;
+    return 0;
+}
+
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n)
 {
@@ -303,7 +320,7 @@ int rl_wait_connect_again(int fd, int *ret)
 int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
                           const struct rl_gate_ticket *t)
 {
-    if (!nonblocking(fd, 0))
+    if (!rl_wait_nonblocking(fd, 0))
         return 0;
     if (rl_ready_defer_connect(rl_shim_proc(), fd, t, sa, len) < 0)
         return 0;
@@ -315,7 +332,7 @@ int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
 int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
                          const struct rl_gate_ticket *t, uint64_t deadline)
 {
-    if (!nonblocking(fd, 0))
+    if (!rl_wait_nonblocking(fd, 0))
         return 0;
     if (rl_ready_defer_open(rl_shim_proc(), fd, t, sa, len, deadline) < 0)
         return 0;

@@ -30,6 +30,9 @@ static const struct {
     [RL_TLS_SSL_READ] = {"SSL_read", "/libssl.so"},
     [RL_TLS_SSL_READ_EX] = {"SSL_read_ex", "/libssl.so"},
     [RL_TLS_GNUTLS_RECORD_RECV] = {"gnutls_record_recv", "/libgnutls.so"},
+    [RL_TLS_SSL_GET_WBIO] = {"SSL_get_wbio", "/libssl.so"},
+    [RL_TLS_SSL_GET_CLIENT_RANDOM] = {"SSL_get_client_random", "/libssl.so"},
+    [RL_TLS_BIO_METHOD_TYPE] = {"BIO_method_type", "/libcrypto.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

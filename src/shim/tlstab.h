@@ -43,6 +43,9 @@ struct rl_tlsent {
     int fd;               /* the session's socket (-1: not known) */
     int wire;             /* fd -1: the socket its ciphertext was seen on
                              (a BIO of the program's, curl's; -1: none) */
+    bool membio;          /* its ciphertext goes through a BIO the program
+                             empties (wire: found by its handshake) */
+    unsigned char hello_looks; /* times its wire was looked for so */
     char name[RL_NAME_MAX + 1]; /* GnuTLS: the server name set ("": none) */
 };
 

@@ -19,6 +19,7 @@
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "shim/tlstab.h"
+#include "shim/wait.h"
 #include "util/clock.h"
 
 __thread int rl_tls_depth __attribute__((tls_model("initial-exec")));
@@ -63,15 +64,59 @@ static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
 }
 
 /* A socket that must not sleep. A session with no socket the shim knows
- * (a memory BIO: the program moves the ciphertext itself) is taken as
- * blocking: it waits its turn rather than hand an event loop a failure it
- * does not expect for such a write. */
+ * is taken as blocking: it waits its turn rather than hand an event loop
+ * a failure it does not expect for such a write. */
 static bool nonblocking(int fd)
 {
+    return fd >= 0 && rl_wait_nonblocking(fd, 0);
+}
+
+/* Looks for the socket of a memory BIO's session by its handshake: its
+ * first write may come before the ClientHello has left (the write drives
+ * the handshake and asks to be retried), the retry after it. */
+#define HELLO_LOOKS 4
+
+/* A session whose ciphertext the program moves itself (a memory BIO:
+ * `membio`) is paired with its socket by its handshake's client random. */
+static void find_wire(struct rl_tlsent *e, struct rl_reqconn *c,
+                      const void *session, const struct rl_tlsops *ops)
+{
+    uint8_t random[RL_TLS_RANDOM];
+    if (e->fd >= 0 || e->wire >= 0 || ops->hello_of == NULL ||
+        e->hello_looks >= HELLO_LOOKS)
+        return;
+    e->hello_looks++;
+    if (!ops->hello_of(session, random))
+        return;
+    e->membio = true;
+    int fd = rl_conntab_claim_hello(random);
     if (fd < 0)
-        return false;
-    int fl = REAL(fcntl)(fd, F_GETFL);
-    return fl >= 0 && (fl & O_NONBLOCK);
+        return;
+    e->wire = fd;
+    if (c->salen == 0)
+        peer_of(c, fd);
+}
+
+/* A write of a memory BIO's session whose turn is later (delay mode; the
+ * gate reserved it, as for a non-blocking socket): it goes into the BIO
+ * now, and its ciphertext leaves at the turn. The socket, when known and
+ * non-blocking, is held until then (hook_request.c answers its sends
+ * EAGAIN and the wait calls show it writable at the turn), and the
+ * program's event loop goes on. Otherwise the write sleeps after the real
+ * call, when it wrote: before it leaves the BIO. */
+static void go_later(struct rl_tlswrite *w, const struct rl_tlsent *e)
+{
+    w->p.act = RL_GATE_GO;
+    w->p.err = 0;
+    w->after = w->p.wake;
+    if (e->wire < 0 || !nonblocking(e->wire))
+        return;
+    int r = rl_ready_hold(rl_shim_proc(), e->wire, w->p.wake);
+    if (r < 0 || (r == 0 && rl_ready_held_until(rl_shim_proc(), e->wire, 0) <
+                                w->p.wake))
+        return;
+    rl_epreg_hold(e->wire);
+    w->after = 0;
 }
 
 int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
@@ -102,11 +147,18 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
         errno = saved;
         return RL_TLSW_PASS;
     }
+    find_wire(e, c, session, ops);
     bool nb = nonblocking(e->fd);
+    /* A memory BIO's turn is reserved as a non-blocking socket's is. */
+    bool mem = e->fd < 0 && e->membio;
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
-    const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb};
+    w->after = 0;
+    const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb || mem};
     rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
+    if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
+        w->p.wake == c->turn)
+        go_later(w, e);
     if (!w->p.scanned) {
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
@@ -114,10 +166,13 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
         return RL_TLSW_PASS;
     }
     if (w->p.act == RL_GATE_FAIL) {
-        /* Hidden from the program's poll until it could go. */
-        int hold = nb                                  ? e->fd
-                   : e->fd < 0 && nonblocking(e->wire) ? e->wire
-                                                       : -1;
+        /* Hidden from the program's poll until it could go. Not a
+         * memory BIO's socket: its program does not wait for the socket
+         * to retry the write (Twisted drops the connection, and would
+         * wait for it to flush). */
+        int hold = nb ? e->fd
+                   : e->fd < 0 && !e->membio && nonblocking(e->wire) ? e->wire
+                                                                     : -1;
         if (hold >= 0 && w->p.wake != 0 &&
             rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
             rl_epreg_hold(hold);
@@ -129,7 +184,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     }
     rl_shim_leave();
     w->c = c;
-    if (!nb && w->p.wake > rl_clock_now_ns())
+    if (!nb && !mem && w->p.wake > rl_clock_now_ns())
         rl_shim_sleep_until(w->p.wake);
     /* Its ciphertext will name the socket (rl_tlswrite_bind). */
     rl_tls_unbound = e->fd < 0 && e->wire < 0 ? e : NULL;
@@ -187,5 +242,8 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     if (in)
         rl_shim_leave();
     __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    /* (A write asked to be retried keeps its turn: the retry holds.) */
+    if (sent > 0 && w->after > rl_clock_now_ns())
+        rl_shim_sleep_until(w->after);
     errno = saved;
 }

@@ -20,8 +20,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
 
+#include "http/tlshello.h"
 #include "policy/reqconn.h"
 
 struct rl_tlsent;
@@ -33,6 +35,10 @@ struct rl_tlsops {
      * bytes; "" when none). */
     void (*name_of)(const void *session, const struct rl_tlsent *e,
                     char *out);
+    /* NULL, or the client random of a session whose ciphertext goes
+     * through a BIO the program empties and sends itself (a memory BIO:
+     * Twisted), into out: true when it is such a session. */
+    bool (*hello_of)(const void *session, uint8_t out[RL_TLS_RANDOM]);
 };
 
 enum { RL_TLSW_PASS = 0, RL_TLSW_GO = 1, RL_TLSW_FAIL = 2 };
@@ -41,6 +47,7 @@ struct rl_tlswrite {
     struct rl_reqconn *c;
     struct iovec iov;
     struct rl_reqplan p;
+    uint64_t after; /* sleep until then once the real call wrote (0: not) */
 };
 
 int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,

@@ -25,6 +25,17 @@ static inline bool rl_wait_live(void)
                                  memory_order_relaxed)) != 0;
 }
 
+/* Must a call on fd with `flags` not sleep (O_NONBLOCK, or MSG_DONTWAIT)?
+ * Keeps errno. */
+bool rl_wait_nonblocking(int fd, int flags);
+
+/* A send of ciphertext on fd, the socket of a TLS session whose program
+ * moves the ciphertext itself (a memory BIO: shim/tlswrite.c holds the
+ * socket while a write of it waits its turn): while held, a non-blocking
+ * socket answers EAGAIN (returns -1, errno set) and a blocking one is to
+ * sleep until *sleep_until (after the guard is let go); 0: it goes. */
+int rl_wait_paced(int fd, int flags, uint64_t *sleep_until);
+
 /* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's
  * messages), shaped for the socket:
  * a non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in `flags`) never

@@ -167,6 +167,20 @@ H_FN int ngx_requests(const struct ngx_site *s, double *first, double *last)
     return n;
 }
 
+/* The access log's stamps (s, the server's $msec), up to cap, as logged. */
+H_FN int ngx_times(const struct ngx_site *s, double *out, int cap)
+{
+    FILE *f = fopen(s->log, "r");
+    int n = 0;
+    if (f == NULL)
+        return 0;
+    char line[1024];
+    while (n < cap && fgets(line, sizeof line, f) != NULL)
+        out[n++] = atof(line);
+    fclose(f);
+    return n;
+}
+
 H_FN void ngx_truncate(const struct ngx_site *s)
 {
     FILE *f = fopen(s->log, "w");

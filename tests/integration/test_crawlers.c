@@ -85,14 +85,22 @@ Test(crawlers, scrapy_over_tls_is_refused_per_site)
     int nb = ngx_requests(&ngx[1], &fb, &lb);
     cr_expect_eq(na, 1, "site-a's server saw %d pages, not 1", na);
     cr_expect_eq(nb, PAGES, "site-b's server saw %d pages, not %d", nb, PAGES);
+    /* A refused write's socket is not held (Twisted would wait for it to
+     * flush before closing the connection, until its timeout). */
+    cr_expect_lt(r.wall, 8.0,
+                 "the crawl took %.1f s: it waited for its download "
+                 "timeout (10 s)",
+                 r.wall);
 }
 
 /* Delay mode: site-a's requests are charged one per turn, 0.5 s apart,
  * to site-a (the decision log: each request's name is the server name
  * Twisted gives OpenSSL, and its Host), and nothing of site-b is charged.
- * Every page arrives. What the servers see is in the README: a memory
- * BIO has no socket the shim could hold, so each write waits its turn
- * inside SSL_write, and Twisted's reactor with it. */
+ * At the servers: site-a's pages arrive 0.5 s apart, and site-b's, in the
+ * same crawl, all at once. Twisted writes into a memory BIO and sends the
+ * ciphertext from its reactor later: the shim finds the socket by its
+ * handshake's client random, and holds that socket, not the reactor,
+ * until each request's turn. */
 Test(crawlers, scrapy_over_tls_is_charged_per_request_to_its_site)
 {
     char logpath[300];
@@ -129,6 +137,28 @@ Test(crawlers, scrapy_over_tls_is_charged_per_request_to_its_site)
     }
     pclose(p);
     cr_expect_eq(k, PAGES, "%d turns read from the decision log", k);
+    /* At the server (stamps in ms; a page is logged when answered). */
+    double at[PAGES];
+    int n = ngx_times(&ngx[0], at, PAGES);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && at[j] < at[j - 1]; j--) {
+            double x = at[j];
+            at[j] = at[j - 1];
+            at[j - 1] = x;
+        }
+    for (int i = 1; i < n; i++)
+        cr_expect_geq(at[i] - at[i - 1], 0.45,
+                      "site-a's pages %d and %d reached its server %.3f s "
+                      "apart, not 0.5",
+                      i, i + 1, at[i] - at[i - 1]);
+    cr_expect_geq(la - fa, (PAGES - 1) * 0.5 * 0.9,
+                  "site-a's %d pages in %.3f s at its server", PAGES, la - fa);
+    /* Site-b waits for none of site-a's turns: its pages all arrive in a
+     * small part of site-a's span. */
+    cr_expect_lt(lb - fb, (la - fa) / 4,
+                 "site-b's pages took %.3f s at its server (site-a's %.3f s): "
+                 "held by site-a's turns",
+                 lb - fb, la - fa);
     cr_log_info("scrapy: site-a's %d pages in %.3f s at its server, "
                 "site-b's in %.3f s",
                 PAGES, la - fa, lb - fb);
