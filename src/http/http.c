@@ -104,13 +104,13 @@ bool rl_httpconn_stream(struct rl_httpconn *c, uint32_t stream_id,
     return false;
 }
 
-bool rl_http_tchar(uint8_t c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-        (c >= '0' && c <= '9'))
-        return true;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
+#define TCHAR_RANGE(a, b) [a ... b] = true
+const bool rl_http_tchars[256] = {
+    TCHAR_RANGE('a', 'z'), TCHAR_RANGE('A', 'Z'), TCHAR_RANGE('0', '9'),
+    ['!'] = true, ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true,
+    ['\''] = true, ['*'] = true, ['+'] = true, ['-'] = true, ['.'] = true,
+    ['^'] = true, ['_'] = true, ['`'] = true, ['|'] = true, ['~'] = true,
+};
 
 bool rl_http_authority(const char *a, size_t n, char *name, uint16_t *port)
 {

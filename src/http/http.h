@@ -149,8 +149,77 @@ static inline bool rl_http_te_chunked(const struct rl_http_framing *f)
     return f->te_len >= 7 && memcmp(f->te + f->te_len - 7, "chunked", 7) == 0 &&
            (f->te_len == 7 || f->te[f->te_len - 8] == ',');
 }
-/* RFC 9110 tchar: what a method token or header name is made of. */
-bool rl_http_tchar(uint8_t c);
+/* RFC 9110 tchar: what a method token or header name is made of. A
+ * table: the scanners ask it of every byte of a header name. */
+extern const bool rl_http_tchars[256];
+static inline bool rl_http_tchar(uint8_t c)
+{
+    return rl_http_tchars[c];
+}
+
+/* Has the word x a byte below `lo` (lo <= 0x80), or a DEL? Exact as a
+ * yes or no (bit tricks on eight bytes at once). */
+static inline bool rl_http_word_stops(uint64_t x, uint64_t lo)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = ones << 7;
+    uint64_t del = x ^ (ones * 0x7f);
+    return (((x - ones * lo) & ~x) | ((del - ones) & ~del)) & highs;
+}
+
+/* How many of buf[i..end) a field value or reason phrase may hold before
+ * its line ends: no control byte but HTAB, no DEL. Eight bytes at a time
+ * while none of them needs a look. */
+static inline size_t rl_http_text_run(const uint8_t *buf, size_t i,
+                                      size_t end)
+{
+    size_t j = i;
+    for (;;) {
+        while (end - j >= 8) {
+            uint64_t x;
+            memcpy(&x, buf + j, 8);
+            if (rl_http_word_stops(x, 0x20))
+                break;
+            j += 8;
+        }
+        size_t word = end - j < 8 ? end : j + 8;
+        while (j < word) {
+            uint8_t b = buf[j];
+            if ((b < 0x20 && b != '\t') || b == 0x7f)
+                return j - i;
+            j++;
+        }
+        if (j == end)
+            return j - i;
+    }
+}
+
+/* The same for a request target: bytes above SP, no DEL. */
+static inline size_t rl_http_target_run(const uint8_t *buf, size_t i,
+                                        size_t end)
+{
+    size_t j = i;
+    while (end - j >= 8) {
+        uint64_t x;
+        memcpy(&x, buf + j, 8);
+        if (rl_http_word_stops(x, 0x21))
+            break;
+        j += 8;
+    }
+    while (j < end && buf[j] > 0x20 && buf[j] != 0x7f)
+        j++;
+    return j - i;
+}
+
+/* How many of buf[i..n) are tchars, up to at most `cap` of them (a header
+ * name's bytes, looked at in one loop). */
+static inline size_t rl_http_tchar_run(const uint8_t *buf, size_t i, size_t n,
+                                       size_t cap)
+{
+    size_t j = i, end = n - i < cap ? n : i + cap;
+    while (j < end && rl_http_tchars[buf[j]])
+        j++;
+    return j - i;
+}
 
 /* The name an authority ("host", "host:port", "[v6]:port", "user@host")
  * names: lowercased, without port or userinfo, into name[RL_HTTP_NAME_MAX

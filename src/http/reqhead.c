@@ -135,15 +135,18 @@ void rq_hname_done(struct rl_reqscan *s)
     s->hdr = HDR_OTHER;
     if (s->hname_long)
         return;
-    if (strcasecmp(s->hname, "host") == 0) {
+    /* By length first: most names are none of these. */
+    if (s->hname_len == 4 && strcasecmp(s->hname, "host") == 0) {
         s->hdr = HDR_HOST;
         s->cur.hlen = 0;
         s->cur.host_ok = true;
-    } else if (strcasecmp(s->hname, "content-length") == 0) {
+    } else if (s->hname_len == 14 &&
+               strcasecmp(s->hname, "content-length") == 0) {
         s->hdr = HDR_CL;
         rl_http_cl_start(&s->fr);
         s->cl_seen = true;
-    } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
+    } else if (s->hname_len == 17 &&
+               strcasecmp(s->hname, "transfer-encoding") == 0) {
         s->hdr = HDR_TE;
         s->fr.te_len = 0;
         s->te_seen = true;

@@ -334,6 +334,47 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
     }
 }
 
+/* The bytes of a header name up to its end, taken in one loop: what one
+ * byte at a time through rq_h1_byte would take (tchars, while the name
+ * fits and the head is within its bound). Returns where it stopped. */
+static size_t hname_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
+                        size_t n)
+{
+    size_t room = sizeof s->hname - 1 - s->hname_len;
+    if (s->hname_long)
+        return i;
+    if (RL_HTTP_HEAD_MAX - s->head_len < room)
+        room = RL_HTTP_HEAD_MAX - s->head_len;
+    size_t k = rl_http_tchar_run(buf, i, n, room);
+    memcpy(s->hname + s->hname_len, buf + i, k);
+    s->hname_len = (uint8_t)(s->hname_len + k);
+    s->head_len += (uint32_t)k;
+    return i + k;
+}
+
+/* The same for a request target: bytes above SP but DEL, kept up to
+ * RL_HTTP_TARGET_MAX. */
+static size_t target_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
+                         size_t n)
+{
+    struct rl_req_cur *r = &s->cur;
+    size_t end = i + (RL_HTTP_HEAD_MAX - s->head_len);
+    if (end > n)
+        end = n;
+    size_t k = rl_http_target_run(buf, i, end), j = i + k;
+    if (r->tlen < RL_HTTP_TARGET_MAX) {
+        size_t keep = RL_HTTP_TARGET_MAX - r->tlen < k
+                          ? RL_HTTP_TARGET_MAX - r->tlen
+                          : k;
+        memcpy(r->target + r->tlen, buf + i, keep);
+        r->target[r->tlen + keep] = '\0';
+    }
+    r->tlen = (uint16_t)((size_t)(UINT16_MAX - r->tlen) < k ? UINT16_MAX
+                                                          : r->tlen + k);
+    s->head_len += (uint32_t)k;
+    return j;
+}
+
 static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
 {
     struct rl_reqscan *s = c->s;
@@ -377,11 +418,8 @@ static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
         default:
             if (s->st == ST_HVAL && s->hdr == HDR_OTHER) {
                 /* A value nobody reads (User-Agent, Cookie ...): in bulk. */
-                size_t j = i;
+                size_t j = i + rl_http_text_run(buf, i, n);
 
-                while (j < n && (buf[j] >= 0x20 || buf[j] == '\t') &&
-                       buf[j] != 0x7f)
-                    j++;
                 if (j - i > RL_HTTP_HEAD_MAX - s->head_len) {
                     rq_none(c, i + (RL_HTTP_HEAD_MAX - s->head_len));
                     break;
@@ -395,6 +433,26 @@ static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
             if (s->st == ST_H2) {
                 i = rq_h2(c, buf, n, i);
                 break;
+            }
+            if (s->st == ST_VER && s->pre == 0 && n - i >= 10 &&
+                s->head_len <= RL_HTTP_HEAD_MAX - 9 &&
+                memcmp(buf + i, "HTTP/1.", 7) == 0 && buf[i + 7] >= '0' &&
+                buf[i + 7] <= '9' && buf[i + 8] == '\r') {
+                /* The version and its CR at once; the LF ends the line
+                 * through rq_h1_byte. */
+                s->pre = 9;
+                s->head_len += 9;
+                i += 9;
+                break;
+            }
+            if ((s->st == ST_HNAME || s->st == ST_TARGET) &&
+                s->head_len < RL_HTTP_HEAD_MAX) {
+                size_t j = s->st == ST_HNAME ? hname_run(s, buf, i, n)
+                                             : target_run(s, buf, i, n);
+                if (j > i) {
+                    i = j;
+                    break;
+                }
             }
             rq_h1_byte(c, buf[i], i);
             i++;

@@ -147,15 +147,18 @@ static void hname_done(struct rl_respscan *s)
     s->hdr = HDR_OTHER;
     if (s->hname_long)
         return;
-    if (strcasecmp(s->hname, "content-length") == 0) {
+    /* By length first: most names are none of these. */
+    if (s->hname_len == 14 && strcasecmp(s->hname, "content-length") == 0) {
         s->hdr = HDR_CL;
         rl_http_cl_start(&s->fr);
         s->cl_seen = true;
-    } else if (strcasecmp(s->hname, "transfer-encoding") == 0) {
+    } else if (s->hname_len == 17 &&
+               strcasecmp(s->hname, "transfer-encoding") == 0) {
         s->hdr = HDR_TE;
         s->fr.te_len = 0;
         s->te_seen = true;
-    } else if (strcasecmp(s->hname, "retry-after") == 0) {
+    } else if (s->hname_len == 11 &&
+               strcasecmp(s->hname, "retry-after") == 0) {
         s->hdr = HDR_RA;
         s->ralen = 0;
         s->ra_seen = true;
@@ -385,19 +388,34 @@ static size_t skip_text(struct rl_respscan *s, const uint8_t *buf, size_t i,
     if (n - i < room)
         room = n - i;
     if (s->st == RS_REASON) {
-        while (j < i + room && buf[j] != '\n')
-            j++;
-    } else {
-        while (j < i + room) {
-            uint8_t b = buf[j];
+        const uint8_t *lf = memchr(buf + i, '\n', room);
 
-            if ((b < 0x20 && b != '\t') || b == 0x7f)
-                break; /* CR, LF, or not HTTP: h1_byte's to say */
-            j++;
-        }
+        j = lf != NULL ? (size_t)(lf - buf) : i + room;
+    } else {
+        /* CR, LF, or not HTTP: h1_byte's to say */
+        j = i + rl_http_text_run(buf, i, i + room);
     }
     s->head_len += (uint32_t)(j - i);
     return j;
+}
+
+/* The bytes of a header name up to its end, in one loop: what h1_byte
+ * would take one at a time (tchars, while the name fits and the head is
+ * within its bound). */
+static size_t hname_run(struct rl_respscan *s, const uint8_t *buf, size_t i,
+                        size_t n)
+{
+    size_t room = sizeof s->hname - 1 - s->hname_len;
+
+    if (s->hname_long)
+        return i;
+    if (RL_HTTP_HEAD_MAX - s->head_len < room)
+        room = RL_HTTP_HEAD_MAX - s->head_len;
+    size_t k = rl_http_tchar_run(buf, i, n, room);
+    memcpy(s->hname + s->hname_len, buf + i, k);
+    s->hname_len = (uint8_t)(s->hname_len + k);
+    s->head_len += (uint32_t)k;
+    return i + k;
 }
 
 long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
@@ -450,6 +468,14 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                  (s->st == RS_HVAL && s->hdr == HDR_OTHER)) &&
                 s->head_len < RL_HTTP_HEAD_MAX) {
                 size_t j = skip_text(s, buf, i, n);
+
+                if (j > i) {
+                    i = j;
+                    break;
+                }
+            }
+            if (s->st == RS_HNAME && s->head_len < RL_HTTP_HEAD_MAX) {
+                size_t j = hname_run(s, buf, i, n);
 
                 if (j > i) {
                     i = j;
