@@ -130,6 +130,7 @@ void rl_proc_atfork_child(struct rl_proc *p)
     rl_lease_atfork_child(p);
     rl_fleet_atfork_child(&p->fleet);
     rl_ready_atfork_child(p);
+    rl_declog_atfork_child(&p->declog);
 }
 
 RL_ONCE_PER_PROCESS void rl_proc_close(struct rl_proc *p)

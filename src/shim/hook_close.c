@@ -15,9 +15,11 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include "policy/proc.h"
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
@@ -53,11 +55,27 @@ static void copy_mark(int from, int to)
     errno = saved;
 }
 
+/* The program closes or replaces fds [first, last]: the decision log
+ * lets go of its kept fd first if it is among them (util/declog.h). A
+ * vfork child's table is its own copy: the parent's log keeps its fd. */
+static void release_log(unsigned first, unsigned last)
+{
+    struct rl_declog *d = &rl_shim_proc()->declog;
+    if (__builtin_expect(rl_declog_holds(d, first, last), 0) &&
+        !rl_shim_in_vfork_child())
+        rl_declog_release(d);
+}
+
 RL_EXPORT int close(int fd)
 {
     uint32_t m = rl_fdtab_get(fd);
     if (__builtin_expect(m != 0, 0))
         forget(fd, m);
+    /* (One load and compare: the log's kept fd is fd + 1 there.) */
+    if (__builtin_expect(atomic_load_explicit(&rl_shim_proc()->declog.kept,
+                                              memory_order_relaxed) == fd + 1,
+                         0))
+        release_log((unsigned)fd, (unsigned)fd);
     return REAL(close)(fd);
 }
 
@@ -72,6 +90,8 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
         rl_wait_forget_range(first, last);
         rl_conntab_forget_range(first, last);
     }
+    if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+        release_log(first, last);
     return REAL(close_range)(first, last, flags);
 }
 
@@ -82,6 +102,8 @@ RL_EXPORT void closefrom(int lowfd)
         rl_wait_forget_range((unsigned)lowfd, ~0u);
         rl_conntab_forget_range((unsigned)lowfd, ~0u);
     }
+    if (lowfd >= 0)
+        release_log((unsigned)lowfd, ~0u);
     REAL(closefrom)(lowfd);
 }
 
@@ -97,6 +119,8 @@ RL_EXPORT int dup(int fd)
  * that stays taken throughout: no other socket can get it meanwhile). */
 RL_EXPORT int dup2(int from, int to)
 {
+    if (from != to)
+        release_log((unsigned)to, (unsigned)to);
     int r = REAL(dup2)(from, to);
     if (r >= 0 && from != to)
         copy_mark(from, to);
@@ -105,6 +129,8 @@ RL_EXPORT int dup2(int from, int to)
 
 RL_EXPORT int dup3(int from, int to, int flags)
 {
+    if (from != to)
+        release_log((unsigned)to, (unsigned)to);
     int r = REAL(dup3)(from, to, flags);
     if (r >= 0)
         copy_mark(from, to);

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -18,6 +19,9 @@
 int rl_declog_setup(struct rl_declog *d, const char *path)
 {
     size_t n = path != NULL ? strlen(path) : 0;
+    int k = atomic_exchange(&d->kept, 0);
+    if (k > 0)
+        rl_sys.close(k - 1); /* set up again: the old file is let go */
     d->on = false;
     if (n >= sizeof d->path)
         return -ENAMETOOLONG;
@@ -26,8 +30,10 @@ int rl_declog_setup(struct rl_declog *d, const char *path)
     if (n > 0 && path[0] != '/')
         return -EINVAL;
     d->on = n > 0;
-    if (d->on)
+    if (d->on) {
         memcpy(d->path, path, n + 1);
+        atomic_store(&d->owner, (int)getpid());
+    }
     return 0;
 }
 
@@ -263,28 +269,93 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     return o.n + 2;
 }
 
-static int write_line(const struct rl_declog *d, const char *line, size_t n)
+/* One line on fd: one write, O_APPEND places it whole at the end. A short
+ * write (disk full) leaves a cut line, which readers skip. */
+static int put_line(int fd, const char *line, size_t n)
 {
-    int fd = rl_sys.openat(AT_FDCWD, d->path,
-                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
-                           0600);
-    if (fd < 0)
-        return -errno;
-    int r = 0;
     for (;;) {
-        /* One write: O_APPEND places it whole at the end. A short write
-         * (disk full) leaves a cut line, which readers skip. */
         ssize_t w = rl_sys.write(fd, line, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
-            r = -errno;
-        else if ((size_t)w < n)
-            r = -ENOSPC;
-        break;
+            return -errno;
+        return (size_t)w < n ? -ENOSPC : 0;
     }
+}
+
+static int open_log(const struct rl_declog *d)
+{
+    int fd = rl_sys.openat(AT_FDCWD, d->path,
+                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
+                           0600);
+    return fd < 0 ? -errno : fd;
+}
+
+/* The kept fd, opened now if none is (another thread may have opened one
+ * meanwhile: the first kept wins). -errno when the file cannot be
+ * opened. */
+static int keep(struct rl_declog *d)
+{
+    int fd = open_log(d);
+    if (fd < 0)
+        return fd;
+    int high = rl_sys.fcntl(fd, F_DUPFD_CLOEXEC, RL_DECLOG_FD_FLOOR);
+    if (high >= 0) {
+        rl_sys.close(fd);
+        fd = high;
+    }
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&d->kept, &none, fd + 1))
+        rl_sys.close(fd);
+    return 0;
+}
+
+static int write_line(struct rl_declog *d, const char *line, size_t n,
+                      int pid)
+{
+    /* The kept fd is this process's (not a vfork child's, whose fd table
+     * is a copy the parent does not see: it writes the slow way). */
+    for (int tries = 0; tries < 2 && atomic_load(&d->owner) == pid;
+         tries++) {
+        atomic_fetch_add(&d->writers, 1);
+        int k = atomic_load(&d->kept);
+        if (k > 0) {
+            int r = put_line(k - 1, line, n);
+            atomic_fetch_sub(&d->writers, 1);
+            return r;
+        }
+        atomic_fetch_sub(&d->writers, 1);
+        int r = keep(d);
+        if (r < 0)
+            return r;
+    }
+    int fd = open_log(d);
+    if (fd < 0)
+        return fd;
+    int r = put_line(fd, line, n);
     rl_sys.close(fd);
     return r;
+}
+
+void rl_declog_release(struct rl_declog *d)
+{
+    int k = atomic_exchange(&d->kept, 0);
+    if (k <= 0)
+        return;
+    /* Writers that saw it finish their one write (a signal handler that
+     * closes the fd under its own thread's write gives up after a while:
+     * its close then goes first). */
+    for (unsigned spins = 0; atomic_load(&d->writers) != 0 && spins < 100000;
+         spins++)
+        sched_yield();
+}
+
+void rl_declog_atfork_child(struct rl_declog *d)
+{
+    /* Writers of other threads are not in the child. */
+    atomic_store(&d->writers, 0);
+    if (d->on)
+        atomic_store(&d->owner, (int)getpid());
 }
 
 void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
@@ -296,10 +367,9 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     char line[RL_DECLOG_LINE_MAX];
-    size_t n = rl_declog_format(line, sizeof line, r, wall,
-                                (int)getpid(),
-                                (int)gettid());
-    int rc = write_line(d, line, n);
+    int pid = (int)getpid();
+    size_t n = rl_declog_format(line, sizeof line, r, wall, pid, (int)gettid());
+    int rc = write_line(d, line, n, pid);
     if (rc < 0 && !atomic_flag_test_and_set_explicit(&d->complained,
                                                      memory_order_relaxed)) {
         char msg[4096 + 128];

@@ -2,12 +2,17 @@
  * every decision on a covered call, from every process and thread of a
  * run into one file.
  *
- * No fd is kept: each line opens the file (O_APPEND|O_CLOEXEC, by the
- * system call, never a hooked name), writes the line with one write(2) and
- * closes it. So nothing survives for a fork, an exec or a close_range sweep
- * of the program to inherit or break, and O_APPEND with one write per line
- * keeps lines of concurrent writers whole. The price is an open and a close
- * per line, paid only while the log is on (tests/bench/bench_declog.c).
+ * The file is opened at the first line (O_APPEND|O_CLOEXEC, by the system
+ * call, never a hooked name), moved to a high fd number and kept: a line
+ * is one write(2), and O_APPEND with one write per line keeps lines of
+ * concurrent writers and processes whole. An exec closes it
+ * (close-on-exec); a fork child shares it. The program may close any fd
+ * number, ours too (a close_range sweep, dup2 onto it): every close path
+ * of the shim (shim/hook_close.c, and the raw system calls it routes
+ * there) asks rl_declog_holds first, and rl_declog_release lets the fd go
+ * after the lines being written through it, so no line ever lands in a
+ * file the program opened at that number since. The next line opens the
+ * file again (tests/bench/bench_declog.c measures a line).
  *
  * A log that cannot be written costs one stderr line per process; the
  * program goes on and the lines are lost. */
@@ -71,7 +76,35 @@ struct rl_declog {
     /* Set by the first line that could not be written: one stderr line
      * per process, not one per decision. */
     atomic_flag complained;
+    /* The file kept open: its fd + 1 (0: none; the next line opens it),
+     * for the process `owner` (a vfork child, whose fd table is its own
+     * copy, writes a line the slow way); `writers`: lines being written
+     * through it (a close of it waits for them: rl_declog_release). */
+    _Atomic int kept;
+    _Atomic unsigned writers;
+    _Atomic int owner;
 };
+
+/* The log's file is kept at this fd number or above, out of the way of
+ * the low numbers a program expects its own files at. */
+#define RL_DECLOG_FD_FLOOR 512
+
+/* Does the program's close (or replacement) of fds [first, last] take the
+ * log's kept fd? One load: every close path of the shim asks. */
+static inline bool rl_declog_holds(struct rl_declog *d, unsigned first,
+                                   unsigned last)
+{
+    int k = atomic_load_explicit(&d->kept, memory_order_relaxed);
+    return k > 0 && (unsigned)(k - 1) >= first && (unsigned)(k - 1) <= last;
+}
+
+/* Before such a close: the log lets its fd go (the program's own call
+ * closes it), once the lines being written through it are done; the next
+ * line opens the file again. */
+void rl_declog_release(struct rl_declog *d);
+
+/* In a fork child: the kept fd is the child's too. */
+void rl_declog_atfork_child(struct rl_declog *d);
 
 /* Log to `path` (copied; NULL or "" turns the log off). Call once at load,
  * before any decision. Returns 0, -ENAMETOOLONG, or -EINVAL for a relative

@@ -3,6 +3,7 @@
  * whole; no fd is kept; a log that cannot be written costs one stderr
  * line and nothing else. */
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -156,9 +157,27 @@ static int count_fds(void)
     return n;
 }
 
-/* Many processes and threads' worth of lines into one file: each line
- * whole, none lost, and no fd left open in the writer. */
-Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
+/* The fd the log keeps: the one at or above RL_DECLOG_FD_FLOOR that
+ * names `path` (-1: none). */
+static int kept_fd(const char *path)
+{
+    for (int fd = RL_DECLOG_FD_FLOOR; fd < RL_DECLOG_FD_FLOOR + 64; fd++) {
+        char link[64], to[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, to, sizeof to - 1);
+        if (n > 0) {
+            to[n] = '\0';
+            if (strcmp(to, path) == 0)
+                return fd;
+        }
+    }
+    return -1;
+}
+
+/* Many processes' worth of lines into one file: each line whole, none
+ * lost; the writer keeps one fd, high and close-on-exec (forked children
+ * that are not the log's owner write theirs the slow way). */
+Test(declog, lines_of_many_writers_stay_whole_and_one_high_fd_is_kept)
 {
     char path[] = "/tmp/rlshim-declog-XXXXXX";
     int fd = mkstemp(path);
@@ -182,7 +201,13 @@ Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
     }
     struct rl_declog_rec r = rec;
     rl_declog_write(&dlog, &r);
-    cr_assert_eq(count_fds(), before);
+    cr_assert_eq(count_fds(), before + 1);
+    int kept = kept_fd(path);
+    cr_assert_geq(kept, RL_DECLOG_FD_FLOOR, "no fd of the log at %d or above",
+                  RL_DECLOG_FD_FLOOR);
+    cr_assert(fcntl(kept, F_GETFD) & FD_CLOEXEC);
+    rl_declog_write(&dlog, &r);
+    cr_assert_eq(count_fds(), before + 1, "a second line opened another fd");
     for (int p = 0; p < PROCS; p++) {
         int st;
         cr_assert_gt(wait(&st), 0);
@@ -202,7 +227,47 @@ Test(declog, lines_of_many_writers_stay_whole_and_no_fd_is_kept)
     fclose(f);
     unlink(path);
     rl_declog_setup(&dlog, NULL);
-    cr_assert_eq(n, PROCS * LINES + 1);
+    cr_assert_eq(n, PROCS * LINES + 2);
+    cr_assert_eq(count_fds(), before, "set up again: the fd is let go");
+}
+
+/* The program closes the kept fd and opens a file of its own at that
+ * number (dup2): after rl_declog_release, as the close hooks call it,
+ * the next line goes to the log, none to the program's file. */
+Test(declog, a_released_fd_number_gets_no_line)
+{
+    char path[] = "/tmp/rlshim-declog-XXXXXX", mine[] = "/tmp/rlshim-mine-XXXXXX";
+    int fd = mkstemp(path), own = mkstemp(mine);
+    cr_assert(fd >= 0 && own >= 0);
+    close(fd);
+    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+    struct rl_declog_rec r = rec;
+    rl_declog_write(&dlog, &r);
+    int kept = kept_fd(path);
+    cr_assert_geq(kept, 0);
+    cr_assert(rl_declog_holds(&dlog, (unsigned)kept, (unsigned)kept));
+    cr_assert(rl_declog_holds(&dlog, 3, ~0u));
+    cr_assert_not(rl_declog_holds(&dlog, 0, (unsigned)kept - 1));
+    rl_declog_release(&dlog);
+    cr_assert_not(rl_declog_holds(&dlog, 0, ~0u));
+    cr_assert_eq(dup2(own, kept), kept);
+    rl_declog_write(&dlog, &r);
+    struct stat st;
+    cr_assert_eq(fstat(own, &st), 0);
+    cr_assert_eq(st.st_size, 0, "%lld bytes of the log in the program's file",
+                 (long long)st.st_size);
+    cr_assert_eq(stat(path, &st), 0);
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    cr_assert_eq(n, 2, "%d lines in the log, not 2", n);
+    close(kept);
+    close(own);
+    rl_declog_setup(&dlog, NULL);
+    unlink(path);
+    unlink(mine);
 }
 
 /* Unwritable: one stderr line for the process, errno untouched, the
