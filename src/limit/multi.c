@@ -57,6 +57,19 @@ struct rl_verdict rl_multi_take(rl_word *const *states,
 
     if (min == 0)
         min = 1;
+    if (n == 1) {
+        /* One limit (most budgets): its own answer, with no turn for
+         * others to agree on. */
+        alg = rl_algorithm_get(lims[0].algo);
+        if (!alg) {
+            verdicts[0] = (struct rl_verdict){0, 0, 0};
+            return (struct rl_verdict){0, UINT64_MAX, 0};
+        }
+        v = alg->take(states[0], &lims[0], now, want, min, max_wait_ns);
+        verdicts[0] = v.granted > 0 ? v : (struct rl_verdict){0, 0, 0};
+        return v.granted > 0 ? (struct rl_verdict){v.granted, v.wait_ns, 0}
+                             : v;
+    }
     for (i = 0; i < n; i++)
         verdicts[i] = (struct rl_verdict){0, 0, 0};
     if (n == 0)

@@ -154,12 +154,31 @@ static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
 static bool take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                  uint64_t want, uint64_t min, uint64_t from, uint64_t *granted)
 {
-    uint64_t least = want, at = from; /* the turn, from t->now */
-    uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
-    unsigned order[RL_GATE_MAX_CHARGES], nc = 0, rounds = 0;
     *granted = want;
     if (want == 0)
         return true;
+    struct rl_gate_charge *one = &t->charge[0];
+    if (t->ncharges == 1 && one->rule->nlimits[kind] > 0 &&
+        !(one->fleet[kind] = rl_fleet_decides(&p->fleet, one->rule))) {
+        /* One local budget (the common case): its answer is the turn,
+         * with no other charge to agree on it. */
+        struct rl_verdict v = take_one(p, t, one, kind, from, want, min);
+        if (v.granted == 0 || (one->key_word != NULL &&
+                               rl_load_acquire_u64(one->key_word) != one->key)) {
+            t->retry_ns = v.granted == 0 ? v.wait_ns : 0;
+            t->denier = one->rule;
+            return false;
+        }
+        one->took[kind] = true;
+        one->granted[kind] = v.granted;
+        if (v.wait_ns > t->wait_ns)
+            t->wait_ns = v.wait_ns;
+        *granted = v.granted;
+        return true;
+    }
+    uint64_t least = want, at = from; /* the turn, from t->now */
+    uint64_t turn[RL_GATE_MAX_CHARGES] = {0};
+    unsigned order[RL_GATE_MAX_CHARGES], nc = 0, rounds = 0;
     /* Fleet charges first (see above), then the local ones in order. */
     for (int fleet = 1; fleet >= 0; fleet--)
         for (unsigned i = 0; i < t->ncharges; i++) {
