@@ -375,6 +375,31 @@ static size_t target_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
     return j;
 }
 
+/* The Host value's bytes up to its line's end, as rq_hval_byte takes them
+ * one at a time: leading blanks skipped, kept while they fit (a longer
+ * name is no name). */
+static size_t host_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
+                       size_t n)
+{
+    struct rl_req_cur *r = &s->cur;
+    size_t end = i + (RL_HTTP_HEAD_MAX - s->head_len);
+    if (end > n)
+        end = n;
+    size_t j = i + rl_http_text_run(buf, i, end), from = i;
+    if (r->hlen == 0)
+        while (from < j && (buf[from] == ' ' || buf[from] == '\t'))
+            from++;
+    size_t k = j - from, room = sizeof r->host - 1 - r->hlen;
+    if (k > room) {
+        k = room;
+        r->host_ok = false;
+    }
+    memcpy(r->host + r->hlen, buf + from, k);
+    r->hlen = (uint16_t)(r->hlen + k);
+    s->head_len += (uint32_t)(j - i);
+    return j;
+}
+
 static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
 {
     struct rl_reqscan *s = c->s;
@@ -425,6 +450,26 @@ static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
                     break;
                 }
                 s->head_len += (uint32_t)(j - i);
+                if (j > i) {
+                    i = j;
+                    break;
+                }
+            }
+            if (s->st == ST_HVAL && buf[i] == '\r' && n - i >= 2 &&
+                buf[i + 1] == '\n' && s->head_len <= RL_HTTP_HEAD_MAX - 2) {
+                /* A value's line end at once, as its CR and LF one at a
+                 * time through rq_h1_byte: the value done, a name next. */
+                rq_hval_done(s);
+                s->hname_len = 0;
+                s->hname_long = false;
+                s->st = ST_HNAME;
+                s->head_len += 2;
+                i += 2;
+                break;
+            }
+            if (s->st == ST_HVAL && s->hdr == HDR_HOST &&
+                s->head_len < RL_HTTP_HEAD_MAX) {
+                size_t j = host_run(s, buf, i, n);
                 if (j > i) {
                     i = j;
                     break;

@@ -474,6 +474,18 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                     break;
                 }
             }
+            if (s->st == RS_HVAL && buf[i] == '\r' && n - i >= 2 &&
+                buf[i + 1] == '\n' && s->head_len <= RL_HTTP_HEAD_MAX - 2) {
+                /* A value's line end at once, as its CR and LF one at a
+                 * time through h1_byte: the value done, a name next. */
+                hval_done(s);
+                s->hname_len = 0;
+                s->hname_long = false;
+                s->st = RS_HNAME;
+                s->head_len += 2;
+                i += 2;
+                break;
+            }
             if (s->st == RS_HNAME && s->head_len < RL_HTTP_HEAD_MAX) {
                 size_t j = hname_run(s, buf, i, n);
 

@@ -1,6 +1,8 @@
 /* test_http_reqscan.c — the requests in a client's byte stream (SPEC §11):
  * exact events for hand-written streams, each also fed cut at every byte
  * and byte by byte (check_splits), peeked before each commit. */
+#include <stdio.h>
+
 #include "http_streams.h"
 
 #define S(lit) (const uint8_t *)(lit), sizeof(lit) - 1
@@ -370,4 +372,34 @@ Test(http_reqscan, a_head_of_the_largest_size_leaves_the_next_head_counted)
     expect(&r[1], RL_REQ_REQUEST, 0, "a.example", 0);
     expect(&r[2], RL_REQ_REQUEST, RL_HTTP_HEAD_MAX, "a.example", 0);
     free(buf);
+}
+
+/* What the scanner takes in runs (a target, header names, a Host value
+ * with blanks and tabs before and after, a value's CR LF) names the
+ * request as byte by byte does (check_splits feeds it cut at every byte),
+ * and a Host longer than a name can be names nothing. */
+Test(http_reqscan, runs_of_a_head_name_it_as_its_bytes_one_at_a_time_do)
+{
+    static const char s[] = "PUT /a/b/c/d/e/f/g/h/i?x=1&y=2 HTTP/1.0\r\n"
+                            "X-A-Very-Long-Header-Name-Indeed: v\t1\r\n"
+                            "hOsT: \t Site.Example:8443 \t\r\n"
+                            "Content-Length: 3\r\n\r\nabc"
+                            "GET / HTTP/1.1\r\nHost: two.example\r\n\r\n";
+
+    cr_assert_eq(scan_whole(S(s), r), 3);
+    expect(&r[1], RL_REQ_REQUEST, 0, "site.example", 8443);
+    cr_assert_str_eq(r[1].method, "PUT");
+    cr_assert_str_eq(r[1].target, "/a/b/c/d/e/f/g/h/i?x=1&y=2");
+    expect(&r[2], RL_REQ_REQUEST, strstr(s, "GET /") - s, "two.example", 0);
+    check_splits(S(s));
+
+    char big[600];
+    int n = snprintf(big, sizeof big, "GET / HTTP/1.1\r\nHost: ");
+    memset(big + n, 'h', 300);
+    n += 300;
+    n += snprintf(big + n, sizeof big - (size_t)n, ".example\r\n\r\n");
+    cr_assert_eq(scan_whole((const uint8_t *)big, (size_t)n, r), 2);
+    cr_assert_eq(r[1].kind, RL_REQ_REQUEST);
+    cr_assert_neq(r[1].name_src, RL_NAME_HOST, "a 308-byte Host named it");
+    check_splits((const uint8_t *)big, (size_t)n);
 }
