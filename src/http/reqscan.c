@@ -400,6 +400,63 @@ static size_t host_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
     return j;
 }
 
+/* Bytes of a head taken in one run where one byte at a time through
+ * rq_h1_byte would only go on (most of a head is such bytes): returns
+ * where the run stopped (i: none; rq_h1_byte then takes the byte). */
+static size_t head_run(struct rq_ctx *c, const uint8_t *buf, size_t i,
+                       size_t n)
+{
+    struct rl_reqscan *s = c->s;
+    size_t j;
+
+    if (s->head_len >= RL_HTTP_HEAD_MAX)
+        return i;
+    switch (s->st) {
+    case ST_TARGET:
+        return target_run(s, buf, i, n);
+    case ST_HNAME:
+        return hname_run(s, buf, i, n);
+    case ST_VER:
+        if (s->pre == 0 && n - i >= 10 &&
+            s->head_len <= RL_HTTP_HEAD_MAX - 9 &&
+            memcmp(buf + i, "HTTP/1.", 7) == 0 && buf[i + 7] >= '0' &&
+            buf[i + 7] <= '9' && buf[i + 8] == '\r') {
+            /* The version and its CR at once; the LF ends the line
+             * through rq_h1_byte. */
+            s->pre = 9;
+            s->head_len += 9;
+            return i + 9;
+        }
+        return i;
+    case ST_HVAL:
+        if (s->hdr == HDR_OTHER) {
+            /* A value nobody reads (User-Agent, Cookie ...). */
+            j = i + rl_http_text_run(buf, i, n);
+            if (j - i > RL_HTTP_HEAD_MAX - s->head_len) {
+                rq_none(c, i + (RL_HTTP_HEAD_MAX - s->head_len));
+                return i;
+            }
+            s->head_len += (uint32_t)(j - i);
+            if (j > i)
+                return j;
+        }
+        if (buf[i] == '\r' && n - i >= 2 && buf[i + 1] == '\n' &&
+            s->head_len <= RL_HTTP_HEAD_MAX - 2) {
+            /* A value's line end at once, as its CR and LF one at a
+             * time through rq_h1_byte: the value done, a name next. */
+            rq_hval_done(s);
+            s->hname_len = 0;
+            s->hname_long = false;
+            s->st = ST_HNAME;
+            s->head_len += 2;
+            return i + 2;
+        }
+        return s->hdr == HDR_HOST ? host_run(s, buf, i, n) : i;
+    default:
+        return i;
+    }
+}
+
 static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
 {
     struct rl_reqscan *s = c->s;
@@ -440,68 +497,20 @@ static long scan(struct rq_ctx *c, const uint8_t *buf, size_t n)
                 s->st = ST_IDLE;
             break;
         }
-        default:
-            if (s->st == ST_HVAL && s->hdr == HDR_OTHER) {
-                /* A value nobody reads (User-Agent, Cookie ...): in bulk. */
-                size_t j = i + rl_http_text_run(buf, i, n);
+        case ST_H2:
+            i = rq_h2(c, buf, n, i);
+            break;
+        default: {
+            size_t j = head_run(c, buf, i, n);
 
-                if (j - i > RL_HTTP_HEAD_MAX - s->head_len) {
-                    rq_none(c, i + (RL_HTTP_HEAD_MAX - s->head_len));
-                    break;
-                }
-                s->head_len += (uint32_t)(j - i);
-                if (j > i) {
-                    i = j;
-                    break;
-                }
-            }
-            if (s->st == ST_HVAL && buf[i] == '\r' && n - i >= 2 &&
-                buf[i + 1] == '\n' && s->head_len <= RL_HTTP_HEAD_MAX - 2) {
-                /* A value's line end at once, as its CR and LF one at a
-                 * time through rq_h1_byte: the value done, a name next. */
-                rq_hval_done(s);
-                s->hname_len = 0;
-                s->hname_long = false;
-                s->st = ST_HNAME;
-                s->head_len += 2;
-                i += 2;
+            if (j > i || s->st == ST_OFF) {
+                i = j;
                 break;
-            }
-            if (s->st == ST_HVAL && s->hdr == HDR_HOST &&
-                s->head_len < RL_HTTP_HEAD_MAX) {
-                size_t j = host_run(s, buf, i, n);
-                if (j > i) {
-                    i = j;
-                    break;
-                }
-            }
-            if (s->st == ST_H2) {
-                i = rq_h2(c, buf, n, i);
-                break;
-            }
-            if (s->st == ST_VER && s->pre == 0 && n - i >= 10 &&
-                s->head_len <= RL_HTTP_HEAD_MAX - 9 &&
-                memcmp(buf + i, "HTTP/1.", 7) == 0 && buf[i + 7] >= '0' &&
-                buf[i + 7] <= '9' && buf[i + 8] == '\r') {
-                /* The version and its CR at once; the LF ends the line
-                 * through rq_h1_byte. */
-                s->pre = 9;
-                s->head_len += 9;
-                i += 9;
-                break;
-            }
-            if ((s->st == ST_HNAME || s->st == ST_TARGET) &&
-                s->head_len < RL_HTTP_HEAD_MAX) {
-                size_t j = s->st == ST_HNAME ? hname_run(s, buf, i, n)
-                                             : target_run(s, buf, i, n);
-                if (j > i) {
-                    i = j;
-                    break;
-                }
             }
             rq_h1_byte(c, buf[i], i);
             i++;
             break;
+        }
         }
     }
     return c->err != 0 ? c->err : (long)c->nev;
