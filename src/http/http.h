@@ -166,25 +166,24 @@ static inline bool rl_http_word_stops(uint64_t x, uint64_t lo)
     return (((x - ones * lo) & ~x) | ((del - ones) & ~del)) & highs;
 }
 
-/* How many of buf[i..end) a field value or reason phrase may hold before
- * its line ends: no control byte but HTAB, no DEL. Eight bytes at a time
- * while none of them needs a look. */
-static inline size_t rl_http_text_run(const uint8_t *buf, size_t i,
-                                      size_t end)
+/* How many of buf[i..end) are bytes from `lo` up (and HTAB when `tab`),
+ * but DEL: eight at a time while none of them needs a look. */
+static inline size_t rl_http_byte_run(const uint8_t *buf, size_t i, size_t end,
+                                      uint8_t lo, bool tab)
 {
     size_t j = i;
     for (;;) {
         while (end - j >= 8) {
             uint64_t x;
             memcpy(&x, buf + j, 8);
-            if (rl_http_word_stops(x, 0x20))
+            if (rl_http_word_stops(x, lo))
                 break;
             j += 8;
         }
         size_t word = end - j < 8 ? end : j + 8;
         while (j < word) {
             uint8_t b = buf[j];
-            if ((b < 0x20 && b != '\t') || b == 0x7f)
+            if ((b < lo && !(tab && b == '\t')) || b == 0x7f)
                 return j - i;
             j++;
         }
@@ -193,21 +192,19 @@ static inline size_t rl_http_text_run(const uint8_t *buf, size_t i,
     }
 }
 
-/* The same for a request target: bytes above SP, no DEL. */
+/* What a field value or reason phrase may hold before its line ends: no
+ * control byte but HTAB, no DEL. */
+static inline size_t rl_http_text_run(const uint8_t *buf, size_t i,
+                                      size_t end)
+{
+    return rl_http_byte_run(buf, i, end, 0x20, true);
+}
+
+/* What a request target may hold: bytes above SP, no DEL. */
 static inline size_t rl_http_target_run(const uint8_t *buf, size_t i,
                                         size_t end)
 {
-    size_t j = i;
-    while (end - j >= 8) {
-        uint64_t x;
-        memcpy(&x, buf + j, 8);
-        if (rl_http_word_stops(x, 0x21))
-            break;
-        j += 8;
-    }
-    while (j < end && buf[j] > 0x20 && buf[j] != 0x7f)
-        j++;
-    return j - i;
+    return rl_http_byte_run(buf, i, end, 0x21, false);
 }
 
 /* How many of buf[i..n) are tchars, up to at most `cap` of them (a header
@@ -219,6 +216,27 @@ static inline size_t rl_http_tchar_run(const uint8_t *buf, size_t i, size_t n,
     while (j < end && rl_http_tchars[buf[j]])
         j++;
     return j - i;
+}
+
+/* The next bytes of a header name, in one run: what a scanner taking one
+ * byte at a time would take (tchars, while the name fits name[cap] with
+ * its NUL and the head stays within RL_HTTP_HEAD_MAX). Appends them to
+ * name (*len bytes so far; *long_: it did not fit) and *head_len, and
+ * returns where the run stopped (i: none taken). */
+static inline size_t rl_http_hname_run(char *name, size_t cap, uint8_t *len,
+                                       bool long_, uint32_t *head_len,
+                                       const uint8_t *buf, size_t i, size_t n)
+{
+    size_t room = cap - 1 - *len;
+    if (long_)
+        return i;
+    if (RL_HTTP_HEAD_MAX - *head_len < room)
+        room = RL_HTTP_HEAD_MAX - *head_len;
+    size_t k = rl_http_tchar_run(buf, i, n, room);
+    memcpy(name + *len, buf + i, k);
+    *len = (uint8_t)(*len + k);
+    *head_len += (uint32_t)k;
+    return i + k;
 }
 
 /* The name an authority ("host", "host:port", "[v6]:port", "user@host")

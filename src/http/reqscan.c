@@ -334,34 +334,21 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i)
     }
 }
 
-/* The bytes of a header name up to its end, taken in one loop: what one
- * byte at a time through rq_h1_byte would take (tchars, while the name
- * fits and the head is within its bound). Returns where it stopped. */
-static size_t hname_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
-                        size_t n)
+/* Where a run from buf[i] must stop: the feed's end, or the head's bound. */
+static size_t head_end(const struct rl_reqscan *s, size_t i, size_t n)
 {
-    size_t room = sizeof s->hname - 1 - s->hname_len;
-    if (s->hname_long)
-        return i;
-    if (RL_HTTP_HEAD_MAX - s->head_len < room)
-        room = RL_HTTP_HEAD_MAX - s->head_len;
-    size_t k = rl_http_tchar_run(buf, i, n, room);
-    memcpy(s->hname + s->hname_len, buf + i, k);
-    s->hname_len = (uint8_t)(s->hname_len + k);
-    s->head_len += (uint32_t)k;
-    return i + k;
+    size_t room = RL_HTTP_HEAD_MAX - s->head_len;
+    return n - i < room ? n : i + room;
 }
 
-/* The same for a request target: bytes above SP but DEL, kept up to
+/* A request target's bytes up to its end, in one run: bytes above SP but
+ * DEL (what rq_h1_byte would take one at a time), kept up to
  * RL_HTTP_TARGET_MAX. */
 static size_t target_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
                          size_t n)
 {
     struct rl_req_cur *r = &s->cur;
-    size_t end = i + (RL_HTTP_HEAD_MAX - s->head_len);
-    if (end > n)
-        end = n;
-    size_t k = rl_http_target_run(buf, i, end), j = i + k;
+    size_t k = rl_http_target_run(buf, i, head_end(s, i, n)), j = i + k;
     if (r->tlen < RL_HTTP_TARGET_MAX) {
         size_t keep = RL_HTTP_TARGET_MAX - r->tlen < k
                           ? RL_HTTP_TARGET_MAX - r->tlen
@@ -382,10 +369,7 @@ static size_t host_run(struct rl_reqscan *s, const uint8_t *buf, size_t i,
                        size_t n)
 {
     struct rl_req_cur *r = &s->cur;
-    size_t end = i + (RL_HTTP_HEAD_MAX - s->head_len);
-    if (end > n)
-        end = n;
-    size_t j = i + rl_http_text_run(buf, i, end), from = i;
+    size_t j = i + rl_http_text_run(buf, i, head_end(s, i, n)), from = i;
     if (r->hlen == 0)
         while (from < j && (buf[from] == ' ' || buf[from] == '\t'))
             from++;
@@ -415,7 +399,8 @@ static size_t head_run(struct rq_ctx *c, const uint8_t *buf, size_t i,
     case ST_TARGET:
         return target_run(s, buf, i, n);
     case ST_HNAME:
-        return hname_run(s, buf, i, n);
+        return rl_http_hname_run(s->hname, sizeof s->hname, &s->hname_len,
+                                 s->hname_long, &s->head_len, buf, i, n);
     case ST_VER:
         if (s->pre == 0 && n - i >= 10 &&
             s->head_len <= RL_HTTP_HEAD_MAX - 9 &&

@@ -399,25 +399,6 @@ static size_t skip_text(struct rl_respscan *s, const uint8_t *buf, size_t i,
     return j;
 }
 
-/* The bytes of a header name up to its end, in one loop: what h1_byte
- * would take one at a time (tchars, while the name fits and the head is
- * within its bound). */
-static size_t hname_run(struct rl_respscan *s, const uint8_t *buf, size_t i,
-                        size_t n)
-{
-    size_t room = sizeof s->hname - 1 - s->hname_len;
-
-    if (s->hname_long)
-        return i;
-    if (RL_HTTP_HEAD_MAX - s->head_len < room)
-        room = RL_HTTP_HEAD_MAX - s->head_len;
-    size_t k = rl_http_tchar_run(buf, i, n, room);
-    memcpy(s->hname + s->hname_len, buf + i, k);
-    s->hname_len = (uint8_t)(s->hname_len + k);
-    s->head_len += (uint32_t)k;
-    return i + k;
-}
-
 long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                       struct rl_resp_event *ev, size_t max)
 {
@@ -487,7 +468,9 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                 break;
             }
             if (s->st == RS_HNAME && s->head_len < RL_HTTP_HEAD_MAX) {
-                size_t j = hname_run(s, buf, i, n);
+                size_t j = rl_http_hname_run(s->hname, sizeof s->hname,
+                                             &s->hname_len, s->hname_long,
+                                             &s->head_len, buf, i, n);
 
                 if (j > i) {
                     i = j;
