@@ -295,9 +295,9 @@ enum away { PAUSE, KILL };
 /* 3 hosts x 2 processes x 4 threads on `connect = 50/s` (burst 50) for
  * 8 s; Redis stopped (SIGSTOP) or killed at 2 s for `secs`, then
  * continued or restarted without persistence. Around the return, no
- * second at the server holds more than 1.2 times the rate; over the run,
- * the budget holds (and each process that fell back may leave its burst
- * uncharged). */
+ * second at the server holds more than 1.3 times the rate (a burst would
+ * be 2); over the run, the budget holds (and each process that fell back
+ * may leave its burst uncharged). */
 static void away_and_back(enum away how, double secs)
 {
     need_redis();
@@ -342,14 +342,16 @@ static void away_and_back(enum away how, double secs)
                    count_between(t, n, x, x + 0.25));
         printf("\n");
     }
-    /* 1.2 times the rate: a second holds the rate and the arrivals a
-     * slow connect pushed into it. A sanitizer's processes connect
-     * several times slower, so more of a second's decisions arrive in
-     * the next (61 seen under ASan on 2 cores, 55-56 in the plain build):
-     * there, 1.3. The budget over the run holds in every build. */
-    const char *san = getenv("RLSHIM_SANITIZER");
-    double most = san != NULL && *san != '\0' ? 1.3 : 1.2;
-    cr_expect_leq(worst, r * most, "%d in one second around the return",
+    /* A burst would be the rate and the whole burst in one second (GCRA
+     * at 50/s, burst 50: up to 100), what Redis's idle budget would let
+     * go were nothing done about the return. Without one, a second holds
+     * the rate and the arrivals a slow connect pushed into it: seen 54 to
+     * 61 in the plain build (61 in one CI run of eight runs by hand, all
+     * after a second with none: the hosts look again for Redis after
+     * 1 s), 61 under ASan. So 1.3 times the rate in every build: a burst
+     * of even a sixth of the budget's fails it. The budget over the run
+     * holds in every build. */
+    cr_expect_leq(worst, r * 1.3, "%d in one second around the return",
                   worst);
     cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
 }
