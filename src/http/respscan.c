@@ -399,6 +399,24 @@ static size_t skip_text(struct rl_respscan *s, const uint8_t *buf, size_t i,
     return j;
 }
 
+/* A status line's first 13 bytes at once ("HTTP/1.1 200 " or "... 200\r"),
+ * as h1_byte takes them one at a time; false (nothing taken) for any other
+ * shape, which h1_byte then judges. */
+static bool status_line(struct rl_respscan *s, const uint8_t *p)
+{
+    if (memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' ||
+        p[8] != ' ' || p[9] < '1' || p[9] > '9' || p[10] < '0' ||
+        p[10] > '9' || p[11] < '0' || p[11] > '9' ||
+        (p[12] != ' ' && p[12] != '\r'))
+        return false;
+    s->status = (uint16_t)((p[9] - '0') * 100 + (p[10] - '0') * 10 +
+                           (p[11] - '0'));
+    s->pre = 13;
+    s->head_len += 13;
+    s->st = RS_REASON;
+    return true;
+}
+
 long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                       struct rl_resp_event *ev, size_t max)
 {
@@ -454,6 +472,12 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                     i = j;
                     break;
                 }
+            }
+            if (s->st == RS_STATUS && s->pre == 0 && n - i >= 13 &&
+                s->head_len <= RL_HTTP_HEAD_MAX - 13 &&
+                status_line(s, buf + i)) {
+                i += 13;
+                break;
             }
             if (s->st == RS_HVAL && buf[i] == '\r' && n - i >= 2 &&
                 buf[i + 1] == '\n' && s->head_len <= RL_HTTP_HEAD_MAX - 2) {
