@@ -1,5 +1,6 @@
 /* declog.c — see declog.h. */
 #include "util/declog.h"
+#include "util/clock.h"
 #include "util/sys.h"
 
 #include <arpa/inet.h>
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -310,6 +312,34 @@ static int keep(struct rl_declog *d)
     return 0;
 }
 
+/* Was the kept file removed (rm between two phases of a test)? Its lines
+ * would go nowhere: the log opens the path again. Asked at most every
+ * RL_DECLOG_LOOK_NS (an fstat costs about a line's write here), so the
+ * lines of that long after a removal go with the removed file, as the
+ * lines written just before it do. */
+static bool removed(struct rl_declog *d, int fd)
+{
+    uint64_t now = rl_clock_coarse_ns(),
+             last = atomic_load_explicit(&d->looked, memory_order_relaxed);
+    if (now - last < RL_DECLOG_LOOK_NS ||
+        !atomic_compare_exchange_strong(&d->looked, &last, now))
+        return false;
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_nlink == 0;
+}
+
+/* Let the kept fd k - 1 go (ours: closed), once the lines being written
+ * through it are done; another thread may have done so already. */
+static void drop(struct rl_declog *d, int k)
+{
+    if (!atomic_compare_exchange_strong(&d->kept, &k, 0))
+        return;
+    for (unsigned spins = 0; atomic_load(&d->writers) != 0 && spins < 100000;
+         spins++)
+        sched_yield();
+    rl_sys.close(k - 1);
+}
+
 static int write_line(struct rl_declog *d, const char *line, size_t n,
                       int pid)
 {
@@ -319,12 +349,14 @@ static int write_line(struct rl_declog *d, const char *line, size_t n,
          tries++) {
         atomic_fetch_add(&d->writers, 1);
         int k = atomic_load(&d->kept);
-        if (k > 0) {
+        if (k > 0 && !removed(d, k - 1)) {
             int r = put_line(k - 1, line, n);
             atomic_fetch_sub(&d->writers, 1);
             return r;
         }
         atomic_fetch_sub(&d->writers, 1);
+        if (k > 0)
+            drop(d, k); /* the file was removed: a new one is made */
         int r = keep(d);
         if (r < 0)
             return r;

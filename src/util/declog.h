@@ -12,7 +12,10 @@
  * there) asks rl_declog_holds first, and rl_declog_release lets the fd go
  * after the lines being written through it, so no line ever lands in a
  * file the program opened at that number since. The next line opens the
- * file again (tests/bench/bench_declog.c measures a line).
+ * file again. So does a line that finds the file removed (a test that
+ * deletes the log between two phases of a run gets a new one, as when
+ * every line opened the path; asked at most every RL_DECLOG_LOOK_NS).
+ * tests/bench/bench_declog.c measures a line.
  *
  * A log that cannot be written costs one stderr line per process; the
  * program goes on and the lines are lost. */
@@ -83,7 +86,11 @@ struct rl_declog {
     _Atomic int kept;
     _Atomic unsigned writers;
     _Atomic int owner;
+    _Atomic uint64_t looked; /* when a line last asked if it was removed */
 };
+
+/* How often a line asks whether the kept file was removed (10 ms). */
+#define RL_DECLOG_LOOK_NS 10000000u
 
 /* The log's file is kept at this fd number or above, out of the way of
  * the low numbers a program expects its own files at. */

@@ -520,3 +520,29 @@ Test(declog, a_request_a_pause_held_carries_its_reason)
     cr_assert_eq(rl_declog_parse(buf, &e), 0);
     cr_expect_str_eq(e.reason, "");
 }
+
+/* The log's file is removed while the process runs (a test that deletes
+ * it between two phases): the next line makes a new one, as when every
+ * line opened the path. */
+Test(declog, a_removed_log_is_made_again_at_the_next_line)
+{
+    char path[] = "/tmp/rlshim-declog-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+    struct rl_declog_rec r = rec;
+    rl_declog_write(&dlog, &r);
+    cr_assert_eq(unlink(path), 0);
+    /* Past the time between two looks (a coarse clock's tick too). */
+    usleep((RL_DECLOG_LOOK_NS + 8000000u) / 1000u);
+    rl_declog_write(&dlog, &r);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "no log after the removal");
+    cr_assert_gt(st.st_size, 0, "the line after the removal went nowhere");
+    int kept = kept_fd(path);
+    cr_assert_geq(kept, 0);
+    rl_declog_setup(&dlog, NULL);
+    cr_assert_eq(kept_fd(path), -1, "set up again: the fd is let go");
+    unlink(path);
+}
