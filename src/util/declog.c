@@ -328,15 +328,24 @@ static bool removed(struct rl_declog *d, int fd)
     return fstat(fd, &st) == 0 && st.st_nlink == 0;
 }
 
+/* The lines being written through the kept fd, which was just taken out
+ * of `kept`, finish their one write (a signal handler that closes the fd
+ * under its own thread's write gives up after a while: its close then
+ * goes first). */
+static void wait_writers(struct rl_declog *d)
+{
+    for (unsigned spins = 0; atomic_load(&d->writers) != 0 && spins < 100000;
+         spins++)
+        sched_yield();
+}
+
 /* Let the kept fd k - 1 go (ours: closed), once the lines being written
  * through it are done; another thread may have done so already. */
 static void drop(struct rl_declog *d, int k)
 {
     if (!atomic_compare_exchange_strong(&d->kept, &k, 0))
         return;
-    for (unsigned spins = 0; atomic_load(&d->writers) != 0 && spins < 100000;
-         spins++)
-        sched_yield();
+    wait_writers(d);
     rl_sys.close(k - 1);
 }
 
@@ -371,15 +380,9 @@ static int write_line(struct rl_declog *d, const char *line, size_t n,
 
 void rl_declog_release(struct rl_declog *d)
 {
-    int k = atomic_exchange(&d->kept, 0);
-    if (k <= 0)
-        return;
-    /* Writers that saw it finish their one write (a signal handler that
-     * closes the fd under its own thread's write gives up after a while:
-     * its close then goes first). */
-    for (unsigned spins = 0; atomic_load(&d->writers) != 0 && spins < 100000;
-         spins++)
-        sched_yield();
+    /* The program's own call closes it. */
+    if (atomic_exchange(&d->kept, 0) > 0)
+        wait_writers(d);
 }
 
 void rl_declog_atfork_child(struct rl_declog *d)

@@ -157,6 +157,15 @@ static int count_fds(void)
     return n;
 }
 
+/* Set the log up on a new empty file whose name mkstemp makes of path. */
+static void log_to_new_file(char *path)
+{
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+}
+
 /* The fd the log keeps: the one at or above RL_DECLOG_FD_FLOOR that
  * names `path` (-1: none). */
 static int kept_fd(const char *path)
@@ -180,10 +189,7 @@ static int kept_fd(const char *path)
 Test(declog, lines_of_many_writers_stay_whole_and_one_high_fd_is_kept)
 {
     char path[] = "/tmp/rlshim-declog-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+    log_to_new_file(path);
     cr_assert(rl_declog_enabled(&dlog));
     int before = count_fds();
     enum { PROCS = 4, LINES = 500 };
@@ -527,10 +533,7 @@ Test(declog, a_request_a_pause_held_carries_its_reason)
 Test(declog, a_removed_log_is_made_again_at_the_next_line)
 {
     char path[] = "/tmp/rlshim-declog-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(rl_declog_setup(&dlog, path), 0);
+    log_to_new_file(path);
     struct rl_declog_rec r = rec;
     rl_declog_write(&dlog, &r);
     cr_assert_eq(unlink(path), 0);
