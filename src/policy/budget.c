@@ -40,8 +40,9 @@ void rl_budget_layout(const struct rl_rule *rule, struct rl_budget_layout *out)
 }
 
 /* Bumped whenever the words above are laid out otherwise. 2: lease
- * records after the limits; 3: a fleet budget's pool after them. */
-#define BUDGET_FORMAT 3u
+ * records after the limits; 3: a fleet budget's pool after them; 4: a
+ * lease record's word 0 holds up to 255 calls. */
+#define BUDGET_FORMAT 4u
 
 uint64_t rl_budget_hash(const struct rl_config *cfg)
 {

@@ -36,19 +36,20 @@ uint64_t rl_budget_hash(const struct rl_config *cfg);
 #define RL_LEASE_RECORDS 8u
 #define RL_LEASE_WORDS 8u /* 64 bytes: a cache line */
 #define RL_LEASE_AREA_WORDS (7u + RL_LEASE_WORDS * (1u + RL_LEASE_RECORDS))
-#define RL_LEASE_MAX_CALLS 64u          /* fits 7 bits */
+#define RL_LEASE_MAX_CALLS 255u         /* fits 8 bits */
 #define RL_LEASE_MAX_BYTES (256u << 10) /* fits 19 bits */
 #define RL_LEASE_IDLE_NS 8000000u       /* 8 ms of CLOCK_MONOTONIC */
 
-/* Word 0 of a record: calls left (bits 0-6), calls spent (7-13), bytes
- * left (14-32), bytes spent (33-51), generation (52-63, never 0 while the
+/* Word 0 of a record: calls left (bits 0-7), calls spent (8-15), bytes
+ * left (16-34), bytes spent (35-53), generation (54-63, never 0 while the
  * record is held). */
 #define RL_LEASE_CL_SHIFT 0
-#define RL_LEASE_CS_SHIFT 7
-#define RL_LEASE_BL_SHIFT 14
-#define RL_LEASE_BS_SHIFT 33
-#define RL_LEASE_GEN_SHIFT 52
-#define RL_LEASE_C_MASK 0x7full
+#define RL_LEASE_CS_SHIFT 8
+#define RL_LEASE_BL_SHIFT 16
+#define RL_LEASE_BS_SHIFT 35
+#define RL_LEASE_GEN_SHIFT 54
+#define RL_LEASE_GEN_MASK 0x3ffull
+#define RL_LEASE_C_MASK 0xffull
 #define RL_LEASE_B_MASK 0x7ffffull
 
 struct rl_lease_units {

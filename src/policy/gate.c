@@ -25,6 +25,8 @@
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/lease.h"
+#include "policy/gate_leased.h"
+#include "policy/lease_take.h"
 #include "policy/open.h"
 #include "policy/report.h"
 #include "policy/sites.h"
@@ -406,7 +408,9 @@ int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
         return RL_GATE_GO;
     }
     if (p->gate.lease.on && calls == 1) {
-        if (rl_lease_take(p, bytes)) {
+        struct rl_lease_holder *h = rl_lease_take(p, bytes);
+        if (h != NULL) {
+            rl_lease_stamped(h, bytes);
             /* Nothing to sleep, nothing logged. */
             rl_gate_ticket_init(t, 0, 1, bytes);
             t->leased = true;
@@ -450,14 +454,13 @@ void rl_gate_finish(struct rl_proc *p)
 uint64_t rl_gate_send_leased(struct rl_proc *p, uint64_t len, bool stream)
 {
     struct rl_gate *g = &p->gate;
-    if (!g->lease.on && !g->fleet_lease)
-        return 0;
-    uint64_t want = stream && len > g->max_bytes ? g->max_bytes : len;
+    uint64_t want = rl_gate_send_want(g, len, stream);
     if (want == 0)
         return 0;
     if (g->fleet_lease)
         return fleet_leased(g, want) ? want : 0;
-    return rl_lease_take(p, want) ? want : 0;
+    struct rl_lease_holder *h = g->lease.on ? rl_lease_take(p, want) : NULL;
+    return h != NULL ? rl_lease_stamped(h, want) : 0;
 }
 
 void rl_gate_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)

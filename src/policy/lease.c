@@ -31,7 +31,9 @@
  *   record idle for 10 ms could look 5 ms idle on it. A holder reads only
  *   the coarse clock per call, and the fine one when the coarse one has
  *   moved: the stamp is about a tick older than its last call at most, so
- *   a busy holder's record is not taken back from under it.
+ *   a busy holder's record is not taken back from under it. The take
+ *   itself reads no clock (lease_take.h): the hook stamps after the real
+ *   call (policy/gate_leased.h), still within the call.
  * - A refill first makes the record live and empty, then takes from the
  *   bucket, then publishes what it took by CAS from that value: a reset or
  *   a take-back in between makes the CAS fail, and the units go back.
@@ -42,6 +44,7 @@
  * into the report at the same moments as the record is folded into the
  * counters. */
 #include "policy/lease.h"
+#include "policy/lease_take.h"
 
 #include <pthread.h>
 #include <stdalign.h>
@@ -56,11 +59,9 @@
 
 #define HOLDERS RL_LEASE_HOLDERS
 
-/* The calling thread's holder in the struct rl_leases it used last: a
- * cache of what pthread_getspecific(its key) says, so that a leased send
- * costs one TLS load; checked against the leases it is asked for (a test
- * process has two). */
-static __thread struct rl_lease_holder *me
+/* The calling thread's holder in the struct rl_leases it used last
+ * (lease_take.h). */
+__thread struct rl_lease_holder *rl_lease_me
     __attribute__((tls_model("initial-exec")));
 
 static void at_thread_exit(void *arg);
@@ -91,10 +92,12 @@ void rl_lease_atfork_child(struct rl_proc *p)
     /* The parent's leases are the parent's: spending them here too would
      * over-admit, and what its threads spent is its own report's. */
     memset(p->leases.holders, 0, sizeof p->leases.holders);
-    me = NULL;
+    rl_lease_me = NULL;
 }
 
-/* Stamp h's record: now (`cnow`: the coarse clock's reading, or 0). */
+/* Stamp h's record: now (`cnow`: the coarse clock's reading, or 0). Out
+ * of line: a leased send mostly finds the coarse clock where it was
+ * (rl_lease_stamped). */
 static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
                                                 uint64_t cnow)
 {
@@ -102,14 +105,16 @@ static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
     rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
 }
 
-/* Stamp h's record when the coarse clock has moved since the last stamp
- * (`cnow`: its reading, or 0 to stamp anyway). The check is inline: a
- * leased send mostly finds the clock where it was. */
-static inline void stamp(struct rl_lease_holder *h, uint64_t cnow)
+uint64_t rl_lease_stamped(struct rl_lease_holder *h, uint64_t granted)
 {
-    if (cnow != 0 && cnow == h->tick)
-        return;
-    stamp_now(h, cnow);
+    uint64_t cnow = rl_clock_coarse_ns();
+    /* Only a record still h's: the hook stamps after the real call, and
+     * a send that blocked long enough left its record idle, to be taken
+     * back and perhaps claimed by another thread meanwhile. */
+    if ((cnow == 0 || cnow != h->tick) &&
+        rl_load_relaxed_u64(&h->rec[0]) == h->word)
+        stamp_now(h, cnow);
+    return granted;
 }
 
 static rl_atomic_u64 *area(struct budget *b)
@@ -152,8 +157,7 @@ static void fold_mine(struct rl_report *r, struct rl_lease_holder *h)
     }
 }
 
-/* The holder's record is gone (taken back, or reset): forget it. */
-static void lost(struct rl_report *r, struct rl_lease_holder *h)
+void rl_lease_lost(struct rl_report *r, struct rl_lease_holder *h)
 {
     fold_mine(r, h);
     h->from = NULL;
@@ -180,7 +184,7 @@ static void give_back(struct rl_report *r, struct rl_lease_holder *h)
         settle(b, &u);
         unclaim(b, h->index);
     }
-    lost(r, h);
+    rl_lease_lost(r, h);
 }
 
 static void at_thread_exit(void *arg)
@@ -190,30 +194,18 @@ static void at_thread_exit(void *arg)
     rl_store_release_u64(&h->in_use, 0);
 }
 
-/* The calling thread's holder in L, when it used another struct
- * rl_leases since: its key says (and the cache follows). */
-static __attribute__((noinline)) struct rl_lease_holder *
-mine_elsewhere(const struct rl_leases *L)
+struct rl_lease_holder *rl_lease_mine_elsewhere(const struct rl_leases *L)
 {
     struct rl_lease_holder *h = L->keyed ? pthread_getspecific(L->key) : NULL;
     if (h != NULL)
-        me = h;
+        rl_lease_me = h;
     return h;
 }
 
-/* The calling thread's holder in L when it has one (NULL: none). A thread
- * that never held a lease (me NULL) has none anywhere. */
-static inline struct rl_lease_holder *mine(const struct rl_leases *L)
-{
-    struct rl_lease_holder *h = me;
-    if (__builtin_expect(h == NULL || h->owner == L, 1))
-        return h;
-    return mine_elsewhere(L);
-}
 
 void rl_lease_drop(struct rl_proc *p)
 {
-    struct rl_lease_holder *h = mine(&p->leases);
+    struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     /* Empty the record but keep it: what is left goes back, what was
@@ -225,7 +217,7 @@ void rl_lease_drop(struct rl_proc *p)
         return;
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
-        lost(&p->gate.report, h);
+        rl_lease_lost(&p->gate.report, h);
         return;
     }
     h->word = nw;
@@ -237,7 +229,7 @@ void rl_lease_drop(struct rl_proc *p)
 
 void rl_lease_finish(struct rl_proc *p)
 {
-    struct rl_lease_holder *h = mine(&p->leases);
+    struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h != NULL)
         give_back(&p->gate.report, h);
 }
@@ -295,7 +287,7 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
 static struct rl_lease_holder *holder(struct rl_proc *p)
 {
     struct rl_leases *L = &p->leases;
-    struct rl_lease_holder *h = mine(L);
+    struct rl_lease_holder *h = rl_lease_mine(L);
     if (h != NULL)
         return h;
     for (unsigned i = 0; i < HOLDERS; i++) {
@@ -308,7 +300,7 @@ static struct rl_lease_holder *holder(struct rl_proc *p)
             h->report = &p->gate.report;
             /* Given back at thread exit. */
             pthread_setspecific(L->key, h);
-            me = h;
+            rl_lease_me = h;
             return h;
         }
     }
@@ -328,13 +320,13 @@ static bool claim_record(struct rl_lease_holder *h, struct budget *b)
             continue;
         }
         rl_atomic_u64 *rec = record(b, i);
-        uint64_t gen = (rl_load_relaxed_u64(&rec[2]) + 1) & 0xfffu;
+        uint64_t gen = (rl_load_relaxed_u64(&rec[2]) + 1) & RL_LEASE_GEN_MASK;
         if (gen == 0)
             gen = 1;
         rl_store_relaxed_u64(&rec[2], gen);
         /* Fresh before live, so no one finds it idle at once. */
         h->rec = rec;
-        stamp(h, 0);
+        stamp_now(h, 0);
         uint64_t zero = 0, w = gen << RL_LEASE_GEN_SHIFT;
         if (!rl_cas_strong_acq_rel_u64(&rec[0], &zero, w)) {
             unclaim(b, i);
@@ -390,7 +382,7 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
                                                      memory_order_acq_rel,
                                                      memory_order_relaxed)) {
             settle(b, &took);
-            lost(&p->gate.report, h);
+            rl_lease_lost(&p->gate.report, h);
             return;
         }
         h->word = nw;
@@ -400,48 +392,13 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
         settle(b, &spent);
         fold_mine(&p->gate.report, h);
     }
-    stamp(h, 0);
-}
-
-bool rl_lease_take(struct rl_proc *p, uint64_t bytes)
-{
-    const struct rl_lease_conf *c = &p->gate.lease;
-    struct rl_lease_holder *h = mine(&p->leases);
-    if (h == NULL || h->from == NULL)
-        return false;
-    uint64_t w = h->word;
-    uint64_t calls = c->calls ? 1 : 0;
-    if (!c->bytes)
-        bytes = 0;
-    if (((w >> RL_LEASE_CL_SHIFT) & RL_LEASE_C_MASK) < calls ||
-        ((w >> RL_LEASE_BL_SHIFT) & RL_LEASE_B_MASK) < bytes)
-        return false;
-    /* Spent never exceeds what was leased since the last fold, so the
-     * fields cannot carry into each other. */
-    uint64_t nw = w - (calls << RL_LEASE_CL_SHIFT) +
-                  (calls << RL_LEASE_CS_SHIFT) - (bytes << RL_LEASE_BL_SHIFT) +
-                  (bytes << RL_LEASE_BS_SHIFT);
-    if (!atomic_compare_exchange_strong_explicit(
-            &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(&p->gate.report, h);
-        return false;
-    }
-    h->word = nw;
-    stamp(h, rl_clock_coarse_ns());
-    if (calls)
-        rl_store_relaxed_u64(&h->spent[RL_KIND_SEND],
-                             rl_load_relaxed_u64(&h->spent[RL_KIND_SEND]) + 1);
-    if (bytes)
-        rl_store_relaxed_u64(
-            &h->spent[RL_KIND_SEND_BYTES],
-            rl_load_relaxed_u64(&h->spent[RL_KIND_SEND_BYTES]) + bytes);
-    return true;
+    stamp_now(h, 0);
 }
 
 void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
     const struct rl_lease_conf *c = &p->gate.lease;
-    struct rl_lease_holder *h = mine(&p->leases);
+    struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
     if (!c->calls)
@@ -457,7 +414,7 @@ void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        lost(&p->gate.report, h);
+        rl_lease_lost(&p->gate.report, h);
         return;
     }
     h->word = nw;

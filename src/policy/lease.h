@@ -43,9 +43,8 @@ struct rl_proc;
 /* At init, once the rule is known: fill p->gate.lease (on, sizes). */
 void rl_lease_setup(struct rl_proc *p);
 
-/* One send call of `bytes` out of the calling thread's lease: true when
- * the lease covered it (and it is spent). */
-bool rl_lease_take(struct rl_proc *p, uint64_t bytes);
+/* One send call out of the calling thread's lease: rl_lease_take, inline
+ * in policy/lease_take.h. */
 
 /* Empty the calling thread's lease (what is left goes back to the budget
  * it came from, what was spent is counted), keeping its record for the

@@ -315,6 +315,8 @@ void rl_send_fast_refund(size_t grant, ssize_t r)
     errno = err;
 }
 
+typedef ssize_t (*send_fn)(int, const void *, size_t, int);
+
 /* The whole shape, out of line: its struct rl_send and saved registers
  * are no part of the leased way's frame. */
 static __attribute__((noinline)) ssize_t send_shaped(int fd, const void *buf,
@@ -333,29 +335,49 @@ static __attribute__((noinline)) ssize_t send_shaped(int fd, const void *buf,
     return r;
 }
 
-static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
-                                                     size_t len, int flags,
-                                                     uint32_t m)
+/* The first call after a scan became due (inherited fds: inherit.c), or
+ * one made before the real send was resolved: the scan, then the mark it
+ * left, the whole shape for a charged call. Out of line: it calls before
+ * the real call. */
+static __attribute__((noinline)) ssize_t send_scanned(int fd, const void *buf,
+                                                      size_t len, int flags,
+                                                      uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_SLOW))
         return REAL(send)(fd, buf, len, flags);
-    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len) : 0;
+    return send_shaped(fd, buf, len, flags, m);
+}
+
+/* A marked fd (or a scan due, or the real send not yet resolved): the
+ * leased way, with no call of the shim's before the real one, else the
+ * whole shape, each way a tail call. `real` is the real send, or NULL. */
+static __attribute__((noinline)) ssize_t send_marked(int fd, const void *buf,
+                                                     size_t len, int flags,
+                                                     uint32_t m,
+                                                     send_fn real)
+{
+    if (__builtin_expect(real == NULL || rl_shim_scan_due(), 0))
+        return send_scanned(fd, buf, len, flags, m);
+    if (!(m & RL_FD_SLOW))
+        return real(fd, buf, len, flags);
+    struct rl_lease_holder *h = NULL;
+    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len, &h) : 0;
     if (g == 0)
         return send_shaped(fd, buf, len, flags, m);
-    ssize_t r = REAL(send)(fd, buf, g, flags);
-    rl_send_fast_end(g, r);
+    ssize_t r = real(fd, buf, g, flags);
+    rl_send_fast_end(g, r, h);
     return r;
 }
 
 RL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     uint32_t m = rl_fdtab_get(fd);
-    ssize_t (*real)(int, const void *, size_t, int) = rl_real.send;
+    send_fn real = rl_real.send;
     if (__builtin_expect(
             !(m & RL_FD_SLOW) && real != NULL && !rl_shim_scan_due(), 1))
         return real(fd, buf, len, flags);
-    return send_marked(fd, buf, len, flags, m);
+    return send_marked(fd, buf, len, flags, m, real);
 }
 
 RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,

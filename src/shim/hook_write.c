@@ -34,18 +34,33 @@ static __attribute__((noinline)) ssize_t write_shaped(int fd, const void *buf,
     return r;
 }
 
-/* The leased way first (hooks.h), the whole shape out of line. */
-static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
-                                                      size_t len, uint32_t m)
+/* The first call after a scan became due (inherited fds: inherit.c): the
+ * scan, then the mark it left, the whole shape for a charged call. Out of
+ * line: it calls before the real call. */
+static __attribute__((noinline)) ssize_t write_scanned(int fd, const void *buf,
+                                                       size_t len, uint32_t m)
 {
     m = rl_hook_mark_scanned(fd, m);
     if (!(m & RL_FD_SLOW))
         return REAL(write)(fd, buf, len);
-    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len) : 0;
+    return write_shaped(fd, buf, len, m);
+}
+
+/* The leased way first (hooks.h), with no call of the shim's before the
+ * real one; the whole shape and the scan out of line, as tail calls. */
+static __attribute__((noinline)) ssize_t write_marked(int fd, const void *buf,
+                                                      size_t len, uint32_t m)
+{
+    if (__builtin_expect(rl_shim_scan_due(), 0))
+        return write_scanned(fd, buf, len, m);
+    if (!(m & RL_FD_SLOW))
+        return rl_real.write(fd, buf, len);
+    struct rl_lease_holder *h = NULL;
+    size_t g = rl_send_fast_fits(m) ? rl_send_fast(m, len, &h) : 0;
     if (g == 0)
         return write_shaped(fd, buf, len, m);
-    ssize_t r = REAL(write)(fd, buf, g);
-    rl_send_fast_end(g, r);
+    ssize_t r = rl_real.write(fd, buf, g);
+    rl_send_fast_end(g, r, h);
     return r;
 }
 

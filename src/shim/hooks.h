@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "policy/gate.h"
+#include "policy/gate_leased.h"
 #include "policy/reqconn.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
@@ -216,33 +217,40 @@ int rl_send_begin(struct rl_send *s);
  * connect is settled). Preserves errno. */
 void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes);
 
-/* rl_send_settle for a call of one unit that returned r bytes. */
 /* The leased way alone, for the commonest charged call: a send of `len`
  * bytes to the socket's own peer (its mark MATCHED, neither HTTP nor
  * INHERITED), outside a handler and the shim, once READY. It asks the
  * thread's lease and nothing else (no struct rl_send, no errno saved: a
- * lease's take sets none); 0 means take the whole shape above, which asks
- * the lease again and then the gate. After the real call of `grant`
- * bytes, rl_send_fast_end gives back what the kernel did not take. */
+ * lease's take sets none), inline and calling nothing
+ * (policy/gate_leased.h), so the hook saves registers only for the real
+ * call; 0 means take the whole shape above, which asks the lease again
+ * (and a fleet budget's) and then the gate. A handler's depth (even one a
+ * siglongjmp left, rl_hook_in_handler_slow) takes the whole shape too.
+ * After the real call of `grant` bytes, rl_send_fast_end stamps the lease
+ * and gives back what the kernel did not take. */
 static inline bool rl_send_fast_fits(uint32_t mark)
 {
     return (mark & (RL_FD_MATCHED | RL_FD_HTTP | RL_FD_INHERITED)) ==
            RL_FD_MATCHED;
 }
-static inline size_t rl_send_fast(uint32_t mark, size_t len)
+static inline __attribute__((always_inline)) size_t
+rl_send_fast(uint32_t mark, size_t len, struct rl_lease_holder **h)
 {
-    if (rl_hook_in_handler() || rl_shim_busy || !rl_shim_ready())
+    *h = NULL;
+    if (rl_sig_depth != 0 || rl_shim_busy || !rl_shim_ready())
         return 0;
     rl_shim_busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    size_t g = (size_t)rl_gate_send_leased(rl_shim_proc(), len,
-                                           (mark & RL_FD_STREAM) != 0);
+    size_t g = (size_t)rl_gate_send_leased_take(
+        rl_shim_proc(), len, (mark & RL_FD_STREAM) != 0, h);
     rl_shim_leave();
     return g;
 }
 void rl_send_fast_refund(size_t grant, ssize_t r);
-static inline void rl_send_fast_end(size_t grant, ssize_t r)
+static inline void rl_send_fast_end(size_t grant, ssize_t r,
+                                    struct rl_lease_holder *h)
 {
+    rl_gate_send_leased_done(h);
     if (__builtin_expect(r < 0 || (size_t)r < grant, 0))
         rl_send_fast_refund(grant, r);
 }

@@ -98,7 +98,7 @@ static void stat_after(char *out, size_t len)
 
 Test(truth, stat_counts_one_message_as_one_send_and_a_reset_wraps_nothing)
 {
-    /* Deep budgets: the first send leases ahead (64 sends, 256 KiB). */
+    /* Deep budgets: the first send leases ahead (255 sends, 256 KiB). */
     h_config_write("[rlshim]\nreport = yes\n"
                    "[default]\nsend = 100000/s\nsend_bytes = 100000000/s\n"
                    "to = 127.0.0.1:%d\n",

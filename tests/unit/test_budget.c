@@ -176,10 +176,10 @@ Test(budget, a_record_packs_units_left_and_spent_without_carries)
     u.spent[RL_KIND_SEND] = RL_LEASE_MAX_CALLS;
     u.left[RL_KIND_SEND_BYTES] = RL_LEASE_MAX_BYTES;
     u.spent[RL_KIND_SEND_BYTES] = RL_LEASE_MAX_BYTES;
-    uint64_t w = rl_lease_pack(0xfff, &u);
+    uint64_t w = rl_lease_pack(RL_LEASE_GEN_MASK, &u);
     rl_lease_unpack(w, &v);
     cr_assert_eq(memcmp(&u, &v, sizeof u), 0);
-    cr_assert_eq(w >> RL_LEASE_GEN_SHIFT, 0xfff);
+    cr_assert_eq(w >> RL_LEASE_GEN_SHIFT, RL_LEASE_GEN_MASK);
 }
 
 Test(budget, a_lease_is_idle_after_8_ms_of_the_coarse_clock)
