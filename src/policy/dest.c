@@ -374,6 +374,16 @@ bool rl_dests_cover(struct rl_names *names, const struct rl_dest *list,
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
 
+    if (n == 0) {
+        /* No `to`: every inet address rl_peer_from_addr would read, with
+         * nothing to match (every connect of a rule without `to`). */
+        sa_family_t fam;
+        if (sa == NULL || salen < sizeof fam)
+            return false;
+        memcpy(&fam, sa, sizeof fam);
+        return (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) ||
+               (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6));
+    }
     if (!rl_peer_from_addr(names, sa, salen, &p))
         return false;
     return rl_dests_cover_peer(list, n, &p, name);

@@ -196,6 +196,11 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
         g->lease.on = false;
         g->fleet_lease = fleet_leasable;
     }
+    /* As rl_gate_charges and take() would find: the rule's budget only. */
+    g->connect_alone = !rl_sites_any(&p->sites) && !rl_dests_any(&p->dests) &&
+                       rule->nlimits[RL_KIND_CONNECT] == 1 &&
+                       rule->max_open == 0 && !rl_declog_enabled(&p->declog) &&
+                       !rl_fleet_decides(&p->fleet, rule);
     return open_store(p, c, why, whylen);
 }
 

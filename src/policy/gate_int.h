@@ -74,6 +74,11 @@ struct rl_gate {
     /* Sends of a fleet budget spend the host's lease (fleet_lease.h):
      * the fleet's counterpart of lease.on, fixed at init. */
     bool fleet_lease;
+    /* A connect is charged to the rule's own budget alone, with one limit
+     * of connects and no max_open, decided in this host and not logged:
+     * one take, counted, and no ticket of charges (gate_take.c's
+     * connect_now). Fixed at init. */
+    bool connect_alone;
     struct rl_report report;
 
     /* The budget in use: swapped when the segment goes stale (another

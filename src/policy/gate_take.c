@@ -322,6 +322,30 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
     t->retry_ns = UINT64_MAX;
 }
 
+/* The common connect (g->connect_alone) when the rule's one limit of
+ * connects grants it now: what the whole way (connect_at) would do for it,
+ * take and count, without a ticket of charges (t says go, at once). false
+ * for any other connect, and when the limit has no unit now (nothing was
+ * taken): then the whole way decides it (waits, denies, logs). */
+static bool connect_now(struct rl_proc *p, struct rl_gate_ticket *t,
+                        uint64_t now)
+{
+    struct rl_gate *g = &p->gate;
+    if (!g->connect_alone)
+        return false;
+    struct budget *b = rl_gate_budget(g);
+    if (b == NULL)
+        return false;
+    const struct rl_limit *lim = &g->rule->limits[RL_KIND_CONNECT][0];
+    struct rl_verdict v = rl_algorithm_get(lim->algo)->take(
+        b->states[RL_KIND_CONNECT][0], lim, now, 1, 1, 0);
+    if (v.granted == 0)
+        return false;
+    rl_gate_count(g, b, RL_KIND_CONNECT, RL_STAT_ALLOWED, 1);
+    rl_gate_ticket_init(t, now, 1, 0);
+    return true;
+}
+
 static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                       const char *call, int fd, const void *sa, unsigned salen)
 {
@@ -350,10 +374,25 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     return RL_GATE_GO;
 }
 
+/* The whole way, with the destination's buffer in its own frame. */
+static __attribute__((noinline)) int
+connect_whole(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
+              const char *call, int fd, const void *sa, unsigned salen)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = connect_at(p, t, now, call, fd, sa, salen);
+    t->dest = NULL;
+    return r;
+}
+
 int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,
                     const char *call, int fd, const void *sa, unsigned salen)
 {
-    return rl_gate_connect_at(p, t, rl_clock_now_ns(), call, fd, sa, salen);
+    uint64_t now = rl_clock_now_ns();
+    if (connect_now(p, t, now))
+        return RL_GATE_GO;
+    return connect_whole(p, t, now, call, fd, sa, salen);
 }
 
 static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
@@ -480,11 +519,9 @@ int rl_gate_connect_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const char *call, int fd, const void *sa,
                        unsigned salen)
 {
-    char dest[RL_NAME_MAX + 1];
-    t->dest = dest;
-    int r = connect_at(p, t, now, call, fd, sa, salen);
-    t->dest = NULL;
-    return r;
+    if (connect_now(p, t, now))
+        return RL_GATE_GO;
+    return connect_whole(p, t, now, call, fd, sa, salen);
 }
 
 int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,

@@ -22,10 +22,8 @@
 #include "shim/wait.h"
 #include "util/clock.h"
 
-uint32_t rl_hook_sock_type(int fd, uint32_t mark)
+uint32_t rl_hook_sock_type_asked(int fd, uint32_t mark)
 {
-    if (mark & RL_FD_KNOWN)
-        return mark & (RL_FD_STREAM | RL_FD_DGRAM);
     /* Made where the shim did not see it (inherited, a raw system call):
      * ask the kernel, once. */
     int type = 0;
@@ -100,18 +98,6 @@ void rl_hook_connect_end(int fd, int r, int err)
     /* Refused, unreachable, ...: this attempt is over (and was charged);
      * a connect on the same socket again is a new attempt. */
     rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM | (rl_fdtab_get(fd) & RL_FD_HTTP));
-}
-
-int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved)
-{
-    if (act == RL_HOOK_FAIL) {
-        errno = t->err;
-        return -1;
-    }
-    if (act == RL_HOOK_GO && t->wait_ns > 0)
-        rl_shim_sleep_until(rl_add_sat_u64(t->now, t->wait_ns));
-    errno = saved;
-    return 0;
 }
 
 /* A blocking socket? (max_open in delay mode sleeps only those; a

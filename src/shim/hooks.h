@@ -11,6 +11,7 @@
 #ifndef RL_SHIM_HOOKS_H
 #define RL_SHIM_HOOKS_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@
 #include "policy/reqconn.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
+#include "util/clock.h"
 
 #define RL_EXPORT __attribute__((visibility("default")))
 
@@ -53,9 +55,15 @@ enum rl_hook_act {
 };
 
 /* Bits RL_FD_STREAM / RL_FD_DGRAM for fd, from its mark when KNOWN, else
- * from the kernel once (the answer is kept in the mark). 0 for anything
- * else. */
-uint32_t rl_hook_sock_type(int fd, uint32_t mark);
+ * from the kernel once (rl_hook_sock_type_asked: the answer is kept in
+ * the mark). 0 for anything else. */
+uint32_t rl_hook_sock_type_asked(int fd, uint32_t mark);
+static inline uint32_t rl_hook_sock_type(int fd, uint32_t mark)
+{
+    if (__builtin_expect(mark & RL_FD_KNOWN, 1))
+        return mark & (RL_FD_STREAM | RL_FD_DGRAM);
+    return rl_hook_sock_type_asked(fd, mark);
+}
 
 /* The mark of a socket just made with (domain, type): KNOWN, and STREAM or
  * DGRAM for an inet one. */
@@ -98,7 +106,18 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
 
 /* Apply the verdict before the real call: sleep if told. Returns -1 with
  * errno set when denied, else 0 with errno restored to `saved`. */
-int rl_hook_apply(int act, const struct rl_gate_ticket *t, int saved);
+static inline int rl_hook_apply(int act, const struct rl_gate_ticket *t,
+                                int saved)
+{
+    if (act == RL_HOOK_FAIL) {
+        errno = t->err;
+        return -1;
+    }
+    if (act == RL_HOOK_GO && t->wait_ns > 0)
+        rl_shim_sleep_until(rl_add_sat_u64(t->now, t->wait_ns));
+    errno = saved;
+    return 0;
+}
 
 /* Sum of an iovec (saturating). */
 size_t rl_hook_iov_len(const struct iovec *iov, size_t n);
