@@ -393,6 +393,7 @@ Test(gate, denies_a_reentered_send_whose_thread_holds_the_window_lock,
 #include <time.h>
 
 #include "policy/budget.h"
+#include "policy/gate_leased.h"
 
 /* A send of `bytes` as the shim makes it on the real clock (leased when a
  * lease covers it). */
@@ -435,6 +436,39 @@ Test(gate, counts_leased_units_when_spent_not_when_taken)
     cr_expect_eq(counter(RL_KIND_SEND, RL_STAT_ALLOWED), 2);
     /* Given back: the whole rest of the bucket is there. */
     cr_expect_eq(whole(64000 - 200), RL_GATE_GO);
+}
+
+/* The hook's take (policy/gate_leased.h): spends out of the lease with no
+ * call, and its stamp after the real call leaves alone a record that was
+ * taken back meanwhile (a send that blocked long enough to go idle). */
+Test(gate, the_hooks_take_spends_the_lease_and_stamps_only_a_record_still_its)
+{
+    gate_with(LEASING);
+    cr_assert_eq(live_send(100), RL_GATE_GO);
+    cr_assert(!t.leased, "the first send is decided on its own");
+    struct rl_lease_holder *h = NULL;
+    cr_assert_eq(rl_gate_send_leased_take(&proc, 100, true, &h), 100);
+    cr_assert_not_null(h);
+    /* Spent, not yet stamped: the stamp is the real call's end. */
+    uint64_t word = h->word, stamp = rl_load_relaxed_u64(&h->rec[1]);
+    sleep_ms(20); /* the coarse clock moves on */
+    rl_gate_send_leased_done(h);
+    uint64_t fresh = rl_load_relaxed_u64(&h->rec[1]);
+    cr_expect_gt(fresh, stamp, "a record still its own is stamped");
+    /* Taken back by another process, as rl_lease_reclaim does. */
+    uint64_t w = word;
+    cr_assert(atomic_compare_exchange_strong(&h->rec[0], &w, 0));
+    cr_expect_eq(rl_gate_send_leased_take(&proc, 100, true, &h), 0,
+                 "a record taken back covers nothing");
+    cr_expect_null(h, "and the hook has nothing to stamp");
+    h = rl_lease_me;
+    sleep_ms(20);
+    rl_gate_send_leased_done(h);
+    cr_expect_eq(rl_load_relaxed_u64(&h->rec[1]), fresh,
+                 "a record taken back is not stamped");
+    /* The whole way finds out and decides the send on its own. */
+    cr_expect_eq(live_send(100), RL_GATE_GO);
+    cr_expect(!t.leased);
 }
 
 static int hold_pipe[2], go_pipe[2];
