@@ -304,6 +304,13 @@ bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
     return fam == AF_INET || fam == AF_INET6;
 }
 
+bool rl_gate_connects_alike(const struct rl_proc *p)
+{
+    const struct rl_rule *rule = p->gate.rule;
+    return rule != NULL && rule->nto == 0 && rule->per != RL_PER_DESTINATION &&
+           !rl_sites_any(&p->sites) && !p->open.on;
+}
+
 /* The budget to charge: the current one, re-opened and re-claimed when
  * another process has replaced the segment. One thread re-opens; the
  * others keep using the old mapping meanwhile (it stays mapped: a thread

@@ -132,6 +132,12 @@ bool rl_gate_charges_sends(const struct rl_proc *p);
  * IPv4-mapped IPv6 as IPv4)? */
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen);
 
+/* Is every inet connect charged alike whatever address it names, and
+ * nothing kept per connection: a rule without `to`, no site, no
+ * per-destination budget, no max_open? (The --seccomp supervisor then
+ * lets the kernel make a connect it charged.) */
+bool rl_gate_connects_alike(const struct rl_proc *p);
+
 /* A new stream connection attempt to `sa` (covered). `call` and `fd` name
  * the call in a log line. */
 int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,

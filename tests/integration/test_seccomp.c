@@ -142,6 +142,37 @@ Test(seccomp, go_client_with_16_goroutines_gets_exactly_the_budget)
     cr_expect_eq(h_server_count(&srv, ""), 5);
 }
 
+/* Without `to` (nor site, per-destination budget or max_open) every inet
+ * connect is charged alike: the supervisor charges it and lets the kernel
+ * make it in the program's thread (sup_calls.c). Still exact. */
+Test(seccomp, without_to_a_go_clients_connects_are_charged_then_continued)
+{
+    h_config_write("[default]\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 5/min\n");
+    names();
+    sc_run(20, (char *[]){go_bin, url, "20", "16", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 5, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 5);
+}
+
+Test(seccomp, without_to_a_static_client_is_paced_in_delay_mode)
+{
+    h_config_write("[rlshim]\n"
+                   "on_deny = delay\n"
+                   "[default]\n"
+                   "connect = 5/s\n"
+                   "connect_burst = 1\n");
+    names();
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 20, "%s", r.out);
+    expect_paced(20);
+}
+
 Test(seccomp, static_client_is_paced_at_the_rate_in_delay_mode)
 {
     delay_config();
@@ -731,6 +762,25 @@ Test(seccomp_open, a_thread_flipping_the_family_gets_no_uncharged_connect)
     cr_expect_gt(h_out_long(&r, "unix", 0), 0, "%s", r.out);
     cr_expect_gt(h_out_long(&r, "fail", 0), 0, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "other", -1), 0, "%s", r.out);
+    usleep(300 * 1000);
+    int acc = accepted();
+    cr_expect_leq(acc, 5, "the server accepted %d connects, the budget is 5",
+                  acc);
+    cr_expect_eq(acc, h_out_long(&r, "ok", -1), "%s", r.out);
+}
+
+/* The same without `to`: the supervisor then lets the kernel make each
+ * connect it charged (sup_calls.c), so a connect whose address it read as
+ * AF_UNIX is charged too: whatever the kernel reads again was paid for. */
+Test(seccomp_open, without_to_a_thread_flipping_the_family_gets_no_free_connect)
+{
+    h_config_write("[default]\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 5/min\n");
+    names();
+    sc_run(60, (char *[]){static_bin, "flip", port, "10000", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "done", 0), 1, "%s", r.out);
     usleep(300 * 1000);
     int acc = accepted();
     cr_expect_leq(acc, 5, "the server accepted %d connects, the budget is 5",
