@@ -129,6 +129,7 @@ subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", passthrough,
                 os.path.join(here, "control", "passthrough.c"), "-ldl"],
                check=True)
 VARIANTS = {
+    "none": {},
     "passthrough": {"LD_PRELOAD": passthrough},
     "rlshim": {"LD_PRELOAD": shim, "RLSHIM_CONFIG": ini,
                "RLSHIM_STATE_DIR": tmp},
@@ -150,11 +151,17 @@ def environ(extra):
     return env
 
 
-def callgrind(variant, argv):
-    """Run argv under callgrind; the output file's path."""
+# trickle (Debian's package, huge limits) for the send row of make bench:
+# it preloads itself into the command it runs (here valgrind or strace's
+# child), so it wraps the command line rather than setting an environment.
+TRICKLE = ["trickle", "-s", "-d", "10000000", "-u", "10000000"]
+
+
+def callgrind(variant, argv, wrap=()):
+    """Run argv under callgrind (inside `wrap`); the output file's path."""
     out = os.path.join(tmp, "callgrind.out")
-    p = subprocess.run(["valgrind", "--tool=callgrind",
-                        f"--callgrind-out-file={out}"] + argv,
+    p = subprocess.run(list(wrap) + ["valgrind", "--tool=callgrind",
+                                     f"--callgrind-out-file={out}"] + argv,
                        env=environ(VARIANTS[variant]), capture_output=True,
                        text=True, timeout=300)
     if p.returncode != 0:
@@ -197,7 +204,7 @@ def syscalls(variant, argv):
 per_call = {v: {} for v in VARIANTS}
 sys_per_call = {v: {} for v in VARIANTS}
 try:
-    for variant in VARIANTS:
+    for variant in ("passthrough", "rlshim"):
         for _, args, n, figures in WORKLOADS:
             argv = [os.path.join(helpers, "bench_calls")] + [
                 a.format(drain=drain, abort=abort) for a in args]
@@ -217,6 +224,13 @@ try:
         costs = inclusive(callgrind(variant, [true]))
         per_call[variant]["true"] = costs["PROGRAM"]  # PROGRAM TOTALS
         sys_per_call[variant]["true"] = syscalls(variant, [true])
+    trickle = None
+    if mode == "" and shutil.which("trickle"):
+        argv = [os.path.join(helpers, "bench_calls"), "send", drain, str(N)]
+        costs = inclusive(callgrind("none", argv, wrap=TRICKLE))
+        trickle = (costs["measured_send"] / N,
+                   (syscalls("none", TRICKLE + argv) -
+                    syscalls("none", TRICKLE + argv[:-1] + ["0"])) / N)
 finally:
     sink.kill()
     sink.wait()
@@ -282,6 +296,13 @@ for fig in ORDER:
     sc = f"{sys_added[fig]:+.2f}" if fig in sys_added else ""
     print(f"{fig:<13}{pt:>10.1f}{rl:>10.1f}{a:>8.1f}{target:>9}"
           f"{'met' if met else 'NOT MET':>9}{base:>10}{sc:>11}")
+if trickle is not None:
+    pt = per_call["passthrough"]["send"]
+    t_added, t_sys = trickle[0] - pt, trickle[1] - sys_per_call["passthrough"]["send"]
+    print(f"trickle 1.07 (huge limits), per 64-byte send: {t_added:+.0f} "
+          f"instructions and {t_sys:+.2f} system calls over the pass-through; "
+          f"rlshim {added['send']:+.0f} and {sys_added['send']:+.2f} "
+          f"({t_added / added['send']:.1f}x fewer instructions)")
 for fig in ORDER:
     a = added[fig]
     if fig in TARGETS:
