@@ -253,41 +253,50 @@ int rl_dest_format(const struct rl_dest *d, char *buf, size_t len)
     return snprintf(buf, len, "[%s]/%u%s", a, d->prefix, port);
 }
 
-bool rl_peer_from_addr(struct rl_names *names, const void *sa, unsigned salen,
-                       struct rl_peer *p)
+/* AF_INET or AF_INET6 when sa is a whole address of that family, else 0
+ * (sa may be unaligned). */
+static sa_family_t inet_family(const void *sa, unsigned salen)
 {
     sa_family_t fam;
 
     if (sa == NULL || salen < sizeof fam)
+        return 0;
+    memcpy(&fam, sa, sizeof fam);
+    if ((fam == AF_INET && salen >= sizeof(struct sockaddr_in)) ||
+        (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)))
+        return fam;
+    return 0;
+}
+
+bool rl_peer_from_addr(struct rl_names *names, const void *sa, unsigned salen,
+                       struct rl_peer *p)
+{
+    sa_family_t fam = inet_family(sa, salen);
+
+    if (fam == 0)
         return false;
     p->names = names;
-    memcpy(&fam, sa, sizeof fam); /* sa may be unaligned */
-    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+    p->namelen = -1;
+    p->name = NULL;
+    if (fam == AF_INET) {
         struct sockaddr_in in;
         memcpy(&in, sa, sizeof in);
         memcpy(p->addr, &in.sin_addr, 4);
         p->port = ntohs(in.sin_port);
         p->family = AF_INET;
-        p->namelen = -1;
-        p->name = NULL;
         return true;
     }
-    if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
-        struct sockaddr_in6 in6;
-        memcpy(&in6, sa, sizeof in6);
-        p->port = ntohs(in6.sin6_port);
-        if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
-            memcpy(p->addr, in6.sin6_addr.s6_addr + 12, 4);
-            p->family = AF_INET;
-        } else {
-            memcpy(p->addr, in6.sin6_addr.s6_addr, 16);
-            p->family = AF_INET6;
-        }
-        p->namelen = -1;
-        p->name = NULL;
-        return true;
+    struct sockaddr_in6 in6;
+    memcpy(&in6, sa, sizeof in6);
+    p->port = ntohs(in6.sin6_port);
+    if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
+        memcpy(p->addr, in6.sin6_addr.s6_addr + 12, 4);
+        p->family = AF_INET;
+    } else {
+        memcpy(p->addr, in6.sin6_addr.s6_addr, 16);
+        p->family = AF_INET6;
     }
-    return false;
+    return true;
 }
 
 /* The first `prefix` bits of 64 bits at a and b are equal (b's host bits
@@ -374,16 +383,10 @@ bool rl_dests_cover(struct rl_names *names, const struct rl_dest *list,
     struct rl_peer p;
     char name[RL_NAME_MAX + 1];
 
-    if (n == 0) {
+    if (n == 0)
         /* No `to`: every inet address rl_peer_from_addr would read, with
          * nothing to match (every connect of a rule without `to`). */
-        sa_family_t fam;
-        if (sa == NULL || salen < sizeof fam)
-            return false;
-        memcpy(&fam, sa, sizeof fam);
-        return (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) ||
-               (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6));
-    }
+        return inet_family(sa, salen) != 0;
     if (!rl_peer_from_addr(names, sa, salen, &p))
         return false;
     return rl_dests_cover_peer(list, n, &p, name);

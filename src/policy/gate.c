@@ -422,7 +422,7 @@ int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
     if (p->gate.lease.on && calls == 1) {
         struct rl_lease_holder *h = rl_lease_take(p, bytes);
         if (h != NULL) {
-            rl_lease_stamped(h, bytes);
+            rl_lease_stamp(h);
             /* Nothing to sleep, nothing logged. */
             rl_gate_ticket_init(t, 0, 1, bytes);
             t->leased = true;
@@ -472,7 +472,8 @@ uint64_t rl_gate_send_leased(struct rl_proc *p, uint64_t len, bool stream)
     if (g->fleet_lease)
         return fleet_leased(g, want) ? want : 0;
     struct rl_lease_holder *h = g->lease.on ? rl_lease_take(p, want) : NULL;
-    return h != NULL ? rl_lease_stamped(h, want) : 0;
+    rl_gate_send_leased_done(h);
+    return h != NULL ? want : 0;
 }
 
 void rl_gate_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)

@@ -47,7 +47,7 @@ rl_gate_send_leased_take(struct rl_proc *p, uint64_t len, bool stream,
 static inline void rl_gate_send_leased_done(struct rl_lease_holder *h)
 {
     if (h != NULL)
-        rl_lease_stamped(h, 0);
+        rl_lease_stamp(h);
 }
 
 #endif

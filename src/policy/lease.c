@@ -97,7 +97,7 @@ void rl_lease_atfork_child(struct rl_proc *p)
 
 /* Stamp h's record: now (`cnow`: the coarse clock's reading, or 0). Out
  * of line: a leased send mostly finds the coarse clock where it was
- * (rl_lease_stamped). */
+ * (rl_lease_stamp). */
 static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
                                                 uint64_t cnow)
 {
@@ -105,7 +105,7 @@ static __attribute__((noinline)) void stamp_now(struct rl_lease_holder *h,
     rl_store_relaxed_u64(&h->rec[1], rl_clock_now_ns());
 }
 
-uint64_t rl_lease_stamped(struct rl_lease_holder *h, uint64_t granted)
+void rl_lease_stamp(struct rl_lease_holder *h)
 {
     uint64_t cnow = rl_clock_coarse_ns();
     /* Only a record still h's: the hook stamps after the real call, and
@@ -114,7 +114,6 @@ uint64_t rl_lease_stamped(struct rl_lease_holder *h, uint64_t granted)
     if ((cnow == 0 || cnow != h->tick) &&
         rl_load_relaxed_u64(&h->rec[0]) == h->word)
         stamp_now(h, cnow);
-    return granted;
 }
 
 static rl_atomic_u64 *area(struct budget *b)

@@ -1,6 +1,6 @@
-/* lease_take.h — one send out of the calling thread's lease, inline in
- * the gate (policy/gate.c), so that a leased send is one function of the
- * shim's below the hook: the hot path of every never-binding send. The
+/* lease_take.h — one send out of the calling thread's lease, inline: in
+ * the send hooks (through policy/gate_leased.h), the hot path of every
+ * never-binding send, and in the gate's own decision (policy/gate.c). The
  * rest of the lease (refill, drop, take-back, the invariants) is in
  * lease.c. */
 #ifndef RL_POLICY_LEASE_TAKE_H
@@ -33,11 +33,10 @@ __attribute__((noinline)) void rl_lease_lost(struct rl_report *r,
                                              struct rl_lease_holder *h);
 
 /* The second half of a take: stamp h's record when the coarse clock has
- * moved since the last stamp; returns `granted`. Out of line and last, so
- * that the take before it calls nothing and the caller's return is a tail
- * call: a leased send saves no registers for it. */
-__attribute__((noinline)) uint64_t rl_lease_stamped(struct rl_lease_holder *h,
-                                                    uint64_t granted);
+ * moved since the last stamp (and the record is still h's). Out of line,
+ * so that the take before it calls nothing: the hook stamps after the
+ * real call. */
+__attribute__((noinline)) void rl_lease_stamp(struct rl_lease_holder *h);
 
 /* The calling thread's holder in L when it has one (NULL: none). A thread
  * that never held a lease (rl_lease_me NULL) has none anywhere. */
@@ -55,7 +54,7 @@ enum rl_lease_spend { RL_LEASE_SHORT, RL_LEASE_SPENT, RL_LEASE_GONE };
  * it covered them, SHORT when it holds less, GONE when its record was
  * taken back (idle, or reset) since h last wrote it: then the caller
  * forgets it (rl_lease_lost). Calls nothing: no clock read, one
- * uncontended CAS. The caller stamps the record (rl_lease_stamped). */
+ * uncontended CAS. The caller stamps the record (rl_lease_stamp). */
 static inline __attribute__((always_inline)) enum rl_lease_spend
 rl_lease_spend(struct rl_proc *p, struct rl_lease_holder *h, uint64_t bytes)
 {
@@ -92,7 +91,7 @@ rl_lease_spend(struct rl_proc *p, struct rl_lease_holder *h, uint64_t bytes)
 
 /* One send call of `bytes` out of the calling thread's lease: its holder
  * when the lease covered it (and it is spent; the caller then stamps it
- * with rl_lease_stamped), else NULL. */
+ * with rl_lease_stamp), else NULL. */
 static inline struct rl_lease_holder *rl_lease_take(struct rl_proc *p,
                                                     uint64_t bytes)
 {
