@@ -14,18 +14,6 @@
 #include "util/declog.h"
 #include "util/log.h"
 
-/* The name the program resolved the address in `host` from (SPEC §1), in
- * place of the address when there is one. */
-static void name_of(struct rl_names *names, char *host, size_t hostlen)
-{
-    uint8_t a[16];
-    int fam = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
-    char name[RL_NAME_MAX + 1];
-    if (inet_pton(fam, host, a) == 1 &&
-        rl_names_find(names, fam, a, name) > 0 && strlen(name) < hostlen)
-        memcpy(host, name, strlen(name) + 1);
-}
-
 /* The label of the site section the call is charged to, if any. */
 static const char *site_of(const struct rl_gate_ticket *t)
 {
@@ -40,11 +28,11 @@ static const char *site_of(const struct rl_gate_ticket *t)
 static void dest_of(struct rl_proc *p, const struct rl_gate_call *c, char *host,
                     size_t len, unsigned *port)
 {
-    rl_declog_dest(c->sa, c->salen, host, len, port);
-    if (c->dest != NULL && strlen(c->dest) < len)
+    if (c->dest != NULL && strlen(c->dest) < len) {
+        rl_declog_dest(c->sa, c->salen, host, len, port);
         memcpy(host, c->dest, strlen(c->dest) + 1);
-    else
-        name_of(&p->names, host, len);
+    } else
+        rl_names_dest(&p->names, c->sa, c->salen, host, len, port);
 }
 
 void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
@@ -116,31 +104,20 @@ void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
     rl_declog_write(&p->declog, &r);
 }
 
-/* "fd 3 to 127.0.0.1:80" for a log line ("fd 3" when the destination is
- * not known: the hook found no peer). */
+/* "fd 3 to 127.0.0.1:80" (or "to [::1]:80") for a log line ("fd 3" when
+ * the destination is not known: the hook found no peer, or not inet). */
 static void describe(char *buf, size_t len, int fd, const void *sa,
                      unsigned salen)
 {
-    if (sa == NULL) {
+    char host[INET6_ADDRSTRLEN], hp[INET6_ADDRSTRLEN + 8];
+    unsigned port;
+    rl_declog_dest(sa, salen, host, sizeof host, &port);
+    if (strcmp(host, "?") == 0) {
         snprintf(buf, len, "fd %d", fd);
         return;
     }
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
-    if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *in = sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        snprintf(buf, len, "fd %d to %s:%u", fd, host, port);
-    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
-        const struct sockaddr_in6 *in6 = sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
-        snprintf(buf, len, "fd %d to [%s]:%u", fd, host, port);
-    } else {
-        snprintf(buf, len, "fd %d", fd);
-    }
+    rl_declog_hostport(hp, sizeof hp, host, port);
+    snprintf(buf, len, "fd %d to %s", fd, hp);
 }
 
 /* One log line. Nothing is formatted unless the log's rate limit says the

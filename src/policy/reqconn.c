@@ -15,6 +15,7 @@
 #include "policy/report.h"
 #include "util/atomics.h"
 #include "util/clock.h"
+#include "util/declog.h"
 #include "util/log.h"
 #include "util/sys.h"
 
@@ -325,22 +326,11 @@ void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
 {
     if (!rl_report_tls_unseen(proc))
         return;
-    char host[RL_NAME_MAX + 1] = "?";
-    unsigned port = 0;
-    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
-    if (c->salen > 0 && sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const void *)sa;
-        port = ntohs(in->sin_port);
-        if (rl_names_find(&proc->names, AF_INET, (const uint8_t *)&in->sin_addr,
-                          host) == 0)
-            inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    } else if (c->salen > 0 && sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        port = ntohs(in6->sin6_port);
-        if (rl_names_find(&proc->names, AF_INET6,
-                          (const uint8_t *)&in6->sin6_addr, host) == 0)
-            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    }
-    rl_log_stderr("requests to %s:%u are not counted: TLS the shim cannot see",
-                  host, port);
+    char host[RL_NAME_MAX + 1], hp[RL_NAME_MAX + 16];
+    unsigned port;
+    rl_names_dest(&proc->names, c->salen > 0 ? &c->peer : NULL, c->salen,
+                  host, sizeof host, &port);
+    rl_declog_hostport(hp, sizeof hp, host, port);
+    rl_log_stderr("requests to %s are not counted: TLS the shim cannot see",
+                  hp);
 }

@@ -442,3 +442,9 @@ void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
         *port = ntohs(in6->sin6_port);
     }
 }
+
+void rl_declog_hostport(char *buf, size_t len, const char *host, unsigned port)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(buf, len, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}

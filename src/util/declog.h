@@ -135,4 +135,9 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r);
 void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
                     unsigned *port);
 
+/* "host:port" into buf, or "[host]:port" when host is an IPv6 literal (so
+ * that the port cannot be read as the address's last group). */
+void rl_declog_hostport(char *buf, size_t len, const char *host,
+                        unsigned port);
+
 #endif

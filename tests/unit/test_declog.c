@@ -323,6 +323,17 @@ Test(declog, a_relative_path_is_refused)
     cr_assert_not(rl_declog_enabled(&dlog));
 }
 
+Test(declog, an_ipv6_literal_is_bracketed_before_its_port)
+{
+    char buf[64];
+    rl_declog_hostport(buf, sizeof buf, "2001:db8::1", 443);
+    cr_expect_str_eq(buf, "[2001:db8::1]:443");
+    rl_declog_hostport(buf, sizeof buf, "198.51.100.1", 80);
+    cr_expect_str_eq(buf, "198.51.100.1:80");
+    rl_declog_hostport(buf, sizeof buf, "example.test", 8080);
+    cr_expect_str_eq(buf, "example.test:8080");
+}
+
 Test(declog, dest_of_an_address_or_a_peer)
 {
     struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(80)};

@@ -145,6 +145,30 @@ Test(names, keeps_ipv4_mapped_ipv6_as_ipv4)
     cr_assert_str_eq(buf, "mapped.test");
 }
 
+/* What a message names: the name the address was resolved from, even when
+ * a socket of family AF_INET6 reached it IPv4-mapped, else the literal. */
+Test(names, a_message_names_the_destination_by_its_name_else_its_literal)
+{
+    char host[RL_NAME_MAX + 1];
+    unsigned port;
+    note("10.9.9.8", "mapped.test");
+    struct sockaddr_in6 in6 = {.sin6_family = AF_INET6,
+                               .sin6_port = htons(443)};
+    cr_assert_eq(inet_pton(AF_INET6, "::ffff:10.9.9.8", &in6.sin6_addr), 1);
+    rl_names_dest(&names, &in6, sizeof in6, host, sizeof host, &port);
+    cr_expect_str_eq(host, "mapped.test");
+    cr_expect_eq(port, 443);
+    cr_assert_eq(inet_pton(AF_INET6, "2001:db8::7", &in6.sin6_addr), 1);
+    rl_names_dest(&names, &in6, sizeof in6, host, sizeof host, &port);
+    cr_expect_str_eq(host, "2001:db8::7");
+    struct sockaddr_in in = sin_of("10.9.9.7", 80);
+    rl_names_dest(NULL, &in, sizeof in, host, sizeof host, &port);
+    cr_expect_str_eq(host, "10.9.9.7");
+    cr_expect_eq(port, 80);
+    rl_names_dest(&names, NULL, 0, host, sizeof host, &port);
+    cr_expect_str_eq(host, "?");
+}
+
 Test(names, stays_bounded_and_keeps_the_newest)
 {
     uint8_t a[4];
