@@ -101,7 +101,8 @@ static int connect_decision(int listener, struct sup_job *j, const char *call)
     }
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd, &j->sa, j->salen);
+    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd,
+                              j->unread ? NULL : &j->sa, j->salen);
     rl_open_act_for(NULL);
     return act;
 }
@@ -147,6 +148,39 @@ static enum sup_act verdict(struct sup_job *j, int act)
     return j->connect ? SUP_CONNECT : SUP_CONTINUE;
 }
 
+/* When every connect is charged alike and no decision log names its
+ * destination, the address is not needed to decide: it is read only for
+ * a line the decision writes (rl_gate_say's say_due), after the decision.
+ * (The read is the larger part of a connect's decision here: 3.1 of
+ * 5.9 us a connect, measured under a Go client.) The registers alone
+ * still say whether there is an address to charge: none (or a length the
+ * kernel refuses before it reads) is continued, as when it is read; a
+ * pointer that cannot be read is charged, and its connect then fails
+ * (EFAULT) in the kernel, as a connect to an unreachable address is
+ * charged and fails. */
+static bool addr_unneeded(uint64_t addr, uint64_t len)
+{
+    return rl_gate_connects_alike(&sup_proc) &&
+           !rl_declog_enabled(&sup_proc.declog) && addr != 0 &&
+           len >= sizeof(sa_family_t) && len <= sizeof(struct sockaddr_storage);
+}
+
+/* The decision of a connect whose address was not read: the call's
+ * destination, for its line, read once the decision says there is one. */
+static enum sup_act decided_unread(int listener, const struct seccomp_notif *req,
+                                   struct sup_job *j)
+{
+    int act = connect_decision(listener, j, "connect");
+    if (j->t.say_due) {
+        j->unread = false;
+        j->salen = 0;
+        bool read = read_addr(j, req->data.args[1], req->data.args[2]) > 0;
+        rl_gate_say_peer(&sup_proc, &j->t, "connect", j->fd,
+                         read ? &j->sa : NULL, read ? j->salen : 0);
+    }
+    return verdict(j, act);
+}
+
 /* A connect. What the kernel checks a continued connect against is the
  * socket, and what it connects is the address it reads again then, not the
  * one we read: another thread may have switched it from AF_UNIX to AF_INET
@@ -179,7 +213,12 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
                                struct sup_job *j)
 {
     j->fd = (int)req->data.args[0];
-    int r = read_addr(j, req->data.args[1], req->data.args[2]);
+    j->unread = addr_unneeded(req->data.args[1], req->data.args[2]);
+    int r = 1;
+    if (j->unread)
+        j->salen = (socklen_t)req->data.args[2];
+    else
+        r = read_addr(j, req->data.args[1], req->data.args[2]);
     if (r < 0)
         return read_failed(j, r);
     /* sup_grab checks after the read that the memory we read was the
@@ -211,6 +250,8 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
         return j->connect ? SUP_CONNECT : SUP_CONTINUE;
     if (j->connect && (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen)))
         return SUP_CONNECT;
+    if (j->unread)
+        return decided_unread(listener, req, j);
     return verdict(j, connect_decision(listener, j, "connect"));
 }
 

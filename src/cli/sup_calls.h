@@ -32,6 +32,7 @@ struct sup_job {
     int err;      /* SUP_ERROR: the errno to answer */
     bool connect; /* when due: make the connect here (else continue) */
     bool charged; /* the ticket took units (a refund gives them back) */
+    bool unread;  /* a connect decided without its address (on_connect) */
     uint64_t due; /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
     uint64_t open_deadline; /* SUP_OPEN_WAIT: when waiting for a place ends */
     /* max_open: the target process the ticket's places (t.open) are held

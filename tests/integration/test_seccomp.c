@@ -186,6 +186,47 @@ Test(seccomp, without_to_a_static_client_is_paced_in_delay_mode)
     expect_paced(20);
 }
 
+/* Without `to` the supervisor decides a connect without reading its
+ * address (sup_calls.c), and reads it only for a line that names it: the
+ * denials still name the server, as with a `to`. */
+Test(seccomp, without_to_a_denied_connects_line_names_its_destination)
+{
+    char log[300], line[64];
+    snprintf(log, sizeof log, "%s/rule.log", h_dir);
+    h_config_write("[rlshim]\n"
+                   "log = %s\n"
+                   "[default]\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 5/min\n",
+                   log);
+    names();
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
+    snprintf(line, sizeof line, "to 127.0.0.1:%d: connect 1 over quota",
+             srv.port);
+    int named = h_file_lines(log, line), denied = h_file_lines(log, "denied connect");
+    cr_expect_gt(named, 0, "no denial names 127.0.0.1:%d", srv.port);
+    cr_expect_eq(named, denied, "%d of %d denials name the server", named,
+                 denied);
+}
+
+/* With the decision log on, the address is read before the decision:
+ * each of the 20 lines names the server's address and port. */
+Test(seccomp, without_to_the_decision_log_names_every_connects_destination)
+{
+    char log[300], dest[64];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    setenv("RLSHIM_DECISION_LOG", log, 1);
+    fail_config_to("connect", false);
+    sc_run(20, (char *[]){static_bin, "connect", port, "20", NULL});
+    unsetenv("RLSHIM_DECISION_LOG");
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    snprintf(dest, sizeof dest, "\"127.0.0.1\",\"port\":%d", srv.port);
+    cr_expect_eq(h_file_lines(log, "\"call\":\"connect\""), 20);
+    cr_expect_eq(h_file_lines(log, dest), 20, "lines naming %s", dest);
+}
+
 Test(seccomp, static_client_is_paced_at_the_rate_in_delay_mode)
 {
     delay_config();
