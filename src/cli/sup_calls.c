@@ -158,10 +158,9 @@ static enum sup_act verdict(struct sup_job *j, int act)
  * pointer that cannot be read is charged, and its connect then fails
  * (EFAULT) in the kernel, as a connect to an unreachable address is
  * charged and fails. */
-static bool addr_unneeded(uint64_t addr, uint64_t len)
+static bool addr_unneeded(bool alike, uint64_t addr, uint64_t len)
 {
-    return rl_gate_connects_alike(&sup_proc) &&
-           !rl_declog_enabled(&sup_proc.declog) && addr != 0 &&
+    return alike && !rl_declog_enabled(&sup_proc.declog) && addr != 0 &&
            len >= sizeof(sa_family_t) && len <= sizeof(struct sockaddr_storage);
 }
 
@@ -213,7 +212,8 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
                                struct sup_job *j)
 {
     j->fd = (int)req->data.args[0];
-    j->unread = addr_unneeded(req->data.args[1], req->data.args[2]);
+    bool alike = rl_gate_connects_alike(&sup_proc);
+    j->unread = addr_unneeded(alike, req->data.args[1], req->data.args[2]);
     int r = 1;
     if (j->unread)
         j->salen = (socklen_t)req->data.args[2];
@@ -245,7 +245,7 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
      * thread is switching from AF_UNIX), and the kernel makes it in the
      * program's own thread: whatever address it reads again, it is an
      * attempt that was charged. */
-    j->connect = !rl_gate_connects_alike(&sup_proc);
+    j->connect = !alike;
     if (state >= 0 && state != TCP_CLOSE)
         return j->connect ? SUP_CONNECT : SUP_CONTINUE;
     if (j->connect && (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen)))

@@ -16,6 +16,7 @@
 #include "policy/open.h"
 #include "state/layout.h"
 #include "util/atomics.h"
+#include "util/declog.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/ownerlock.h"
@@ -135,6 +136,17 @@ size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
     if (!rl_peer_from_addr(names, sa, salen, &p))
         return 0;
     return rl_dests_peer_name(&p, buf);
+}
+
+void rl_dests_name_port(struct rl_names *names, const void *sa,
+                        unsigned salen, char *host, size_t hostlen,
+                        unsigned *port)
+{
+    char name[RL_NAME_MAX + 1];
+    rl_declog_dest(sa, salen, host, hostlen, port);
+    size_t n = rl_dests_name(names, sa, salen, name);
+    if (n > 0 && n < hostlen)
+        memcpy(host, name, n + 1);
 }
 
 size_t rl_dests_peer_name(struct rl_peer *p, char *buf)

@@ -105,6 +105,13 @@ uint32_t rl_dests_slots(const struct rl_config *cfg);
 size_t rl_dests_name(struct rl_names *names, const void *sa, unsigned salen,
                      char *buf);
 
+/* rl_dests_name with its port, as a message names the destination, into
+ * `host` of any size: "?" and port 0 when `sa` is not an inet address (or
+ * NULL). */
+void rl_dests_name_port(struct rl_names *names, const void *sa,
+                        unsigned salen, char *host, size_t hostlen,
+                        unsigned *port);
+
 /* The same for a peer taken apart already (its name looked up once). */
 struct rl_peer;
 size_t rl_dests_peer_name(struct rl_peer *p, char *buf);

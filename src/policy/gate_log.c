@@ -1,15 +1,14 @@
 /* gate_log.c — see gate_log.h. */
 #include "policy/gate_log.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "policy/config.h"
+#include "policy/dests.h"
 #include "policy/gate_int.h"
-#include "policy/names.h"
 #include "policy/proc.h"
 #include "util/declog.h"
 #include "util/log.h"
@@ -32,7 +31,7 @@ static void dest_of(struct rl_proc *p, const struct rl_gate_call *c, char *host,
         rl_declog_dest(c->sa, c->salen, host, len, port);
         memcpy(host, c->dest, strlen(c->dest) + 1);
     } else
-        rl_names_dest(&p->names, c->sa, c->salen, host, len, port);
+        rl_dests_name_port(&p->names, c->sa, c->salen, host, len, port);
 }
 
 void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
@@ -111,8 +110,7 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
 {
     char host[INET6_ADDRSTRLEN], hp[INET6_ADDRSTRLEN + 8];
     unsigned port;
-    rl_declog_dest(sa, salen, host, sizeof host, &port);
-    if (strcmp(host, "?") == 0) {
+    if (!rl_declog_dest(sa, salen, host, sizeof host, &port)) {
         snprintf(buf, len, "fd %d", fd);
         return;
     }

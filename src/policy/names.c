@@ -27,7 +27,6 @@
 #include <sys/socket.h>
 
 #include "util/atomics.h"
-#include "util/declog.h"
 #include "util/zmap.h"
 
 #define WAYS 4u
@@ -361,18 +360,4 @@ void rl_names_atfork_child(struct rl_names *t)
     }
     rl_store_relaxed_u64(&t->busy, 0);
     unlock(t);
-}
-
-void rl_names_dest(struct rl_names *t, const void *sa, unsigned salen,
-                   char *host, size_t hostlen, unsigned *port)
-{
-    rl_declog_dest(sa, salen, host, hostlen, port);
-    /* From the literal: the look-up then folds an IPv4-mapped address as
-     * the table does. */
-    uint8_t a[16];
-    int fam = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
-    char name[RL_NAME_MAX + 1];
-    if (inet_pton(fam, host, a) == 1 && rl_names_find(t, fam, a, name) > 0 &&
-        strlen(name) < hostlen)
-        memcpy(host, name, strlen(name) + 1);
 }

@@ -85,13 +85,6 @@ void rl_names_forget(struct rl_names *t, int family, const void *addr);
 size_t rl_names_find(struct rl_names *t, int family, const uint8_t *addr,
                      char *buf);
 
-/* The destination `sa` names as a user reads it in a message: the name the
- * program resolved its address from, else its address literal (an
- * IPv4-mapped one as IPv4; "?" when it is not an inet address, or NULL),
- * and its port. t may be NULL (no table). */
-void rl_names_dest(struct rl_names *t, const void *sa, unsigned salen,
-                   char *host, size_t hostlen, unsigned *port);
-
 /* Forget everything (tests). */
 void rl_names_clear(struct rl_names *t);
 

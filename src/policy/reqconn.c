@@ -1,7 +1,6 @@
 /* reqconn.c — see reqconn.h. */
 #include "policy/reqconn.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -9,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/dests.h"
 #include "policy/gate.h"
 #include "policy/names.h"
 #include "policy/proc.h"
@@ -328,8 +328,8 @@ void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
         return;
     char host[RL_NAME_MAX + 1], hp[RL_NAME_MAX + 16];
     unsigned port;
-    rl_names_dest(&proc->names, c->salen > 0 ? &c->peer : NULL, c->salen,
-                  host, sizeof host, &port);
+    rl_dests_name_port(&proc->names, c->salen > 0 ? &c->peer : NULL,
+                       c->salen, host, sizeof host, &port);
     rl_declog_hostport(hp, sizeof hp, host, port);
     rl_log_stderr("requests to %s are not counted: TLS the shim cannot see",
                   hp);

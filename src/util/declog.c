@@ -419,19 +419,21 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
     errno = saved;
 }
 
-void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+bool rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
                     unsigned *port)
 {
     snprintf(host, hostlen, "?");
     *port = 0;
     if (sa == NULL || salen < sizeof(sa_family_t))
-        return;
+        return false;
     sa_family_t fam = ((const struct sockaddr *)sa)->sa_family;
     if (fam == AF_INET && salen >= sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = sa;
         inet_ntop(AF_INET, &in->sin_addr, host, (socklen_t)hostlen);
         *port = ntohs(in->sin_port);
-    } else if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+        return true;
+    }
+    if (fam == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *in6 = sa;
         /* An IPv4-mapped address is the IPv4 host the rule saw. */
         if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
@@ -440,7 +442,9 @@ void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
         else
             inet_ntop(AF_INET6, &in6->sin6_addr, host, (socklen_t)hostlen);
         *port = ntohs(in6->sin6_port);
+        return true;
     }
+    return false;
 }
 
 void rl_declog_hostport(char *buf, size_t len, const char *host, unsigned port)

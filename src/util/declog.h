@@ -130,9 +130,9 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
  * errno. */
 void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r);
 
-/* The address literal and port of `sa`; host "?" and port 0 when it is
- * not an inet address (or NULL: not known). */
-void rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
+/* The address literal and port of `sa`; host "?" and port 0 (and false)
+ * when it is not an inet address (or NULL: not known). */
+bool rl_declog_dest(const void *sa, unsigned salen, char *host, size_t hostlen,
                     unsigned *port);
 
 /* "host:port" into buf, or "[host]:port" when host is an IPv6 literal (so

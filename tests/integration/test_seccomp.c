@@ -205,7 +205,8 @@ Test(seccomp, without_to_a_denied_connects_line_names_its_destination)
     cr_expect_eq(h_out_long(&r, "fail", -1), 15, "%s", r.out);
     snprintf(line, sizeof line, "to 127.0.0.1:%d: connect 1 over quota",
              srv.port);
-    int named = h_file_lines(log, line), denied = h_file_lines(log, "denied connect");
+    int named = h_file_lines(log, line);
+    int denied = h_file_lines(log, "denied connect");
     cr_expect_gt(named, 0, "no denial names 127.0.0.1:%d", srv.port);
     cr_expect_eq(named, denied, "%d of %d denials name the server", named,
                  denied);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "policy/dest.h"
+#include "policy/dests.h"
 #include "policy/names.h"
 
 /* The table under test (a process's is a member of its struct rl_proc). */
@@ -155,17 +156,17 @@ Test(names, a_message_names_the_destination_by_its_name_else_its_literal)
     struct sockaddr_in6 in6 = {.sin6_family = AF_INET6,
                                .sin6_port = htons(443)};
     cr_assert_eq(inet_pton(AF_INET6, "::ffff:10.9.9.8", &in6.sin6_addr), 1);
-    rl_names_dest(&names, &in6, sizeof in6, host, sizeof host, &port);
+    rl_dests_name_port(&names, &in6, sizeof in6, host, sizeof host, &port);
     cr_expect_str_eq(host, "mapped.test");
     cr_expect_eq(port, 443);
     cr_assert_eq(inet_pton(AF_INET6, "2001:db8::7", &in6.sin6_addr), 1);
-    rl_names_dest(&names, &in6, sizeof in6, host, sizeof host, &port);
+    rl_dests_name_port(&names, &in6, sizeof in6, host, sizeof host, &port);
     cr_expect_str_eq(host, "2001:db8::7");
     struct sockaddr_in in = sin_of("10.9.9.7", 80);
-    rl_names_dest(NULL, &in, sizeof in, host, sizeof host, &port);
+    rl_dests_name_port(NULL, &in, sizeof in, host, sizeof host, &port);
     cr_expect_str_eq(host, "10.9.9.7");
     cr_expect_eq(port, 80);
-    rl_names_dest(&names, NULL, 0, host, sizeof host, &port);
+    rl_dests_name_port(&names, NULL, 0, host, sizeof host, &port);
     cr_expect_str_eq(host, "?");
 }
 
