@@ -139,7 +139,7 @@ INTEG_BIN := $(B)/tests/integration
 HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELPER_SRCS))
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all test unit integration lint check bench asan tsan ubsan fuzz demo \
+.PHONY: all test test-suites build-tests unit integration lint check bench asan tsan ubsan fuzz fuzz-run demo \
         docs examples deb deb-test host-test instructions instructions-baseline \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
@@ -151,7 +151,8 @@ $(B)/.deps:
 	@mkdir -p $(B) && touch $@
 
 # Checked again whenever the list changes.
-$(B)/.test-deps: Makefile .ci/ensure-deps
+# After the build's (never two apt-get at once under make -j).
+$(B)/.test-deps: Makefile .ci/ensure-deps | $(B)/.deps
 	@$(ENSURE) $(TEST_DEPS)
 	@mkdir -p $(B) && touch $@
 
@@ -244,7 +245,13 @@ CRITERION_FLAGS ?= --jobs 2
 # build fails the suite.
 SUITE = $(TEST_ENV) sh tests/run-suite.sh
 
-test: all $(B)/.test-deps unit integration lint instructions examples \
+# The build on every core first, then the suites one after another (their
+# timing checks assume nothing else of ours runs beside them).
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+test:
+	$(MAKE) -j$(JOBS) build-tests
+	$(MAKE) -j1 test-suites
+test-suites: all $(B)/.test-deps unit integration lint instructions examples \
       deb-test host-test
 
 # Unit tests of the store exec a second program of their own; those of
@@ -275,6 +282,10 @@ instructions: all $(B)/.test-deps $(INSTR_BINS)
 instructions-baseline: all $(B)/.test-deps $(INSTR_BINS)
 	$(TEST_ENV) python3 tests/bench/instructions.py --write-baseline
 
+# Everything the suites run, built and nothing run: `make -j2 build-tests`
+# compiles on both cores before the suites run one at a time.
+build-tests: all $(B)/.test-deps $(UNIT_BIN) $(INTEG_BIN) $(HELPERS) $(INSTR_BINS)
+
 # Ratios of medians of alternating runs, measured in one run, instructions
 # per call (callgrind) and how costs grow; the last lines list every bar of
 # the run, met or not (reported, not enforced: the machines are shared).
@@ -288,32 +299,41 @@ bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 
 asan:
-	$(MAKE) SANITIZER=address unit integration
+	$(MAKE) -j$(JOBS) SANITIZER=address build-tests
+	$(MAKE) -j1 SANITIZER=address unit integration
 tsan:
-	$(MAKE) SANITIZER=thread unit
+	$(MAKE) -j$(JOBS) SANITIZER=thread build-tests
+	$(MAKE) -j1 SANITIZER=thread unit
 ubsan:
-	$(MAKE) SANITIZER=undefined unit integration
+	$(MAKE) -j$(JOBS) SANITIZER=undefined build-tests
+	$(MAKE) -j1 SANITIZER=undefined unit integration
 
 FUZZ_BIN := build-fuzz/fuzz_config
 FUZZ_HTTP_BIN := build-fuzz/fuzz_http
 FUZZ_DEPS = clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 FUZZ_CC = clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-# The config parser, then the HTTP scanners, each for FUZZ_SECONDS.
-fuzz: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
+# The config parser, then the HTTP scanners, each for FUZZ_SECONDS (the
+# two fuzzers are built side by side first).
+fuzz:
+	$(MAKE) -j$(JOBS) $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
+	$(MAKE) -j1 fuzz-run
+fuzz-run: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
 	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds
 	$(FUZZ_HTTP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds
 
-$(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | $(B)/.deps
+build-fuzz/.deps: | $(B)/.deps
 	@$(ENSURE) $(FUZZ_DEPS)
+	@mkdir -p $(dir $@) && touch $@
+
+$(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | build-fuzz/.deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $^ $(DEP_LIBS)
 
-$(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | $(B)/.deps
-	@$(ENSURE) $(FUZZ_DEPS)
+$(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | build-fuzz/.deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS)
 
@@ -345,7 +365,7 @@ install: all
 DEB_B := build-deb
 deb:
 	@$(ENSURE) dpkg-dev:cmd:dpkg-shlibdeps
-	$(MAKE) B=$(DEB_B) PREFIX=/usr SYSCONFDIR=/etc LIBDIR=/usr/lib/$(MULTIARCH) \
+	$(MAKE) -j$(JOBS) B=$(DEB_B) PREFIX=/usr SYSCONFDIR=/etc LIBDIR=/usr/lib/$(MULTIARCH) \
 	    MANDIR=/usr/share/man all
 	sh src/deb/build.sh $(DEB_B) $(VERSION)-1 $(MULTIARCH)
 
