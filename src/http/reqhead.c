@@ -77,7 +77,9 @@ void rq_head_done(struct rq_ctx *c, size_t i)
     bool tunnel = rq_is_method(&s->cur, "CONNECT");
 
     head_name(s, &src, name, &port);
-    if (src != RL_NAME_UNKNOWN && !tunnel)
+    /* The hint for a later head not yet complete is this head's name, ""
+     * when it named nothing. */
+    if (!tunnel)
         memcpy(s->last, name, sizeof name);
     if (tunnel) {
         e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : RQ_EARLIER);
@@ -89,11 +91,13 @@ void rq_head_done(struct rq_ctx *c, size_t i)
     if (e != NULL) {
         rq_fill(c, e);
         e->head_done = true;
-        if (src != RL_NAME_UNKNOWN) {
-            e->name_src = src;
-            memcpy(e->name, name, sizeof name);
-            e->port = port;
-        }
+        /* A complete head that names nothing says so: the hint (an
+         * earlier request's name) was only a guess while it was not
+         * complete (SPEC §11: never charged by an earlier request's
+         * name). */
+        e->name_src = src;
+        memcpy(e->name, name, sizeof name);
+        e->port = port;
     }
     if (c->commit) {
         struct rl_http_sent sent = {0};
