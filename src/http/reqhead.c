@@ -106,6 +106,7 @@ void rq_head_done(struct rq_ctx *c, size_t i)
                       : rq_is_method(&s->cur, "HEAD") ? RL_HTTP_M_HEAD
                                                       : RL_HTTP_M_OTHER;
         sent.slot = RL_HTTP_NAMES;
+        sent.upgrade = s->cur.upgrade;
         if (src != RL_NAME_UNKNOWN)
             rl_httpconn_name_ref(s->conn, name, &sent.slot, &sent.gen);
         rl_httpconn_push(s->conn, &sent);
@@ -154,6 +155,8 @@ void rq_hname_done(struct rl_reqscan *s)
         s->hdr = HDR_TE;
         s->fr.te_len = 0;
         s->te_seen = true;
+    } else if (s->hname_len == 7 && strcasecmp(s->hname, "upgrade") == 0) {
+        s->cur.upgrade = true;
     }
 }
 

@@ -95,6 +95,7 @@ struct rl_req_cur {
     uint16_t hport, tport;
     uint16_t mlen, tlen, hlen;
     bool host_ok, tname_ok, abs;
+    bool upgrade; /* an Upgrade header: a 101 may answer it */
 };
 
 struct rl_reqscan {
