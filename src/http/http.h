@@ -52,6 +52,7 @@ struct rl_http_sent {
     uint8_t method;     /* enum rl_http_method */
     uint8_t slot;       /* into rl_httpconn.names, or RL_HTTP_NAMES: unknown */
     uint16_t gen;       /* the slot's generation when it was recorded */
+    bool upgrade;       /* HTTP/1.x: it asked to upgrade (an Upgrade header) */
 };
 
 struct rl_httpconn {
@@ -68,8 +69,9 @@ struct rl_httpconn {
     /* HTTP/2: client streams opened and not yet answered. */
     struct rl_http_sent streams[RL_HTTP_STREAMS];
     uint32_t nstreams;
-    /* Set by the response side on 101 Switching Protocols: the request
-     * side stops at its next head. */
+    /* Set by the response side on a 101 Switching Protocols that answers
+     * a request that asked to upgrade: the request side stops at its next
+     * head. */
     bool switched;
 };
 

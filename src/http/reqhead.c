@@ -77,7 +77,9 @@ void rq_head_done(struct rq_ctx *c, size_t i)
     bool tunnel = rq_is_method(&s->cur, "CONNECT");
 
     head_name(s, &src, name, &port);
-    if (src != RL_NAME_UNKNOWN && !tunnel)
+    /* The hint for a later head not yet complete is this head's name, ""
+     * when it named nothing. */
+    if (!tunnel)
         memcpy(s->last, name, sizeof name);
     if (tunnel) {
         e = rq_emit(c, RL_REQ_TUNNEL, c->start_here ? c->start : RQ_EARLIER);
@@ -89,11 +91,13 @@ void rq_head_done(struct rq_ctx *c, size_t i)
     if (e != NULL) {
         rq_fill(c, e);
         e->head_done = true;
-        if (src != RL_NAME_UNKNOWN) {
-            e->name_src = src;
-            memcpy(e->name, name, sizeof name);
-            e->port = port;
-        }
+        /* A complete head that names nothing says so: the hint (an
+         * earlier request's name) was only a guess while it was not
+         * complete (SPEC §11: never charged by an earlier request's
+         * name). */
+        e->name_src = src;
+        memcpy(e->name, name, sizeof name);
+        e->port = port;
     }
     if (c->commit) {
         struct rl_http_sent sent = {0};
@@ -102,6 +106,7 @@ void rq_head_done(struct rq_ctx *c, size_t i)
                       : rq_is_method(&s->cur, "HEAD") ? RL_HTTP_M_HEAD
                                                       : RL_HTTP_M_OTHER;
         sent.slot = RL_HTTP_NAMES;
+        sent.upgrade = s->cur.upgrade;
         if (src != RL_NAME_UNKNOWN)
             rl_httpconn_name_ref(s->conn, name, &sent.slot, &sent.gen);
         rl_httpconn_push(s->conn, &sent);
@@ -150,6 +155,8 @@ void rq_hname_done(struct rl_reqscan *s)
         s->hdr = HDR_TE;
         s->fr.te_len = 0;
         s->te_seen = true;
+    } else if (s->hname_len == 7 && strcasecmp(s->hname, "upgrade") == 0) {
+        s->cur.upgrade = true;
     }
 }
 

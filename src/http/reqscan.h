@@ -28,11 +28,13 @@
  * must see every block once, in order): a peek reports an HTTP/2 request's
  * name as unknown (with the hint), its commit as known.
  *
- * An event with head_done and a name_src of RL_NAME_UNKNOWN or
- * RL_NAME_HINT is a head that names nothing (HTTP/1.0 without Host, a
- * Host that is not an authority): the caller falls back to the TLS server
- * name or the connection's name (SPEC §11), as it does for every HTTP/2
- * request in a peek.
+ * An HTTP/1.x event with head_done and a name_src of RL_NAME_UNKNOWN is
+ * a head that names nothing (no Host, a Host over RL_HTTP_NAME_MAX bytes
+ * or that is not an authority): it never carries the hint, and the hint
+ * of a later head is then "" (SPEC §11: such a request is charged by the
+ * TLS server name or the connection's name, never by an earlier
+ * request's name). An HTTP/2 request in a peek has head_done with the
+ * hint: its name is in a block only a commit decodes.
  *
  * Sizes (x86-64): struct rl_reqscan 1208 bytes, struct rl_httpconn 2468,
  * struct rl_req_event 552; a peek copies the state once.
@@ -93,6 +95,7 @@ struct rl_req_cur {
     uint16_t hport, tport;
     uint16_t mlen, tlen, hlen;
     bool host_ok, tname_ok, abs;
+    bool upgrade; /* an Upgrade header: a 101 may answer it */
 };
 
 struct rl_reqscan {

@@ -99,9 +99,18 @@ static void head_begin(struct rl_respscan *s)
 static void head_done(struct ctx *c, size_t i)
 {
     struct rl_respscan *s = c->s;
+    const struct rl_httpconn *hc = s->conn;
     struct rl_http_sent sent = {0};
     bool paired, interim = s->status < 200 && s->status != 101;
+    bool asked = hc->fifo_len > 0 && hc->fifo[hc->fifo_head].upgrade;
 
+    if (s->status == 101 && !asked) {
+        /* A 101 the request it would answer never asked for (SPEC §12):
+         * a malformed response, which changes nothing. Not an answer,
+         * and the scans go on; what follows is read as what it is. */
+        head_begin(s);
+        return;
+    }
     /* An interim response answers the request at the FIFO's head but does
      * not end it. */
     if (interim) {
@@ -321,6 +330,8 @@ static void h2_block_end(void *ctx, const struct rl_h2f *f, size_t end)
     hf = rl_hpack_fields(c->s->hp);
     if (hf->status == 0)
         return; /* trailers */
+    if (hf->status == 101)
+        return; /* HTTP/2 has no 101 (RFC 9113 §8.6): malformed, no answer */
     /* A final response ends the stream's wait; an interim one does not. */
     paired = rl_httpconn_stream(c->s->conn, f->hb_stream, hf->status >= 200,
                                 &sent);

@@ -6,8 +6,10 @@
  * struct rl_httpconn. HTTP/1.x responses answer the requests in order;
  * a response to HEAD, and a 1xx, 204 or 304, has no body; other bodies are
  * skipped by Content-Length, chunked coding or read-until-close (after
- * which nothing more is parsed); 101 Switching Protocols ends the scan and
- * a 2xx to CONNECT opens a tunnel whose bytes are sniffed again. HTTP/2:
+ * which nothing more is parsed); 101 Switching Protocols ends the scan
+ * when it answers a request that asked to upgrade (an Upgrade header),
+ * and is skipped as malformed otherwise (no event, nothing paired); a 2xx
+ * to CONNECT opens a tunnel whose bytes are sniffed again. HTTP/2:
  * HEADERS frames of the server carry :status, decoded with this
  * direction's own HPACK inflater (PUSH_PROMISE blocks are decoded for the
  * table's sake); each client stream's response is paired by stream id.

@@ -160,6 +160,14 @@ int rl_retry_after_parse(const char *v, size_t n, int64_t now_s,
     }
     if (!http_date(c, now_s, &t))
         return -EINVAL;
-    *wait_ns = t <= now_s ? 0 : (uint64_t)(t - now_s) * NS;
+    if (t <= now_s) {
+        *wait_ns = 0;
+        return 0;
+    }
+    /* t > now_s, so the difference fits in 64 unsigned bits even where it
+     * overflows int64_t; past 2^64 ns (about 584 years) the wait
+     * saturates like a huge delay-seconds, never wraps. */
+    uint64_t secs = (uint64_t)t - (uint64_t)now_s;
+    *wait_ns = secs > UINT64_MAX / NS ? UINT64_MAX : secs * NS;
     return 0;
 }

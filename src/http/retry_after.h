@@ -12,8 +12,9 @@
  * allowed; a huge value saturates to UINT64_MAX) or an HTTP-date in any of
  * its three forms (IMF-fixdate, RFC 850, asctime), now_s being the current
  * Unix time in seconds. On success stores the wait in nanoseconds (a date
- * in the past waits 0) and returns 0; a malformed value returns -EINVAL
- * and is to be treated as absent. */
+ * in the past waits 0; one more than 2^64 ns ahead saturates to
+ * UINT64_MAX, as a huge delay-seconds does) and returns 0; a malformed value
+ * returns -EINVAL and is to be treated as absent. */
 int rl_retry_after_parse(const char *v, size_t n, int64_t now_s,
                          uint64_t *wait_ns);
 

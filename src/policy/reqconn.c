@@ -70,8 +70,10 @@ static bool nonblocking(const struct rl_reqwrite *w)
 
 /* The name a request is charged to (SPEC §11): its own (Host, the
  * absolute-form target, HTTP/2 :authority), else while its head is not
- * complete the previous request's, else the TLS server name, else NULL
- * (the connection's name). */
+ * complete (or is an HTTP/2 block a peek cannot decode) the previous
+ * request's, else the TLS server name, else NULL (the connection's name).
+ * A complete HTTP/1.x head that names nothing carries no hint
+ * (http/reqscan.h): it goes to the server name or the connection's. */
 static const char *name_of(const struct rl_reqconn *c,
                            const struct rl_req_event *e, uint16_t *port)
 {

@@ -96,8 +96,9 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
 {
     if (e->kind != RL_RESP_STATUS)
         return;
-    /* An interim answer (1xx but 101) does not end its request; the
-     * answer to a CONNECT opens a tunnel, which was not a request. */
+    /* An interim answer (1xx but 101: the scanner reports only a 101 a
+     * request asked for) does not end its request; the answer to a
+     * CONNECT opens a tunnel, which was not a request. */
     if (e->status < 200 && e->status != 101)
         return;
     if (e->stream_id == 0 && e->paired && e->method == RL_HTTP_M_CONNECT)

@@ -198,6 +198,17 @@ Test(retry_after, a_huge_retry_after_is_cut_at_max_retry_after)
     expect_paused(gap(&st, 0, 1), 2, "Retry-After: 1e20 s, cut at 2 s");
 }
 
+/* An HTTP-date just over 2^64 ns ahead (year 2611): cut at
+ * max_retry_after like any long wait. Its nanoseconds taken modulo 2^64
+ * would be a pause of about a second. */
+Test(retry_after, an_http_date_past_2_pow_64_ns_is_cut_not_wrapped)
+{
+    h_config_write(BACKOFF_CONFIG);
+    run_requests(true, url("http", st.port, "/s/429/date+18446744075"),
+                 url("http", st.port, "/ok"));
+    expect_paused(gap(&st, 0, 1), 2, "Retry-After: a date in 2611, cut at 2 s");
+}
+
 Test(retry_after, retry_after_zero_pauses_nothing)
 {
     char log[300];

@@ -191,6 +191,59 @@ Test(http_reqscan, a_head_split_across_writes_is_one_request_named_later)
     cr_assert_eq(conn.fifo_len, 2);
 }
 
+/* A complete head that names nothing (no Host; a Host over 255 bytes)
+ * carries no name, not the previous request's as a hint (SPEC §11): the
+ * caller charges it by the server name or the connection's. A head still
+ * incomplete after it gets "" as its hint. */
+Test(http_reqscan, a_complete_head_without_a_name_carries_no_hint)
+{
+    char s[1200];
+    int n = snprintf(s, sizeof s,
+                     "GET /1 HTTP/1.1\r\nHost: one.example\r\n\r\n"
+                     "GET /2 HTTP/1.1\r\nAccept: */*\r\n\r\n"
+                     "GET /3 HTTP/1.0\r\n\r\n"
+                     "GET /4 HTTP/1.1\r\nHost: four.example\r\n\r\n"
+                     "GET /5 HTTP/1.1\r\nHost: %0300d.example\r\n\r\n"
+                     "GET /6 HTTP/1.1\r\n",
+                     0);
+    struct rl_httpconn conn = {0};
+    struct rl_reqscan sc;
+    struct rl_req_event ev[16];
+    static const char *const want[] = {"one.example", "", "", "four.example",
+                                       ""};
+
+    rl_reqscan_init(&sc, &conn);
+    cr_assert_eq(rl_reqscan_peek(&sc, (const uint8_t *)s, (size_t)n, ev, 16),
+                 7);
+    for (int i = 0; i < 5; i++) {
+        const struct rl_req_event *e = &ev[1 + i];
+
+        cr_assert_eq(e->kind, RL_REQ_REQUEST);
+        cr_assert(e->head_done, "request %d", i + 1);
+        cr_assert_str_eq(e->name, want[i], "request %d: '%s'", i + 1, e->name);
+        cr_assert_eq(e->name_src,
+                     want[i][0] != '\0' ? RL_NAME_HOST : RL_NAME_UNKNOWN,
+                     "request %d: name_src %d", i + 1, e->name_src);
+    }
+    /* The sixth's head is not complete: the fifth named nothing. */
+    cr_assert_not(ev[6].head_done);
+    cr_assert_eq(ev[6].name_src, RL_NAME_UNKNOWN);
+    cr_assert_str_eq(ev[6].name, "");
+    /* Committed byte by byte: the same names, each in its NAMED event. */
+    char got[8][RL_HTTP_NAME_MAX + 1];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        long m = rl_reqscan_commit(&sc, (const uint8_t *)s + i, 1, ev, 16);
+        for (long j = 0; j < m; j++)
+            if (ev[j].head_done && k < 8)
+                memcpy(got[k++], ev[j].name, sizeof got[0]);
+    }
+    cr_assert_eq(k, 5);
+    for (int i = 0; i < 5; i++)
+        cr_assert_str_eq(got[i], want[i], "request %d, byte by byte", i + 1);
+    rl_reqscan_free(&sc);
+}
+
 Test(http_reqscan, peek_says_where_each_head_starts_and_changes_nothing)
 {
     static const char s[] = "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n"

@@ -199,6 +199,82 @@ Test(http_respscan, switching_protocols_ends_both_scans)
     cr_assert_eq(ev[0].proto, RL_HTTP_NONE);
 }
 
+/* A 101 to a request that did not ask to upgrade (no Upgrade header), or
+ * to no request at all, is a malformed response (SPEC §12): no event,
+ * the request still waits for its answer, and both scans go on. */
+Test(http_respscan, a_101_nobody_asked_for_changes_nothing)
+{
+    static const char req[] = "GET /1 HTTP/1.1\r\nHost: a.example\r\n"
+                              "Connection: upgrade\r\n\r\n"
+                              "GET /2 HTTP/1.1\r\nHost: b.example\r\n\r\n";
+    static const char resp[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                               "Upgrade: websocket\r\n\r\n"
+                               "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                               "HTTP/1.1 101 Switching Protocols\r\n\r\n"
+                               "HTTP/1.1 429 Slow\r\nRetry-After: 5\r\n"
+                               "Content-Length: 0\r\n\r\n"
+                               "HTTP/1.1 101 Switching Protocols\r\n\r\n"
+                               "HTTP/1.1 200 OK\r\n\r\n";
+    struct rl_httpconn conn;
+    struct rl_reqscan rq;
+    struct rl_req_event ev[4];
+
+    cr_assert_eq(run(S(req), S(resp), NULL, 0, &conn), 4);
+    cr_assert_eq(out[0].proto, RL_HTTP_1);
+    status(&out[1], 200, "a.example");
+    status(&out[2], 429, "b.example");
+    cr_assert_str_eq(out[2].ra, "5");
+    /* The third 101 answers nothing (both requests are answered); the
+     * 200 after it is unpaired, and read-until-close: the scan goes on
+     * to its end. */
+    cr_assert_eq(out[3].kind, RL_RESP_STATUS);
+    cr_assert_eq(out[3].status, 200);
+    cr_assert_not(out[3].paired);
+    cr_assert_not(conn.switched);
+    check_resp_splits(S(req), S(resp));
+    /* The request side goes on counting the connection's requests. */
+    rl_reqscan_init(&rq, &conn);
+    cr_assert_eq(rl_reqscan_commit(&rq, S(req), ev, 4), 3);
+    cr_assert_eq(rl_reqscan_commit(&rq, S("GET /3 HTTP/1.1\r\n\r\n"), ev, 4),
+                 1);
+    cr_assert_eq(ev[0].kind, RL_REQ_REQUEST);
+    rl_reqscan_free(&rq);
+}
+
+/* HTTP/2 has no 101 (RFC 9113 §8.6): a :status 101 is malformed and does
+ * not end its stream's wait; the stream's real answer is paired. */
+Test(http_respscan, an_http2_101_is_no_answer)
+{
+    struct buf req = {0}, resp = {0};
+    struct rl_httpconn conn;
+    nghttp2_hd_deflater *d;
+    uint8_t blk[128];
+    static const char *const sw[] = {":status", "101", NULL};
+    static const char *const slow[] = {":status", "429", "retry-after", "7",
+                                       NULL};
+    size_t n;
+
+    h2_stream(&req);
+    cr_assert_eq(nghttp2_hd_deflate_new(&d, 4096), 0);
+    frame_hdr(&resp, 0, 4, 0, 0); /* SETTINGS */
+    n = hpack(d, sw, blk, sizeof blk);
+    frame_hdr(&resp, n, 1, 0x4, 1);
+    put(&resp, blk, n);
+    n = hpack(d, slow, blk, sizeof blk);
+    frame_hdr(&resp, n, 1, 0x5, 1);
+    put(&resp, blk, n);
+    nghttp2_hd_deflate_del(d);
+    cr_assert_eq(run(req.p, req.n, resp.p, resp.n, NULL, 0, &conn), 2);
+    cr_assert_eq(out[0].proto, RL_HTTP_2);
+    status(&out[1], 429, "h2.example");
+    cr_assert_eq(out[1].stream_id, 1);
+    cr_assert_str_eq(out[1].ra, "7");
+    cr_assert_not(conn.switched);
+    check_resp_splits(req.p, req.n, resp.p, resp.n);
+    free(req.p);
+    free(resp.p);
+}
+
 Test(http_respscan, a_2xx_to_connect_opens_a_tunnel_sniffed_again)
 {
     static const char req[] = "CONNECT t.example:443 HTTP/1.1\r\n\r\n";

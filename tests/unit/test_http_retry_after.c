@@ -122,3 +122,73 @@ Test(http_retry_after, civil_days_match_known_dates)
     cr_assert_eq(rl_days_from_civil(2026, 1, 1) * 86400, T26);
     cr_assert_eq(rl_days_from_civil(1969, 12, 31), -1);
 }
+
+/* A date more than 2^64 ns (about 584 years) ahead saturates, as a huge
+ * delay-seconds does: the caller's cut to max_retry_after then applies.
+ * Never a wrapped, short wait. */
+Test(http_retry_after, far_future_dates_saturate)
+{
+    static const char *const far[] = {
+        "Wed, 26 Jun 2611 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:60 GMT",
+        "Fri Dec 31 23:59:59 9999",      "Mon, 01 Jan 3000 00:00:00 GMT",
+        "Mon, 01 Jan 2611 00:00:00 GMT",
+    };
+    uint64_t ns;
+
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        cr_assert_eq(ra(far[i], T26, &ns), 0, "'%s'", far[i]);
+        cr_assert_eq(ns, UINT64_MAX, "'%s': %llu ns", far[i],
+                     (unsigned long long)ns);
+    }
+    /* Just inside the range: 2^64 ns is 18446744073.7 s; one second less
+     * than the most that fits is exact. */
+    cr_assert_eq(ra("Wed, 26 Jun 2611 00:00:00 GMT",
+                    rl_days_from_civil(2611, 6, 26) * 86400 - 18446744073ll,
+                    &ns),
+                 0);
+    cr_assert_eq(ns, 18446744073ull * SEC);
+    cr_assert_eq(ra("Wed, 26 Jun 2611 00:00:00 GMT",
+                    rl_days_from_civil(2611, 6, 26) * 86400 - 18446744074ll,
+                    &ns),
+                 0);
+    cr_assert_eq(ns, UINT64_MAX);
+    /* A clock far in the past (before year 1) against year 9999: the
+     * difference does not fit an int64_t's half either. */
+    cr_assert_eq(ra("Fri, 31 Dec 9999 23:59:59 GMT", INT64_MIN, &ns), 0);
+    cr_assert_eq(ns, UINT64_MAX);
+}
+
+Test(http_retry_after, huge_delay_seconds_of_every_length_saturate)
+{
+    char v[64];
+    uint64_t ns, secs = 1;
+
+    /* 10^k seconds for k up to 40: exact while its nanoseconds fit in 64
+     * bits (k <= 10), saturated after. */
+    for (int k = 0; k <= 40; k++) {
+        v[0] = '1';
+        memset(v + 1, '0', (size_t)k);
+        v[k + 1] = '\0';
+        cr_assert_eq(ra(v, T26, &ns), 0, "'%s'", v);
+        if (k <= 10)
+            cr_assert_eq(ns, secs * SEC, "'%s': %llu", v,
+                         (unsigned long long)ns);
+        else
+            cr_assert_eq(ns, UINT64_MAX, "'%s': %llu", v,
+                         (unsigned long long)ns);
+        secs *= 10;
+    }
+    /* The largest that fits, and one more. */
+    cr_assert_eq(ra("18446744073", T26, &ns), 0);
+    cr_assert_eq(ns, 18446744073ull * SEC);
+    cr_assert_eq(ra("18446744074", T26, &ns), 0);
+    cr_assert_eq(ns, UINT64_MAX);
+    cr_assert_eq(
+        ra("  000000000000000000000000000000000000018446744074  ", T26, &ns),
+        0);
+    cr_assert_eq(ns, UINT64_MAX);
+    cr_assert_eq(
+        ra("0000000000000000000000000000000000000000000000000001", T26, &ns),
+        0);
+    cr_assert_eq(ns, SEC);
+}
