@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "policy/overdue.h"
 #include "policy/ready.h"
 #include "policy/sites.h"
 #include "shim/epreg.h"
@@ -317,6 +318,15 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
         int k = rl_wait_kernel_says(fd);
         if (k != 0)
             return kernel_answers(t, k);
+        int err;
+        if (rl_overdue(t, &err) && nonblocking_once(fd, flags, &nb)) {
+            /* Past max_delay: failed at once, not held (overdue.h). */
+            if (sa == NULL)
+                sa = peer_of(fd, &peer, &salen);
+            rl_overdue_say(rl_shim_proc(), t, NULL, sa, salen);
+            t->err = err;
+            return act;
+        }
         hold_after_denial(fd, want, min);
         return act;
     }
