@@ -6,26 +6,37 @@
  * POLLERR|POLLHUP whatever the client asked for; a client that tries its
  * send again must hear the kernel's answer (EPIPE, ECONNRESET), not EAGAIN
  * until the hold ends, which it would retry at once, for a whole minute.
- * curl (poll) and a python asyncio client (epoll), in fail and in delay
- * mode: each ends, having learnt of the reset; it spent no more CPU than
+ * curl (poll; plaintext, and HTTPS through its own BIO) and a python
+ * asyncio client (epoll), in fail and in delay mode: each ends, having learnt of the reset; it spent no more CPU than
  * the same client unthrottled (beyond a small share of its wall time); in
  * fail mode the budget counts a handful of denials, not one per retry;
  * and the server got the first request only, nothing after its FIN. */
 #include "harness.h"
 
-static struct server srv;
+static struct server plain, tls;
+static struct server *srv = &plain; /* the server of the test */
 static struct run r, ctl;
 
 static void setup(void)
 {
     h_setup();
-    h_server_start(&srv, "hangup.py");
+    h_server_start(&plain, "hangup.py");
 }
 
 static void teardown(void)
 {
-    h_server_stop(&srv);
+    h_server_stop(&plain);
+    h_server_stop(&tls);
     h_teardown();
+}
+
+/* The same server over TLS, for the test that asks. */
+static void over_tls(void)
+{
+    setenv("RL_TLS", "1", 1);
+    h_server_start(&tls, "hangup.py");
+    unsetenv("RL_TLS");
+    srv = &tls;
 }
 
 TestSuite(hangup, .init = setup, .fini = teardown, .timeout = 120);
@@ -65,18 +76,21 @@ static const char asyncio_py[] =
 
 static char url_a[96], url_b[96], port_s[16];
 
+/* curl's HTTPS writes go through a BIO of its own: the TLS layer finds
+ * their socket by the ciphertext (shim/tlswrite.c). */
 static void curl_argv(char **argv)
 {
-    snprintf(url_a, sizeof url_a, "http://127.0.0.1:%d/a", srv.port);
-    snprintf(url_b, sizeof url_b, "http://127.0.0.1:%d/b", srv.port);
-    char *v[] = {"curl", "-s", "-o", "/dev/null", "-o", "/dev/null",
+    const char *scheme = srv == &tls ? "https" : "http";
+    snprintf(url_a, sizeof url_a, "%s://127.0.0.1:%d/a", scheme, srv->port);
+    snprintf(url_b, sizeof url_b, "%s://127.0.0.1:%d/b", scheme, srv->port);
+    char *v[] = {"curl", "-sk", "-o", "/dev/null", "-o", "/dev/null",
                  url_a, url_b, NULL};
     memcpy(argv, v, sizeof v);
 }
 
 static void asyncio_argv(char **argv)
 {
-    snprintf(port_s, sizeof port_s, "%d", srv.port);
+    snprintf(port_s, sizeof port_s, "%d", srv->port);
     char *v[] = {"/usr/bin/python3", "-c", (char *)asyncio_py, port_s, "/a",
                  "/b", NULL, NULL, NULL};
     memcpy(argv, v, sizeof v);
@@ -112,13 +126,13 @@ static void hung_up(const char *ini, void (*make)(char **), bool fail,
     cr_expect_neq(r.status, -1,
                   "%s did not end in %d s: it never learnt of the reset",
                   who, RUN_FOR);
-    cr_expect_eq(h_server_count(&srv, "RST"), 1,
+    cr_expect_eq(h_server_count(srv, "RST"), 1,
                  "the server did not reset the connection");
     /* Nothing but the first request went: the held one never reached
      * the server, before its FIN or after it. */
-    cr_expect_eq(h_server_count(&srv, "REQ"), 1, "%d requests arrived",
-                 h_server_count(&srv, "REQ"));
-    cr_expect_eq(h_server_count(&srv, "LATE"), 0,
+    cr_expect_eq(h_server_count(srv, "REQ"), 1, "%d requests arrived",
+                 h_server_count(srv, "REQ"));
+    cr_expect_eq(h_server_count(srv, "LATE"), 0,
                  "bytes arrived after the server's FIN");
     if (strstr(who, "asyncio") != NULL)
         cr_expect_not_null(strstr(r.out, "got /a\nlost "),
@@ -144,6 +158,12 @@ Test(hangup, curl_fail_mode_hears_the_reset)
 Test(hangup, curl_delay_mode_hears_the_reset)
 {
     hung_up(delay_ini, curl_argv, false, "curl, delay");
+}
+
+Test(hangup, curl_https_fail_mode_hears_the_reset)
+{
+    over_tls();
+    hung_up(fail_ini, curl_argv, true, "curl https, fail");
 }
 
 Test(hangup, asyncio_fail_mode_hears_the_reset)

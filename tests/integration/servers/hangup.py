@@ -4,7 +4,10 @@ connection as some servers do: a FIN first, then a reset a while later
 (SPEC §2: what the kernel has to say about a socket is never hidden).
 
 Usage: hangup.py LOGFILE
-Environment: RL_IDLE (seconds a connection may stay idle, default 0.3),
+Environment: RL_TLS=1 serves HTTPS with a throwaway self-signed RSA
+certificate made in LOGFILE's directory (the FIN and the reset come
+without a close_notify, as from a server that drops the connection);
+RL_IDLE (seconds a connection may stay idle, default 0.3),
 RL_RST_AFTER (seconds between the FIN and the reset, default 1).
 Prints "PORT <n>" once listening; appends one line per event, flushed at
 once, with the server's monotonic clock:
@@ -18,7 +21,9 @@ Paths: /s/STATUS/RA answers STATUS with "Retry-After: RA"; anything else
 """
 import os
 import socket
+import ssl
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -119,10 +124,23 @@ def main():
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", 0))
     ls.listen(128)
+    if os.environ.get("RL_TLS") == "1":
+        d = os.path.dirname(os.path.abspath(sys.argv[1]))
+        key, crt = os.path.join(d, "hangup.key"), os.path.join(d, "hangup.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                        "-nodes", "-keyout", key, "-out", crt, "-days", "1",
+                        "-subj", "/CN=127.0.0.1"],
+                       check=True, capture_output=True)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        ls = ctx.wrap_socket(ls, server_side=True)
     sys.stdout.write("PORT %d\n" % ls.getsockname()[1])
     sys.stdout.flush()
     while True:
-        c, _ = ls.accept()
+        try:
+            c, _ = ls.accept()
+        except (OSError, ssl.SSLError):
+            continue  # a handshake that failed
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
