@@ -85,6 +85,9 @@ struct rl_gate {
      * process replaced it); one thread at a time re-opens. */
     _Atomic(struct budget *) cur;
     atomic_flag reopening;
+    /* Non-blocking calls failed past max_delay (policy/overdue.h): the
+     * first says why. Relaxed adds by any thread. */
+    rl_atomic_u64 overdue_said;
 };
 
 struct rl_proc;

@@ -11,6 +11,7 @@
 #include "policy/dests.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/overdue.h"
 #include "policy/proc.h"
 #include "policy/report.h"
 #include "util/atomics.h"
@@ -186,7 +187,15 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
             }
             p->act = RL_GATE_FAIL;
             p->err = t.err;
-            if (nonblocking(w) && t.retry_ns != UINT64_MAX)
+            if (!nonblocking(w))
+                return;
+            if (rl_overdue(&t, &p->err)) {
+                /* Past max_delay: an error the program gives up on, at
+                 * once, not a hold for the whole wait. */
+                rl_overdue_say(proc, &t, q.name, q.sa, q.salen);
+                return;
+            }
+            if (t.retry_ns != UINT64_MAX)
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
             return;
         }

@@ -100,12 +100,19 @@ int rl_request_begin(struct rl_send *s)
         return 0;
     }
     if (s->rp.act == RL_GATE_FAIL) {
-        if (s->rp.wake != 0 &&
+        /* Held back, unless the kernel has something to say (SPEC §2):
+         * a hang-up goes to the kernel, which refuses it, uncounted. */
+        int k = rl_wait_kernel_says(s->fd);
+        if (k == 0 && s->rp.wake != 0 &&
             rl_ready_hold(rl_shim_proc(), s->fd, s->rp.wake) >= 0)
             rl_epreg_hold(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);
-        errno = s->rp.err;
+        if (k < 0) {
+            errno = saved;
+            return 0;
+        }
+        errno = k > 0 ? k : s->rp.err;
         return -1;
     }
     rl_shim_leave();

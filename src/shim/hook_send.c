@@ -159,8 +159,11 @@ static int decide_send(struct rl_send *s, uint32_t kind)
 {
     uint64_t want, min;
     byte_range(s, kind == RL_FD_STREAM, &want, &min);
-    if (rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
-                     s->calls, want, min) == RL_GATE_FAIL)
+    int act = rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
+                           s->calls, want, min);
+    if (act == RL_WAIT_KERNEL)
+        return RL_HOOK_PASS; /* the kernel refuses it: nothing charged */
+    if (act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
     s->how = RL_SEND_GATE;
     s->grant_calls = s->t.calls;

@@ -11,7 +11,9 @@
  *     (an EPOLL_CTL_MOD, which re-arms an edge-triggered one);
  *   - hides what a held socket must not report: POLLOUT (poll), its bit
  *     in the write set (select), everything for a deferred connect (an
- *     unconnected TCP socket reports POLLHUP whatever the mask);
+ *     unconnected TCP socket reports POLLHUP whatever the mask); a
+ *     connected one with an error or a hang-up is shown as the kernel
+ *     has it;
  *   - waits no longer than the earliest turn (or the next look for a
  *     max_open place: ready.h), then goes round again, so
  *     that the socket is reported at its turn and an empty result is
@@ -181,6 +183,19 @@ static int poll_real(const struct poll_call *c, struct pollfd *f, nfds_t n,
     }
 }
 
+/* Has the kernel an error or a hang-up to report on fd (SPEC §2: never
+ * hidden)? Then a held socket is shown as the kernel has it: writable
+ * too, so that its send goes and hears the kernel's answer. Asked only of
+ * held sockets among the caller's, once a round. */
+static bool kernel_says(int fd)
+{
+    int saved = errno;
+    struct pollfd p = {fd, 0, 0};
+    bool r = WREAL(poll)(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+    errno = saved;
+    return r;
+}
+
 /* Hide the held sockets among f; what was changed goes in saved[]
  * (index, fd, events) to be put back. */
 static unsigned poll_hide(struct pollfd *f, nfds_t n,
@@ -192,6 +207,8 @@ static unsigned poll_hide(struct pollfd *f, nfds_t n,
         for (unsigned j = 0; j < nv; j++) {
             if (v[j].fd != f[i].fd || f[i].fd < 0)
                 continue;
+            if (!rl_ready_unconnected(v[j].what) && kernel_says(f[i].fd))
+                break;
             saved[k++] = (struct poll_saved){i, f[i].fd, f[i].events};
             if (rl_ready_unconnected(v[j].what))
                 f[i].fd = -1; /* ignored: revents 0 */
@@ -327,9 +344,13 @@ static void sel_hide(int nfds, struct sel_sets *s, const struct rl_ready_view *v
         int fd = v[j].fd;
         if (fd < 0 || fd >= nfds)
             continue;
+        bool unconnected = rl_ready_unconnected(v[j].what);
+        if (!unconnected && (s->w == NULL || !FD_ISSET(fd, s->w) ||
+                             kernel_says(fd)))
+            continue;
         if (s->w != NULL)
             FD_CLR(fd, s->w);
-        if (!rl_ready_unconnected(v[j].what))
+        if (!unconnected)
             continue;
         if (s->r != NULL)
             FD_CLR(fd, s->r);

@@ -9,11 +9,13 @@
  * calls (hook_wait.c) wake at that moment. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "policy/overdue.h"
 #include "policy/ready.h"
 #include "policy/sites.h"
 #include "shim/epreg.h"
@@ -22,6 +24,7 @@
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
+#include "shim/wreal.h"
 #include "util/clock.h"
 
 bool rl_wait_nonblocking(int fd, int flags)
@@ -32,6 +35,32 @@ bool rl_wait_nonblocking(int fd, int flags)
     long fl = syscall(SYS_fcntl, fd, F_GETFL);
     errno = saved;
     return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int rl_wait_kernel_says(int fd)
+{
+    int saved = errno;
+    /* No events asked: POLLERR and POLLHUP are reported whatever the
+     * mask. POLLRDHUP alone (a FIN) is not a hang-up: the kernel would
+     * still send, and a half-closed server read the request uncharged. */
+    struct pollfd p = {fd, 0, 0};
+    int out = 0;
+    if (WREAL(poll)(&p, 1, 0) == 1) {
+        if (p.revents & POLLHUP) {
+            out = -1;
+        } else if (p.revents & POLLERR) {
+            /* An error, or only the error queue (timestamps, zero-copy
+             * completions), which a send does not hear: SO_ERROR tells
+             * them apart, and the error it takes is the one the kernel's
+             * send would have taken and answered. */
+            int e = 0;
+            socklen_t l = sizeof e;
+            if (REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &e, &l) == 0)
+                out = e;
+        }
+    }
+    errno = saved;
+    return out;
 }
 
 /* One send's answer, asked of the kernel at most once (an fcntl costs
@@ -76,6 +105,19 @@ static void give_back(struct rl_gate_ticket *t)
 static int again(struct rl_gate_ticket *t)
 {
     t->err = EAGAIN;
+    return RL_GATE_FAIL;
+}
+
+/* A send the shim would hold back, on a socket of which the kernel had
+ * `k` (non-zero) to say (rl_wait_kernel_says): its pending error is the
+ * answer, or the kernel answers a hang-up itself. Nothing is taken.
+ * Without this a client told POLLERR or POLLHUP tries again at once, is
+ * told EAGAIN, and spins until the hold ends. */
+static int kernel_answers(struct rl_gate_ticket *t, int k)
+{
+    if (k < 0)
+        return RL_WAIT_KERNEL;
+    t->err = k;
     return RL_GATE_FAIL;
 }
 
@@ -183,7 +225,10 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
     if (until == 0)
         return 0;
     if (rl_wait_nonblocking(fd, flags)) {
-        errno = EAGAIN;
+        int k = rl_wait_kernel_says(fd);
+        if (k < 0)
+            return 0; /* hung up: the kernel answers */
+        errno = k > 0 ? k : EAGAIN;
         return -1;
     }
     *sleep_until = until;
@@ -223,8 +268,10 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
         }
         /* A blocking socket is held for the wait calls only: its send
          * is decided (and sleeps) as usual. */
-        if (r == -EAGAIN && !block)
-            return again(t);
+        if (r == -EAGAIN && !block) {
+            int k = rl_wait_kernel_says(fd);
+            return k != 0 ? kernel_answers(t, k) : again(t);
+        }
         bool have = r == 1 || (r == -EAGAIN && what == RL_READY_RESERVE);
         if (have || (r == 0 && what == RL_READY_HOLD))
             rl_epreg_sync(fd, RL_EPREG_FULL); /* no longer held */
@@ -268,12 +315,30 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
         rl_gate_say_peer(rl_shim_proc(), t, call, fd, to, salen);
     }
     if (act == RL_GATE_FAIL) {
+        int k = rl_wait_kernel_says(fd);
+        if (k != 0)
+            return kernel_answers(t, k);
+        int err;
+        if (rl_overdue(t, &err) && nonblocking_once(fd, flags, &nb)) {
+            /* Past max_delay: failed at once, not held (overdue.h). */
+            if (sa == NULL)
+                sa = peer_of(fd, &peer, &salen);
+            rl_overdue_say(rl_shim_proc(), t, NULL, sa, salen);
+            t->err = err;
+            return act;
+        }
         hold_after_denial(fd, want, min);
         return act;
     }
     if (t->wait_ns == 0)
         return act;
     if (nonblocking_once(fd, flags, &nb)) {
+        int k = rl_wait_kernel_says(fd);
+        if (k != 0) {
+            /* No turn to wait for on a socket the kernel refuses. */
+            give_back(t);
+            return kernel_answers(t, k);
+        }
         /* Its turn is reserved for it; EAGAIN until then. */
         if (rl_ready_reserve(rl_shim_proc(), fd, t) >= 0)
             rl_epreg_hold(fd);

@@ -173,6 +173,16 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
         int hold = nb ? e->fd
                    : e->fd < 0 && !e->membio && nonblocking(e->wire) ? e->wire
                                                                      : -1;
+        if (hold >= 0 && rl_wait_kernel_says(hold) != 0) {
+            /* Its socket has an error or a hang-up (SPEC §2): the library
+             * writes, the kernel refuses, and the program hears it. A
+             * TCP socket's pending error comes with a hang-up: none is
+             * taken here that the library's send would have needed. */
+            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+            rl_shim_leave();
+            errno = saved;
+            return RL_TLSW_PASS;
+        }
         if (hold >= 0 && w->p.wake != 0 &&
             rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
             rl_epreg_hold(hold);

@@ -29,6 +29,15 @@ static inline bool rl_wait_live(void)
  * Keeps errno. */
 bool rl_wait_nonblocking(int fd, int flags);
 
+/* What the kernel has to say about fd that a send would hear (SPEC §2:
+ * never hidden), asked only of a call the shim would hold back (a poll
+ * of fd with a zero timeout): 0, nothing (hold it back as decided); -1, a
+ * hang-up (POLLHUP: the peer reset, or both directions are shut), so the
+ * call goes to the kernel, which refuses it (EPIPE, ECONNRESET) and sends
+ * nothing; > 0, the socket's pending error (POLLERR, SO_ERROR taken as a
+ * send of the kernel's would take it), the call's answer. Keeps errno. */
+int rl_wait_kernel_says(int fd);
+
 /* A send of ciphertext on fd, the socket of a TLS session whose program
  * moves the ciphertext itself (a memory BIO: shim/tlswrite.c holds the
  * socket while a write of it waits its turn): while held, a non-blocking
@@ -41,7 +50,10 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until);
  * a non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in `flags`) never
  * sleeps: a denial or a later turn answers EAGAIN and the socket is not
  * reported writable until then; a blocking one with SO_SNDTIMEO never
- * sleeps longer than that (EAGAIN at once). Same result as rl_gate_send. */
+ * sleeps longer than that (EAGAIN at once). Same result as rl_gate_send,
+ * or RL_WAIT_KERNEL: a send that would be held back on a socket the kernel
+ * refuses (rl_wait_kernel_says), which goes to the kernel uncharged. */
+#define RL_WAIT_KERNEL 2
 int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
                  const struct sockaddr *sa, socklen_t salen, uint64_t calls,
                  uint64_t want, uint64_t min);
