@@ -2,8 +2,9 @@
  * §9, §11): the exit report names each section whose budget a call
  * spent (rule or site) with exactly what it spent, which the server
  * counts too; `rlshim stat` (table, --json, --prometheus) shows a site's
- * budget and its TLS connections not counted. Real clients (curl, node)
- * against servers on loopback (the supervisor's: test_seccomp.c). */
+ * budget and its TLS connections not counted; `rlshim timeline` draws a
+ * site's limit and every kind of a log. Real clients (curl, node, a
+ * static client under --seccomp) against servers on loopback. */
 #include "harness.h"
 
 static struct server srv;
@@ -277,4 +278,87 @@ Test(site_report, a_sites_tls_connections_not_counted_are_reported)
              "rule=\"site:tls\",limit=\"request\"} 1\n",
              getuid());
     cr_expect_not_null(strstr(s.out, line), "stat --prometheus:\n%s", s.out);
+}
+
+/* ---- rlshim timeline on a site-only log with two kinds ---- */
+
+/* Item 16: the log's rule is null; its lines name the site, whose limits
+ * (one per kind) are drawn: a chart per kind, each with its limit line,
+ * in the terminal and in the SVG. */
+Test(site_report, timeline_draws_each_kind_of_a_site_only_log_with_its_limit)
+{
+    char log[300], svg[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    snprintf(svg, sizeof svg, "%s/timeline.svg", h_dir);
+    h_config_write("[rlshim]\non_deny = delay\ndecision_log = %s\n"
+                   "[site:local]\nto = 127.0.0.1:%d\n"
+                   "connect = 5/s\nconnect_burst = 1\n"
+                   "request = 4/s\nrequest_burst = 1\n",
+                   log, srv.port);
+    curl_urls(4);
+    cr_assert_eq(r.status, 0, "curl: status %d", r.status);
+    usleep(200 * 1000);
+    cr_expect_eq(h_server_count(&srv, ""), 4);
+    cr_expect_eq(h_file_lines(log, "\"limit\":\"connect\""), 4);
+    cr_expect_eq(h_file_lines(log, "\"limit\":\"request\""), 4);
+    cr_expect_eq(h_file_lines(log, "\"rule\":null"), 8);
+    struct run s;
+    rlshim(&s, "timeline", log, "-c", h_config, "--svg", svg);
+    cr_expect_not_null(strstr(s.out, "connect calls per 100 ms"), "%s", s.out);
+    cr_expect_not_null(strstr(s.out, "request calls per 100 ms"), "%s", s.out);
+    cr_expect_not_null(strstr(s.out, "limit 5 per 1.000 s: 0.50 per bin\n"),
+                       "%s", s.out);
+    cr_expect_not_null(strstr(s.out, "limit 4 per 1.000 s: 0.40 per bin\n"),
+                       "%s", s.out);
+    /* Each chart has the 4 calls (how many waited is the machine's). */
+    int charts = 0;
+    for (const char *q = strstr(s.out, "\n127.0.0.1: "); q != NULL;
+         q = strstr(q + 1, "\n127.0.0.1: ")) {
+        unsigned a = 0, d = 0, x = 9;
+        cr_expect_eq(sscanf(q, "\n127.0.0.1: %u allowed, %u delayed, %u "
+                               "denied",
+                            &a, &d, &x),
+                     3);
+        cr_expect_eq(a + d, 4, "%s", s.out);
+        cr_expect_eq(x, 0, "%s", s.out);
+        charts++;
+    }
+    cr_expect_eq(charts, 2, "%s", s.out);
+    cr_expect_eq(h_file_lines(errlog, "no connect limit drawn"), 0);
+    /* The SVG: a panel per kind, each with its limit line, and the
+     * legend's. */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys, xml.etree.ElementTree as E; "
+             "r = E.parse(sys.argv[1]).getroot(); ns = \"{http://www.w3.org/"
+             "2000/svg}\"; "
+             "print(sum(1 for e in r.iter(ns + \"line\") "
+             "if e.get(\"class\") == \"limit\"), "
+             "sum(1 for e in r.iter(ns + \"text\") "
+             "if e.get(\"class\") == \"title\"))' %s",
+             svg);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    int limits = -1, panels = -1;
+    cr_assert_eq(fscanf(p, "%d %d", &limits, &panels), 2);
+    cr_assert_eq(pclose(p), 0);
+    cr_expect_eq(panels, 2, "one panel per kind");
+    cr_expect_eq(limits, 3, "each panel's limit, and the legend's");
+    /* A config where no section the lines name limits them: no line
+     * drawn, and stderr says why. */
+    char other[300];
+    snprintf(other, sizeof other, "%s/other.ini", h_dir);
+    FILE *f = fopen(other, "w");
+    cr_assert_not_null(f);
+    fputs("[site:elsewhere]\nconnect = 1/s\n", f);
+    fclose(f);
+    rlshim(&s, "timeline", log, "-c", other, NULL, NULL);
+    cr_expect_null(strstr(s.out, "limit "), "%s", s.out);
+    cr_expect_eq(h_file_lines(errlog, "no connect limit drawn for 1 of 1 "
+                                      "destinations: no section their lines "
+                                      "name limits it"),
+                 1);
+    cr_expect_eq(h_file_lines(errlog, "no request limit drawn for 1 of 1 "
+                                      "destinations"),
+                 1);
 }
