@@ -80,7 +80,8 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         uint64_t c[RL_STORE_STATS_PER_KIND];
         memcpy(c, &info->counters[k * RL_STORE_STATS_PER_KIND], sizeof c);
         c[RL_STAT_ALLOWED] += lu.spent[k];
-        bool used = c[0] || c[1] || c[2] || c[3];
+        bool used = c[0] || c[1] || c[2] || c[3] ||
+                    (k == RL_KIND_REQUEST && info->tls_unseen > 0);
         const struct rl_algorithm *a = NULL;
         uint64_t avail = 0;
         bool has = false;
@@ -106,7 +107,9 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             (void)rl_prom_add(&pr);
             continue;
         }
+        v->tls_unseen = info->tls_unseen;
         stat_row(v, user, section, k, a ? a->name : NULL, c, has, avail);
+        v->tls_unseen = 0;
     }
     /* Requests over TLS the shim cannot see (SPEC §11): said when any. */
     if (info->tls_unseen > 0 && dest == NULL) {

@@ -4,11 +4,14 @@
  * terminal bars and, with --svg, as a standalone SVG (axes, legend, the
  * limit as a line).
  *
- * One kind of line is drawn (--limit's, else connect when the log has any,
- * else request when it has any, else send): a send charged to both send and send_bytes is two lines.
- * Allowed and delayed calls are placed when they went (mono_ns + wait_ns),
- * denied ones when they were refused. The limit comes from --limit, else
- * from the config's section named by the lines' rule (its first rate). */
+ * Each kind the log has is drawn, a chart of its own (connect, request,
+ * send, send_bytes; a send charged to both send and send_bytes is two
+ * lines); --limit draws its kind alone. Allowed and delayed calls are
+ * placed when they went (mono_ns + wait_ns), denied ones when they were
+ * refused. A destination's limit comes from --limit, else from the
+ * config's sections its lines name (the rule, and the site: a site-only
+ * log's rule is null), the tightest first rate among them that limits
+ * the kind; when none is found, stderr says why. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -28,6 +31,8 @@ struct dest {
     char name[256];
     uint64_t *bins; /* nbins * NV counts */
     uint64_t total[NV];
+    bool has_rate;
+    struct rl_rate rate; /* its limit, when known */
 };
 
 struct chart {
@@ -37,8 +42,13 @@ struct chart {
     struct dest *d;
     size_t nd;
     bool has_rate;
-    struct rl_rate rate; /* the limit, when known */
+    struct rl_rate rate; /* --limit's: every destination's */
 };
+
+/* The kinds a chart may draw, in the order they are drawn. */
+static const char *const kinds[] = {"connect", "request", "send",
+                                    "send_bytes"};
+#define NKINDS 4
 
 static void usage(FILE *f)
 {
@@ -92,31 +102,71 @@ static struct dest *dest_of(struct chart *ch, const char *name)
     return d;
 }
 
-/* The limit of the log's rule in the config, when no --limit gave one. */
-static void rate_from_config(struct chart *ch, const struct rl_logfile *lf,
-                             const char *copt)
+/* Is a a tighter rate than b (fewer per time)? */
+static bool tighter(const struct rl_rate *a, const struct rl_rate *b)
 {
-    const char *rule = NULL;
-    for (size_t i = 0; i < lf->n && rule == NULL; i++)
-        if (strcmp(lf->v[i].e.limit, ch->kind) == 0 && lf->v[i].e.rule[0])
-            rule = lf->v[i].e.rule;
-    struct rl_config *cfg = NULL;
-    if (rule == NULL || rl_cli_load_optional(copt, &cfg) < 0 || cfg == NULL)
-        return;
+    return (unsigned __int128)a->count * b->period_ns <
+           (unsigned __int128)b->count * a->period_ns;
+}
+
+/* Section `name`'s first rate of kind k into *rate, tighter than what
+ * *has says is there already. */
+static bool section_rate(const struct rl_config *cfg, const char *name, int k,
+                         struct rl_rate *rate, bool *has)
+{
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (strcmp(r->section, name) != 0)
+            continue;
+        if (r->nlimits[k] == 0)
+            return false;
+        struct rl_rate x = {r->limits[k][0].count, r->limits[k][0].period_ns};
+        if (!*has || tighter(&x, rate))
+            *rate = x;
+        *has = true;
+        return true;
+    }
+    return false;
+}
+
+/* Each destination's limit from the config, when no --limit gave one:
+ * the sections its lines name (rule, site). A rule named whose `to` did
+ * not cover the destination cannot be told from the log: its rate counts
+ * too, which can only draw the line lower. Says on stderr when a
+ * destination's could not be found. */
+static void rate_from_config(struct chart *ch, const struct rl_logfile *lf,
+                             const struct rl_config *cfg, const char *why)
+{
     int k = strcmp(ch->kind, "connect") == 0   ? RL_KIND_CONNECT
             : strcmp(ch->kind, "send") == 0    ? RL_KIND_SEND
             : strcmp(ch->kind, "request") == 0 ? RL_KIND_REQUEST
                                                : RL_KIND_SEND_BYTES;
-    for (size_t i = 0; i < cfg->nrules; i++) {
-        const struct rl_rule *r = &cfg->rules[i];
-        if (strcmp(r->section, rule) == 0 && r->nlimits[k] > 0) {
-            ch->rate.count = r->limits[k][0].count;
-            ch->rate.period_ns = r->limits[k][0].period_ns;
-            ch->has_rate = true;
-            break;
+    size_t none = 0;
+    for (size_t j = 0; j < ch->nd; j++) {
+        struct dest *d = &ch->d[j];
+        for (size_t i = 0; cfg != NULL && i < lf->n; i++) {
+            const struct rl_declog_entry *e = &lf->v[i].e;
+            if (strcmp(e->limit, ch->kind) != 0 || strcmp(e->dest, d->name))
+                continue;
+            if (e->rule[0] != '\0')
+                (void)section_rate(cfg, e->rule, k, &d->rate, &d->has_rate);
+            if (e->site[0] != '\0') {
+                char site[300];
+                snprintf(site, sizeof site, "site:%s", e->site);
+                (void)section_rate(cfg, site, k, &d->rate, &d->has_rate);
+            }
         }
+        none += !d->has_rate;
     }
-    rl_config_free(cfg);
+    if (none > 0)
+        fprintf(stderr,
+                "rlshim timeline: no %s limit drawn for %zu of %zu "
+                "destinations: %s (or give --limit %s=RATE)\n",
+                ch->kind, none, ch->nd,
+                cfg == NULL ? why
+                            : "no section their lines name limits it in "
+                              "the config",
+                ch->kind);
 }
 
 static int by_name(const void *a, const void *b)
@@ -128,17 +178,6 @@ static int by_name(const void *a, const void *b)
 static int build(struct chart *ch, const struct rl_logfile *lf)
 {
     uint64_t t0 = UINT64_MAX, t1 = 0;
-    if (ch->kind[0] == '\0') {
-        snprintf(ch->kind, sizeof ch->kind, "send");
-        for (size_t i = 0; i < lf->n; i++) {
-            if (strcmp(lf->v[i].e.limit, "connect") == 0) {
-                snprintf(ch->kind, sizeof ch->kind, "connect");
-                break;
-            }
-            if (strcmp(lf->v[i].e.limit, "request") == 0)
-                snprintf(ch->kind, sizeof ch->kind, "request");
-        }
-    }
     for (size_t i = 0; i < lf->n; i++) {
         const struct rl_declog_entry *e = &lf->v[i].e;
         /* A response's pause (SPEC §12) is not a call that went. */
@@ -175,7 +214,29 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         d->total[v]++;
     }
     qsort(ch->d, ch->nd, sizeof *ch->d, by_name);
+    for (size_t i = 0; ch->has_rate && i < ch->nd; i++) {
+        ch->d[i].has_rate = true;
+        ch->d[i].rate = ch->rate;
+    }
     return 0;
+}
+
+/* The one limit every destination of the n charts has, if they all have
+ * the same (then drawn once, in the legend and the chart's head). */
+static bool one_rate(const struct chart *ch, size_t n, struct rl_rate *out)
+{
+    bool any = false;
+    for (size_t c = 0; c < n; c++)
+        for (size_t i = 0; i < ch[c].nd; i++) {
+            const struct dest *d = &ch[c].d[i];
+            if (!d->has_rate ||
+                (any && (d->rate.count != out->count ||
+                         d->rate.period_ns != out->period_ns)))
+                return false;
+            *out = d->rate;
+            any = true;
+        }
+    return any;
 }
 
 static void terminal(FILE *f, const struct chart *ch)
@@ -195,18 +256,25 @@ static void terminal(FILE *f, const struct chart *ch)
     fprintf(f, "%s calls per %.0f ms: # allowed, ~ delayed, x denied%s\n",
             ch->kind, (double)ch->bin_ns / 1e6,
             per > 1 ? " (scaled)" : "");
-    if (ch->has_rate)
+    struct rl_rate one;
+    bool same = one_rate(ch, 1, &one);
+    if (same)
         fprintf(f, "limit %llu per %.3f s: %.2f per bin\n",
-                (unsigned long long)ch->rate.count,
-                (double)ch->rate.period_ns / 1e9,
-                (double)ch->rate.count * (double)ch->bin_ns /
-                    (double)ch->rate.period_ns);
+                (unsigned long long)one.count, (double)one.period_ns / 1e9,
+                (double)one.count * (double)ch->bin_ns /
+                    (double)one.period_ns);
     for (size_t i = 0; i < ch->nd; i++) {
         const struct dest *d = &ch->d[i];
         fprintf(f, "\n%s: %llu allowed, %llu delayed, %llu denied\n", d->name,
                 (unsigned long long)d->total[V_ALLOW],
                 (unsigned long long)d->total[V_DELAY],
                 (unsigned long long)d->total[V_DENY]);
+        if (!same && d->has_rate)
+            fprintf(f, "limit %llu per %.3f s: %.2f per bin\n",
+                    (unsigned long long)d->rate.count,
+                    (double)d->rate.period_ns / 1e9,
+                    (double)d->rate.count * (double)ch->bin_ns /
+                        (double)d->rate.period_ns);
         for (size_t b = 0; b < ch->nbins; b++) {
             const uint64_t *c = &d->bins[b * NV];
             if (c[0] + c[1] + c[2] == 0 && b % 10 != 0)
@@ -268,10 +336,10 @@ static void svg_panel(FILE *f, const struct chart *ch, const struct dest *d,
 {
     static const char *const cls[NV] = {"allowed", "delayed", "denied"};
     double pw = W - ML - MR, ph = PANEL_H - MT - MB;
-    double limit_bin = ch->has_rate ? (double)ch->rate.count *
-                                          (double)ch->bin_ns /
-                                          (double)ch->rate.period_ns
-                                    : 0;
+    double limit_bin = d->has_rate ? (double)d->rate.count *
+                                         (double)ch->bin_ns /
+                                         (double)d->rate.period_ns
+                                   : 0;
     uint64_t most = 0;
     for (size_t b = 0; b < ch->nbins; b++) {
         const uint64_t *c = &d->bins[b * NV];
@@ -289,10 +357,14 @@ static void svg_panel(FILE *f, const struct chart *ch, const struct dest *d,
     fputs("<text class=\"title\" x=\"", f);
     fprintf(f, "%d\" y=\"18\">", ML);
     xml_text(f, d->name);
-    fprintf(f, " — %s, %llu allowed, %llu delayed, %llu denied</text>\n",
+    fprintf(f, " — %s, %llu allowed, %llu delayed, %llu denied",
             ch->kind, (unsigned long long)d->total[V_ALLOW],
             (unsigned long long)d->total[V_DELAY],
             (unsigned long long)d->total[V_DENY]);
+    if (d->has_rate)
+        fprintf(f, ", limit %llu per %g s", (unsigned long long)d->rate.count,
+                (double)d->rate.period_ns / 1e9);
+    fputs("</text>\n", f);
     /* Bars: one rect per non-empty (bin, verdict), stacked. */
     for (size_t b = 0; b < ch->nbins; b++) {
         const uint64_t *c = &d->bins[b * NV];
@@ -340,7 +412,7 @@ static void svg_panel(FILE *f, const struct chart *ch, const struct dest *d,
     fprintf(f, "<text class=\"yt\" x=\"14\" y=\"%.0f\" transform=\"rotate(-90 "
                "14 %.0f)\">calls per %.0f ms</text>\n",
             MT + ph / 2, MT + ph / 2, (double)ch->bin_ns / 1e6);
-    if (ch->has_rate) {
+    if (d->has_rate) {
         double py = MT + ph - limit_bin / ymax * ph;
         fprintf(f, "<line class=\"limit\" x1=\"%d\" y1=\"%.2f\" x2=\"%.0f\" "
                    "y2=\"%.2f\"/>\n",
@@ -349,14 +421,18 @@ static void svg_panel(FILE *f, const struct chart *ch, const struct dest *d,
     fputs("</g>\n", f);
 }
 
-static int svg(const char *path, const struct chart *ch)
+/* The n charts, one panel per (chart, destination), into path. */
+static int svg(const char *path, const struct chart *ch, size_t n)
 {
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         fprintf(stderr, "rlshim timeline: %s: %s\n", path, strerror(errno));
         return -errno;
     }
-    int h = (int)ch->nd * PANEL_H + 36;
+    size_t panels = 0;
+    for (size_t c = 0; c < n; c++)
+        panels += ch[c].nd;
+    int h = (int)panels * PANEL_H + 36;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
@@ -382,16 +458,26 @@ static int svg(const char *path, const struct chart *ch)
         fprintf(f, "<rect class=\"key %s\" x=\"%d\" y=\"10\" width=\"12\" "
                    "height=\"12\"/><text x=\"%d\" y=\"21\">%s</text>\n",
                 names[v], lx + v * 90, lx + v * 90 + 16, names[v]);
-    if (ch->has_rate)
+    struct rl_rate one;
+    bool any = false;
+    for (size_t c = 0; c < n; c++)
+        for (size_t i = 0; i < ch[c].nd; i++)
+            any |= ch[c].d[i].has_rate;
+    if (one_rate(ch, n, &one))
         fprintf(f, "<line class=\"limit\" x1=\"%d\" y1=\"16\" x2=\"%d\" "
                    "y2=\"16\"/><text x=\"%d\" y=\"21\">limit %llu per "
                    "%g s</text>\n",
-                lx + 270, lx + 296, lx + 300,
-                (unsigned long long)ch->rate.count,
-                (double)ch->rate.period_ns / 1e9);
+                lx + 270, lx + 296, lx + 300, (unsigned long long)one.count,
+                (double)one.period_ns / 1e9);
+    else if (any) /* each panel's own, in its title */
+        fprintf(f, "<line class=\"limit\" x1=\"%d\" y1=\"16\" x2=\"%d\" "
+                   "y2=\"16\"/><text x=\"%d\" y=\"21\">limit</text>\n",
+                lx + 270, lx + 296, lx + 300);
     fputs("</g>\n", f);
-    for (size_t i = 0; i < ch->nd; i++)
-        svg_panel(f, ch, &ch->d[i], 30 + (int)i * PANEL_H);
+    int y = 30;
+    for (size_t c = 0; c < n; c++)
+        for (size_t i = 0; i < ch[c].nd; i++, y += PANEL_H)
+            svg_panel(f, &ch[c], &ch[c].d[i], y);
     fputs("</svg>\n", f);
     if (fclose(f) != 0) {
         fprintf(stderr, "rlshim timeline: %s: %s\n", path, strerror(errno));
@@ -410,7 +496,8 @@ int rl_cmd_timeline(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct chart ch = {.bin_ns = 100000000u};
+    struct chart ch = {.bin_ns = 100000000u}, charts[NKINDS];
+    size_t ncharts = 0;
     const char *svg_path = NULL, *copt = NULL;
     int c;
 
@@ -452,23 +539,46 @@ int rl_cmd_timeline(int argc, char **argv)
     struct rl_logfile lf;
     if (rl_logfile_read("timeline", argv[optind], &lf) < 0)
         return 2;
-    int r = build(&ch, &lf), status = 0;
-    if (r == -ENOENT) {
+    /* --limit: its kind; else a chart for each kind the log has. */
+    int status = 0;
+    for (size_t k = 0; k < NKINDS && status == 0; k++) {
+        if (ch.kind[0] != '\0' && strcmp(ch.kind, kinds[k]) != 0)
+            continue;
+        charts[ncharts] = ch;
+        snprintf(charts[ncharts].kind, sizeof ch.kind, "%s", kinds[k]);
+        int r = build(&charts[ncharts], &lf);
+        if (r == 0 || charts[ncharts].nd > 0)
+            ncharts++;
+        if (r < 0 && r != -ENOENT)
+            status = 2;
+    }
+    if (status == 0 && ncharts == 0) {
         fprintf(stderr, "rlshim timeline: %s: no %s lines\n", argv[optind],
                 ch.kind[0] ? ch.kind : "decision");
         status = 1;
-    } else if (r < 0) {
-        status = 2;
-    } else {
-        if (!ch.has_rate)
-            rate_from_config(&ch, &lf, copt);
-        terminal(stdout, &ch);
-        if (svg_path != NULL && svg(svg_path, &ch) < 0)
-            status = 2;
     }
-    for (size_t i = 0; i < ch.nd; i++)
-        free(ch.d[i].bins);
-    free(ch.d);
+    if (status == 0 && !ch.has_rate) {
+        struct rl_config *cfg = NULL;
+        const char *why = "no config (give -c FILE)";
+        if (rl_cli_load_optional(copt, &cfg) < 0)
+            why = "the config could not be read";
+        for (size_t c = 0; c < ncharts; c++)
+            rate_from_config(&charts[c], &lf, cfg, why);
+        if (cfg != NULL)
+            rl_config_free(cfg);
+    }
+    for (size_t c = 0; status == 0 && c < ncharts; c++) {
+        if (c > 0)
+            fputc('\n', stdout);
+        terminal(stdout, &charts[c]);
+    }
+    if (status == 0 && svg_path != NULL && svg(svg_path, charts, ncharts) < 0)
+        status = 2;
+    for (size_t c = 0; c < ncharts; c++) {
+        for (size_t i = 0; i < charts[c].nd; i++)
+            free(charts[c].d[i].bins);
+        free(charts[c].d);
+    }
     rl_logfile_free(&lf);
     return status;
 }

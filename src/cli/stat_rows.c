@@ -91,9 +91,13 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
                 (unsigned long long)c[RL_STAT_DELAYED],
                 (unsigned long long)c[RL_STAT_DELAYED_NS]);
         if (has_avail)
-            fprintf(f, "%llu}", (unsigned long long)avail);
+            fprintf(f, "%llu", (unsigned long long)avail);
         else
-            fputs("null}", f);
+            fputs("null", f);
+        if (k == RL_KIND_REQUEST && v->tls_unseen > 0)
+            fprintf(f, ", \"tls_not_counted\": %llu",
+                    (unsigned long long)v->tls_unseen);
+        fputc('}', f);
     } else {
         char av[32] = "-";
 

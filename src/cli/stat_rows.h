@@ -22,6 +22,9 @@ struct stat_view {
     uint64_t now;
     unsigned rows;
     FILE *out;
+    /* --json: the budget's TLS connections whose requests were not
+     * counted, written in its "request" row (0: none). */
+    uint64_t tls_unseen;
 };
 
 /* What could be spent now of kind k in a slot of `rule` (layout l): the

@@ -353,22 +353,22 @@ static rl_atomic_u64 *counter(struct budget *b, int kind, int stat)
     return &b->slot.counters[kind * RL_STORE_STATS_PER_KIND + stat];
 }
 
-void rl_gate_count(struct rl_gate *g, struct budget *b, int kind, int stat,
-                   uint64_t n)
+void rl_gate_count(struct rl_gate *g, const struct rl_rule *sec,
+                   struct budget *b, int kind, int stat, uint64_t n)
 {
     if (n == 0)
         return;
-    rl_report_add(&g->report, kind, stat, n);
+    rl_report_add_in(&g->report, sec, kind, stat, n);
     if (b != NULL)
         rl_add_relaxed_u64(counter(b, kind, stat), n);
 }
 
-void rl_gate_uncount(struct rl_gate *g, struct budget *b, int kind, int stat,
-                     uint64_t n)
+void rl_gate_uncount(struct rl_gate *g, const struct rl_rule *sec,
+                     struct budget *b, int kind, int stat, uint64_t n)
 {
     if (n == 0)
         return;
-    rl_report_sub(&g->report, kind, stat, n);
+    rl_report_sub_in(&g->report, sec, kind, stat, n);
     if (b != NULL)
         rl_sub_sat_u64(counter(b, kind, stat), n);
 }
@@ -439,6 +439,9 @@ int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
 
 void rl_gate_report_enable(struct rl_proc *p)
 {
+    /* Each site's counts apart; without the memory, with the rule's. */
+    if (p->gate.cfg != NULL)
+        (void)rl_report_setup(&p->gate.report, p->gate.cfg);
     p->gate.report.on = true;
 }
 

@@ -38,14 +38,30 @@ struct budget {
     struct budget *replaced;
 };
 
-/* What this process decided, per kind and stat (RL_STAT_*), for the exit
- * report; only counted when the report is on. Relaxed adds by any thread,
- * read once at exit. */
+/* One section's counts for the exit report: what this process's calls
+ * spent of its budgets (per destination too, for a section with `per =
+ * destination`), per kind and stat (RL_STAT_*), and the TLS connections
+ * whose requests it could not count. */
+struct rl_report_counts {
+    rl_atomic_u64 n[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
+    rl_atomic_u64 tls_unseen;
+};
+
+/* What this process decided, for the exit report; only counted when the
+ * report is on. Relaxed adds by any thread (a signal handler's too: the
+ * arrays are allocated before the first decision), read once at exit. */
 struct rl_report {
     bool on;
-    rl_atomic_u64 mine[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
+    /* The user's rule (or none: unknown = deny). */
+    struct rl_report_counts mine;
+    /* Each site's, indexed as the config's rules (only sites' are used);
+     * NULL: the config has none (or no memory: counted in mine). */
+    struct rl_report_counts *sections;
+    const struct rl_rule *rules;
+    size_t nrules;
     /* TLS connections whose requests were not counted (report.h's
-     * rl_report_tls_unseen), counted whether or not the report is on. */
+     * rl_report_tls_unseen), counted whether or not the report is on:
+     * said on stderr the first time. */
     rl_atomic_u64 tls_unseen;
 };
 
@@ -92,14 +108,16 @@ struct rl_gate {
 
 struct rl_proc;
 
-/* Add n to counter (kind, stat) of b (NULL: the report only). */
-void rl_gate_count(struct rl_gate *g, struct budget *b, int kind, int stat,
-                   uint64_t n);
+/* Add n to counter (kind, stat) of b (NULL: the report only), a budget of
+ * section `sec` (NULL: the user's rule, or none), which the report counts
+ * it under. */
+void rl_gate_count(struct rl_gate *g, const struct rl_rule *sec,
+                   struct budget *b, int kind, int stat, uint64_t n);
 
 /* Take n off counter (kind, stat), never below zero (a reset may have
  * zeroed it meanwhile). */
-void rl_gate_uncount(struct rl_gate *g, struct budget *b, int kind, int stat,
-                     uint64_t n);
+void rl_gate_uncount(struct rl_gate *g, const struct rl_rule *sec,
+                     struct budget *b, int kind, int stat, uint64_t n);
 
 /* Subtract n from *p, stopping at zero; relaxed. */
 void rl_sub_sat_u64(rl_atomic_u64 *p, uint64_t n);

@@ -251,7 +251,8 @@ static int deny(struct rl_proc *p, struct hcall *h, int kind, uint64_t units,
     for (unsigned i = 0; i < h->n && counted == NULL; i++)
         if (by == NULL || h->c[i].rule == by)
             counted = h->c[i].counted;
-    rl_gate_count(g, counted, kind, RL_STAT_DENIED, units);
+    rl_gate_count(g, by != NULL ? by : counted != NULL ? counted->rule : NULL,
+                  counted, kind, RL_STAT_DENIED, units);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
     *err = by != NULL        ? by->deny_errno
            : g->rule != NULL ? g->rule->deny_errno
@@ -269,7 +270,7 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
     if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites))) {
         if (!g->deny_all)
             return RL_GATE_GO;
-        rl_gate_count(g, NULL, q->kind, RL_STAT_DENIED, q->calls);
+        rl_gate_count(g, NULL, NULL, q->kind, RL_STAT_DENIED, q->calls);
         *err = g->cfg->deny_errno;
         return g->cfg->dry_run ? RL_GATE_GO : RL_GATE_FAIL;
     }
@@ -306,9 +307,10 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
         struct budget *cb =
             rl_fleet_decides(&p->fleet, h.c[i].rule) ? NULL : h.c[i].counted;
         if (h.c[i].took[q->kind])
-            rl_gate_count(g, cb, q->kind, RL_STAT_ALLOWED, gc);
+            rl_gate_count(g, h.c[i].rule, cb, q->kind, RL_STAT_ALLOWED, gc);
         if (q->kind == RL_KIND_SEND && h.c[i].took[RL_KIND_SEND_BYTES])
-            rl_gate_count(g, cb, RL_KIND_SEND_BYTES, RL_STAT_ALLOWED, gb);
+            rl_gate_count(g, h.c[i].rule, cb, RL_KIND_SEND_BYTES,
+                          RL_STAT_ALLOWED, gb);
     }
     if (q->kind == RL_KIND_SEND)
         *granted = gb;

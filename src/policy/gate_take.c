@@ -256,7 +256,8 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
         if (by == NULL || t->charge[i].rule == by)
             counted = budget_of(&t->charge[i]);
     /* Counted where it was denied (the site's budget, or the rule's). */
-    rl_gate_count(g, counted, kind, RL_STAT_DENIED, units);
+    rl_gate_count(g, by != NULL ? by : counted != NULL ? counted->rule : NULL,
+                  counted, kind, RL_STAT_DENIED, units);
     if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, kind, units, c);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
@@ -290,11 +291,13 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             if (!ch->took[k])
                 continue;
-            rl_gate_count(g, budget_of(ch), k, RL_STAT_ALLOWED, units[k]);
+            rl_gate_count(g, ch->rule, budget_of(ch), k, RL_STAT_ALLOWED,
+                          units[k]);
             if (t->wait_ns > 0) {
-                rl_gate_count(g, budget_of(ch), k, RL_STAT_DELAYED, units[k]);
-                rl_gate_count(g, budget_of(ch), k, RL_STAT_DELAYED_NS,
-                              t->wait_ns);
+                rl_gate_count(g, ch->rule, budget_of(ch), k, RL_STAT_DELAYED,
+                              units[k]);
+                rl_gate_count(g, ch->rule, budget_of(ch), k,
+                              RL_STAT_DELAYED_NS, t->wait_ns);
             }
         }
     }
@@ -341,7 +344,7 @@ static bool connect_now(struct rl_proc *p, struct rl_gate_ticket *t,
         b->states[RL_KIND_CONNECT][0], lim, now, 1, 1, 0);
     if (v.granted == 0)
         return false;
-    rl_gate_count(g, b, RL_KIND_CONNECT, RL_STAT_ALLOWED, 1);
+    rl_gate_count(g, g->rule, b, RL_KIND_CONNECT, RL_STAT_ALLOWED, 1);
     rl_gate_ticket_init(t, now, 1, 0);
     return true;
 }
@@ -509,7 +512,8 @@ void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
             continue;
         untake(t, c, kind, units);
         /* Lower `allowed` by what was not spent after all. */
-        rl_gate_uncount(g, budget_of(c), kind, RL_STAT_ALLOWED, units);
+        rl_gate_uncount(g, c->rule, budget_of(c), kind, RL_STAT_ALLOWED,
+                        units);
     }
 }
 

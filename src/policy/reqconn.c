@@ -335,7 +335,8 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
  * such connection is counted for the exit report and `rlshim stat`. */
 void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
 {
-    if (!rl_report_tls_unseen(proc))
+    if (!rl_report_tls_unseen(proc, c->salen > 0 ? &c->peer : NULL,
+                              c->salen))
         return;
     char host[RL_NAME_MAX + 1], hp[RL_NAME_MAX + 16];
     unsigned port;

@@ -174,6 +174,13 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
             return str(c, e->reason, sizeof e->reason);
         if (strcmp(key, "status") == 0)
             return num(c, &e->status);
+        if (strcmp(key, "site") == 0) {
+            if (*c->p == 'n') {
+                e->site[0] = '\0';
+                return lit(c, "null");
+            }
+            return str(c, e->site, sizeof e->site);
+        }
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {

@@ -14,6 +14,7 @@ struct rl_declog_entry {
     int verdict; /* enum rl_declog_verdict */
     char user[256];
     char rule[256]; /* "" when null */
+    char site[256]; /* the site's label ("" when null) */
     char dest[256];
     char call[32];
     char limit[16];

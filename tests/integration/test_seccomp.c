@@ -150,6 +150,36 @@ Test(seccomp, static_client_gets_exactly_the_budget_in_fail_mode)
     cr_expect_eq(h_server_count(&srv, ""), 5);
 }
 
+/* A site alone throttles the static client: the supervisor's exit report
+ * names the site with what its connects spent, which the server saw (it
+ * said "no section applies: nothing was throttled"). */
+Test(seccomp, the_supervisors_report_names_a_sites_budget)
+{
+    h_config_write("[rlshim]\n"
+                   "report = yes\n"
+                   "[site:local]\n"
+                   "to = 127.0.0.1:%d\n"
+                   "algorithm = sliding_window\n"
+                   "connect = 2/min\n",
+                   srv.port);
+    names();
+    sc_run(20, (char *[]){static_bin, "connect", port, "4", NULL});
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "fail", -1), 2, "%s", r.out);
+    usleep(200000);
+    cr_expect_eq(h_server_count(&srv, ""), 2);
+    char log[300], want[160];
+    snprintf(log, sizeof log, "%s/stderr.log", h_dir);
+    snprintf(want, sizeof want,
+             "user %u site [site:local]: connect seen 4, allowed 2, denied 2, "
+             "delayed 0\n",
+             getuid());
+    cr_expect_eq(h_file_lines(log, want), 1, "%s", want);
+    cr_expect_eq(h_file_lines(log, "nothing was throttled"), 0);
+    cr_expect_eq(h_file_lines(log, "rlshim: report: "), 1);
+}
+
 /* 16 goroutines, 20 requests, a new connection each: 5 go (the server
  * counts them), 15 fail. */
 static void go_gets_exactly_five(void)

@@ -742,8 +742,8 @@ Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
 {
     gate_with("[user:tester]\nconnect = 5/s\nrequest = 2/s\n");
     rl_gate_report_enable(&proc);
-    rl_report_tls_unseen(&proc);
-    rl_report_tls_unseen(&proc);
+    rl_report_tls_unseen(&proc, NULL, 0);
+    rl_report_tls_unseen(&proc, NULL, 0);
     char out[4096];
     report_text(out, sizeof out);
     cr_expect(strstr(out, "rule [user:tester]: request seen 0, allowed 0, "
@@ -768,14 +768,33 @@ Test(gate, says_nothing_of_tls_when_every_request_was_seen)
     cr_expect(strstr(out, "TLS") == NULL, "%s", out);
 }
 
+/* A site's requests are the site's: under its own name in the report,
+ * every destination's budget together; the rule, which limits none, has
+ * no request line. */
 Test(gate, a_site_with_requests_puts_them_in_the_report)
 {
     gate_with("[user:tester]\nconnect = 5/s\n"
-              "[site:every]\nper = destination\nrequest = 1/s\n");
+              "[site:every]\nper = destination\nrequest = 1/h\n");
     rl_gate_report_enable(&proc);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    struct rl_gate_req q = {.call = "send", .fd = -1, .sa = &a,
+                            .salen = sizeof a, .port = 80, .method = "GET",
+                            .target = "/", .units = 1};
+    uint64_t now = rl_clock_now_ns();
+    q.name = "a.example";
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_FAIL);
+    q.name = "b.example";
+    cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
     char out[4096];
     report_text(out, sizeof out);
-    cr_expect(strstr(out, "request seen 0") != NULL, "%s", out);
+    cr_expect(strstr(out, "site [site:every]: request seen 3, allowed 2, "
+                          "denied 1, delayed 0") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "rule [user:tester]: connect seen 0") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "rule [user:tester]: request") == NULL, "%s", out);
 }
 
 /* `rlshim stat` on requests the gate decided per destination: a row per

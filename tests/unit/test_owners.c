@@ -200,7 +200,7 @@ Test(owners, two_threads_through_two_instances_count_every_send_once)
                  (unsigned long long)allowed);
     for (unsigned k = 0; k < 2; k++) {
         uint64_t mine = rl_load_relaxed_u64(
-            &both[k]->gate.report.mine[RL_KIND_SEND][RL_STAT_ALLOWED]);
+            &both[k]->gate.report.mine.n[RL_KIND_SEND][RL_STAT_ALLOWED]);
         cr_expect_eq(mine, a.go[k] + b.go[k],
                      "instance %u's report: %llu of %u sent through it", k,
                      (unsigned long long)mine, a.go[k] + b.go[k]);
