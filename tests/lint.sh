@@ -11,7 +11,7 @@ bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 # inih or ours.
 allowed="connect getsockopt send sendto sendmsg sendmmsg write writev sendfile sendfile64
 read readv recv recvfrom recvmsg
-close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose vfork __vfork
+close close_range closefrom dup dup2 dup3 fcntl fcntl64 fclose vfork __vfork clone
 socket socketpair accept accept4 syscall
 poll ppoll __poll_chk __ppoll_chk select pselect
 epoll_wait epoll_pwait epoll_pwait2 epoll_ctl

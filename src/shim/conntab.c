@@ -1,6 +1,7 @@
 /* conntab.c — see conntab.h. */
 #include "shim/conntab.h"
 
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -80,6 +81,31 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
     if (!ok)
         drop(c);
     return ok;
+}
+
+void rl_conntab_late(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int saved = errno;
+    /* getpeername is not hooked: libc's. */
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 || len > sizeof ss) {
+        errno = saved;
+        return;
+    }
+    uint32_t m = rl_fdtab_get(fd);
+    /* The thread that takes the bit off makes the connection. */
+    while (m & RL_FD_HTTP_LATE) {
+        if (!rl_fdtab_cas(fd, &m, m & ~RL_FD_HTTP_LATE))
+            continue;
+        if (!rl_conntab_open(fd, (struct sockaddr *)&ss, len)) {
+            m &= ~RL_FD_HTTP_LATE;
+            while ((m & RL_FD_HTTP) && !rl_fdtab_cas(fd, &m, m & ~RL_FD_HTTP))
+                ;
+        }
+        break;
+    }
+    errno = saved;
 }
 
 static struct rl_reqconn *acquire(int fd, bool reader)

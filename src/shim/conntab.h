@@ -1,9 +1,13 @@
 /* conntab.h — the plaintext TCP connections whose requests are counted
  * (SPEC §11): fd → struct rl_reqconn (policy/reqconn.h).
  *
- * A connection is added at its connect (never from a signal handler: it
- * allocates) when a request limit applies in the process, and carries the
- * fd mark RL_FD_HTTP; its close (any close path, dup2 over it) removes it.
+ * A connection is added at its connect when a request limit applies in
+ * the process, and carries the fd mark RL_FD_HTTP; its close (any close
+ * path, dup2 over it) removes it. A signal handler neither allocates nor
+ * locks: its connect only marks the fd (RL_FD_HTTP_LATE), and the
+ * connection is made at the first send or read outside a handler; its
+ * close leaves the entry, stale, for the number's next connect to
+ * replace.
  * A write holds its connection from the plan to the commit (acquire ...
  * release), across the sleep and the real call: a close meanwhile only
  * unlinks it, and the writer frees it when it lets go. A second thread
@@ -37,6 +41,12 @@ struct rl_conntab {
 /* Count the requests of fd, connecting to sa. Returns true when fd now
  * has a connection (mark it RL_FD_HTTP). */
 bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len);
+
+/* fd's mark carries RL_FD_HTTP_LATE (its connect was a signal
+ * handler's): make its connection now, to fd's peer, and take the bit
+ * off. Outside a handler, the guard held. While fd has no peer yet (its
+ * connect in progress) the bit stays, for the next call. Keeps errno. */
+void rl_conntab_late(int fd);
 
 /* fd's connection, held by the caller until rl_conntab_release; NULL when
  * fd has none or another write holds it. */

@@ -39,6 +39,12 @@
     0x80u /* HTTP: a signal handler read its bytes unseen (a handler         \
              takes no lock): the next read turns its response side off */
 
+#define RL_FD_HTTP_LATE                                                        \
+    0x100u /* HTTP, connected from a signal handler (which may not          \
+              allocate nor lock): its connection is made at its first send  \
+              or read outside one (rl_conntab_late), replacing whatever a   \
+              handler's close left at the number */
+
 /* A send-like call on fd needs more than the real function: its sends
  * are charged, or its requests counted. */
 #define RL_FD_SLOW (RL_FD_MATCHED | RL_FD_HTTP)

@@ -28,14 +28,16 @@
 #include "shim/wait.h"
 
 /* The close of a marked fd (out of line: a file or a pipe never comes
- * here). A vfork child's close leaves its parent's marks and entries be. */
+ * here). A vfork child's close leaves its parent's marks and entries be.
+ * A signal handler's leaves the request connection (forgetting it locks
+ * and frees): the number's next connect replaces it (conntab.h). */
 static __attribute__((noinline)) void forget(int fd, uint32_t m)
 {
     if (rl_shim_in_vfork_child())
         return;
     rl_fdtab_clear(fd);
     rl_wait_forget(fd, m);
-    if (m & RL_FD_HTTP)
+    if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_conntab_forget(fd);
 }
 
@@ -49,7 +51,7 @@ static void copy_mark(int from, int to)
         return;
     int saved = errno;
     rl_wait_forget(to, old);
-    if (old & RL_FD_HTTP)
+    if ((old & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_conntab_forget(to);
     rl_fdtab_copy(from, to);
     errno = saved;
@@ -88,7 +90,8 @@ RL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
         !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range(first, last);
         rl_wait_forget_range(first, last);
-        rl_conntab_forget_range(first, last);
+        if (!rl_hook_in_handler())
+            rl_conntab_forget_range(first, last);
     }
     if (first <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         release_log(first, last);
@@ -100,7 +103,8 @@ RL_EXPORT void closefrom(int lowfd)
     if (lowfd >= 0 && !rl_shim_in_vfork_child()) {
         rl_fdtab_clear_range((unsigned)lowfd, ~0u);
         rl_wait_forget_range((unsigned)lowfd, ~0u);
-        rl_conntab_forget_range((unsigned)lowfd, ~0u);
+        if (!rl_hook_in_handler())
+            rl_conntab_forget_range((unsigned)lowfd, ~0u);
     }
     if (lowfd >= 0)
         release_log((unsigned)lowfd, ~0u);

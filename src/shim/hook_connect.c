@@ -97,7 +97,8 @@ void rl_hook_connect_end(int fd, int r, int err)
         return;
     /* Refused, unreachable, ...: this attempt is over (and was charged);
      * a connect on the same socket again is a new attempt. */
-    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM | (rl_fdtab_get(fd) & RL_FD_HTTP));
+    rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM |
+                         (rl_fdtab_get(fd) & (RL_FD_HTTP | RL_FD_HTTP_LATE)));
 }
 
 /* A blocking socket? (max_open in delay mode sleeps only those; a
@@ -123,7 +124,9 @@ static bool concerns(const struct sockaddr *sa, socklen_t len)
 
 /* A connect from a signal handler: the same marks, decided by
  * rl_gate_handler (async-signal-safe; a budget with max_open denies, as
- * its place would be bound in a map that allocates; nothing waits). */
+ * its place would be bound in a map that allocates; nothing waits). Its
+ * requests' connection is made later, outside a handler: making it
+ * allocates, and the interrupted thread may be inside malloc. */
 static int connect_in_handler(int fd, const struct sockaddr *sa,
                               socklen_t len)
 {
@@ -134,14 +137,11 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
         return REAL(connect)(fd, sa, len);
     }
     uint32_t type = rl_hook_sock_type(fd, m);
-    /* Its requests are counted by the names they carry, whatever the
-     * address (SPEC §11): a connection for every TCP connect. */
-    uint32_t http = m & RL_FD_HTTP;
+    uint32_t http = m & (RL_FD_HTTP | RL_FD_HTTP_LATE);
     if (type == RL_FD_STREAM && http == 0 &&
-        rl_gate_counts_requests(rl_shim_proc()) &&
-        rl_conntab_open(fd, sa, len)) {
-        http = RL_FD_HTTP;
-        rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
+        rl_gate_counts_requests(rl_shim_proc())) {
+        http = RL_FD_HTTP | RL_FD_HTTP_LATE;
+        rl_fdtab_set(fd, rl_fdtab_get(fd) | http);
     }
     bool covered = rl_gate_covers(rl_shim_proc(), sa, len);
     uint32_t matched =
@@ -157,7 +157,8 @@ static int connect_in_handler(int fd, const struct sockaddr *sa,
         errno = err;
         return -1;
     }
-    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED);
+    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED |
+                         http);
     int r = REAL(connect)(fd, sa, len);
     err = errno;
     rl_hook_connect_end(fd, r, err);

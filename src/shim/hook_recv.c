@@ -55,6 +55,8 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
     if (rl_shim_in_vfork_child() || !rl_shim_enter())
         return;
     int saved = errno;
+    if (rl_fdtab_get(fd) & RL_FD_HTTP_LATE)
+        rl_conntab_late(fd);
     struct rl_reqconn *c = rl_conntab_acquire_read(fd);
     if (c == NULL) {
         rl_shim_leave();

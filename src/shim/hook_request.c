@@ -74,6 +74,8 @@ int rl_request_begin(struct rl_send *s)
 {
     if (!rl_shim_enter())
         return 0;
+    if (__builtin_expect(s->mark & RL_FD_HTTP_LATE, 0))
+        rl_conntab_late(s->fd);
     struct rl_reqconn *c = rl_conntab_acquire(s->fd);
     if (c == NULL) {
         rl_shim_leave();

@@ -224,6 +224,9 @@ static void before_fork(void)
 static void after_fork_child(void)
 {
     __atomic_store_n(&self.pid, (int)getpid(), __ATOMIC_RELAXED);
+    /* The parent's CLONE_VM children share the parent's memory, not
+     * this one's. */
+    __atomic_store_n(&self.vm_clones, 0, __ATOMIC_RELAXED);
     if (__atomic_load_n(&self.state, __ATOMIC_RELAXED) == RL_SHIM_INIT)
         set_state(RL_SHIM_PENDING);
     if (__atomic_load_n(&self.scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)

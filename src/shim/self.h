@@ -61,6 +61,10 @@ struct rl_shim {
     int state;
     int scan;
     int pid;
+    /* Children clone(CLONE_VM) made that may still run in this memory
+     * with a pid of their own (vfork.c; shim.h's rl_shim_in_vfork_child):
+     * atomic. */
+    int vm_clones;
     bool constructed;    /* the constructor ran (it is run once) */
     struct rl_proc proc; /* the process's state (policy/proc.h) */
     struct rl_fdtab fdtab;     /* which fd carries which mark */

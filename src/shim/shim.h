@@ -56,9 +56,15 @@ extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
  * a close on any thread that never vforked costs one TLS load. getpid()
  * is asked only when the flag is set: then the caller is the child, or the
  * parent thread in the few instructions before the system call (a signal
- * handler there), which getpid() tells apart. posix_spawn's CLONE_VM child
- * calls glibc's internal functions only, never these hooks. Elsewhere
- * (no vfork of the shim's) every check asks getpid(). */
+ * handler there), which getpid() tells apart. Elsewhere (no vfork of the
+ * shim's) every check asks getpid().
+ *
+ * A child of clone(CLONE_VM) without CLONE_THREAD (posix_spawn's shape;
+ * glibc's own calls only its internal functions in it, a program's or a
+ * library's may call close) is the same: it runs in our memory with a pid
+ * of its own. The shim's clone (vfork.c) raises the process's vm_clones
+ * while such a child may run, and every check asks getpid() meanwhile:
+ * one more load on the close path of a marked fd otherwise. */
 #if defined(__x86_64__)
 #define RL_SHIM_VFORK_HOOKED 1
 extern __thread int rl_shim_vforking __attribute__((tls_model("initial-exec")));
@@ -69,7 +75,9 @@ extern __thread int rl_shim_vforking __attribute__((tls_model("initial-exec")));
 static inline bool rl_shim_in_vfork_child(void)
 {
 #if RL_SHIM_VFORK_HOOKED
-    if (__builtin_expect(!rl_shim_vforking, 1))
+    if (__builtin_expect(!rl_shim_vforking, 1) &&
+        __builtin_expect(
+            !__atomic_load_n(&rl_shim_self->vm_clones, __ATOMIC_RELAXED), 1))
         return false;
 #endif
     return getpid() != __atomic_load_n(&rl_shim_self->pid, __ATOMIC_RELAXED);

@@ -40,9 +40,12 @@ static void peer_of(struct rl_reqconn *c, int fd)
     }
 }
 
-/* The session's first counted write: its destination (the socket's peer,
- * the server name the program gave the library), and the socket layer
- * told that this fd's requests are the TLS layer's. */
+/* The session's first counted write: its destination (the peer of its
+ * socket, or of the socket its handshake's ciphertext went through: a
+ * BIO of the program's own has no fd, and an address form in `to`
+ * matches the address the connection went to; the server name the
+ * program gave the library), and the socket layer told that this fd's
+ * requests are the TLS layer's. */
 static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
                                       const struct rl_tlsops *ops)
 {
@@ -51,7 +54,7 @@ static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
         return NULL;
     int fd = ops->fd_of(session);
     rl_reqconn_init(c, NULL, 0);
-    peer_of(c, fd);
+    peer_of(c, fd >= 0 ? fd : e->wire);
     /* c->tls_owned stays false: on this connection it would mean "counted
      * elsewhere" (rl_reqconn_counting); it is the fd's plaintext
      * connection that is told, below. */

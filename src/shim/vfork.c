@@ -1,5 +1,6 @@
 /* vfork.c — vfork and __vfork, so that the hooks can tell a vfork child
- * by one thread-local load (shim.h, rl_shim_in_vfork_child).
+ * by one thread-local load (shim.h, rl_shim_in_vfork_child); and clone,
+ * for a child that runs in our memory however it was made.
  *
  * Written in assembly, as glibc's is: the child returns from vfork and
  * goes on using the stack below the caller's frame, so a C wrapper's own
@@ -14,9 +15,49 @@
  * again) by the parent when it resumes. No lock, no system call besides
  * vfork itself. */
 #include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <sys/syscall.h>
 
+#include "shim/hooks.h"
+#include "shim/real.h"
 #include "shim/shim.h"
+
+typedef int (*rl_clone_fn)(int (*)(void *), void *, int, void *, ...);
+static _Atomic(rl_clone_fn) real_clone;
+
+/* glibc's clone: a child with CLONE_VM and without CLONE_THREAD is a
+ * process in our memory (shim.h): the process's vm_clones is raised
+ * before it is made. A CLONE_VFORK child has exec'd or ended when the
+ * call returns in the parent; any other may live on, and the word stays
+ * raised (its checks ask getpid()). The optional arguments are passed on
+ * as they came: glibc reads each only when `flags` asks for it. */
+RL_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    void *ptid = va_arg(ap, void *);
+    void *tls = va_arg(ap, void *);
+    void *ctid = va_arg(ap, void *);
+    va_end(ap);
+    rl_clone_fn real = atomic_load_explicit(&real_clone, memory_order_acquire);
+    if (real == NULL) {
+        real = (rl_clone_fn)rl_real_next("clone", (void *)clone, NULL);
+        if (real == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+        atomic_store_explicit(&real_clone, real, memory_order_release);
+    }
+    bool vm = (flags & CLONE_VM) && !(flags & CLONE_THREAD);
+    if (vm)
+        __atomic_add_fetch(&rl_shim_self->vm_clones, 1, __ATOMIC_SEQ_CST);
+    int r = real(fn, stack, flags, arg, ptid, tls, ctid);
+    if (vm && (r < 0 || (flags & CLONE_VFORK)))
+        __atomic_sub_fetch(&rl_shim_self->vm_clones, 1, __ATOMIC_SEQ_CST);
+    return r;
+}
 
 #if RL_SHIM_VFORK_HOOKED
 

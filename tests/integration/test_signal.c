@@ -8,6 +8,10 @@
  * a site's per-destination budget. */
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "../redis_server.h"
 
 static struct server srv;
@@ -170,4 +174,77 @@ Test(signal, the_connect_budget_holds_for_handler_connects)
     cr_expect_leq((double)hok + 1, allowed,
                   "%ld connections in %.2f s: over %.0f", hok + 1, r.wall,
                   allowed);
+}
+
+/* A connect from a handler with a request limit set (issue 31 item 10):
+ * the connection whose requests are counted is not made in the handler
+ * (it allocates, and the interrupted thread may be inside malloc), so
+ * 10,000 signals whose handler connects and closes while the program's
+ * thread loops in malloc/free all end. The handler connects to a port
+ * nobody listens on (refused at once: no server has to keep up); the
+ * program's own connection is to the sink, an HTTP one whose sends go
+ * into the shim, where some signals land. Measured against the same
+ * program without the shim: a deadlock never ends (status -1 at the
+ * run's bound), and a run that ends takes a few times the bare run at
+ * most. */
+static struct run bare;
+
+Test(signal, a_handler_connect_with_a_request_limit_does_not_deadlock)
+{
+    h_config_write("[default]\nrequest = 100/s\n");
+    char prog[512], port[16], closed[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    close(fd); /* bound, never listened on: a connect to it is refused */
+    snprintf(closed, sizeof closed, "%d", ntohs(sa.sin_port));
+    char *argv[] = {(char *)h_helper("sigsend", prog, sizeof prog), port,
+                    NSIG_SENT, "connect", "-", closed, NULL};
+    h_run(&bare, false, 60, argv);
+    cr_assert_eq(bare.status, 0, "sigsend bare: status %d", bare.status);
+    h_run(&r, true, 60, argv);
+    cr_assert_eq(r.status, 0,
+                 "sigsend connect, request limit: status %d (-1: no end "
+                 "within 60 s, a deadlock); the bare run took %.2f s",
+                 r.status, bare.wall);
+    long handled = h_out_long(&r, "handled", -1);
+    cr_expect_gt(handled, 1000, "only %ld signals handled", handled);
+    cr_expect_gt(h_out_long(&r, "main_ok", -1), 0, "%s", r.out);
+    cr_expect_lt(r.wall, 4 * bare.wall, "%.2f s under the shim, %.2f s bare",
+                 r.wall, bare.wall);
+    cr_log_info("handler connects: %.2f s under the shim, %.2f s bare, "
+                "%ld signals handled",
+                r.wall, bare.wall, handled);
+}
+
+/* The connection a handler's connect left to be made later is made at
+ * the program's first send outside the handler: its requests are
+ * counted from the first. A budget of 2 requests: of 5 sent, 2 reach the
+ * server (bytes at the sink), 3 are refused. */
+Test(signal, a_handler_connects_requests_are_counted_from_the_first)
+{
+    h_config_write("[default]\nrequest = 1/min\nrequest_burst = 2\n");
+    char prog[512], port[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    char *argv[] = {(char *)h_helper("sigsend", prog, sizeof prog), port, "5",
+                    "late", NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "sigsend late: status %d\n%s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "handler_ok", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "late_ok", -1), 2, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "late_denied", -1), 3, "%s", r.out);
+    /* The program's own connection (no bytes) and the handler's. */
+    cr_assert_eq(h_server_wait(&srv, "CONN", 2, 5), 2);
+    long len = h_out_long(&r, "req_len", -1), bytes = 0;
+    for (int i = 0; i < 2; i++) {
+        char line[512], f[64];
+        h_server_line(&srv, "CONN", i, line, sizeof line);
+        bytes += strtol(h_field(line, 3, f, sizeof f), NULL, 10);
+    }
+    cr_expect_eq(bytes, 2 * len, "the server got %ld bytes: %ld requests",
+                 bytes, len > 0 ? bytes / len : -1);
 }

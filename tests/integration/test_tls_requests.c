@@ -4,6 +4,7 @@
  * measured where they arrive: the HTTPS server timestamps each request
  * head (servers/https_count.py). */
 #include "harness.h"
+#include "nginx_fixture.h"
 
 static struct server srv;
 static struct run r;
@@ -395,4 +396,188 @@ Test(tls_requests, libssl_loaded_after_the_shim_is_set_up_is_seen)
     cr_assert_eq(h_out_long(&r, "done", 0), 1);
     expect_paced(4, 0.4, "python, ssl imported late");
     expect_control_fast(argv, 4, "python, ssl imported late");
+}
+
+/* ---- `to` by address, by CIDR, by name (SPEC §11 "whatever carries
+ * it") ---- */
+
+/* curl 7.87 and later write TLS through a BIO of their own: the library
+ * knows no fd, and the session is paired with its socket by the
+ * ciphertext its handshake sent. An address form in `to` matches the
+ * address that socket went to. The server is nginx (nginx_fixture.h),
+ * whose access log stamps each request. */
+
+static struct ngx_site tls_site[1] = {{.addr = "127.0.0.1", .tls = true}};
+
+static void dest_setup(void)
+{
+    h_setup();
+    ngx_start(tls_site, 1);
+}
+
+static void dest_teardown(void)
+{
+    ngx_stop();
+    h_teardown();
+}
+
+TestSuite(tls_dest, .init = dest_setup, .fini = dest_teardown, .timeout = 60);
+
+#define DEST_N 4
+#define DEST_PERIOD 0.5
+
+/* curl fetching DEST_N URLs of host (a name or the site's address) over
+ * one keep-alive connection, under `[default] to = <to>` at 2 a second,
+ * a burst of 1, delay: every request reaches nginx, on one connection,
+ * each at least 0.8 of the period after the one before (nginx's stamps
+ * are milliseconds); the same curl unthrottled takes well under one
+ * period for all. */
+static void curl_paced_to(const char *to, const char *host)
+{
+    const struct ngx_site *s = &tls_site[0];
+    char u[DEST_N][96];
+    char *full[5 + 3 * DEST_N + 1] = {"curl", "-sSk", "--http1.1",
+                                      "--max-time", "20"};
+    int k = 5;
+    for (int i = 0; i < DEST_N; i++) {
+        snprintf(u[i], sizeof u[i], "https://%s:%d/%c.txt", host, s->port,
+                 'a' + i);
+        full[k++] = "-o";
+        full[k++] = "/dev/null";
+        full[k++] = u[i];
+    }
+    full[k] = NULL;
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[default]\nto = %s\nrequest = 2/s\nrequest_burst = 1\n",
+                   to);
+    ngx_truncate(s);
+    h_run(&r, true, 30, full);
+    cr_assert_eq(r.status, 0, "curl (to = %s): status %d\n%s", to, r.status,
+                 r.out);
+    usleep(200 * 1000);
+    double t[DEST_N + 4];
+    int n = ngx_times(s, t, DEST_N + 4);
+    cr_expect_eq(n, DEST_N, "to = %s: nginx saw %d requests, not %d", to, n,
+                 DEST_N);
+    cr_expect_eq(ngx_connections(s), 1, "to = %s: %d connections", to,
+                 ngx_connections(s));
+    double least = 1e9;
+    for (int i = 1; i < n && i < DEST_N; i++) {
+        cr_expect_geq(t[i] - t[i - 1], 0.8 * DEST_PERIOD,
+                      "to = %s: requests %d and %d %.3f s apart at nginx", to,
+                      i - 1, i, t[i] - t[i - 1]);
+        if (t[i] - t[i - 1] < least)
+            least = t[i] - t[i - 1];
+    }
+    ngx_truncate(s);
+    h_run_control(&ctl_run, 30, full);
+    usleep(200 * 1000);
+    double c[DEST_N + 4];
+    int cn = ngx_times(s, c, DEST_N + 4);
+    cr_expect_eq(cn, DEST_N, "control: nginx saw %d requests", cn);
+    cr_expect_lt(c[cn > 0 ? cn - 1 : 0] - c[0], DEST_PERIOD,
+                 "control: %d requests in %.3f s", cn,
+                 c[cn > 0 ? cn - 1 : 0] - c[0]);
+    cr_log_info("curl, to = %s: %d requests, at least %.3f s apart; "
+                "control %.3f s", to, n, least, c[cn > 0 ? cn - 1 : 0] - c[0]);
+}
+
+Test(tls_dest, curl_through_its_own_bio_is_paced_under_to_by_address)
+{
+    char to[64];
+    snprintf(to, sizeof to, "127.0.0.1:%d", tls_site[0].port);
+    curl_paced_to(to, "127.0.0.1");
+}
+
+Test(tls_dest, curl_through_its_own_bio_is_paced_under_to_by_cidr)
+{
+    curl_paced_to("127.0.0.0/8", "127.0.0.1");
+}
+
+Test(tls_dest, curl_through_its_own_bio_is_paced_under_to_by_name)
+{
+    curl_paced_to("localhost", "localhost");
+}
+
+/* A memory BIO (python's ssl.MemoryBIO, as Twisted's): the program moves
+ * the ciphertext itself, and the session is paired with its socket by its
+ * handshake's client random. Under `to` by address its requests are paced
+ * at nginx as curl's are. */
+static const char membio_client[] =
+    "import socket, ssl, sys\n"
+    "port = int(sys.argv[1])\n"
+    "ctx = ssl.create_default_context()\n"
+    "ctx.check_hostname = False\n"
+    "ctx.verify_mode = ssl.CERT_NONE\n"
+    "ctx.set_alpn_protocols(['http/1.1'])\n"
+    "s = socket.create_connection(('127.0.0.1', port))\n"
+    "inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()\n"
+    "o = ctx.wrap_bio(inc, out, server_hostname='localhost')\n"
+    "def flush():\n"
+    "    d = out.read()\n"
+    "    if d:\n"
+    "        s.sendall(d)\n"
+    "def pump():\n"
+    "    d = s.recv(65536)\n"
+    "    if not d:\n"
+    "        raise SystemExit('eof')\n"
+    "    inc.write(d)\n"
+    "while True:\n"
+    "    try:\n"
+    "        o.do_handshake()\n"
+    "        flush()\n"
+    "        break\n"
+    "    except ssl.SSLWantReadError:\n"
+    "        flush()\n"
+    "        pump()\n"
+    "for c in 'abcd':\n"
+    "    o.write(('GET /%s.txt HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n' % c)"
+    ".encode())\n"
+    "    flush()\n"
+    "    buf = b''\n"
+    "    while True:\n"
+    "        head, sep, body = buf.partition(b'\\r\\n\\r\\n')\n"
+    "        if sep:\n"
+    "            n = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n')\n"
+    "                 if l.lower().startswith(b'content-length:')][0]\n"
+    "            if len(body) >= n:\n"
+    "                break\n"
+    "        try:\n"
+    "            buf += o.read(65536)\n"
+    "        except ssl.SSLWantReadError:\n"
+    "            pump()\n"
+    "print('done=1')\n";
+
+Test(tls_dest, a_memory_bio_session_is_paced_under_to_by_address)
+{
+    const struct ngx_site *s = &tls_site[0];
+    char port[16], to[64];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(to, sizeof to, "127.0.0.1:%d", s->port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)membio_client, port,
+                    NULL};
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[default]\nto = %s\nrequest = 2/s\nrequest_burst = 1\n",
+                   to);
+    ngx_truncate(s);
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "done", 0), 1, "%s", r.out);
+    usleep(200 * 1000);
+    double t[DEST_N + 4];
+    int n = ngx_times(s, t, DEST_N + 4);
+    cr_expect_eq(n, DEST_N, "nginx saw %d requests, not %d", n, DEST_N);
+    for (int i = 1; i < n && i < DEST_N; i++)
+        cr_expect_geq(t[i] - t[i - 1], 0.8 * DEST_PERIOD,
+                      "requests %d and %d %.3f s apart at nginx", i - 1, i,
+                      t[i] - t[i - 1]);
+    ngx_truncate(s);
+    h_run_control(&ctl_run, 30, argv);
+    usleep(200 * 1000);
+    double c[DEST_N + 4];
+    int cn = ngx_times(s, c, DEST_N + 4);
+    cr_expect_eq(cn, DEST_N, "control: nginx saw %d requests", cn);
+    cr_expect_lt(c[cn > 0 ? cn - 1 : 0] - c[0], DEST_PERIOD,
+                 "control: %d requests in %.3f s", cn,
+                 c[cn > 0 ? cn - 1 : 0] - c[0]);
 }

@@ -1,7 +1,7 @@
 /* sigsend — sends from a signal handler while the program's own thread
  * is busy in malloc/free, under the shim.
  *
- *   sigsend PORT N HOW [quiet]
+ *   sigsend PORT N HOW [quiet|-] [CPORT]
  *
  * One TCP connection to 127.0.0.1:PORT. A second thread sends the main
  * thread N signals (pthread_kill, SIGUSR1, 50 us apart); the handler
@@ -12,7 +12,12 @@
  * (signal()), "reset" (first once with SA_RESETHAND, raised: the
  * action must read back SIG_DFL, then as "info"). Prints key=value lines: handler_ok, handler_denied, main_ok,
  * main_denied, old_is_ours (sigaction's old action is the handler the
- * program installed: 1), wall_ms. */
+ * program installed: 1), wall_ms. With CPORT, "connect" connects to
+ * 127.0.0.1:CPORT instead of PORT (a port nobody listens on: refused at
+ * once, with no server to keep up with the connects). "late": one signal
+ * (raised) whose handler connects to PORT and keeps the socket; the
+ * program then sends N requests of REQ_LEN bytes on it (MSG_DONTWAIT)
+ * and prints late_ok, late_denied. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -31,13 +36,17 @@ static volatile sig_atomic_t ok, denied;
 static atomic_int handled;
 
 static int connects; /* "connect": the handler connects instead */
+static int late = -1; /* "late": the handler's connection, kept */
 static struct sockaddr_in peer;
 
 static void on_signal_body(void)
 {
     int saved = errno;
     ssize_t r;
-    if (connects) {
+    if (connects == 2) {
+        late = socket(AF_INET, SOCK_STREAM, 0);
+        r = connect(late, (struct sockaddr *)&peer, sizeof peer) == 0;
+    } else if (connects) {
         int c = socket(AF_INET, SOCK_STREAM, 0);
         r = connect(c, (struct sockaddr *)&peer, sizeof peer) == 0;
         close(c);
@@ -105,6 +114,8 @@ int main(int argc, char **argv)
                             .sin_addr.s_addr = htonl(0x7f000001)};
     peer = a;
     connects = strcmp(how, "connect") == 0;
+    if (argc > 5)
+        peer.sin_port = htons((uint16_t)atoi(argv[5]));
     fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         perror("connect");
@@ -137,6 +148,25 @@ int main(int argc, char **argv)
         sigaction(SIGUSR1, &sa, NULL);
         sigaction(SIGUSR1, NULL, &old);
         old_is_ours = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_info;
+    }
+    if (strcmp(how, "late") == 0) {
+        static const char req[] = "GET /late HTTP/1.1\r\nHost: x\r\n\r\n";
+        connects = 2;
+        raise(SIGUSR1);
+        long lok = 0, ldenied = 0;
+        for (long i = 0; late >= 0 && i < nsignals; i++) {
+            if (send(late, req, sizeof req - 1, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+                (ssize_t)(sizeof req - 1))
+                lok++;
+            else
+                ldenied++;
+        }
+        shutdown(late, SHUT_WR);
+        close(late);
+        close(fd);
+        printf("handler_ok=%ld\nlate_ok=%ld\nlate_denied=%ld\nreq_len=%zu\n",
+               (long)ok, lok, ldenied, sizeof req - 1);
+        return 0;
     }
     main_thread = pthread_self();
     /* One send before the signals: the shim is set up (and a fleet
