@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/atomics.h"
+#include "util/logopen.h"
 #include "util/sys.h"
 
 enum { T_OFF = 0, T_STDERR = 1, T_SYSLOG = 2, T_FILE = 3 };
@@ -51,7 +52,23 @@ static void emit_syslog(const char *line, size_t n)
     rl_sys.close(fd);
 }
 
-static void emit(const struct rl_log *l, const char *line, size_t n)
+/* The log file cannot be opened, or is not one (util/logopen.h): said
+ * once per process, the lines are lost. */
+static void complain(struct rl_log *l, const char *why)
+{
+    if (atomic_flag_test_and_set_explicit(&l->complained,
+                                          memory_order_relaxed))
+        return;
+    char msg[sizeof l->path + 256];
+    int m = snprintf(msg, sizeof msg,
+                     "rlshim: log %s: %s: lines of pid %d are not written\n",
+                     l->path, why, (int)getpid());
+    if (m > 0)
+        rl_sys_write_all(2, msg, (size_t)m < sizeof msg ? (size_t)m
+                                                        : sizeof msg - 1);
+}
+
+static void emit(struct rl_log *l, const char *line, size_t n)
 {
     int saved = errno;
     switch (l->target) {
@@ -59,12 +76,13 @@ static void emit(const struct rl_log *l, const char *line, size_t n)
         rl_sys_write_all(2, line, n);
         break;
     case T_FILE: {
-        int fd = rl_sys.openat(
-            AT_FDCWD, l->path,
-            O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        char why[128];
+        int fd = rl_logopen(l->path, why, sizeof why);
         if (fd >= 0) {
             rl_sys_write_all(fd, line, n);
             rl_sys.close(fd);
+        } else {
+            complain(l, why);
         }
         break;
     }

@@ -1,7 +1,8 @@
 /* log.h — rlshim's own messages: one line per denial or delay, and the
  * start-up problems. Never stdout, never an fd kept open: stderr is fd 2
  * written with one write(2) system call (not stdio, not a hooked name); a
- * file is opened O_APPEND|O_CLOEXEC, written and closed per line; syslog
+ * file is opened as util/logopen.h says (a regular file only), written and
+ * closed per line, and one that cannot be is said once per process; syslog
  * goes through a datagram socket to /dev/log made and closed per line (not
  * syslog(3), whose socket stays open and may be closed and reused by the
  * program). Event lines are rate-limited per process: rl_log_admit first,
@@ -30,6 +31,9 @@ struct rl_log {
      * written. */
     rl_atomic_u64 window;
     rl_atomic_u64 suppressed;
+    /* Set by the first line the file could not take: one stderr line per
+     * process. */
+    atomic_flag complained;
 };
 
 /* Where l's event lines go: `target` takes the values of enum
