@@ -1,6 +1,7 @@
 /* declog.c — see declog.h. */
 #include "util/declog.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/logopen.h"
 #include "util/sys.h"
 
@@ -408,9 +409,8 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
                          d->path, why[0] != '\0' ? why : strerror(-rc),
                          (int)getpid());
         if (m > 0)
-            rl_sys_write_all(2, msg, (size_t)m < sizeof msg
-                                         ? (size_t)m
-                                         : sizeof msg - 1);
+            rl_log_stderr_line(msg, (size_t)m < sizeof msg ? (size_t)m
+                                                           : sizeof msg - 1);
     }
     errno = saved;
 }

@@ -19,7 +19,8 @@
  * tests/bench/bench_declog.c measures a line.
  *
  * A log that cannot be written, or is not a regular file, costs one
- * stderr line per process; the program goes on and the lines are lost. */
+ * stderr line per process (util/log.h: while fd 2 is the process's own
+ * stderr, else syslog); the program goes on and the lines are lost. */
 #ifndef RL_UTIL_DECLOG_H
 #define RL_UTIL_DECLOG_H
 
