@@ -25,6 +25,7 @@
 #include "util/bootid.h"
 #include "util/clock.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/sys.h"
 
 /* ---- the host's identity ------------------------------------------------*/
@@ -86,8 +87,8 @@ static void warn(struct rl_fleet *f, const char *why)
                      "is back\n",
                      f->cfg->fleet, why, names[f->cfg->fleet_fallback & 3]);
     if (n > 0)
-        rl_sys_write_all(2, line,
-                         (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        rl_log_stderr_line(line, (size_t)n < sizeof line ? (size_t)n
+                                                         : sizeof line - 1);
 }
 
 /* What a call that failed with no reply to come leaves: the debt it

@@ -5,8 +5,10 @@
  * /etc/ld.so.preload, every process on the host), most of which never make
  * a call it charges, so the constructor does only what must happen at
  * once: read two environment variables and ask whether a config exists
- * (one access(2)); each hook looks up its real function when first
- * called. The rest waits:
+ * (one access(2)), and, when one does (or a report is asked for), note
+ * which file fd 2 is (one fstat: a daemon may close its stderr and open
+ * its data at 2 before the shim has anything to say, SPEC §3); each hook
+ * looks up its real function when first called. The rest waits:
  *
  *  - the set-up (the config, read and parsed, its broken line printed
  *    once; identity, NSS included; rule; segment; budgets) runs at the
@@ -79,7 +81,7 @@ static void broken(const char *line)
 {
     if (line[0] == '\0')
         return; /* nothing to apply, nothing wrong */
-    rl_sys_write_all(2, line, strlen(line));
+    rl_log_stderr_line(line, strlen(line));
     if (self.proc.strict)
         _exit(RL_EXIT_CONFIG);
 }
@@ -247,7 +249,12 @@ static int load(void)
 {
     char line[512];
     rl_proc_init(&self.proc);
-    if (!rl_proc_config_present()) {
+    bool config = rl_proc_config_present();
+    /* The stderr the shim's lines go to while fd 2 is still it: noted
+     * only by a process that may have a line to write. */
+    if (config || self.proc.report == RL_PROC_REPORT_WANTED)
+        rl_log_stderr_mark();
+    if (!config) {
         if (self.proc.report == RL_PROC_REPORT_WANTED)
             self.proc.report = RL_PROC_REPORT_NONE;
         return RL_SHIM_OFF;

@@ -1,6 +1,8 @@
 /* declog.c — see declog.h. */
 #include "util/declog.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/logopen.h"
 #include "util/sys.h"
 
 #include <arpa/inet.h>
@@ -285,20 +287,12 @@ static int put_line(int fd, const char *line, size_t n)
     }
 }
 
-static int open_log(const struct rl_declog *d)
-{
-    int fd = rl_sys.openat(AT_FDCWD, d->path,
-                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
-                           0600);
-    return fd < 0 ? -errno : fd;
-}
-
 /* The kept fd, opened now if none is (another thread may have opened one
  * meanwhile: the first kept wins). -errno when the file cannot be
- * opened. */
-static int keep(struct rl_declog *d)
+ * opened or is not a regular file (util/logopen.h), `why` said. */
+static int keep(struct rl_declog *d, char *why, size_t whylen)
 {
-    int fd = open_log(d);
+    int fd = rl_logopen(d->path, why, whylen);
     if (fd < 0)
         return fd;
     int high = rl_sys.fcntl(fd, F_DUPFD_CLOEXEC, RL_DECLOG_FD_FLOOR);
@@ -350,7 +344,7 @@ static void drop(struct rl_declog *d, int k)
 }
 
 static int write_line(struct rl_declog *d, const char *line, size_t n,
-                      int pid)
+                      int pid, char *why, size_t whylen)
 {
     /* The kept fd is this process's (not a vfork child's, whose fd table
      * is a copy the parent does not see: it writes the slow way). */
@@ -366,11 +360,11 @@ static int write_line(struct rl_declog *d, const char *line, size_t n,
         atomic_fetch_sub(&d->writers, 1);
         if (k > 0)
             drop(d, k); /* the file was removed: a new one is made */
-        int r = keep(d);
+        int r = keep(d, why, whylen);
         if (r < 0)
             return r;
     }
-    int fd = open_log(d);
+    int fd = rl_logopen(d->path, why, whylen);
     if (fd < 0)
         return fd;
     int r = put_line(fd, line, n);
@@ -404,17 +398,19 @@ void rl_declog_write(struct rl_declog *d, const struct rl_declog_rec *r)
     char line[RL_DECLOG_LINE_MAX];
     int pid = (int)getpid();
     size_t n = rl_declog_format(line, sizeof line, r, wall, pid, (int)gettid());
-    int rc = write_line(d, line, n, pid);
+    char why[128] = "";
+    int rc = write_line(d, line, n, pid, why, sizeof why);
     if (rc < 0 && !atomic_flag_test_and_set_explicit(&d->complained,
                                                      memory_order_relaxed)) {
-        char msg[4096 + 128];
+        char msg[4096 + 256];
         int m = snprintf(msg, sizeof msg,
                          "rlshim: decision_log %s: %s: decisions of pid %d "
                          "are not logged\n",
-                         d->path, strerror(-rc), (int)getpid());
+                         d->path, why[0] != '\0' ? why : strerror(-rc),
+                         (int)getpid());
         if (m > 0)
-            rl_sys_write_all(2, msg,
-                             (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1);
+            rl_log_stderr_line(msg, (size_t)m < sizeof msg ? (size_t)m
+                                                           : sizeof msg - 1);
     }
     errno = saved;
 }

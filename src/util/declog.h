@@ -2,8 +2,9 @@
  * every decision on a covered call, from every process and thread of a
  * run into one file.
  *
- * The file is opened at the first line (O_APPEND|O_CLOEXEC, by the system
- * call, never a hooked name), moved to a high fd number and kept: a line
+ * The file is opened at the first line (util/logopen.h: a regular file
+ * only, never through a link, never waited on; by the system call, never
+ * a hooked name), moved to a high fd number and kept: a line
  * is one write(2), and O_APPEND with one write per line keeps lines of
  * concurrent writers and processes whole. An exec closes it
  * (close-on-exec); a fork child shares it. The program may close any fd
@@ -17,8 +18,9 @@
  * every line opened the path; asked at most every RL_DECLOG_LOOK_NS).
  * tests/bench/bench_declog.c measures a line.
  *
- * A log that cannot be written costs one stderr line per process; the
- * program goes on and the lines are lost. */
+ * A log that cannot be written, or is not a regular file, costs one
+ * stderr line per process (util/log.h: while fd 2 is the process's own
+ * stderr, else syslog); the program goes on and the lines are lost. */
 #ifndef RL_UTIL_DECLOG_H
 #define RL_UTIL_DECLOG_H
 

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "util/atomics.h"
+#include "util/logopen.h"
 #include "util/sys.h"
 
 enum { T_OFF = 0, T_STDERR = 1, T_SYSLOG = 2, T_FILE = 3 };
@@ -51,20 +53,85 @@ static void emit_syslog(const char *line, size_t n)
     rl_sys.close(fd);
 }
 
-static void emit(const struct rl_log *l, const char *line, size_t n)
+/* fd 2 as the process had it when the shim loaded (SPEC §3): set once by
+ * rl_log_stderr_mark, in the constructor before any thread, then only
+ * read. A file-scope fact about the process, like util/bootid.c's boot
+ * id: every line to stderr asks it, and many who write one (the store,
+ * the per-destination table, the fleet) hold no owner. UNMARKED (the CLI,
+ * the tests): fd 2 is the program's own stderr, written as it is. */
+enum { UNMARKED = 0, MARKED = 1, CLOSED_AT_LOAD = 2 };
+static struct {
+    int state;
+    dev_t dev;
+    ino_t ino;
+} own_stderr;
+
+void rl_log_stderr_mark(void)
+{
+    struct stat st;
+    if (fstat(2, &st) != 0) {
+        own_stderr.state = CLOSED_AT_LOAD;
+        return;
+    }
+    own_stderr.dev = st.st_dev;
+    own_stderr.ino = st.st_ino;
+    own_stderr.state = MARKED;
+}
+
+/* Is fd 2 still the stderr the process had at load? One fstat: asked only
+ * for a line, which is written on a denial, a report or an error. */
+static bool stderr_is_own(void)
+{
+    if (own_stderr.state == UNMARKED)
+        return true;
+    struct stat st;
+    return own_stderr.state == MARKED && fstat(2, &st) == 0 &&
+           st.st_dev == own_stderr.dev && st.st_ino == own_stderr.ino;
+}
+
+void rl_log_stderr_line(const char *line, size_t n)
+{
+    int saved = errno;
+    /* A daemon that closed its stderr and opened its data at fd 2 gets
+     * no line of ours in that file: syslog has it. */
+    if (stderr_is_own())
+        rl_sys_write_all(2, line, n);
+    else
+        emit_syslog(line, n);
+    errno = saved;
+}
+
+/* The log file cannot be opened, or is not one (util/logopen.h): said
+ * once per process, the lines are lost. */
+static void complain(struct rl_log *l, const char *why)
+{
+    if (atomic_flag_test_and_set_explicit(&l->complained,
+                                          memory_order_relaxed))
+        return;
+    char msg[sizeof l->path + 256];
+    int m = snprintf(msg, sizeof msg,
+                     "rlshim: log %s: %s: lines of pid %d are not written\n",
+                     l->path, why, (int)getpid());
+    if (m > 0)
+        rl_log_stderr_line(msg, (size_t)m < sizeof msg ? (size_t)m
+                                                       : sizeof msg - 1);
+}
+
+static void emit(struct rl_log *l, const char *line, size_t n)
 {
     int saved = errno;
     switch (l->target) {
     case T_STDERR:
-        rl_sys_write_all(2, line, n);
+        rl_log_stderr_line(line, n);
         break;
     case T_FILE: {
-        int fd = rl_sys.openat(
-            AT_FDCWD, l->path,
-            O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        char why[128];
+        int fd = rl_logopen(l->path, why, sizeof why);
         if (fd >= 0) {
             rl_sys_write_all(fd, line, n);
             rl_sys.close(fd);
+        } else {
+            complain(l, why);
         }
         break;
     }
@@ -153,6 +220,6 @@ void rl_log_stderr(const char *fmt, ...)
     va_start(ap, fmt);
     size_t len = format(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    rl_sys_write_all(2, buf, len);
+    rl_log_stderr_line(buf, len);
     errno = saved;
 }

@@ -131,6 +131,58 @@ else
 fi
 rm -f /dev/shm/rlshim-"$nobody_uid"-*
 
+# 4b. A privileged program's own files (SPEC §3): the host's config names
+#     a decision log and a `log` file in a world-writable directory, where
+#     nobody planted a link to a root-only file at the `log` path. Run by
+#     nobody three times (one connect allowed, two denied), the setuid-root
+#     curl writes neither: the link's target is unchanged, no decision log
+#     is made there, and stderr says why, once per process for each file
+#     it had lines for (3 decision logs, 2 logs of a denial). The control,
+#     the same config under nobody's own curl (not privileged), writes the
+#     decision log there, a line per process: the paths are in use.
+ww="$tmp/ww"
+install -d -m 0777 "$ww"
+secret="$rootonly/secret"
+printf 'root only\n' > "$secret"
+chmod 0600 "$secret"
+before=$(sha256sum < "$secret")
+setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups \
+    ln -s "$secret" "$ww/rlshim.log"
+cp /etc/rlshim.ini "$tmp/rlshim.ini.saved"
+cat > /etc/rlshim.ini <<INI
+[rlshim]
+on_deny = fail
+log = $ww/rlshim.log
+decision_log = $ww/decisions.jsonl
+[user:nobody]
+connect = 1/h
+INI
+three() { # three CURL: three fetches as nobody, stderr to $tmp/err
+    env -u LD_PRELOAD RLSHIM_STATE_DIR="$tmp/state" setpriv \
+        --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups sh -c \
+        "for i in 1 2 3; do $1 -s -o /dev/null http://127.0.0.1:$port/ww; done" \
+        2> "$tmp/err"
+}
+three curl
+control=$(cat "$ww/decisions.jsonl" 2>/dev/null | wc -l)
+rm -rf "$tmp/state"/*
+rm -f "$ww/decisions.jsonl"
+rm -f /dev/shm/rlshim-"$nobody_uid"-*
+three "$tmp/suid-curl"
+after=$(sha256sum < "$secret")
+made=$(find "$ww" -mindepth 1 ! -name rlshim.log | wc -l)
+refused="in a directory another user can write"
+dsaid=$(grep -c "^rlshim: decision_log $ww/decisions.jsonl: $refused" "$tmp/err")
+lsaid=$(grep -c "^rlshim: log $ww/rlshim.log: $refused" "$tmp/err")
+if [ "$control" -eq 3 ] && [ "$before" = "$after" ] && [ "$made" -eq 0 ] &&
+    [ "$dsaid" -eq 3 ] && [ "$lsaid" -eq 2 ]; then
+    ok "setuid curl run by nobody, log paths in a world-writable dir: link target unchanged, nothing made there, refused $dsaid + $lsaid times on stderr (control: $control lines logged)"
+else
+    bad "setuid curl run by nobody, log paths in a world-writable dir: target changed: $([ "$before" = "$after" ] && echo no || echo YES), $made files made (want 0), decision log refused $dsaid times (want 3), log refused $lsaid times (want 2), control logged $control lines (want 3); stderr: $(cat "$tmp/err")"
+fi
+cp "$tmp/rlshim.ini.saved" /etc/rlshim.ini
+rm -f /dev/shm/rlshim-"$nobody_uid"-*
+
 # 5. Start-up, paid by every process of the host: SPEC §13 allows 0.1 ms
 #    per process over an empty preload. Two measures, both against a
 #    pass-through preload (tests/bench/control/passthrough.c):
