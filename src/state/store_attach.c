@@ -132,7 +132,9 @@ struct sweep {
 
 /* One segment of the uid: removed when it was made in another boot, or
  * has been unused for longer than its longest period (every budget in it
- * is full again, so it says nothing a new segment would not). */
+ * is full again) and holds nothing live (no pause running, no connection
+ * of a live process counted: rl_seg_live), so that it says nothing a new
+ * segment would not. */
 static int sweep_one(uint64_t hash, void *arg)
 {
     struct sweep *w = arg;
@@ -165,7 +167,8 @@ static int sweep_one(uint64_t hash, void *arg)
 
             keep += RL_STORE_SWEEP_SLACK_NS;
             if (rl_seg_other_boot(h->boot_id) ||
-                (w->now > last && w->now - last > keep))
+                (w->now > last && w->now - last > keep &&
+                 !rl_seg_live(h, w->now)))
                 remove_segment(path, fd, &st, h);
         }
         munmap(h, RL_SEG_HEADER_SIZE);

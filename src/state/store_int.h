@@ -47,6 +47,9 @@ struct rl_store {
      * call; NULL: every claim makes sure. Relaxed: a lost bit costs one
      * madvise more. */
     _Atomic(unsigned char) *sure;
+    /* pid << 32 | 1 of the process (or the holder a thread acts for)
+     * whose pin (rl_store_pin) was last found here: relaxed, a cache. */
+    _Atomic uint64_t pinned;
 };
 
 /* Give `s` its `sure` bits (store_slot.c); without memory it has none. */
@@ -125,6 +128,11 @@ int rl_seg_populate(void *p, uint64_t len);
  * that carry no information any more (store_attach.c). */
 void rl_seg_sweep_temps(const char *dir, uint32_t uid);
 void rl_seg_sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash);
+
+/* Does the segment whose header is `h` hold something live at `now`
+ * (store_live.c): a hold not yet over, a pin of a live process, or a lost
+ * pin? Then it is never removed as unused. */
+bool rl_seg_live(struct rl_seg_header *h, uint64_t now);
 
 /* Free what store_slot.c keeps for `s`: the budgets kept in this process,
  * the sure bits. */
