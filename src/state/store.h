@@ -178,9 +178,17 @@ void rl_store_pin(struct rl_store *s, uint32_t pid, uint64_t start);
 uint64_t rl_store_config_hash(const struct rl_store *s);
 
 /* The segment's file name for `uid` and `config_hash` in `dir` (NULL: as
- * rl_store_open). Returns 0 or -ENAMETOOLONG. */
+ * rl_store_open). Returns 0 or -ENAMETOOLONG. A name anyone can predict:
+ * when another user made a file there first, every process of the uid
+ * tries the next names, in this order (rl_store_path_nth 1 ..
+ * RL_STORE_NAMES - 1: the same name and ".N"), and they all meet at the
+ * first that is theirs (SPEC §5); only when every one is taken are the
+ * budgets kept in the process. */
+#define RL_STORE_NAMES 8u
 int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
                   uint64_t config_hash);
+int rl_store_path_nth(char *buf, size_t len, const char *dir, uint32_t uid,
+                      uint64_t config_hash, unsigned nth);
 
 /* What `rlshim stat --all` shows of a segment. */
 struct rl_store_desc {

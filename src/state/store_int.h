@@ -114,6 +114,16 @@ bool rl_seg_header_ok(struct rl_seg_header *h, uint64_t size);
 int rl_seg_open_checked(const char *path, uid_t uid, struct stat *st,
                         char *why, size_t whylen);
 
+/* Open the first of the RL_STORE_NAMES names of the segment of `uid` and
+ * `hash` in `dir` that is ours to use (rl_seg_open_checked), skipping
+ * those another made (foreign, or that we may not open: EACCES); its name
+ * into `path` (RL_SEG_PATH_MAX bytes). The fd; -ENOENT when none is ours
+ * and *free_nth is the first name free; -EPERM (and `why` says so) when
+ * every name is taken; or another -errno. */
+int rl_seg_open_first(const char *dir, uint32_t uid, uint64_t hash,
+                      char *path, struct stat *st, int *free_nth, char *why,
+                      size_t whylen);
+
 /* Make sure the pages of [p, p + len) inside the store's mapping exist,
  * so that touching them can never fault: 0, or -ENOSPC (the state dir is
  * full), -ENOMEM, or another -errno. Never a SIGBUS. */

@@ -317,3 +317,81 @@ Test(state, a_sweep_by_another_config_keeps_a_held_max_open_count,
     h_server_stop(&sink);
     h_server_stop(&hold);
 }
+
+/* ---- a squatted segment name (SPEC §5) --------------------------------- */
+
+/* Three connects of one process; "ok=N" of them went. */
+static void three_connects(struct run *r, int port)
+{
+    char code[400];
+    snprintf(code, sizeof code,
+             "import socket\n"
+             "ok = 0\n"
+             "for i in range(3):\n"
+             "    try:\n"
+             "        socket.create_connection(('127.0.0.1', %d)).close()\n"
+             "        ok += 1\n"
+             "    except OSError:\n"
+             "        pass\n"
+             "print('ok=%%d' %% ok)\n",
+             port);
+    char *argv[] = {"python3", "-c", code, NULL};
+    h_run(r, true, 30, argv);
+    cr_assert_eq(r->status, 0, "%s", r->out);
+}
+
+/* Another user made an empty file at the segment's name first (its name
+ * is the same for every uid's config, and predictable). Two processes of
+ * the user, one after the other, still share one budget of 1 connect a
+ * minute: 1 of their 6 connects reaches the server, and neither says its
+ * budgets are its own. */
+Test(state, two_processes_share_one_budget_despite_a_squatted_name,
+     .timeout = 60)
+{
+    if (geteuid() != 0)
+        h_skip("giving a file to another uid needs root");
+    struct server sink;
+    h_server_start(&sink, "sink.py");
+    h_config_write("[default]\nconnect = 1/min\nconnect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   sink.port);
+    /* The segment's name, from a first process: then another's empty
+     * file (mode 0644, as a umask of 022 makes it) at that name. */
+    struct run r;
+    three_connects(&r, sink.port);
+    char cmd[800], name[300] = "";
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep '^rlshim-' ", h_state);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    cr_assert_not_null(fgets(name, sizeof name, p), "no segment made");
+    pclose(p);
+    name[strcspn(name, "\n")] = '\0';
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", h_state, name);
+    cr_assert_eq(unlink(path), 0);
+    int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(fchown(fd, 65534, 65534), 0);
+    close(fd);
+    usleep(300 * 1000);
+    int before = h_server_count(&sink, "CONN");
+    cr_assert_eq(before, 1, "the first process's own connect");
+    three_connects(&r, sink.port);
+    long first = h_out_long(&r, "ok", -1);
+    three_connects(&r, sink.port);
+    long second = h_out_long(&r, "ok", -1);
+    cr_expect_eq(first + second, 1,
+                 "one budget of 1: the processes' connects went %ld + %ld",
+                 first, second);
+    usleep(300 * 1000);
+    cr_expect_eq(h_server_count(&sink, "CONN") - before, 1);
+    char errlog[300];
+    snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(errlog, "kept in this process"), 0,
+                 "a process kept its budgets to itself");
+    struct stat st;
+    cr_expect_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_size, 0, "another's file is never written");
+    cr_expect_eq(st.st_uid, 65534);
+    h_server_stop(&sink);
+}

@@ -1227,11 +1227,35 @@ static void expect_refused(const char *path, const char *content,
     struct rl_store *s;
     struct stat st0, st1;
     size_t n0 = 0, n1 = 0;
-    char why[256];
+    char why[256], next[256];
 
     cr_assert_eq(lstat(path, &st0), 0);
     if (content)
         read_file(content, before, sizeof before, &n0);
+    /* SPEC §5: the next name, shared by every process of the uid. */
+    cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
+    cr_assert(rl_store_is_shared(s), "why: %s", why);
+    cr_assert_str_eq(why, "", "nothing to say while a name is left");
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    cr_assert_eq(rl_store_path_nth(next, sizeof next, dir, (uint32_t)getuid(),
+                                   HASH_A, 1),
+                 0);
+    cr_assert_eq(access(next, F_OK), 0, "made at the next name");
+    s = open_ok(HASH_A, true);
+    cr_assert_eq(take_all(s, 3, 5, 9), 0, "the same budget, met again");
+    rl_store_close(s);
+    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), HASH_A, NULL, 0),
+                 0, "the CLI finds it too");
+    rl_store_close(s);
+    /* Every name another's: refused, one line, budgets kept here. */
+    cr_assert_eq(unlink(next), 0);
+    for (unsigned k = 1; k < RL_STORE_NAMES; k++) {
+        cr_assert_eq(rl_store_path_nth(next, sizeof next, dir,
+                                       (uint32_t)getuid(), HASH_A, k),
+                     0);
+        cr_assert_eq(mkfifo(next, 0600), 0);
+    }
     cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
     cr_assert_not(rl_store_is_shared(s), "a foreign file is never trusted");
     cr_assert_not_null(strstr(why, reason), "why: %s", why);
@@ -1317,7 +1341,9 @@ Test(store, refuses_a_directory_or_a_fifo_at_the_segment_path)
     seg_path(path, sizeof path);
     cr_assert_eq(mkfifo(path, 0600), 0);
     expect_refused(path, NULL, "not a regular file");
-    cr_assert_eq(unlink(path), 0);
+    remove_dir();
+    make_dir();
+    seg_path(path, sizeof path);
     cr_assert_eq(mkdir(path, 0700), 0);
     expect_refused(path, NULL, "Is a directory");
 }
