@@ -59,6 +59,12 @@ bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t)
             continue; /* no room in the segment: not enforced, never blocks */
         if (rl_open_acquire(&p->open, area, c->rule->max_open, &seq) == 0) {
             t->open[t->nopen++] = area;
+            /* The count lives in the segment: not removed as unused
+             * while its holder lives (SPEC §5). */
+            uint32_t pid;
+            uint64_t start;
+            rl_open_holder_now(&p->open, &pid, &start);
+            rl_store_pin(c->budget->store, pid, start);
             continue;
         }
         rl_gate_open_untake(p, t);

@@ -30,6 +30,7 @@
 #include "policy/names.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
+#include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/declog.h"
@@ -109,8 +110,11 @@ static bool pause_until(rl_atomic_u64 *w, uint64_t until, bool backoff)
 void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now, uint64_t ns,
                      bool backoff)
 {
-    if (c->pause != NULL && rl_pause_obeyed(c->rule))
-        pause_until(&c->pause[0], rl_add_sat_u64(now, ns), backoff);
+    if (c->pause != NULL && rl_pause_obeyed(c->rule)) {
+        uint64_t until = rl_add_sat_u64(now, ns);
+        pause_until(&c->pause[0], until, backoff);
+        rl_store_hold(c->budget->store, until);
+    }
 }
 
 static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
@@ -140,6 +144,9 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
         return; /* Retry-After: 0 (or a date past): go on at once */
     uint64_t until = now > UINT64_MAX - wait ? UINT64_MAX : now + wait;
     bool moved = pause_until(&c->pause[0], until, !has_ra);
+    /* The segment is not removed as unused while the pause runs (SPEC
+     * §5): it is not a budget that refills. */
+    rl_store_hold(c->budget->store, until);
     if (rl_fleet_decides(&p->fleet, r)) {
         /* Every host's: Redis's clock ends it (away: this host's). */
         char label[RL_GATE_FLEET_LABEL_MAX];

@@ -59,6 +59,11 @@ static void me(struct rl_open *o, uint32_t *pid, uint64_t *start)
     *start = atomic_load_explicit(&o->me_start, memory_order_relaxed);
 }
 
+void rl_open_holder_now(struct rl_open *o, uint32_t *pid, uint64_t *start)
+{
+    me(o, pid, start);
+}
+
 /* Take back the connections of holders that are gone: true when some
  * came back. */
 static bool reclaim(rl_atomic_u64 *area)

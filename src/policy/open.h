@@ -107,6 +107,10 @@ struct rl_open_holder {
     uint64_t start; /* its start time (rl_open_start_of) */
 };
 
+/* Who an acquire of this thread names as the holder now: this process
+ * (pid and start time), or the holder it acts for (rl_open_act_for). */
+void rl_open_holder_now(struct rl_open *o, uint32_t *pid, uint64_t *start);
+
 /* Field 22 of /proc/PID/stat, 0 when unknown. */
 uint64_t rl_open_start_of(int pid);
 

@@ -61,6 +61,12 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n)
     }
     struct rl_diag diag = {0};
     int r = rl_config_load_env(&p->cfg, &diag);
+    if (r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -EINTR) {
+        /* The process's, or the host's, state of the moment: nothing
+         * wrong with the file. */
+        rl_diag_free(&diag);
+        return RL_PROC_LOAD_AGAIN;
+    }
     if (r < 0) {
         rl_config_error_line(&diag, p->strict, line, n);
         rl_diag_free(&diag);

@@ -125,7 +125,11 @@ void rl_proc_init(struct rl_proc *p);
 
 /* Parse the config into p->cfg. 0 when there is one to apply; -1 when
  * there is none or it is broken (its one line, in `line`, for the caller
- * to print; line[0] == '\0' when there was nothing to say). */
+ * to print; line[0] == '\0' when there was nothing to say);
+ * RL_PROC_LOAD_AGAIN when the read failed for a passing reason (EMFILE,
+ * ENFILE, ENOMEM, EINTR: SPEC §4), which is no broken config: nothing to
+ * say, and the next call that needs the config reads it again. */
+#define RL_PROC_LOAD_AGAIN (-2)
 int rl_proc_load(struct rl_proc *p, char *line, size_t n);
 
 /* Identity, rule, segment, budgets. True when the hooks may act; false

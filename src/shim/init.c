@@ -99,9 +99,11 @@ static void set_state(int s)
     __atomic_store_n(&self.state, s, __ATOMIC_RELEASE);
 }
 
-/* The deferred half of the set-up; the guard is held. True when hooks may
- * act. */
-static bool set_up(void)
+/* The deferred half of the set-up; the guard is held. The state it
+ * leaves: READY when hooks may act, OFF when nothing is throttled, PENDING
+ * when the config could not be read for a passing reason (the next call
+ * that needs it tries again). */
+static int set_up(void)
 {
     char line[512];
     /* The real functions, all of them now (hooks look theirs up on first
@@ -109,15 +111,19 @@ static bool set_up(void)
     rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
-    if (self.proc.cfg == NULL &&
-        rl_proc_load(&self.proc, line, sizeof line) < 0) {
-        broken(line);
-        return false;
+    if (self.proc.cfg == NULL) {
+        int r = rl_proc_load(&self.proc, line, sizeof line);
+        if (r == RL_PROC_LOAD_AGAIN)
+            return RL_SHIM_PENDING;
+        if (r < 0) {
+            broken(line);
+            return RL_SHIM_OFF;
+        }
     }
     bool ok = rl_proc_set_up(&self.proc, line, sizeof line);
     if (!ok)
         broken(line);
-    return ok;
+    return ok ? RL_SHIM_READY : RL_SHIM_OFF;
 }
 
 static void futex_wake(int *word)
@@ -164,18 +170,20 @@ bool rl_shim_start(int s)
         int saved = errno;
         rl_shim_busy = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        bool ok = set_up();
-        if (!ok) {
+        int now = set_up();
+        if (now == RL_SHIM_OFF) {
             /* Nothing to enforce: no scan, and no provisional marks. */
             __atomic_store_n(&self.scan, 0, __ATOMIC_RELAXED);
             rl_hook_inherited_drop();
         }
+        /* PENDING: this call passes through; the marks and the scan stay
+         * for the set-up that the next call runs. */
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         rl_shim_busy = 0;
-        set_state(ok ? RL_SHIM_READY : RL_SHIM_OFF);
+        set_state(now);
         futex_wake(&self.state);
         errno = saved;
-        return ok;
+        return now == RL_SHIM_READY;
     }
     wait_set_up();
     return rl_shim_ready();
@@ -259,7 +267,10 @@ static int load(void)
             self.proc.report = RL_PROC_REPORT_NONE;
         return RL_SHIM_OFF;
     }
-    if (self.proc.strict && rl_proc_load(&self.proc, line, sizeof line) < 0) {
+    /* A passing failure (RL_PROC_LOAD_AGAIN) is no broken config: the
+     * first call that needs the config reads it again. */
+    int r = self.proc.strict ? rl_proc_load(&self.proc, line, sizeof line) : 0;
+    if (r < 0 && r != RL_PROC_LOAD_AGAIN) {
         broken(line);
         return RL_SHIM_OFF;
     }

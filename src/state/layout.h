@@ -45,7 +45,7 @@
 #include "util/atomics.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 6u
+#define RL_LAYOUT_VERSION 7u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -66,10 +66,23 @@
  *              it has been unused for longer than max_period_ns;
  *   fleet      the host's words of its fleet budgets (fleet.h's
  *              RL_FLEET_HOST_*: when Redis last came back, how many hosts
- *              it counted), relaxed loads and stores by any process.
+ *              it counted), relaxed loads and stores by any process;
+ *   hold_until CLOCK_MONOTONIC ns until which the segment carries
+ *              information whatever its last use (the latest end of a
+ *              pause in it), only ever moved later, by CAS;
+ *   pins, pins_lost
+ *              the processes that hold something counted here while they
+ *              live (a max_open connection): each record pid << 32 | 1
+ *              and the pid's start time, claimed by CAS from 0 (start
+ *              written first), taken over from a process that is gone;
+ *              pins_lost counts pins that found no record.
+ * No segment whose hold_until is still ahead, or that a live process
+ * pins (or whose pins were lost), is removed as unused (SPEC §5).
  * boot_id is /proc/sys/kernel/random/boot_id as 16 bytes: CLOCK_MONOTONIC
  * readings (the window's stamps, the bucket's time) mean nothing in another
  * boot, so a segment of another boot is replaced, never trusted. */
+#define RL_SEG_PINS 32u /* processes pinning a segment at once */
+
 struct rl_seg_header {
     uint64_t magic;          /* RL_LAYOUT_MAGIC */
     uint32_t version;        /* RL_LAYOUT_VERSION */
@@ -91,9 +104,12 @@ struct rl_seg_header {
     uint64_t max_period_ns;  /* the longest period of its budgets */
     rl_atomic_u64 last_used; /* coarse monotonic ns */
     rl_atomic_u64 fleet[2];  /* the host's fleet words (fleet.h) */
+    rl_atomic_u64 hold_until; /* kept until then (ns), whatever its use */
+    rl_atomic_u64 pins_lost;  /* pins that found no record */
+    rl_atomic_u64 pins[RL_SEG_PINS][2]; /* pid << 32 | 1, start time */
 };
 
-#define RL_SEG_HEADER_SIZE 144u
+#define RL_SEG_HEADER_SIZE (160u + 16u * RL_SEG_PINS)
 
 /* A slot's meta word says where its storage is and how far it got:
  *   0                     tag claimed (or not), nothing carved yet
@@ -169,6 +185,8 @@ _Static_assert(offsetof(struct rl_seg_header, boot_id) == 96, "boot id");
 _Static_assert(offsetof(struct rl_seg_header, max_period_ns) == 112, "period");
 _Static_assert(offsetof(struct rl_seg_header, last_used) == 120, "last used");
 _Static_assert(offsetof(struct rl_seg_header, fleet) == 128, "fleet");
+_Static_assert(offsetof(struct rl_seg_header, hold_until) == 144, "hold");
+_Static_assert(offsetof(struct rl_seg_header, pins) == 160, "pins");
 _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");

@@ -16,7 +16,9 @@
  * (magic, layout version, size, config hash, boot id), replaced when it is
  * ours but wrong, refused when it is foreign. The creator of a new segment
  * removes the uid's segments unused for longer than the longest period
- * they hold (every budget in them has refilled) or made in another boot.
+ * they hold (every budget in them has refilled) and holding nothing live
+ * (no pause running, no pin of a live process: rl_store_hold,
+ * rl_store_pin), or made in another boot.
  * Process mode: the same layout in this process's anonymous memory (shared
  * with forked children, gone at exec). The store keeps no file descriptor
  * open.
@@ -158,13 +160,35 @@ static inline void rl_store_count_tls_unseen(const struct rl_slot *sl)
     rl_add_relaxed_u64(&sl->counters[RL_STORE_TLS_UNSEEN], 1);
 }
 
+/* What keeps a segment from being removed as unused (SPEC §5), whatever
+ * its last use (store_live.c). Both are lock-free (atomics, and for a pin
+ * at most a kill(2) and a read of /proc per record of a process that may
+ * be gone), safe from many processes at once.
+ *
+ * rl_store_hold: the segment carries information until `until_ns`
+ * (CLOCK_MONOTONIC: a pause's end). rl_store_pin: the process `pid`
+ * (started at `start`, rl_pid_start) holds something counted in the
+ * segment (a max_open connection): kept while that process lives. Made
+ * once per process (a cached load after that); a process with no record
+ * left keeps the segment for good rather than lose what it holds. */
+void rl_store_hold(struct rl_store *s, uint64_t until_ns);
+void rl_store_pin(struct rl_store *s, uint32_t pid, uint64_t start);
+
 /* What the segment was made for, for `rlshim stat`. */
 uint64_t rl_store_config_hash(const struct rl_store *s);
 
 /* The segment's file name for `uid` and `config_hash` in `dir` (NULL: as
- * rl_store_open). Returns 0 or -ENAMETOOLONG. */
+ * rl_store_open). Returns 0 or -ENAMETOOLONG. A name anyone can predict:
+ * when another user made a file there first, every process of the uid
+ * tries the next names, in this order (rl_store_path_nth 1 ..
+ * RL_STORE_NAMES - 1: the same name and ".N"), and they all meet at the
+ * first that is theirs (SPEC §5); only when every one is taken are the
+ * budgets kept in the process. */
+#define RL_STORE_NAMES 8u
 int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
                   uint64_t config_hash);
+int rl_store_path_nth(char *buf, size_t len, const char *dir, uint32_t uid,
+                      uint64_t config_hash, unsigned nth);
 
 /* What `rlshim stat --all` shows of a segment. */
 struct rl_store_desc {

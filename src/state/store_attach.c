@@ -62,8 +62,10 @@ void rl_seg_sweep_temps(const char *dir, uint32_t uid)
     closedir(d);
 }
 
-/* Is this entry name a segment of `uid` ("rlshim-UID-HASH")? Sets *hash. */
-static bool segment_name(const char *name, uint32_t uid, uint64_t *hash)
+/* Is this entry name a segment of `uid` ("rlshim-UID-HASH", or one of the
+ * next names, "rlshim-UID-HASH.N": store.h)? Sets *hash and *nth. */
+static bool segment_name(const char *name, uint32_t uid, uint64_t *hash,
+                         unsigned *nth)
 {
     char prefix[32];
     int n = snprintf(prefix, sizeof prefix, "rlshim-%u-", uid);
@@ -73,19 +75,28 @@ static bool segment_name(const char *name, uint32_t uid, uint64_t *hash)
 
     if (strncmp(name, prefix, (size_t)n) != 0)
         return false;
-    for (; *p; p++, digits++) {
+    for (; *p && *p != '.'; p++, digits++) {
         int v = hexval(*p);
         if (v < 0 || digits == 16)
             return false;
         h = h << 4 | (uint64_t)v;
     }
     *hash = h;
+    *nth = 0;
+    if (*p == '.') {
+        if (p[1] < '1' || p[1] >= '0' + (int)RL_STORE_NAMES || p[2] != '\0')
+            return false;
+        *nth = (unsigned)(p[1] - '0');
+    }
     return digits == 16;
 }
 
-int rl_store_each_segment(const char *dir, uint32_t uid,
-                          int (*fn)(uint64_t config_hash, void *arg),
-                          void *arg)
+/* fn(hash, nth, arg) for every entry of `dir` named as a segment of `uid`
+ * and owned by it (a file another user made at one of its names is none
+ * of its segments). */
+static int each_name(const char *dir, uint32_t uid,
+                     int (*fn)(uint64_t hash, unsigned nth, void *arg),
+                     void *arg)
 {
     DIR *d = opendir(rl_seg_state_dir(dir));
     struct dirent *e;
@@ -95,12 +106,38 @@ int rl_store_each_segment(const char *dir, uint32_t uid,
         return -errno;
     while (r == 0 && (e = readdir(d))) {
         uint64_t hash;
+        unsigned nth;
+        struct stat st;
 
-        if (segment_name(e->d_name, uid, &hash))
-            r = fn(hash, arg);
+        if (segment_name(e->d_name, uid, &hash, &nth) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_uid == uid)
+            r = fn(hash, nth, arg);
     }
     closedir(d);
     return r;
+}
+
+struct each_hash {
+    int (*fn)(uint64_t config_hash, void *arg);
+    void *arg;
+};
+
+static int one_hash(uint64_t hash, unsigned nth, void *arg)
+{
+    struct each_hash *w = arg;
+
+    (void)nth; /* attach finds the first name of ours */
+    return w->fn(hash, w->arg);
+}
+
+int rl_store_each_segment(const char *dir, uint32_t uid,
+                          int (*fn)(uint64_t config_hash, void *arg),
+                          void *arg)
+{
+    struct each_hash w = {fn, arg};
+
+    return each_name(dir, uid, one_hash, &w);
 }
 
 /* Remove the segment at `path` (open as `fd`, header mapped at `h`) if it
@@ -132,8 +169,10 @@ struct sweep {
 
 /* One segment of the uid: removed when it was made in another boot, or
  * has been unused for longer than its longest period (every budget in it
- * is full again, so it says nothing a new segment would not). */
-static int sweep_one(uint64_t hash, void *arg)
+ * is full again) and holds nothing live (no pause running, no connection
+ * of a live process counted: rl_seg_live), so that it says nothing a new
+ * segment would not. */
+static int sweep_one(uint64_t hash, unsigned nth, void *arg)
 {
     struct sweep *w = arg;
     char path[4096];
@@ -142,7 +181,7 @@ static int sweep_one(uint64_t hash, void *arg)
     int fd;
 
     if (hash == w->keep_hash ||
-        rl_store_path(path, sizeof path, w->dir, w->uid, hash) < 0)
+        rl_store_path_nth(path, sizeof path, w->dir, w->uid, hash, nth) < 0)
         return 0;
     fd = rl_seg_open_checked(path, w->uid, &st, NULL, 0);
     if (fd < 0)
@@ -165,7 +204,8 @@ static int sweep_one(uint64_t hash, void *arg)
 
             keep += RL_STORE_SWEEP_SLACK_NS;
             if (rl_seg_other_boot(h->boot_id) ||
-                (w->now > last && w->now - last > keep))
+                (w->now > last && w->now - last > keep &&
+                 !rl_seg_live(h, w->now)))
                 remove_segment(path, fd, &st, h);
         }
         munmap(h, RL_SEG_HEADER_SIZE);
@@ -178,7 +218,7 @@ void rl_seg_sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash)
 {
     struct sweep w = {dir, uid, keep_hash, rl_clock_coarse_ns()};
 
-    rl_store_each_segment(dir, uid, sweep_one, &w);
+    each_name(dir, uid, sweep_one, &w);
 }
 
 
@@ -198,7 +238,15 @@ int rl_store_attach(struct rl_store **out, const char *dir, uint32_t uid,
     r = rl_store_path(path, sizeof path, dir, uid, config_hash);
     if (r < 0)
         return r;
-    fd = rl_seg_open_checked(path, uid, &st, why, whylen);
+    int free_nth;
+    fd = rl_seg_open_first(dir, uid, config_hash, path, &st, &free_nth, why,
+                           whylen);
+    if (fd == -ENOENT && free_nth > 0) {
+        /* Its first name is another's: say so rather than "none". */
+        rl_seg_say(why, whylen, "state file %s refused: %s", path,
+                   "another's file, and none of yours at the names after it");
+        return -EPERM;
+    }
     if (fd == -ENOENT)
         rl_seg_say(why, whylen, "no state file %s%s", path, "");
     if (fd < 0)
@@ -251,7 +299,8 @@ int rl_store_renew(struct rl_store *s, const char *dir, uint32_t uid,
     r = rl_store_path(path, sizeof path, dir, uid, hash);
     if (r < 0)
         return r;
-    fd = rl_seg_open_checked(path, uid, &st, why, whylen);
+    int free_nth;
+    fd = rl_seg_open_first(dir, uid, hash, path, &st, &free_nth, why, whylen);
     if (fd < 0) {
         if (fd == -ENOENT)
             rl_seg_say(why, whylen, "no state file %s%s", path, "");

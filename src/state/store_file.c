@@ -62,15 +62,68 @@ const char *rl_seg_state_dir(const char *dir)
     return "/dev/shm";
 }
 
-int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
-                  uint64_t config_hash)
+int rl_store_path_nth(char *buf, size_t len, const char *dir, uint32_t uid,
+                      uint64_t config_hash, unsigned nth)
 {
-    int n = snprintf(buf, len, "%s/rlshim-%u-%016llx", rl_seg_state_dir(dir),
-                     uid, (unsigned long long)config_hash);
+    int n = nth == 0 ? snprintf(buf, len, "%s/rlshim-%u-%016llx",
+                                rl_seg_state_dir(dir), uid,
+                                (unsigned long long)config_hash)
+                     : snprintf(buf, len, "%s/rlshim-%u-%016llx.%u",
+                                rl_seg_state_dir(dir), uid,
+                                (unsigned long long)config_hash, nth);
 
     if (n < 0 || (size_t)n >= len)
         return -ENAMETOOLONG;
     return 0;
+}
+
+int rl_store_path(char *buf, size_t len, const char *dir, uint32_t uid,
+                  uint64_t config_hash)
+{
+    return rl_store_path_nth(buf, len, dir, uid, config_hash, 0);
+}
+
+int rl_seg_open_first(const char *dir, uint32_t uid, uint64_t hash,
+                      char *path, struct stat *st, int *free_nth, char *why,
+                      size_t whylen)
+{
+    char said[256] = "";
+    bool taken = false;
+
+    *free_nth = -1;
+    for (unsigned k = 0; k < RL_STORE_NAMES; k++) {
+        char p[RL_SEG_PATH_MAX];
+        int r = rl_store_path_nth(p, sizeof p, dir, uid, hash, k);
+        if (r < 0)
+            return r;
+        char other[256] = "";
+        /* The line names the first name; the others only their own
+         * error, when it is not a name taken. */
+        char *say = k == 0 ? said : other;
+        int fd = rl_seg_open_checked(p, uid, st, say, sizeof said);
+        if (fd >= 0) {
+            memcpy(path, p, sizeof p);
+            return fd;
+        }
+        if (fd == -ENOENT) {
+            if (*free_nth < 0)
+                *free_nth = (int)k;
+            continue;
+        }
+        /* Another's file (or one we may not open) at a name anyone can
+         * create first: the next name. */
+        if (fd != -EPERM && fd != -EACCES && fd != -EISDIR && fd != -ENXIO) {
+            rl_seg_say(why, whylen, "%s%s", say, "");
+            return fd;
+        }
+        taken = true;
+    }
+    if (*free_nth >= 0 || !taken)
+        return -ENOENT;
+    if (why && whylen)
+        snprintf(why, whylen, "%s, and the %u names after it are taken too",
+                 said, RL_STORE_NAMES - 1);
+    return -EPERM;
 }
 
 static uint64_t clamp(uint64_t v, uint64_t max)
@@ -270,9 +323,18 @@ static int open_shared(struct rl_store *s, const struct rl_store_opts *o,
         uint64_t old_len;
         void *map;
         uint64_t size;
-        int fd = rl_seg_open_checked(path, o->uid, &st, why, whylen);
+        int free_nth;
+        /* The first of the segment's names that is ours (SPEC §5: every
+         * process of the uid meets there, whatever others made at the
+         * names before it); else a new one at the first free name. */
+        int fd = rl_seg_open_first(o->dir, o->uid, o->config_hash, path, &st,
+                                   &free_nth, why, whylen);
 
         if (fd == -ENOENT) {
+            r = rl_store_path_nth(path, sizeof path, o->dir, o->uid,
+                                  o->config_hash, (unsigned)free_nth);
+            if (r < 0)
+                return r;
             rl_seg_sweep_temps(dir, o->uid);
             rl_seg_sweep_old(dir, o->uid, o->config_hash);
             r = rl_seg_build_file(dir, o->uid, g, o->config_hash, tmp,

@@ -47,6 +47,9 @@ struct rl_store {
      * call; NULL: every claim makes sure. Relaxed: a lost bit costs one
      * madvise more. */
     _Atomic(unsigned char) *sure;
+    /* pid << 32 | 1 of the process (or the holder a thread acts for)
+     * whose pin (rl_store_pin) was last found here: relaxed, a cache. */
+    _Atomic uint64_t pinned;
 };
 
 /* Give `s` its `sure` bits (store_slot.c); without memory it has none. */
@@ -111,6 +114,16 @@ bool rl_seg_header_ok(struct rl_seg_header *h, uint64_t size);
 int rl_seg_open_checked(const char *path, uid_t uid, struct stat *st,
                         char *why, size_t whylen);
 
+/* Open the first of the RL_STORE_NAMES names of the segment of `uid` and
+ * `hash` in `dir` that is ours to use (rl_seg_open_checked), skipping
+ * those another made (foreign, or that we may not open: EACCES); its name
+ * into `path` (RL_SEG_PATH_MAX bytes). The fd; -ENOENT when none is ours
+ * and *free_nth is the first name free; -EPERM (and `why` says so) when
+ * every name is taken; or another -errno. */
+int rl_seg_open_first(const char *dir, uint32_t uid, uint64_t hash,
+                      char *path, struct stat *st, int *free_nth, char *why,
+                      size_t whylen);
+
 /* Make sure the pages of [p, p + len) inside the store's mapping exist,
  * so that touching them can never fault: 0, or -ENOSPC (the state dir is
  * full), -ENOMEM, or another -errno. Never a SIGBUS. */
@@ -125,6 +138,11 @@ int rl_seg_populate(void *p, uint64_t len);
  * that carry no information any more (store_attach.c). */
 void rl_seg_sweep_temps(const char *dir, uint32_t uid);
 void rl_seg_sweep_old(const char *dir, uint32_t uid, uint64_t keep_hash);
+
+/* Does the segment whose header is `h` hold something live at `now`
+ * (store_live.c): a hold not yet over, a pin of a live process, or a lost
+ * pin? Then it is never removed as unused. */
+bool rl_seg_live(struct rl_seg_header *h, uint64_t now);
 
 /* Free what store_slot.c keeps for `s`: the budgets kept in this process,
  * the sure bits. */

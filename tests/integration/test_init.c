@@ -218,3 +218,34 @@ Test(init, a_broken_config_is_said_at_the_first_network_call_not_before)
     cr_expect_eq(r.status, 0);
     cr_expect_eq(h_file_lines(errlog, ":2: unknown key 'conect'"), 1);
 }
+
+/* SPEC §4: a config read that fails for a passing reason (here EMFILE: the
+ * first connect is made with the fd table full) is no broken config. That
+ * connect passes through, and the next ones read the config again and are
+ * throttled: 1 connect a minute, so of the 5 later connects 1 reaches the
+ * server, 2 in all. Without strict (it reads the config at start-up). */
+Test(init, a_config_read_failing_with_emfile_is_read_again_at_the_next_call)
+{
+    struct server sink;
+    h_server_start(&sink, "sink.py");
+    h_config_write("[default]\nconnect = 1/min\nconnect_burst = 1\n"
+                   "to = 127.0.0.1:%d\n",
+                   sink.port);
+    h_no_strict = true;
+    char helper[256], port[16];
+    h_helper("fdfull_connect", helper, sizeof helper);
+    snprintf(port, sizeof port, "%d", sink.port);
+    char *argv[] = {helper, port, "5", NULL};
+    h_run(&r, true, 20, argv);
+    cr_assert_eq(r.status, 0, "%d: %s", r.status, r.out);
+    cr_assert_eq(h_out_long(&r, "filled", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "first", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "ok", -1), 1, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "denied", -1), 4, "%s", r.out);
+    usleep(300 * 1000);
+    cr_expect_eq(h_server_wait(&sink, "CONN", 2, 2), 2);
+    cr_expect_eq(h_server_count(&sink, "CONN"), 2);
+    cr_expect_eq(h_file_lines(errlog, "rlshim: "), 0,
+                 "a passing error is no broken config");
+    h_server_stop(&sink);
+}

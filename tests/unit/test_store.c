@@ -159,7 +159,7 @@ static void write_at(const char *path, off_t off, const void *p, size_t n)
 
 Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 {
-    cr_assert_eq(sizeof(struct rl_seg_header), 144);
+    cr_assert_eq(sizeof(struct rl_seg_header), 672);
     cr_assert_eq(offsetof(struct rl_seg_header, magic), 0);
     cr_assert_eq(offsetof(struct rl_seg_header, version), 8);
     cr_assert_eq(offsetof(struct rl_seg_header, header_size), 12);
@@ -179,8 +179,12 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
     cr_assert_eq(offsetof(struct rl_seg_header, fleet), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 6,
-                 "the host's fleet words in the header (SPEC §8)");
+    cr_assert_eq(offsetof(struct rl_seg_header, hold_until), 144);
+    cr_assert_eq(offsetof(struct rl_seg_header, pins_lost), 152);
+    cr_assert_eq(offsetof(struct rl_seg_header, pins), 160);
+    cr_assert_eq(RL_SEG_PINS, 32);
+    cr_assert_eq(RL_LAYOUT_VERSION, 7,
+                 "what keeps a segment from the sweep in its header (SPEC §5)");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
@@ -204,7 +208,7 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
     cr_assert_eq(rl_seg_fixed_size(2, 1), 4096);
-    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "144 + 257 * 16 bytes");
+    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "672 + 257 * 16 bytes");
     cr_assert_eq(rl_seg_size(2, 1, 10, 5), 4096 + 15 * 8);
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
@@ -1071,6 +1075,101 @@ Test(store, a_segment_in_use_is_kept_and_one_of_unknown_period_for_a_day)
     rl_store_close(a);
 }
 
+/* The sweep by another config's maker, as a segment of HASH_A unused for
+ * `ago` ns: a fresh segment of HASH_B is made (and its file removed
+ * again) so that the sweep runs. True when HASH_A's file is still there. */
+static bool survives_a_sweep(uint64_t ago)
+{
+    char path[256];
+    struct rl_store *b;
+
+    age_segment(HASH_A, ago);
+    b = open_ok(HASH_B, true);
+    rl_store_close(b);
+    cr_assert_eq(
+        rl_store_path(path, sizeof path, dir, (uint32_t)getuid(), HASH_B), 0);
+    cr_assert_eq(unlink(path), 0);
+    seg_path(path, sizeof path);
+    return access(path, F_OK) == 0;
+}
+
+/* SPEC §5: a pause is not a budget that refills; the segment is kept,
+ * however long unused, until it ends (then removed as before). */
+Test(store, a_segment_holding_a_pause_is_kept_until_the_pause_ends)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *a;
+
+    o.max_period_ns = 1000000000ull; /* 1 s */
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    /* A pause of 600 s from now, on a segment unused for 10 s. */
+    rl_store_hold(a, rl_clock_now_ns() + 600000000000ull);
+    rl_store_hold(a, rl_clock_now_ns() + 1000000000ull); /* never earlier */
+    cr_assert(survives_a_sweep(10000000000ull), "removed during the pause");
+    cr_assert_not(rl_store_is_stale(a));
+    rl_store_close(a);
+    /* A pause that has ended holds nothing. */
+    remove_dir();
+    make_dir();
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    rl_store_hold(a, rl_clock_now_ns() - 1000000000ull); /* a second ago */
+    cr_assert_not(survives_a_sweep(10000000000ull), "kept with no pause");
+    cr_assert(rl_store_is_stale(a));
+    rl_store_close(a);
+}
+
+/* A process that holds a max_open connection counted in the segment pins
+ * it for as long as it lives: kept while it lives, removed once it is
+ * gone (even killed), and a dead process's record is taken by the next. */
+Test(store, a_segment_pinned_by_a_live_process_is_kept_until_it_dies)
+{
+    struct rl_store_opts o = opts(HASH_A);
+    struct rl_store *a;
+    int p[2];
+    char c;
+
+    o.max_period_ns = 1000000000ull;
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        rl_store_pin(a, (uint32_t)getpid(), rl_pid_start(getpid(), NULL));
+        if (write(p[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    cr_assert_eq(read(p[0], &c, 1), 1);
+    cr_assert(survives_a_sweep(10000000000ull), "removed while pinned");
+    kill(pid, SIGKILL);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    cr_assert_not(survives_a_sweep(10000000000ull), "kept by a dead pin");
+    rl_store_close(a);
+    /* Every record taken by dead processes: a new pin takes one over. */
+    remove_dir();
+    make_dir();
+    cr_assert_eq(rl_store_open(&a, &o, NULL, 0), 0);
+    for (unsigned i = 0; i < RL_SEG_PINS; i++)
+        rl_store_pin(a, (uint32_t)pid, 1); /* the dead child, 32 times */
+    rl_store_pin(a, (uint32_t)getpid(), rl_pid_start(getpid(), NULL));
+    rl_store_close(a);
+    close(p[0]);
+    close(p[1]);
+    /* The file's header: ours is there once, and no pin was lost. */
+    char path[256];
+    struct rl_seg_header h;
+    size_t got;
+    int found = 0;
+    seg_path(path, sizeof path);
+    read_file(path, (unsigned char *)&h, sizeof h, &got);
+    cr_assert_eq(got, sizeof h);
+    for (unsigned i = 0; i < RL_SEG_PINS; i++)
+        found += h.pins[i][0] == ((uint64_t)getpid() << 32 | 1);
+    cr_assert_eq(found, 1);
+    cr_assert_eq(h.pins_lost, 0);
+}
+
 Test(store, renew_gives_every_user_a_fresh_segment)
 {
     struct rl_store *s = open_ok(HASH_A, true);
@@ -1128,11 +1227,35 @@ static void expect_refused(const char *path, const char *content,
     struct rl_store *s;
     struct stat st0, st1;
     size_t n0 = 0, n1 = 0;
-    char why[256];
+    char why[256], next[256];
 
     cr_assert_eq(lstat(path, &st0), 0);
     if (content)
         read_file(content, before, sizeof before, &n0);
+    /* SPEC §5: the next name, shared by every process of the uid. */
+    cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
+    cr_assert(rl_store_is_shared(s), "why: %s", why);
+    cr_assert_str_eq(why, "", "nothing to say while a name is left");
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    cr_assert_eq(rl_store_path_nth(next, sizeof next, dir, (uint32_t)getuid(),
+                                   HASH_A, 1),
+                 0);
+    cr_assert_eq(access(next, F_OK), 0, "made at the next name");
+    s = open_ok(HASH_A, true);
+    cr_assert_eq(take_all(s, 3, 5, 9), 0, "the same budget, met again");
+    rl_store_close(s);
+    cr_assert_eq(rl_store_attach(&s, dir, (uint32_t)getuid(), HASH_A, NULL, 0),
+                 0, "the CLI finds it too");
+    rl_store_close(s);
+    /* Every name another's: refused, one line, budgets kept here. */
+    cr_assert_eq(unlink(next), 0);
+    for (unsigned k = 1; k < RL_STORE_NAMES; k++) {
+        cr_assert_eq(rl_store_path_nth(next, sizeof next, dir,
+                                       (uint32_t)getuid(), HASH_A, k),
+                     0);
+        cr_assert_eq(mkfifo(next, 0600), 0);
+    }
     cr_assert_eq(rl_store_open(&s, &o, why, sizeof why), 0);
     cr_assert_not(rl_store_is_shared(s), "a foreign file is never trusted");
     cr_assert_not_null(strstr(why, reason), "why: %s", why);
@@ -1218,7 +1341,9 @@ Test(store, refuses_a_directory_or_a_fifo_at_the_segment_path)
     seg_path(path, sizeof path);
     cr_assert_eq(mkfifo(path, 0600), 0);
     expect_refused(path, NULL, "not a regular file");
-    cr_assert_eq(unlink(path), 0);
+    remove_dir();
+    make_dir();
+    seg_path(path, sizeof path);
     cr_assert_eq(mkdir(path, 0700), 0);
     expect_refused(path, NULL, "Is a directory");
 }
