@@ -174,6 +174,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
             return str(c, e->reason, sizeof e->reason);
         if (strcmp(key, "status") == 0)
             return num(c, &e->status);
+        if (strcmp(key, "moved_ns") == 0)
+            return num(c, &e->moved_ns);
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {

@@ -159,7 +159,7 @@ static void write_at(const char *path, off_t off, const void *p, size_t n)
 
 Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 {
-    cr_assert_eq(sizeof(struct rl_seg_header), 144);
+    cr_assert_eq(sizeof(struct rl_seg_header), 160);
     cr_assert_eq(offsetof(struct rl_seg_header, magic), 0);
     cr_assert_eq(offsetof(struct rl_seg_header, version), 8);
     cr_assert_eq(offsetof(struct rl_seg_header, header_size), 12);
@@ -179,8 +179,15 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, max_period_ns), 112);
     cr_assert_eq(offsetof(struct rl_seg_header, last_used), 120);
     cr_assert_eq(offsetof(struct rl_seg_header, fleet), 128);
-    cr_assert_eq(RL_LAYOUT_VERSION, 6,
-                 "the host's fleet words in the header (SPEC §8)");
+    cr_assert_eq(offsetof(struct rl_seg_header, pause_end), 144);
+    cr_assert_eq(offsetof(struct rl_seg_header, npauses), 152);
+    cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 156);
+    cr_assert_eq(RL_LAYOUT_VERSION, 7,
+                 "the pause table of its own in the fixed part (SPEC §12)");
+    cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
+    cr_assert_eq(sizeof(struct rl_seg_pause), 128);
+    cr_assert_eq(RL_SEG_PAUSES, 1024);
+    cr_assert_eq(rl_seg_pauses_off(2, 1), 256, "160 + 3 * 16, on 64 bytes");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
@@ -188,13 +195,11 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 216);
+    cr_assert_eq(sizeof(struct rl_seg_store), 200);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 16, "4 kinds (request: SPEC §11) x 4 stats");
     cr_assert_eq(offsetof(struct rl_seg_store, tls_unseen), 192);
-    cr_assert_eq(offsetof(struct rl_seg_store, paused_until), 200);
-    cr_assert_eq(offsetof(struct rl_seg_store, backoff), 208);
     cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
     cr_assert_eq(RL_SEG_ALIGN, 4096);
     cr_assert_eq(RL_META_PENDING, 1ull << 39);
@@ -203,16 +208,18 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
-    cr_assert_eq(rl_seg_fixed_size(2, 1), 4096);
-    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "144 + 257 * 16 bytes");
-    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 4096 + 15 * 8);
+    /* The pause table: 64 + 1024 * 128 bytes after the slots. */
+    cr_assert_eq(rl_seg_fixed_size(2, 1), 33 * 4096, "256 + 64 + 131072");
+    cr_assert_eq(rl_seg_fixed_size(256, 1), 34 * 4096,
+                 "160 + 257 * 16 bytes, then the pause table");
+    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 33 * 4096 + 15 * 8);
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
     cr_assert_eq(rl_seg_carve(1), 32,
-                 "label, counters (2 lines), request words, a word: 4 lines");
-    cr_assert_eq(rl_seg_carve(5), 32);
-    cr_assert_eq(rl_seg_carve(6), 40);
+                 "label, counters (2 lines), request word, a word: 4 lines");
+    cr_assert_eq(rl_seg_carve(7), 32);
+    cr_assert_eq(rl_seg_carve(8), 40);
 }
 
 /* ---- creation and slots ------------------------------------------------ */
@@ -537,7 +544,7 @@ Test(store, a_claim_in_a_full_state_dir_gets_a_budget_of_this_process_only)
         cr_skip_test("mounting a tmpfs needs root");
     snprintf(mnt, sizeof mnt, "%s/full", dir);
     cr_assert_eq(mkdir(mnt, 0700), 0);
-    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=256k"), 0, "%s",
                  strerror(errno));
     o.dir = mnt;
     cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
@@ -647,7 +654,7 @@ Test(store, without_madvise_a_claim_in_a_full_state_dir_is_kept_here)
         cr_skip_test("mounting a tmpfs needs root");
     snprintf(mnt, sizeof mnt, "%s/full", dir);
     cr_assert_eq(mkdir(mnt, 0700), 0);
-    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=256k"), 0, "%s",
                  strerror(errno));
     no_populate();
     o.dir = mnt;
