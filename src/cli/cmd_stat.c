@@ -24,6 +24,7 @@
 #include "policy/dests.h"
 #include "policy/gate_pause.h"
 #include "policy/open.h"
+#include "policy/pauses.h"
 #include "state/store.h"
 #include "util/clock.h"
 
@@ -120,12 +121,6 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
                             "(requests over TLS the shim cannot see)\n",
                     user, section, (unsigned long long)info->tls_unseen);
     }
-    /* A request budget's pause (SPEC §12), while it lasts. */
-    char paused[96];
-    uint64_t left;
-    if (!v->prom && !v->json && dest == NULL &&
-        stat_pause_text(v, info->paused_until, paused, sizeof paused, &left))
-        fprintf(v->out, "%-16s %-18s %s\n", user, section, paused);
     if (v->prom && rule && v->layout_ok && rule->max_open > 0 && !dest)
         rl_prom_budget_open(info->index, rule, user);
     return 0;
@@ -145,7 +140,14 @@ static int show(struct rl_store *s, struct stat_view *v)
                 "USER", "RULE", "LIMIT", "ALGORITHM", "ALLOWED", "DENIED",
                 "DELAYED", "DELAYED_MS", "AVAILABLE");
     }
+    rl_pauses_of(s, &v->pauses);
+    v->has_pauses = true;
     rl_store_each(s, show_slot, v);
+    /* The destinations paused in sections without a table of their own
+     * (a per-destination budget's row says its own). */
+    if (!v->prom && !v->json)
+        rl_pauses_each(&v->pauses, v->now, stat_pause_row, v);
+    v->has_pauses = false;
     if (v->json)
         fputs(v->rows ? "\n]\n" : "]\n", v->out);
     fflush(v->out);

@@ -137,6 +137,26 @@ bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
     return true;
 }
 
+void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
+                    void *arg)
+{
+    struct stat_view *v = arg;
+    const struct rl_rule *r = v->layout_ok && rule >= 1 &&
+                                      rule <= v->cfg->nrules
+                                  ? &v->cfg->rules[rule - 1]
+                                  : NULL;
+    if (r != NULL && r->per == RL_PER_DESTINATION)
+        return;
+    const char *bar = strchr(label, '|');
+    char paused[96];
+    uint64_t left;
+    if (!stat_pause_text(v, until, paused, sizeof paused, &left))
+        return;
+    fprintf(v->out, "%-16.*s %-18s dest %s %s\n", bar ? (int)(bar - label) : 0,
+            label, r != NULL ? r->section : "?", bar ? bar + 1 : label,
+            paused);
+}
+
 /* One row per limit of a per-destination budget: no counters of its own
  * (they are the section's, in the user's row), what is available now, and
  * the connections it holds open. */
@@ -152,10 +172,15 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
     bool has_open = e->open != NULL;
     uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
     char paused[96] = "";
-    uint64_t paused_left = 0;
-    bool has_pause = e->pause != NULL && rule->nlimits[RL_KIND_REQUEST] > 0 &&
-                     stat_pause_text(v, rl_load_relaxed_u64(&e->pause[0]),
-                                     paused, sizeof paused, &paused_left);
+    uint64_t paused_left = 0, pause_word = 0;
+    if (v->has_pauses && v->cfg != NULL && rl_pause_obeyed(rule))
+        pause_word = rl_pauses_get(
+            &v->pauses,
+            rl_pauses_key((uint64_t)(rule - v->cfg->rules) + 1, user, dest,
+                          strlen(dest)),
+            NULL);
+    bool has_pause =
+        stat_pause_text(v, pause_word, paused, sizeof paused, &paused_left);
     if (v->prom && has_open)
         (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -202,7 +227,7 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
             if (has_pause && k == RL_KIND_REQUEST)
                 fprintf(f, ", \"paused_ns\": %llu, \"pause_reason\": \"%s\"",
                         (unsigned long long)paused_left,
-                        rl_pause_reason(rl_load_relaxed_u64(&e->pause[0])));
+                        rl_pause_reason(pause_word));
             if (has_open && k == 0)
                 fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
                         (unsigned long long)open, rule->max_open);

@@ -10,6 +10,7 @@
 #include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/dests.h"
+#include "policy/pauses.h"
 #include "state/store.h"
 
 /* What one `rlshim stat` shows, and where. */
@@ -25,6 +26,8 @@ struct stat_view {
     /* --json: the budget's TLS connections whose requests were not
      * counted, written in its "request" row (0: none). */
     uint64_t tls_unseen;
+    struct rl_pauses pauses; /* the segment's pause table (has_pauses) */
+    bool has_pauses;
 };
 
 /* What could be spent now of kind k in a slot of `rule` (layout l): the
@@ -45,6 +48,12 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
 /* A pause word as text (see stat_rows.c); false when it is not paused. */
 bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
                      size_t len, uint64_t *left);
+
+/* A line for one pause of the pause table (an rl_pauses_each callback;
+ * arg is the struct stat_view): its section, user and destination, when
+ * the section is not per destination (its rows say it). */
+void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
+                    void *arg);
 
 /* The rows of one per-destination budget (an rl_dests_each callback; arg
  * is the struct stat_view). */

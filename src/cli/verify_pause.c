@@ -3,15 +3,19 @@
  * (SPEC §12)?
  *
  * A pause is a line with verdict "pause" (call = response: the status
- * and the Retry-After, or the backoff, that paused its budget from
+ * and the Retry-After, or the backoff, that paused its destination from
  * mono_ns for wait_ns). A request breaks it when it names the same
- * destination, was decided after the pause began (a request already
- * decided, asleep for its turn, is not held back by a later answer) and
- * went (mono_ns + wait_ns) before the pause ended, less the slack. Hosts
- * of a fleet compare their monotonic clocks: one machine's log only. */
+ * destination and went (mono_ns + wait_ns) inside the pause, less the
+ * slack: decided during it and gone before its end, or decided before it
+ * with a turn that came during it (a request queued for its turn is held
+ * too, SPEC §12). A request whose turn a pause moved is decided again at
+ * that turn, on a line whose moved_ns is the turn it gave up: the line
+ * of that turn (same pid and destination) did not go. Hosts of a fleet
+ * compare their monotonic clocks: one machine's log only. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/verify_pause.h"
@@ -24,10 +28,33 @@ static bool went(const struct rl_declog_entry *e)
            (e->verdict == RL_DECLOG_ALLOW || e->verdict == RL_DECLOG_DELAY);
 }
 
+/* Which lines are turns given up: a later line of the same process and
+ * destination says it moved that turn (NULL: out of memory, none are). */
+static bool *moved_turns(const struct rl_logfile *lf)
+{
+    bool *moved = calloc(lf->n ? lf->n : 1, sizeof *moved);
+    for (size_t i = 0; moved != NULL && i < lf->n; i++) {
+        const struct rl_declog_entry *m = &lf->v[i].e;
+        if (m->moved_ns == 0 || !went(m))
+            continue;
+        for (size_t j = 0; j < lf->n; j++) {
+            const struct rl_declog_entry *e = &lf->v[j].e;
+            if (!moved[j] && went(e) && e->pid == m->pid &&
+                e->mono_ns + e->wait_ns == m->moved_ns &&
+                strcmp(e->dest, m->dest) == 0) {
+                moved[j] = true;
+                break;
+            }
+        }
+    }
+    return moved;
+}
+
 int rl_verify_pauses(const struct rl_logfile *lf, uint64_t slack_ns,
                      FILE *out)
 {
     size_t pauses = 0, held = 0, broken = 0;
+    bool *moved = moved_turns(lf);
     for (size_t i = 0; i < lf->n; i++) {
         const struct rl_declog_entry *p = &lf->v[i].e;
         if (p->verdict != RL_DECLOG_PAUSE)
@@ -38,9 +65,13 @@ int rl_verify_pauses(const struct rl_logfile *lf, uint64_t slack_ns,
         for (size_t j = 0; j < lf->n; j++) {
             const struct rl_declog_entry *e = &lf->v[j].e;
             if (!went(e) || strcmp(e->dest, p->dest) != 0 ||
-                e->mono_ns < p->mono_ns)
+                (moved != NULL && moved[j]))
                 continue;
-            if (e->mono_ns + e->wait_ns >= end) {
+            uint64_t turn = e->mono_ns + e->wait_ns;
+            if (e->mono_ns < p->mono_ns &&
+                (turn <= p->mono_ns + slack_ns || turn >= end))
+                continue; /* decided before: gone before, or after, it */
+            if (e->mono_ns >= p->mono_ns && turn >= end) {
                 held += e->mono_ns < end; /* decided inside, went after */
                 continue;
             }
@@ -53,6 +84,7 @@ int rl_verify_pauses(const struct rl_logfile *lf, uint64_t slack_ns,
                     lf->v[i].raw);
         }
     }
+    free(moved);
     if (broken > SHOW_MAX)
         fprintf(out, "  ... and %zu more\n", broken - SHOW_MAX);
     fprintf(out,

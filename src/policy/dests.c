@@ -78,8 +78,6 @@ int rl_dests_setup(struct rl_dests *d, const struct rl_config *c)
     for (size_t i = 0; i < c->nrules; i++)
         rl_budget_layout(&c->rules[i], &d->layouts[i]);
     d->stride = 2 + w;
-    d->pause_at = d->stride;
-    d->stride += 2;
     if (open) {
         d->open_at = d->stride;
         d->stride += RL_OPEN_WORDS;
@@ -221,24 +219,18 @@ static void fill(struct rl_dests *d, struct rl_dest_entry *out,
     out->key = key;
     if (d->open_at != 0 && rule->max_open > 0 && key_word != NULL)
         out->open = (rl_atomic_u64 *)words - 2 + d->open_at;
-    if (key_word != NULL)
-        out->pause = (rl_atomic_u64 *)words - 2 + d->pause_at;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (unsigned j = 0; j < rule->nlimits[k]; j++)
             out->states[k][j] = words + l->offset[k][j];
 }
 
 /* Is the budget in `words` of section `rule` full (token buckets only)
- * and holding no open connection nor a pause (a server's Retry-After, or a
- * backoff that a success has not ended, is information too)? */
+ * and holding no open connection? (A pause is not the budget's: it lives
+ * in the pause table, policy/pauses.h, and outlives the budget's re-use.) */
 static bool full(struct rl_dests *d, const struct rl_rule *rule, rl_word *words,
                  uint64_t now)
 {
     const struct rl_budget_layout *l = &d->layouts[rule - d->cfg->rules];
-    rl_atomic_u64 *pause = (rl_atomic_u64 *)words - 2 + d->pause_at;
-    if (rl_load_acquire_u64(&pause[0]) > now ||
-        rl_load_relaxed_u64(&pause[1]) != 0)
-        return false;
     if (d->open_at != 0 &&
         rl_load_acquire_u64((rl_atomic_u64 *)words - 2 + d->open_at) != 0)
         return false;
@@ -380,7 +372,6 @@ static int overflow_budget(struct rl_dests *d, struct rl_store *st,
         o = no;
     }
     fill(d, out, rule, o->slot.words, NULL, 0);
-    out->pause = rl_store_pause_words(&o->slot);
     out->overflow = true;
     return 0;
 }

@@ -12,7 +12,6 @@
  *     key   hash of (section, user, name); 0 = never used, 1 = busy
  *     rule  index of the section in the config, + 1
  *     state the section's limiter words (stride: the largest of them)
- *     pause paused until (ns) and the backoff count (SPEC §12)
  *
  * A look-up of a known destination is lock-free: hash, then a short linear
  * probe comparing one word per entry. A new destination takes the insert
@@ -20,8 +19,9 @@
  * over) so that two processes never make two budgets for one name. An entry is
  * never emptied, only re-used: when no free entry is near, an entry whose
  * budget is full (token buckets only: a full bucket carries no
- * information, unless it is paused) is re-used for the new name. When nothing can be re-used,
- * the call is charged to the section's overflow budget (one per section
+ * information; a server's pause of the name is not the budget's but the
+ * pause table's, policy/pauses.h) is re-used for the new name. When
+ * nothing can be re-used, the call is charged to the section's overflow budget (one per section
  * and user, shared by every destination that found no room), and the
  * first process to see that says so once. A window's budget is never
  * re-used (its state has a lock a holder may be in).
@@ -49,8 +49,6 @@ struct rl_dest_entry {
     rl_word *states[RL_KIND_COUNT][RL_MAX_RATES];
     rl_atomic_u64 *open; /* the section's max_open area (policy/open.h),
                             NULL when it has none */
-    rl_atomic_u64 *pause; /* its request pause (SPEC §12): [0] paused
-                             until, ns; [1] 429/503 in a row */
     bool overflow;
 };
 
@@ -71,7 +69,6 @@ struct rl_dests {
     uint32_t label_at; /* where an entry's label ("USER|NAME", cut to
                           RL_DESTS_LABEL_WORDS words) starts */
     uint32_t open_at;  /* where an entry's open area starts; 0: none */
-    uint32_t pause_at; /* where an entry's pause words start */
     uint64_t cap;      /* entries, a power of two */
     uint64_t max_live; /* max_destinations */
     uint32_t table_words;

@@ -45,8 +45,11 @@ struct rl_gate_charge {
     rl_atomic_u64 *key_word;
     uint64_t key;
     rl_atomic_u64 *open_area; /* a per-destination entry's max_open area */
-    /* Its request pause (SPEC §12; policy/pause.h): NULL when none. */
-    rl_atomic_u64 *pause;
+    /* The key of its destination's pause (SPEC §12; policy/pauses.h) in
+     * its budget's store: 0 when none (not a request, or its section
+     * ignores 429/503), and that of the destination not told ("-"),
+     * which every request of the section obeys too. */
+    uint64_t pause_key, pause_key_untold;
     bool took[RL_KIND_COUNT];
     uint64_t granted[RL_KIND_COUNT];
     bool fleet[RL_KIND_COUNT]; /* decided by fleet.c: never refunded */
@@ -100,6 +103,9 @@ struct rl_gate_ticket {
     /* A request a pause held (SPEC §12): the reason the decision log
      * gives, "retry_after" or "backoff"; NULL: none held it. */
     const char *reason;
+    /* rl_gate_request_again: the earlier turn the request gives up (the
+     * decision log's moved_ns); 0 otherwise. */
+    uint64_t moved_ns;
     /* A line of the shim's log owed the send's destination (say, below):
      * the hook writes it with rl_gate_say_peer. */
     bool say_due;
@@ -231,6 +237,19 @@ int rl_gate_request(struct rl_proc *p, struct rl_gate_ticket *t,
                     const struct rl_gate_req *q);
 int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const struct rl_gate_req *q);
+
+/* A request that rl_gate_request granted a later turn, decided again at
+ * that turn (`turn`, CLOCK_MONOTONIC ns; `now` at or after it), q as it
+ * was decided then (SPEC §12: a pause of its destination that came while
+ * it waited holds it too). RL_GATE_GO with t->wait_ns 0 and nothing
+ * taken: no pause, it goes now. RL_GATE_GO with t->wait_ns > 0: a new
+ * turn after the pause, taken like any request's (the old turn stays
+ * spent: once later turns were reserved behind it, it cannot be given
+ * back exactly, and a give-back that may be lost is under-use, never a
+ * burst). RL_GATE_FAIL: the pause ends past max_delay (or fail mode). */
+int rl_gate_request_again(struct rl_proc *p, struct rl_gate_ticket *t,
+                          uint64_t now, uint64_t turn,
+                          const struct rl_gate_req *q);
 
 /* What the server answered to a request decided by rl_gate_request (SPEC
  * §12), as the receive side hands it over: q names the request as it did

@@ -13,6 +13,8 @@
 #include "policy/dests.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
+#include "policy/gate_pause.h"
+#include "policy/pauses.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
 
@@ -33,7 +35,6 @@ add_budget(const struct rl_gate *g, struct rl_gate_ticket *t, struct budget *b)
     c->budget = b;
     c->rule = b->rule;
     memcpy(c->states, b->states, sizeof c->states);
-    c->pause = rl_store_pause_words(&b->slot);
     /* A site's fleet budget is the site's for this user. */
     if (b->rule != g->rule)
         c->fleet_owner = g->user;
@@ -74,7 +75,6 @@ static bool add_dest(struct rl_dests *d, struct rl_gate_ticket *t,
     c->key_word = e.key_word;
     c->key = e.key;
     c->open_area = e.open;
-    c->pause = e.pause;
     fleet_dest(t, c, owner, name, namelen);
     return true;
 }
@@ -109,17 +109,35 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     int si = rl_sites_pick_peer(&p->sites, peer, pname);
     struct budget *sb =
         si >= 0 ? rl_sites_budget(&p->sites, si, b->store) : NULL;
-    if (sb == NULL || (kind >= 0 && sb->rule->nlimits[kind] == 0))
+    if (sb != NULL && (kind < 0 || sb->rule->nlimits[kind] > 0)) {
+        if (sb->rule->per != RL_PER_DESTINATION) {
+            add_budget(g, t, sb);
+        } else {
+            if (namelen == 0)
+                namelen = rl_dests_peer_name(peer, name);
+            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen))
+                fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
+        }
+    }
+    if (kind != RL_KIND_REQUEST)
         return;
-    if (sb->rule->per == RL_PER_DESTINATION) {
+    /* A request's pauses are its destination's (SPEC §12), whatever
+     * budget it shares: keyed by section, user and the name. */
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        struct rl_gate_charge *c = &t->charge[i];
+        if (!rl_pause_obeyed(c->rule) || c->budget->store == NULL)
+            continue;
         if (namelen == 0)
             namelen = rl_dests_peer_name(peer, name);
-        if (add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen))
-            return;
-        fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
-        return;
+        uint64_t ri = (uint64_t)(c->rule - g->cfg->rules) + 1;
+        c->pause_key = rl_pauses_key(ri, g->user, name, namelen);
+        c->pause_key_untold = rl_pauses_key(ri, g->user, "-", 1);
+        if (t->dest != NULL && namelen <= RL_NAME_MAX) {
+            /* The same name fleet_dest writes: the pause's label. */
+            memcpy(t->dest, name, namelen);
+            t->dest[namelen] = '\0';
+        }
     }
-    add_budget(g, t, sb);
 }
 
 void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,

@@ -53,6 +53,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
         .method = c->method,
         .target = c->target,
         .reason = t->reason,
+        .moved_ns = t->moved_ns,
     };
     if (denied_kind >= 0) {
         r.limit = rl_kind_name(denied_kind);

@@ -1,17 +1,22 @@
 /* gate_pause.c — politeness that listens (SPEC §12): a server's 429 or 503
- * pauses the request budgets its request was charged to, and a request
- * decided while its budget is paused waits for the end of the pause (or
- * fails).
+ * pauses the destination its request was charged by, in each section of
+ * the request that obeys it, and a request to that destination decided
+ * while it is paused waits for the end of the pause (or fails).
  *
- * A budget's pause is two words beside its limiters (a slot's in
- * layout.h's struct rl_seg_store, a per-destination entry's in dests.c),
- * so every process of the user sees it:
- *   [0] paused until: CLOCK_MONOTONIC ns of this boot (the segment is per
+ * A pause is an entry of the segment's pause table (policy/pauses.h),
+ * keyed by (section, user, destination name), so every process of the
+ * user sees it and no other destination does, even one sharing the
+ * budget. A response whose destination the shim could not tell (neither
+ * address nor name: a TLS library writing through a BIO of the program's
+ * before its socket is known) pauses the destination "-", which every
+ * request of the section obeys too: what cannot be told apart is held
+ * together. Its words:
+ *   paused until: CLOCK_MONOTONIC ns of this boot (the segment is per
  *       boot), its lowest bit saying why (1: the backoff, 0: the server's
  *       Retry-After), so that the reason and the time change in one store;
- *       only ever moved later, by CAS;
- *   [1] the backoff: 429/503 without Retry-After in a row, relaxed; a
- *       success puts it back to 0.
+ *       only ever moved later;
+ *   the backoff: 429/503 without Retry-After in a row; a success puts it
+ *       back to 0.
  * A fleet budget's pause is also Redis's (fleet.h's rl_fleet_pause, by
  * Redis's clock), which every host's request script waits for; the count
  * of the backoff stays each host's (a success resets it without a round
@@ -20,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fleet/fleet.h"
 #include "policy/dest.h"
@@ -27,10 +33,11 @@
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/gate_pause.h"
+#include "policy/dests.h"
 #include "policy/names.h"
+#include "policy/pauses.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
-#include "state/store.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/declog.h"
@@ -53,13 +60,25 @@ bool rl_pause_obeyed(const struct rl_rule *r)
            r->nlimits[RL_KIND_REQUEST] > 0;
 }
 
+/* The pause table of charge c's store. */
+static bool table_of(const struct rl_gate_charge *c, struct rl_pauses *pt)
+{
+    if (c->pause_key == 0 || c->budget == NULL || c->budget->store == NULL)
+        return false;
+    rl_pauses_of(c->budget->store, pt);
+    return true;
+}
+
 uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
                        const char **reason)
 {
-    if (c->pause == NULL || !rl_pause_obeyed(c->rule))
+    struct rl_pauses pt;
+    if (!rl_pause_obeyed(c->rule) || !table_of(c, &pt))
         return 0;
-    /* Pairs with the release CAS of pause_until: a pause seen is whole. */
-    uint64_t w = rl_load_acquire_u64(&c->pause[0]);
+    uint64_t w = rl_pauses_get(&pt, c->pause_key, NULL);
+    uint64_t u = rl_pauses_get(&pt, c->pause_key_untold, NULL);
+    if (rl_pause_end(u) > rl_pause_end(w))
+        w = u;
     uint64_t end = rl_pause_end(w);
     if (end <= now)
         return 0;
@@ -95,58 +114,66 @@ static uint64_t doubled(uint64_t turn, uint64_t n, uint64_t cap)
     return turn;
 }
 
-/* Move the pause to end at `until` unless it already ends as late;
- * true when it moved. */
-static bool pause_until(rl_atomic_u64 *w, uint64_t until, bool backoff)
+/* The paused-until word of a pause ending at `until`. */
+static uint64_t word_of(uint64_t until, bool backoff)
 {
-    uint64_t want = rl_pause_end(until) | (backoff ? WHY_BACKOFF : 0);
-    uint64_t seen = rl_load_relaxed_u64(w);
-    while (rl_pause_end(seen) < rl_pause_end(want))
-        if (rl_cas_acq_rel_u64(w, &seen, want))
-            return true;
-    return false;
+    until = rl_pause_end(until);
+    return (until != 0 ? until : 2) | (backoff ? WHY_BACKOFF : 0);
 }
 
-void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now, uint64_t ns,
-                     bool backoff)
+void rl_pause_mirror(struct rl_proc *p, const struct rl_gate_ticket *t,
+                     const struct rl_gate_charge *c, uint64_t ns, bool backoff)
 {
-    if (c->pause != NULL && rl_pause_obeyed(c->rule)) {
-        uint64_t until = rl_add_sat_u64(now, ns);
-        pause_until(&c->pause[0], until, backoff);
-        rl_store_hold(c->budget->store, until);
-    }
+    struct rl_pauses pt;
+    if (!rl_pause_obeyed(c->rule) || !table_of(c, &pt))
+        return;
+    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
+    snprintf(label, sizeof label, "%s|%s", p->gate.user,
+             t->dest != NULL ? t->dest : "-");
+    const struct rl_pause_set s = {
+        c->pause_key, (uint64_t)(c->rule - p->gate.cfg->rules) + 1, label,
+        false, word_of(rl_add_sat_u64(t->now, ns), backoff), t->now};
+    rl_pauses_set(&pt, &s, NULL);
 }
 
 static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
                     const struct rl_gate_charge *c, const struct rl_gate_req *q,
-                    int status, bool has_ra, uint64_t ra_ns, uint64_t now)
+                    int status, bool has_ra, uint64_t ra_ns, uint64_t now,
+                    const char *label)
 {
     const struct rl_rule *r = c->rule;
-    if (c->pause == NULL || !rl_pause_obeyed(r))
+    struct rl_pauses pt;
+    if (!rl_pause_obeyed(r) || !table_of(c, &pt))
         return;
     if (status != 429 && status != 503) {
         /* A success ends the doubling; so does any answer that is not
          * the server saying "slower" (a 404 is an answer too). A 5xx
          * other than 503 says nothing about the rate: left as it is. */
-        if (status >= 200 && status < 500 &&
-            rl_load_relaxed_u64(&c->pause[1]) != 0)
-            rl_store_relaxed_u64(&c->pause[1], 0);
+        if (status >= 200 && status < 500)
+            rl_pauses_backoff_end(&pt, c->pause_key);
         return;
     }
     uint64_t cap = r->max_retry_after_ns, wait;
+    struct rl_pause_set s = {c->pause_key,
+                             (uint64_t)(r - p->gate.cfg->rules) + 1,
+                             label,
+                             !has_ra,
+                             0,
+                             now};
     if (has_ra) {
         wait = ra_ns < cap ? ra_ns : cap;
     } else {
-        uint64_t n = rl_add_relaxed_u64(&c->pause[1], 1);
+        uint64_t n = 0;
+        if (rl_pauses_set(&pt, &s, &n) < 0)
+            return;
+        s.count = false;
         wait = doubled(one_turn(r), n, cap);
     }
     if (wait == 0)
         return; /* Retry-After: 0 (or a date past): go on at once */
     uint64_t until = now > UINT64_MAX - wait ? UINT64_MAX : now + wait;
-    bool moved = pause_until(&c->pause[0], until, !has_ra);
-    /* The segment is not removed as unused while the pause runs (SPEC
-     * §5): it is not a budget that refills. */
-    rl_store_hold(c->budget->store, until);
+    s.until = word_of(until, !has_ra);
+    bool moved = rl_pauses_set(&pt, &s, NULL) > 0;
     if (rl_fleet_decides(&p->fleet, r)) {
         /* Every host's: Redis's clock ends it (away: this host's). */
         char label[RL_GATE_FLEET_LABEL_MAX];
@@ -175,13 +202,17 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
         return;
     /* The same budgets as the request's decision (gate_take.c). */
     struct rl_gate_ticket t;
-    char dest[RL_NAME_MAX + 1];
+    char dest[RL_NAME_MAX + 1], name[RL_NAME_MAX + 1];
+    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
     rl_gate_ticket_init(&t, now, q->units, 0);
     t.dest = dest;
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
+    /* Its label in the pause table, for `rlshim stat`. */
+    size_t n = rl_dests_peer_name(&peer, name);
+    snprintf(label, sizeof label, "%s|%.*s", p->gate.user, (int)n, name);
     for (unsigned i = 0; i < t.ncharges; i++)
         outcome(p, &t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
-                now);
+                now, label);
 }
 
 void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,

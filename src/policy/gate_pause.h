@@ -26,9 +26,12 @@ uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
 const char *rl_pause_reason(uint64_t word);
 
 /* Another host's pause of a fleet budget, as its Redis script reported
- * it (gate_take.c): charge c's word shows it too, ending `ns` after
- * `now` unless it ends later already. */
-void rl_pause_mirror(const struct rl_gate_charge *c, uint64_t now,
-                     uint64_t ns, bool backoff);
+ * it (gate_take.c): the pause table shows it too for charge c's
+ * destination (t->dest), ending `ns` after t->now unless it ends later
+ * already. */
+struct rl_proc;
+void rl_pause_mirror(struct rl_proc *p, const struct rl_gate_ticket *t,
+                     const struct rl_gate_charge *c, uint64_t ns,
+                     bool backoff);
 
 #endif

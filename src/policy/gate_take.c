@@ -96,7 +96,7 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
                       &paused);
     if (paused.ns > 0) {
         /* Another host's 429 (SPEC §12): this host's word shows it too. */
-        rl_pause_mirror(c, t->now, paused.ns, paused.backoff);
+        rl_pause_mirror(p, t, c, paused.ns, paused.backoff);
         if (t->reason == NULL)
             t->reason = paused.backoff ? "backoff" : "retry_after";
     }
@@ -440,8 +440,10 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     return RL_GATE_GO;
 }
 
+/* `turn`: 0 for a request's decision; for rl_gate_request_again, the
+ * turn it was given, and nothing is decided unless a pause holds it. */
 static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
-                      const struct rl_gate_req *q)
+                      const struct rl_gate_req *q, uint64_t turn)
 {
     struct rl_gate *g = &p->gate;
     const struct rl_gate_call c = {q->call, q->fd,     q->sa,     q->salen,
@@ -470,6 +472,11 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
             t->reason = why;
         }
     }
+    if (turn != 0 && from == 0) {
+        t->ncharges = 0; /* not paused: it goes at its turn, as granted */
+        return RL_GATE_GO;
+    }
+    t->moved_ns = turn;
     for (unsigned i = 0; from > 0 && i < t->ncharges; i++) {
         if (from > max_wait(t->charge[i].rule)) {
             t->denier = t->charge[i].rule;
@@ -533,7 +540,18 @@ int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
 {
     char dest[RL_NAME_MAX + 1];
     t->dest = dest;
-    int r = request_at(p, t, now, q);
+    int r = request_at(p, t, now, q, 0);
+    t->dest = NULL;
+    return r;
+}
+
+int rl_gate_request_again(struct rl_proc *p, struct rl_gate_ticket *t,
+                          uint64_t now, uint64_t turn,
+                          const struct rl_gate_req *q)
+{
+    char dest[RL_NAME_MAX + 1];
+    t->dest = dest;
+    int r = request_at(p, t, now, q, turn != 0 ? turn : 1);
     t->dest = NULL;
     return r;
 }

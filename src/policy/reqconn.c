@@ -141,7 +141,8 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     p->requests = t.ncharges > 0 ? (unsigned)k : 0;
     c->charged = p->allow; /* all of them, for a retry of these bytes */
     if (wait > 0 && nonblocking(w)) {
-        /* Reserved: the retry of these bytes at or after the turn goes. */
+        /* Reserved: the retry of these bytes at or after the turn goes
+         * (unless a pause came meanwhile: rl_reqconn_plan asks then). */
         c->turn = rl_add_sat_u64(now, wait);
         p->act = RL_GATE_FAIL;
         p->err = EAGAIN;
@@ -258,6 +259,69 @@ static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
         rl_reqconn_sent(c, &q, 0);
 }
 
+/* The requests charged at the start of these bytes (offset < c->charged)
+ * were given the turn `turn`, reached at `now`: decided again, one by one
+ * (rl_gate_request_again). 0: they go now; else their new turn, or
+ * UINT64_MAX: refused (*t says why), and no longer charged: the records
+ * made for their answers (`sent`, the newest) are dropped. */
+static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
+                             const struct iovec *iov, size_t n,
+                             const struct rl_reqwrite *w, uint64_t turn,
+                             uint64_t now, unsigned sent,
+                             struct rl_gate_ticket *t)
+{
+    struct rl_req_event ev[PLAN_EVENTS];
+    size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
+    const struct rl_req_event *first = NULL;
+    uint64_t k = 0, wake = 0;
+    for (size_t i = 0; i < total && i < PLAN_EVENTS; i++)
+        if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset < c->charged) {
+            if (first == NULL)
+                first = &ev[i];
+            k++;
+        }
+    static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
+    struct rl_gate_req q;
+    ask(c, w, first != NULL ? first : &unnamed, 1, &q);
+    for (uint64_t i = 0; i < (k > 0 ? k : 1); i++) {
+        if (rl_gate_request_again(proc, t, now, turn, &q) == RL_GATE_FAIL) {
+            c->charged = 0;
+            c->nsent = c->nsent > sent ? (uint8_t)(c->nsent - sent) : 0;
+            return UINT64_MAX;
+        }
+        if (t->wait_ns == 0)
+            return wake; /* not paused: the others are not either */
+        if (rl_add_sat_u64(now, t->wait_ns) > wake)
+            wake = rl_add_sat_u64(now, t->wait_ns);
+    }
+    return wake;
+}
+
+void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,
+                      const struct iovec *iov, size_t n,
+                      const struct rl_reqwrite *w, struct rl_reqplan *p)
+{
+    if (p->act != RL_GATE_GO || p->wake == 0)
+        return;
+    uint64_t now = rl_clock_now_ns();
+    if (now < p->wake)
+        return; /* not yet: sleep on */
+    if (!p->scanned || p->requests == 0 || !rl_reqconn_counting(c)) {
+        p->wake = 0;
+        return;
+    }
+    struct rl_gate_ticket t;
+    uint64_t wake =
+        decide_again(proc, c, iov, n, w, p->wake, now, p->sent, &t);
+    if (wake == UINT64_MAX) {
+        p->act = RL_GATE_FAIL;
+        p->err = t.err;
+        p->wake = 0;
+        return;
+    }
+    p->wake = wake; /* 0: go now */
+}
+
 void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
                      const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p)
@@ -270,8 +334,24 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
     p->scanned = true;
     uint64_t now = rl_clock_now_ns();
     if (c->turn != 0) {
-        /* A turn reserved by an earlier try of these bytes. */
-        if (now < c->turn) {
+        /* A turn reserved by an earlier try of these bytes: at it, a
+         * pause that came meanwhile holds them still (SPEC §12). */
+        uint64_t again = 0;
+        struct rl_gate_ticket t;
+        if (now >= c->turn)
+            again = decide_again(proc, c, iov, n, w, c->turn, now,
+                                 c->turn_sent, &t);
+        if (again == UINT64_MAX) {
+            c->turn = 0;
+            p->act = RL_GATE_FAIL;
+            p->err = t.err;
+            if (t.retry_ns != UINT64_MAX)
+                p->wake = rl_add_sat_u64(now, t.retry_ns);
+            return;
+        }
+        if (now < c->turn || again != 0) {
+            if (again != 0)
+                c->turn = again;
             p->act = RL_GATE_FAIL;
             p->err = EAGAIN;
             p->wake = c->turn;
@@ -279,6 +359,7 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         }
         c->turn = 0;
     }
+    uint8_t nsent = c->nsent;
     struct rl_req_event ev[PLAN_EVENTS];
     size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
     size_t nev = total > PLAN_EVENTS ? PLAN_EVENTS : total;
@@ -304,6 +385,8 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         return;
     if (w->how == RL_REQ_PLAIN) {
         plan_plain(proc, c, w, ev, nev, now, p);
+        p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
+        c->turn_sent = (uint8_t)p->sent;
         return;
     }
     /* (Requests only past those looked at: named by the connection.) */
@@ -314,6 +397,8 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
     plan_whole(proc, c, w, first, k, now, p);
     if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
         record_whole(c, w, first, ev, nev, before, k);
+    p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
+    c->turn_sent = (uint8_t)p->sent;
 }
 
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,

@@ -83,6 +83,7 @@ struct rl_reqconn {
      * comes (CLOCK_MONOTONIC ns; 0: none). */
     uint64_t charged;
     uint64_t turn;
+    uint8_t turn_sent; /* records (sent[]) the requests of `turn` made */
     bool tls_seen;  /* a TLS record went through the socket layer */
     bool tls_owned; /* a TLS layer counts this connection's requests */
     /* A plaintext socket whose stream began with a ClientHello: its client
@@ -123,6 +124,7 @@ struct rl_reqplan {
                       that goes whole: when it could go (hold the
                       socket until then; 0: not known) */
     unsigned requests; /* requests this write charged */
+    unsigned sent;     /* records (sent[]) it made for their answers */
     bool scanned;  /* done must commit (false: the write was not looked at) */
 };
 
@@ -139,6 +141,17 @@ bool rl_reqconn_counting(const struct rl_reqconn *c);
 void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
                      const struct iovec *iov, size_t n,
                      const struct rl_reqwrite *w, struct rl_reqplan *p);
+
+/* A write planned with a later turn (p->wake, GO), at that turn, on a
+ * socket that slept for it: its requests go now unless a pause of their
+ * destination came meanwhile (SPEC §12), which holds them too. Then
+ * p->wake is their new turn after the pause (sleep again, and ask again
+ * then), or p->act is RL_GATE_FAIL (p->err; the requests the plan
+ * charged are charged again by a retry of these bytes). iov and w as
+ * the plan had them. */
+void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,
+                      const struct iovec *iov, size_t n,
+                      const struct rl_reqwrite *w, struct rl_reqplan *p);
 
 /* After the real call took `sent` bytes (< 0: it failed). */
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,

@@ -123,8 +123,22 @@ int rl_request_begin(struct rl_send *s)
         s->len = s->rp.allow;
         s->grant = s->rp.allow;
     }
-    if (s->rp.wake > rl_clock_now_ns())
-        rl_shim_sleep_until(s->rp.wake);
+    while (s->rp.wake != 0) {
+        if (s->rp.wake > rl_clock_now_ns())
+            rl_shim_sleep_until(s->rp.wake);
+        /* At its turn: a pause of its destination that came while it
+         * slept holds it still (SPEC §12). */
+        if (!rl_shim_enter())
+            break;
+        rl_reqconn_again(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
+        rl_shim_leave();
+    }
+    if (s->rp.act == RL_GATE_FAIL) {
+        s->rc = NULL;
+        rl_conntab_release(c);
+        errno = s->rp.err;
+        return -1;
+    }
     errno = saved;
     return 0;
 }

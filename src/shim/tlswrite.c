@@ -196,9 +196,23 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
         return RL_TLSW_FAIL;
     }
     rl_shim_leave();
+    while (!nb && !mem && w->p.wake != 0) {
+        if (w->p.wake > rl_clock_now_ns())
+            rl_shim_sleep_until(w->p.wake);
+        /* At its turn: a pause of its destination that came while it
+         * slept holds it still (SPEC §12). */
+        if (!rl_shim_enter())
+            break;
+        rl_reqconn_again(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
+        rl_shim_leave();
+    }
+    if (w->p.act == RL_GATE_FAIL) {
+        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        rl_tls_denied = session;
+        errno = w->p.err;
+        return RL_TLSW_FAIL;
+    }
     w->c = c;
-    if (!nb && !mem && w->p.wake > rl_clock_now_ns())
-        rl_shim_sleep_until(w->p.wake);
     /* Its ciphertext will name the socket (rl_tlswrite_bind). */
     rl_tls_unbound = e->fd < 0 && e->wire < 0 ? e : NULL;
     errno = saved;

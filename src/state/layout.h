@@ -4,7 +4,8 @@
  * Fixed-width only: uint32_t, uint64_t, 64-bit atomic words and chars; no
  * pointers, no long. One exception, in the arena: a sliding window's first
  * RL_WINDOW_LOCK_WORDS state words hold a robust process-shared
- * pthread_mutex_t (util/ownerlock.c), because only the kernel's robust
+ * pthread_mutex_t (util/ownerlock.c), and so does the pause table's head
+ * (in the fixed part), because only the kernel's robust
  * futex list releases a lock whose holder was killed, at once and in any
  * PID namespace, while its waiters sleep. Its bytes are glibc's ABI for
  * process-shared mutexes (the same in every process of one host's libc);
@@ -17,6 +18,9 @@
  *   struct rl_seg_header                 (RL_SEG_HEADER_SIZE bytes)
  *   struct rl_seg_slot[nslots]           the table, open addressing
  *   struct rl_seg_slot[noverflow]        overflow slots, reserved up front
+ *   (zero padding up to 64 bytes)
+ *   struct rl_seg_pauses                 the pause table (SPEC §12): its
+ *   struct rl_seg_pause[RL_SEG_PAUSES]   head, then its entries
  *   (zero padding up to RL_SEG_ALIGN)    the end of the fixed part
  *   uint64 arena[arena_words]            storage of table slots
  *   uint64 overflow_arena[overflow_words] storage of overflow slots
@@ -68,8 +72,13 @@
  *              RL_FLEET_HOST_*: when Redis last came back, how many hosts
  *              it counted), relaxed loads and stores by any process;
  *   hold_until CLOCK_MONOTONIC ns until which the segment carries
- *              information whatever its last use (the latest end of a
- *              pause in it), only ever moved later, by CAS;
+ *              information whatever its last use: the latest end of any
+ *              pause the pause table has held, only ever moved later (CAS,
+ *              by whoever sets a pause), read by the sweep from the header
+ *              alone;
+ *   npauses, pause_size
+ *              the pause table's entries and their size (RL_SEG_PAUSES,
+ *              sizeof(struct rl_seg_pause)), checked when validated;
  *   pins, pins_lost
  *              the processes that hold something counted here while they
  *              live (a max_open connection): each record pid << 32 | 1
@@ -106,10 +115,12 @@ struct rl_seg_header {
     rl_atomic_u64 fleet[2];  /* the host's fleet words (fleet.h) */
     rl_atomic_u64 hold_until; /* kept until then (ns), whatever its use */
     rl_atomic_u64 pins_lost;  /* pins that found no record */
+    uint32_t npauses;         /* RL_SEG_PAUSES */
+    uint32_t pause_size;      /* sizeof(struct rl_seg_pause) */
     rl_atomic_u64 pins[RL_SEG_PINS][2]; /* pid << 32 | 1, start time */
 };
 
-#define RL_SEG_HEADER_SIZE (160u + 16u * RL_SEG_PINS)
+#define RL_SEG_HEADER_SIZE (168u + 16u * RL_SEG_PINS)
 
 /* A slot's meta word says where its storage is and how far it got:
  *   0                     tag claimed (or not), nothing carved yet
@@ -152,18 +163,48 @@ struct rl_seg_slot {
 struct rl_seg_store {
     char label[RL_STORE_LABEL_MAX];
     rl_atomic_u64 counters[RL_STORE_COUNTERS];
-    /* Requests (SPEC §11, §12): TLS connections whose requests could not
-     * be counted (relaxed adds, like the counters), and the request
-     * budget's pause (a server's Retry-After: paused until, CLOCK_MONOTONIC
-     * ns; the backoff's count of 429/503 in a row). */
+    /* Requests (SPEC §11): TLS connections whose requests could not be
+     * counted (relaxed adds, like the counters). */
     rl_atomic_u64 tls_unseen;
-    rl_atomic_u64 paused_until;
-    rl_atomic_u64 backoff;
 };
 
-/* 216: with a token bucket's word, one budget is four lines of 64 bytes. */
-#define RL_SEG_STORE_SIZE 216u
+/* 200: with a token bucket's word, one budget is four lines of 64 bytes. */
+#define RL_SEG_STORE_SIZE 200u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
+/* The pause table (SPEC §12; policy/pauses.c reads and writes it): a
+ * pause belongs to one destination of one section and user, never to a
+ * budget, so it is kept apart from the budgets, in a bounded table of its
+ * own in the fixed part (allocated with the file: setting a pause never
+ * needs room). Its head holds the insert lock (a robust process-shared
+ * mutex, util/ownerlock.h, in RL_WINDOW_LOCK_WORDS words); an entry is
+ *   key      hash of (section, user, destination name); 0: never used,
+ *            1: being re-keyed under the lock. Lock-free readers load it
+ *            (acquire) before and after the others and trust them only
+ *            when it did not change;
+ *   until    paused until: CLOCK_MONOTONIC ns, its lowest bit saying why
+ *            (1: the backoff, 0: a Retry-After), only ever moved later;
+ *   backoff  429/503 without Retry-After in a row (0: none);
+ *   rule     the section's index in the config, + 1 (for `rlshim stat`);
+ *   label    "USER|NAME", cut to fit (for `rlshim stat`).
+ * Every write is made under the lock; when the entries near a key's home
+ * are all taken, the one whose pause ends first gives way. */
+#define RL_SEG_PAUSES 1024u
+#define RL_SEG_PAUSE_LABEL 96u
+struct rl_seg_pauses {
+    rl_atomic_u64 lock[RL_WINDOW_LOCK_WORDS];
+    rl_atomic_u64 said; /* "the table is full" said once */
+    rl_atomic_u64 pad;
+};
+struct rl_seg_pause {
+    rl_atomic_u64 key;
+    rl_atomic_u64 until;
+    rl_atomic_u64 backoff;
+    rl_atomic_u64 rule;
+    rl_atomic_u64 label[RL_SEG_PAUSE_LABEL / 8];
+};
+#define RL_SEG_PAUSES_HEAD_SIZE 64u
+#define RL_SEG_PAUSE_SIZE 128u
+
 /* Storage is carved in lines of 64 bytes: two users' words never share a
  * cache line. */
 #define RL_SEG_CARVE_WORDS 8u
@@ -186,7 +227,14 @@ _Static_assert(offsetof(struct rl_seg_header, max_period_ns) == 112, "period");
 _Static_assert(offsetof(struct rl_seg_header, last_used) == 120, "last used");
 _Static_assert(offsetof(struct rl_seg_header, fleet) == 128, "fleet");
 _Static_assert(offsetof(struct rl_seg_header, hold_until) == 144, "hold");
-_Static_assert(offsetof(struct rl_seg_header, pins) == 160, "pins");
+_Static_assert(offsetof(struct rl_seg_header, npauses) == 160, "pauses");
+_Static_assert(offsetof(struct rl_seg_header, pins) == 168, "pins");
+_Static_assert(sizeof(struct rl_seg_pauses) == RL_SEG_PAUSES_HEAD_SIZE,
+               "the pause table's head is part of the layout version");
+_Static_assert(sizeof(struct rl_seg_pause) == RL_SEG_PAUSE_SIZE &&
+                   offsetof(struct rl_seg_pause, until) == 8 &&
+                   offsetof(struct rl_seg_pause, label) == 32,
+               "a pause entry is part of the layout version");
 _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_slot, tag) == 0, "tag");
@@ -195,9 +243,6 @@ _Static_assert(offsetof(struct rl_seg_store, tls_unseen) ==
                    offsetof(struct rl_seg_store, counters) +
                        8 * RL_STORE_COUNTERS,
                "store.h reaches the request words after the counters");
-_Static_assert(offsetof(struct rl_seg_store, backoff) ==
-                   offsetof(struct rl_seg_store, paused_until) + 8,
-               "store.h's pause words: paused until, then the backoff");
 _Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
                "storage head size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");
@@ -218,14 +263,24 @@ static inline uint64_t rl_seg_carve(uint64_t nwords)
            RL_SEG_CARVE_WORDS;
 }
 
-/* The bytes of the fixed part (header and slot tables, padded): where the
- * arena starts. 0 when the geometry is out of bounds. */
+/* Where the pause table starts: after the slot tables, on a line of 64
+ * bytes. */
+static inline uint64_t rl_seg_pauses_off(uint64_t nslots, uint64_t noverflow)
+{
+    uint64_t b = RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE;
+    return (b + 63) / 64 * 64;
+}
+
+/* The bytes of the fixed part (header, slot tables and the pause table,
+ * padded): where the arena starts. 0 when the geometry is out of bounds. */
 static inline uint64_t rl_seg_fixed_size(uint64_t nslots, uint64_t noverflow)
 {
     if (nslots == 0 || noverflow == 0 || nslots > UINT32_MAX ||
         noverflow > UINT32_MAX)
         return 0;
-    uint64_t b = RL_SEG_HEADER_SIZE + (nslots + noverflow) * RL_SEG_SLOT_SIZE;
+    uint64_t b = rl_seg_pauses_off(nslots, noverflow) +
+                 RL_SEG_PAUSES_HEAD_SIZE +
+                 (uint64_t)RL_SEG_PAUSES * RL_SEG_PAUSE_SIZE;
     return (b + RL_SEG_ALIGN - 1) / RL_SEG_ALIGN * RL_SEG_ALIGN;
 }
 

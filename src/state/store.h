@@ -139,19 +139,16 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
     rl_add_relaxed_u64(&sl->counters[kind * RL_STORE_STATS_PER_KIND + stat], n);
 }
 
-/* The slot's request words after its counters (layout.h's struct
+/* The slot's request word after its counters (layout.h's struct
  * rl_seg_store, shared or kept in the process alike). */
 #define RL_STORE_TLS_UNSEEN RL_STORE_COUNTERS
-#define RL_STORE_PAUSED_UNTIL (RL_STORE_COUNTERS + 1)
-#define RL_STORE_BACKOFF (RL_STORE_COUNTERS + 2)
 
-/* The request budget's pause (SPEC §12): two words, [0] paused until
- * (CLOCK_MONOTONIC ns of this boot; 0: never paused) and [1] the count of
- * 429/503 in a row (the backoff). policy/pause.h reads and moves them. */
-static inline rl_atomic_u64 *rl_store_pause_words(const struct rl_slot *sl)
-{
-    return &sl->counters[RL_STORE_PAUSED_UNTIL];
-}
+/* The pause table of s (layout.h's struct rl_seg_pauses, its entries
+ * after it; policy/pauses.h reads and writes it): *n entries, and the
+ * header's word of the latest end of any pause (*end). */
+struct rl_seg_pauses;
+struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n,
+                                      rl_atomic_u64 **end);
 
 /* One more TLS connection whose requests the shim cannot see (SPEC §11):
  * relaxed, like the counters. */
@@ -208,7 +205,6 @@ struct rl_slot_info {
     char label[RL_STORE_LABEL_MAX];
     uint64_t counters[RL_STORE_COUNTERS];
     uint64_t tls_unseen; /* TLS connections whose requests were not seen */
-    uint64_t paused_until; /* the request budget's pause (ns; 0: none) */
     uint32_t nwords;
     bool overflow; /* one of the overflow slots */
 };

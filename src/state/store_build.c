@@ -69,6 +69,8 @@ static void init_header(void *map, uint64_t size,
     h->boot_id[0] = boot[0];
     h->boot_id[1] = boot[1];
     h->max_period_ns = g->max_period_ns;
+    h->npauses = RL_SEG_PAUSES;
+    h->pause_size = RL_SEG_PAUSE_SIZE;
     rl_store_relaxed_u64(&h->last_used, rl_clock_coarse_ns());
     /* Pairs with the acquire load of `ready` in rl_seg_header_ok: every
      * field above is visible to whoever sees READY. */
@@ -82,7 +84,8 @@ bool rl_seg_header_ok(struct rl_seg_header *h, uint64_t size)
         return false;
     if (h->magic != RL_LAYOUT_MAGIC || h->version != RL_LAYOUT_VERSION ||
         h->header_size != RL_SEG_HEADER_SIZE ||
-        h->slot_size != RL_SEG_SLOT_SIZE)
+        h->slot_size != RL_SEG_SLOT_SIZE || h->npauses != RL_SEG_PAUSES ||
+        h->pause_size != RL_SEG_PAUSE_SIZE)
         return false;
     return h->total_size == size &&
            rl_seg_size(h->nslots, h->noverflow, h->arena_words,

@@ -479,6 +479,16 @@ rl_atomic_u64 *rl_store_fleet_words(struct rl_store *s)
     return s->hdr->fleet;
 }
 
+struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n,
+                                      rl_atomic_u64 **end)
+{
+    *n = RL_SEG_PAUSES;
+    *end = &s->hdr->hold_until;
+    return (struct rl_seg_pauses *)((unsigned char *)s->hdr +
+                                    rl_seg_pauses_off(s->nslots,
+                                                      s->noverflow));
+}
+
 bool rl_store_is_stale(const struct rl_store *s)
 {
     struct rl_seg_header *h = s->hdr;

@@ -503,7 +503,6 @@ int rl_store_each(struct rl_store *s,
         for (unsigned c = 0; c < RL_STORE_COUNTERS; c++)
             info.counters[c] = rl_load_relaxed_u64(&slot.counters[c]);
         info.tls_unseen = rl_load_relaxed_u64(&st->tls_unseen);
-        info.paused_until = rl_load_relaxed_u64(&st->paused_until);
         info.nwords = slot.nwords;
         r = fn(&info, &slot, arg);
         if (r)

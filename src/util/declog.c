@@ -259,6 +259,8 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
     }
     if (r->status != 0)
         putf(&o, ",\"status\":", r->status);
+    if (r->moved_ns != 0)
+        putf(&o, ",\"moved_ns\":", r->moved_ns);
     /* Last: what a program wrote can be long, and a cut keeps the fields
      * every reader needs. */
     if (r->method != NULL) {

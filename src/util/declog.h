@@ -63,6 +63,11 @@ struct rl_declog_rec {
     /* A response's status (verdict pause), written as "status" after
      * reason; 0: not written. */
     unsigned status;
+    /* A request given a turn earlier, decided again at that turn because
+     * a pause of its destination came meanwhile (SPEC §12): the earlier
+     * turn (its line's mono_ns + wait_ns), which it did not go at,
+     * written as "moved_ns" after status; 0: not written. */
+    uint64_t moved_ns;
 };
 
 /* A request's method and target are cut at this many bytes (SPEC §11). */

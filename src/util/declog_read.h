@@ -25,6 +25,9 @@ struct rl_declog_entry {
     char reason[16];
     /* verdict pause (a response that paused its budget): its status. */
     uint64_t status;
+    /* A request decided again at its turn (a pause came meanwhile): that
+     * earlier turn, which it did not go at; 0: none. */
+    uint64_t moved_ns;
 };
 
 /* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when

@@ -196,10 +196,14 @@ Test(pause, a_site_and_the_rule_each_hold_their_pause)
                  "[site:every]\nper = destination\n"
                  "request = 100/s\n");
     answer("a.example", 429, true, 10 * S, T0);
-    /* The site's budget for a.example: 10 s; the rule's: cut at 2 s;
-     * a.example waits for the later. */
+    /* The site's pause of a.example: 10 s; the rule's: cut at 2 s;
+     * a.example waits for the later. b.example shares the rule's budget
+     * but not its pause (SPEC §12): it goes. */
     expect_paused("a.example", T0, 10 * S, "retry_after");
-    expect_paused("b.example", T0, 2 * S, "retry_after");
+    cr_expect_eq(ask("b.example", T0), RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 0);
+    /* After the site's pause is over the rule's is too. */
+    cr_expect_eq(ask("a.example", T0 + 10 * S), RL_GATE_GO);
 }
 
 Test(pause, delay_mode_waits_for_the_end_of_the_pause)
@@ -384,8 +388,10 @@ Test(pause, stat_shows_a_rules_pause)
     cr_expect_null(strstr(out, "paused"), "%s", out);
     answer("a.example", 503, false, 0, rl_clock_now_ns());
     stat_of(text, out, sizeof out);
-    cr_expect(strstr(out, "user:tester        paused until ") != NULL, "%s",
-              out);
+    /* The pause is the destination's, not the rule's (SPEC §12). */
+    cr_expect(strstr(out, "user:tester        dest a.example paused until ") !=
+                  NULL,
+              "%s", out);
     cr_expect(strstr(out, "s more, backoff)") != NULL, "%s", out);
 }
 
@@ -408,4 +414,85 @@ Test(pause, a_paused_destination_keeps_its_budget_in_a_full_table)
     }
     uint64_t now = T0 + 10 * S + 400 * S;
     expect_paused("a.example", now, T0 + 600 * S - now, "retry_after");
+}
+
+/* A request given a later turn before the 429 came is held by the pause
+ * at that turn (SPEC §12): decided again, it takes a turn after the
+ * pause; with no pause, it goes at its turn with nothing taken again. */
+Test(pause, a_turn_reserved_before_the_answer_is_held_by_the_pause)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                 "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_gate_req q = req("a.example");
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 500 * MS, "the second's turn: T0 + 0.5 s");
+    /* Nothing came: at its turn it goes, and takes nothing more. */
+    cr_assert_eq(rl_gate_request_again(&proc, &t, T0 + 500 * MS,
+                                       T0 + 500 * MS, &q),
+                 RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 0);
+    cr_expect_eq(t.ncharges, 0);
+    cr_assert_eq(ask("a.example", T0 + 500 * MS), RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 500 * MS, "its turn: T0 + 1 s");
+    /* The first's answer: 429, Retry-After 3 s, at T0 + 0.1 s. */
+    answer("a.example", 429, true, 3 * S, T0 + 100 * MS);
+    cr_assert_eq(rl_gate_request_again(&proc, &t, T0 + 1 * S, T0 + 1 * S, &q),
+                 RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 2100 * MS, "held to the pause's end, T0 + 3.1 s");
+    cr_expect_eq(t.moved_ns, T0 + 1 * S);
+    cr_assert_not_null(t.reason);
+    cr_expect_str_eq(t.reason, "retry_after");
+    /* Another name, sharing the budget, is not held by it. */
+    struct rl_gate_req qb = req("b.example");
+    cr_assert_eq(rl_gate_request_again(&proc, &t, T0 + 1 * S, T0 + 1 * S,
+                                       &qb),
+                 RL_GATE_GO);
+    cr_expect_eq(t.wait_ns, 0);
+}
+
+/* In fail mode (or past max_delay) the held request fails at its turn. */
+Test(pause, a_reserved_turn_the_pause_outlasts_max_delay_fails)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 2s\n"
+                 "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_gate_req q = req("a.example");
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    answer("a.example", 429, true, 60 * S, T0 + 100 * MS);
+    cr_expect_eq(rl_gate_request_again(&proc, &t, T0 + 500 * MS,
+                                       T0 + 500 * MS, &q),
+                 RL_GATE_FAIL);
+}
+
+/* The pause table is bounded: 1,100 names paused (more than it holds)
+ * lose some of their own pauses, the earliest to end first, and never
+ * pause a name that got no 429. */
+Test(pause, a_full_pause_table_drops_the_pause_that_ends_first)
+{
+    /* A burst no check below can spend: only pauses refuse. */
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = fail\n[user:tester]\nrequest = 1/s\n"
+                 "request_burst = 100000\n");
+    char name[32];
+    /* good.example's pause ends last of all: it is kept. */
+    answer("good.example", 429, true, 500 * S, T0);
+    for (int i = 0; i < 1100; i++) {
+        snprintf(name, sizeof name, "evil%d.example", i);
+        answer(name, 429, true, (uint64_t)(100 + i % 300) * S, T0);
+    }
+    expect_paused("good.example", T0 + 1 * S, 499 * S, "retry_after");
+    unsigned kept = 0;
+    for (int i = 0; i < 1100; i++) {
+        snprintf(name, sizeof name, "evil%d.example", i);
+        kept += ask(name, T0 + 1 * S) == RL_GATE_FAIL;
+    }
+    cr_expect_leq(kept, 1024, "more pauses kept than the table holds");
+    cr_expect_geq(kept, 900, "only %u of 1,100 pauses kept", kept);
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "never%d.example", i);
+        cr_expect_eq(ask(name, T0 + 1 * S), RL_GATE_GO, "%s paused", name);
+    }
 }

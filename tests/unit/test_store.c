@@ -159,7 +159,7 @@ static void write_at(const char *path, off_t off, const void *p, size_t n)
 
 Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 {
-    cr_assert_eq(sizeof(struct rl_seg_header), 672);
+    cr_assert_eq(sizeof(struct rl_seg_header), 680);
     cr_assert_eq(offsetof(struct rl_seg_header, magic), 0);
     cr_assert_eq(offsetof(struct rl_seg_header, version), 8);
     cr_assert_eq(offsetof(struct rl_seg_header, header_size), 12);
@@ -181,10 +181,17 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, fleet), 128);
     cr_assert_eq(offsetof(struct rl_seg_header, hold_until), 144);
     cr_assert_eq(offsetof(struct rl_seg_header, pins_lost), 152);
-    cr_assert_eq(offsetof(struct rl_seg_header, pins), 160);
+    cr_assert_eq(offsetof(struct rl_seg_header, npauses), 160);
+    cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 164);
+    cr_assert_eq(offsetof(struct rl_seg_header, pins), 168);
     cr_assert_eq(RL_SEG_PINS, 32);
     cr_assert_eq(RL_LAYOUT_VERSION, 7,
-                 "what keeps a segment from the sweep in its header (SPEC §5)");
+                 "what keeps a segment from the sweep, and the pause table of "
+                 "its own, in the fixed part (SPEC §5, §12)");
+    cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
+    cr_assert_eq(sizeof(struct rl_seg_pause), 128);
+    cr_assert_eq(RL_SEG_PAUSES, 1024);
+    cr_assert_eq(rl_seg_pauses_off(2, 1), 768, "680 + 3 * 16, on 64 bytes");
     /* A window's lock words hold a pthread_mutex_t (layout.h). */
     cr_assert_eq(RL_WINDOW_LOCK_WORDS, 6);
     cr_assert_eq(RL_WINDOW_STATE_WORDS, 9);
@@ -192,13 +199,11 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 216);
+    cr_assert_eq(sizeof(struct rl_seg_store), 200);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 16, "4 kinds (request: SPEC §11) x 4 stats");
     cr_assert_eq(offsetof(struct rl_seg_store, tls_unseen), 192);
-    cr_assert_eq(offsetof(struct rl_seg_store, paused_until), 200);
-    cr_assert_eq(offsetof(struct rl_seg_store, backoff), 208);
     cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
     cr_assert_eq(RL_SEG_ALIGN, 4096);
     cr_assert_eq(RL_META_PENDING, 1ull << 39);
@@ -207,16 +212,26 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
-    cr_assert_eq(rl_seg_fixed_size(2, 1), 4096);
-    cr_assert_eq(rl_seg_fixed_size(256, 1), 8192, "672 + 257 * 16 bytes");
-    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 4096 + 15 * 8);
+    cr_assert_eq(offsetof(struct rl_seg_header, hold_until), 144);
+    cr_assert_eq(offsetof(struct rl_seg_header, pins_lost), 152);
+    cr_assert_eq(offsetof(struct rl_seg_header, npauses), 160);
+    cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 164);
+    cr_assert_eq(offsetof(struct rl_seg_header, pins), 168);
+    cr_assert_eq(RL_SEG_PINS, 32);
+    cr_assert_eq(RL_LAYOUT_VERSION, 7,
+                 "what keeps a segment from the sweep, and the pause table of "
+                 "its own, in the fixed part (SPEC §5, §12)");
+    cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
+    cr_assert_eq(sizeof(struct rl_seg_pause), 128);
+    cr_assert_eq(RL_SEG_PAUSES, 1024);
+    cr_assert_eq(rl_seg_pauses_off(2, 1), 768, "680 + 3 * 16, on 64 bytes");
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
     cr_assert_eq(rl_seg_carve(1), 32,
-                 "label, counters (2 lines), request words, a word: 4 lines");
-    cr_assert_eq(rl_seg_carve(5), 32);
-    cr_assert_eq(rl_seg_carve(6), 40);
+                 "label, counters (2 lines), request word, a word: 4 lines");
+    cr_assert_eq(rl_seg_carve(7), 32);
+    cr_assert_eq(rl_seg_carve(8), 40);
 }
 
 /* ---- creation and slots ------------------------------------------------ */
@@ -541,7 +556,7 @@ Test(store, a_claim_in_a_full_state_dir_gets_a_budget_of_this_process_only)
         cr_skip_test("mounting a tmpfs needs root");
     snprintf(mnt, sizeof mnt, "%s/full", dir);
     cr_assert_eq(mkdir(mnt, 0700), 0);
-    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=256k"), 0, "%s",
                  strerror(errno));
     o.dir = mnt;
     cr_assert_eq(rl_store_open(&s, &o, NULL, 0), 0);
@@ -651,7 +666,7 @@ Test(store, without_madvise_a_claim_in_a_full_state_dir_is_kept_here)
         cr_skip_test("mounting a tmpfs needs root");
     snprintf(mnt, sizeof mnt, "%s/full", dir);
     cr_assert_eq(mkdir(mnt, 0700), 0);
-    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=64k"), 0, "%s",
+    cr_assert_eq(mount("tmpfs", mnt, "tmpfs", 0, "size=256k"), 0, "%s",
                  strerror(errno));
     no_populate();
     o.dir = mnt;

@@ -17,12 +17,24 @@ struct ev {
     const char *dest;
     const char *user;
     uint64_t wait_us;
+    uint64_t moved_us; /* the turn it gave up (a pause moved it); 0: none */
 };
 
 static const char *build_dir(void)
 {
     const char *b = getenv("RLSHIM_BUILD");
     return b != NULL ? b : "build";
+}
+
+/* ",\"moved_ns\":N" for an event that gave up a turn, else "". */
+static const char *moved(const struct ev *e)
+{
+    static char buf[64];
+    buf[0] = '\0';
+    if (e->moved_us != 0)
+        snprintf(buf, sizeof buf, ",\"moved_ns\":%llu",
+                 (unsigned long long)(e->moved_us * 1000 + 5000000000ull));
+    return buf;
 }
 
 static char *write_log(const struct ev *ev, size_t n, const char *limit)
@@ -38,12 +50,12 @@ static char *write_log(const struct ev *ev, size_t n, const char *limit)
                 "\"pid\":1,\"tid\":1,\"user\":\"%s\",\"rule\":\"r\","
                 "\"site\":null,\"dest\":{\"name\":\"%s\",\"port\":80},"
                 "\"call\":\"connect\",\"limit\":\"%s\",\"units\":%u,"
-                "\"verdict\":\"%s\",\"wait_ns\":%llu}\n",
+                "\"verdict\":\"%s\",\"wait_ns\":%llu%s}\n",
                 (unsigned long long)(ev[i].us * 1000 + 5000000000ull),
                 ev[i].user ? ev[i].user : "u", ev[i].dest ? ev[i].dest : "h",
                 limit, ev[i].units ? ev[i].units : 1,
                 ev[i].verdict ? ev[i].verdict : "allow",
-                (unsigned long long)ev[i].wait_us * 1000);
+                (unsigned long long)ev[i].wait_us * 1000, moved(&ev[i]));
     fclose(f);
     return path;
 }
@@ -474,14 +486,14 @@ Test(verify, a_request_that_went_during_a_pause_fails_and_is_shown)
     unlink(log);
 }
 
-/* A request decided before the answer came is not held back by it (it
- * was asleep for its turn), nor is one decided after the pause ended. */
-Test(verify, requests_decided_before_or_after_a_pause_are_not_its)
+/* A request decided before the answer came that went before it, and one
+ * decided after the pause ended, are not its. */
+Test(verify, requests_gone_before_or_decided_after_a_pause_are_not_its)
 {
     struct ev ev[] = {
-        {900000, 0, "delay", NULL, NULL, 500000}, /* went at 1.4 s */
+        {900000, 0, "delay", NULL, NULL, 50000}, /* went at 0.95 s */
         {1000000, 0, "pause", NULL, NULL, 2000000},
-        {3000000, 0, "allow"},                    /* at the end: went */
+        {3000000, 0, "allow"},                   /* at the end: went */
     };
     char *log = write_log(ev, 3, "request");
     char out[8192];
@@ -492,5 +504,41 @@ Test(verify, requests_decided_before_or_after_a_pause_are_not_its)
                  0, "%s", out);
     cr_assert(strstr(out, "2 request units allowed in 2 lines") != NULL, "%s",
               out);
+    unlink(log);
+}
+
+/* A request given its turn before the answer came, a turn inside the
+ * pause, is held too (SPEC §12): going at that turn breaks the pause
+ * (what a queued request did before the shim held it). */
+Test(verify, a_queued_request_that_went_at_its_turn_inside_a_pause_fails)
+{
+    struct ev ev[] = {
+        {900000, 0, "delay", NULL, NULL, 600000}, /* its turn: 1.5 s */
+        {1000000, 0, "pause", NULL, NULL, 2000000},
+    };
+    char *log = write_log(ev, 2, "request");
+    char out[8192];
+    cr_assert_eq(obeyed(out, sizeof out, log), 1, "%s", out);
+    cr_assert(strstr(out, "  1: {") != NULL, "%s", out);
+    unlink(log);
+}
+
+/* Decided again at that turn and moved past the pause (its line's
+ * moved_ns is the turn it gave up): the first turn did not go. */
+Test(verify, a_queued_request_moved_past_the_pause_obeys_it)
+{
+    struct ev ev[] = {
+        {900000, 0, "delay", NULL, NULL, 600000}, /* its turn: 1.5 s */
+        {1000000, 0, "pause", NULL, NULL, 2000000},
+        {1500000, 0, "delay", NULL, NULL, 1500000, 1500000}, /* at 3 s */
+    };
+    char *log = write_log(ev, 3, "request");
+    char out[8192];
+    cr_assert_eq(obeyed(out, sizeof out, log), 0, "%s", out);
+    /* Moved to a turn still inside the pause: broken again. */
+    ev[2].wait_us = 1000000;
+    log = write_log(ev, 3, "request");
+    cr_assert_eq(obeyed(out, sizeof out, log), 1, "%s", out);
+    cr_assert(strstr(out, "  3: {") != NULL, "%s", out);
     unlink(log);
 }

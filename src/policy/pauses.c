@@ -1,0 +1,182 @@
+/* pauses.c — the pause table (see pauses.h and state/layout.h). */
+#include "policy/pauses.h"
+
+#include <string.h>
+
+#include "state/layout.h"
+#include "util/atomics.h"
+#include "util/hash.h"
+#include "util/ownerlock.h"
+
+#define KEY_FREE 0u
+#define KEY_BUSY 1u
+#define KEY_MIN 2u
+/* Entries looked at from a key's home: a key is always in its window. */
+#define WINDOW 16u
+
+void rl_pauses_of(struct rl_store *st, struct rl_pauses *out)
+{
+    out->head = rl_store_pauses(st, &out->n, &out->end);
+    out->e = (struct rl_seg_pause *)((unsigned char *)out->head +
+                                     RL_SEG_PAUSES_HEAD_SIZE);
+}
+
+uint64_t rl_pauses_key(uint64_t rule, const char *user, const char *name,
+                       size_t namelen)
+{
+    uint64_t k = rl_hash_u64(rl_hash_str(RL_HASH_INIT, "#pause"), rule);
+    k = rl_hash_bytes(rl_hash_str(k, user), name, namelen);
+    return k < KEY_MIN ? k + KEY_MIN : k;
+}
+
+static struct rl_seg_pause *at(const struct rl_pauses *p, uint64_t key,
+                               uint32_t i)
+{
+    uint64_t home = key * 0x9e3779b97f4a7c15ull >> 20;
+    return &p->e[(home + i) & (p->n - 1)];
+}
+
+/* An entry of `key` takes the first never-used entry of its window, or
+ * one that was in use: the never-used entries of a window only ever come
+ * after the used ones, so a look-up stops at the first. */
+uint64_t rl_pauses_get(const struct rl_pauses *p, uint64_t key,
+                       uint64_t *backoff)
+{
+    for (uint32_t i = 0; i < WINDOW; i++) {
+        struct rl_seg_pause *e = at(p, key, i);
+        /* Pairs with the release stores of set_key: the words read after
+         * a key seen twice are that key's. */
+        uint64_t k = rl_load_acquire_u64(&e->key);
+        if (k == KEY_FREE)
+            return 0;
+        if (k != key)
+            continue;
+        uint64_t u = rl_load_acquire_u64(&e->until);
+        uint64_t b = rl_load_relaxed_u64(&e->backoff);
+        if (rl_load_acquire_u64(&e->key) != key)
+            return 0; /* re-keyed meanwhile: its pause gave way */
+        if (backoff != NULL)
+            *backoff = b;
+        return u;
+    }
+    return 0;
+}
+
+static uint64_t end_of(uint64_t word)
+{
+    return word & ~1ull;
+}
+
+/* Under the lock: the entry of s->key, or a new one for it (the first
+ * never used, else one whose pause and backoff are over, else the one
+ * whose pause ends first), re-keyed. */
+static struct rl_seg_pause *find_or_make(struct rl_pauses *p,
+                                         const struct rl_pause_set *s)
+{
+    struct rl_seg_pause *victim = NULL;
+    uint64_t victim_end = UINT64_MAX;
+    for (uint32_t i = 0; i < WINDOW; i++) {
+        struct rl_seg_pause *e = at(p, s->key, i);
+        uint64_t k = rl_load_relaxed_u64(&e->key);
+        if (k == s->key)
+            return e;
+        if (k == KEY_FREE) {
+            victim = e;
+            break;
+        }
+        uint64_t end = end_of(rl_load_relaxed_u64(&e->until));
+        if (end <= s->now && rl_load_relaxed_u64(&e->backoff) == 0)
+            end = 0; /* carries nothing: the first such goes first */
+        if (end < victim_end) {
+            victim = e;
+            victim_end = end;
+        }
+    }
+    /* Busy first, its words next (a reader that saw the old key and
+     * loads them finds the key changed after), then the new key. */
+    rl_store_relaxed_u64(&victim->key, KEY_BUSY);
+    rl_store_release_u64(&victim->until, 0);
+    rl_store_relaxed_u64(&victim->backoff, 0);
+    rl_store_relaxed_u64(&victim->rule, s->rule);
+    uint64_t lw[RL_SEG_PAUSE_LABEL / 8] = {0};
+    size_t l = strlen(s->label);
+    memcpy(lw, s->label, l < sizeof lw - 1 ? l : sizeof lw - 1);
+    for (unsigned j = 0; j < RL_SEG_PAUSE_LABEL / 8; j++)
+        rl_store_relaxed_u64(&victim->label[j], lw[j]);
+    rl_store_release_u64(&victim->key, s->key);
+    return victim;
+}
+
+int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
+                  uint64_t *n)
+{
+    rl_word *lock = (rl_word *)p->head->lock;
+    if (rl_ownerlock_lock(lock) == RL_LOCK_BUSY)
+        return -1;
+    struct rl_seg_pause *e = find_or_make(p, s);
+    if (s->count) {
+        uint64_t b = rl_load_relaxed_u64(&e->backoff) + 1;
+        rl_store_relaxed_u64(&e->backoff, b);
+        if (n != NULL)
+            *n = b - 1;
+    }
+    bool moved = false;
+    if (s->until != 0 &&
+        end_of(rl_load_relaxed_u64(&e->until)) < end_of(s->until)) {
+        rl_store_release_u64(&e->until, s->until);
+        moved = true;
+    }
+    rl_ownerlock_unlock(lock);
+    /* The segment's latest end, for the sweep (layout.h). */
+    uint64_t seen = rl_load_relaxed_u64(p->end);
+    while (moved && seen < end_of(s->until) &&
+           !rl_cas_acq_rel_u64(p->end, &seen, end_of(s->until)))
+        ;
+    return moved ? 1 : 0;
+}
+
+void rl_pauses_backoff_end(struct rl_pauses *p, uint64_t key)
+{
+    uint64_t b = 0;
+    rl_pauses_get(p, key, &b);
+    if (b == 0)
+        return; /* the common case: nothing to end, no lock */
+    rl_word *lock = (rl_word *)p->head->lock;
+    if (rl_ownerlock_lock(lock) == RL_LOCK_BUSY)
+        return;
+    for (uint32_t i = 0; i < WINDOW; i++) {
+        struct rl_seg_pause *e = at(p, key, i);
+        uint64_t k = rl_load_relaxed_u64(&e->key);
+        if (k == KEY_FREE)
+            break;
+        if (k == key) {
+            rl_store_relaxed_u64(&e->backoff, 0);
+            break;
+        }
+    }
+    rl_ownerlock_unlock(lock);
+}
+
+void rl_pauses_each(const struct rl_pauses *p, uint64_t now,
+                    void (*fn)(uint64_t rule, const char *label,
+                               uint64_t until, void *arg),
+                    void *arg)
+{
+    for (uint32_t i = 0; i < p->n; i++) {
+        struct rl_seg_pause *e = &p->e[i];
+        uint64_t k = rl_load_acquire_u64(&e->key);
+        if (k < KEY_MIN)
+            continue;
+        uint64_t u = rl_load_acquire_u64(&e->until);
+        uint64_t rule = rl_load_relaxed_u64(&e->rule);
+        uint64_t lw[RL_SEG_PAUSE_LABEL / 8 + 1] = {0};
+        for (unsigned j = 0; j < RL_SEG_PAUSE_LABEL / 8; j++)
+            lw[j] = rl_load_relaxed_u64(&e->label[j]);
+        if (rl_load_acquire_u64(&e->key) != k || end_of(u) <= now)
+            continue;
+        char label[sizeof lw];
+        memcpy(label, lw, sizeof lw);
+        label[sizeof label - 1] = '\0';
+        fn(rule, label, u, arg);
+    }
+}

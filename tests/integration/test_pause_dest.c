@@ -1,0 +1,212 @@
+/* A pause belongs to the destination that asked (SPEC §12), measured at
+ * the server: one server on 127.0.0.1 (tests/integration/servers/
+ * http_status.py), reached under several names by the Host header each
+ * request carries (the name a request is charged to, SPEC §11). A 429
+ * from one name holds no request to another, under a budget the names
+ * share and under a full per-destination table; and a pause holds the
+ * requests already queued for their turn (8 python threads). */
+#include "harness.h"
+
+static struct server st;
+static struct run r;
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&st, "http_status.py");
+}
+
+static void teardown(void)
+{
+    h_server_stop(&st);
+    h_teardown();
+}
+
+TestSuite(pause_dest, .init = setup, .fini = teardown, .timeout = 90);
+
+/* argv[1] = the server's port; then NAME PATH pairs, each one GET on one
+ * session with `Host: NAME`; "error NAME" for one the shim refused. */
+static const char by_host_py[] =
+    "import requests, sys\n"
+    "port = sys.argv[1]\n"
+    "s = requests.Session()\n"
+    "a = sys.argv[2:]\n"
+    "for name, path in zip(a[0::2], a[1::2]):\n"
+    "    try:\n"
+    "        s.get('http://127.0.0.1:%s%s' % (port, path),\n"
+    "              headers={'Host': name}, timeout=5).content\n"
+    "    except Exception as e:\n"
+    "        print('error', name, flush=True)\n";
+
+static void run_by_host(char *const *pairs, int npairs)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[200];
+    int n = 0;
+    argv[n++] = "/usr/bin/python3";
+    argv[n++] = "-c";
+    argv[n++] = (char *)by_host_py;
+    argv[n++] = port;
+    for (int i = 0; i < 2 * npairs && n < 198; i++)
+        argv[n++] = pairs[i];
+    argv[n] = NULL;
+    h_run(&r, true, 60, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+}
+
+/* Requests the server answered whose path starts with `path`. */
+static int seen(const char *path)
+{
+    int n = h_server_count(&st, "REQ"), k = 0;
+    for (int i = 0; i < n; i++) {
+        char line[512], m[32], p[200];
+        h_server_line(&st, "REQ", i, line, sizeof line);
+        if (sscanf(line, "REQ %*f %31s %199s", m, p) == 2 &&
+            strncmp(p, path, strlen(path)) == 0)
+            k++;
+    }
+    return k;
+}
+
+/* Delay mode with a max_delay far below the server's 600 s: a request
+ * its pause held fails (ETIMEDOUT: a client told EAGAIN would wait for
+ * its socket, held until the pause's end) and never reaches the server. */
+#define DELAY_HEAD                                                          \
+    "[rlshim]\nerrno = ETIMEDOUT\non_deny = delay\nmax_delay = 10s\n"
+
+/* (a) One budget for every name (no `per`): evil.test's 429 with a
+ * Retry-After of 600 s holds evil.test, and no request to good.test. */
+Test(pause_dest, a_429_holds_its_name_not_the_others_of_a_shared_budget)
+{
+    h_config_write(DELAY_HEAD "[default]\nrequest = 10/s\n");
+    char *pairs[] = {"evil.test", "/s/429/600", "good.test", "/ok/good/1",
+                     "good.test", "/ok/good/2", "good.test", "/ok/good/3",
+                     "evil.test", "/ok/evil/again"};
+    run_by_host(pairs, 5);
+    usleep(200 * 1000);
+    cr_log_info("shared budget: good.test %d of 3, evil.test again %d of 0",
+                seen("/ok/good/"), seen("/ok/evil/"));
+    cr_expect_eq(seen("/s/429/600"), 1);
+    cr_expect_eq(seen("/ok/good/"), 3,
+                 "good.test: %d of its 3 requests reached the server\n%s",
+                 seen("/ok/good/"), r.out);
+    cr_expect_eq(seen("/ok/evil/"), 0, "evil.test's pause did not hold it");
+    cr_expect(strstr(r.out, "error evil.test") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "error good.test") == NULL, "%s", r.out);
+}
+
+/* (b) A budget per destination in a table of 16: 40 names answer 429
+ * with Retry-After: 600. They take no room from good.test (its own
+ * budget, or the overflow budget, is not paused by them), and each evil
+ * name stays held. */
+Test(pause_dest, forty_paused_names_hold_no_other_name_in_a_full_table)
+{
+    h_config_write(DELAY_HEAD "max_destinations = 16\n"
+                   "[site:every]\nper = destination\nrequest = 10/s\n");
+    static char names[42][32];
+    char *pairs[200];
+    int n = 0;
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "evil%d.test", i);
+        pairs[n++] = names[i];
+        pairs[n++] = "/s/429/600";
+    }
+    for (int i = 1; i <= 3; i++) {
+        pairs[n++] = "good.test";
+        pairs[n++] = i == 1 ? "/ok/good/1" : i == 2 ? "/ok/good/2"
+                                                    : "/ok/good/3";
+    }
+    /* The first and the last evil names again: still paused. */
+    pairs[n++] = names[0];
+    pairs[n++] = "/ok/evil/0";
+    pairs[n++] = names[39];
+    pairs[n++] = "/ok/evil/39";
+    run_by_host(pairs, n / 2);
+    usleep(200 * 1000);
+    cr_log_info("full table: good.test %d of 3, evil again %d of 0",
+                seen("/ok/good/"), seen("/ok/evil/"));
+    cr_expect_eq(seen("/s/429/600"), 40);
+    cr_expect_eq(seen("/ok/good/"), 3,
+                 "good.test: %d of its 3 requests reached the server\n%s",
+                 seen("/ok/good/"), r.out);
+    cr_expect_eq(seen("/ok/evil/"), 0, "an evil name's pause was lost");
+}
+
+/* Eight threads, each one GET on a connection of its own, started
+ * together under 2 requests a second: the first to arrive is answered
+ * 429 with Retry-After: 3 while the others wait for their turns. */
+static const char threads_py[] =
+    "import requests, sys, threading\n"
+    "u = sys.argv[1]\n"
+    "def one():\n"
+    "    try:\n"
+    "        requests.get(u, timeout=30).content\n"
+    "    except Exception as e:\n"
+    "        print('error %r' % e, flush=True)\n"
+    "ts = [threading.Thread(target=one) for i in range(8)]\n"
+    "[t.start() for t in ts]\n"
+    "[t.join() for t in ts]\n";
+
+Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "decision_log = %s\n"
+                   "[default]\nrequest = 2/s\nrequest_burst = 1\n",
+                   log);
+    char u[160];
+    snprintf(u, sizeof u, "http://127.0.0.1:%d/once/429/3", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)threads_py, u, NULL};
+    h_run(&r, true, 50, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_assert_eq(h_server_wait(&st, "REQ", 8, 5), 8, "%s", r.out);
+    /* The server's own clock: the 429's time, then each other arrival
+     * relative to it. The client read the 429 after the server stamped
+     * it, so an arrival earlier than 3 s after it is inside the pause
+     * (less 50 ms for the stamps). */
+    double t[8], t429 = -1;
+    char line[512], times[400] = "";
+    size_t tl = 0;
+    for (int i = 0; i < 8; i++) {
+        int status = 0;
+        h_server_line(&st, "REQ", i, line, sizeof line);
+        cr_assert_eq(sscanf(line, "REQ %lf %*s %*s %d", &t[i], &status), 2,
+                     "%s", line);
+        if (status == 429)
+            t429 = t[i];
+    }
+    cr_assert_geq(t429, 0, "no 429 was answered");
+    for (int i = 1; i < 8; i++) /* in the order they arrived */
+        for (int k = i; k > 0 && t[k] < t[k - 1]; k--) {
+            double x = t[k];
+            t[k] = t[k - 1];
+            t[k - 1] = x;
+        }
+    int inside = 0;
+    for (int i = 0; i < 8; i++) {
+        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
+                               t[i] - t429);
+        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
+            inside++;
+    }
+    cr_log_info("arrivals after the 429 (s):%s", times);
+    cr_expect_eq(inside, 0, "%d requests reached the server inside the "
+                            "3 s pause (at%s s)",
+                 inside, times);
+    /* After the pause, one at a time: never two within half a period. */
+    for (int i = 1; i < 8; i++)
+        if (t[i - 1] > t429)
+            cr_expect_geq(t[i] - t[i - 1], 0.25,
+                          "two requests %.3f s apart after the pause "
+                          "(at%s s)",
+                          t[i] - t[i - 1], times);
+    /* The decision log says the same: each queued request decided again
+     * (moved_ns) went after the pause, and verify agrees. */
+    cr_expect_geq(h_file_lines(log, "\"moved_ns\""), 1, "no turn was moved");
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "%s/rlshim verify '%s' --obeyed-retry-after",
+             h_env("RLSHIM_BUILD"), log);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
