@@ -16,7 +16,8 @@
 
 void rl_pauses_of(struct rl_store *st, struct rl_pauses *out)
 {
-    out->head = rl_store_pauses(st, &out->n, &out->end);
+    out->store = st;
+    out->head = rl_store_pauses(st, &out->n);
     out->e = (struct rl_seg_pause *)((unsigned char *)out->head +
                                      RL_SEG_PAUSES_HEAD_SIZE);
 }
@@ -127,11 +128,10 @@ int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
         moved = true;
     }
     rl_ownerlock_unlock(lock);
-    /* The segment's latest end, for the sweep (layout.h). */
-    uint64_t seen = rl_load_relaxed_u64(p->end);
-    while (moved && seen < end_of(s->until) &&
-           !rl_cas_acq_rel_u64(p->end, &seen, end_of(s->until)))
-        ;
+    /* The segment is not removed as unused while the pause runs (SPEC
+     * §5): it is not a budget that refills. */
+    if (moved)
+        rl_store_hold(p->store, end_of(s->until));
     return moved ? 1 : 0;
 }
 

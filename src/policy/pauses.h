@@ -25,7 +25,7 @@ struct rl_pauses {
     struct rl_seg_pauses *head;
     struct rl_seg_pause *e;
     uint32_t n;         /* entries, a power of two */
-    rl_atomic_u64 *end; /* the header's latest end of a pause */
+    struct rl_store *store; /* its segment, kept while a pause runs */
 };
 
 void rl_pauses_of(struct rl_store *st, struct rl_pauses *out);

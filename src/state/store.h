@@ -144,11 +144,10 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
 #define RL_STORE_TLS_UNSEEN RL_STORE_COUNTERS
 
 /* The pause table of s (layout.h's struct rl_seg_pauses, its entries
- * after it; policy/pauses.h reads and writes it): *n entries, and the
- * header's word of the latest end of any pause (*end). */
+ * after it; policy/pauses.h reads and writes it, and keeps the segment
+ * with rl_store_hold while a pause runs): *n entries. */
 struct rl_seg_pauses;
-struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n,
-                                      rl_atomic_u64 **end);
+struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n);
 
 /* One more TLS connection whose requests the shim cannot see (SPEC §11):
  * relaxed, like the counters. */

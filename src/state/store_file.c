@@ -479,11 +479,9 @@ rl_atomic_u64 *rl_store_fleet_words(struct rl_store *s)
     return s->hdr->fleet;
 }
 
-struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n,
-                                      rl_atomic_u64 **end)
+struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n)
 {
     *n = RL_SEG_PAUSES;
-    *end = &s->hdr->hold_until;
     return (struct rl_seg_pauses *)((unsigned char *)s->hdr +
                                     rl_seg_pauses_off(s->nslots,
                                                       s->noverflow));
