@@ -212,19 +212,11 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
 
 Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
 {
-    cr_assert_eq(offsetof(struct rl_seg_header, hold_until), 144);
-    cr_assert_eq(offsetof(struct rl_seg_header, pins_lost), 152);
-    cr_assert_eq(offsetof(struct rl_seg_header, npauses), 160);
-    cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 164);
-    cr_assert_eq(offsetof(struct rl_seg_header, pins), 168);
-    cr_assert_eq(RL_SEG_PINS, 32);
-    cr_assert_eq(RL_LAYOUT_VERSION, 7,
-                 "what keeps a segment from the sweep, and the pause table of "
-                 "its own, in the fixed part (SPEC §5, §12)");
-    cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
-    cr_assert_eq(sizeof(struct rl_seg_pause), 128);
-    cr_assert_eq(RL_SEG_PAUSES, 1024);
-    cr_assert_eq(rl_seg_pauses_off(2, 1), 768, "680 + 3 * 16, on 64 bytes");
+    /* The pause table: 64 + 1024 * 128 bytes after the slots. */
+    cr_assert_eq(rl_seg_fixed_size(2, 1), 33 * 4096, "768 + 64 + 131072");
+    cr_assert_eq(rl_seg_fixed_size(256, 1), 34 * 4096,
+                 "680 + 257 * 16 bytes, then the pause table");
+    cr_assert_eq(rl_seg_size(2, 1, 10, 5), 33 * 4096 + 15 * 8);
     cr_assert_eq(rl_seg_size(0, 1, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
