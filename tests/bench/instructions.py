@@ -260,7 +260,10 @@ if mode == "--write-baseline":
             f.write(f"{fig} {added[fig]:.0f}\n")
         f.write("# System calls per call added (strace -c; connect: the "
                 "socket, connect,\n# setsockopt and close of its loop "
-                "together; true: the whole process).\n")
+                "together; true: the whole process, whose\n# one is the "
+                "fstat of fd 2 at load: SPEC \u00a73's \"the stderr the "
+                "process had\n# when the shim loaded\", taken only where "
+                "there is a config or a report).\n")
         for fig in ORDER:
             if fig in sys_added:
                 f.write(f"syscalls.{fig} {sys_added[fig]:.2f}\n")
