@@ -20,7 +20,8 @@ static void teardown(void)
 TestSuite(python, .init = setup, .fini = teardown, .timeout = 30);
 
 /* 16 threads request in a loop for 3 s; then the process exits at once
- * (requests still asleep in the shim never happen). Prints its start on
+ * (requests still asleep in the shim never happen). Errors go to stdout,
+ * so that a failed assertion shows them. Prints its start on
  * CLOCK_MONOTONIC (the server stamps with the same clock), then the
  * counts. With a second argument N, the threads stop after N requests in
  * all: the control does the throttled run's work, no more. */
@@ -41,7 +42,7 @@ static const char *threads_py =
     "            with lock: ok[0] += 1\n"
     "        except Exception as e:\n"
     "            with lock: err[0] += 1\n"
-    "            print('error: %r' % e, file=sys.stderr, flush=True)\n"
+    "            print('error: %r' % e, flush=True)\n"
     "for i in range(16):\n"
     "    threading.Thread(target=run, daemon=True).start()\n"
     "time.sleep(max(0, t0 + 3 - time.monotonic()))\n"
