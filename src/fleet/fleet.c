@@ -59,7 +59,8 @@ int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
     host_id(f->host, sizeof f->host);
     rl_store_relaxed_u64(&f->hosts, 0); /* not counted yet */
     rl_fleet_route_init(&f->route, &f->addr, cfg->fleet_password,
-                        RL_FLEET_OPEN_NS, rl_fleet_settle, &f->budgets);
+                        RL_FLEET_OPEN_NS, RL_FLEET_LATE_NS, rl_fleet_settle,
+                        &f->budgets);
     /* Budgets' drained start at 0 (no generation): a process whose first
      * decisions find Redis away (or slow, as on a loaded host at start)
      * drains the host budget too. That budget sits full while Redis

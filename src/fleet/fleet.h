@@ -41,6 +41,10 @@
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */
 #define RL_FLEET_OPEN_NS 200000000u   /* a connection's set-up, apart */
 #define RL_FLEET_RETRY_NS 1000000000u /* 1 s between tries while away */
+/* A reply late while Redis answers others (a busy host, many threads on
+ * one pipelined connection) is waited for this long from the call's
+ * start: Redis is away only when it said nothing for RL_FLEET_WAIT_NS. */
+#define RL_FLEET_LATE_NS 1000000000u
 /* A budget Redis said no to is asked again by one thread of the process
  * at a time: the others are denied here for this long meanwhile. */
 #define RL_FLEET_PROBE_NS 5000000u

@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -201,6 +202,27 @@ int rl_fleet_conn_reply(struct rl_fleet_conn *c, redisReply **out,
         if (r < 0)
             return r;
     }
+}
+
+/* Out of line: the kernel's tcp_info is a few hundred bytes of the
+ * caller's stack, needed only by a call already late. */
+__attribute__((noinline)) uint64_t
+rl_fleet_conn_heard_ns(const struct rl_fleet_conn *c)
+{
+    int fd = c->fd;
+    if (!rl_fleet_conn_ours(c))
+        return UINT64_MAX;
+    char b;
+    /* A byte waiting (or the peer's close: n == 0) is something heard. */
+    if (rl_sys.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
+        return 0;
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (rl_sys.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_last_data_recv) +
+                  sizeof ti.tcpi_last_data_recv)
+        return UINT64_MAX;
+    return (uint64_t)ti.tcpi_last_data_recv * 1000000u;
 }
 
 /* ---- commands -----------------------------------------------------------*/

@@ -101,6 +101,14 @@ int rl_fleet_conn_send(struct rl_fleet_conn *c, uint64_t deadline);
 int rl_fleet_conn_send_raw(struct rl_fleet_conn *c, const char *buf, size_t n,
                            uint64_t deadline);
 
+/* How long ago anything came from c's peer, by the kernel's account: 0
+ * when bytes wait on the socket to be read, else (TCP) the time since
+ * data last arrived; UINT64_MAX when it cannot say (a unix socket with
+ * nothing waiting, a number no longer ours). Whether a reply is read in
+ * time depends on this process's threads being run; whether it arrived
+ * does not. Safe beside a reader: nothing is consumed. */
+uint64_t rl_fleet_conn_heard_ns(const struct rl_fleet_conn *c);
+
 /* The next reply (free it with freeReplyObject). */
 int rl_fleet_conn_reply(struct rl_fleet_conn *c, redisReply **out,
                         uint64_t deadline);

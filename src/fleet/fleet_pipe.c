@@ -121,12 +121,6 @@ void rl_fleet_pipe_init(struct rl_fleet_pipe *p,
         atomic_store_explicit(&p->slot[i].st, S_FREE, memory_order_relaxed);
 }
 
-uint64_t rl_fleet_pipe_last_reply(const struct rl_fleet_pipe *p)
-{
-    return atomic_load_explicit(&((struct rl_fleet_pipe *)p)->last_reply,
-                                memory_order_relaxed);
-}
-
 /* ---- replies ------------------------------------------------------------*/
 
 static void to_result(redisReply *rep, bool raw, struct rl_fleet_result *r)
@@ -416,11 +410,19 @@ int rl_fleet_pipe_enter(struct rl_fleet_pipe *p, const char *password_file,
 /* ---- commands -----------------------------------------------------------*/
 
 int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
-                       void *ctx, unsigned skip, bool raw, uint64_t deadline,
-                       uint64_t *ticket)
+                       void *ctx, unsigned skip, bool raw,
+                       const struct rl_fleet_wait *w, uint64_t *ticket)
 {
-    if (!lock_until(&p->send_lock, deadline))
-        return -EBUSY;
+    uint64_t deadline = w->deadline;
+    /* The send side held by a thread of ours (one the machine does not
+     * run) is no sign of Redis: waited for as a late reply is. */
+    while (!lock_until(&p->send_lock, deadline)) {
+        uint64_t next =
+            rl_fleet_pipe_wait_on(p, w, deadline, rl_clock_now_ns());
+        if (next == deadline)
+            return -EBUSY;
+        deadline = next;
+    }
     int r = 0;
     uint64_t k = atomic_load_explicit(&p->sent, memory_order_relaxed);
     struct rl_fleet_pipe_slot *s = NULL;
@@ -430,7 +432,10 @@ int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
     }
     if (k - atomic_load_explicit(&p->got, memory_order_relaxed) >=
         RL_FLEET_PIPE_RING) {
-        r = -EBUSY; /* RL_FLEET_PIPE_RING commands owed */
+        /* RL_FLEET_PIPE_RING commands owed: whether Redis is away then
+         * is what the kernel says came last (rl_fleet_pipe_quiet_ns). */
+        (void)rl_fleet_pipe_heard_ago(p, w->quiet);
+        r = -EBUSY;
         goto out;
     }
     /* A free slot stays free until a sender takes it, and senders hold
@@ -468,6 +473,11 @@ int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
         rl_fleet_pipe_break(p, strerror(-r));
         return r;
     }
+    /* The first command owed on an idle pipe: Redis's silence counts from
+     * here (rl_fleet_pipe_quiet_ns), not from its last reply before. */
+    if (atomic_load_explicit(&p->got, memory_order_relaxed) == k)
+        atomic_store_explicit(&p->owed_since, rl_clock_coarse_ns(),
+                              memory_order_relaxed);
     /* Release: the reader's acquire of sent sees order[] and the slot. */
     atomic_store_explicit(&p->sent, k + 1, memory_order_release);
     *ticket = i;
@@ -489,9 +499,11 @@ static void read_turn(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s,
 }
 
 int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
-                       uint64_t deadline, struct rl_fleet_result *out)
+                       const struct rl_fleet_wait *w,
+                       struct rl_fleet_result *out)
 {
     struct rl_fleet_pipe_slot *s = &p->slot[ticket % RL_FLEET_PIPE_SLOTS];
+    uint64_t deadline = w->deadline;
     bool late_look = false;
     for (;;) {
         uint32_t v = atomic_load_explicit(&s->st, memory_order_acquire);
@@ -503,6 +515,8 @@ int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
             return 0;
         }
         uint64_t now = rl_clock_now_ns();
+        if (now >= deadline && !late_look)
+            deadline = rl_fleet_pipe_wait_on(p, w, deadline, now);
         if (now >= deadline && !late_look && trylock(&p->read_lock)) {
             /* Out of time: a last look at what already arrived (a reply
              * in the socket that no thread was scheduled to read is a

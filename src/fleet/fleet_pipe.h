@@ -75,6 +75,17 @@ struct rl_fleet_late {
 typedef void (*rl_fleet_late_fn)(void *ctx, const struct rl_fleet_result *r,
                                  const struct rl_fleet_late *late);
 
+/* How long a call waits on a pipe: for the send side and its reply until
+ * `deadline`, and past it until `late` for as long as the node keeps being
+ * heard within the last `quiet` (a reply read, a byte waiting on the
+ * socket, or, on TCP, data at the kernel). A reply behind others that keep
+ * coming, or one that no thread of ours was run to read, is late, not
+ * lost: Redis is away only when nothing came from it for `quiet` while a
+ * reply is owed (SPEC §8). late = deadline: no wait past it. */
+struct rl_fleet_wait {
+    uint64_t deadline, late, quiet;
+};
+
 /* Builds the command(s) in c->out (fleet_conn.h's rl_fleet_cmd_*), under
  * the send side; `sha` are the connection's scripts' SHA1s. */
 typedef void (*rl_fleet_build_fn)(struct rl_fleet_conn *c,
@@ -97,8 +108,10 @@ struct rl_fleet_pipe {
     _Atomic uint32_t send_lock, read_lock; /* futex words: 0, 1, 2 */
     _Atomic uint64_t sent; /* commands written; changed under send_lock */
     _Atomic uint64_t got;  /* replies read; changed under read_lock */
-    /* Coarse clock of the last reply read (or of the open): relaxed. */
-    _Atomic uint64_t last_reply;
+    /* Coarse clock of the last reply read (or of the open, or of data
+     * the kernel had that no thread read yet), and of the last command
+     * sent when nothing was owed: relaxed (fleet_quiet.c). */
+    _Atomic uint64_t last_reply, owed_since;
     /* The slot of ticket k's reply: order[k % RL_FLEET_PIPE_RING],
      * written under send_lock before `sent` counts k. */
     _Atomic uint8_t order[RL_FLEET_PIPE_RING];
@@ -130,17 +143,18 @@ void rl_fleet_pipe_leave(struct rl_fleet_pipe *p);
  * command it is for), whose last reply is the ticket's and the others'
  * are dropped; raw: that reply kept whole in the result. 0 and *ticket (the
  * slot its reply will be in), -EBUSY (RL_FLEET_PIPE_RING commands owed, no free
- * slot, or the send side held past `deadline`), -E2BIG, or -errno (the pipe
- * broke). */
+ * slot, or the send side held past what w allows), -E2BIG, or -errno (the
+ * pipe broke). */
 int rl_fleet_pipe_send(struct rl_fleet_pipe *p, rl_fleet_build_fn build,
-                       void *ctx, unsigned skip, bool raw, uint64_t deadline,
-                       uint64_t *ticket);
+                       void *ctx, unsigned skip, bool raw,
+                       const struct rl_fleet_wait *w, uint64_t *ticket);
 
-/* Wait until `deadline` for ticket's reply: 0 and *out (out->err says
- * whether it came); -ETIMEDOUT: the ticket is still owed, and the caller
- * must give it up with rl_fleet_pipe_abandon. */
+/* Wait for ticket's reply as w allows: 0 and *out (out->err says whether
+ * it came); -ETIMEDOUT: the ticket is still owed, and the caller must give
+ * it up with rl_fleet_pipe_abandon. */
 int rl_fleet_pipe_wait(struct rl_fleet_pipe *p, uint64_t ticket,
-                       uint64_t deadline, struct rl_fleet_result *out);
+                       const struct rl_fleet_wait *w,
+                       struct rl_fleet_result *out);
 
 /* Give a timed-out ticket up, leaving `late` for its reply. A reply that
  * came meanwhile goes to p->late at once, in this thread. */
@@ -150,9 +164,28 @@ void rl_fleet_pipe_abandon(struct rl_fleet_pipe *p, uint64_t ticket,
 /* Mark p broken (a reply its owner could not use: a protocol error). */
 void rl_fleet_pipe_break(struct rl_fleet_pipe *p, const char *why);
 
-/* The coarse clock when p last read a reply (0: never): a call that
- * timed out while others' replies came is late, not Redis away. */
-uint64_t rl_fleet_pipe_last_reply(const struct rl_fleet_pipe *p);
+/* ---- Redis's silence (fleet_quiet.c) -----------------------------------*/
+
+/* How long p's node has said nothing while replies were owed, at coarse
+ * clock `cnow`: since the later of its last reply read (or data the kernel
+ * had for p when a late call looked) and the first command owed on an
+ * idle pipe; 0 when nothing is owed. A call that timed out on a node that
+ * was not quiet that long was late, not met by Redis away. No system
+ * call: any thread. */
+uint64_t rl_fleet_pipe_quiet_ns(struct rl_fleet_pipe *p, uint64_t cnow);
+
+/* rl_fleet_pipe_quiet_ns, and when that is `quiet` or more, what the
+ * kernel says came on p's socket that no thread of ours has read yet
+ * (which then moves last_reply on). Only by a thread that entered p. */
+uint64_t rl_fleet_pipe_heard_ago(struct rl_fleet_pipe *p, uint64_t quiet);
+
+/* A wait on p as w allows that reached `deadline` at `now`: the deadline
+ * it goes on to while the node is not quiet (rl_fleet_pipe_heard_ago below
+ * w->quiet) and w->late is not reached; else `deadline` itself (the wait
+ * ends). Only by a thread that entered p. */
+uint64_t rl_fleet_pipe_wait_on(struct rl_fleet_pipe *p,
+                               const struct rl_fleet_wait *w, uint64_t deadline,
+                               uint64_t now);
 
 /* In the child after fork: the parent's connection and whatever its
  * threads were doing on it are dropped (the socket closed while it is

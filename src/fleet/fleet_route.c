@@ -22,12 +22,14 @@
 void rl_fleet_route_init(struct rl_fleet_route *r,
                          const struct rl_fleet_addr *seed,
                          const char *password_file, uint64_t open_ns,
-                         rl_fleet_late_fn late, void *late_ctx)
+                         uint64_t late_ns, rl_fleet_late_fn late,
+                         void *late_ctx)
 {
     r->password_file = password_file;
     r->late = late;
     r->late_ctx = late_ctx;
     r->open_ns = open_ns;
+    r->late_ns = late_ns;
     atomic_store_explicit(&r->cluster, false, memory_order_relaxed);
     atomic_store_explicit(&r->stale, false, memory_order_relaxed);
     /* Node 0 is the seed, whatever the table held. */
@@ -128,8 +130,7 @@ bool rl_fleet_route_silent(struct rl_fleet_route *r, int i, uint64_t cnow,
 {
     struct rl_fleet_pipe *p =
         atomic_load_explicit(&r->node[i].pipe, memory_order_acquire);
-    uint64_t last = p != NULL ? rl_fleet_pipe_last_reply(p) : 0;
-    return last == 0 || cnow < last || cnow - last >= ns;
+    return p == NULL || rl_fleet_pipe_quiet_ns(p, cnow) >= ns;
 }
 
 bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
@@ -141,14 +142,15 @@ bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
 
 static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
                    rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   uint64_t deadline, struct rl_fleet_call *call,
+                   struct rl_fleet_wait w, struct rl_fleet_call *call,
                    struct rl_fleet_result *out);
 
 /* Send and wait on node i; 0 and *out (pipe left), -ETIMEDOUT with the
  * pipe still entered (*ticket owed), or -errno (pipe left). */
 static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
-                   void *ctx, unsigned skip, bool raw, uint64_t deadline,
-                   struct rl_fleet_call *call, struct rl_fleet_result *out)
+                   void *ctx, unsigned skip, bool raw,
+                   const struct rl_fleet_wait *w, struct rl_fleet_call *call,
+                   struct rl_fleet_result *out)
 {
     struct rl_fleet_pipe *p = pipe_of(r, i);
     call->node = i;
@@ -162,13 +164,13 @@ static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
      * first command may have run (its reply lost): charged twice at
      * worst, the fleet admits less. */
     for (int attempt = 0; attempt < 2 && e == -EBADF; attempt++)
-        e = on_pipe(r, p, build, ctx, skip, raw, deadline, call, out);
+        e = on_pipe(r, p, build, ctx, skip, raw, *w, call, out);
     return e;
 }
 
 static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
                    rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   uint64_t deadline, struct rl_fleet_call *call,
+                   struct rl_fleet_wait w, struct rl_fleet_call *call,
                    struct rl_fleet_result *out)
 {
     /* A connection opened now (by this thread or another) has a bound of
@@ -184,10 +186,12 @@ static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
         call->why = e == -ETIMEDOUT ? "connecting took too long" : p->why;
         return e == -ETIMEDOUT ? -EAGAIN : e;
     }
-    deadline += rl_clock_now_ns() - t0;
-    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, deadline, &call->ticket);
+    uint64_t opened = rl_clock_now_ns() - t0;
+    w.deadline += opened;
+    w.late += opened;
+    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, &w, &call->ticket);
     if (e == 0) {
-        e = rl_fleet_pipe_wait(p, call->ticket, deadline, out);
+        e = rl_fleet_pipe_wait(p, call->ticket, &w, out);
         if (e == -ETIMEDOUT)
             return e; /* still entered: rl_fleet_route_abandon leaves */
         if (out->err != 0) {
@@ -263,8 +267,9 @@ static __attribute__((noinline)) void refresh_map(struct rl_fleet_route *r,
         for (int slots = 0; slots < 2; slots++) {
             struct rl_fleet_result res;
             struct rl_fleet_call call;
-            int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true,
-                            deadline, &call, &res);
+            struct rl_fleet_wait w = {deadline, deadline, 0};
+            int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true, &w,
+                            &call, &res);
             if (e == -ETIMEDOUT) {
                 struct rl_fleet_late none = {{0}};
                 rl_fleet_route_abandon(r, &call, &none);
@@ -348,6 +353,13 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
                         rl_fleet_build_fn build, void *ctx, uint64_t deadline,
                         struct rl_fleet_call *call, struct rl_fleet_result *out)
 {
+    /* The call's whole span until `deadline` is how long Redis may say
+     * nothing before it is away; a reply late while it answers others is
+     * waited for until r->late_ns from the start (fleet_pipe.h). */
+    uint64_t now = rl_clock_now_ns();
+    struct rl_fleet_wait bound = {
+        deadline, now + r->late_ns > deadline ? now + r->late_ns : deadline,
+        deadline > now ? deadline - now : 0};
     if (atomic_load_explicit(&r->cluster, memory_order_relaxed))
         refresh_map(r, deadline);
     int i = rl_fleet_route_node(r, label);
@@ -355,7 +367,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
     call->why = "";
     for (int hop = 0; hop < 6; hop++) {
         int e = on_node(r, i, w.ask ? build_asking : build_wrapped, &w, w.ask,
-                        false, deadline, call, out);
+                        false, &bound, call, out);
         if (e < 0)
             return e; /* -ETIMEDOUT: owed */
         w.ask = false;

@@ -37,17 +37,22 @@ struct rl_fleet_route {
     rl_fleet_late_fn late;     /* every pipe's, with late_ctx */
     void *late_ctx;
     uint64_t open_ns;        /* a connection's set-up, bounded apart */
+    uint64_t late_ns;        /* a reply late behind others: waited for */
     atomic_bool cluster;     /* a MOVED was seen */
     atomic_bool stale;       /* the map is to be asked again */
     struct rl_fleet_map map; /* node 0 is the `fleet` key's */
     struct rl_fleet_node node[RL_FLEET_NODES];
 };
 
-/* r routes to `seed` alone until told otherwise. Opens nothing. */
+/* r routes to `seed` alone until told otherwise. Opens nothing. A call's
+ * reply that is late while its node keeps answering is waited for up to
+ * `late_ns` from the call's start (fleet_pipe.h's rl_fleet_pipe_wait).
+ */
 void rl_fleet_route_init(struct rl_fleet_route *r,
                          const struct rl_fleet_addr *seed,
                          const char *password_file, uint64_t open_ns,
-                         rl_fleet_late_fn late, void *late_ctx);
+                         uint64_t late_ns, rl_fleet_late_fn late,
+                         void *late_ctx);
 
 /* The node that decides the budget labelled `label` (its keys are
  * `rlshim:{label}:...`): the seed, or its slot's master once r is a
@@ -67,7 +72,8 @@ struct rl_fleet_call {
 /* Call what `build` makes (an EVALSHA of a script; with sha NULL, the
  * same as EVAL of its text: after NOSCRIPT) for the budget `label`, at
  * its node, following redirections, until `deadline` (plus the time a
- * connection's set-up took). Returns 0 and *out (a reply: an error reply
+ * connection's set-up took), or, while the node keeps answering others,
+ * until r->late_ns from the start. Returns 0 and *out (a reply: an error reply
  * other than a redirection or a retry is in *out, for the caller);
  * -ETIMEDOUT with the call owed: the caller decides without it and then
  * gives it up with rl_fleet_route_abandon; another -errno when no reply
@@ -103,9 +109,10 @@ bool rl_fleet_route_answered(struct rl_fleet_route *r, int i);
  * Redis back). */
 void rl_fleet_route_try_now(struct rl_fleet_route *r);
 
-/* Is node i silent: no reply read from it for `ns` (coarse clock
- * `cnow`)? A call that timed out on a node that is not silent was late
- * behind others (a loaded host), not met by an absent Redis. */
+/* Is node i silent: nothing from it for `ns` while replies were owed
+ * (coarse clock `cnow`; fleet_pipe.h's rl_fleet_pipe_quiet_ns)? A call
+ * that timed out on a node that is not silent was late behind others (a
+ * loaded host), not met by an absent Redis. */
 bool rl_fleet_route_silent(struct rl_fleet_route *r, int i, uint64_t cnow,
                            uint64_t ns);
 

@@ -16,12 +16,14 @@
 #include "../redis_cluster.h"
 #include "../redis_server.h"
 #include "fleet_hosts.h"
+#include "stress_sink.h"
 
 static struct server srv;
 static struct redis R;
 static struct redis_cluster C;
 static struct server proxy;
 static struct nethosts net;
+static struct stress_sink fast;
 
 static void setup(void)
 {
@@ -33,6 +35,7 @@ static void setup(void)
 static void teardown(void)
 {
     cluster_stop(&C);
+    stress_sink_kill(&fast);
     if (R.pid > 0)
         kill(R.pid, SIGCONT);
     redis_kill(&R);
@@ -286,6 +289,93 @@ Test(fleet_scale, thirty_two_threads_with_redis_30_ms_away_are_never_denied)
     }
     cr_expect_gt(ok, 32 * 10 * 10, "only %ld in 10 s", ok);
     cr_expect_geq(evals, ok - denied, "decided without Redis");
+}
+
+/* ---- a healthy Redis on a loaded host ----------------------------------*/
+
+/* `n` processes that spin until `secs` from now (and die with the test):
+ * a machine whose CPUs are all taken, so that a thread of ours that is
+ * owed a reply may be scheduled long after it came. */
+static void burners(pid_t *pids, int n, double secs)
+{
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        cr_assert_neq(pids[i], -1);
+        if (pids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            double end = h_now() + secs;
+            volatile unsigned long spin = 0;
+            while (h_now() < end)
+                for (int k = 0; k < 100000; k++)
+                    spin++;
+            _exit(0);
+        }
+    }
+}
+
+/* 32 threads of one process connecting as fast as they can on a fleet
+ * budget far from binding, fleet_fallback = deny, Redis local and
+ * healthy, beside busy loops that take every CPU for the whole run: a
+ * reply is late only behind the others, which keep coming, or because the
+ * thread it is for was not run, so Redis is never away (SPEC §8): none
+ * is denied, no line says it is away, and the server counts exactly the
+ * connects made. The sink is stress_sink (its accept queue never
+ * overflows, so no connect waits a second for a SYN sent again).
+ *
+ * The load is the host's: the client and the busy loops run at nice 5,
+ * Redis and the sink (started before) at the test's own, and Redis at -10
+ * where the test may raise it (root). A fleet's Redis is another machine,
+ * answering whatever this host's load; one on this host at the weight of
+ * the loops (and of whatever else the machine runs) is itself left unrun
+ * for longer than SPEC §8's 50 ms now and then, and that is Redis away. */
+Test(fleet_scale, thirty_two_threads_on_a_loaded_host_are_never_denied)
+{
+    need_redis();
+    bool raised = setpriority(PRIO_PROCESS, (id_t)R.pid, -10) == 0;
+    stress_sink_start(&fast);
+    h_config_write("[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                   "fleet_fallback = deny\n"
+                   "[default]\nscope = fleet\nconnect = 100000/s\n"
+                   "connect_burst = 100000\nto = 127.0.0.1:%d\n",
+                   R.port, fast.tport);
+    const double secs = 8;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *per = getenv("FLEET_BURNERS_PER_CPU");
+    int nburn = (int)((cpus > 0 && cpus < 16 ? cpus : 16) *
+                      (per != NULL ? atoi(per) : 1));
+    pid_t burn[64];
+    if (nburn > 64)
+        nburn = 64;
+    errno = 0;
+    cr_assert(nice(5) != -1 || errno == 0, "nice: %s", strerror(errno));
+    burners(burn, nburn, secs + 1);
+    pid_t pid;
+    hosts_connect(&pid, 1, 0, fast.tport, 1, 32, secs, NULL);
+    wait_all(&pid, 1, secs + 20);
+    for (int i = 0; i < nburn; i++) {
+        kill(burn[i], SIGKILL);
+        waitpid(burn[i], NULL, 0);
+    }
+    long ok = hosts_sum(1, 0, "ok", false);
+    long denied = hosts_sum(1, 0, "denied", false);
+    long slowest = hosts_sum(1, 0, "slowest_us", true);
+    int away = hosts_err_lines(1, 0, "fleet Redis");
+    long long tc, tb, uc, ub, open_now;
+    stress_sink_counts(&fast, &tc, &tb, &uc, &ub, &open_now);
+    long evals = redis_calls(&R, "evalsha");
+    char why[512];
+    printf("fleet loaded host: %ld ok, %ld denied by 32 threads in %.0f s "
+           "beside %d busy loops (nice 5; Redis at %s), %lld at the server, "
+           "slowest connect %ld us, %ld EVALSHA, %d away lines (%s)\n",
+           ok, denied, secs, nburn, raised ? "-10" : "0", tc, slowest, evals,
+           away, hosts_err_first(1, 0, "fleet Redis", why, sizeof why));
+    cr_expect_eq(denied, 0, "%ld of %ld connects denied on a healthy Redis",
+                 denied, ok + denied);
+    cr_expect_eq(away, 0, "a healthy Redis taken for away: %s", why);
+    cr_expect_eq(tc, ok + denied, "%lld at the server, %ld connects made", tc,
+                 ok + denied);
+    cr_expect_geq(evals, ok, "decided without Redis");
+    cr_expect_gt(ok, 1000, "only %ld connects in %.0f s", ok, secs);
 }
 
 /* ---- Redis away, and back -----------------------------------------------*/

@@ -144,10 +144,11 @@ static int echo(uint64_t a, uint64_t b, uint64_t wait_ns, int64_t v[2])
         return r;
     struct echo e = {a, b};
     uint64_t k;
-    r = rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline, &k);
+    struct rl_fleet_wait w = {deadline, deadline, 0};
+    r = rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, &w, &k);
     if (r == 0) {
         struct rl_fleet_result res;
-        r = rl_fleet_pipe_wait(&pipe_, k, deadline, &res);
+        r = rl_fleet_pipe_wait(&pipe_, k, &w, &res);
         if (r == -ETIMEDOUT) {
             struct rl_fleet_late late = {{a}};
             rl_fleet_pipe_abandon(&pipe_, k, &late);
@@ -334,10 +335,11 @@ Test(fleet_pipe, a_reply_read_while_its_owner_decides_is_settled_by_it)
     cr_assert_eq(rl_fleet_pipe_enter(&pipe_, NULL, 500 * MS, deadline), 0);
     struct echo e = {7, 1};
     uint64_t k;
-    cr_assert_eq(
-        rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, deadline, &k), 0);
+    struct rl_fleet_wait w = {deadline, deadline, 0};
+    cr_assert_eq(rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, &w, &k),
+                 0);
     struct rl_fleet_result res;
-    cr_assert_eq(rl_fleet_pipe_wait(&pipe_, k, deadline, &res), -ETIMEDOUT);
+    cr_assert_eq(rl_fleet_pipe_wait(&pipe_, k, &w, &res), -ETIMEDOUT);
     /* Deciding without it, while another thread reads both replies. */
     pthread_t t;
     struct racer x = {0};
@@ -385,4 +387,82 @@ Test(fleet_pipe, a_dead_connection_fails_what_it_owed_and_opens_again)
     pipe_.addr = a;
     cr_expect_eq(echo(21, 0, 1000 * MS, v), 0);
     cr_expect_eq(v[0], 21);
+}
+
+/* ---- late, or away (SPEC §8) ----------------------------------------- */
+
+/* One echo sent at once and waited for as `w` allows (its bounds from
+ * now): the wait's result, how long it took in *took. */
+static int echo_waited(uint64_t quiet, uint64_t late_ns, uint64_t *took)
+{
+    uint64_t t0 = rl_clock_now_ns();
+    struct rl_fleet_wait w = {t0 + quiet, t0 + late_ns, quiet};
+    cr_assert_eq(rl_fleet_pipe_enter(&pipe_, NULL, 500 * MS, w.late), 0);
+    struct echo e = {5, 5};
+    uint64_t k;
+    cr_assert_eq(rl_fleet_pipe_send(&pipe_, build_echo, &e, 0, false, &w, &k),
+                 0);
+    struct rl_fleet_result res;
+    int r = rl_fleet_pipe_wait(&pipe_, k, &w, &res);
+    *took = rl_clock_now_ns() - t0;
+    if (r == -ETIMEDOUT) {
+        struct rl_fleet_late none = {{0}};
+        rl_fleet_pipe_abandon(&pipe_, k, &none);
+    }
+    rl_fleet_pipe_leave(&pipe_);
+    return r;
+}
+
+static void *release_read_side(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    atomic_store(&pipe_.read_lock, 0);
+    return NULL;
+}
+
+/* A reply that came while no thread of ours could read it (the read side
+ * held by a thread the machine does not run, here for 200 ms) is late,
+ * not Redis away: waited for past the 50 ms, and taken once the read side
+ * is free; and the node was heard meanwhile. */
+Test(fleet_pipe, a_reply_no_thread_read_yet_is_waited_for)
+{
+    start_redis();
+    pipe_to(R.port);
+    int64_t v[2];
+    cr_assert_eq(echo(1, 1, 1000 * MS, v), 0);
+    atomic_store(&pipe_.read_lock, 1);
+    pthread_t t;
+    pthread_create(&t, NULL, release_read_side, NULL);
+    uint64_t took;
+    int r = echo_waited(50 * MS, 1000 * MS, &took);
+    pthread_join(t, NULL);
+    cr_expect_eq(r, 0, "%d after %llu ms", r, (unsigned long long)(took / MS));
+    cr_expect_geq(took, 150 * MS, "took %llu ms",
+                  (unsigned long long)(took / MS));
+    cr_expect_eq(atomic_load(&late_calls), 0);
+}
+
+/* A Redis that says nothing (stopped) ends the wait once it has been
+ * quiet for the span, not at the late bound; a reply that then comes is
+ * settled late. */
+Test(fleet_pipe, a_stopped_redis_ends_the_wait_after_its_quiet_span)
+{
+    start_redis();
+    pipe_to(R.port);
+    int64_t v[2];
+    cr_assert_eq(echo(1, 1, 1000 * MS, v), 0);
+    kill(R.pid, SIGSTOP);
+    uint64_t took;
+    int r = echo_waited(50 * MS, 2000 * MS, &took);
+    kill(R.pid, SIGCONT);
+    cr_expect_eq(r, -ETIMEDOUT);
+    cr_expect_geq(took, 50 * MS);
+    /* Well before the 2 s bound: a machine 3 times slower than one that
+     * takes the 50 ms span and one look past it still ends here. */
+    cr_expect_lt(took, 1000 * MS, "took %llu ms",
+                 (unsigned long long)(took / MS));
+    cr_expect_eq(echo(2, 2, 1000 * MS, v), 0);
+    cr_expect_eq(v[0], 2);
+    cr_expect_eq(atomic_load(&late_calls), 1);
 }

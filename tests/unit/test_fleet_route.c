@@ -63,7 +63,7 @@ static void route_to(int port)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     cr_assert_null(rl_fleet_addr_parse(url, &a));
     memset(&route, 0, sizeof route);
-    rl_fleet_route_init(&route, &a, NULL, 500 * MS, NULL, NULL);
+    rl_fleet_route_init(&route, &a, NULL, 500 * MS, 1000 * MS, NULL, NULL);
 }
 
 /* A script on the budget's hosts key: INCR it, answer the count. With
