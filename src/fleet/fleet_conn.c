@@ -63,8 +63,10 @@ static bool fresh_socket(int fd, int fam, struct stat *st)
  * that many, and its identity in *st. socket() takes the lowest free
  * number, which a program thread may dup2 over before the socket moves:
  * then the copy is not ours (closed: it is only a copy), the low number
- * is the program's (left alone), and the call fails with -EAGAIN. */
-static int new_socket(int fam, struct stat *st)
+ * is the program's (left alone), and the call fails with -EAGAIN. Out
+ * of line: its checks' buffers are off the stack once it returns (a
+ * decision's whole call to Redis runs on the program's stack). */
+static __attribute__((noinline)) int new_socket(int fam, struct stat *st)
 {
     int fd = rl_sys.socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)

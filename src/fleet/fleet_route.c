@@ -140,17 +140,20 @@ bool rl_fleet_route_up(struct rl_fleet_route *r, int i)
 
 /* ---- one command on one node --------------------------------------------*/
 
-static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
-                   rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   struct rl_fleet_wait w, struct rl_fleet_call *call,
-                   struct rl_fleet_result *out);
+/* Out of line, and on_node in its callers: the frames of a call to Redis
+ * are below every hooked call's (the fleet test bounds their sum). */
+static __attribute__((noinline)) int
+on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
+        rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
+        struct rl_fleet_call *call, struct rl_fleet_result *out);
 
-/* Send and wait on node i; 0 and *out (pipe left), -ETIMEDOUT with the
- * pipe still entered (*ticket owed), or -errno (pipe left). */
-static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
-                   void *ctx, unsigned skip, bool raw,
-                   const struct rl_fleet_wait *w, struct rl_fleet_call *call,
-                   struct rl_fleet_result *out)
+/* Send and wait on node i as call->wait allows; 0 and *out (pipe left),
+ * -ETIMEDOUT with the pipe still entered (*ticket owed), or -errno (pipe
+ * left). */
+static inline __attribute__((always_inline)) int
+on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build, void *ctx,
+        unsigned skip, bool raw, struct rl_fleet_call *call,
+        struct rl_fleet_result *out)
 {
     struct rl_fleet_pipe *p = pipe_of(r, i);
     call->node = i;
@@ -164,18 +167,18 @@ static int on_node(struct rl_fleet_route *r, int i, rl_fleet_build_fn build,
      * first command may have run (its reply lost): charged twice at
      * worst, the fleet admits less. */
     for (int attempt = 0; attempt < 2 && e == -EBADF; attempt++)
-        e = on_pipe(r, p, build, ctx, skip, raw, *w, call, out);
+        e = on_pipe(r, p, build, ctx, skip, raw, call, out);
     return e;
 }
 
 static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
                    rl_fleet_build_fn build, void *ctx, unsigned skip, bool raw,
-                   struct rl_fleet_wait w, struct rl_fleet_call *call,
-                   struct rl_fleet_result *out)
+                   struct rl_fleet_call *call, struct rl_fleet_result *out)
 {
     /* A connection opened now (by this thread or another) has a bound of
      * its own; the call's wait starts after it (SPEC §8: no *reply*
-     * within 50 ms). */
+     * within 50 ms). call->wait is moved on by each set-up: a second
+     * attempt or a redirection waits past both. */
     uint64_t t0 = rl_clock_now_ns();
     int e =
         rl_fleet_pipe_enter(p, r->password_file, r->open_ns, t0 + r->open_ns);
@@ -187,11 +190,12 @@ static int on_pipe(struct rl_fleet_route *r, struct rl_fleet_pipe *p,
         return e == -ETIMEDOUT ? -EAGAIN : e;
     }
     uint64_t opened = rl_clock_now_ns() - t0;
-    w.deadline += opened;
-    w.late += opened;
-    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, &w, &call->ticket);
+    call->wait.deadline += opened;
+    call->wait.late += opened;
+    e = rl_fleet_pipe_send(p, build, ctx, skip, raw, &call->wait,
+                           &call->ticket);
     if (e == 0) {
-        e = rl_fleet_pipe_wait(p, call->ticket, &w, out);
+        e = rl_fleet_pipe_wait(p, call->ticket, &call->wait, out);
         if (e == -ETIMEDOUT)
             return e; /* still entered: rl_fleet_route_abandon leaves */
         if (out->err != 0) {
@@ -267,8 +271,8 @@ static __attribute__((noinline)) void refresh_map(struct rl_fleet_route *r,
         for (int slots = 0; slots < 2; slots++) {
             struct rl_fleet_result res;
             struct rl_fleet_call call;
-            struct rl_fleet_wait w = {deadline, deadline, 0};
-            int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true, &w,
+            call.wait = (struct rl_fleet_wait){deadline, deadline, 0};
+            int e = on_node(r, (int)i, build_map, slots ? r : NULL, 0, true,
                             &call, &res);
             if (e == -ETIMEDOUT) {
                 struct rl_fleet_late none = {{0}};
@@ -357,7 +361,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
      * nothing before it is away; a reply late while it answers others is
      * waited for until r->late_ns from the start (fleet_pipe.h). */
     uint64_t now = rl_clock_now_ns();
-    struct rl_fleet_wait bound = {
+    call->wait = (struct rl_fleet_wait){
         deadline, now + r->late_ns > deadline ? now + r->late_ns : deadline,
         deadline > now ? deadline - now : 0};
     if (atomic_load_explicit(&r->cluster, memory_order_relaxed))
@@ -367,7 +371,7 @@ int rl_fleet_route_call(struct rl_fleet_route *r, const char *label,
     call->why = "";
     for (int hop = 0; hop < 6; hop++) {
         int e = on_node(r, i, w.ask ? build_asking : build_wrapped, &w, w.ask,
-                        false, &bound, call, out);
+                        false, call, out);
         if (e < 0)
             return e; /* -ETIMEDOUT: owed */
         w.ask = false;

@@ -67,6 +67,10 @@ struct rl_fleet_call {
     int node;
     uint64_t ticket;
     const char *why;
+    /* The wait of the command in flight (fleet_pipe.h): in the caller's
+     * object, not a copy down the calls, whose every frame would add to a
+     * hooked call's stack. */
+    struct rl_fleet_wait wait;
 };
 
 /* Call what `build` makes (an EVALSHA of a script; with sha NULL, the
