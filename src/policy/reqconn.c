@@ -103,6 +103,19 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
     q->units = units;
 }
 
+/* A denial of a write that must not sleep, past max_delay: an error the
+ * program gives up on at once (p->err), not a hold for the whole wait,
+ * and the process's one line saying why (overdue.h). */
+static bool overdue(struct rl_proc *proc, const struct rl_reqwrite *w,
+                    const struct rl_gate_ticket *t,
+                    const struct rl_gate_req *q, struct rl_reqplan *p)
+{
+    if (!(w->nonblocking_wire || nonblocking(w)) || !rl_overdue(t, &p->err))
+        return false;
+    rl_overdue_say(proc, t, q->name, q->sa, q->salen);
+    return true;
+}
+
 /* A TLS write: its k requests go together or not at all (SPEC §11). In
  * delay mode k turns one after another (a burst smaller than k can never
  * grant k at once), the write going at the last. */
@@ -132,6 +145,8 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     if (act == RL_GATE_FAIL) {
         p->act = RL_GATE_FAIL;
         p->err = t.err;
+        if (overdue(proc, w, &t, &q, p))
+            return;
         /* Whatever the socket: the TLS layer may know it only by the
          * ciphertext it carried (shim/tlswrite.h). */
         if (t.retry_ns != UINT64_MAX)
@@ -188,14 +203,8 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
             }
             p->act = RL_GATE_FAIL;
             p->err = t.err;
-            if (!nonblocking(w))
+            if (!nonblocking(w) || overdue(proc, w, &t, &q, p))
                 return;
-            if (rl_overdue(&t, &p->err)) {
-                /* Past max_delay: an error the program gives up on, at
-                 * once, not a hold for the whole wait. */
-                rl_overdue_say(proc, &t, q.name, q.sa, q.salen);
-                return;
-            }
             if (t.retry_ns != UINT64_MAX)
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
             return;

@@ -111,6 +111,11 @@ struct rl_reqwrite {
     const char *call;
     int how;            /* enum rl_reqhow */
     bool nonblocking;
+    /* Its ciphertext leaves by a non-blocking socket the library does not
+     * name (curl's own BIO): its turns are slept as a blocking write's,
+     * but a wait past max_delay fails it at once (overdue.h), or the
+     * program would wait for that socket for the whole wait. */
+    bool nonblocking_wire;
 };
 
 /* The decision for one write. */

@@ -17,6 +17,7 @@ typedef struct gnutls_session_int *gnutls_session_t;
 
 #define GNUTLS_E_AGAIN (-28)
 #define GNUTLS_E_INTERNAL_ERROR (-59)
+#define GNUTLS_E_PUSH_ERROR (-53)
 #define GNUTLS_NAME_DNS 1
 
 static int fd_of(const void *session)
@@ -48,9 +49,10 @@ RL_EXPORT ssize_t gnutls_record_send(gnutls_session_t session,
     int act = rl_tlswrite_begin(&w, session, data, data != NULL ? size : 0,
                                 "gnutls_record_send", &ops);
     if (act == RL_TLSW_FAIL) {
-        /* SSL_get_error has no GnuTLS twin: the code says it. */
+        /* SSL_get_error has no GnuTLS twin: the code says it (errno
+         * is set: a push error's cause, as the library's own). */
         rl_tls_denied = NULL;
-        return GNUTLS_E_AGAIN;
+        return errno == EAGAIN ? GNUTLS_E_AGAIN : GNUTLS_E_PUSH_ERROR;
     }
     rl_tls_depth++;
     ssize_t r = real(session, data, size);

@@ -214,7 +214,10 @@ RL_EXPORT int SSL_get_error(const SSL *ssl, int ret)
     if (ret <= 0 && ssl != NULL && rl_tls_denied == ssl) {
         /* Once: the denial is the answer to the call just made. */
         rl_tls_denied = NULL;
-        return SSL_ERROR_WANT_WRITE;
+        if (rl_tls_denied_err == EAGAIN)
+            return SSL_ERROR_WANT_WRITE;
+        errno = rl_tls_denied_err; /* read by the program after this */
+        return SSL_ERROR_SYSCALL;
     }
     int (*real)(const SSL *, int) = rl_tls_real(RL_TLS_SSL_GET_ERROR);
     return real != NULL ? real(ssl, ret) : SSL_ERROR_SYSCALL;

@@ -24,6 +24,7 @@
 
 __thread int rl_tls_depth __attribute__((tls_model("initial-exec")));
 __thread const void *rl_tls_denied __attribute__((tls_model("initial-exec")));
+__thread int rl_tls_denied_err __attribute__((tls_model("initial-exec")));
 __thread struct rl_tlsent *rl_tls_unbound
     __attribute__((tls_model("initial-exec")));
 
@@ -157,7 +158,9 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
     w->after = 0;
-    const struct rl_reqwrite q = {e->fd, call, RL_REQ_WHOLE, nb || mem};
+    const struct rl_reqwrite q = {
+        e->fd, call, RL_REQ_WHOLE, nb || mem,
+        e->fd < 0 && !e->membio && e->wire >= 0 && nonblocking(e->wire)};
     rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
         w->p.wake == c->turn)
@@ -192,6 +195,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
         rl_tls_denied = session;
+        rl_tls_denied_err = w->p.err;
         errno = w->p.err;
         return RL_TLSW_FAIL;
     }
@@ -209,6 +213,7 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     if (w->p.act == RL_GATE_FAIL) {
         __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
         rl_tls_denied = session;
+        rl_tls_denied_err = w->p.err;
         errno = w->p.err;
         return RL_TLSW_FAIL;
     }

@@ -87,9 +87,14 @@ struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
                                               const struct rl_tlsops *ops);
 void rl_tlswrite_handshake_end(struct rl_tlsent *e);
 
-/* The session whose last write this thread denied (NULL: none): the next
- * SSL_get_error for it says SSL_ERROR_WANT_WRITE. */
+/* The session whose last write this thread denied (NULL: none), and the
+ * denial's errno: the next SSL_get_error for it says
+ * SSL_ERROR_WANT_WRITE for EAGAIN (write again when the socket is
+ * writable), else SSL_ERROR_SYSCALL with that errno (an error the
+ * program gives up on: a configured errno, or ETIMEDOUT past max_delay,
+ * SPEC §2). */
 extern __thread const void *rl_tls_denied
     __attribute__((tls_model("initial-exec")));
+extern __thread int rl_tls_denied_err __attribute__((tls_model("initial-exec")));
 
 #endif

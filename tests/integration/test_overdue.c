@@ -13,10 +13,22 @@
 static struct server st;
 static struct run r, ctl;
 
+static bool tls; /* the server speaks HTTPS (tls_setup) */
+
 static void setup(void)
 {
     h_setup();
+    tls = false;
     h_server_start(&st, "http_status.py");
+}
+
+static void tls_setup(void)
+{
+    h_setup();
+    tls = true;
+    setenv("RL_TLS", "1", 1);
+    h_server_start(&st, "http_status.py");
+    unsetenv("RL_TLS");
 }
 
 static void teardown(void)
@@ -26,6 +38,7 @@ static void teardown(void)
 }
 
 TestSuite(overdue, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(overdue_tls, .init = tls_setup, .fini = teardown, .timeout = 120);
 
 /* The pause is ten minutes: a client held for it is killed long before. */
 #define RUN_FOR 40
@@ -42,10 +55,13 @@ static char urls[3][96];
 /* The 429 first (paused), then two more; the control's are all plain. */
 static void make_urls(bool paused)
 {
-    snprintf(urls[0], sizeof urls[0], "http://127.0.0.1:%d%s", st.port,
+    const char *scheme = tls ? "https" : "http";
+    snprintf(urls[0], sizeof urls[0], "%s://127.0.0.1:%d%s", scheme, st.port,
              paused ? "/s/429/600" : "/ok");
-    snprintf(urls[1], sizeof urls[1], "http://127.0.0.1:%d/ok", st.port);
-    snprintf(urls[2], sizeof urls[2], "http://127.0.0.1:%d/ok2", st.port);
+    snprintf(urls[1], sizeof urls[1], "%s://127.0.0.1:%d/ok", scheme,
+             st.port);
+    snprintf(urls[2], sizeof urls[2], "%s://127.0.0.1:%d/ok2", scheme,
+             st.port);
 }
 
 static const char aiohttp_py[] =
@@ -55,7 +71,7 @@ static const char aiohttp_py[] =
     "        for u in sys.argv[1:]:\n"
     "            try:\n"
     "                t = aiohttp.ClientTimeout(total=600)\n"
-    "                async with s.get(u, timeout=t) as r:\n"
+    "                async with s.get(u, timeout=t, ssl=False) as r:\n"
     "                    await r.read()\n"
     "                    print('status', r.status)\n"
     "            except Exception as e:\n"
@@ -64,7 +80,7 @@ static const char aiohttp_py[] =
 
 static void curl_argv(char **argv)
 {
-    char *v[] = {"curl", "-s", "-o", "/dev/null", "-o", "/dev/null",
+    char *v[] = {"curl", "-sk", "-o", "/dev/null", "-o", "/dev/null",
                  "-o", "/dev/null", urls[0], urls[1], urls[2], NULL};
     memcpy(argv, v, sizeof v);
 }
@@ -122,4 +138,23 @@ Test(overdue, aiohttp_fails_at_once_past_max_delay)
     cr_expect_eq(r.status, 0, "aiohttp: status %d", r.status);
     cr_expect_not_null(strstr(r.out, "status 429\nerror: ClientOSError(110"),
                        "aiohttp was not told ETIMEDOUT: %s", r.out);
+}
+
+/* Over TLS the write that fails is the library's: SSL_get_error says
+ * SSL_ERROR_SYSCALL with errno ETIMEDOUT (not SSL_ERROR_WANT_WRITE, on
+ * which the program waits for a writable socket and writes again, for
+ * the whole pause). curl writes through a BIO of its own; aiohttp
+ * through python's ssl on a memory BIO. */
+Test(overdue_tls, curl_fails_at_once_past_max_delay)
+{
+    overdue(curl_argv, "curl over TLS");
+    cr_expect_eq(r.status, 55, "curl: status %d", r.status);
+}
+
+Test(overdue_tls, aiohttp_fails_at_once_past_max_delay)
+{
+    overdue(aiohttp_argv, "aiohttp over TLS");
+    cr_expect_eq(r.status, 0, "aiohttp: status %d", r.status);
+    cr_expect_not_null(strstr(r.out, "status 429\nerror: "),
+                       "aiohttp did not fail the next request: %s", r.out);
 }
