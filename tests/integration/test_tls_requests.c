@@ -162,11 +162,16 @@ Test(tls_requests, requests_are_charged_to_the_server_name_set)
 }
 
 /* Fail mode: the second request is beyond the burst. SSL_write says -1
- * (SSL_write_ex 0), SSL_get_error says SSL_ERROR_WANT_WRITE (3), errno is
- * EAGAIN, and nothing of that request reaches the server. */
-static void denied(const char *how, long ret)
+ * (SSL_write_ex 0), SSL_get_error says SSL_ERROR_WANT_WRITE (3) and errno
+ * is EAGAIN, or with another errno configured SSL_ERROR_SYSCALL (5) and
+ * that errno; nothing of that request reaches the server. */
+static void denied_as(const char *how, long ret, const char *cfg_errno,
+                      long ssl_error, long err)
 {
-    h_config_write("[default]\nrequest = 2/s\nrequest_burst = 1\n");
+    h_config_write("[default]\nrequest = 2/s\nrequest_burst = 1\n%s%s%s",
+                   cfg_errno != NULL ? "errno = " : "",
+                   cfg_errno != NULL ? cfg_errno : "",
+                   cfg_errno != NULL ? "\n" : "");
     char helper[512], port[16];
     snprintf(port, sizeof port, "%d", srv.port);
     char *argv[] = {(char *)h_helper("tls_client", helper, sizeof helper),
@@ -176,8 +181,8 @@ static void denied(const char *how, long ret)
     cr_expect_eq(h_out_long(&r, "ok", -1), 1, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "fail_at", -1), 1, "%s", r.out);
     cr_expect_eq(h_out_long(&r, "ret", 99), ret, "%s", r.out);
-    cr_expect_eq(h_out_long(&r, "ssl_error", -1), 3, "%s", r.out);
-    cr_expect_eq(h_out_long(&r, "errno", -1), EAGAIN, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "ssl_error", -1), ssl_error, "%s", r.out);
+    cr_expect_eq(h_out_long(&r, "errno", -1), err, "%s", r.out);
     /* Time for a request that did get through to be logged. */
     usleep(500000);
     cr_expect_eq(h_server_count(&srv, "REQ "), 1,
@@ -186,12 +191,19 @@ static void denied(const char *how, long ret)
 
 Test(tls_requests, ssl_write_beyond_the_burst_fails_with_want_write)
 {
-    denied("write", -1);
+    denied_as("write", -1, NULL, 3, EAGAIN);
 }
 
 Test(tls_requests, ssl_write_ex_beyond_the_burst_fails_with_want_write)
 {
-    denied("ex", 0);
+    denied_as("ex", 0, NULL, 3, EAGAIN);
+}
+
+/* WANT_WRITE would have the program write again when its socket is
+ * writable, at once: the configured errno is a failure it gives up on. */
+Test(tls_requests, ssl_write_denied_with_a_configured_errno_fails_as_syscall)
+{
+    denied_as("write", -1, "ECONNREFUSED", 5, ECONNREFUSED);
 }
 
 /* Debian's python dlopens `_ssl` RTLD_LOCAL: its libssl is out of
