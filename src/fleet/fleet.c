@@ -152,7 +152,7 @@ give_up(struct rl_fleet *f, const struct rl_fleet_call *owed,
 
 struct rl_verdict
 rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
-              int kind, rl_word *const *states,
+              const char *dest, int kind, rl_word *const *states,
               const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
               uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
               struct rl_verdict *v, struct rl_fleet_paused *paused)
@@ -235,7 +235,7 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
         claimed = a->lease > 0;
     }
     x.cmd = (struct rl_fleet_cmd){
-        rule, kind, name, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, a};
+        rule, kind, name, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, a, dest};
     x.ans = (struct rl_fleet_answer){0, UINT64_MAX, 1, 0, 0, false};
     /* A host that never heard how many hosts share the budget would fall
      * back on all of it: it is starting (on a loaded machine, a fleet of
@@ -305,8 +305,10 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
     if (paused != NULL && x.ans.paused_ns > 0)
         *paused = (struct rl_fleet_paused){x.ans.paused_ns, x.ans.backoff};
     x.out = (struct rl_verdict){x.ans.granted, x.ans.wait_ns, 0};
+    /* Closed to every call of the budget, but not by a destination's
+     * pause: the budget's other destinations are not paused (SPEC §12). */
     if (x.out.granted == 0 && x.out.wait_ns != UINT64_MAX && min == 1 &&
-        st != NULL)
+        st != NULL && x.ans.paused_ns == 0)
         rl_store_relaxed_u64(&st->closed_until[kind], now + x.out.wait_ns);
     else if (x.out.granted > 0 && st != NULL &&
              rl_load_relaxed_u64(&st->closed_until[kind]) != 0)
@@ -354,7 +356,8 @@ void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
         if (a.ret == 0 && a.debt == 0)
             continue;
         struct rl_fleet_cmd cmd = {
-            rule, k, f->label, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, &a};
+            rule, k,  f->label, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1,
+            &a,   NULL};
         struct rl_fleet_call owed;
         struct rl_fleet_result res;
         int r = rl_fleet_route_call(&f->route, f->label, rl_fleet_call_build,
@@ -369,15 +372,15 @@ void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
     }
 }
 
-int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
-                   bool backoff)
+int rl_fleet_pause(struct rl_fleet *f, const char *label, const char *dest,
+                   uint64_t wait_ns, bool backoff)
 {
     if (!f->on)
         return -EAGAIN;
     const char *name = label != NULL ? label : f->label;
     if (!rl_fleet_route_up(&f->route, rl_fleet_route_node(&f->route, name)))
         return -EAGAIN; /* away: the fallback decides, on this host */
-    return rl_fleet_call_pause(&f->route, name, wait_ns, backoff,
+    return rl_fleet_call_pause(&f->route, name, dest, wait_ns, backoff,
                                rl_clock_now_ns() + RL_FLEET_WAIT_NS);
 }
 

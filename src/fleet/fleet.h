@@ -103,25 +103,27 @@ struct rl_fleet_paused {
  * when stale and filled again by this call's round trip. `host` (NULL:
  * none) are the host segment's fleet words (RL_FLEET_HOST_*). `now` is
  * the host's clock, used only to pace the retries: Redis's own clock
- * decides. For a request, the budget's pause in Redis is waited for too
- * (its turn and max_wait_ns are from now), and *paused (NULL: not asked)
- * says how far it moved the turn. */
+ * decides. For a request, the pause in Redis of its destination `dest`
+ * (NULL: not told) and of the untold destinations is waited for too (its
+ * turn and max_wait_ns are from now), and *paused (NULL: not asked) says
+ * how far it moved the turn. */
 struct rl_verdict
 rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
-              int kind, rl_word *const *states,
+              const char *dest, int kind, rl_word *const *states,
               const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
               uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
               struct rl_verdict *v, struct rl_fleet_paused *paused);
 
-/* A 429/503 paused the request budget named `label` (as rl_fleet_take
- * names it) for `wait_ns` (a Retry-After, or this host's backoff): the
- * pause goes to Redis, ending at Redis's now + wait unless it ends later
- * already, and every host's requests of that budget wait for it (their
- * script reads it). Returns 0, or -errno when Redis cannot be reached
- * now (the pause then stays this host's). Bounded like every wait on
- * Redis. */
-int rl_fleet_pause(struct rl_fleet *f, const char *label, uint64_t wait_ns,
-                   bool backoff);
+/* A 429/503 from destination `dest` (NULL: not told) paused the request
+ * budget named `label` (as rl_fleet_take names it) for `wait_ns` (a
+ * Retry-After, or this host's backoff): the pause goes to Redis, ending at
+ * Redis's now + wait unless it ends later already, and every host's
+ * requests of that budget to that destination wait for it (their script
+ * reads it; an untold destination's pause holds them all). Returns 0, or
+ * -errno when Redis cannot be reached now (the pause then stays this
+ * host's). Bounded like every wait on Redis. */
+int rl_fleet_pause(struct rl_fleet *f, const char *label, const char *dest,
+                   uint64_t wait_ns, bool backoff);
 
 /* At exit: the host's unspent leased units (pool, NULL: none) go back to
  * Redis, and what the process spent of the user's rule budget while Redis

@@ -20,7 +20,10 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     const struct rl_fleet_ask *a = k->ask;
     int bucket = rl_fleet_call_bucket(rule, k->kind);
     unsigned n = rule->nlimits[k->kind];
-    unsigned pause = k->kind == RL_KIND_REQUEST; /* its pause key, last */
+    /* A request's two pause keys, last: its destination's, and that of
+     * the destinations no response could name ("-"), which every request
+     * of the budget obeys (gate_pause.c). */
+    unsigned pause = k->kind == RL_KIND_REQUEST ? 2 : 0;
     rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 9 + 3 * n);
     if (sha != NULL) {
         rl_fleet_cmd_str(c, "EVALSHA");
@@ -43,9 +46,13 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     }
     key[2] = "}:hosts";
     rl_fleet_cmd_cat(c, key, 3);
-    key[2] = "}:pause";
-    if (pause)
-        rl_fleet_cmd_cat(c, key, 3);
+    key[2] = "}:pause:";
+    key[3] = k->dest != NULL ? k->dest : "-";
+    if (pause) {
+        rl_fleet_cmd_cat(c, key, 4);
+        key[3] = "-";
+        rl_fleet_cmd_cat(c, key, 4);
+    }
     rl_fleet_cmd_u64(c, a->want);
     rl_fleet_cmd_u64(c, a->min);
     rl_fleet_cmd_u64(c, a->max_wait_ns / 1000);
@@ -90,7 +97,7 @@ int rl_fleet_call_answer(const struct rl_fleet_result *r,
 }
 
 struct pause_cmd {
-    const char *label;
+    const char *label, *dest;
     uint64_t wait_ns;
     bool backoff;
 };
@@ -100,20 +107,22 @@ static void build_pause(struct rl_fleet_conn *c, const char (*sha)[41],
 {
     (void)sha; /* a 429 is rare: EVAL, no SHA to keep */
     const struct pause_cmd *p = ctx;
-    const char *key[3] = {"rlshim:{", p->label, "}:pause"};
+    const char *key[4] = {"rlshim:{", p->label, "}:pause:",
+                          p->dest != NULL ? p->dest : "-"};
     rl_fleet_cmd_start(c, 6);
     rl_fleet_cmd_str(c, "EVAL");
     rl_fleet_cmd_str(c, rl_fleet_lua_pause);
     rl_fleet_cmd_u64(c, 1);
-    rl_fleet_cmd_cat(c, key, 3);
+    rl_fleet_cmd_cat(c, key, 4);
     rl_fleet_cmd_u64(c, p->wait_ns / 1000);
     rl_fleet_cmd_u64(c, p->backoff ? 1 : 2);
 }
 
 int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
-                        uint64_t wait_ns, bool backoff, uint64_t deadline)
+                        const char *dest, uint64_t wait_ns, bool backoff,
+                        uint64_t deadline)
 {
-    struct pause_cmd p = {label, wait_ns, backoff};
+    struct pause_cmd p = {label, dest, wait_ns, backoff};
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
     int e =

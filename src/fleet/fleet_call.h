@@ -33,6 +33,9 @@ struct rl_fleet_cmd {
     const char *host;  /* this host's id */
     uint64_t seq;      /* the call's number in this process */
     const struct rl_fleet_ask *ask;
+    /* A request's destination name (NULL: not told, "-"): its pause and
+     * the untold destinations' are waited for, no other's (SPEC §12). */
+    const char *dest;
 };
 
 /* Is rule's `kind` decided by the bucket script (else the window's)? */
@@ -57,10 +60,11 @@ struct rl_fleet_answer {
 int rl_fleet_call_answer(const struct rl_fleet_result *r,
                          struct rl_fleet_answer *a);
 
-/* A request budget's pause to Redis (fleet_scripts.h's
- * rl_fleet_lua_pause), at the budget's node, until `deadline`: 0 or
- * -errno. */
+/* A request budget's pause of destination `dest` (NULL: "-") to Redis
+ * (fleet_scripts.h's rl_fleet_lua_pause), at the budget's node, until
+ * `deadline`: 0 or -errno. */
 int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
-                        uint64_t wait_ns, bool backoff, uint64_t deadline);
+                        const char *dest, uint64_t wait_ns, bool backoff,
+                        uint64_t deadline);
 
 #endif

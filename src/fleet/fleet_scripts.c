@@ -15,22 +15,23 @@
     "local capped = tonumber(ARGV[9])\n"                                       \
     "local n = (#ARGV - 9) / 3\n"                                              \
     "local hk = KEYS[n + 1]\n"                                                 \
-    "local pk = KEYS[n + 2]\n"                                                 \
+    "local pk, pk2 = KEYS[n + 2], KEYS[n + 3]\n"                                \
     "redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])\n"                        \
     "redis.call('ZREMRANGEBYSCORE', hk, '-inf', tonumber(t[1]) - 60)\n"        \
     "redis.call('EXPIRE', hk, 60)\n"                                           \
     "local hosts = redis.call('ZCARD', hk)\n"                                  \
     PAUSE
 
-/* A request budget's pause (SPEC §12), when the pause key is given: the
- * call's turn is no earlier than its end (t0; off µs from now), and `why`
- * says whose it is (1 the backoff, 2 a Retry-After; 0 none). */
+/* A request budget's pauses (SPEC §12), when the pause keys are given
+ * (its destination's, and the untold destinations'): the call's turn is
+ * no earlier than the later end (t0; off µs from now), and `why` says
+ * whose it is (1 the backoff, 2 a Retry-After; 0 none). */
 #define PAUSE                                                                  \
     "local t0, why = now, 0\n"                                                 \
-    "if pk then\n"                                                             \
-    "  local v = redis.call('HMGET', pk, 'u', 'b')\n"                          \
+    "for _, k in ipairs({pk, pk2}) do\n"                                       \
+    "  local v = redis.call('HMGET', k, 'u', 'b')\n"                           \
     "  local pu = tonumber(v[1]) or 0\n"                                       \
-    "  if pu > now then t0 = pu why = tonumber(v[2]) or 2 end\n"               \
+    "  if pu > t0 then t0 = pu why = tonumber(v[2]) or 2 end\n"                \
     "end\n"                                                                    \
     "local off = t0 - now\n"
 

@@ -119,24 +119,24 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                 fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
         }
     }
-    if (kind != RL_KIND_REQUEST)
+    if (kind != RL_KIND_REQUEST || t->ncharges == 0)
         return;
     /* A request's pauses are its destination's (SPEC §12), whatever
-     * budget it shares: keyed by section, user and the name. */
+     * budget it shares: keyed by section, user and the name, here and on
+     * Redis (t->dest: the same name fleet_dest writes). */
+    if (namelen == 0)
+        namelen = rl_dests_peer_name(peer, name);
+    if (t->dest != NULL && namelen <= RL_NAME_MAX) {
+        memcpy(t->dest, name, namelen);
+        t->dest[namelen] = '\0';
+    }
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
         if (!rl_pause_obeyed(c->rule) || c->budget->store == NULL)
             continue;
-        if (namelen == 0)
-            namelen = rl_dests_peer_name(peer, name);
         uint64_t ri = (uint64_t)(c->rule - g->cfg->rules) + 1;
         c->pause_key = rl_pauses_key(ri, g->user, name, namelen);
         c->pause_key_untold = rl_pauses_key(ri, g->user, "-", 1);
-        if (t->dest != NULL && namelen <= RL_NAME_MAX) {
-            /* The same name fleet_dest writes: the pause's label. */
-            memcpy(t->dest, name, namelen);
-            t->dest[namelen] = '\0';
-        }
     }
 }
 

@@ -129,7 +129,7 @@ void rl_pause_mirror(struct rl_proc *p, const struct rl_gate_ticket *t,
         return;
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
     snprintf(label, sizeof label, "%s|%s", p->gate.user,
-             t->dest != NULL ? t->dest : "-");
+             t->dest != NULL && t->dest[0] != '\0' ? t->dest : "-");
     const struct rl_pause_set s = {
         c->pause_key, (uint64_t)(c->rule - p->gate.cfg->rules) + 1, label,
         false, word_of(rl_add_sat_u64(t->now, ns), backoff), t->now};
@@ -178,6 +178,9 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
         /* Every host's: Redis's clock ends it (away: this host's). */
         char label[RL_GATE_FLEET_LABEL_MAX];
         moved |= rl_fleet_pause(&p->fleet, rl_gate_fleet_label(t, c, label),
+                                t->dest != NULL && t->dest[0] != '\0'
+                                    ? t->dest
+                                    : NULL,
                                 wait, !has_ra) == 0;
     }
     if (moved && rl_declog_enabled(&p->declog)) {

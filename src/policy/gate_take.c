@@ -91,7 +91,12 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
                                  : NULL;
     struct rl_fleet_paused paused;
     struct rl_verdict v =
-        rl_fleet_take(&p->fleet, c->rule, fl, kind, c->states[kind], pool,
+        rl_fleet_take(&p->fleet, c->rule, fl,
+                      kind == RL_KIND_REQUEST && t->dest != NULL &&
+                              t->dest[0] != '\0'
+                          ? t->dest
+                          : NULL,
+                      kind, c->states[kind], pool,
                       host, t->now, want, min, mw, c->v[rl_gate_vrow(kind)],
                       &paused);
     if (paused.ns > 0) {
@@ -383,6 +388,7 @@ connect_whole(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
               const char *call, int fd, const void *sa, unsigned salen)
 {
     char dest[RL_NAME_MAX + 1];
+    dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
     int r = connect_at(p, t, now, call, fd, sa, salen);
     t->dest = NULL;
@@ -539,6 +545,7 @@ int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const struct rl_gate_req *q)
 {
     char dest[RL_NAME_MAX + 1];
+    dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
     int r = request_at(p, t, now, q, 0);
     t->dest = NULL;
@@ -550,6 +557,7 @@ int rl_gate_request_again(struct rl_proc *p, struct rl_gate_ticket *t,
                           const struct rl_gate_req *q)
 {
     char dest[RL_NAME_MAX + 1];
+    dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
     int r = request_at(p, t, now, q, turn != 0 ? turn : 1);
     t->dest = NULL;
@@ -568,6 +576,7 @@ int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                     uint64_t bytes_min)
 {
     char dest[RL_NAME_MAX + 1];
+    dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
     int r = send_at(p, t, now, call, fd, sa, salen, calls, calls_min, bytes,
                     bytes_min);

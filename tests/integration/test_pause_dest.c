@@ -7,17 +7,24 @@
  * requests already queued for their turn (8 python threads). */
 #include "harness.h"
 
+#include <sys/stat.h>
+
+#include "../redis_server.h"
+
 static struct server st;
 static struct run r;
+static struct redis R;
 
 static void setup(void)
 {
     h_setup();
+    memset(&R, 0, sizeof R);
     h_server_start(&st, "http_status.py");
 }
 
 static void teardown(void)
 {
+    redis_kill(&R);
     h_server_stop(&st);
     h_teardown();
 }
@@ -92,6 +99,43 @@ Test(pause_dest, a_429_holds_its_name_not_the_others_of_a_shared_budget)
                  "good.test: %d of its 3 requests reached the server\n%s",
                  seen("/ok/good/"), r.out);
     cr_expect_eq(seen("/ok/evil/"), 0, "evil.test's pause did not hold it");
+    cr_expect(strstr(r.out, "error evil.test") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "error good.test") == NULL, "%s", r.out);
+}
+
+/* (a) on a fleet budget: the pause goes to Redis keyed by its name. A
+ * second host (its own state dir, nothing of the 429 in its segment)
+ * is held for evil.test by Redis alone, and not for good.test. */
+Test(pause_dest, a_429_on_the_fleet_holds_its_name_not_the_others)
+{
+    if (!redis_have())
+        cr_skip_test("redis-server is not installed");
+    cr_assert(redis_start(&R), "redis-server did not start");
+    h_config_write(DELAY_HEAD "fleet = redis://127.0.0.1:%d\n"
+                              "[default]\nscope = fleet\nrequest = 10/s\n",
+                   R.port);
+    char host_b[300];
+    snprintf(host_b, sizeof host_b, "%s/host-b", h_dir);
+    cr_assert_eq(mkdir(host_b, 0700), 0);
+    char *first[] = {"evil.test", "/s/429/600"};
+    run_by_host(first, 1);
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)by_host_py, port,
+                    "good.test", "/ok/good/1", "good.test", "/ok/good/2",
+                    "evil.test", "/ok/evil/again", "good.test", "/ok/good/3",
+                    NULL};
+    h_run_with(&r, true, 60, argv, h_config, host_b, "host-b.log");
+    cr_assert_eq(r.status, 0, "host b: status %d\n%s", r.status, r.out);
+    usleep(200 * 1000);
+    cr_log_info("fleet: good.test %d of 3, evil.test again %d of 0",
+                seen("/ok/good/"), seen("/ok/evil/"));
+    cr_expect_eq(seen("/s/429/600"), 1);
+    cr_expect_eq(seen("/ok/good/"), 3,
+                 "good.test: %d of its 3 requests reached the server\n%s",
+                 seen("/ok/good/"), r.out);
+    cr_expect_eq(seen("/ok/evil/"), 0,
+                 "evil.test's pause on Redis did not hold host b");
     cr_expect(strstr(r.out, "error evil.test") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "error good.test") == NULL, "%s", r.out);
 }

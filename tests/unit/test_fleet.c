@@ -363,7 +363,7 @@ static void *decide(void *arg)
     struct rl_verdict v[RL_MAX_RATES];
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
-            rl_fleet_take(&proc.fleet, d->rule, NULL, RL_KIND_CONNECT,
+            rl_fleet_take(&proc.fleet, d->rule, NULL, NULL, RL_KIND_CONNECT,
                           d->states, NULL, NULL, rl_clock_now_ns(), 1, 1, 0, v,
                           NULL);
         d->granted += r.granted > 0;
@@ -460,10 +460,12 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_verdict v[RL_MAX_RATES];
     uint64_t now = rl_clock_now_ns();
     struct rl_verdict a =
-        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+        rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_REQUEST, states,
+                      &pool,
                       NULL, now, 1, 1, 0, v, NULL);
     struct rl_verdict b =
-        rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_REQUEST, states, &pool,
+        rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_REQUEST, states,
+                      &pool,
                       NULL, now, 1, 1, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
@@ -494,7 +496,7 @@ static void check_pause_on_redis(const char *algo)
     uint64_t now = rl_clock_now_ns();
     cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO, "%s",
                  algo);
-    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, 2000000000ull, false), 0,
+    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, NULL, 2000000000ull, false), 0,
                  "%s: Redis took no pause", algo);
     now = rl_clock_now_ns();
     cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_FAIL,
@@ -504,6 +506,57 @@ static void check_pause_on_redis(const char *algo)
     cr_expect_leq(t.retry_ns, 2000000000ull, "%s", algo);
     cr_assert_not_null(t.reason, "%s", algo);
     cr_expect_str_eq(t.reason, "retry_after", "%s", algo);
+}
+
+/* A 429 from one destination pauses that destination on Redis, not the
+ * others sharing the budget (SPEC §12: a hostile site cannot pause the
+ * crawl); a pause of a destination no response could name ("-") holds
+ * every request of the budget. */
+static int request_to(const char *name)
+{
+    struct sockaddr_in a = dest();
+    struct rl_gate_req q = {.call = "send",
+                            .fd = -1,
+                            .sa = &a,
+                            .salen = sizeof a,
+                            .name = name,
+                            .units = 1};
+    return rl_gate_request_at(&proc, &t, rl_clock_now_ns(), &q);
+}
+
+static void check_pause_per_destination(const char *algo)
+{
+    char fmt[512];
+    snprintf(fmt, sizeof fmt,
+             "[rlshim]\nfleet = redis://127.0.0.1:%%d\n"
+             "fleet_fallback = allow\n[user:crawler]\nscope = fleet\n"
+             "algorithm = %s\nrequest = 100/s\non_deny = fail\n",
+             algo);
+    gate_with(fmt);
+    cr_assert_eq(request_to("evil.test"), RL_GATE_GO, "%s", algo);
+    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, "evil.test", 2000000000ull,
+                                false),
+                 0, "%s: Redis took no pause", algo);
+    cr_expect_eq(request_to("evil.test"), RL_GATE_FAIL,
+                 "%s: a request went during its destination's pause", algo);
+    cr_expect_eq(request_to("good.test"), RL_GATE_GO,
+                 "%s: another destination's pause held good.test", algo);
+    cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, NULL, 2000000000ull, false),
+                 0, "%s: Redis took no pause", algo);
+    cr_expect_eq(request_to("good.test"), RL_GATE_FAIL,
+                 "%s: the untold destinations' pause did not hold it", algo);
+}
+
+Test(fleet, a_pause_on_redis_holds_its_destination_only_token_bucket)
+{
+    start_redis();
+    check_pause_per_destination("token_bucket");
+}
+
+Test(fleet, a_pause_on_redis_holds_its_destination_only_sliding_window)
+{
+    start_redis();
+    check_pause_per_destination("sliding_window");
 }
 
 Test(fleet, a_pause_on_redis_holds_the_requests_token_bucket)
@@ -544,7 +597,7 @@ Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
     static rl_atomic_u64 host[2];
     struct rl_verdict v[RL_MAX_RATES];
 #define TAKE()                                                                 \
-    rl_fleet_take(&proc.fleet, rule, NULL, RL_KIND_CONNECT, states, NULL,     \
+    rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_CONNECT, states, NULL, \
                   host, rl_clock_now_ns(), 1, 1, 0, v, NULL)
     cr_assert_eq(TAKE().granted, 1);
     usleep(100000); /* its reply is no longer the last word of Redis */
