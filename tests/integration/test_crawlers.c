@@ -137,7 +137,10 @@ Test(crawlers, scrapy_over_tls_is_charged_per_request_to_its_site)
     }
     pclose(p);
     cr_expect_eq(k, PAGES, "%d turns read from the decision log", k);
-    /* At the server (stamps in ms; a page is logged when answered). */
+    /* At the server (stamps in ms; a page is logged when answered, so a
+     * page answered late on a busy machine brings the next one nearer):
+     * every gap at least 0.8 of the period, the floor issue 31 sets for
+     * every cell of the conformance matrix. */
     double at[PAGES];
     int n = ngx_times(&ngx[0], at, PAGES);
     for (int i = 1; i < n; i++)
@@ -147,7 +150,7 @@ Test(crawlers, scrapy_over_tls_is_charged_per_request_to_its_site)
             at[j - 1] = x;
         }
     for (int i = 1; i < n; i++)
-        cr_expect_geq(at[i] - at[i - 1], 0.45,
+        cr_expect_geq(at[i] - at[i - 1], 0.4,
                       "site-a's pages %d and %d reached its server %.3f s "
                       "apart, not 0.5",
                       i, i + 1, at[i] - at[i - 1]);
