@@ -271,13 +271,14 @@ static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
 /* The requests charged at the start of these bytes (offset < c->charged)
  * were given the turn `turn`, reached at `now`: decided again, one by one
  * (rl_gate_request_again). 0: they go now; else their new turn, or
- * UINT64_MAX: refused (*t says why), and no longer charged: the records
- * made for their answers (`sent`, the newest) are dropped. */
+ * UINT64_MAX: refused (*t says why, *q what was asked), and no longer
+ * charged: the records made for their answers (`sent`, the newest) are
+ * dropped. */
 static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
                              const struct iovec *iov, size_t n,
                              const struct rl_reqwrite *w, uint64_t turn,
                              uint64_t now, unsigned sent,
-                             struct rl_gate_ticket *t)
+                             struct rl_gate_ticket *t, struct rl_gate_req *q)
 {
     struct rl_req_event ev[PLAN_EVENTS];
     size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
@@ -290,10 +291,9 @@ static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
             k++;
         }
     static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
-    struct rl_gate_req q;
-    ask(c, w, first != NULL ? first : &unnamed, 1, &q);
+    ask(c, w, first != NULL ? first : &unnamed, 1, q);
     for (uint64_t i = 0; i < (k > 0 ? k : 1); i++) {
-        if (rl_gate_request_again(proc, t, now, turn, &q) == RL_GATE_FAIL) {
+        if (rl_gate_request_again(proc, t, now, turn, q) == RL_GATE_FAIL) {
             c->charged = 0;
             c->nsent = c->nsent > sent ? (uint8_t)(c->nsent - sent) : 0;
             return UINT64_MAX;
@@ -320,8 +320,9 @@ void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,
         return;
     }
     struct rl_gate_ticket t;
+    struct rl_gate_req q;
     uint64_t wake =
-        decide_again(proc, c, iov, n, w, p->wake, now, p->sent, &t);
+        decide_again(proc, c, iov, n, w, p->wake, now, p->sent, &t, &q);
     if (wake == UINT64_MAX) {
         p->act = RL_GATE_FAIL;
         p->err = t.err;
@@ -347,13 +348,17 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
          * pause that came meanwhile holds them still (SPEC §12). */
         uint64_t again = 0;
         struct rl_gate_ticket t;
+        struct rl_gate_req q;
         if (now >= c->turn)
             again = decide_again(proc, c, iov, n, w, c->turn, now,
-                                 c->turn_sent, &t);
+                                 c->turn_sent, &t, &q);
         if (again == UINT64_MAX) {
             c->turn = 0;
             p->act = RL_GATE_FAIL;
             p->err = t.err;
+            /* A pause that came while it waited, past max_delay. */
+            if (overdue(proc, w, &t, &q, p))
+                return;
             if (t.retry_ns != UINT64_MAX)
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
             return;

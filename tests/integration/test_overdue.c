@@ -47,6 +47,10 @@ TestSuite(overdue_tls, .init = tls_setup, .fini = teardown, .timeout = 120);
 static const char config[] = "[default]\nrequest = 10/s\nrequest_burst = 1\n"
                              "on_deny = delay\nmax_delay = 2s\n";
 
+/* What overdue() writes: the queued requests' test takes turns half a
+ * second apart, so that the 429 comes while they wait. */
+static const char *config_text = config;
+
 static const char line[] =
     "(Retry-After), over max_delay 2 s";
 
@@ -94,7 +98,7 @@ static void aiohttp_argv(char **argv)
 
 static void overdue(void (*make)(char **), const char *who)
 {
-    h_config_write("%s", config);
+    h_config_write("%s", config_text);
     char *argv[12];
     make_urls(true);
     make(argv);
@@ -138,6 +142,45 @@ Test(overdue, aiohttp_fails_at_once_past_max_delay)
     cr_expect_eq(r.status, 0, "aiohttp: status %d", r.status);
     cr_expect_not_null(strstr(r.out, "status 429\nerror: ClientOSError(110"),
                        "aiohttp was not told ETIMEDOUT: %s", r.out);
+}
+
+/* Requests queued for their turns when the 429 comes: at its turn each is
+ * decided again, paused past max_delay, and fails at once (ETIMEDOUT),
+ * not held for the pause. aiohttp, four requests at once on their own
+ * connections. */
+static const char queued_py[] =
+    "import aiohttp, asyncio, sys\n"
+    "async def get(s, u):\n"
+    "    try:\n"
+    "        t = aiohttp.ClientTimeout(total=600)\n"
+    "        async with s.get(u, timeout=t, ssl=False) as r:\n"
+    "            await r.read()\n"
+    "            return 'status %d' % r.status\n"
+    "    except Exception as e:\n"
+    "        return 'error: %r' % e\n"
+    "async def main():\n"
+    "    c = aiohttp.TCPConnector(limit=8, force_close=True)\n"
+    "    async with aiohttp.ClientSession(connector=c) as s:\n"
+    "        gets = [get(s, u) for u in sys.argv[1:]]\n"
+    "        for line in await asyncio.gather(*gets):\n"
+    "            print(line)\n"
+    "asyncio.run(main())\n";
+
+static void queued_argv(char **argv)
+{
+    char *v[] = {"/usr/bin/python3", "-c", (char *)queued_py, urls[0],
+                 urls[1], urls[2], NULL, NULL, NULL, NULL, NULL, NULL};
+    memcpy(argv, v, sizeof v);
+}
+
+Test(overdue, aiohttp_queued_requests_fail_at_once_past_max_delay)
+{
+    config_text = "[default]\nrequest = 2/s\nrequest_burst = 1\n"
+                  "on_deny = delay\nmax_delay = 2s\n";
+    overdue(queued_argv, "aiohttp queued");
+    cr_expect_eq(r.status, 0, "aiohttp: status %d", r.status);
+    cr_expect_not_null(strstr(r.out, "status 429\nerror: "),
+                       "aiohttp's queued requests did not fail: %s", r.out);
 }
 
 /* Over TLS the write that fails is the library's: SSL_get_error says
