@@ -477,11 +477,8 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
                  out);
 }
 
-/* A 429's pause on Redis (SPEC §12) holds every host's requests of the
- * budget: set on Redis alone (this process's own word left as another
- * host's is), it still refuses this process's request in fail mode, with
- * what is left of it and the reason. Both algorithms' scripts. */
-static void check_pause_on_redis(const char *algo)
+/* A fleet request budget of `algo`, fail mode, for the pause tests. */
+static void gate_with_requests(const char *algo)
 {
     char fmt[512];
     snprintf(fmt, sizeof fmt,
@@ -490,6 +487,15 @@ static void check_pause_on_redis(const char *algo)
              "algorithm = %s\nrequest = 100/s\non_deny = fail\n",
              algo);
     gate_with(fmt);
+}
+
+/* A 429's pause on Redis (SPEC §12) holds every host's requests of the
+ * budget: set on Redis alone (this process's own word left as another
+ * host's is), it still refuses this process's request in fail mode, with
+ * what is left of it and the reason. Both algorithms' scripts. */
+static void check_pause_on_redis(const char *algo)
+{
+    gate_with_requests(algo);
     struct sockaddr_in a = dest();
     struct rl_gate_req q = {
         .call = "send", .fd = -1, .sa = &a, .salen = sizeof a, .units = 1};
@@ -526,13 +532,7 @@ static int request_to(const char *name)
 
 static void check_pause_per_destination(const char *algo)
 {
-    char fmt[512];
-    snprintf(fmt, sizeof fmt,
-             "[rlshim]\nfleet = redis://127.0.0.1:%%d\n"
-             "fleet_fallback = allow\n[user:crawler]\nscope = fleet\n"
-             "algorithm = %s\nrequest = 100/s\non_deny = fail\n",
-             algo);
-    gate_with(fmt);
+    gate_with_requests(algo);
     cr_assert_eq(request_to("evil.test"), RL_GATE_GO, "%s", algo);
     cr_assert_eq(rl_fleet_pause(&proc.fleet, NULL, "evil.test", 2000000000ull,
                                 false),
