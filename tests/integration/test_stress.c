@@ -7,6 +7,7 @@
  * Runs STORM_SECONDS (5 s, not the issue's 10 s: four storms must fit the
  * suite's time on a shared 2-core machine). */
 #include "harness.h"
+#include "stress_sink.h"
 
 #define STORM_PROCS 4
 #define STORM_THREADS 32
@@ -28,67 +29,17 @@ static const struct budget leased = {20, 10, 0, 0, 1048576, 262144};
 static struct budget bud;
 
 static struct run r;
-static pid_t sink_pid;
-static int tport, uport;
-static char sink_log[300];
-
-static void sink_start(void)
-{
-    char bin[512];
-    snprintf(sink_log, sizeof sink_log, "%s/sink.counts", h_dir);
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    sink_pid = fork();
-    cr_assert_neq(sink_pid, -1);
-    if (sink_pid == 0) {
-        /* Dies with the test's process, even one that skipped (Criterion
-         * runs no .fini then) or timed out. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(p[1], 1);
-        close(p[0]);
-        close(p[1]);
-        unsetenv("LD_PRELOAD");
-        execl(h_helper("stress_sink", bin, sizeof bin), "stress_sink",
-              sink_log, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char buf[64] = "";
-    ssize_t n = read(p[0], buf, sizeof buf - 1);
-    close(p[0]);
-    buf[n > 0 ? n : 0] = '\0';
-    cr_assert_eq(sscanf(buf, "PORT %d %d", &tport, &uport), 2,
-                 "stress_sink did not start: '%s'", buf);
-}
-
-/* Stop the sink (it drains first) and read its counts. */
-static void sink_counts(long long *tc, long long *tb, long long *uc,
-                        long long *ub, long long *open_now)
-{
-    kill(sink_pid, SIGTERM);
-    int st;
-    waitpid(sink_pid, &st, 0);
-    sink_pid = 0;
-    FILE *f = fopen(sink_log, "r");
-    cr_assert_not_null(f, "the sink wrote no counts");
-    int got = fscanf(f, "T %lld %lld\nU %lld %lld\nOPEN %lld", tc, tb, uc,
-                     ub, open_now);
-    fclose(f);
-    cr_assert_eq(got, 5);
-}
+static struct stress_sink sink;
 
 static void setup(void)
 {
     h_setup();
-    sink_start();
+    stress_sink_start(&sink);
 }
 
 static void teardown(void)
 {
-    if (sink_pid > 0) {
-        kill(sink_pid, SIGKILL);
-        waitpid(sink_pid, NULL, 0);
-    }
+    stress_sink_kill(&sink);
     h_teardown();
 }
 
@@ -119,7 +70,7 @@ static void storm_config(const char *mode, const struct budget *b)
                    "send_bytes = %.0f/s\nsend_bytes_burst = %.0f\n"
                    "to = 127.0.0.1:%d\n",
                    mode, b->conn_rate, b->conn_burst, send, b->byte_rate,
-                   b->byte_burst, tport);
+                   b->byte_burst, sink.tport);
 }
 
 /* The UBSan build of the shim, built on demand (its own build dir). */
@@ -173,8 +124,8 @@ static void storm(const char *so)
                      so ? "';" : "");
     for (int i = 0; i < STORM_PROCS; i++)
         n += snprintf(script + n, sizeof script - (size_t)n,
-                      " '%s' %d %d %d %d & pids=\"$pids $!\";", bin, tport,
-                      uport, STORM_SECONDS, STORM_THREADS);
+                      " '%s' %d %d %d %d & pids=\"$pids $!\";", bin,
+                      sink.tport, sink.uport, STORM_SECONDS, STORM_THREADS);
     snprintf(script + n, sizeof script - (size_t)n,
              " for p in $pids; do wait $p || rc=$((rc + 1)); done;"
              " exit $rc");
@@ -195,7 +146,7 @@ static void storm(const char *so)
     cr_expect_eq(sum("errors"), 0, "untouched calls failed: %s", r.out);
 
     long long tc, tb, uc, ub, open_now;
-    sink_counts(&tc, &tb, &uc, &ub, &open_now);
+    stress_sink_counts(&sink, &tc, &tb, &uc, &ub, &open_now);
     double t = r.wall;
     /* Every connect and byte the clients counted arrived, and no more. */
     cr_expect_eq(tc, sum("tconn"), "throttled connections: sink %lld, "
@@ -301,17 +252,17 @@ Test(stress, leases_go_back_when_threads_and_processes_exit)
      * none was counted as allowed. */
     h_config_write("[default]\nsend_bytes = 1000000000/h\n"
                    "to = 127.0.0.1:%d\n",
-                   tport);
+                   sink.tport);
     char bin[512], port_t[16], port_u[16];
-    snprintf(port_t, sizeof port_t, "%d", tport);
-    snprintf(port_u, sizeof port_u, "%d", uport);
+    snprintf(port_t, sizeof port_t, "%d", sink.tport);
+    snprintf(port_u, sizeof port_u, "%d", sink.uport);
     char *argv[] = {(char *)h_helper("storm", bin, sizeof bin), port_t,
                     port_u, "1", "8", NULL};
     double t0 = h_now();
     h_run(&r, true, 20, argv);
     cr_assert_eq(r.status, 0, "%s", r.out);
     long long tc, tb, uc, ub, open_now;
-    sink_counts(&tc, &tb, &uc, &ub, &open_now);
+    stress_sink_counts(&sink, &tc, &tb, &uc, &ub, &open_now);
     cr_assert_gt(tb, 0);
     long long allowed, available;
     stat_bytes(&allowed, &available);
