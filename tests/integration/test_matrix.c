@@ -681,3 +681,23 @@ Test(matrix, every_carrier_under_every_rule_form)
             cr_expect_neq(verdicts[c][f], V_FAIL, "%s x %s: %s",
                           carriers[c].name, form_names[f], whys[c][f]);
 }
+
+/* A CONNECT tunnel under an address form naming the proxy (the address
+ * its connection went to, SPEC §11): its requests are paced, as under
+ * every other form. They name the site inside the tunnel (localhost and
+ * its port), and the address form was matched against the site's port,
+ * the proxy's address with a port nobody connected to. */
+Test(matrix, a_tunnels_requests_are_paced_under_the_proxys_address)
+{
+    const char *m = missing(C_TUNNEL);
+    if (m != NULL)
+        cr_skip_test("%s", m);
+    control(C_TUNNEL);
+    const enum form forms[] = {F_TO_ADDR, F_SITE_ADDR};
+    for (int i = 0; i < 2; i++) {
+        cell(C_TUNNEL, forms[i]);
+        cr_expect_eq(verdicts[C_TUNNEL][forms[i]], V_OK, "%s x %s: %s",
+                     carriers[C_TUNNEL].name, form_names[forms[i]],
+                     whys[C_TUNNEL][forms[i]]);
+    }
+}
