@@ -112,8 +112,18 @@ TestSuite(matrix, .init = setup, .fini = teardown, .timeout = 900);
 
 enum expect { PACED, TLS_UNSEEN, SECCOMP };
 enum carrier {
-    C_PY_PLAIN, C_CURL_PLAIN, C_PY_TLS, C_CURL_TLS, C_MEMBIO, C_WGET, C_H2,
-    C_TUNNEL, C_NODE, C_JAVA, C_SECCOMP, NCARRIERS
+    C_PY_PLAIN,
+    C_CURL_PLAIN,
+    C_PY_TLS,
+    C_CURL_TLS,
+    C_MEMBIO,
+    C_WGET,
+    C_H2,
+    C_TUNNEL,
+    C_NODE,
+    C_JAVA,
+    C_SECCOMP,
+    NCARRIERS
 };
 
 /* node's row expects what its OpenSSL is: a node built with its own (as
@@ -211,8 +221,8 @@ static const char *missing(enum carrier c)
         if (k != NULL)
             return k;
         struct sc_clients sc;
-        const char *b = sc_build_clients(h_env("RLSHIM_BUILD"),
-                                         h_env("RLSHIM_SRC"), &sc);
+        const char *b =
+            sc_build_clients(h_env("RLSHIM_BUILD"), h_env("RLSHIM_SRC"), &sc);
         if (b != NULL) {
             snprintf(why, sizeof why, "%s", b);
             return why;
@@ -334,12 +344,20 @@ static char **client_argv(enum carrier c, bool with_pause)
 /* ---- the rule forms (columns) ---- */
 
 enum form {
-    F_DEFAULT, F_TO_NAME, F_TO_ADDR, F_TO_CIDR, F_SITE_NAME, F_SITE_ADDR,
-    F_PER_DEST, F_FLEET, F_429, NFORMS
+    F_DEFAULT,
+    F_TO_NAME,
+    F_TO_ADDR,
+    F_TO_CIDR,
+    F_SITE_NAME,
+    F_SITE_ADDR,
+    F_PER_DEST,
+    F_FLEET,
+    F_429,
+    NFORMS
 };
 static const char *const form_names[NFORMS] = {
-    "[default]", "to name", "to addr", "to CIDR", "site name",
-    "site addr", "per dest", "fleet", "429 pause"};
+    "[default]", "to name",  "to addr", "to CIDR",  "site name",
+    "site addr", "per dest", "fleet",   "429 pause"};
 
 /* The port a carrier's connections go to: nginx's, or the proxy's (an
  * address form matches the address the connection went to). */
@@ -355,8 +373,9 @@ static void write_config(const char *path, enum carrier c, enum form f,
 {
     FILE *o = fopen(path, "w");
     cr_assert_not_null(o);
-    fprintf(o, "[rlshim]\non_deny = delay\nmax_delay = 10s\nreport = yes\n"
-               "decision_log = %s\n",
+    fprintf(o,
+            "[rlshim]\non_deny = delay\nmax_delay = 10s\nreport = yes\n"
+            "decision_log = %s\n",
             log);
     if (f == F_FLEET)
         fprintf(o, "fleet = redis://127.0.0.1:%d\n", R.port);
@@ -383,10 +402,10 @@ static enum verdict verdicts[NCARRIERS][NFORMS];
 static char whys[NCARRIERS][NFORMS][400];
 static double ctl_span[NCARRIERS];
 
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond) && why[0] == '\0')                                       \
-            snprintf(why, 400, __VA_ARGS__);                                 \
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond) && why[0] == '\0')                                         \
+            snprintf(why, 400, __VA_ARGS__);                                   \
     } while (0)
 
 /* The site's stamps (sorted: HTTP/2 streams are logged as they end) and
@@ -448,8 +467,7 @@ static long json_sum(const char *out, const char *key)
     long sum = 0;
     char k[64];
     snprintf(k, sizeof k, "\"%s\": ", key);
-    for (const char *p = out; (p = strstr(p, "\"limit\": \"request\""));
-         p++) {
+    for (const char *p = out; (p = strstr(p, "\"limit\": \"request\"")); p++) {
         const char *end = strchr(p, '}');
         const char *v = strstr(p, k);
         if (v != NULL && end != NULL && v < end)
@@ -502,11 +520,9 @@ static void cell(enum carrier c, enum form f)
     CHECK(n == N, "the server saw %d requests, not %d", n, N);
     if (carriers[c].expect == TLS_UNSEEN) {
         char line[200];
-        snprintf(line, sizeof line,
-                 "are not counted: TLS the shim cannot see");
-        CHECK(h_file_lines(errpath, line) == 1,
-              "'%s' said %d times, not once", line,
-              h_file_lines(errpath, line));
+        snprintf(line, sizeof line, "are not counted: TLS the shim cannot see");
+        CHECK(h_file_lines(errpath, line) == 1, "'%s' said %d times, not once",
+              line, h_file_lines(errpath, line));
         CHECK(h_file_lines(errpath, ": 1 TLS connections: requests not "
                                     "counted") == 1,
               "the exit report does not count 1 TLS connection not counted");
@@ -534,8 +550,8 @@ static void cell(enum carrier c, enum form f)
         if (t[i] - t[i - 1] < least)
             least = t[i] - t[i - 1];
     if (f == F_429) {
-        CHECK(paused >= 0 && paused < n - 1,
-              "the 429 was request %d of %d", paused, n);
+        CHECK(paused >= 0 && paused < n - 1, "the 429 was request %d of %d",
+              paused, n);
         if (paused >= 0 && paused < n - 1)
             CHECK(t[paused + 1] - t[paused] >= 0.95 * PAUSE,
                   "a request %.3f s after the 429 (Retry-After: %d)",
@@ -548,8 +564,8 @@ static void cell(enum carrier c, enum form f)
     CHECK(span >= 0.9 * ideal, "%d requests in %.3f s, ideal %.3f", n, span,
           ideal);
     CHECK(span <= 1.1 * ideal + 2 * ctl_span[c],
-          "%d requests in %.3f s, ideal %.3f, unthrottled %.3f", n, span,
-          ideal, ctl_span[c]);
+          "%d requests in %.3f s, ideal %.3f, unthrottled %.3f", n, span, ideal,
+          ctl_span[c]);
     /* The exit report. */
     char line[512] = "";
     FILE *e = fopen(errpath, "r");
@@ -558,8 +574,10 @@ static void cell(enum carrier c, enum form f)
         const char *p = strstr(line, ": request seen ");
         if (strstr(line, "rlshim: report: ") != NULL && p != NULL) {
             int a, b, d, y;
-            if (sscanf(p, ": request seen %d, allowed %d, denied %d, "
-                          "delayed %d", &a, &b, &d, &y) == 4) {
+            if (sscanf(p,
+                       ": request seen %d, allowed %d, denied %d, "
+                       "delayed %d",
+                       &a, &b, &d, &y) == 4) {
                 reports++;
                 seen = a;
                 allowed = b;
@@ -616,8 +634,8 @@ static void cell(enum carrier c, enum form f)
         size_t len = strlen(why);
         len += (size_t)snprintf(why + len, 400 - len, "; arrivals at");
         for (int i = 0; i < n && len < 390; i++)
-            len += (size_t)snprintf(why + len, 400 - len, " +%.3f",
-                                    t[i] - t[0]);
+            len +=
+                (size_t)snprintf(why + len, 400 - len, " +%.3f", t[i] - t[0]);
         if (len < 390)
             snprintf(why + len, 400 - len, " s");
     }
