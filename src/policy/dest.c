@@ -282,13 +282,13 @@ bool rl_peer_from_addr(struct rl_names *names, const void *sa, unsigned salen,
         struct sockaddr_in in;
         memcpy(&in, sa, sizeof in);
         memcpy(p->addr, &in.sin_addr, 4);
-        p->port = ntohs(in.sin_port);
+        p->port = p->conn_port = ntohs(in.sin_port);
         p->family = AF_INET;
         return true;
     }
     struct sockaddr_in6 in6;
     memcpy(&in6, sa, sizeof in6);
-    p->port = ntohs(in6.sin6_port);
+    p->port = p->conn_port = ntohs(in6.sin6_port);
     if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr)) {
         memcpy(p->addr, in6.sin6_addr.s6_addr + 12, 4);
         p->family = AF_INET;
@@ -335,7 +335,11 @@ static bool name_match(const struct rl_dest *d, const struct rl_peer *p)
 
 static inline bool match(const struct rl_dest *d, const struct rl_peer *p)
 {
-    if (d->port != 0 && d->port != p->port)
+    /* An address form matches the address the connection went to, whatever
+     * the request names (SPEC §11). */
+    uint16_t port =
+        d->form == RL_DEST_ADDR && p->conn_port != 0 ? p->conn_port : p->port;
+    if (d->port != 0 && d->port != port)
         return false;
     if (d->form == RL_DEST_ANY)
         return true;

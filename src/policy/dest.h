@@ -46,6 +46,9 @@ struct rl_names;
 struct rl_peer {
     uint8_t family;   /* AF_INET (also for IPv4-mapped IPv6) or AF_INET6 */
     uint16_t port;    /* host order */
+    uint16_t conn_port; /* the port the connection went to, for address
+                           forms (a request through a proxy names another
+                           in `port`); 0: `port` */
     uint8_t addr[16]; /* network order */
     int16_t namelen;  /* -1: not looked up yet; 0: never resolved */
     const char *name; /* namelen > 0: the name, canonical */
