@@ -170,6 +170,8 @@ static bool plan_pieces(struct rl_proc *proc, struct rl_reqconn *c,
         if (ev[i].offset < c->charged) {
             held = true;
         } else if (held || first != NULL) {
+            if (ev[i].offset == 0)
+                return false; /* (begun in an earlier write, as the first) */
             end = ev[i].offset;
             cut = true;
         } else {

@@ -100,8 +100,11 @@ RL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
         errno = ENOSYS;
         return -1;
     }
-    if (num <= 0)
+    if (num <= 0) {
+        if (rl_tls_denied == ssl)
+            rl_tls_denied = NULL;
         return real(ssl, buf, num);
+    }
     struct write_call x = {ssl, real, 0};
     long out;
     if (rl_tlswrite_run(ssl, buf, (size_t)num, "SSL_write", &ops, write_piece,
@@ -136,8 +139,11 @@ RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
         errno = ENOSYS;
         return 0;
     }
-    if (num == 0)
+    if (num == 0) {
+        if (rl_tls_denied == ssl)
+            rl_tls_denied = NULL;
         return real(ssl, buf, num, written);
+    }
     struct write_ex_call x = {ssl, real, 0};
     long out;
     int act = rl_tlswrite_run(ssl, buf, num, "SSL_write_ex", &ops,

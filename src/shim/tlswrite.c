@@ -359,7 +359,8 @@ int rl_tlswrite_run(const void *session, const void *buf, size_t n,
         }
         const char *at = (const char *)buf + done;
         size_t len = n - done;
-        if (act == RL_TLSW_GO && w.p.scanned && w.p.allow < len)
+        if (act == RL_TLSW_GO && w.p.scanned && w.p.allow > 0 &&
+            w.p.allow < len)
             len = w.p.allow;
         rl_tls_depth++;
         long r = real(ctx, at, len);
