@@ -287,6 +287,27 @@ Test(h2_requests, writes_that_go_in_pieces_reach_the_sink_byte_for_byte)
     cr_expect_str_eq(sha, want, "bytes changed on the way");
 }
 
+/* The same on a blocking socket (the shim sleeps between the pieces of
+ * one write): 4 streams, arriving one period apart. */
+Test(h2_requests, a_blocking_write_of_4_streams_sleeps_between_its_pieces)
+{
+    h_config_write("%s", paced);
+    const char *steps[] = {"conn", "block", "streams:4", NULL};
+    ngx_truncate(&ngx[0]);
+    writer(&r, ngx[0].port, steps);
+    cr_assert(step_ok(&r, 2), "%s", r.out);
+    usleep(300 * 1000);
+    double t[5], least = 1e9;
+    cr_assert_eq(ngx_times(&ngx[0], t, 5), 4, "%s", r.out);
+    for (int i = 1; i < 4; i++)
+        if (t[i] - t[i - 1] < least)
+            least = t[i] - t[i - 1];
+    cr_log_info("a blocking write of 4 streams: closest %.3f s, span %.3f s",
+                least, t[3] - t[0]);
+    cr_expect_geq(least, 0.8 * 0.5, "two streams came %.3f s apart", least);
+    cr_expect_geq(t[3] - t[0], 3 * 0.5 * 0.9, "span %.3f s", t[3] - t[0]);
+}
+
 /* ---- concurrent streams, each at its own turn (issue 31 item 17) ---- */
 
 /* Six threads on one httpx client (python's ssl on a socket with a
