@@ -1,7 +1,8 @@
 /* tlswrite.c — a counted TLS write, before and after the real call (see
  * tlswrite.h). The decisions are policy/reqconn.c's; this file finds the
- * session's connection, sleeps, and holds a non-blocking socket until its
- * turn. */
+ * session's connection, sleeps, holds a non-blocking socket until its
+ * turn, and hands the library a write of several requests in pieces
+ * (rl_tlswrite_run). */
 #include "shim/tlswrite.h"
 #include "shim/self.h"
 
@@ -187,6 +188,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     if (rl_gate_counts_requests(rl_shim_proc()) &&
         (e = rl_tlstab_get(session, true)) != NULL)
         c = e->c != NULL ? e->c : first_write(e, session, ops);
+    w->e = e; /* (a write that stops is remembered there, PASS or not) */
     if (e != NULL && how == RL_REQ_PIECES && first &&
         (skip = resumed(e, buf, n)) > 0) {
         *done = skip;
@@ -201,7 +203,6 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         errno = saved;
         return RL_TLSW_PASS;
     }
-    w->e = e;
     find_wire(e, c, session, ops);
     bool nb = nonblocking(e->fd);
     /* A memory BIO's turn is reserved as a non-blocking socket's is. */
