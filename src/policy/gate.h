@@ -238,6 +238,13 @@ int rl_gate_request(struct rl_proc *p, struct rl_gate_ticket *t,
 int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const struct rl_gate_req *q);
 
+/* Would every budget that charges q (none dry-run) make a request over
+ * it wait for its turn (on_deny = delay) rather than refuse it? Decides
+ * and takes nothing: a write of several requests then asks a turn for
+ * each (SPEC §11), never one for all that a burst smaller than them
+ * refuses, and that would count as denied. */
+bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q);
+
 /* A request that rl_gate_request granted a later turn, decided again at
  * that turn (`turn`, CLOCK_MONOTONIC ns; `now` at or after it), q as it
  * was decided then (SPEC §12: a pause of its destination that came while

@@ -13,10 +13,12 @@
 #include "policy/dests.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
+#include "policy/gate_log.h"
 #include "policy/gate_pause.h"
 #include "policy/pauses.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
+#include "util/clock.h"
 
 /* The next charge of t, zeroed but for its verdicts (written by the take
  * that reads them). */
@@ -184,4 +186,27 @@ bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
     if (q->port != 0)
         peer->port = q->port;
     return true;
+}
+
+bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
+{
+    struct rl_gate *g = &p->gate;
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+        return false;
+    struct budget *b = rl_gate_budget(g);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
+        return false;
+    /* The budgets its decision charges (request_at, gate_take.c). */
+    struct rl_gate_ticket t;
+    char dest[RL_NAME_MAX + 1];
+    rl_gate_ticket_init(&t, rl_clock_now_ns(), q->units, 0);
+    t.dest = dest;
+    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
+    for (unsigned i = 0; i < t.ncharges; i++) {
+        const struct rl_rule *r = t.charge[i].rule;
+        if (r->on_deny != RL_DENY_DELAY || r->dry_run)
+            return false;
+    }
+    return t.ncharges > 0 && !rl_gate_dry_run(p);
 }

@@ -117,8 +117,9 @@ static bool overdue(struct rl_proc *proc, const struct rl_reqwrite *w,
 }
 
 /* A TLS write: its k requests go together or not at all (SPEC §11). In
- * delay mode k turns one after another (a burst smaller than k can never
- * grant k at once), the write going at the last. */
+ * delay mode k turns one after another, each asked alone (a burst smaller
+ * than k can never grant k at once, and a request that waits is not
+ * denied), the write going at the last. */
 static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
                        const struct rl_reqwrite *w,
                        const struct rl_req_event *first, uint64_t k,
@@ -126,21 +127,16 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
 {
     struct rl_gate_ticket t;
     struct rl_gate_req q;
-    ask(c, w, first, k, &q);
-    int act = rl_gate_request_at(proc, &t, now, &q);
-    uint64_t wait = t.wait_ns;
-    if (act == RL_GATE_FAIL && k > 1 && t.retry_ns == UINT64_MAX &&
-        t.denier != NULL && t.denier->on_deny == RL_DENY_DELAY) {
-        /* More than a burst at once, in delay mode: one turn each (should
-         * one fail, past max_delay, the turns before it stay spent). */
-        q.units = 1;
-        for (uint64_t i = 0; i < k; i++) {
-            act = rl_gate_request_at(proc, &t, now, &q);
-            if (act == RL_GATE_FAIL)
-                break;
-            if (t.wait_ns > wait)
-                wait = t.wait_ns;
-        }
+    ask(c, w, first, 1, &q);
+    bool each = k > 1 && rl_gate_request_delays(proc, &q);
+    q.units = each ? 1 : k;
+    int act = RL_GATE_GO;
+    uint64_t wait = 0;
+    /* (Should one fail, past max_delay, the turns before it stay spent.) */
+    for (uint64_t i = 0; i < (each ? k : 1) && act == RL_GATE_GO; i++) {
+        act = rl_gate_request_at(proc, &t, now, &q);
+        if (act == RL_GATE_GO && t.wait_ns > wait)
+            wait = t.wait_ns;
     }
     if (act == RL_GATE_FAIL) {
         p->act = RL_GATE_FAIL;
@@ -166,6 +162,72 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     }
     if (wait > 0)
         p->wake = rl_add_sat_u64(now, wait);
+}
+
+/* A TLS write that may go in pieces (RL_REQ_PIECES), in delay mode: the
+ * piece up to its second request (its frames, and any before them) goes
+ * at its first request's turn; the rest is the next piece's. A request
+ * charged already at the start (its turn reserved by an earlier try, or
+ * a real call that failed) goes now, in the piece up to the next. false:
+ * the write is planned whole (fail mode, one request, or the cut was not
+ * among the events looked at). */
+static bool plan_pieces(struct rl_proc *proc, struct rl_reqconn *c,
+                        const struct rl_reqwrite *w,
+                        const struct rl_req_event *ev, size_t nev,
+                        size_t total, uint64_t now, struct rl_reqplan *p)
+{
+    const struct rl_req_event *first = NULL;
+    bool held = false, cut = false;
+    size_t end = p->allow;
+    for (size_t i = 0; i < nev && !cut; i++) {
+        if (ev[i].kind != RL_REQ_REQUEST)
+            continue;
+        if (ev[i].offset < c->charged) {
+            held = true;
+        } else if (held || first != NULL) {
+            if (ev[i].offset == 0)
+                return false; /* (begun in an earlier write, as the first) */
+            end = ev[i].offset;
+            cut = true;
+        } else {
+            first = &ev[i];
+        }
+    }
+    if (!cut && (total > nev || !held))
+        return false;
+    if (held) {
+        p->allow = end;
+        return true;
+    }
+    struct rl_gate_ticket t;
+    struct rl_gate_req q;
+    ask(c, w, first, 1, &q);
+    if (!rl_gate_request_delays(proc, &q))
+        return false;
+    p->allow = end;
+    if (rl_gate_request_at(proc, &t, now, &q) == RL_GATE_FAIL) {
+        /* As a write that goes whole is refused (plan_whole): held until
+         * it could go, whatever the socket. */
+        p->act = RL_GATE_FAIL;
+        p->err = t.err;
+        if (t.retry_ns != UINT64_MAX)
+            p->wake = rl_add_sat_u64(now, t.retry_ns);
+        return true;
+    }
+    if (t.ncharges > 0)
+        p->requests = 1;
+    c->charged = (uint64_t)first->offset + 1;
+    rl_reqconn_sent(c, &q, first->stream_id);
+    if (t.wait_ns == 0)
+        return true;
+    p->wake = rl_add_sat_u64(now, t.wait_ns);
+    if (nonblocking(w)) {
+        /* Reserved: the retry of these bytes at or after it goes. */
+        c->turn = p->wake;
+        p->act = RL_GATE_FAIL;
+        p->err = EAGAIN;
+    }
+    return true;
 }
 
 /* A plaintext write: requests in order, each charged; the write is cut
@@ -393,12 +455,15 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
             k++;
         }
     }
-    if (w->how == RL_REQ_WHOLE && total > PLAN_EVENTS)
+    if (w->how != RL_REQ_PLAIN && total > PLAN_EVENTS)
         k += requests_past(c, iov, n, total);
     if (k == 0)
         return;
-    if (w->how == RL_REQ_PLAIN) {
-        plan_plain(proc, c, w, ev, nev, now, p);
+    if (w->how == RL_REQ_PLAIN ||
+        (w->how == RL_REQ_PIECES &&
+         plan_pieces(proc, c, w, ev, nev, total, now, p))) {
+        if (w->how == RL_REQ_PLAIN)
+            plan_plain(proc, c, w, ev, nev, now, p);
         p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
         c->turn_sent = (uint8_t)p->sent;
         return;

@@ -100,8 +100,12 @@ struct rl_reqconn {
 };
 
 /* How a write goes: a plaintext socket write may be cut before a request
- * that cannot go (a short write); a TLS write goes whole or not at all. */
-enum rl_reqhow { RL_REQ_PLAIN = 0, RL_REQ_WHOLE = 1 };
+ * that cannot go (a short write); a TLS write goes whole or not at all;
+ * a TLS write that may go in pieces (shim/tlswrite.c hands the library
+ * each piece as a write of its own) does so in delay mode when it carries
+ * several requests: p.allow ends where its second request starts, and
+ * each piece goes at its request's turn (fail mode: whole or not at all). */
+enum rl_reqhow { RL_REQ_PLAIN = 0, RL_REQ_WHOLE = 1, RL_REQ_PIECES = 2 };
 
 /* What the write is: its fd (-1: not known), its name in log lines, and
  * whether it may sleep (a blocking socket; 0 for a non-blocking one:

@@ -78,6 +78,20 @@ static bool hello_of(const void *session, uint8_t out[RL_TLS_RANDOM])
 
 static const struct rl_tlsops ops = {fd_of, name_of, hello_of};
 
+/* One real SSL_write of a piece (tlswrite.h). */
+struct write_call {
+    SSL *ssl;
+    int (*real)(SSL *, const void *, int);
+    int r;
+};
+
+static long write_piece(void *ctx, const void *buf, size_t n)
+{
+    struct write_call *x = ctx;
+    x->r = x->real(x->ssl, buf, (int)n);
+    return x->r > 0 ? x->r : -1;
+}
+
 RL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 {
     int (*real)(SSL *, const void *, int) = rl_tls_real(RL_TLS_SSL_WRITE);
@@ -86,17 +100,32 @@ RL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
         errno = ENOSYS;
         return -1;
     }
-    struct rl_tlswrite w;
-    int act = rl_tlswrite_begin(&w, ssl, buf, num > 0 ? (size_t)num : 0,
-                                "SSL_write", &ops);
-    if (act == RL_TLSW_FAIL)
+    if (num <= 0) {
+        if (rl_tls_denied == ssl)
+            rl_tls_denied = NULL;
+        return real(ssl, buf, num);
+    }
+    struct write_call x = {ssl, real, 0};
+    long out;
+    if (rl_tlswrite_run(ssl, buf, (size_t)num, "SSL_write", &ops, write_piece,
+                        &x, &out) == RL_TLSW_FAIL)
         return -1;
-    rl_tls_depth++;
-    int r = real(ssl, buf, num);
-    rl_tls_depth--;
-    if (act == RL_TLSW_GO)
-        rl_tlswrite_end(&w, r > 0 ? r : -1);
-    return r;
+    return out >= 0 ? (int)out : x.r;
+}
+
+/* One real SSL_write_ex of a piece. */
+struct write_ex_call {
+    SSL *ssl;
+    int (*real)(SSL *, const void *, size_t, size_t *);
+    int r;
+};
+
+static long write_ex_piece(void *ctx, const void *buf, size_t n)
+{
+    struct write_ex_call *x = ctx;
+    size_t wrote = 0;
+    x->r = x->real(x->ssl, buf, n, &wrote);
+    return x->r > 0 && wrote > 0 ? (long)wrote : -1;
 }
 
 RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
@@ -110,19 +139,20 @@ RL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num,
         errno = ENOSYS;
         return 0;
     }
-    struct rl_tlswrite w;
-    int act = rl_tlswrite_begin(&w, ssl, buf, num, "SSL_write_ex", &ops);
-    if (act == RL_TLSW_FAIL) {
-        if (written != NULL)
-            *written = 0;
-        return 0;
+    if (num == 0) {
+        if (rl_tls_denied == ssl)
+            rl_tls_denied = NULL;
+        return real(ssl, buf, num, written);
     }
-    rl_tls_depth++;
-    int r = real(ssl, buf, num, written);
-    rl_tls_depth--;
-    if (act == RL_TLSW_GO)
-        rl_tlswrite_end(&w, r > 0 && written != NULL ? (long)*written : -1);
-    return r;
+    struct write_ex_call x = {ssl, real, 0};
+    long out;
+    int act = rl_tlswrite_run(ssl, buf, num, "SSL_write_ex", &ops,
+                              write_ex_piece, &x, &out);
+    if (written != NULL)
+        *written = act == RL_TLSW_GO && out > 0 ? (size_t)out : 0;
+    if (act == RL_TLSW_FAIL)
+        return 0;
+    return out > 0 ? 1 : x.r;
 }
 
 /* Are requests counted in this process (the set-up made first)? */

@@ -19,6 +19,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "policy/names.h"
 
@@ -47,6 +49,12 @@ struct rl_tlsent {
                              empties (wire: found by its handshake) */
     unsigned char hello_looks; /* times its wire was looked for so */
     char name[RL_NAME_MAX + 1]; /* GnuTLS: the server name set ("": none) */
+    /* A write that went in pieces and stopped before its end (a piece's
+     * turn is later, or the library asked for the piece again): its
+     * length (0: none), a hash of its bytes, and the bytes that went. The
+     * program's retry of the same bytes goes on from there (tlswrite.c). */
+    size_t part_n, part_done;
+    uint64_t part_hash;
 };
 
 /* The entry of `key`; made (zeroed, fd and wire -1) when `make` and there is none.

@@ -1,7 +1,8 @@
 /* tlswrite.c — a counted TLS write, before and after the real call (see
  * tlswrite.h). The decisions are policy/reqconn.c's; this file finds the
- * session's connection, sleeps, and holds a non-blocking socket until its
- * turn. */
+ * session's connection, sleeps, holds a non-blocking socket until its
+ * turn, and hands the library a write of several requests in pieces
+ * (rl_tlswrite_run). */
 #include "shim/tlswrite.h"
 #include "shim/self.h"
 
@@ -123,11 +124,56 @@ static void go_later(struct rl_tlswrite *w, const struct rl_tlsent *e)
     w->after = 0;
 }
 
+/* FNV-1a: a retry's bytes are the write's that stopped (tlstab.h). */
+static uint64_t hash_of(const void *buf, size_t n)
+{
+    const unsigned char *b = buf;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The bytes of (buf, n) that went already: a write that stopped between
+ * its pieces, retried with the same bytes (OpenSSL asks for the same
+ * buffer, or the same bytes in a moved one). Anything else forgets it. */
+static size_t resumed(struct rl_tlsent *e, const void *buf, size_t n)
+{
+    size_t done = 0;
+    if (e->part_n != 0 && e->part_n == n && e->part_done < n &&
+        e->part_hash == hash_of(buf, n))
+        done = e->part_done;
+    e->part_n = 0;
+    return done;
+}
+
+/* A write that may go in pieces (how RL_REQ_PIECES) plans on the bytes
+ * from *done on: SIZE_MAX at its first piece, where the session's entry
+ * says how many went before (resumed). */
+static int begin_how(struct rl_tlswrite *w, const void *session,
+                     const void *buf, size_t n, size_t *done,
+                     const char *call, const struct rl_tlsops *ops, int how);
+
 int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
                       const void *buf, size_t n, const char *call,
                       const struct rl_tlsops *ops)
 {
+    size_t done = 0;
+    return begin_how(w, session, buf, n, &done, call, ops, RL_REQ_WHOLE);
+}
+
+static int begin_how(struct rl_tlswrite *w, const void *session,
+                     const void *whole, size_t total, size_t *done,
+                     const char *call, const struct rl_tlsops *ops, int how)
+{
+    w->e = NULL;
     w->c = NULL;
+    bool first = *done == SIZE_MAX;
+    size_t skip = first ? 0 : *done;
+    if (first)
+        *done = 0;
+    const void *buf = (const char *)whole + skip;
+    size_t n = total - skip;
     if (rl_tls_denied == session)
         rl_tls_denied = NULL;
     /* A handler's write is not scanned (reqconn is not async-signal-safe);
@@ -143,6 +189,13 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     if (rl_gate_counts_requests(rl_shim_proc()) &&
         (e = rl_tlstab_get(session, true)) != NULL)
         c = e->c != NULL ? e->c : first_write(e, session, ops);
+    w->e = e; /* (a write that stops is remembered there, PASS or not) */
+    if (e != NULL && how == RL_REQ_PIECES && first &&
+        (skip = resumed(e, buf, n)) > 0) {
+        *done = skip;
+        buf = (const char *)whole + skip;
+        n = total - skip;
+    }
     /* Another thread writing on the same session at once is not scanned
      * (its bytes interleave with these anyway). */
     if (c == NULL || !rl_reqconn_counting(c) ||
@@ -158,8 +211,10 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
     w->after = 0;
+    /* (A memory BIO's write is not pieced: its ciphertext leaves when the
+     * program sends it, not when the library is handed it.) */
     const struct rl_reqwrite q = {
-        e->fd, call, RL_REQ_WHOLE, nb || mem,
+        e->fd, call, mem ? RL_REQ_WHOLE : how, nb || mem,
         e->fd < 0 && !e->membio && e->wire >= 0 && nonblocking(e->wire)};
     rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
@@ -278,4 +333,56 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     if (sent > 0 && w->after > rl_clock_now_ns())
         rl_shim_sleep_until(w->after);
     errno = saved;
+}
+
+/* Remembered for the program's retry of (buf, n): `done` bytes went. */
+static void stopped(struct rl_tlsent *e, const void *buf, size_t n,
+                    size_t done)
+{
+    if (e == NULL || done == 0 || done >= n)
+        return;
+    e->part_hash = hash_of(buf, n);
+    e->part_done = done;
+    e->part_n = n;
+}
+
+int rl_tlswrite_run(const void *session, const void *buf, size_t n,
+                    const char *call, const struct rl_tlsops *ops,
+                    rl_tlsw_real real, void *ctx, long *out)
+{
+    size_t done = SIZE_MAX;
+    struct rl_tlsent *e = NULL;
+    for (;;) {
+        struct rl_tlswrite w;
+        int act = begin_how(&w, session, buf, n, &done, call, ops,
+                            RL_REQ_PIECES);
+        if (w.e != NULL)
+            e = w.e;
+        if (act == RL_TLSW_FAIL) {
+            stopped(e, buf, n, done);
+            return RL_TLSW_FAIL;
+        }
+        const char *at = (const char *)buf + done;
+        size_t len = n - done;
+        if (act == RL_TLSW_GO && w.p.scanned && w.p.allow > 0 &&
+            w.p.allow < len)
+            len = w.p.allow;
+        rl_tls_depth++;
+        long r = real(ctx, at, len);
+        rl_tls_depth--;
+        if (act == RL_TLSW_GO)
+            rl_tlswrite_end(&w, r > 0 ? r : -1);
+        if (r <= 0) {
+            /* The library keeps what it began of this piece: the retry
+             * hands it the same piece again. */
+            stopped(e, buf, n, done);
+            *out = -1;
+            return RL_TLSW_GO;
+        }
+        done += (size_t)r < len ? (size_t)r : len;
+        if ((size_t)r < len || done >= n) {
+            *out = (long)done;
+            return RL_TLSW_GO;
+        }
+    }
 }

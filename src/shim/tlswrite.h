@@ -1,7 +1,9 @@
 /* tlswrite.h — the one shape of a counted TLS write (SPEC §11), whatever
  * the library: the plaintext the program hands to SSL_write, SSL_write_ex
  * or gnutls_record_send is planned on the session's struct rl_reqconn
- * (tlstab.h) as one write that goes whole or not at all,
+ * (tlstab.h). SSL_write and SSL_write_ex go through rl_tlswrite_run
+ * (below: in delay mode, one piece a request); the others, and the
+ * pieces, as one write that goes whole or not at all,
  *
  *     struct rl_tlswrite w;
  *     switch (rl_tlswrite_begin(&w, session, buf, n, "SSL_write", &ops)) {
@@ -44,6 +46,7 @@ struct rl_tlsops {
 enum { RL_TLSW_PASS = 0, RL_TLSW_GO = 1, RL_TLSW_FAIL = 2 };
 
 struct rl_tlswrite {
+    struct rl_tlsent *e; /* the session's entry (NULL: none looked up) */
     struct rl_reqconn *c;
     struct iovec iov;
     struct rl_reqplan p;
@@ -53,6 +56,24 @@ struct rl_tlswrite {
 int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
                       const void *buf, size_t n, const char *call,
                       const struct rl_tlsops *ops);
+
+/* One real call of the library's write: the bytes it wrote (> 0), else
+ * its failure (<= 0; ctx keeps the library's own result). */
+typedef long (*rl_tlsw_real)(void *ctx, const void *buf, size_t n);
+
+/* A counted write that may go in pieces (SPEC §11), begun and ended here
+ * around real calls: in delay mode, a write carrying several requests is
+ * handed to the library one piece a request, each at its turn (a
+ * non-blocking socket's turn that is later fails as a denied write does,
+ * and the program's retry of the same bytes goes on from there, as
+ * OpenSSL's own multi-record writes do). RL_TLSW_FAIL: denied (errno set;
+ * fail without calling the library). RL_TLSW_GO: *out is the bytes the
+ * program's write took (all n, or fewer where the library took fewer:
+ * its partial-write mode), or -1: the last real call failed, and its own
+ * result is the program's answer. n > 0. */
+int rl_tlswrite_run(const void *session, const void *buf, size_t n,
+                    const char *call, const struct rl_tlsops *ops,
+                    rl_tlsw_real real, void *ctx, long *out);
 
 /* After the real call of a GO: it wrote `sent` bytes (< 0: it failed or
  * asked to be retried; the request stays charged, and a retry of the same

@@ -174,32 +174,38 @@ static double out_double(const struct run *w, const char *key)
 }
 
 /* Delay mode, a burst of 1: a write opening 4 streams takes 4 turns, one
- * after another, and goes at the last: its 4 requests arrive together, 3
- * half-seconds after the write was made (the first turn is free). The
- * control (no request key) has them at once. */
-Test(h2_requests, a_write_opening_4_streams_takes_4_turns_and_goes_whole)
+ * after another, and goes in pieces, each stream's at its own turn: its 4
+ * requests arrive one period apart, the first at once (its turn is
+ * free), and the write is one whole write to the program. The control
+ * (no request key) has them together. */
+Test(h2_requests, a_write_opening_4_streams_takes_4_turns_one_stream_each)
 {
     const char *steps[] = {"conn", "streams:4", "wait", NULL};
-    double span[2], late[2];
+    double span[2], late[2], least = 1e9;
     for (int ctl_run = 0; ctl_run < 2; ctl_run++) {
         h_config_write("%s", ctl_run ? "[default]\nconnect = 100/s\n" : paced);
         ngx_truncate(&ngx[0]);
         writer(&r, ngx[0].port, steps);
         cr_assert(step_ok(&r, 2), "%s", r.out);
         usleep(200 * 1000);
-        double first, last;
-        cr_assert_eq(ngx_requests(&ngx[0], &first, &last), 4);
-        span[ctl_run] = last - first;
-        late[ctl_run] = first - out_double(&r, "t1=");
+        double t[5];
+        cr_assert_eq(ngx_times(&ngx[0], t, 5), 4);
+        for (int i = 1; i < 4 && ctl_run == 0; i++)
+            if (t[i] - t[i - 1] < least)
+                least = t[i] - t[i - 1];
+        span[ctl_run] = t[3] - t[0];
+        late[ctl_run] = t[0] - out_double(&r, "t1=");
     }
-    cr_expect_lt(span[0], 0.1, "the 4 streams of one write came %.3f s apart",
-                 span[0]);
-    cr_expect_geq(late[0], 3 * 0.5 * 0.9,
-                  "the write went %.3f s after it was made, not 3 turns",
-                  late[0]);
-    cr_expect_lt(late[1], 0.5, "the control's write took %.3f s", late[1]);
-    cr_log_info("4 streams in one write: %.3f s late (control %.3f s)",
-                late[0], late[1]);
+    cr_expect_geq(least, 0.8 * 0.5,
+                  "two streams of the write came %.3f s apart", least);
+    cr_expect_geq(span[0], 3 * 0.5 * 0.9,
+                  "the 4 streams spanned %.3f s, not 3 turns", span[0]);
+    cr_expect_lt(late[0], 0.5, "the first stream went %.3f s late", late[0]);
+    cr_expect_lt(span[1], 0.1, "the control's streams spanned %.3f s",
+                 span[1]);
+    cr_log_info("4 streams in one write: closest %.3f s, span %.3f s "
+                "(control %.3f s)",
+                least, span[0], span[1]);
 }
 
 /* Fail mode, a budget of 12 (more than a plan looks at one by one): a
@@ -255,4 +261,168 @@ Test(h2_requests, frames_split_across_writes_and_a_ping_flood_count_exactly)
     cr_assert_not_null(s0, "%s", r.out);
     snprintf(want, sizeof want, "%.64s", s0 + 5);
     cr_expect_str_eq(sha, want, "bytes changed on the way");
+}
+
+/* Delay mode, a burst of 1: writes of 3 and 2 streams go in pieces, each
+ * at its turn, and every byte reaches the sink unchanged and once (the
+ * pieces of a write are its bytes in order; none is written twice). */
+Test(h2_requests, writes_that_go_in_pieces_reach_the_sink_byte_for_byte)
+{
+    h_config_write("%s", paced);
+    const char *steps[] = {"conn", "streams:3", "streams:2", NULL};
+    writer(&r, sink.port, steps);
+    cr_expect(step_ok(&r, 1) && step_ok(&r, 2), "the writes: %s", r.out);
+    cr_expect_geq(out_double(&r, "t2=") - out_double(&r, "t1="), 2 * 0.5 * 0.9,
+                  "the write of 3 streams took less than 2 turns: %s", r.out);
+    cr_assert_eq(h_server_wait(&sink, "CONN", 1, 5), 1);
+    char line[512], bytes[32], sha[80], want[80];
+    h_server_line(&sink, "CONN", 0, line, sizeof line);
+    h_field(line, 3, bytes, sizeof bytes);
+    h_field(line, 4, sha, sizeof sha);
+    cr_expect_eq(atol(bytes), h_out_long(&r, "bytes0", -1),
+                 "the sink got %s bytes: %s", bytes, r.out);
+    const char *s0 = strstr(r.out, "sha0=");
+    cr_assert_not_null(s0, "%s", r.out);
+    snprintf(want, sizeof want, "%.64s", s0 + 5);
+    cr_expect_str_eq(sha, want, "bytes changed on the way");
+}
+
+/* The same on a blocking socket (the shim sleeps between the pieces of
+ * one write): 4 streams, arriving one period apart. */
+Test(h2_requests, a_blocking_write_of_4_streams_sleeps_between_its_pieces)
+{
+    h_config_write("%s", paced);
+    const char *steps[] = {"conn", "block", "streams:4", NULL};
+    ngx_truncate(&ngx[0]);
+    writer(&r, ngx[0].port, steps);
+    cr_assert(step_ok(&r, 2), "%s", r.out);
+    usleep(300 * 1000);
+    double t[5], least = 1e9;
+    cr_assert_eq(ngx_times(&ngx[0], t, 5), 4, "%s", r.out);
+    for (int i = 1; i < 4; i++)
+        if (t[i] - t[i - 1] < least)
+            least = t[i] - t[i - 1];
+    cr_log_info("a blocking write of 4 streams: closest %.3f s, span %.3f s",
+                least, t[3] - t[0]);
+    cr_expect_geq(least, 0.8 * 0.5, "two streams came %.3f s apart", least);
+    cr_expect_geq(t[3] - t[0], 3 * 0.5 * 0.9, "span %.3f s", t[3] - t[0]);
+}
+
+/* ---- concurrent streams, each at its own turn (issue 31 item 17) ---- */
+
+/* Six threads on one httpx client (python's ssl on a socket with a
+ * timeout: non-blocking), started together: their streams share one
+ * connection, and h2 hands the library several HEADERS in one write. */
+static const char httpx_threads_py[] =
+    "import httpx, sys, threading\n"
+    "c = httpx.Client(http2=True, verify=False, timeout=20)\n"
+    "go = threading.Barrier(len(sys.argv) - 1)\n"
+    "def get(u):\n"
+    "    go.wait()\n"
+    "    try:\n"
+    "        r = c.get(u)\n"
+    "        assert r.http_version == 'HTTP/2', r.http_version\n"
+    "    except Exception as e:\n"
+    "        print('error: %r' % e, file=sys.stderr)\n"
+    "ts = [threading.Thread(target=get, args=(u,)) for u in sys.argv[1:]]\n"
+    "[t.start() for t in ts]\n"
+    "[t.join() for t in ts]\n"
+    "c.close()\n";
+
+static char *const httpx_threads_argv[] = {
+    "/usr/bin/python3", "-c", (char *)httpx_threads_py, NULL};
+
+/* `rlshim ARGS...` (at most 5), its output into s. */
+static void rlshim_cli(struct run *s, const char *a1, const char *a2,
+                       const char *a3, const char *a4, const char *a5)
+{
+    char bin[300], state[300];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
+    char *argv[] = {"env",      state,      bin,        (char *)a1,
+                    (char *)a2, (char *)a3, (char *)a4, (char *)a5,
+                    NULL};
+    h_run(s, false, 20, argv);
+}
+
+#define NCONC 6
+
+/* Delay mode, a burst of 1, six concurrent streams: six arrivals at the
+ * server, each at least 0.8 of a period after the one before (never two
+ * together), spanning five periods; and since nothing was refused, the
+ * exit report, `rlshim stat` and the decision log count no denial: 6
+ * allowed, of which 5 waited (the first turn is free). The control (no
+ * request key) has them all at once. */
+Test(h2_requests, concurrent_streams_each_reach_the_server_at_their_turn)
+{
+    need_httpx();
+    char logpath[300], errlog[300];
+    snprintf(logpath, sizeof logpath, "%s/decisions.jsonl", h_dir);
+    snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+    h_config_write("[rlshim]\nreport = yes\n%s", paced);
+    char **argv = ngx_client(&ngx[0], httpx_threads_argv, NULL, NCONC);
+    ngx_truncate(&ngx[0]);
+    setenv("RLSHIM_DECISION_LOG", logpath, 1);
+    h_run(&r, true, 30, argv);
+    unsetenv("RLSHIM_DECISION_LOG");
+    cr_assert_eq(r.status, 0, "httpx: status %d\n%s", r.status, r.out);
+    cr_expect_eq(h_file_lines(errlog, "error: "), 0, "a request failed");
+    usleep(200 * 1000);
+    double t[NCONC + 1];
+    int n = ngx_times(&ngx[0], t, NCONC + 1);
+    cr_assert_eq(n, NCONC, "the server saw %d requests, not %d", n, NCONC);
+    expect_h2(NCONC, "httpx threads");
+    cr_expect_eq(ngx_connections(&ngx[0]), 1, "%d connections",
+                 ngx_connections(&ngx[0]));
+    double least = 1e9;
+    for (int i = 1; i < n; i++)
+        if (t[i] - t[i - 1] < least)
+            least = t[i] - t[i - 1];
+    double span = t[n - 1] - t[0];
+    char at[200] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(at + strlen(at), sizeof at - strlen(at), " %.3f", t[i] - t[0]);
+    cr_log_info("arrivals (s):%s", at);
+    /* The control: the same client, no request key. */
+    ngx_truncate(&ngx[0]);
+    h_run_control(&ctl, 30, argv);
+    usleep(200 * 1000);
+    double cfirst, clast;
+    cr_expect_eq(ngx_requests(&ngx[0], &cfirst, &clast), NCONC);
+    double cspan = clast - cfirst;
+    cr_log_info("%d concurrent streams: closest gap %.3f s, span %.3f s "
+                "(control %.3f s)",
+                NCONC, least, span, cspan);
+    cr_expect_geq(least, 0.8 * 0.5,
+                  "two streams came %.3f s apart: a burst beyond 1", least);
+    cr_expect(span >= 0.9 * 5 * 0.5 && span <= 1.1 * 5 * 0.5 + 3 * cspan,
+              "%d streams spanned %.3f s, not 5 periods (control %.3f s)",
+              NCONC, span, cspan);
+    cr_expect_lt(cspan, span / 2, "the control took %.3f s", cspan);
+
+    /* Counted as what happened: none denied, 5 delayed. */
+    char want[200];
+    snprintf(want, sizeof want,
+             "rule [default]: request seen %d, allowed %d, denied 0, "
+             "delayed %d\n",
+             NCONC, NCONC, NCONC - 1);
+    cr_expect_eq(h_file_lines(errlog, want), 1, "the exit report: no \"%s\"",
+                 want);
+    struct run s;
+    rlshim_cli(&s, "stat", "-c", h_config, "--json", NULL);
+    const char *row = strstr(s.out, "\"limit\": \"request\"");
+    const char *end = row != NULL ? strchr(row, '}') : NULL;
+    snprintf(want, sizeof want,
+             "\"allowed\": %d, \"denied\": 0, \"delayed\": %d", NCONC,
+             NCONC - 1);
+    const char *counts = row != NULL ? strstr(row, want) : NULL;
+    cr_expect(counts != NULL && counts < end, "stat --json (%s):\n%s", want,
+              s.out);
+    cr_expect_eq(h_file_lines(logpath, "\"verdict\":\"deny\""), 0,
+                 "the decision log has denials");
+    cr_expect_eq(h_file_lines(logpath, "\"verdict\":\"delay\""), NCONC - 1);
+    cr_expect_eq(h_file_lines(logpath, "\"verdict\":\"allow\""), 1);
+    rlshim_cli(&s, "verify", logpath, "--limit", "request=2/s,burst=1",
+               NULL);
+    cr_expect_eq(s.status, 0, "rlshim verify: %s", s.out);
 }

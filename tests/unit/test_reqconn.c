@@ -219,3 +219,78 @@ Test(reqconn, a_tls_write_of_more_requests_than_a_plan_looks_at_counts_them_all)
     p = write_(GET("/n", "h.test"), &whole, false);
     cr_assert_eq(p.act, RL_GATE_FAIL, "the budget is spent");
 }
+
+/* A TLS write that may go in pieces (shim/tlswrite.c), blocking and not. */
+static const struct rl_reqwrite pieces = {-1, "SSL_write", RL_REQ_PIECES,
+                                          false};
+static const struct rl_reqwrite pieces_nb = {7, "SSL_write", RL_REQ_PIECES,
+                                             true};
+static const char paced_min[] = "[default]\nrequest = 2/min\n"
+                                "request_burst = 1\non_deny = delay\n"
+                                "max_delay = 5min\n";
+
+/* Delay mode: each piece ends where the next request starts and goes at
+ * its own request's turn, one period after the one before. */
+Test(reqconn, a_tls_write_of_three_requests_goes_in_three_pieces_in_delay_mode)
+{
+    gate_with(paced_min);
+    const char *a = GET("/a", "h.test"), *b = GET("/b", "h.test");
+    const char *three = GET("/a", "h.test") GET("/b", "h.test")
+        GET("/c", "h.test");
+    struct rl_reqplan p = write_(three, &pieces, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.allow, strlen(a), "the first piece: its request alone");
+    cr_assert_eq(p.requests, 1);
+    cr_assert_eq(p.wake, 0, "the first turn is free");
+    p = write_(three + strlen(a), &pieces, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.allow, strlen(b));
+    cr_assert_eq(p.requests, 1);
+    uint64_t second = p.wake;
+    cr_assert_gt(second, 0, "the second waits for its turn");
+    p = write_(three + strlen(a) + strlen(b), &pieces, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.allow, strlen(GET("/c", "h.test")));
+    cr_assert_eq(p.requests, 1);
+    cr_assert_geq(p.wake, second + 29ull * 1000000000ull,
+                  "the third a period after the second");
+    cr_assert(rl_gate_request_delays(
+        &proc, &(struct rl_gate_req){.call = "SSL_write", .units = 1}));
+}
+
+/* Fail mode: a write that may go in pieces still goes whole or not at
+ * all. */
+Test(reqconn, a_tls_write_that_may_go_in_pieces_goes_whole_in_fail_mode)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n"
+              "on_deny = fail\n");
+    const char *two = GET("/a", "h.test") GET("/b", "h.test");
+    struct rl_reqplan p = write_(two, &pieces, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "two requests, room for one");
+    p = write_(two, &pieces_nb, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL);
+    p = write_(GET("/a", "h.test"), &pieces, false);
+    cr_assert_eq(p.act, RL_GATE_GO, "the denied writes took nothing");
+    cr_assert_eq(p.requests, 1);
+}
+
+/* Non-blocking, delay mode: the piece whose turn is later is answered
+ * EAGAIN with its turn reserved; a retry before it is held the same way,
+ * charged nothing more. */
+Test(reqconn, a_non_blocking_piece_whose_turn_is_later_is_reserved)
+{
+    gate_with(paced_min);
+    const char *a = GET("/a", "h.test");
+    const char *two = GET("/a", "h.test") GET("/b", "h.test");
+    struct rl_reqplan p = write_(two, &pieces_nb, false);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.allow, strlen(a));
+    p = write_(two + strlen(a), &pieces_nb, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL);
+    cr_assert_eq(p.err, EAGAIN);
+    uint64_t turn = p.wake;
+    cr_assert_gt(turn, 0);
+    p = write_(two + strlen(a), &pieces_nb, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "the retry before its turn");
+    cr_assert_eq(p.wake, turn, "the same turn, not a new one");
+}

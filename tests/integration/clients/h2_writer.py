@@ -13,6 +13,8 @@ Steps, in order, on one connection until "conn" opens the next:
               on its stream; one plain) among 300 PINGs and 50 SETTINGS,
               the bytes cut at random (SEED) into 1 to 7 byte writes
   wait        read until every stream opened so far has ended (5 s at most)
+  block       the connection's socket blocking from now on (no timeout:
+              its writes may sleep in the shim; "wait" cannot follow)
 Every write has a 2 s timeout (a refused write in fail mode times out:
 its socket is held for a minute). Prints, for step i: t<i>=<time.time()
 before it>, and step<i>=ok or step<i>=timeout (and stops); for
@@ -133,6 +135,8 @@ for i, step in enumerate(sys.argv[2:]):
             split(int(step.split(":")[1]))
         elif step == "wait":
             wait()
+        elif step == "block":
+            sock.settimeout(None)
         print("step%d=ok" % i, flush=True)
     except (socket.timeout, ssl.SSLError, OSError) as e:
         print("step%d=timeout" % i, flush=True)
