@@ -261,8 +261,13 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
         if (by == NULL || t->charge[i].rule == by)
             counted = budget_of(&t->charge[i]);
     /* Counted where it was denied (the site's budget, or the rule's). */
-    rl_gate_count(g, by != NULL ? by : counted != NULL ? counted->rule : NULL,
-                  counted, kind, RL_STAT_DENIED, units);
+    const struct rl_rule *sec =
+        by != NULL ? by : counted != NULL ? counted->rule : NULL;
+    rl_gate_count(g, sec, counted, kind, RL_STAT_DENIED, units);
+    /* A request moved past a pause and refused now never went: it is no
+     * longer counted allowed, as its first decision had it. */
+    if (t->moved_ns != 0)
+        rl_gate_uncount(g, sec, counted, kind, RL_STAT_ALLOWED, units);
     if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, kind, units, c);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
@@ -291,16 +296,22 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
 {
     struct rl_gate *g = &p->gate;
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
+    /* A request moved past a pause (rl_gate_request_again) was counted
+     * allowed, and delayed, at its first decision: only its longer wait
+     * is new. */
+    bool moved = t->moved_ns != 0;
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *ch = &t->charge[i];
         for (int k = 0; k < RL_KIND_COUNT; k++) {
             if (!ch->took[k])
                 continue;
-            rl_gate_count(g, ch->rule, budget_of(ch), k, RL_STAT_ALLOWED,
-                          units[k]);
-            if (t->wait_ns > 0) {
-                rl_gate_count(g, ch->rule, budget_of(ch), k, RL_STAT_DELAYED,
+            if (!moved)
+                rl_gate_count(g, ch->rule, budget_of(ch), k, RL_STAT_ALLOWED,
                               units[k]);
+            if (t->wait_ns > 0) {
+                if (!moved)
+                    rl_gate_count(g, ch->rule, budget_of(ch), k,
+                                  RL_STAT_DELAYED, units[k]);
                 rl_gate_count(g, ch->rule, budget_of(ch), k,
                               RL_STAT_DELAYED_NS, t->wait_ns);
             }

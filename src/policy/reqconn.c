@@ -206,10 +206,13 @@ static bool plan_pieces(struct rl_proc *proc, struct rl_reqconn *c,
         return false;
     p->allow = end;
     if (rl_gate_request_at(proc, &t, now, &q) == RL_GATE_FAIL) {
-        /* As a write that goes whole is refused (plan_whole): held until
-         * it could go, whatever the socket. */
+        /* As a write that goes whole is refused (plan_whole): past
+         * max_delay an error at once, else held until it could go,
+         * whatever the socket. */
         p->act = RL_GATE_FAIL;
         p->err = t.err;
+        if (overdue(proc, w, &t, &q, p))
+            return true;
         if (t.retry_ns != UINT64_MAX)
             p->wake = rl_add_sat_u64(now, t.retry_ns);
         return true;

@@ -6,8 +6,9 @@ Usage: matrix_client.py MODE URL...
             http URLs, TLS on the socket's fd (SSL_write) for https
   membio    TLS through a memory BIO (ssl.MemoryBIO, as Twisted's): the
             program moves the ciphertext itself; HTTP/1.1 keep-alive
-  h2        httpx with http2=True: the first URL alone (the connection),
-            then every other URL as concurrent streams on it
+  h2        httpx's sync client with http2=True: the first URL alone (the
+            connection), then every other URL as concurrent streams on it,
+            one thread each
 Prints done=1 when every URL was answered (any status).
 """
 import socket
@@ -74,19 +75,18 @@ def with_membio(urls):
 
 
 def with_h2(urls):
-    import asyncio
     import httpx
+    from concurrent.futures import ThreadPoolExecutor
 
-    async def run():
-        async with httpx.AsyncClient(http2=True, verify=False,
-                                     timeout=30) as c:
-            r = await c.get(urls[0])
-            assert r.http_version == "HTTP/2", r.http_version
-            rs = await asyncio.gather(*(c.get(u) for u in urls[1:]))
-            for r in rs:
+    # The sync client from threads, as issue 31's item 17 ran it: TLS on
+    # the socket's fd. (asyncio's TLS is a memory BIO, whose write of
+    # several streams still goes whole at its last turn: README.)
+    with httpx.Client(http2=True, verify=False, timeout=30) as c:
+        r = c.get(urls[0])
+        assert r.http_version == "HTTP/2", r.http_version
+        with ThreadPoolExecutor(max_workers=len(urls)) as ex:
+            for r in ex.map(c.get, urls[1:]):
                 assert r.http_version == "HTTP/2", r.http_version
-
-    asyncio.run(run())
 
 
 def main():
