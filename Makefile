@@ -298,15 +298,21 @@ BENCH_SCRIPTS := tests/bench/instructions.py tests/bench/shim_overhead.py \
 bench: all $(BENCHES) $(HELPERS)
 	@$(TEST_ENV) sh tests/bench/run.sh $(BENCHES) $(BENCH_SCRIPTS)
 
+# The sanitizer builds run every integration suite but the two that time
+# a whole system at scale, which make test runs: the conformance matrix
+# (each of its carriers has its own suite, run here too) and fleet_scale.
+SAN_INTEG_FLAGS = --jobs 1 --filter='!(matrix|fleet_scale)/*'
 asan:
 	$(MAKE) -j$(JOBS) SANITIZER=address build-tests
-	$(MAKE) -j1 SANITIZER=address unit integration
+	$(MAKE) -j1 SANITIZER=address unit integration \
+	    INTEG_FLAGS="$(SAN_INTEG_FLAGS)"
 tsan:
 	$(MAKE) -j$(JOBS) SANITIZER=thread build-tests
 	$(MAKE) -j1 SANITIZER=thread unit
 ubsan:
 	$(MAKE) -j$(JOBS) SANITIZER=undefined build-tests
-	$(MAKE) -j1 SANITIZER=undefined unit integration
+	$(MAKE) -j1 SANITIZER=undefined unit integration \
+	    INTEG_FLAGS="$(SAN_INTEG_FLAGS)"
 
 FUZZ_BIN := build-fuzz/fuzz_config
 FUZZ_HTTP_BIN := build-fuzz/fuzz_http
