@@ -59,14 +59,17 @@ static size_t iov_total(const struct iovec *iov, size_t n)
     return sum;
 }
 
+static bool fd_nonblocking(int fd)
+{
+    if (fd < 0)
+        return false;
+    int fl = rl_sys.fcntl(fd, F_GETFL, 0);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
 static bool nonblocking(const struct rl_reqwrite *w)
 {
-    if (w->nonblocking)
-        return true;
-    if (w->fd < 0)
-        return false;
-    int fl = rl_sys.fcntl(w->fd, F_GETFL, 0);
-    return fl >= 0 && (fl & O_NONBLOCK);
+    return w->nonblocking || fd_nonblocking(w->fd);
 }
 
 /* The name a request is charged to (SPEC §11): its own (Host, the
@@ -110,7 +113,8 @@ static bool overdue(struct rl_proc *proc, const struct rl_reqwrite *w,
                     const struct rl_gate_ticket *t,
                     const struct rl_gate_req *q, struct rl_reqplan *p)
 {
-    if (!(w->nonblocking_wire || nonblocking(w)) || !rl_overdue(t, &p->err))
+    if (!(nonblocking(w) || fd_nonblocking(w->wire)) ||
+        !rl_overdue(t, &p->err))
         return false;
     rl_overdue_say(proc, t, q->name, q->sa, q->salen);
     return true;

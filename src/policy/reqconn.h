@@ -115,11 +115,12 @@ struct rl_reqwrite {
     const char *call;
     int how;            /* enum rl_reqhow */
     bool nonblocking;
-    /* Its ciphertext leaves by a non-blocking socket the library does not
-     * name (curl's own BIO): its turns are slept as a blocking write's,
-     * but a wait past max_delay fails it at once (overdue.h), or the
-     * program would wait for that socket for the whole wait. */
-    bool nonblocking_wire;
+    /* The socket its ciphertext leaves by when the library names none
+     * (curl's own BIO), else -1: its turns are slept as a blocking
+     * write's, but when that socket is non-blocking a wait past max_delay
+     * fails it at once (overdue.h), or the program would wait for that
+     * socket for the whole wait. Asked only then. */
+    int wire;
 };
 
 /* The decision for one write. */

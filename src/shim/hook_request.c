@@ -93,7 +93,7 @@ int rl_request_begin(struct rl_send *s)
         return ciphertext(s, c);
     int saved = errno;
     const struct rl_reqwrite w = {s->fd, s->call, RL_REQ_PLAIN,
-                                  (s->flags & MSG_DONTWAIT) != 0, false};
+                                  (s->flags & MSG_DONTWAIT) != 0, -1};
     rl_reqconn_plan(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
     tls_check(c);
     if (!s->rp.scanned) {

@@ -215,7 +215,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
      * program sends it, not when the library is handed it.) */
     const struct rl_reqwrite q = {
         e->fd, call, mem ? RL_REQ_WHOLE : how, nb || mem,
-        e->fd < 0 && !e->membio && e->wire >= 0 && nonblocking(e->wire)};
+        e->fd < 0 && !e->membio ? e->wire : -1};
     rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
         w->p.wake == c->turn)

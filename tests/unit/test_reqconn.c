@@ -39,8 +39,8 @@ static void gate_with(const char *text)
     rl_reqconn_init(&conn, &a, sizeof a);
 }
 
-static const struct rl_reqwrite plain = {7, "send", RL_REQ_PLAIN, true};
-static const struct rl_reqwrite whole = {7, "SSL_write", RL_REQ_WHOLE, true};
+static const struct rl_reqwrite plain = {7, "send", RL_REQ_PLAIN, true, -1};
+static const struct rl_reqwrite whole = {7, "SSL_write", RL_REQ_WHOLE, true, -1};
 
 /* Plan a write of `text` and, when it may go, send what it allows (or
  * `fail`: the real call failed and sent nothing). */
@@ -222,9 +222,9 @@ Test(reqconn, a_tls_write_of_more_requests_than_a_plan_looks_at_counts_them_all)
 
 /* A TLS write that may go in pieces (shim/tlswrite.c), blocking and not. */
 static const struct rl_reqwrite pieces = {-1, "SSL_write", RL_REQ_PIECES,
-                                          false};
+                                          false, -1};
 static const struct rl_reqwrite pieces_nb = {7, "SSL_write", RL_REQ_PIECES,
-                                             true};
+                                             true, -1};
 static const char paced_min[] = "[default]\nrequest = 2/min\n"
                                 "request_burst = 1\non_deny = delay\n"
                                 "max_delay = 5min\n";

@@ -35,7 +35,7 @@ static void teardown(void)
 
 TestSuite(respconn, .init = setup, .fini = teardown);
 
-static const struct rl_reqwrite plain = {-1, "send", RL_REQ_PLAIN, false};
+static const struct rl_reqwrite plain = {-1, "send", RL_REQ_PLAIN, false, -1};
 static const struct rl_reqread rd = {-1, "recv"};
 
 /* Write `text` whole; returns the plan's act. */
