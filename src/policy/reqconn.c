@@ -239,11 +239,12 @@ static bool plan_pieces(struct rl_proc *proc, struct rl_reqconn *c,
 
 /* A plaintext write: requests in order, each charged; the write is cut
  * before the first that cannot go now (or that must wait, unless it is
- * the write's first byte: then the write waits for it). */
-static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
-                       const struct rl_reqwrite *w,
-                       const struct rl_req_event *ev, size_t nev, uint64_t now,
-                       struct rl_reqplan *p)
+ * the write's first byte: then the write waits for it). Returns the
+ * records (sent[]) of a request cut off that keeps its turn, else -1. */
+static int plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
+                      const struct rl_reqwrite *w,
+                      const struct rl_req_event *ev, size_t nev, uint64_t now,
+                      struct rl_reqplan *p)
 {
     for (size_t i = 0; i < nev; i++) {
         const struct rl_req_event *e = &ev[i];
@@ -253,30 +254,35 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
             /* After a request that waits, or the last event looked at:
              * the next write starts here. */
             p->allow = e->offset;
-            return;
+            return -1;
         }
         struct rl_gate_ticket t;
         struct rl_gate_req q;
         ask(c, w, e, 1, &q);
         int act = rl_gate_request_at(proc, &t, now, &q);
         if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
-            /* The bytes before it go now; it waits in the next write. */
-            rl_gate_refund(proc, &t, RL_KIND_REQUEST, 1);
+            /* The bytes before it go now. It keeps the turn it was given,
+             * which the write that starts with it waits for: decided
+             * once, it is counted and logged once, and keeps its place. */
+            uint8_t before = c->nsent;
+            c->charged = (uint64_t)e->offset + 1;
+            rl_reqconn_sent(c, &q, e->stream_id);
+            c->turn = rl_add_sat_u64(now, t.wait_ns);
             p->allow = e->offset;
-            return;
+            return c->nsent - before;
         }
         if (act == RL_GATE_FAIL) {
             if (e->offset > 0) {
                 p->allow = e->offset; /* a short write before it */
-                return;
+                return -1;
             }
             p->act = RL_GATE_FAIL;
             p->err = t.err;
             if (!nonblocking(w) || overdue(proc, w, &t, &q, p))
-                return;
+                return -1;
             if (t.retry_ns != UINT64_MAX)
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
-            return;
+            return -1;
         }
         if (t.ncharges > 0)
             p->requests++;
@@ -289,10 +295,11 @@ static void plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
             p->act = RL_GATE_FAIL;
             p->err = EAGAIN;
             p->wake = c->turn;
-            return;
+            return -1;
         }
         p->wake = rl_add_sat_u64(now, t.wait_ns);
     }
+    return -1;
 }
 
 /* The requests to charge among the events past the first PLAN_EVENTS of
@@ -412,6 +419,14 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         return;
     p->scanned = true;
     uint64_t now = rl_clock_now_ns();
+    uint8_t held = 0; /* records of the turn a blocking write sleeps to */
+    if (c->turn != 0 && w->how == RL_REQ_PLAIN && c->charged > 1) {
+        /* The rest of a write cut short before a request that keeps its
+         * turn: the bytes before that request go now. */
+        if (c->charged - 1 < p->allow)
+            p->allow = c->charged - 1;
+        return;
+    }
     if (c->turn != 0) {
         /* A turn reserved by an earlier try of these bytes: at it, a
          * pause that came meanwhile holds them still (SPEC §12). */
@@ -435,10 +450,17 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         if (now < c->turn || again != 0) {
             if (again != 0)
                 c->turn = again;
-            p->act = RL_GATE_FAIL;
-            p->err = EAGAIN;
+            if (nonblocking(w) || w->how != RL_REQ_PLAIN) {
+                p->act = RL_GATE_FAIL;
+                p->err = EAGAIN;
+                p->wake = c->turn;
+                return;
+            }
+            /* A blocking write sleeps to the turn, and its request is
+             * decided again there (rl_reqconn_again). */
             p->wake = c->turn;
-            return;
+            p->requests = 1;
+            held = c->turn_sent;
         }
         c->turn = 0;
     }
@@ -464,15 +486,18 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
     }
     if (w->how != RL_REQ_PLAIN && total > PLAN_EVENTS)
         k += requests_past(c, iov, n, total);
-    if (k == 0)
+    if (k == 0) {
+        p->sent = held;
         return;
+    }
     if (w->how == RL_REQ_PLAIN ||
         (w->how == RL_REQ_PIECES &&
          plan_pieces(proc, c, w, ev, nev, total, now, p))) {
-        if (w->how == RL_REQ_PLAIN)
-            plan_plain(proc, c, w, ev, nev, now, p);
-        p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
-        c->turn_sent = (uint8_t)p->sent;
+        int kept = w->how == RL_REQ_PLAIN
+                       ? plan_plain(proc, c, w, ev, nev, now, p)
+                       : -1;
+        p->sent = (c->nsent > nsent ? c->nsent - nsent : 0) + held;
+        c->turn_sent = (uint8_t)(kept >= 0 ? (unsigned)kept : p->sent);
         return;
     }
     /* (Requests only past those looked at: named by the connection.) */
@@ -499,7 +524,8 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
         left -= k;
     }
     c->charged = c->charged > (uint64_t)sent ? c->charged - (uint64_t)sent : 0;
-    c->turn = 0;
+    if (c->charged == 0)
+        c->turn = 0; /* else it is the turn of a request not sent yet */
 }
 
 /* Said once per process (a fork child's line would say the same); every

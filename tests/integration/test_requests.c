@@ -271,12 +271,12 @@ Test(requests, a_crawler_behind_a_proxy_is_paced_per_site)
 /* ---- Bad input, against the sink (servers/http_heads.py). ---- */
 
 /* Sends each payload file on a connection of its own (`bytes`: one send
- * per byte, TCP_NODELAY), then a probe request on the last connection when
+ * per byte, TCP_NODELAY; `nb`: non-blocking, select for the rest), then a probe request on the last connection when
  * PROBE is set. Prints, per connection i: sent<i> (bytes gone), first<i>
  * (what the first send took), err<i> (errno of the send that failed, 0);
  * and probe (0 gone, else its errno). */
 static const char sender_py[] =
-    "import os, socket, sys, time\n"
+    "import os, select, socket, sys, time\n"
     "port, mode = int(sys.argv[1]), sys.argv[2]\n"
     "s = None\n"
     "for i, path in enumerate(sys.argv[3:]):\n"
@@ -285,8 +285,13 @@ static const char sender_py[] =
     "    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n"
     "    sent, first, err = 0, -1, 0\n"
     "    try:\n"
+    "        if mode == 'nb': s.setblocking(False)\n"
     "        while sent < len(data):\n"
-    "            n = s.send(data[sent:sent + 1] if mode == 'bytes' else data[sent:])\n"
+    "            try:\n"
+    "                n = s.send(data[sent:sent + 1] if mode == 'bytes' else data[sent:])\n"
+    "            except BlockingIOError:\n"
+    "                if mode != 'nb': raise\n"
+    "                select.select([], [s], [], 30); continue\n"
     "            if first < 0: first = n\n"
     "            sent += n\n"
     "    except OSError as e:\n"
@@ -573,6 +578,80 @@ Test(requests, pipelined_heads_past_the_budget_are_cut_short)
                      line);
     cr_expect_eq(h_server_count(&sink, "REQ"), 1, "the sink saw %d",
                  h_server_count(&sink, "REQ"));
+}
+
+/* The DELAYED column of `rlshim stat`'s request row, or -1. */
+static long stat_delayed(void)
+{
+    char bin[512], state[300];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
+    char *argv[] = {"env", state, bin, "stat", "-c", h_config, NULL};
+    struct run s;
+    h_run(&s, false, 10, argv);
+    cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
+    /* USER RULE LIMIT ALGORITHM ALLOWED DENIED DELAYED ... */
+    for (const char *line = s.out; line != NULL && *line != '\0';) {
+        char user[64], rule[64], limit[64], alg[64];
+        long allowed, denied, delayed;
+        if (sscanf(line, "%63s %63s %63s %63s %ld %ld %ld", user, rule, limit,
+                   alg, &allowed, &denied, &delayed) == 7 &&
+            strcmp(limit, "request") == 0)
+            return delayed;
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
+    return -1;
+}
+
+/* Delay mode, a burst of 1: a write of three pipelined heads goes in three
+ * pieces, each head at its own turn, and each head is decided once, the
+ * turn a later head is given kept for the write that starts with it:
+ * three lines in the decision log (two delayed), two delayed in `rlshim
+ * stat`, the heads a period apart at the sink. A blocking and a
+ * non-blocking sender. */
+static void pipelined_in_delay_mode(const char *mode)
+{
+    char logpath[300];
+    snprintf(logpath, sizeof logpath, "%s/decisions.jsonl", h_dir);
+    setenv("RLSHIM_DECISION_LOG", logpath, 1);
+    h_config_write("[default]\nrequest = 5/s\nrequest_burst = 1\n"
+                   "on_deny = delay\n");
+    const char *files[] = {payload("pipe", pipelined, strlen(pipelined))};
+    send_files(mode, false, files, 1);
+    unsetenv("RLSHIM_DECISION_LOG");
+    cr_expect_eq(out("sent", 0), (long)strlen(pipelined), "%s", r.out);
+    cr_expect_eq(out("err", 0), 0, "%s", r.out);
+    expect_conn(0, files[0], (long)strlen(pipelined));
+    cr_expect_eq(h_server_count(&sink, "REQ"), 3, "the sink saw %d",
+                 h_server_count(&sink, "REQ"));
+    double t[3];
+    for (int i = 0; i < 3; i++) {
+        char line[512], when[32];
+        h_server_line(&sink, "REQ", i, line, sizeof line);
+        t[i] = atof(h_field(line, 1, when, sizeof when));
+    }
+    for (int i = 1; i < 3; i++)
+        cr_expect_geq(t[i] - t[i - 1], 0.8 * 0.2,
+                      "heads %d and %d came %.3f s apart", i, i + 1,
+                      t[i] - t[i - 1]);
+    int lines = h_file_lines(logpath, "\"limit\":\"request\"");
+    int delayed = h_file_lines(logpath, "\"verdict\":\"delay\"");
+    cr_expect_eq(lines, 3, "%d decisions for 3 heads", lines);
+    cr_expect_eq(delayed, 2, "%d delayed decisions, not 2", delayed);
+    long stat = stat_delayed();
+    cr_expect_eq(stat, 2, "rlshim stat says %ld requests delayed, not 2",
+                 stat);
+}
+
+Test(requests, pipelined_heads_in_delay_mode_are_each_decided_once)
+{
+    pipelined_in_delay_mode("whole");
+}
+
+Test(requests, pipelined_heads_in_delay_mode_non_blocking_decided_once)
+{
+    pipelined_in_delay_mode("nb");
 }
 
 /* The decision log has a line per request (SPEC §11): `call = request`,
