@@ -226,6 +226,10 @@ struct rl_gate_req {
     uint16_t port;
     const char *method, *target;
     uint64_t units; /* all or none */
+    /* A request the write is cut before should it be refused: the write
+     * that then starts with it asks again, and that decision is the one
+     * counted and logged (a dry run's "would deny" goes now, and is). */
+    bool cut;
 };
 
 /* Decide q: RL_GATE_GO (after sleeping t->wait_ns: the turn is reserved)

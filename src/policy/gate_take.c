@@ -251,6 +251,13 @@ static bool take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     return true;
 }
 
+static int deny_errno(const struct rl_gate *g, const struct rl_rule *by)
+{
+    return by != NULL        ? by->deny_errno
+           : g->rule != NULL ? g->rule->deny_errno
+                             : g->cfg->deny_errno;
+}
+
 static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                 uint64_t units, const struct rl_gate_call *c)
 {
@@ -285,9 +292,22 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     t->wait_ns = 0;
     if (dry)
         return RL_GATE_GO;
-    t->err = by != NULL        ? by->deny_errno
-             : g->rule != NULL ? g->rule->deny_errno
-                               : g->cfg->deny_errno;
+    t->err = deny_errno(g, by);
+    return RL_GATE_FAIL;
+}
+
+/* A request refused: counted and logged, unless the write is cut before
+ * it (q->cut) and the write that starts with it asks again. */
+static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
+                        const struct rl_gate_req *q,
+                        const struct rl_gate_call *c)
+{
+    const struct rl_rule *by = t->denier;
+    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
+    if (!q->cut || dry)
+        return deny(p, t, RL_KIND_REQUEST, q->units, c);
+    t->wait_ns = 0;
+    t->err = deny_errno(&p->gate, by);
     return RL_GATE_FAIL;
 }
 
@@ -467,8 +487,7 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                                    q->name, q->method, q->target, true};
     rl_gate_ticket_init(t, now, q->units, 0);
     if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
-        return g->deny_all ? deny(p, t, RL_KIND_REQUEST, q->units, &c)
-                           : RL_GATE_GO;
+        return g->deny_all ? deny_request(p, t, q, &c) : RL_GATE_GO;
     struct budget *b = rl_gate_budget(g);
     struct rl_peer dest;
     if (b == NULL || !rl_gate_request_peer(p, q, &dest))
@@ -498,12 +517,12 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         if (from > max_wait(t->charge[i].rule)) {
             t->denier = t->charge[i].rule;
             t->retry_ns = from;
-            return deny(p, t, RL_KIND_REQUEST, q->units, &c);
+            return deny_request(p, t, q, &c);
         }
     }
     uint64_t got;
     if (!take(p, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
-        return deny(p, t, RL_KIND_REQUEST, q->units, &c);
+        return deny_request(p, t, q, &c);
     granted(p, t, &c);
     return RL_GATE_GO;
 }

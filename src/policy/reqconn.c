@@ -104,6 +104,7 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
     q->method = e->method[0] != '\0' ? e->method : NULL;
     q->target = e->target[0] != '\0' ? e->target : NULL;
     q->units = units;
+    q->cut = false;
 }
 
 /* A denial of a write that must not sleep, past max_delay: an error the
@@ -259,6 +260,7 @@ static int plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
         struct rl_gate_ticket t;
         struct rl_gate_req q;
         ask(c, w, e, 1, &q);
+        q.cut = e->offset > 0;
         int act = rl_gate_request_at(proc, &t, now, &q);
         if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
             /* The bytes before it go now. It keeps the turn it was given,

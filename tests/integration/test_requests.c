@@ -560,28 +560,11 @@ Test(requests, pipelined_heads_in_one_write_count_each)
                  h_server_count(&sink, "REQ"));
 }
 
-/* Budget 1: the write is cut short before the second head, and the rest
- * is refused with EAGAIN; the sink has exactly the first request. */
-Test(requests, pipelined_heads_past_the_budget_are_cut_short)
-{
-    sink_config(1);
-    const char *files[] = {payload("pipe", pipelined, strlen(pipelined))};
-    send_files("whole", false, files, 1);
-    long one = (long)strlen("GET /one HTTP/1.1\r\nHost: x\r\n\r\n");
-    cr_expect_eq(out("first", 0), one, "the first send: %s", r.out);
-    cr_expect_eq(out("sent", 0), one, "%s", r.out);
-    cr_expect_eq(out("err", 0), EAGAIN, "%s", r.out);
-    expect_conn(0, files[0], one);
-    char line[512], target[64];
-    h_server_line(&sink, "REQ", 0, line, sizeof line);
-    cr_expect_str_eq(h_field(line, 3, target, sizeof target), "/one", "%s",
-                     line);
-    cr_expect_eq(h_server_count(&sink, "REQ"), 1, "the sink saw %d",
-                 h_server_count(&sink, "REQ"));
-}
+enum { ALLOWED, DENIED, DELAYED };
 
-/* The DELAYED column of `rlshim stat`'s request row, or -1. */
-static long stat_delayed(void)
+/* A column (ALLOWED, DENIED, DELAYED) of `rlshim stat`'s request row, or
+ * -1. */
+static long stat_requests(int column)
 {
     char bin[512], state[300];
     snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
@@ -593,15 +576,45 @@ static long stat_delayed(void)
     /* USER RULE LIMIT ALGORITHM ALLOWED DENIED DELAYED ... */
     for (const char *line = s.out; line != NULL && *line != '\0';) {
         char user[64], rule[64], limit[64], alg[64];
-        long allowed, denied, delayed;
+        long n[3];
         if (sscanf(line, "%63s %63s %63s %63s %ld %ld %ld", user, rule, limit,
-                   alg, &allowed, &denied, &delayed) == 7 &&
+                   alg, &n[ALLOWED], &n[DENIED], &n[DELAYED]) == 7 &&
             strcmp(limit, "request") == 0)
-            return delayed;
+            return n[column];
         line = strchr(line, '\n');
         line = line != NULL ? line + 1 : NULL;
     }
     return -1;
+}
+
+/* Budget 1: the write is cut short before the second head, and the rest
+ * is refused with EAGAIN; the sink has exactly the first request, and the
+ * one refusal the program saw is the one counted and logged. */
+Test(requests, pipelined_heads_past_the_budget_are_cut_short)
+{
+    char logpath[300];
+    snprintf(logpath, sizeof logpath, "%s/decisions.jsonl", h_dir);
+    setenv("RLSHIM_DECISION_LOG", logpath, 1);
+    sink_config(1);
+    const char *files[] = {payload("pipe", pipelined, strlen(pipelined))};
+    send_files("whole", false, files, 1);
+    unsetenv("RLSHIM_DECISION_LOG");
+    int denials = h_file_lines(logpath, "\"verdict\":\"deny\"");
+    cr_expect_eq(denials, 1, "%d denials logged for one EAGAIN", denials);
+    long stat = stat_requests(DENIED);
+    cr_expect_eq(stat, 1, "rlshim stat says %ld requests denied, not 1",
+                 stat);
+    long one = (long)strlen("GET /one HTTP/1.1\r\nHost: x\r\n\r\n");
+    cr_expect_eq(out("first", 0), one, "the first send: %s", r.out);
+    cr_expect_eq(out("sent", 0), one, "%s", r.out);
+    cr_expect_eq(out("err", 0), EAGAIN, "%s", r.out);
+    expect_conn(0, files[0], one);
+    char line[512], target[64];
+    h_server_line(&sink, "REQ", 0, line, sizeof line);
+    cr_expect_str_eq(h_field(line, 3, target, sizeof target), "/one", "%s",
+                     line);
+    cr_expect_eq(h_server_count(&sink, "REQ"), 1, "the sink saw %d",
+                 h_server_count(&sink, "REQ"));
 }
 
 /* Delay mode, a burst of 1: a write of three pipelined heads goes in three
@@ -639,7 +652,7 @@ static void pipelined_in_delay_mode(const char *mode)
     int delayed = h_file_lines(logpath, "\"verdict\":\"delay\"");
     cr_expect_eq(lines, 3, "%d decisions for 3 heads", lines);
     cr_expect_eq(delayed, 2, "%d delayed decisions, not 2", delayed);
-    long stat = stat_delayed();
+    long stat = stat_requests(DELAYED);
     cr_expect_eq(stat, 2, "rlshim stat says %ld requests delayed, not 2",
                  stat);
 }
