@@ -21,6 +21,14 @@ allow="$here/skips.allow"
 build=${RLSHIM_SANITIZER:-plain}
 [ "$(id -u)" = 0 ] || build="$build nonroot"
 
+# RLSHIM_SKIPS_DIR=DIR: the skipped tests are also listed in DIR/NAME.skipped,
+# one suite/test a line, for a later run of only those (make ubsan-rest).
+skips_out=
+if [ -n "${RLSHIM_SKIPS_DIR:-}" ]; then
+    skips_out="$RLSHIM_SKIPS_DIR/$name.skipped"
+    : >"$skips_out" || exit 1
+fi
+
 tap=$(mktemp "${TMPDIR:-/tmp}/rlshim-$name-XXXXXX.tap")
 trap 'rm -f "$tap"' EXIT
 filtered=no
@@ -65,6 +73,7 @@ else
                 continue
             fi
             skipped=$((skipped + 1))
+            [ -n "$skips_out" ] && echo "$test" | sed 's|::|/|' >>"$skips_out"
             if allowed "$why"; then
                 echo "$name: SKIP $test: $why (allowed in this build)"
             else

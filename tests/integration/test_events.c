@@ -1,7 +1,7 @@
 /* Event loops (SPEC §2 "Non-blocking sockets: never block, never spin"):
  * real clients on their own loops, measured at the server.
  *
- *   uploads   send_bytes = 100KB/s, 1 MiB, fail and delay modes: the
+ *   uploads   send_bytes = 100KB/s, 512 KiB, fail and delay modes: the
  *             server sees the bytes at the rate (within 5 % of the ideal
  *             duration) and intact, and the client burns no more CPU than
  *             its own unthrottled run plus 5 % of the wall time;
@@ -15,7 +15,7 @@
 
 #include <poll.h>
 
-#define TOTAL 1048576
+#define TOTAL 524288
 #define RATE 100000.0 /* 100KB/s, burst 100KB */
 #define IDEAL ((TOTAL - RATE) / RATE)
 /* Every client's timer ticks for at least this long (seconds), the
@@ -23,7 +23,7 @@
  * control's lateness is what the machine gives the client anyway (a busy
  * machine delays a timer by tens of ms), the throttled run may add 20 ms
  * to it. A shim that sleeps in a send or connect adds 500 ms or more. */
-#define UPLOAD_TICKING "10"
+#define UPLOAD_TICKING "5"
 /* What a throttled run may add to the control's worst lateness: the
  * issue's 20 ms, plus what a loaded 2-core machine adds to one run and
  * not to the other (load average 30-60 while this suite was written: up
@@ -536,7 +536,7 @@ static void curl_upload(const char *mode)
     http_upload_case(mode, argv, "curl --parallel");
 }
 
-/* tests/integration/stress/Parallel.java with one request of 1 MiB: its
+/* tests/integration/stress/Parallel.java with one request of TOTAL: its
  * body is the bytes i % 251. */
 static void java_upload(const char *mode)
 {
