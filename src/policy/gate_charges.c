@@ -210,3 +210,18 @@ bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
     }
     return t.ncharges > 0 && !rl_gate_dry_run(p);
 }
+
+/* A fleet charge's Redis label: its budget's, and for a budget per
+ * destination, "|" and the destination's name (NULL: not a fleet charge). */
+const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
+                                const struct rl_gate_charge *c, char *label)
+{
+    if (c->fleet_owner == NULL)
+        return NULL;
+    rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
+    if (c->fleet_dest) {
+        size_t l = strlen(label);
+        snprintf(label + l, RL_GATE_FLEET_LABEL_MAX - l, "|%s", t->dest);
+    }
+    return label;
+}

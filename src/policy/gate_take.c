@@ -52,23 +52,6 @@ static void untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
     }
 }
 
-/* Ask charge c for `want` (at least `min`) units of `kind` for the turn
- * `at` ns after t->now; the verdict's wait is from t->now. The charge's
- * own max_delay bounds how far it may move the turn: one the turn is
- * already past grants only what it has free at the turn. */
-const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
-                                const struct rl_gate_charge *c, char *label)
-{
-    if (c->fleet_owner == NULL)
-        return NULL;
-    rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
-    if (c->fleet_dest) {
-        size_t l = strlen(label);
-        snprintf(label + l, RL_GATE_FLEET_LABEL_MAX - l, "|%s", t->dest);
-    }
-    return label;
-}
-
 /* A fleet charge's take, on Redis (out of line: its Redis key's label is
  * on the stack only for a fleet budget). */
 static __attribute__((noinline)) struct rl_verdict
@@ -108,6 +91,10 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
     return v;
 }
 
+/* Ask charge c for `want` (at least `min`) units of `kind` for the turn
+ * `at` ns after t->now; the verdict's wait is from t->now. The charge's
+ * own max_delay bounds how far it may move the turn: one the turn is
+ * already past grants only what it has free at the turn. */
 static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
                                   struct rl_gate_charge *c, int kind,
                                   uint64_t at, uint64_t want, uint64_t min)
@@ -278,14 +265,9 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, kind, units, c);
     bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
-    const struct rl_gate_line d = {
-        dry ? "would deny" : "denied",
-        kind,
-        units,
-        0,
-        dry,
-        by,
-        t->open_full != NULL && by != NULL ? by->max_open : 0};
+    uint32_t open = t->open_full != NULL && by != NULL ? by->max_open : 0;
+    const struct rl_gate_line d = {dry ? "would deny" : "denied", kind, units,
+                                   0, dry, by, open};
     rl_gate_say(p, t, t->now, c, &d);
     /* What an earlier limit of this call reserved was given back: there
      * is no turn to sleep until (a dry run goes at once). */
@@ -303,8 +285,7 @@ static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
                         const struct rl_gate_call *c)
 {
     const struct rl_rule *by = t->denier;
-    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
-    if (!q->cut || dry)
+    if (!q->cut || (by != NULL ? by->dry_run : rl_gate_dry_run(p)))
         return deny(p, t, RL_KIND_REQUEST, q->units, c);
     t->wait_ns = 0;
     t->err = deny_errno(&p->gate, by);
