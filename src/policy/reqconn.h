@@ -97,6 +97,12 @@ struct rl_reqconn {
     bool tls_paced;
     int busy;       /* a plan is being made (atomic: another thread's
                        write on the same connection is not scanned) */
+    /* A TLS session's connection: a write is in progress, from its plan
+     * to its end, its sleep included (atomic: another thread's write at
+     * once is not scanned). `busy` is then held only while the write
+     * touches the connection, so that the session's reader sees its
+     * answers (a 429 among them) while the write waits for its turn. */
+    int writing;
 };
 
 /* How a write goes: a plaintext socket write may be cut before a request

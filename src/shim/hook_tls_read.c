@@ -30,6 +30,10 @@ typedef struct gnutls_session_int *gnutls_session_t;
 
 #define GNUTLS_E_INTERNAL_ERROR (-59)
 
+/* How long a read waits for a write of its session that plans or ends
+ * (asking Redis for a fleet budget takes part of it). */
+#define READ_WAIT_MAX_NS 200000000ull
+
 static __attribute__((noinline)) void
 tls_received(const void *session, void *buf, size_t n, const char *call)
 {
@@ -40,9 +44,10 @@ tls_received(const void *session, void *buf, size_t n, const char *call)
     struct rl_tlsent *e = rl_tlstab_get(session, false);
     struct rl_reqconn *c = e != NULL ? e->c : NULL;
     if (c != NULL) {
-        /* Another thread inside a write of this session: these bytes go
-         * by unseen. */
-        if (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
+        /* A write of another thread planning or ending: a wait as long as
+         * that (a sleeping write does not hold it). Past the bound, these
+         * bytes go by unseen, and the answers are no longer paired. */
+        if (!rl_tlswrite_hold(c, READ_WAIT_MAX_NS)) {
             rl_reqconn_lost(c);
         } else {
             struct iovec one = {buf, n};

@@ -81,6 +81,8 @@ void rl_tlstab_atfork_child(void)
      * child's: its session is free to be written on again. */
     for (unsigned b = 0; b < NBUCKETS; b++)
         for (struct rl_tlsent *e = tab->head[b]; e != NULL; e = e->next)
-            if (e->c != NULL)
+            if (e->c != NULL) {
                 e->c->busy = 0;
+                e->c->writing = 0;
+            }
 }

@@ -162,6 +162,33 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     return begin_how(w, session, buf, n, &done, call, ops, RL_REQ_WHOLE);
 }
 
+/* Takes the connection's state (c->busy), waiting up to max_ns for
+ * whoever holds it: a write only while it plans or ends, the session's
+ * reader while it looks at an answer (and pauses its destination). No
+ * holder waits for anything else meanwhile, so the wait ends; the bound
+ * is for a holder that never came back (a cancelled thread). */
+bool rl_tlswrite_hold(struct rl_reqconn *c, uint64_t max_ns)
+{
+    uint64_t until = 0;
+    while (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
+        uint64_t now = rl_clock_now_ns();
+        if (until == 0)
+            until = rl_add_sat_u64(now, max_ns);
+        else if (now >= until)
+            return false;
+        rl_shim_sleep_until(now + 50000);
+    }
+    return true;
+}
+
+#define HOLD_MAX_NS 1000000000ull
+
+static void let_go(struct rl_reqconn *c)
+{
+    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
+}
+
 static int begin_how(struct rl_tlswrite *w, const void *session,
                      const void *whole, size_t total, size_t *done,
                      const char *call, const struct rl_tlsops *ops, int how)
@@ -199,7 +226,13 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     /* Another thread writing on the same session at once is not scanned
      * (its bytes interleave with these anyway). */
     if (c == NULL || !rl_reqconn_counting(c) ||
-        __atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
+        __atomic_exchange_n(&c->writing, 1, __ATOMIC_ACQUIRE) != 0) {
+        rl_shim_leave();
+        errno = saved;
+        return RL_TLSW_PASS;
+    }
+    if (!rl_tlswrite_hold(c, HOLD_MAX_NS)) {
+        __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
         errno = saved;
         return RL_TLSW_PASS;
@@ -221,7 +254,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         w->p.wake == c->turn)
         go_later(w, e);
     if (!w->p.scanned) {
-        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        let_go(c);
         rl_shim_leave();
         errno = saved;
         return RL_TLSW_PASS;
@@ -239,7 +272,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
              * writes, the kernel refuses, and the program hears it. A
              * TCP socket's pending error comes with a hang-up: none is
              * taken here that the library's send would have needed. */
-            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+            let_go(c);
             rl_shim_leave();
             errno = saved;
             return RL_TLSW_PASS;
@@ -247,13 +280,17 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         if (hold >= 0 && w->p.wake != 0 &&
             rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
             rl_epreg_hold(hold);
-        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        let_go(c);
         rl_shim_leave();
         rl_tls_denied = session;
         rl_tls_denied_err = w->p.err;
         errno = w->p.err;
         return RL_TLSW_FAIL;
     }
+    /* Asleep and in the real call, the write lets the session's reader
+     * see answers: a 429 that comes while it waits pauses its
+     * destination, and holds it at its turn. */
+    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
     rl_shim_leave();
     while (!nb && !mem && w->p.wake != 0) {
         if (w->p.wake > rl_clock_now_ns())
@@ -262,11 +299,16 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
          * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())
             break;
-        rl_reqconn_again(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
+        if (rl_tlswrite_hold(c, HOLD_MAX_NS)) {
+            rl_reqconn_again(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
+            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        } else {
+            w->p.wake = 0;
+        }
         rl_shim_leave();
     }
     if (w->p.act == RL_GATE_FAIL) {
-        __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+        let_go(c);
         rl_tls_denied = session;
         rl_tls_denied_err = w->p.err;
         errno = w->p.err;
@@ -310,7 +352,8 @@ bool rl_tlswrite_bind(int fd)
         return false;
     rl_tls_unbound = NULL;
     e->wire = fd;
-    /* This thread holds the connection (its busy flag) until the end. */
+    /* This thread's write holds the connection (`writing`) until its
+     * end. */
     if (e->c != NULL && e->c->salen == 0)
         peer_of(e->c, fd);
     return true;
@@ -325,10 +368,12 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     w->c = NULL;
     int saved = errno;
     bool in = rl_shim_enter();
+    /* (Not held after the bound: its holder is gone.) */
+    (void)rl_tlswrite_hold(c, HOLD_MAX_NS);
     rl_reqconn_done(c, &w->iov, 1, sent, &w->p);
     if (in)
         rl_shim_leave();
-    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    let_go(c);
     /* (A write asked to be retried keeps its turn: the retry holds.) */
     if (sent > 0 && w->after > rl_clock_now_ns())
         rl_shim_sleep_until(w->after);

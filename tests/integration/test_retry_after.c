@@ -415,6 +415,34 @@ Test(retry_after, curl_over_http2_waits)
     expect_paused(last - first, 2, "curl over HTTP/2 (nginx)");
 }
 
+/* Two threads' requests on one HTTP/2 connection over TLS, a third thread
+ * reading: the second request waits for its turn inside its write while
+ * the reader reads the first one's 429 (Retry-After: 2). The pause holds
+ * it at its turn. Before, a write asleep for its turn held the session,
+ * and the reader's answer went by unseen: the second request came at its
+ * turn, half a second after the first. */
+Test(retry_after, an_http2_stream_asleep_for_its_turn_is_held_by_a_429)
+{
+    ngx_start(h2, 1);
+    h_config_write("[default]\nrequest = 2/s\nrequest_burst = 1\n"
+                   "on_deny = delay\nmax_delay = 10s\n");
+    char script[300], port[16];
+    snprintf(script, sizeof script, "%s/tests/integration/clients/h2_threads.py",
+             h_env("RLSHIM_SRC"));
+    snprintf(port, sizeof port, "%d", h2[0].port);
+    char *argv[] = {"/usr/bin/python3", script, port, "/busy", "/a.txt",
+                    NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "h2_threads: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "status1=429") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "status3=200") != NULL, "%s", r.out);
+    usleep(200 * 1000);
+    double first, last;
+    int n = ngx_requests(&h2[0], &first, &last);
+    cr_assert_eq(n, 2, "nginx saw %d requests", n);
+    expect_paused(last - first, 2, "an HTTP/2 stream of another thread");
+}
+
 Test(retry_after, the_decision_log_carries_the_pause_and_verify_checks_it)
 {
     char log[300];
