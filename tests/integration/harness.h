@@ -305,6 +305,17 @@ H_FN void h_run(struct run *r, bool preload, double timeout, char *const argv[])
     h_run_with(r, preload, timeout, argv, h_config, h_state, "stderr.log");
 }
 
+/* `rlshim CMD -c CONFIG` (stat, reset...) on this test's state dir, bare;
+ * its status is the caller's to check. */
+H_FN void h_rlshim_cmd(struct run *r, const char *cmd)
+{
+    char bin[512], state[300];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
+    char *argv[] = {"env", state, bin, (char *)cmd, "-c", h_config, NULL};
+    h_run(r, false, 10, argv);
+}
+
 /* The control of a CPU assertion: argv run the same way as h_run runs it
  * (the same build of the shim preloaded, under the same sanitizer), with
  * a config whose limits never bind and a state dir of its own, so that

@@ -218,12 +218,8 @@ Test(crawlers, node_https_is_said_not_counted)
     cr_expect_eq(h_file_lines(errlog, "1 TLS connections: requests not "
                                       "counted"),
                  1, "the exit report counts the connection");
-    char bin[300], state[300];
-    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
-    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
-    char *stat[] = {"env", state, bin, "stat", "-c", h_config, NULL};
     struct run s;
-    h_run(&s, false, 10, stat);
+    h_rlshim_cmd(&s, "stat");
     cr_expect_eq(s.status, 0, "rlshim stat: status %d", s.status);
     cr_expect_not_null(strstr(s.out, "TLS connections not counted: 1"),
                        "rlshim stat:\n%s", s.out);

@@ -566,12 +566,8 @@ enum { ALLOWED, DENIED, DELAYED };
  * -1. */
 static long stat_requests(int column)
 {
-    char bin[512], state[300];
-    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
-    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
-    char *argv[] = {"env", state, bin, "stat", "-c", h_config, NULL};
     struct run s;
-    h_run(&s, false, 10, argv);
+    h_rlshim_cmd(&s, "stat");
     cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
     /* USER RULE LIMIT ALGORITHM ALLOWED DENIED DELAYED ... */
     for (const char *line = s.out; line != NULL && *line != '\0';) {

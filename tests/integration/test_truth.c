@@ -163,12 +163,8 @@ Test(truth, dry_run_with_delay_never_sleeps_but_counts_and_logs)
 {
     /* The control: the same three sends, throttled for real (2 s). */
     long real = three_sends("");
-    char reset[512], state[300];
-    snprintf(reset, sizeof reset, "%s/rlshim", h_env("RLSHIM_BUILD"));
-    snprintf(state, sizeof state, "RLSHIM_STATE_DIR=%s", h_state);
-    char *argv[] = {"env", state, reset, "reset", "-c", h_config, NULL};
     struct run s;
-    h_run(&s, false, 10, argv);
+    h_rlshim_cmd(&s, "reset");
     cr_assert_eq(s.status, 0, "%s", s.out);
     long dry = three_sends("dry_run = yes\n");
     cr_expect_geq(real, 1500000, "the control did not sleep: %ld us", real);
