@@ -49,12 +49,16 @@ void rq_target_done(struct rl_reqscan *s)
                       rl_http_authority(t, n, r->tname, &r->tport);
         return;
     }
-    if (n >= 7 && strncasecmp(t, "http://", 7) == 0)
+    uint16_t scheme_port;
+    if (n >= 7 && strncasecmp(t, "http://", 7) == 0) {
         a = t + 7;
-    else if (n >= 8 && strncasecmp(t, "https://", 8) == 0)
+        scheme_port = 80;
+    } else if (n >= 8 && strncasecmp(t, "https://", 8) == 0) {
         a = t + 8;
-    else
+        scheme_port = 443;
+    } else {
         return;
+    }
     r->abs = true;
     e = a;
     while (e < t + n && *e != '/' && *e != '?' && *e != '#')
@@ -63,6 +67,9 @@ void rq_target_done(struct rl_reqscan *s)
     if (e == t + n && n >= RL_HTTP_TARGET_MAX)
         return;
     r->tname_ok = rl_http_authority(a, (size_t)(e - a), r->tname, &r->tport);
+    /* Its site's port, not the proxy's the connection went to. */
+    if (r->tname_ok && r->tport == 0)
+        r->tport = scheme_port;
 }
 
 /* The head ended at buf[i] (inclusive). */

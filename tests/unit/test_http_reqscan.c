@@ -64,17 +64,23 @@ Test(http_reqscan, pipelined_heads_each_count_and_bodies_never_do)
     check_splits(S(s));
 }
 
+/* A proxy's request names its site and the site's port: the target's,
+ * else its scheme's (never the proxy's, where the connection went: a `to`
+ * with a port matches the site's). */
 Test(http_reqscan, an_absolute_form_target_wins_over_host)
 {
     static const char s[] =
         "GET http://Site.Example:8080/x HTTP/1.1\r\nHost: proxy\r\n\r\n"
-        "GET https://other.example/y HTTP/1.1\r\nHost: proxy\r\n\r\n";
+        "GET https://other.example/y HTTP/1.1\r\nHost: proxy\r\n\r\n"
+        "GET http://third.example?q HTTP/1.1\r\nHost: proxy\r\n\r\n";
 
-    cr_assert_eq(scan_whole(S(s), r), 3);
+    cr_assert_eq(scan_whole(S(s), r), 4);
     expect(&r[1], RL_REQ_REQUEST, 0, "site.example", 8080);
     cr_assert_eq(r[1].name_src, RL_NAME_TARGET);
     expect(&r[2], RL_REQ_REQUEST, strstr(s, "GET https") - s,
-           "other.example", 0);
+           "other.example", 443);
+    expect(&r[3], RL_REQ_REQUEST, strstr(s, "GET http://third") - s,
+           "third.example", 80);
     check_splits(S(s));
 }
 
