@@ -503,6 +503,27 @@ static long json_sum(const char *out, const char *key)
     return sum;
 }
 
+/* The last line of a client's stderr that is not the shim's (its
+ * exception, for an exit status), or "". */
+static const char *last_words(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    char line[400];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        size_t l = strlen(line);
+        if (l == 0 || strncmp(line, "rlshim", 6) == 0)
+            continue;
+        l = l < len ? l : len - 1;
+        memcpy(buf, line, l);
+        buf[l] = '\0';
+    }
+    if (f != NULL)
+        fclose(f);
+    return buf;
+}
+
 /* Run carrier c under form f and judge the cell. */
 static void cell(enum carrier c, enum form f)
 {
@@ -542,8 +563,10 @@ static void cell(enum carrier c, enum form f)
     int n = server_times(s, t, N + 8, &paused);
     /* wget says 8 for a 429 among its URLs; any client must exit, not
      * die or hang. */
+    char said[160];
     CHECK(r.status == 0 || (f == F_429 && r.status > 0 && r.status < 128),
-          "exit status %d", r.status);
+          "exit status %d (%s)", r.status,
+          last_words(errpath, said, sizeof said));
     CHECK(n == N, "the server saw %d requests, not %d", n, N);
     if (carriers[c].expect == TLS_UNSEEN) {
         char line[200];
