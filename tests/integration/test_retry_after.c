@@ -416,15 +416,16 @@ Test(retry_after, curl_over_http2_waits)
 }
 
 /* Two threads' requests on one HTTP/2 connection over TLS, a third thread
- * reading: the second request waits for its turn inside its write while
- * the reader reads the first one's 429 (Retry-After: 2). The pause holds
- * it at its turn. Before, a write asleep for its turn held the session,
- * and the reader's answer went by unseen: the second request came at its
- * turn, half a second after the first. */
+ * reading: the second request waits for its turn (a second) inside its
+ * write while the reader reads the first one's 429 (Retry-After: 2). The
+ * pause holds it at its turn. Before, a write asleep for its turn held
+ * the session, and the reader's answer went by unseen; and a write while
+ * the reader looked at an answer went uncounted: the second request came
+ * 0.002 s after the first. */
 Test(retry_after, an_http2_stream_asleep_for_its_turn_is_held_by_a_429)
 {
     ngx_start(h2, 1);
-    h_config_write("[default]\nrequest = 2/s\nrequest_burst = 1\n"
+    h_config_write("[default]\nrequest = 1/s\nrequest_burst = 1\n"
                    "on_deny = delay\nmax_delay = 10s\n");
     char script[300], port[16];
     snprintf(script, sizeof script, "%s/tests/integration/clients/h2_threads.py",
