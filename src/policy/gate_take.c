@@ -238,11 +238,16 @@ static bool take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     return true;
 }
 
+/* A denial by `by` (NULL: the rule) only said, not made? */
+static bool deny_dry(struct rl_proc *p, const struct rl_rule *by)
+{
+    return by != NULL ? by->dry_run : rl_gate_dry_run(p);
+}
+
 static int deny_errno(const struct rl_gate *g, const struct rl_rule *by)
 {
-    return by != NULL        ? by->deny_errno
-           : g->rule != NULL ? g->rule->deny_errno
-                             : g->cfg->deny_errno;
+    const struct rl_rule *r = by != NULL ? by : g->rule;
+    return r != NULL ? r->deny_errno : g->cfg->deny_errno;
 }
 
 static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
@@ -264,7 +269,7 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
         rl_gate_uncount(g, sec, counted, kind, RL_STAT_ALLOWED, units);
     if (rl_declog_enabled(&p->declog))
         rl_gate_log_decision(p, t, kind, units, c);
-    bool dry = by != NULL ? by->dry_run : rl_gate_dry_run(p);
+    bool dry = deny_dry(p, by);
     uint32_t open = t->open_full != NULL && by != NULL ? by->max_open : 0;
     const struct rl_gate_line d = {dry ? "would deny" : "denied", kind, units,
                                    0, dry, by, open};
@@ -284,11 +289,10 @@ static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
                         const struct rl_gate_req *q,
                         const struct rl_gate_call *c)
 {
-    const struct rl_rule *by = t->denier;
-    if (!q->cut || (by != NULL ? by->dry_run : rl_gate_dry_run(p)))
+    if (!q->cut || deny_dry(p, t->denier))
         return deny(p, t, RL_KIND_REQUEST, q->units, c);
     t->wait_ns = 0;
-    t->err = deny_errno(&p->gate, by);
+    t->err = deny_errno(&p->gate, t->denier);
     return RL_GATE_FAIL;
 }
 

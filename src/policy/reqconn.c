@@ -262,17 +262,6 @@ static int plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
         ask(c, w, e, 1, &q);
         q.cut = e->offset > 0;
         int act = rl_gate_request_at(proc, &t, now, &q);
-        if (act == RL_GATE_GO && t.wait_ns > 0 && e->offset > 0) {
-            /* The bytes before it go now. It keeps the turn it was given,
-             * which the write that starts with it waits for: decided
-             * once, it is counted and logged once, and keeps its place. */
-            uint8_t before = c->nsent;
-            c->charged = (uint64_t)e->offset + 1;
-            rl_reqconn_sent(c, &q, e->stream_id);
-            c->turn = rl_add_sat_u64(now, t.wait_ns);
-            p->allow = e->offset;
-            return c->nsent - before;
-        }
         if (act == RL_GATE_FAIL) {
             if (e->offset > 0) {
                 p->allow = e->offset; /* a short write before it */
@@ -286,10 +275,19 @@ static int plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
                 p->wake = rl_add_sat_u64(now, t.retry_ns);
             return -1;
         }
-        if (t.ncharges > 0)
-            p->requests++;
+        uint8_t before = c->nsent;
         c->charged = (uint64_t)e->offset + 1;
         rl_reqconn_sent(c, &q, e->stream_id);
+        if (t.wait_ns > 0 && e->offset > 0) {
+            /* The bytes before it go now. It keeps the turn it was given,
+             * which the write that starts with it waits for: decided
+             * once, it is counted and logged once, and keeps its place. */
+            c->turn = rl_add_sat_u64(now, t.wait_ns);
+            p->allow = e->offset;
+            return c->nsent - before;
+        }
+        if (t.ncharges > 0)
+            p->requests++;
         if (t.wait_ns == 0)
             continue;
         if (nonblocking(w)) {

@@ -95,8 +95,11 @@ struct rl_reqconn {
     uint8_t hello[RL_TLS_RANDOM];
     bool hello_seen;
     bool tls_paced;
-    int busy;       /* a plan is being made (atomic: another thread's
-                       write on the same connection is not scanned) */
+    /* A socket's connection: held by a write (conntab.c). A TLS
+     * session's: its state, taken while a write plans, decides again or
+     * ends, and while its reader looks at an answer (atomic; tlswrite.c
+     * rl_tlswrite_hold). */
+    int busy;
     /* A TLS session's connection: a write is in progress, from its plan
      * to its end, its sleep included (atomic: another thread's write at
      * once is not scanned). `busy` is then held only while the write
