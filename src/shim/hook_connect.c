@@ -207,7 +207,7 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
     }
     rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved) < 0)
+    if (rl_hook_apply(act, &t, saved, -1) < 0)
         return -1;
     int r = REAL(connect)(fd, sa, len);
     if (act == RL_HOOK_GO) {

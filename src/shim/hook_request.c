@@ -66,7 +66,7 @@ static int ciphertext(struct rl_send *s, struct rl_reqconn *c)
     rl_shim_leave();
     rl_conntab_release(c);
     if (until != 0)
-        rl_shim_sleep_until(until);
+        (void)rl_shim_sleep_on(s->fd, until);
     return r;
 }
 
@@ -124,8 +124,9 @@ int rl_request_begin(struct rl_send *s)
         s->grant = s->rp.allow;
     }
     while (s->rp.wake != 0) {
-        if (s->rp.wake > rl_clock_now_ns())
-            rl_shim_sleep_until(s->rp.wake);
+        if (s->rp.wake > rl_clock_now_ns() &&
+            rl_shim_sleep_on(s->fd, s->rp.wake))
+            break; /* hung up: the kernel answers (its turn stays spent) */
         /* At its turn: a pause of its destination that came while it
          * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())

@@ -266,7 +266,8 @@ int rl_send_begin(struct rl_send *s)
     rl_shim_leave();
     if (act == RL_HOOK_PASS)
         s->how = RL_SEND_FREE;
-    return rl_hook_apply(act, &s->t, saved);
+    /* (A send with an address may connect it: not connected yet.) */
+    return rl_hook_apply(act, &s->t, saved, s->sa == NULL ? s->fd : -1);
 }
 
 void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)

@@ -104,17 +104,19 @@ static inline uint32_t rl_hook_mark_scanned(int fd, uint32_t m)
 uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len);
 
-/* Apply the verdict before the real call: sleep if told. Returns -1 with
- * errno set when denied, else 0 with errno restored to `saved`. */
+/* Apply the verdict before the real call: sleep if told, on `sock` when
+ * it is a connected socket (rl_shim_sleep_on: a hang-up ends the sleep,
+ * and the call goes to the kernel), else -1. Returns -1 with errno set
+ * when denied, else 0 with errno restored to `saved`. */
 static inline int rl_hook_apply(int act, const struct rl_gate_ticket *t,
-                                int saved)
+                                int saved, int sock)
 {
     if (act == RL_HOOK_FAIL) {
         errno = t->err;
         return -1;
     }
     if (act == RL_HOOK_GO && t->wait_ns > 0)
-        rl_shim_sleep_until(rl_add_sat_u64(t->now, t->wait_ns));
+        (void)rl_shim_sleep_on(sock, rl_add_sat_u64(t->now, t->wait_ns));
     errno = saved;
     return 0;
 }

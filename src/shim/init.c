@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,8 @@
 #include "shim/shim.h"
 #include "shim/tlstab.h"
 #include "shim/waitbuf.h"
+#include "shim/wreal.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/sys.h"
 
@@ -72,6 +75,36 @@ void rl_shim_sleep_until(uint64_t deadline_ns)
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
     errno = saved;
+}
+
+bool rl_shim_sleep_on(int fd, uint64_t deadline_ns)
+{
+    int saved = errno;
+    struct pollfd p = {fd, 0, 0};
+    /* No events asked: POLLHUP and POLLERR come whatever the mask. */
+    bool watch = fd >= 0 && WREAL(poll)(&p, 1, 0) == 0;
+    while (watch) {
+        uint64_t now = rl_clock_now_ns();
+        if (now >= deadline_ns)
+            break;
+        uint64_t left = deadline_ns - now;
+        struct timespec ts = {(time_t)(left / 1000000000u),
+                              (long)(left % 1000000000u)};
+        p.revents = 0;
+        int r = WREAL(ppoll)(&p, 1, &ts, NULL);
+        if (r == 0 || (r < 0 && errno == EINTR))
+            continue;
+        if (r == 1 && (p.revents & POLLHUP)) {
+            errno = saved;
+            return true;
+        }
+        /* Only the error queue, or the fd gone: nothing a send hears,
+         * and a poll that would say it again at once. */
+        watch = false;
+    }
+    rl_shim_sleep_until(deadline_ns);
+    errno = saved;
+    return false;
 }
 
 /* A problem at load: one stderr line, then pass everything through (or,

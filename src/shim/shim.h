@@ -148,4 +148,13 @@ static inline void rl_shim_leave(void)
  * the time left (an absolute deadline makes that exact). Holds nothing. */
 void rl_shim_sleep_until(uint64_t deadline_ns);
 
+/* The same, for a send that waits its turn on the connected socket fd:
+ * woken early when fd hangs up (POLLHUP: the peer reset, or both ways are
+ * shut), then true, and the send goes to the kernel, which refuses it
+ * (SPEC §2: a client whose server resets the connection while a request
+ * waits out a pause learns of it at once). fd < 0, or a socket that
+ * reports POLLHUP when the sleep begins (one not connected yet reports
+ * it too), sleeps the whole time. Holds nothing; keeps errno. */
+bool rl_shim_sleep_on(int fd, uint64_t deadline_ns);
+
 #endif

@@ -292,9 +292,11 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
      * destination, and holds it at its turn. */
     __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
     rl_shim_leave();
+    int sock = e->fd >= 0 ? e->fd : e->wire;
     while (!nb && !mem && w->p.wake != 0) {
-        if (w->p.wake > rl_clock_now_ns())
-            rl_shim_sleep_until(w->p.wake);
+        if (w->p.wake > rl_clock_now_ns() &&
+            rl_shim_sleep_on(sock, w->p.wake))
+            break; /* hung up: the library's send hears the kernel */
         /* At its turn: a pause of its destination that came while it
          * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())

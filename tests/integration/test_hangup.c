@@ -6,8 +6,9 @@
  * POLLERR|POLLHUP whatever the client asked for; a client that tries its
  * send again must hear the kernel's answer (EPIPE, ECONNRESET), not EAGAIN
  * until the hold ends, which it would retry at once, for a whole minute.
- * curl (poll; plaintext, and HTTPS through its own BIO) and a python
- * asyncio client (epoll), in fail and in delay mode: each ends, having learnt of the reset; it spent no more CPU than
+ * curl (poll; plaintext, and HTTPS through its own BIO), a python
+ * asyncio client (epoll), in fail and in delay mode, and a blocking
+ * python client (plaintext and TLS), whose held send sleeps in the shim: each ends, having learnt of the reset; it spent no more CPU than
  * the same client unthrottled (beyond a small share of its wall time); in
  * fail mode the budget counts a handful of denials, not one per retry;
  * and the server got the first request only, nothing after its FIN. */
@@ -46,6 +47,9 @@ TestSuite(hangup, .init = setup, .fini = teardown, .timeout = 120);
 #define RUN_FOR 30
 
 static const char fail_ini[] = "[default]\nrequest = 1/min\n";
+/* The second request's send itself waits (no request limit). */
+static const char send_delay_ini[] = "[default]\nsend = 1/min\n"
+                                     "on_deny = delay\nmax_delay = 2min\n";
 static const char delay_ini[] = "[default]\nrequest = 1/min\n"
                                 "on_deny = delay\nmax_delay = 2min\n";
 
@@ -74,6 +78,38 @@ static const char asyncio_py[] =
     "            return\n"
     "asyncio.run(main(int(sys.argv[1]), sys.argv[2:]))\n";
 
+/* The same two requests (GETs) from a blocking socket, plaintext or TLS
+ * (argv[2]): its held send sleeps in the shim, which must wake it when
+ * the server resets the connection. */
+static const char blocking_py[] =
+    "import socket, ssl, sys\n"
+    "port = int(sys.argv[1])\n"
+    "s = socket.create_connection(('127.0.0.1', port))\n"
+    "if sys.argv[2] == 'tls':\n"
+    "    ctx = ssl.create_default_context()\n"
+    "    ctx.check_hostname = False\n"
+    "    ctx.verify_mode = ssl.CERT_NONE\n"
+    "    s = ctx.wrap_socket(s)\n"
+    "f = s.makefile('rb')\n"
+    "for p in sys.argv[3:]:\n"
+    "    try:\n"
+    "        s.sendall(('GET %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n\\r\\n'\n"
+    "                   % (p, port)).encode())\n"
+    "        n = 0\n"
+    "        while True:\n"
+    "            line = f.readline()\n"
+    "            if not line:\n"
+    "                raise ConnectionError('closed')\n"
+    "            if line.lower().startswith(b'content-length:'):\n"
+    "                n = int(line.split(b':')[1])\n"
+    "            if line == b'\\r\\n':\n"
+    "                break\n"
+    "        f.read(n)\n"
+    "        print('got', p, flush=True)\n"
+    "    except (OSError, ConnectionError) as e:\n"
+    "        print('lost', type(e).__name__)\n"
+    "        break\n";
+
 static char url_a[96], url_b[96], port_s[16];
 
 /* curl's HTTPS writes go through a BIO of its own: the TLS layer finds
@@ -96,8 +132,16 @@ static void asyncio_argv(char **argv)
     memcpy(argv, v, sizeof v);
 }
 
-/* `rlshim stat --json`'s `field` of the request limit; -1 when absent. */
-static long stat_request(const char *field)
+static void blocking_argv(char **argv)
+{
+    snprintf(port_s, sizeof port_s, "%d", srv->port);
+    char *v[] = {"/usr/bin/python3", "-c", (char *)blocking_py, port_s,
+                 srv == &tls ? "tls" : "plain", "/a", "/b", NULL, NULL};
+    memcpy(argv, v, sizeof v);
+}
+
+/* `rlshim stat --json`'s `field` of the limit `kind`; -1 when absent. */
+static long stat_limit(const char *kind, const char *field)
 {
     char bin[512], state[330], needle[64];
     snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
@@ -106,7 +150,8 @@ static long stat_request(const char *field)
     static struct run s;
     h_run(&s, false, 10, argv);
     cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
-    const char *p = strstr(s.out, "\"limit\": \"request\"");
+    snprintf(needle, sizeof needle, "\"limit\": \"%s\"", kind);
+    const char *p = strstr(s.out, needle);
     if (p == NULL)
         return -1;
     snprintf(needle, sizeof needle, "\"%s\": ", field);
@@ -134,11 +179,13 @@ static void hung_up(const char *ini, void (*make)(char **), bool fail,
                  h_server_count(srv, "REQ"));
     cr_expect_eq(h_server_count(srv, "LATE"), 0,
                  "bytes arrived after the server's FIN");
-    if (strstr(who, "asyncio") != NULL)
+    if (strstr(who, "python") != NULL)
         cr_expect_not_null(strstr(r.out, "got /a\nlost "),
                            "%s: not told of the lost connection: %s", who,
                            r.out);
-    long denied = stat_request("denied");
+    long denied =
+        stat_limit(strstr(ini, "send =") != NULL ? "send" : "request",
+                   "denied");
     cr_log_info("%s: %ld denials", who, denied);
     if (fail)
         /* The first refusal, and the try after the reset that found it. */
@@ -168,10 +215,28 @@ Test(hangup, curl_https_fail_mode_hears_the_reset)
 
 Test(hangup, asyncio_fail_mode_hears_the_reset)
 {
-    hung_up(fail_ini, asyncio_argv, true, "asyncio, fail");
+    hung_up(fail_ini, asyncio_argv, true, "python asyncio, fail");
 }
 
 Test(hangup, asyncio_delay_mode_hears_the_reset)
 {
-    hung_up(delay_ini, asyncio_argv, false, "asyncio, delay");
+    hung_up(delay_ini, asyncio_argv, false, "python asyncio, delay");
+}
+
+/* A blocking send held for its turn sleeps in the shim: the reset must
+ * end that sleep, not the turn a minute later. */
+Test(hangup, blocking_python_delay_mode_hears_the_reset)
+{
+    hung_up(delay_ini, blocking_argv, false, "python blocking, delay");
+}
+
+Test(hangup, blocking_python_tls_delay_mode_hears_the_reset)
+{
+    over_tls();
+    hung_up(delay_ini, blocking_argv, false, "python blocking tls, delay");
+}
+
+Test(hangup, blocking_python_send_limit_hears_the_reset)
+{
+    hung_up(send_delay_ini, blocking_argv, false, "python blocking, send");
 }
