@@ -177,19 +177,17 @@ $(CORE_LIB): $(CORE_OBJS)
 # the hooked libc names. Every process loads this library (with a host-wide
 # preload, every process on the host), so what loading it costs is paid
 # everywhere: -Bsymbolic-functions binds the library's own references to
-# its own functions at link time (35 fewer symbol look-ups at each start),
-# and its ~110 libc imports are bound when first called, not at load (no
-# -z now: Debian's default, partial RELRO; a process that never touches
-# the network calls few of them). Measured with callgrind on /usr/bin/true:
-# 262,000 instructions with -z now, 179,000 without, 139,000 under a
-# pass-through preload; 1,000 trues 1.14 -> 1.06 of the pass-through.
-# -z noseparate-code: the headers, code and read-only data in one
-# mapping, not three. On a virtual machine whose page tables the
-# hypervisor shadows (CI's), each mapping and each page fault a process
-# takes at start-up costs 10-40 us: one mapping less is ~40 us of the
-# 100 SPEC 13 allows (tests/bench/startup.sh). The price: the read-only
-# data is executable too (more gadgets for an exploit to find); RELRO,
-# which protects the pointers an exploit would overwrite, is kept.
+# its own functions at link time (no look-up of them at each start), and
+# its libc imports are bound when first called, not at load (no -z now:
+# Debian's default, partial RELRO; a process that never touches the
+# network calls few of them). -z noseparate-code: the headers, code and
+# read-only data in one mapping, not three: on a virtual machine whose
+# page tables the hypervisor shadows (CI's), each mapping a process takes
+# at start-up is a large part of what SPEC 13 allows. What start-up costs
+# is make instructions' `true` row and tests/bench/startup.sh's. The
+# price: the read-only data is executable too (more gadgets for an exploit
+# to find); RELRO, which protects the pointers an exploit would overwrite,
+# is kept.
 $(SHIM_SO): $(SHIM_OBJS) $(CORE_LIB) src/shim/exports.map
 	$(CC) -shared -o $@ $(SHIM_OBJS) $(CORE_LIB) $(DEP_LIBS) \
 	    -Wl,--version-script=src/shim/exports.map -Wl,-z,relro \

@@ -460,9 +460,9 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
                 "rlshim: warning: this kernel (before Linux 5.19) lets a "
                 "signal interrupt a held call; Go programs retry them in a "
                 "loop and a delayed call may wait longer\n");
-    /* Linux 6.6: answers wake the waiting thread on this CPU (a few
-     * microseconds per call instead of a dozen); older kernels say EINVAL
-     * and we go on without. */
+    /* Linux 6.6: answers wake the waiting thread on this CPU (no wake-up
+     * across CPUs per call; bench_seccomp shows the cost); older kernels
+     * say EINVAL and we go on without. */
     uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
     (void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
     r = rl_supervise(lfd, pid);

@@ -151,9 +151,9 @@ static enum sup_act verdict(struct sup_job *j, int act)
 /* When every connect is charged alike and no decision log names its
  * destination, the address is not needed to decide: it is read only for
  * a line the decision writes (rl_gate_say's say_due), after the decision.
- * (The read is the larger part of a connect's decision here: 3.1 of
- * 5.9 us a connect, measured under a Go client.) The registers alone
- * still say whether there is an address to charge: none (or a length the
+ * (The read is the larger part of a connect's decision, as
+ * bench_seccomp's Go client shows.) The registers alone still say
+ * whether there is an address to charge: none (or a length the
  * kernel refuses before it reads) is continued, as when it is read; a
  * pointer that cannot be read is charged, and its connect then fails
  * (EFAULT) in the kernel, as a connect to an unreachable address is
@@ -202,9 +202,9 @@ static enum sup_act decided_unread(int listener, const struct seccomp_notif *req
  *    (rl_gate_connects_alike: no `to`, site, per-destination budget or
  *    max_open): then each new attempt on an inet stream socket is charged,
  *    whatever address we read, and continued. The kernel makes it in the
- *    program's thread (no connect serialised in ours: a Go client's
- *    requests/s go from 0.71 to 0.88 of bare here, the floors of
- *    bench_seccomp), and any address it reads again was charged alike.
+ *    program's thread (no connect serialised in ours, as bench_seccomp's
+ *    Go client without `to` measures), and any address it reads again
+ *    was charged alike.
  * What stays open is another thread replacing the fd itself (dup2 of an
  * inet socket over a unix one) between our look and the kernel's: the
  * answer "continue" cannot name a file. */

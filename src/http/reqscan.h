@@ -36,8 +36,8 @@
  * request's name). An HTTP/2 request in a peek has head_done with the
  * hint: its name is in a block only a commit decodes.
  *
- * Sizes (x86-64): struct rl_reqscan 1208 bytes, struct rl_httpconn 2468,
- * struct rl_req_event 552; a peek copies the state once.
+ * Every struct here is of a fixed size (sizeof tells); a peek copies the
+ * state, struct rl_reqscan, once.
  *
  * Bounded: a head over RL_HTTP_HEAD_MAX bytes, a malformed request line,
  * header or chunk size, or a nonsense HTTP/2 frame makes the stream

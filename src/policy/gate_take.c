@@ -129,13 +129,12 @@ static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
  * of one budget do (rl_multi_take, multi.c): when one charge reserves a
  * later turn, a charge that granted for an earlier one gives its grant
  * back and is asked again at that turn. Counted at the earlier turn, it
- * would refill (or let a stamp expire) over a unit that had not gone yet:
- * with the rule at 2/s and a site at 1/s that delays a connect by 1 s,
- * the rule let 3 go at once. A give-back admits no more than if the take
- * had not happened (limit.h), so the loop never over-admits; a turn that
- * keeps moving (other callers take in between) is refused after a few
- * rounds. `from` is the earliest turn (ns after t->now): the end of a
- * pause (SPEC §12), else 0.
+ * would refill (or let a stamp expire) over a unit that had not gone yet
+ * (site_gate::every_budget_counts_a_delayed_connect_at_its_turn). A
+ * give-back admits no more than if the take had not happened (limit.h),
+ * so the loop never over-admits; a turn that keeps moving (other callers
+ * take in between) is refused after a few rounds. `from` is the earliest
+ * turn (ns after t->now): the end of a pause (SPEC §12), else 0.
  *
  * A fleet charge (decided in Redis, at Redis's time) cannot be given back
  * nor asked for a later turn. It is asked first, so that the local

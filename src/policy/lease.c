@@ -26,8 +26,8 @@
  *   (blocks, sleeps, is killed).
  * - The stamp is never later than the holder's last call, so that bound
  *   holds whatever the clocks do. It is not a coarse-clock reading: the
- *   coarse clock lags CLOCK_MONOTONIC by one to two ticks (3 to 8 ms seen
- *   on a VM with HZ=250), by a different amount at each reading, so a
+ *   coarse clock lags CLOCK_MONOTONIC by one to two ticks (a tick is 4 ms
+ *   at HZ=250), by a different amount at each reading, so a
  *   record idle for 10 ms could look 5 ms idle on it. A holder reads only
  *   the coarse clock per call, and the fine one when the coarse one has
  *   moved: the stamp is about a tick older than its last call at most, so

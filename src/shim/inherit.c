@@ -14,8 +14,8 @@
  *
  * Finding the open fds: one ppoll with a zero timeout over a block of
  * numbers answers POLLNVAL for every closed one, so a block of 256 numbers
- * costs one call (listing /proc/self/fd costs ~2 us per entry: 2-3 ms for
- * 1,000 fds here). The blocks go up to the fd table's size: the soft
+ * costs one call (listing /proc/self/fd costs more, and more with each
+ * open fd). The blocks go up to the fd table's size: the soft
  * RLIMIT_NOFILE when it is the usual 1024 or less, else FDSize from
  * /proc/self/status (containers set the limit to 2^20). */
 #include <errno.h>

@@ -167,7 +167,7 @@ static void futex_wake(int *word)
 }
 
 /* Wait while *word is `busy` (another thread runs a set-up or the scan),
- * at most ~5 s: either takes well under a millisecond, so only one that
+ * at most ~5 s: either is over long before that, so only one that
  * cannot go on (it needs a lock that the code this thread's signal handler
  * interrupted holds) lasts that long, and then this call passes through
  * rather than hang. Long enough that a set-up merely descheduled on a

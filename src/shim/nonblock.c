@@ -63,8 +63,8 @@ int rl_wait_kernel_says(int fd)
     return out;
 }
 
-/* One send's answer, asked of the kernel at most once (an fcntl costs
- * 1.3 us on these VMs): *known is -1 until asked. */
+/* One send's answer, asked of the kernel at most once (an fcntl is a
+ * system call): *known is -1 until asked. */
 static bool nonblocking_once(int fd, int flags, int *known)
 {
     if (*known < 0)
@@ -123,8 +123,9 @@ static int kernel_answers(struct rl_gate_ticket *t, int k)
 
 /* After a denial: hold fd until a sizeable part of the send could go, so
  * that the client is woken once for it, not for every byte that frees up:
- * 1/8 of the burst, 8 wake-ups a second of a loop that waits (measured:
- * with 1/16, python asyncio spent 13 ms of CPU per second of waiting). */
+ * 1/8 of the burst, 8 wake-ups a second of a loop that waits (a smaller
+ * part wakes python asyncio so often that its CPU per second of waiting
+ * passes make bench's bar; events::asyncio_upload_fail bounds both). */
 #define HOLD_PART 8
 
 static void hold_after_denial(int fd, uint64_t want, uint64_t min)
@@ -288,11 +289,11 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
     if (min < want && rl_gate_max_bytes(rl_shim_proc()) != UINT64_MAX) {
         /* A short grant only of a sizeable part (gate.h): else EAGAIN
          * and a hold until it is free. With 1 byte as the least, python
-         * asyncio on a loaded machine made 81,000 sends of ~13 bytes in
-         * 10 s, never held. A blocking socket keeps its short grants (a
-         * denial would fail it). The fcntl (1.3 us here) only when the
-         * budget is short of that part (a probe changes nothing) or a
-         * site may be. */
+         * asyncio sends the few bytes refilled at each call and is never
+         * held (events::asyncio_upload_fail counts its decisions). A
+         * blocking socket keeps its short grants (a denial would fail
+         * it). The fcntl only when the budget is short of that part (a
+         * probe changes nothing) or a site may be. */
         uint64_t least = rl_gate_send_least_nonblocking(rl_shim_proc(), want);
         if (least > min &&
             (rl_sites_any(&rl_shim_proc()->sites) ||

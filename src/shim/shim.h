@@ -44,27 +44,21 @@ extern __thread int rl_shim_busy __attribute__((tls_model("initial-exec")));
 /* A vfork child (python's subprocess, for one) runs in its parent's memory
  * until it execs: its close/dup calls must not change the parent's marks,
  * so the bookkeeping hooks ask rl_shim_in_vfork_child() before they touch
- * a mark.
+ * a mark (vfork::a_subprocess_leaves_the_parents_marks_alone).
  *
- * The shim's vfork (shim/vfork.c, x86-64) sets rl_shim_vforking of the
- * calling thread just before the system call and puts back what it was
- * once the parent runs again. The child runs on the very thread control
- * block of the thread that called vfork (same thread pointer, same memory),
- * so it sees that thread's flag set for as long as it lives; the parent
- * thread is suspended meanwhile, and the parent's other threads, which go
- * on closing their own fds, each read a flag of their own, which is 0. So
- * a close on any thread that never vforked costs one TLS load. getpid()
- * is asked only when the flag is set: then the caller is the child, or the
- * parent thread in the few instructions before the system call (a signal
- * handler there), which getpid() tells apart. Elsewhere (no vfork of the
- * shim's) every check asks getpid().
+ * The shim's vfork (shim/vfork.c, x86-64) sets the calling thread's
+ * rl_shim_vforking around the system call. The child runs on that
+ * thread's TLS block and sees it set; the parent's other threads read
+ * their own, 0: a close on a thread that never vforked costs one TLS
+ * load. getpid() is asked only when the flag is set, to tell the child
+ * from the parent thread just before the system call (a signal handler
+ * there). Elsewhere (no vfork of the shim's) every check asks getpid().
  *
- * A child of clone(CLONE_VM) without CLONE_THREAD (posix_spawn's shape;
- * glibc's own calls only its internal functions in it, a program's or a
- * library's may call close) is the same: it runs in our memory with a pid
- * of its own. The shim's clone (vfork.c) raises the process's vm_clones
- * while such a child may run, and every check asks getpid() meanwhile:
- * one more load on the close path of a marked fd otherwise. */
+ * A child of clone(CLONE_VM) without CLONE_THREAD (posix_spawn's shape; a
+ * program's or a library's may call close) runs in our memory too, with a
+ * pid of its own: the shim's clone raises the process's vm_clones while
+ * one may run, and every check asks getpid() meanwhile
+ * (vfork::a_clone_vm_child_closing_the_socket_leaves_it_counted). */
 #if defined(__x86_64__)
 #define RL_SHIM_VFORK_HOOKED 1
 extern __thread int rl_shim_vforking __attribute__((tls_model("initial-exec")));

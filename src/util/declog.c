@@ -310,9 +310,9 @@ static int keep(struct rl_declog *d, char *why, size_t whylen)
 
 /* Was the kept file removed (rm between two phases of a test)? Its lines
  * would go nowhere: the log opens the path again. Asked at most every
- * RL_DECLOG_LOOK_NS (an fstat costs about a line's write here), so the
- * lines of that long after a removal go with the removed file, as the
- * lines written just before it do. */
+ * RL_DECLOG_LOOK_NS (an fstat per line would cost about as much again as
+ * its write), so the lines of that long after a removal go with the
+ * removed file, as the lines written just before it do. */
 static bool removed(struct rl_declog *d, int fd)
 {
     uint64_t now = rl_clock_coarse_ns(),

@@ -6,8 +6,9 @@
  * written (rl_declog_write: one write(2) to the fd the log keeps, opened
  * O_APPEND at the first line) to a file in /tmp and, when it exists, in
  * /dev/shm (tmpfs, so the file system's own cost is apart). Before the fd
- * was kept, a line was an open, a write and a close: 3.5 us here. Figures are CPU ns per line (the writer's thread),
- * median over rounds that alternate between the cases.
+ * was kept, a line was an open, a write and a close. Figures are CPU ns
+ * per line (the writer's thread), median over rounds that alternate
+ * between the cases.
  *
  * Target (issue 24): a whole line written in at most 1 us.
  *

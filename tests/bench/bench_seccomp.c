@@ -87,8 +87,8 @@ static double run_value(enum under u, const char *args, const char *key)
     return v;
 }
 
-/* A tiny HTTP/1.0 server: the Go client's requests cost it microseconds,
- * so the client's side is what is measured. */
+/* A tiny HTTP/1.0 server: the Go client's requests cost it next to
+ * nothing, so the client's side is what is measured. */
 static int http_fd;
 
 static void *serve(void *arg)

@@ -11,10 +11,10 @@
   (a `request` limit that never binds: every read goes through the
   response scanner) vs the same shim with no request key (reads unmarked),
   plaintext (recv) and over TLS (SSL_read); medians of alternating runs,
-  want >= 0.98 in wall time. A download takes a few tenths of a second:
-  on a loaded machine the wall times scatter, so curl's CPU time (what
-  the reads cost) is printed beside them, and curl's instructions for a
-  10 MB download under callgrind, which the load cannot move.
+  want >= 0.98 in wall time. A download is short: on a loaded machine
+  the wall times scatter, so curl's CPU time (what the reads cost) is
+  printed beside them, and curl's instructions for a 10 MB download
+  under callgrind, which the load cannot move.
 The ns per response parsed are bench_respconn's (a C benchmark of make
 bench). Prints figures; exits 1 only when a run fails."""
 import os

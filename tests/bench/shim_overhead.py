@@ -9,7 +9,7 @@ that the noise of a shared 2-core machine falls on all of them alike; the
 figure is the median of the loop times each run prints, and the ratio is
 bare / variant (1.00 = as fast as bare, 0.50 = half the throughput).
 Client and sink are pinned to different CPUs: unpinned, two runs of one
-binary differ by up to 15 % here.
+binary differ by more than the bars allow.
 
 Start-up: /bin/true spawned STARTUP_RUNS times per variant, alternating,
 timed with time.perf_counter around posix_spawn + waitpid; the figure is

@@ -41,7 +41,8 @@ never = ini("[default]\nsend_bytes = 10GiB/s\nsend_bytes_burst = 1000000000000\n
 shim_env = {"LD_PRELOAD": shim, "RLSHIM_CONFIG": never, "RLSHIM_STATE_DIR": tmp}
 
 
-# Pinned to one CPU: unpinned, two runs of one binary differ by 15 % here.
+# Pinned to one CPU: unpinned, two runs of one binary differ by more than
+# the bars allow.
 cpus = sorted(os.sched_getaffinity(0))
 pin = ["taskset", "-c", str(cpus[0])] if shutil.which("taskset") else []
 
