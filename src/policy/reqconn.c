@@ -81,9 +81,9 @@ static bool nonblocking(const struct rl_reqwrite *w)
 static const char *name_of(const struct rl_reqconn *c,
                            const struct rl_req_event *e, uint16_t *port)
 {
-    *port = 0;
+    *port = __atomic_load_n(&c->tunnel_port, __ATOMIC_RELAXED);
     if (e->name[0] != '\0' && e->name_src != RL_NAME_UNKNOWN) {
-        if (e->name_src != RL_NAME_HINT)
+        if (e->name_src != RL_NAME_HINT && e->port != 0)
             *port = e->port;
         return e->name;
     }
@@ -475,9 +475,11 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
             w->how == RL_REQ_PLAIN)
             c->tls_seen = true;
         if (ev[i].kind == RL_REQ_TUNNEL && ev[i].name[0] != '\0' &&
-            c->sni[0] == '\0')
+            c->sni[0] == '\0') {
             /* The requests inside a tunnel are its site's. */
             memcpy(c->sni, ev[i].name, sizeof c->sni);
+            __atomic_store_n(&c->tunnel_port, ev[i].port, __ATOMIC_RELAXED);
+        }
         if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset >= c->charged) {
             if (first == NULL)
                 first = &ev[i];

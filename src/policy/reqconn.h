@@ -77,6 +77,10 @@ struct rl_reqconn {
     struct sockaddr_storage peer;
     socklen_t salen;
     char sni[RL_NAME_MAX + 1];
+    /* The port of the CONNECT tunnel the connection carries (0: none): a
+     * request inside it whose Host gives no port is its site's there,
+     * not the proxy's (atomic: a TLS session on the socket copies it). */
+    uint16_t tunnel_port;
     /* Bytes of the stream from the scanner's position on whose requests
      * are charged already (a call that carried them failed, or a turn
      * reserved for a non-blocking socket), and, for such a turn, when it

@@ -201,6 +201,19 @@ void rl_conntab_tls_owned(int fd)
     pthread_mutex_unlock(&tab->lock);
 }
 
+uint16_t rl_conntab_tunnel_port(int fd)
+{
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    uint16_t port = 0;
+    if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
+        return 0;
+    pthread_mutex_lock(&tab->lock);
+    if ((unsigned)fd < tab->cap && tab->by_fd[fd] != NULL)
+        port = __atomic_load_n(&tab->by_fd[fd]->tunnel_port, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&tab->lock);
+    return port;
+}
+
 static int find_tls(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;

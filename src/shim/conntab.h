@@ -66,6 +66,11 @@ void rl_conntab_forget_range(unsigned first, unsigned last);
 /* A TLS layer counts fd's requests from now on (the socket layer stops). */
 void rl_conntab_tls_owned(int fd);
 
+/* The port of the CONNECT tunnel fd's connection carries (0: none, or
+ * not a connection the table knows): a TLS session on fd names its
+ * requests' port by it (policy/reqconn.h). */
+uint16_t rl_conntab_tunnel_port(int fd);
+
 /* The socket whose stream began with the ClientHello of client random
  * `random` and that no TLS layer owns yet: from now on its requests are
  * the TLS layer's and its sends wait while that session's writes wait

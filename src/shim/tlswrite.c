@@ -39,6 +39,9 @@ static void peer_of(struct rl_reqconn *c, int fd)
         len <= sizeof c->peer) {
         memcpy(&c->peer, &ss, len);
         c->salen = len;
+        /* Through a proxy: the site's port is the tunnel's. */
+        __atomic_store_n(&c->tunnel_port, rl_conntab_tunnel_port(fd),
+                         __ATOMIC_RELAXED);
     }
 }
 

@@ -294,3 +294,33 @@ Test(reqconn, a_non_blocking_piece_whose_turn_is_later_is_reserved)
     cr_assert_eq(p.act, RL_GATE_FAIL, "the retry before its turn");
     cr_assert_eq(p.wake, turn, "the same turn, not a new one");
 }
+
+/* Through a proxy (the connection's port is the proxy's): a request
+ * inside a CONNECT tunnel whose Host gives no port is the site's at the
+ * tunnel's port, as `to = a.test:8443` names it. */
+Test(reqconn, a_request_in_a_tunnel_without_a_port_is_charged_at_the_tunnels_port)
+{
+    gate_with("[site:a]\nto = a.test:8443\nrequest = 1/min\n"
+              "request_burst = 1\n");
+    struct rl_reqplan p = write_(
+        "CONNECT a.test:8443 HTTP/1.1\r\nHost: a.test:8443\r\n\r\n", &plain,
+        false);
+    cr_assert_eq(p.requests, 0, "a CONNECT is not a request");
+    p = write_(GET("/1", "a.test"), &plain, false);
+    cr_assert_eq(p.requests, 1, "not charged to a.test:8443");
+    p = write_(GET("/2", "a.test"), &plain, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "a.test:8443's burst is spent");
+}
+
+/* The same for a TLS session's requests, which know the tunnel by their
+ * socket's connection (shim/tlswrite.c copies its port). */
+Test(reqconn, a_tls_request_without_a_port_is_charged_at_the_tunnels_port)
+{
+    gate_with("[site:a]\nto = a.test:8443\nrequest = 1/min\n"
+              "request_burst = 1\n");
+    conn.tunnel_port = 8443;
+    struct rl_reqplan p = write_(GET("/1", "a.test"), &whole, false);
+    cr_assert_eq(p.requests, 1, "not charged to a.test:8443");
+    p = write_(GET("/2", "a.test"), &whole, false);
+    cr_assert_eq(p.act, RL_GATE_FAIL, "a.test:8443's burst is spent");
+}
