@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "cli/seccomp_filter.h"
-#include "cli/sup_calls.h"
+#include "cli/sup.h"
 #include "cli/supervise.h"
 #include "policy/config.h"
 #include "policy/gate.h"
@@ -394,8 +394,9 @@ static int exec_plain(const char *path, char *const argv[])
 
 /* ---- the launcher ---------------------------------------------------------*/
 
-static int launch(const char *path, char *const argv[], bool sends, bool closes)
+static int launch(struct rl_sup *sup, const char *path, char *const argv[])
 {
+    bool sends = rl_gate_charges_sends(&sup->proc), closes = sup->proc.open.on;
     struct sock_fprog prog = {0};
     int sp[2], r, st;
     r = rl_seccomp_filter(&prog, sends, closes);
@@ -465,7 +466,7 @@ static int launch(const char *path, char *const argv[], bool sends, bool closes)
      * say EINVAL and we go on without. */
     uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
     (void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags);
-    r = rl_supervise(lfd, pid);
+    r = rl_supervise(sup, lfd, pid);
     if (r < 0) {
         fprintf(stderr, "%s: the supervisor failed: %s; stopping %s\n", me,
                 strerror(-r), argv[0]);
@@ -514,7 +515,11 @@ int rl_run_seccomp(const char *path, char *const argv[])
         /* No config at all (cmd_run said so): nothing to enforce. */
         return exec_plain(path, argv);
     }
-    if (rl_log_setup(&sup_proc.log, cfg->log_target, cfg->log_path) < 0) {
+    /* The supervisor's one instance: static, as a receiver may still use
+     * it after we return, until the process exits (cli/sup.h). */
+    static struct rl_sup sup;
+    rl_sup_init(&sup);
+    if (rl_log_setup(&sup.proc.log, cfg->log_target, cfg->log_path) < 0) {
         fprintf(stderr, "%s: %s: log path too long\n", me, cfg->path);
         rl_config_free(cfg);
         return 1;
@@ -522,7 +527,7 @@ int rl_run_seccomp(const char *path, char *const argv[])
     struct rl_identity id;
     target_identity(cfg, path, &id);
     why[0] = '\0';
-    r = rl_gate_init(&sup_proc, cfg, &id, why, sizeof why);
+    r = rl_gate_init(&sup.proc, cfg, &id, why, sizeof why);
     if (why[0] != '\0')
         fprintf(stderr, "%s\n", why);
     if (r < 0) {
@@ -531,17 +536,17 @@ int rl_run_seccomp(const char *path, char *const argv[])
         return 1;
     }
     if (report_wanted(cfg))
-        rl_gate_report_enable(&sup_proc);
-    if (!rl_gate_active(&sup_proc)) {
+        rl_gate_report_enable(&sup.proc);
+    if (!rl_gate_active(&sup.proc)) {
         /* No section applies to this user: nothing is throttled, as under
          * the preload; no filter, no supervisor. */
-        rl_gate_finish(&sup_proc);
+        rl_gate_finish(&sup.proc);
         return exec_plain(path, argv);
     }
     warn_unenforced(cfg, &id);
-    r = launch(path, argv, rl_gate_charges_sends(&sup_proc), sup_proc.open.on);
+    r = launch(&sup, path, argv);
     /* cfg stays: the gate reads it, and the supervisor's receiving thread
      * may still be in its ioctl until the process exits. */
-    rl_gate_finish(&sup_proc);
+    rl_gate_finish(&sup.proc);
     return r;
 }

@@ -20,10 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cli/sup_open.h"
-#include "cli/sup_target.h"
-
-struct rl_proc sup_proc;
+#include "cli/sup.h"
 
 /* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
 #define MAX_IOV 1024u
@@ -89,11 +86,12 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
  * of the calling process (so that its death gives them back, as for a
  * preloaded process), and stay with the job until sup_settle binds them
  * to the program's fd (sup_open.h: the program's close gives them back). */
-static int connect_decision(int listener, struct sup_job *j, const char *call)
+static int connect_decision(struct rl_sup *sup, struct sup_pidfds *pf,
+                            struct sup_job *j, const char *call)
 {
-    if (sup_proc.open.on && j->holder.pid == 0) {
-        pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
-        if (tgid <= 0 || sup_open_holder(tgid, &j->holder) < 0) {
+    if (sup->proc.open.on && j->holder.pid == 0) {
+        pid_t tgid = sup_target_tgid(pf, sup->listener, j->pid, j->id);
+        if (tgid <= 0 || sup_open_holder(&sup->open, tgid, &j->holder) < 0) {
             memset(&j->holder, 0, sizeof j->holder);
             j->t.err = ESRCH; /* the caller is gone: nobody reads it */
             return RL_GATE_FAIL;
@@ -101,18 +99,18 @@ static int connect_decision(int listener, struct sup_job *j, const char *call)
     }
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&sup_proc, &j->t, call, j->fd,
+    int act = rl_gate_connect(&sup->proc, &j->t, call, j->fd,
                               j->unread ? NULL : &j->sa, j->salen);
     rl_open_act_for(NULL);
     return act;
 }
 
-void sup_settle(struct sup_job *j, bool holds)
+void sup_settle(struct sup_open *o, struct sup_job *j, bool holds)
 {
     if (j->t.nopen == 0)
         return;
     if (holds)
-        sup_open_bind(&j->holder, j->fd, j->t.open, j->t.nopen);
+        sup_open_bind(o, &j->holder, j->fd, j->t.open, j->t.nopen);
     else
         for (unsigned i = 0; i < j->t.nopen; i++)
             rl_open_release_as(j->t.open[i], &j->holder);
@@ -122,9 +120,11 @@ void sup_settle(struct sup_job *j, bool holds)
 /* What a failed read answers: the kernel's EFAULT for a bad pointer, EPERM
  * when we may not read; for a thread that is gone, anything (nobody reads
  * it). */
-static enum sup_act read_failed(struct sup_job *j, int r)
+static enum sup_act read_failed(struct rl_sup *sup, struct sup_job *j, int r)
 {
-    j->err = r == -EFAULT ? EFAULT : r == -EPERM ? sup_denied(EPERM) : ESRCH;
+    j->err = r == -EFAULT  ? EFAULT
+             : r == -EPERM ? sup_denied(&sup->kernel, EPERM)
+                           : ESRCH;
     return SUP_ERROR;
 }
 
@@ -158,23 +158,25 @@ static enum sup_act verdict(struct sup_job *j, int act)
  * pointer that cannot be read is charged, and its connect then fails
  * (EFAULT) in the kernel, as a connect to an unreachable address is
  * charged and fails. */
-static bool addr_unneeded(bool alike, uint64_t addr, uint64_t len)
+static bool addr_unneeded(struct rl_sup *sup, bool alike, uint64_t addr,
+                          uint64_t len)
 {
-    return alike && !rl_declog_enabled(&sup_proc.declog) && addr != 0 &&
+    return alike && !rl_declog_enabled(&sup->proc.declog) && addr != 0 &&
            len >= sizeof(sa_family_t) && len <= sizeof(struct sockaddr_storage);
 }
 
 /* The decision of a connect whose address was not read: the call's
  * destination, for its line, read once the decision says there is one. */
-static enum sup_act decided_unread(int listener, const struct seccomp_notif *req,
+static enum sup_act decided_unread(struct rl_sup *sup, struct sup_pidfds *pf,
+                                   const struct seccomp_notif *req,
                                    struct sup_job *j)
 {
-    int act = connect_decision(listener, j, "connect");
+    int act = connect_decision(sup, pf, j, "connect");
     if (j->t.say_due) {
         j->unread = false;
         j->salen = 0;
         bool read = read_addr(j, req->data.args[1], req->data.args[2]) > 0;
-        rl_gate_say_peer(&sup_proc, &j->t, "connect", j->fd,
+        rl_gate_say_peer(&sup->proc, &j->t, "connect", j->fd,
                          read ? &j->sa : NULL, read ? j->salen : 0);
     }
     return verdict(j, act);
@@ -208,22 +210,23 @@ static enum sup_act decided_unread(int listener, const struct seccomp_notif *req
  * What stays open is another thread replacing the fd itself (dup2 of an
  * inet socket over a unix one) between our look and the kernel's: the
  * answer "continue" cannot name a file. */
-static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
+static enum sup_act on_connect(struct rl_sup *sup, struct sup_pidfds *pf,
+                               const struct seccomp_notif *req,
                                struct sup_job *j)
 {
     j->fd = (int)req->data.args[0];
-    bool alike = rl_gate_connects_alike(&sup_proc);
-    j->unread = addr_unneeded(alike, req->data.args[1], req->data.args[2]);
+    bool alike = rl_gate_connects_alike(&sup->proc);
+    j->unread = addr_unneeded(sup, alike, req->data.args[1], req->data.args[2]);
     int r = 1;
     if (j->unread)
         j->salen = (socklen_t)req->data.args[2];
     else
         r = read_addr(j, req->data.args[1], req->data.args[2]);
     if (r < 0)
-        return read_failed(j, r);
+        return read_failed(sup, j, r);
     /* sup_grab checks after the read that the memory we read was the
      * caller's. */
-    int s = sup_grab(listener, j->pid, j->id, j->fd);
+    int s = sup_grab(pf, sup->listener, j->pid, j->id, j->fd);
     if (s < 0) {
         j->err = -s;
         return SUP_ERROR; /* EBADF as the kernel says it; else gone */
@@ -248,11 +251,11 @@ static enum sup_act on_connect(int listener, const struct seccomp_notif *req,
     j->connect = !alike;
     if (state >= 0 && state != TCP_CLOSE)
         return j->connect ? SUP_CONNECT : SUP_CONTINUE;
-    if (j->connect && (r == 0 || !rl_gate_covers(&sup_proc, &j->sa, j->salen)))
+    if (j->connect && (r == 0 || !rl_gate_covers(&sup->proc, &j->sa, j->salen)))
         return SUP_CONNECT;
     if (j->unread)
-        return decided_unread(listener, req, j);
-    return verdict(j, connect_decision(listener, j, "connect"));
+        return decided_unread(sup, pf, req, j);
+    return verdict(j, connect_decision(sup, pf, j, "connect"));
 }
 
 bool sup_open_ready(const struct sup_job *j, uint64_t now)
@@ -261,26 +264,29 @@ bool sup_open_ready(const struct sup_job *j, uint64_t now)
 }
 
 /* From the main thread: the job's holder was found by its first decision,
- * so the pidfd caches (the receivers') are not touched here. */
-enum sup_act sup_redecide(int listener, struct sup_job *j)
+ * so no pidfd is looked up here; `pf` is the loop thread's all the same
+ * (a receiver's cache is that receiver's alone). */
+enum sup_act sup_redecide(struct rl_sup *sup, struct sup_pidfds *pf,
+                          struct sup_job *j)
 {
-    if (!sup_id_valid(listener, j->id)) {
+    if (!sup_id_valid(sup->listener, j->id)) {
         j->err = ESRCH;
         return SUP_ERROR;
     }
-    return verdict(j, connect_decision(listener, j, "connect"));
+    return verdict(j, connect_decision(sup, pf, j, "connect"));
 }
 
 /* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
  * MSG_FASTOPEN connect on a stream socket). */
-static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
+static enum sup_act addressed(struct rl_sup *sup, struct sup_pidfds *pf,
+                              struct sup_job *j, const char *call,
                               uint64_t flags, uint64_t calls, uint64_t bytes)
 {
     bool fastopen = (flags & MSG_FASTOPEN) != 0;
-    if ((!fastopen && !rl_gate_charges_sends(&sup_proc)) ||
-        !rl_gate_covers(&sup_proc, &j->sa, j->salen) || calls == 0)
+    if ((!fastopen && !rl_gate_charges_sends(&sup->proc)) ||
+        !rl_gate_covers(&sup->proc, &j->sa, j->salen) || calls == 0)
         return SUP_CONTINUE;
-    int s = sup_grab(listener, j->pid, j->id, j->fd);
+    int s = sup_grab(pf, sup->listener, j->pid, j->id, j->fd);
     if (s < 0) {
         j->err = -s;
         return SUP_ERROR;
@@ -288,12 +294,12 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
     int type = sock_type(s);
     bool fresh = type == SOCK_STREAM && !in_progress(s);
     enum sup_act act = SUP_CONTINUE;
-    if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup_proc))
+    if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup->proc))
         /* Datagrams go whole or not at all. */
-        act = verdict(j, rl_gate_send(&sup_proc, &j->t, call, j->fd, &j->sa,
+        act = verdict(j, rl_gate_send(&sup->proc, &j->t, call, j->fd, &j->sa,
                                       j->salen, calls, calls, bytes, bytes));
     else if (fastopen && fresh)
-        act = verdict(j, connect_decision(listener, j, call));
+        act = verdict(j, connect_decision(sup, pf, j, call));
     /* Our copy is closed once the caller has its answer (sup_job.sock),
      * but not kept while the call waits for its turn. */
     if (act == SUP_DUE)
@@ -303,16 +309,17 @@ static enum sup_act addressed(int listener, struct sup_job *j, const char *call,
     return act;
 }
 
-static enum sup_act on_sendto(int listener, const struct seccomp_notif *req,
+static enum sup_act on_sendto(struct rl_sup *sup, struct sup_pidfds *pf,
+                              const struct seccomp_notif *req,
                               struct sup_job *j)
 {
     j->fd = (int)req->data.args[0];
     int r = read_addr(j, req->data.args[4], req->data.args[5]);
     if (r < 0)
-        return read_failed(j, r);
+        return read_failed(sup, j, r);
     if (r == 0)
         return SUP_CONTINUE;
-    return addressed(listener, j, "sendto", req->data.args[3], 1,
+    return addressed(sup, pf, j, "sendto", req->data.args[3], 1,
                      req->data.args[2]);
 }
 
@@ -335,36 +342,38 @@ static int msg_bytes(pid_t pid, const struct msghdr *m, uint64_t *bytes)
     return 0;
 }
 
-static enum sup_act on_sendmsg(int listener, const struct seccomp_notif *req,
+static enum sup_act on_sendmsg(struct rl_sup *sup, struct sup_pidfds *pf,
+                               const struct seccomp_notif *req,
                                struct sup_job *j)
 {
     struct msghdr m;
     j->fd = (int)req->data.args[0];
     int r = sup_peek(j->pid, req->data.args[1], &m, sizeof m);
     if (r < 0)
-        return read_failed(j, r);
+        return read_failed(sup, j, r);
     r = read_addr(j, (uintptr_t)m.msg_name, m.msg_namelen);
     if (r < 0)
-        return read_failed(j, r);
+        return read_failed(sup, j, r);
     if (r == 0)
         return SUP_CONTINUE;
     uint64_t bytes = 0;
-    if (rl_gate_charges_sends(&sup_proc)) {
+    if (rl_gate_charges_sends(&sup->proc)) {
         r = msg_bytes(j->pid, &m, &bytes);
         if (r < 0)
-            return read_failed(j, r);
+            return read_failed(sup, j, r);
     }
-    return addressed(listener, j, "sendmsg", req->data.args[2], 1, bytes);
+    return addressed(sup, pf, j, "sendmsg", req->data.args[2], 1, bytes);
 }
 
 /* sendmmsg: every message with a covered inet name is charged (1 call and
  * its bytes each), all of them or none. */
-static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
+static enum sup_act on_sendmmsg(struct rl_sup *sup, struct sup_pidfds *pf,
+                                const struct seccomp_notif *req,
                                 struct sup_job *j)
 {
     j->fd = (int)req->data.args[0];
     size_t vlen = req->data.args[2] < MAX_IOV ? req->data.args[2] : MAX_IOV;
-    if (vlen == 0 || !rl_gate_charges_sends(&sup_proc))
+    if (vlen == 0 || !rl_gate_charges_sends(&sup->proc))
         return SUP_CONTINUE;
     struct mmsghdr *v = calloc(vlen, sizeof *v);
     if (v == NULL)
@@ -374,7 +383,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
     enum sup_act act = SUP_CONTINUE;
     int r = sup_peek(j->pid, req->data.args[1], v, vlen * sizeof *v);
     if (r < 0) {
-        act = read_failed(j, r);
+        act = read_failed(sup, j, r);
         goto out;
     }
     for (size_t i = 0; i < vlen; i++) {
@@ -382,12 +391,13 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
         uint64_t b = 0;
         r = read_addr(&one, (uintptr_t)v[i].msg_hdr.msg_name,
                       v[i].msg_hdr.msg_namelen);
-        if (r == 0 || (r > 0 && !rl_gate_covers(&sup_proc, &one.sa, one.salen)))
+        if (r == 0 ||
+            (r > 0 && !rl_gate_covers(&sup->proc, &one.sa, one.salen)))
             continue;
         if (r > 0)
             r = msg_bytes(j->pid, &v[i].msg_hdr, &b);
         if (r < 0) {
-            act = read_failed(j, r);
+            act = read_failed(sup, j, r);
             goto out;
         }
         if (calls++ == 0)
@@ -398,7 +408,7 @@ static enum sup_act on_sendmmsg(int listener, const struct seccomp_notif *req,
         /* The log line names the first charged destination. */
         j->sa = first.sa;
         j->salen = first.salen;
-        act = addressed(listener, j, "sendmmsg", 0, calls, bytes);
+        act = addressed(sup, pf, j, "sendmmsg", 0, calls, bytes);
     }
 out:
     free(v);
@@ -409,8 +419,8 @@ out:
  * program gives up fds; those that held places give them back before the
  * call goes on. The close of a number that no connection holds costs a
  * lock-free look. */
-static enum sup_act on_close(int listener, const struct seccomp_notif *req,
-                             struct sup_job *j)
+static enum sup_act on_close(struct rl_sup *sup, struct sup_pidfds *pf,
+                             const struct seccomp_notif *req, struct sup_job *j)
 {
     uint64_t a0 = req->data.args[0], a1 = req->data.args[1];
     bool range = req->data.nr == SYS_close_range;
@@ -421,37 +431,38 @@ static enum sup_act on_close(int listener, const struct seccomp_notif *req,
         unsigned first = (unsigned)a0, last = (unsigned)a1;
         if ((req->data.args[2] & CLOSE_RANGE_CLOEXEC) || first > last)
             return SUP_CONTINUE;
-        pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
+        pid_t tgid = sup_target_tgid(pf, sup->listener, j->pid, j->id);
         if (tgid > 0)
-            sup_open_close(tgid, first, last);
+            sup_open_close(&sup->open, tgid, first, last);
         return SUP_CONTINUE;
     }
     int fd = (int)a0, to = (int)a1;
-    if (dup ? fd == to || (!sup_open_maybe(fd) && !sup_open_maybe(to))
-            : !sup_open_maybe(fd))
+    if (dup ? fd == to || (!sup_open_maybe(&sup->open, fd) &&
+                           !sup_open_maybe(&sup->open, to))
+            : !sup_open_maybe(&sup->open, fd))
         return SUP_CONTINUE;
-    pid_t tgid = sup_target_tgid(listener, j->pid, j->id);
+    pid_t tgid = sup_target_tgid(pf, sup->listener, j->pid, j->id);
     if (tgid <= 0)
         return SUP_CONTINUE;
     if (!dup) {
-        sup_open_close(tgid, (unsigned)fd, (unsigned)fd);
+        sup_open_close(&sup->open, tgid, (unsigned)fd, (unsigned)fd);
         return SUP_CONTINUE;
     }
     /* dup2/dup3 of an fd that is not open fails and leaves `to` open:
      * only a copy that can succeed forgets it. */
     j->fd = fd;
-    int s = sup_grab(listener, j->pid, j->id, j->fd);
+    int s = sup_grab(pf, sup->listener, j->pid, j->id, j->fd);
     if (s < 0)
         return SUP_CONTINUE;
     close(s);
-    sup_open_dup(tgid, fd, to);
+    sup_open_dup(&sup->open, tgid, fd, to);
     return SUP_CONTINUE;
 }
 
-enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
-                        struct sup_job *job)
+enum sup_act sup_decide(struct rl_sup *sup, struct sup_pidfds *pf,
+                        const struct seccomp_notif *req, struct sup_job *job)
 {
-    sup_target_next();
+    sup_target_next(pf);
     switch (req->data.nr) {
     case SYS_close:
 #ifdef SYS_dup2
@@ -459,28 +470,28 @@ enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
 #endif
     case SYS_dup3:
     case SYS_close_range:
-        return on_close(listener, req, job);
+        return on_close(sup, pf, req, job);
     case SYS_connect:
-        return on_connect(listener, req, job);
+        return on_connect(sup, pf, req, job);
     case SYS_sendto:
-        return on_sendto(listener, req, job);
+        return on_sendto(sup, pf, req, job);
     case SYS_sendmsg:
-        return on_sendmsg(listener, req, job);
+        return on_sendmsg(sup, pf, req, job);
     case SYS_sendmmsg:
-        return on_sendmmsg(listener, req, job);
+        return on_sendmmsg(sup, pf, req, job);
     default:
         return SUP_CONTINUE;
     }
 }
 
-void sup_refund(struct sup_job *job)
+void sup_refund(struct rl_sup *sup, struct sup_job *job)
 {
-    sup_settle(job, false);
+    sup_settle(&sup->open, job, false);
     if (!job->charged)
         return;
     /* The gate gives back only what the ticket took of each kind. */
     uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_gate_refund(&sup_proc, &job->t, k, units[k]);
+        rl_gate_refund(&sup->proc, &job->t, k, units[k]);
     job->charged = false;
 }

@@ -12,14 +12,15 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "cli/sup_open.h"
+#include "cli/sup_target.h"
 #include "policy/gate.h"
 #include "policy/open.h"
-#include "policy/proc.h"
 
-/* The supervisor's process state (policy/proc.h): the gate it decides
- * the target's calls by, set up by cmd_run_seccomp.c before the target
- * starts. */
-extern struct rl_proc sup_proc;
+/* The supervisor (cli/sup.h): its gate (`proc`, set up by
+ * cmd_run_seccomp.c before the target starts) decides; `kernel`, `open`
+ * and the listener serve the decision. */
+struct rl_sup;
 
 /* One notification on its way to an answer. The loop owns it; a thread
  * that makes a blocking connect owns it while it does. */
@@ -53,26 +54,28 @@ enum sup_act {
 };
 
 /* Decide one notification; fills `job` (zeroed by the caller, with id and
- * pid set, sock = -1). `listener` is for re-checking that the
- * notification is still alive (SECCOMP_IOCTL_NOTIF_ID_VALID) after reading
- * the target's memory and before taking its fd. */
-enum sup_act sup_decide(int listener, const struct seccomp_notif *req,
-                        struct sup_job *job);
+ * pid set, sock = -1). `pidfds` is the calling thread's cache (a
+ * receiver's). The notification is checked to be still alive
+ * (SECCOMP_IOCTL_NOTIF_ID_VALID on s->listener) after reading the
+ * target's memory and before taking its fd. */
+enum sup_act sup_decide(struct rl_sup *s, struct sup_pidfds *pidfds,
+                        const struct seccomp_notif *req, struct sup_job *job);
 
 /* Right before a granted connect is answered: the places it holds are
  * bound to the target's fd when `holds` (it connected, or is connecting),
  * else given back. */
-void sup_settle(struct sup_job *job, bool holds);
+void sup_settle(struct sup_open *o, struct sup_job *job, bool holds);
 
 /* SUP_OPEN_WAIT: may a place have freed (or is the wait over) at `now`? */
 bool sup_open_ready(const struct sup_job *job, uint64_t now);
 
-/* SUP_OPEN_WAIT: decide the connect again (any thread). SUP_ERROR with
- * ESRCH when the caller is gone. */
-enum sup_act sup_redecide(int listener, struct sup_job *job);
+/* SUP_OPEN_WAIT: decide the connect again (any thread, with its own
+ * `pidfds`). SUP_ERROR with ESRCH when the caller is gone. */
+enum sup_act sup_redecide(struct rl_sup *s, struct sup_pidfds *pidfds,
+                          struct sup_job *job);
 
 /* Give back what a job's ticket took, its max_open places too (its
  * caller is gone before its turn). */
-void sup_refund(struct sup_job *job);
+void sup_refund(struct rl_sup *s, struct sup_job *job);
 
 #endif

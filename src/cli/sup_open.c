@@ -3,7 +3,7 @@
  * Few entries (one per fd that holds places: at most the sum of the
  * max_open of the areas), so plain arrays searched in full; the close of
  * an fd number no entry has is answered without the lock, from a count of
- * entries per fd number modulo HITS. */
+ * entries per fd number modulo SUP_OPEN_HITS. */
 #include "cli/sup_open.h"
 
 #include <errno.h>
@@ -11,10 +11,9 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/ownerlock.h"
-
-#define HITS 1024u
 
 struct conn {
     unsigned refs; /* fds that refer to it */
@@ -23,36 +22,35 @@ struct conn {
     struct rl_open_holder h;
 };
 
-struct ent {
+struct sup_open_ent {
     pid_t tgid;
     int fd;
     struct conn *c;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ent *ents;
-static size_t nents, capents;
-static struct rl_open_holder *procs; /* processes seen holding places */
-static size_t nprocs, capprocs;
-static _Atomic unsigned hits[HITS];
-static void (*_Atomic released)(void);
-
-void sup_open_on_release(void (*fn)(void))
+void sup_open_init(struct sup_open *o)
 {
-    atomic_store(&released, fn);
+    memset(o, 0, sizeof *o);
+    pthread_mutex_init(&o->lock, NULL);
 }
 
-static void tell_released(bool any)
+void sup_open_on_release(struct sup_open *o, void (*fn)(void *), void *arg)
 {
-    void (*fn)(void) = atomic_load(&released);
-    if (any && fn != NULL)
-        fn();
+    o->released = fn;
+    o->released_arg = arg;
 }
 
-bool sup_open_maybe(int fd)
+static void tell_released(struct sup_open *o, bool any)
 {
-    return fd >= 0 && atomic_load_explicit(&hits[(unsigned)fd % HITS],
-                                           memory_order_acquire) != 0;
+    if (any && o->released != NULL)
+        o->released(o->released_arg);
+}
+
+bool sup_open_maybe(struct sup_open *o, int fd)
+{
+    return fd >= 0 &&
+           atomic_load_explicit(&o->hits[(unsigned)fd % SUP_OPEN_HITS],
+                                memory_order_acquire) != 0;
 }
 
 /* One fd fewer refers to `c`: true when that was the last and its places
@@ -67,93 +65,95 @@ static bool unref(struct conn *c)
     return true;
 }
 
-static bool drop(size_t i)
+static bool drop(struct sup_open *o, size_t i)
 {
-    struct conn *c = ents[i].c;
-    atomic_fetch_sub_explicit(&hits[(unsigned)ents[i].fd % HITS], 1,
-                              memory_order_release);
-    ents[i] = ents[--nents];
+    struct conn *c = o->ents[i].c;
+    atomic_fetch_sub_explicit(&o->hits[(unsigned)o->ents[i].fd % SUP_OPEN_HITS],
+                              1, memory_order_release);
+    o->ents[i] = o->ents[--o->nents];
     return unref(c);
 }
 
-static bool add(pid_t tgid, int fd, struct conn *c)
+static bool add(struct sup_open *o, pid_t tgid, int fd, struct conn *c)
 {
-    if (nents == capents) {
-        size_t cap = capents ? 2 * capents : 64;
-        struct ent *e = realloc(ents, cap * sizeof *e);
+    if (o->nents == o->capents) {
+        size_t cap = o->capents ? 2 * o->capents : 64;
+        struct sup_open_ent *e = realloc(o->ents, cap * sizeof *e);
         if (e == NULL)
             return false;
-        ents = e;
-        capents = cap;
+        o->ents = e;
+        o->capents = cap;
     }
-    ents[nents++] = (struct ent){tgid, fd, c};
+    o->ents[o->nents++] = (struct sup_open_ent){tgid, fd, c};
     c->refs++;
-    atomic_fetch_add_explicit(&hits[(unsigned)fd % HITS], 1,
+    atomic_fetch_add_explicit(&o->hits[(unsigned)fd % SUP_OPEN_HITS], 1,
                               memory_order_release);
     return true;
 }
 
 /* Forget fds first..last of `tgid` (lock held). */
-static bool forget(pid_t tgid, unsigned first, unsigned last)
+static bool forget(struct sup_open *o, pid_t tgid, unsigned first,
+                   unsigned last)
 {
     bool any = false;
-    for (size_t i = nents; i-- > 0;)
-        if (ents[i].tgid == tgid && (unsigned)ents[i].fd >= first &&
-            (unsigned)ents[i].fd <= last)
-            any |= drop(i);
+    for (size_t i = o->nents; i-- > 0;)
+        if (o->ents[i].tgid == tgid && (unsigned)o->ents[i].fd >= first &&
+            (unsigned)o->ents[i].fd <= last)
+            any |= drop(o, i);
     return any;
 }
 
-void sup_open_close(pid_t tgid, unsigned first, unsigned last)
+void sup_open_close(struct sup_open *o, pid_t tgid, unsigned first,
+                    unsigned last)
 {
-    pthread_mutex_lock(&lock);
-    bool any = forget(tgid, first, last);
-    pthread_mutex_unlock(&lock);
-    tell_released(any);
+    pthread_mutex_lock(&o->lock);
+    bool any = forget(o, tgid, first, last);
+    pthread_mutex_unlock(&o->lock);
+    tell_released(o, any);
 }
 
-void sup_open_dup(pid_t tgid, int from, int to)
+void sup_open_dup(struct sup_open *o, pid_t tgid, int from, int to)
 {
     if (from < 0 || to < 0 || from == to)
         return;
-    pthread_mutex_lock(&lock);
-    bool any = forget(tgid, (unsigned)to, (unsigned)to);
-    for (size_t i = 0; i < nents; i++)
-        if (ents[i].tgid == tgid && ents[i].fd == from) {
+    pthread_mutex_lock(&o->lock);
+    bool any = forget(o, tgid, (unsigned)to, (unsigned)to);
+    for (size_t i = 0; i < o->nents; i++)
+        if (o->ents[i].tgid == tgid && o->ents[i].fd == from) {
             /* No room to follow the copy: it counts as closed with
              * `from` (never a place held for ever). */
-            (void)add(tgid, to, ents[i].c);
+            (void)add(o, tgid, to, o->ents[i].c);
             break;
         }
-    pthread_mutex_unlock(&lock);
-    tell_released(any);
+    pthread_mutex_unlock(&o->lock);
+    tell_released(o, any);
 }
 
-void sup_open_bind(const struct rl_open_holder *h, int fd,
+void sup_open_bind(struct sup_open *o, const struct rl_open_holder *h, int fd,
                    rl_atomic_u64 *const *areas, unsigned n)
 {
     if (n == 0)
         return;
     struct conn *c = calloc(1, sizeof *c);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&o->lock);
     /* An entry for the number already: a close we never saw (the number
      * was closed some other way, e.g. at exec, and reused). */
-    bool any = forget((pid_t)h->pid, (unsigned)fd, (unsigned)fd);
+    bool any = forget(o, (pid_t)h->pid, (unsigned)fd, (unsigned)fd);
     if (c != NULL) {
         c->n = n < RL_OPEN_MAX_AREAS ? n : RL_OPEN_MAX_AREAS;
         for (unsigned i = 0; i < c->n; i++)
             c->areas[i] = areas[i];
         c->h = *h;
     }
-    if (c == NULL || fd < 0 || !add((pid_t)h->pid, fd, c)) {
+    if (c == NULL || fd < 0 || !add(o, (pid_t)h->pid, fd, c)) {
         /* Untracked: given back at once, never held for ever. */
         for (unsigned i = 0; i < n; i++)
             rl_open_release_as(areas[i], h);
         free(c);
         any = true;
     }
-    pthread_mutex_unlock(&lock);
-    tell_released(any);
+    pthread_mutex_unlock(&o->lock);
+    tell_released(o, any);
 }
 
 /* Has the process `p` named gone (its pid free, or reused)? */
@@ -162,7 +162,7 @@ static bool gone(const struct rl_open_holder *p)
     return rl_pid_gone(p->pid, p->start);
 }
 
-int sup_open_holder(pid_t tgid, struct rl_open_holder *h)
+int sup_open_holder(struct sup_open *o, pid_t tgid, struct rl_open_holder *h)
 {
     /* Read each time: a pid reused by a later process must not be named
      * with the start time of the one before (its places would be taken
@@ -171,32 +171,32 @@ int sup_open_holder(pid_t tgid, struct rl_open_holder *h)
     h->start = rl_open_start_of(tgid);
     if (tgid <= 0 || h->start == 0)
         return -ESRCH;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&o->lock);
     bool known = false, any = false;
-    for (size_t i = 0; i < nprocs && !known; i++)
-        known = procs[i].pid == h->pid && procs[i].start == h->start;
+    for (size_t i = 0; i < o->nprocs && !known; i++)
+        known = o->procs[i].pid == h->pid && o->procs[i].start == h->start;
     /* A process seen first: drop those that are gone (their places, unless
      * a decision took them back already), so that the tables stay small
      * and a reused pid finds nothing of its predecessor. */
-    for (size_t i = nprocs; !known && i-- > 0;) {
-        if (procs[i].pid != h->pid && !gone(&procs[i]))
+    for (size_t i = o->nprocs; !known && i-- > 0;) {
+        if (o->procs[i].pid != h->pid && !gone(&o->procs[i]))
             continue;
-        any |= forget((pid_t)procs[i].pid, 0, ~0u);
-        procs[i] = procs[--nprocs];
+        any |= forget(o, (pid_t)o->procs[i].pid, 0, ~0u);
+        o->procs[i] = o->procs[--o->nprocs];
     }
     if (!known) {
-        if (nprocs == capprocs) {
-            size_t cap = capprocs ? 2 * capprocs : 16;
-            struct rl_open_holder *p = realloc(procs, cap * sizeof *p);
+        if (o->nprocs == o->capprocs) {
+            size_t cap = o->capprocs ? 2 * o->capprocs : 16;
+            struct rl_open_holder *p = realloc(o->procs, cap * sizeof *p);
             if (p != NULL) {
-                procs = p;
-                capprocs = cap;
+                o->procs = p;
+                o->capprocs = cap;
             }
         }
-        if (nprocs < capprocs)
-            procs[nprocs++] = *h;
+        if (o->nprocs < o->capprocs)
+            o->procs[o->nprocs++] = *h;
     }
-    pthread_mutex_unlock(&lock);
-    tell_released(any);
+    pthread_mutex_unlock(&o->lock);
+    tell_released(o, any);
     return 0;
 }

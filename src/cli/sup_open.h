@@ -15,37 +15,67 @@
  * are dropped when another process is first seen.
  *
  * Thread-safe (one lock): the receivers bind and forget, the threads that
- * make blocking connects bind. */
+ * make blocking connects bind. A member of the supervisor's struct rl_sup
+ * (cli/sup.h), never closed: a receiver may use it until the process
+ * exits. */
 #ifndef RL_CLI_SUP_OPEN_H
 #define RL_CLI_SUP_OPEN_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "policy/open.h"
 
+/* Entries are counted by fd number modulo this (sup_open_maybe). */
+#define SUP_OPEN_HITS 1024u
+
+struct sup_open_ent;
+
+/* The targets' fds that hold places. `lock` guards the tables; `hits` is
+ * read without it (the count of entries per fd number modulo
+ * SUP_OPEN_HITS, written under the lock with release, read with acquire);
+ * `released` and its argument are set before the receivers start and
+ * never change after. */
+struct sup_open {
+    pthread_mutex_t lock;
+    struct sup_open_ent *ents; /* (process, fd) → its connection */
+    size_t nents, capents;
+    struct rl_open_holder *procs; /* processes seen holding places */
+    size_t nprocs, capprocs;
+    _Atomic unsigned hits[SUP_OPEN_HITS];
+    void (*released)(void *);
+    void *released_arg;
+};
+
+/* Empty tables, their lock made. */
+void sup_open_init(struct sup_open *o);
+
 /* The holder for process `tgid` (its start time read once): 0, or -ESRCH
  * when it is gone. */
-int sup_open_holder(pid_t tgid, struct rl_open_holder *h);
+int sup_open_holder(struct sup_open *o, pid_t tgid, struct rl_open_holder *h);
 
 /* Might fd number `fd` of some target hold places? Lock-free: a close of
  * any other number is let through at once. */
-bool sup_open_maybe(int fd);
+bool sup_open_maybe(struct sup_open *o, int fd);
 
 /* fd `fd` of `h`'s process now holds the places `areas[0..n)` (taken in
  * `h`'s name). */
-void sup_open_bind(const struct rl_open_holder *h, int fd,
+void sup_open_bind(struct sup_open *o, const struct rl_open_holder *h, int fd,
                    rl_atomic_u64 *const *areas, unsigned n);
 
 /* Process `tgid` closes its fds first..last: the connections whose last
  * fd that was give their places back. */
-void sup_open_close(pid_t tgid, unsigned first, unsigned last);
+void sup_open_close(struct sup_open *o, pid_t tgid, unsigned first,
+                    unsigned last);
 
 /* Process `tgid` makes `to` refer to what `from` does (dup2, dup3). */
-void sup_open_dup(pid_t tgid, int from, int to);
+void sup_open_dup(struct sup_open *o, pid_t tgid, int from, int to);
 
-/* Called (from any thread, no lock held) after places were given back:
- * the supervisor's waiting connects may go. */
-void sup_open_on_release(void (*fn)(void));
+/* `fn(arg)` is called (from any thread, no lock held) after places were
+ * given back: the supervisor's waiting connects may go. Set before the
+ * receivers start. */
+void sup_open_on_release(struct sup_open *o, void (*fn)(void *), void *arg);
 
 #endif

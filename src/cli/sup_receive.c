@@ -11,7 +11,8 @@
  * there for each); else it waits on a condition variable until called (it
  * follows). A receiver that would follow while SPARE_FOLLOWERS others do
  * ends (so a burst of blocking connects leaves no crowd of threads).
- * There is one supervisor per process: the state is this file's. */
+ * The receivers' shared state is their struct sup_receive; each one's own
+ * is a struct sup_receiver on its stack. */
 #include "cli/sup_receive.h"
 
 #include <errno.h>
@@ -29,135 +30,135 @@
  * for it. */
 #define SPARE_FOLLOWERS 2
 
-static int listener;
-static void (*on)(void *, const struct seccomp_notif *);
-static void (*failed)(void *, int);
-static void *arg;
-static _Atomic int in_ioctl; /* receivers in (or going into) the ioctl */
-/* Receivers that follow (wait on `called`), and the calls sent to them
- * that none has taken yet. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t called = PTHREAD_COND_INITIALIZER;
-static int followers, calls;
-/* Set by this receiver's connect that blocked. */
-static __thread bool blocked;
+static int start_receiver(struct sup_receive *rx);
 
-static int start_receiver(void);
-
-bool sup_receive_others_wait(void)
+void sup_receive_init(struct sup_receive *rx, struct sup_kernel *kernel)
 {
-    return atomic_load(&in_ioctl) > 0;
+    memset(rx, 0, sizeof *rx);
+    rx->listener = -1;
+    rx->kernel = kernel;
+    pthread_mutex_init(&rx->lock, NULL);
+    pthread_cond_init(&rx->called, NULL);
 }
 
-int sup_receive_call(void)
+bool sup_receive_others_wait(struct sup_receive *rx)
+{
+    return atomic_load(&rx->in_ioctl) > 0;
+}
+
+int sup_receive_call(struct sup_receive *rx)
 {
     int r = 0;
-    pthread_mutex_lock(&lock);
-    if (followers > calls) {
-        calls++;
-        pthread_cond_signal(&called);
+    pthread_mutex_lock(&rx->lock);
+    if (rx->followers > rx->calls) {
+        rx->calls++;
+        pthread_cond_signal(&rx->called);
     } else
-        r = start_receiver();
-    pthread_mutex_unlock(&lock);
+        r = start_receiver(rx);
+    pthread_mutex_unlock(&rx->lock);
     return r;
 }
 
-void sup_receive_blocked(void)
+void sup_receive_blocked(struct sup_receiver *self)
 {
-    blocked = true;
+    self->blocked = true;
 }
 
 /* Wait until called; false when this receiver should end instead
  * (SPARE_FOLLOWERS others follow already). */
-static bool follow(void)
+static bool follow(struct sup_receive *rx)
 {
-    pthread_mutex_lock(&lock);
-    bool ok = followers < SPARE_FOLLOWERS;
+    pthread_mutex_lock(&rx->lock);
+    bool ok = rx->followers < SPARE_FOLLOWERS;
     if (ok) {
-        followers++;
-        while (calls == 0)
-            pthread_cond_wait(&called, &lock);
-        calls--;
-        followers--;
+        rx->followers++;
+        while (rx->calls == 0)
+            pthread_cond_wait(&rx->called, &rx->lock);
+        rx->calls--;
+        rx->followers--;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rx->lock);
     return ok;
 }
 
 /* After ENOENT: has every filtered task gone (the listener hangs up)? The
  * ioctl then answers ENOENT at once, for ever: no notification can come
  * any more. */
-static bool targets_gone(void)
+static bool targets_gone(const struct sup_receive *rx)
 {
-    struct pollfd p = {.fd = listener, .events = POLLIN};
+    struct pollfd p = {.fd = rx->listener, .events = POLLIN};
     return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
 }
 
 /* A place in the ioctl while fewer than `most` receivers have one. */
-static bool place_in_ioctl(int most)
+static bool place_in_ioctl(struct sup_receive *rx, int most)
 {
-    int n = atomic_load(&in_ioctl);
+    int n = atomic_load(&rx->in_ioctl);
     while (n < most)
-        if (atomic_compare_exchange_weak(&in_ioctl, &n, n + 1))
+        if (atomic_compare_exchange_weak(&rx->in_ioctl, &n, n + 1))
             return true;
     return false;
 }
 
 /* A receiver. The followers never end once every filtered task has gone:
  * they wait on their condition until the process exits. */
-static void *receive(void *unused)
+static void *receive(void *arg)
 {
-    (void)unused;
-    bool placed = place_in_ioctl(1);
+    struct sup_receiver self = {.rx = arg};
+    struct sup_receive *rx = self.rx;
+    sup_pidfds_init(&self.pidfds, rx->kernel);
+    bool placed = place_in_ioctl(rx, 1);
     for (;;) {
         if (!placed) {
-            if (!follow())
+            if (!follow(rx))
                 break;
-            atomic_fetch_add(&in_ioctl, 1); /* called to go there */
+            atomic_fetch_add(&rx->in_ioctl, 1); /* called to go there */
         }
         struct seccomp_notif req;
         memset(&req, 0, sizeof req);
-        int r = ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req);
+        int r = ioctl(rx->listener, SECCOMP_IOCTL_NOTIF_RECV, &req);
         int err = errno;
-        atomic_fetch_sub(&in_ioctl, 1);
-        blocked = false;
+        atomic_fetch_sub(&rx->in_ioctl, 1);
+        self.blocked = false;
         if (r == 0)
-            on(arg, &req);
-        else if (err == ENOENT && targets_gone())
+            rx->on(rx->arg, &self, &req);
+        else if (err == ENOENT && targets_gone(rx))
             break;
         else if (err != ENOENT && err != EINTR) {
             /* ENOENT: the caller was killed first. Anything else would
              * repeat for ever: the receivers stop, and the listener's
              * close makes the calls left fail. */
-            failed(arg, err);
+            rx->failed(rx->arg, err);
             break;
         }
-        placed = place_in_ioctl(blocked ? 2 : 1);
+        placed = place_in_ioctl(rx, self.blocked ? 2 : 1);
     }
-    sup_target_thread_end();
+    sup_pidfds_close(&self.pidfds);
     return NULL;
 }
 
-static int start_receiver(void)
+static int start_receiver(struct sup_receive *rx)
 {
     pthread_attr_t attr;
     pthread_t th;
     if (pthread_attr_init(&attr) != 0)
         return -ENOMEM;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int r = -pthread_create(&th, &attr, receive, NULL);
+    int r = -pthread_create(&th, &attr, receive, rx);
     pthread_attr_destroy(&attr);
     return r;
 }
 
-int sup_receive_start(int fd, void (*on_)(void *, const struct seccomp_notif *),
-                      void (*failed_)(void *, int), void *arg_)
+int sup_receive_start(struct sup_receive *rx, int listener,
+                      void (*on)(void *, struct sup_receiver *,
+                                 const struct seccomp_notif *),
+                      void (*failed)(void *, int), void *arg)
 {
-    listener = fd;
-    on = on_;
-    failed = failed_;
-    arg = arg_;
+    rx->listener = listener;
+    rx->on = on;
+    rx->failed = failed;
+    rx->arg = arg;
     /* One in the ioctl, and one following. */
-    int r = start_receiver();
-    return r < 0 ? r : start_receiver();
+    int r = start_receiver(rx);
+    return r < 0 ? r : start_receiver(rx);
 }

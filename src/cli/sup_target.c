@@ -76,74 +76,73 @@ static pid_t tgid_of(pid_t tid)
     return tgid;
 }
 
-/* pidfds of recent target threads, so that a thread's next call costs no
- * pidfd_open. Only thread pidfds (PIDFD_THREAD) are kept: one names that
- * thread for ever, so a thread number reused by another thread finds a
- * pidfd of a dead thread (pidfd_getfd: ESRCH) and is opened again; a
- * process pidfd kept under a thread number could name the wrong process.
- * One cache per receiver (supervise.c), so no lock; each entry says which
- * of the receiver's notifications it was opened for (see sup_grab). */
-#define PIDFD_CACHE 64
-static __thread struct {
-    pid_t tid; /* 0: empty */
-    int pfd;
-    uint64_t made; /* the `notif` it was opened for */
-} cache[PIDFD_CACHE];
-static __thread uint64_t notif; /* counts this receiver's notifications */
-
-void sup_target_next(void)
+/* The pidfd cache (struct sup_pidfds): only thread pidfds (PIDFD_THREAD)
+ * are kept: one names that thread for ever, so a thread number reused by
+ * another thread finds a pidfd of a dead thread (pidfd_getfd: ESRCH) and
+ * is opened again; a process pidfd kept under a thread number could name
+ * the wrong process. Each entry says which of its thread's notifications
+ * it was opened for (see sup_grab). */
+void sup_pidfds_init(struct sup_pidfds *p, struct sup_kernel *kernel)
 {
-    notif++;
+    memset(p, 0, sizeof *p);
+    p->kernel = kernel;
 }
-static atomic_bool no_thread_pidfds;
+
+void sup_target_next(struct sup_pidfds *p)
+{
+    p->notif++;
+}
 
 /* A pidfd of thread `tid`: a thread pidfd kept in the cache (*cached; the
  * caller must not close it), *earlier when it was opened before the
  * notification at hand was received; or a process pidfd to close after
  * use (kernels before PIDFD_THREAD); -1. */
-static int open_pidfd(pid_t tid, bool *cached, bool *earlier)
+static int open_pidfd(struct sup_pidfds *p, pid_t tid, bool *cached,
+                      bool *earlier)
 {
-    unsigned h = (unsigned)tid % PIDFD_CACHE;
+    unsigned h = (unsigned)tid % SUP_PIDFD_CACHE;
+    struct sup_pidfd *cache = p->cache;
     *cached = *earlier = false;
     if (tid != 0 && cache[h].tid == tid) {
         *cached = true;
-        *earlier = cache[h].made != notif;
+        *earlier = cache[h].made != p->notif;
         return cache[h].pfd;
     }
-    if (!atomic_load_explicit(&no_thread_pidfds, memory_order_relaxed)) {
+    if (!atomic_load_explicit(&p->kernel->no_thread_pidfds,
+                              memory_order_relaxed)) {
         int pfd = pidfd_open(tid, PIDFD_THREAD);
         if (pfd >= 0) {
             if (cache[h].tid != 0)
                 close(cache[h].pfd);
             cache[h].tid = tid;
             cache[h].pfd = pfd;
-            cache[h].made = notif;
+            cache[h].made = p->notif;
             *cached = true;
             return pfd;
         }
         if (errno != EINVAL)
             return -1;
-        atomic_store(&no_thread_pidfds, true); /* before Linux 6.9 */
+        atomic_store(&p->kernel->no_thread_pidfds, true); /* before 6.9 */
     }
     pid_t tgid = tgid_of(tid);
     return tgid > 0 ? pidfd_open(tgid, 0) : -1;
 }
 
-void sup_target_thread_end(void)
+void sup_pidfds_close(struct sup_pidfds *p)
 {
-    for (unsigned h = 0; h < PIDFD_CACHE; h++)
-        if (cache[h].tid != 0) {
-            close(cache[h].pfd);
-            cache[h].tid = 0;
+    for (unsigned h = 0; h < SUP_PIDFD_CACHE; h++)
+        if (p->cache[h].tid != 0) {
+            close(p->cache[h].pfd);
+            p->cache[h].tid = 0;
         }
 }
 
-static void forget_pidfd(pid_t tid)
+static void forget_pidfd(struct sup_pidfds *p, pid_t tid)
 {
-    unsigned h = (unsigned)tid % PIDFD_CACHE;
-    if (tid != 0 && cache[h].tid == tid) {
-        close(cache[h].pfd);
-        cache[h].tid = 0;
+    unsigned h = (unsigned)tid % SUP_PIDFD_CACHE;
+    if (tid != 0 && p->cache[h].tid == tid) {
+        close(p->cache[h].pfd);
+        p->cache[h].tid = 0;
     }
 }
 
@@ -152,18 +151,17 @@ static void forget_pidfd(pid_t tid)
  * pidfd names it: its number cannot have been reused), else from /proc;
  * the notification is checked after, so the number named the caller,
  * unless the pidfd was opened before the notification came (see sup_grab). */
-static atomic_bool no_pidfd_info;
-
-pid_t sup_target_tgid(int listener, pid_t tid, uint64_t id)
+pid_t sup_target_tgid(struct sup_pidfds *p, int listener, pid_t tid,
+                      uint64_t id)
 {
     pid_t tgid = -1;
     bool proven = false;
     for (int attempt = 0;
          attempt < 2 &&
-         !atomic_load_explicit(&no_pidfd_info, memory_order_relaxed);
+         !atomic_load_explicit(&p->kernel->no_pidfd_info, memory_order_relaxed);
          attempt++) {
         bool cached, earlier;
-        int pfd = open_pidfd(tid, &cached, &earlier);
+        int pfd = open_pidfd(p, tid, &cached, &earlier);
         if (pfd < 0)
             return -1;
         if (!cached) { /* a process pidfd: kernels before PIDFD_THREAD */
@@ -179,10 +177,10 @@ pid_t sup_target_tgid(int listener, pid_t tid, uint64_t id)
             break;
         }
         if (errno == ESRCH)
-            forget_pidfd(tid); /* a dead thread's: its number reused */
+            forget_pidfd(p, tid); /* a dead thread's: its number reused */
         else
             /* ENOTTY, EINVAL: before Linux 6.13 */
-            atomic_store(&no_pidfd_info, true);
+            atomic_store(&p->kernel->no_pidfd_info, true);
     }
     if (tgid <= 0)
         tgid = tgid_of(tid);
@@ -193,10 +191,9 @@ pid_t sup_target_tgid(int listener, pid_t tid, uint64_t id)
  * a program can still take that away later (an exec of a file it may not
  * read makes it non-dumpable; a root program that changes its uid). Its
  * decided calls then fail with EPERM: said once, not at every call. */
-int sup_denied(int err)
+int sup_denied(struct sup_kernel *k, int err)
 {
-    static atomic_bool said;
-    if (err == EPERM && !atomic_exchange(&said, true)) {
+    if (err == EPERM && !atomic_exchange(&k->said_denied, true)) {
         fprintf(stderr,
                 "rlshim run --seccomp: the supervisor may no longer read "
                 "the program's sockets and memory (EPERM: it became "
@@ -216,11 +213,11 @@ int sup_denied(int err)
  * through the reads of the caller's memory before this (by its number).
  * Kept for a thread that died, the pidfd makes pidfd_getfd fail (ESRCH)
  * and is opened again. */
-int sup_grab(int listener, pid_t tid, uint64_t id, int fd)
+int sup_grab(struct sup_pidfds *p, int listener, pid_t tid, uint64_t id, int fd)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         bool cached, earlier;
-        int pfd = open_pidfd(tid, &cached, &earlier);
+        int pfd = open_pidfd(p, tid, &cached, &earlier);
         if (pfd < 0)
             return -ESRCH;
         if (!earlier && !sup_id_valid(listener, id)) {
@@ -235,8 +232,8 @@ int sup_grab(int listener, pid_t tid, uint64_t id, int fd)
         if (s >= 0)
             return s;
         if (err != ESRCH || !cached)
-            return -sup_denied(err);
-        forget_pidfd(tid); /* a thread that is gone; its number reused */
+            return -sup_denied(p->kernel, err);
+        forget_pidfd(p, tid); /* a thread that is gone; its number reused */
     }
     return -ESRCH;
 }

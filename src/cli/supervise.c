@@ -12,9 +12,11 @@
  * signalfd (SIGCHLD and the signals passed on to the child), and answers
  * held calls when their turn comes (a blocking connect then gets a thread
  * of its own), so any number of target threads can wait at once without
- * holding up the others. The heap and the timer are shared: `lock` guards
- * them. The threads share nothing else but the listener fd (the kernel
- * serialises answers) and the gate (thread-safe as in the shim). */
+ * holding up the others. The heap and the timer are shared: the loop's
+ * `lock` guards them. The threads share nothing else but the listener fd
+ * (the kernel serialises answers), the gate (thread-safe as in the shim)
+ * and the max_open table (sup_open.c's lock): all of it struct rl_sup's
+ * (sup.h). */
 #include "cli/supervise.h"
 
 #include <errno.h>
@@ -33,35 +35,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/sup.h"
 #include "cli/sup_calls.h"
-#include "cli/sup_open.h"
-#include "cli/sup_receive.h"
-#include "cli/sup_target.h"
 #include "util/clock.h"
 
 /* Connects waiting for a max_open place look again this often: a place
  * freed by a preloaded process wakes only its futex, and a holder that
  * died wakes nobody. A close the supervisor sees itself looks at once. */
 #define OPEN_POLL_NS 10000000u
-
-struct sup {
-    int listener, timer, sig, ep;
-    int dead; /* eventfd: the receivers stopped (rx_err says why) */
-    _Atomic int rx_err;
-    pthread_mutex_t lock; /* heap, n, cap and the timer's setting */
-    pid_t child;
-    bool child_done;
-    int status;
-    struct sup_job **heap; /* min-heap by due */
-    size_t n, cap;
-    /* Connects waiting for a max_open place, oldest first (under `lock`),
-     * looked at again at poll_at or when `kick` (an eventfd) says that a
-     * place was given back. */
-    struct sup_job **waitq;
-    size_t nw, capw;
-    uint64_t poll_at;
-    int kick;
-};
 
 /* ---- answers --------------------------------------------------------*/
 
@@ -90,27 +71,27 @@ static void job_free(struct sup_job *j)
 
 /* Make the connect and settle its max_open places (before the answer:
  * the program may close the fd as soon as it has it). */
-static int connect_result(struct sup_job *j)
+static int connect_result(struct sup_open *o, struct sup_job *j)
 {
     int r;
     while ((r = connect(j->sock, (struct sockaddr *)&j->sa, j->salen)) != 0 &&
            errno == EINTR)
         ;
     int err = r == 0 ? 0 : errno;
-    sup_settle(j, err == 0 || err == EINPROGRESS || err == EALREADY);
+    sup_settle(o, j, err == 0 || err == EINPROGRESS || err == EALREADY);
     return err;
 }
 
 struct blocking {
-    int listener;
+    struct rl_sup *sup;
     struct sup_job *job;
 };
 
 static void *blocking_connect(void *arg)
 {
     struct blocking *b = arg;
-    int err = connect_result(b->job);
-    answer(b->listener, b->job->id, false, err);
+    int err = connect_result(&b->sup->open, b->job);
+    answer(b->sup->listener, b->job->id, false, err);
     job_free(b->job);
     free(b);
     return NULL;
@@ -123,20 +104,22 @@ static bool nonblocking(int sock)
 }
 
 /* Make the connect on our copy of the socket and answer its result. A
- * receiver makes it itself while another receiver waits in the ioctl, or
- * when it cannot block (the cheapest look first); the main thread only
- * when it cannot block. */
-static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
+ * receiver (`self`) makes it itself while another receiver waits in the
+ * ioctl, or when it cannot block (the cheapest look first); the main
+ * thread (`self` NULL) only when it cannot block. */
+static void do_connect(struct rl_sup *s, struct sup_job *j,
+                       struct sup_receiver *self)
 {
-    bool here = receiver ? sup_receive_others_wait() || nonblocking(j->sock) ||
-                               sup_receive_call() == 0
-                         : nonblocking(j->sock);
+    bool here = self != NULL
+                    ? sup_receive_others_wait(&s->rx) || nonblocking(j->sock) ||
+                          sup_receive_call(&s->rx) == 0
+                    : nonblocking(j->sock);
     if (here) {
-        int err = connect_result(j);
+        int err = connect_result(&s->open, j);
         /* A blocking connect returns its outcome, a non-blocking one
          * EINPROGRESS. */
-        if (receiver && err != EINPROGRESS)
-            sup_receive_blocked();
+        if (self != NULL && err != EINPROGRESS)
+            sup_receive_blocked(self);
         answer(s->listener, j->id, false, err);
         job_free(j);
         return;
@@ -146,7 +129,7 @@ static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
     pthread_t th;
     bool started = false;
     if (b != NULL && pthread_attr_init(&attr) == 0) {
-        b->listener = s->listener;
+        b->sup = s;
         b->job = j;
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&attr, 64 * 1024);
@@ -164,93 +147,94 @@ static void do_connect(struct sup *s, struct sup_job *j, bool receiver)
 
 /* ---- the timer queue ------------------------------------------------*/
 
-static void heap_swap(struct sup *s, size_t a, size_t b)
+static void heap_swap(struct sup_loop *l, size_t a, size_t b)
 {
-    struct sup_job *t = s->heap[a];
-    s->heap[a] = s->heap[b];
-    s->heap[b] = t;
+    struct sup_job *t = l->heap[a];
+    l->heap[a] = l->heap[b];
+    l->heap[b] = t;
 }
 
-static int heap_push(struct sup *s, struct sup_job *j)
+static int heap_push(struct sup_loop *l, struct sup_job *j)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        struct sup_job **h = realloc(s->heap, cap * sizeof *h);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        struct sup_job **h = realloc(l->heap, cap * sizeof *h);
         if (h == NULL)
             return -ENOMEM;
-        s->heap = h;
-        s->cap = cap;
+        l->heap = h;
+        l->cap = cap;
     }
-    size_t i = s->n++;
-    s->heap[i] = j;
-    while (i > 0 && s->heap[(i - 1) / 2]->due > s->heap[i]->due) {
-        heap_swap(s, i, (i - 1) / 2);
+    size_t i = l->n++;
+    l->heap[i] = j;
+    while (i > 0 && l->heap[(i - 1) / 2]->due > l->heap[i]->due) {
+        heap_swap(l, i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
     return 0;
 }
 
-static struct sup_job *heap_pop(struct sup *s)
+static struct sup_job *heap_pop(struct sup_loop *l)
 {
-    struct sup_job *top = s->heap[0];
-    s->heap[0] = s->heap[--s->n];
+    struct sup_job *top = l->heap[0];
+    l->heap[0] = l->heap[--l->n];
     for (size_t i = 0;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < s->n && s->heap[l]->due < s->heap[m]->due)
-            m = l;
-        if (r < s->n && s->heap[r]->due < s->heap[m]->due)
-            m = r;
+        size_t left = 2 * i + 1, right = left + 1, m = i;
+        if (left < l->n && l->heap[left]->due < l->heap[m]->due)
+            m = left;
+        if (right < l->n && l->heap[right]->due < l->heap[m]->due)
+            m = right;
         if (m == i)
             break;
-        heap_swap(s, i, m);
+        heap_swap(l, i, m);
         i = m;
     }
     return top;
 }
 
-static void arm(struct sup *s)
+static void arm(struct sup_loop *l)
 {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
-    if (s->n > 0 || s->nw > 0) {
-        uint64_t due = s->n > 0 ? s->heap[0]->due : UINT64_MAX;
-        if (s->nw > 0 && s->poll_at < due)
-            due = s->poll_at;
+    if (l->n > 0 || l->nw > 0) {
+        uint64_t due = l->n > 0 ? l->heap[0]->due : UINT64_MAX;
+        if (l->nw > 0 && l->poll_at < due)
+            due = l->poll_at;
         due = due ? due : 1;
         its.it_value.tv_sec = (time_t)(due / 1000000000u);
         its.it_value.tv_nsec = (long)(due % 1000000000u);
     }
-    timerfd_settime(s->timer, TFD_TIMER_ABSTIME, &its, NULL);
+    timerfd_settime(l->timer, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
 /* A held call's turn has come: if its thread still waits, connect or let
  * it go; if it is gone, its units go back to the budget. */
-static void due(struct sup *s, struct sup_job *j)
+static void due(struct rl_sup *s, struct sup_job *j)
 {
     if (!sup_id_valid(s->listener, j->id)) {
-        sup_refund(j);
+        sup_refund(s, j);
         job_free(j);
         return;
     }
     if (j->connect) {
-        do_connect(s, j, false);
+        do_connect(s, j, NULL);
         return;
     }
-    sup_settle(j, true); /* a MSG_FASTOPEN send: its connection */
+    sup_settle(&s->open, j, true); /* a MSG_FASTOPEN send: its connection */
     answer(s->listener, j->id, true, 0);
     job_free(j);
 }
 
-static int hold(struct sup *s, struct sup_job *j);
-static int wait_place(struct sup *s, struct sup_job *j);
+static int hold(struct sup_loop *l, struct sup_job *j);
+static int wait_place(struct sup_loop *l, struct sup_job *j);
 
-/* What a decision said, carried out (by a receiver, or by the main
- * thread for a call decided again). */
-static void act(struct sup *s, struct sup_job *j, enum sup_act a, bool receiver)
+/* What a decision said, carried out (by receiver `self`, or by the main
+ * thread for a call decided again: `self` NULL). */
+static void act(struct rl_sup *s, struct sup_job *j, enum sup_act a,
+                struct sup_receiver *self)
 {
     switch (a) {
     case SUP_CONTINUE:
-        sup_settle(j, true);
+        sup_settle(&s->open, j, true);
         answer(s->listener, j->id, true, 0);
         job_free(j);
         break;
@@ -259,12 +243,12 @@ static void act(struct sup *s, struct sup_job *j, enum sup_act a, bool receiver)
         job_free(j);
         break;
     case SUP_CONNECT:
-        do_connect(s, j, receiver);
+        do_connect(s, j, self);
         break;
     case SUP_DUE:
     case SUP_OPEN_WAIT:
-        if ((a == SUP_DUE ? hold(s, j) : wait_place(s, j)) < 0) {
-            sup_refund(j);
+        if ((a == SUP_DUE ? hold(&s->loop, j) : wait_place(&s->loop, j)) < 0) {
+            sup_refund(s, j);
             answer(s->listener, j->id, false, ENOBUFS);
             job_free(j);
         }
@@ -275,72 +259,72 @@ static void act(struct sup *s, struct sup_job *j, enum sup_act a, bool receiver)
 /* Connects waiting for a place: those that may go now are decided again,
  * oldest first; the others keep their order, before any that came
  * meanwhile. */
-static void on_places(struct sup *s)
+static void on_places(struct rl_sup *s)
 {
     uint64_t now = rl_clock_now_ns();
-    pthread_mutex_lock(&s->lock);
-    struct sup_job **q = s->waitq;
-    size_t n = s->nw, cap = s->capw, kept = 0;
-    s->waitq = NULL;
-    s->nw = s->capw = 0;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&s->loop.lock);
+    struct sup_job **q = s->loop.waitq;
+    size_t n = s->loop.nw, cap = s->loop.capw, kept = 0;
+    s->loop.waitq = NULL;
+    s->loop.nw = s->loop.capw = 0;
+    pthread_mutex_unlock(&s->loop.lock);
     for (size_t i = 0; i < n; i++) {
         struct sup_job *j = q[i];
         if (!sup_open_ready(j, now)) {
             q[kept++] = j;
             continue;
         }
-        enum sup_act a = sup_redecide(s->listener, j);
+        enum sup_act a = sup_redecide(s, &s->loop.pidfds, j);
         if (a == SUP_OPEN_WAIT)
             q[kept++] = j;
         else
-            act(s, j, a, false);
+            act(s, j, a, NULL);
     }
-    pthread_mutex_lock(&s->lock);
-    size_t need = kept + s->nw;
+    pthread_mutex_lock(&s->loop.lock);
+    size_t need = kept + s->loop.nw;
     struct sup_job **g = need > cap ? realloc(q, need * sizeof *g) : q;
     if (g == NULL) {
         /* No memory to keep them: they get the error a connect could give
          * under memory pressure, never a connect past max_open. */
         for (size_t i = 0; i < kept; i++) {
-            sup_refund(q[i]);
+            sup_refund(s, q[i]);
             answer(s->listener, q[i]->id, false, ENOBUFS);
             job_free(q[i]);
         }
         free(q);
     } else {
-        if (s->nw > 0)
-            memcpy(g + kept, s->waitq, s->nw * sizeof *g);
-        free(s->waitq);
-        s->waitq = g;
-        s->nw = need;
-        s->capw = need > cap ? need : cap;
+        if (s->loop.nw > 0)
+            memcpy(g + kept, s->loop.waitq, s->loop.nw * sizeof *g);
+        free(s->loop.waitq);
+        s->loop.waitq = g;
+        s->loop.nw = need;
+        s->loop.capw = need > cap ? need : cap;
     }
-    s->poll_at = now + OPEN_POLL_NS;
-    arm(s);
-    pthread_mutex_unlock(&s->lock);
+    s->loop.poll_at = now + OPEN_POLL_NS;
+    arm(&s->loop);
+    pthread_mutex_unlock(&s->loop.lock);
 }
 
-static void on_timer(struct sup *s)
+static void on_timer(struct rl_sup *s)
 {
     uint64_t ticks;
-    if (read(s->timer, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
+    if (read(s->loop.timer, &ticks, sizeof ticks) < 0 && errno != EAGAIN)
         return;
-    pthread_mutex_lock(&s->lock);
-    bool places = s->nw > 0 && s->poll_at <= rl_clock_now_ns();
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&s->loop.lock);
+    bool places = s->loop.nw > 0 && s->loop.poll_at <= rl_clock_now_ns();
+    pthread_mutex_unlock(&s->loop.lock);
     if (places)
         on_places(s);
     for (;;) {
         /* One at a time: answering (and a connect) happens unlocked. */
         uint64_t now = rl_clock_now_ns();
         struct sup_job *j = NULL;
-        pthread_mutex_lock(&s->lock);
-        if (s->n > 0 && s->heap[0]->due <= now)
-            j = heap_pop(s);
+        pthread_mutex_lock(&s->loop.lock);
+        if (s->loop.n > 0 && s->loop.heap[0]->due <= now)
+            j = heap_pop(&s->loop);
         else
-            arm(s);
-        pthread_mutex_unlock(&s->lock);
+            arm(&s->loop);
+        pthread_mutex_unlock(&s->loop.lock);
         if (j == NULL)
             break;
         due(s, j);
@@ -348,55 +332,55 @@ static void on_timer(struct sup *s)
 }
 
 /* Hold a call until its turn. */
-static int hold(struct sup *s, struct sup_job *j)
+static int hold(struct sup_loop *l, struct sup_job *j)
 {
-    pthread_mutex_lock(&s->lock);
-    int r = heap_push(s, j);
-    if (r == 0 && s->heap[0] == j)
-        arm(s);
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&l->lock);
+    int r = heap_push(l, j);
+    if (r == 0 && l->heap[0] == j)
+        arm(l);
+    pthread_mutex_unlock(&l->lock);
     return r;
 }
 
 /* Wait for a max_open place. */
-static int wait_place(struct sup *s, struct sup_job *j)
+static int wait_place(struct sup_loop *l, struct sup_job *j)
 {
-    pthread_mutex_lock(&s->lock);
-    if (s->nw == s->capw) {
-        size_t cap = s->capw ? s->capw * 2 : 64;
-        struct sup_job **q = realloc(s->waitq, cap * sizeof *q);
+    pthread_mutex_lock(&l->lock);
+    if (l->nw == l->capw) {
+        size_t cap = l->capw ? l->capw * 2 : 64;
+        struct sup_job **q = realloc(l->waitq, cap * sizeof *q);
         if (q == NULL) {
-            pthread_mutex_unlock(&s->lock);
+            pthread_mutex_unlock(&l->lock);
             return -ENOMEM;
         }
-        s->waitq = q;
-        s->capw = cap;
+        l->waitq = q;
+        l->capw = cap;
     }
-    s->waitq[s->nw++] = j;
-    if (s->nw == 1) {
-        s->poll_at = rl_clock_now_ns() + OPEN_POLL_NS;
-        arm(s);
+    l->waitq[l->nw++] = j;
+    if (l->nw == 1) {
+        l->poll_at = rl_clock_now_ns() + OPEN_POLL_NS;
+        arm(l);
     }
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&l->lock);
     return 0;
 }
 
 /* A place was given back (sup_open.c, any thread): look at the waiting
  * connects now. */
-static int kick_fd = -1;
-
-static void kick(void)
+static void kick(void *arg)
 {
+    const struct sup_loop *l = arg;
     uint64_t one = 1;
-    if (kick_fd >= 0 && write(kick_fd, &one, sizeof one) < 0)
+    if (l->kick >= 0 && write(l->kick, &one, sizeof one) < 0)
         return; /* the counter is full: a kick is pending anyway */
 }
 
 /* ---- notifications --------------------------------------------------*/
 
-static void on_notification(void *arg, const struct seccomp_notif *rq)
+static void on_notification(void *arg, struct sup_receiver *self,
+                            const struct seccomp_notif *rq)
 {
-    struct sup *s = arg;
+    struct rl_sup *s = arg;
     struct seccomp_notif req = *rq;
     struct sup_job *j = calloc(1, sizeof *j);
     if (j == NULL) {
@@ -406,23 +390,23 @@ static void on_notification(void *arg, const struct seccomp_notif *rq)
     j->id = req.id;
     j->pid = (pid_t)req.pid;
     j->sock = -1;
-    act(s, j, sup_decide(s->listener, &req, j), true);
+    act(s, j, sup_decide(s, &self->pidfds, &req, j), self);
 }
 
 /* A receiver stopped for good: the loop ends on it. */
 static void on_receive_failed(void *arg, int err)
 {
-    struct sup *s = arg;
+    struct rl_sup *s = arg;
     uint64_t one = 1;
-    atomic_store(&s->rx_err, err);
-    if (write(s->dead, &one, sizeof one) < 0)
+    atomic_store(&s->loop.rx_err, err);
+    if (write(s->loop.dead, &one, sizeof one) < 0)
         abort();
 }
 
 /* ---- children and signals -------------------------------------------*/
 
 /* Reap every child that has exited. Returns true when none is left. */
-static bool reap(struct sup *s)
+static bool reap(struct sup_loop *l)
 {
     for (;;) {
         int st;
@@ -431,9 +415,9 @@ static bool reap(struct sup *s)
             return false;
         if (p < 0)
             return errno == ECHILD;
-        if (p == s->child) {
-            s->child_done = true;
-            s->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (p == l->child) {
+            l->child_done = true;
+            l->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
     }
 }
@@ -442,22 +426,22 @@ static const int passed_on[] = {SIGTERM, SIGHUP,  SIGINT,
                                 SIGQUIT, SIGUSR1, SIGUSR2};
 
 /* Returns true when no child is left. */
-static bool on_signal(struct sup *s)
+static bool on_signal(struct sup_loop *l)
 {
     struct signalfd_siginfo si;
-    while (read(s->sig, &si, sizeof si) == (ssize_t)sizeof si) {
+    while (read(l->sig, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGCHLD)
             continue;
         /* A signal another process sent us (kill, systemd) goes on to the
          * child; one the kernel sent (the terminal's ^C to the whole
          * group) reached the child already. */
-        if ((int)si.ssi_code <= 0 && !s->child_done)
-            kill(s->child, (int)si.ssi_signo);
+        if ((int)si.ssi_code <= 0 && !l->child_done)
+            kill(l->child, (int)si.ssi_signo);
     }
-    return reap(s);
+    return reap(l);
 }
 
-static int setup(struct sup *s, sigset_t *old)
+static int setup(struct rl_sup *s, sigset_t *old)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -469,62 +453,69 @@ static int setup(struct sup *s, sigset_t *old)
     if (pthread_sigmask(SIG_BLOCK, &set, old) != 0)
         return -EINVAL;
     signal(SIGPIPE, SIG_IGN);
-    s->sig = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    s->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    s->ep = epoll_create1(EPOLL_CLOEXEC);
-    s->dead = eventfd(0, EFD_CLOEXEC);
-    s->kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s->sig < 0 || s->timer < 0 || s->ep < 0 || s->dead < 0 || s->kick < 0)
+    s->loop.sig = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    s->loop.timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    s->loop.ep = epoll_create1(EPOLL_CLOEXEC);
+    s->loop.dead = eventfd(0, EFD_CLOEXEC);
+    s->loop.kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->loop.sig < 0 || s->loop.timer < 0 || s->loop.ep < 0 ||
+        s->loop.dead < 0 || s->loop.kick < 0)
         return -errno;
-    kick_fd = s->kick;
-    sup_open_on_release(kick);
-    int fds[] = {s->timer, s->sig, s->dead, s->kick};
+    sup_open_on_release(&s->open, kick, &s->loop);
+    int fds[] = {s->loop.timer, s->loop.sig, s->loop.dead, s->loop.kick};
     for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+        if (epoll_ctl(s->loop.ep, EPOLL_CTL_ADD, fds[i], &ev) != 0)
             return -errno;
     }
     return 0;
 }
 
-int rl_supervise(int listener, pid_t child)
+void rl_sup_init(struct rl_sup *s)
 {
-    static struct sup s = {.timer = -1,
-                           .sig = -1,
-                           .ep = -1,
-                           .status = 1,
-                           .kick = -1,
-                           .lock = PTHREAD_MUTEX_INITIALIZER};
-    s.listener = listener;
-    s.child = child;
+    memset(s, 0, sizeof *s);
+    s->listener = -1;
+    sup_open_init(&s->open);
+    sup_receive_init(&s->rx, &s->kernel);
+    struct sup_loop *l = &s->loop;
+    l->timer = l->sig = l->ep = l->dead = l->kick = -1;
+    l->status = 1;
+    pthread_mutex_init(&l->lock, NULL);
+    sup_pidfds_init(&l->pidfds, &s->kernel);
+}
+
+int rl_supervise(struct rl_sup *s, int listener, pid_t child)
+{
+    s->listener = listener;
+    s->loop.child = child;
     sigset_t old;
-    int rc = setup(&s, &old);
+    int rc = setup(s, &old);
     if (rc == 0)
-        rc =
-            sup_receive_start(listener, on_notification, on_receive_failed, &s);
-    bool done = rc < 0 || reap(&s);
+        rc = sup_receive_start(&s->rx, listener, on_notification,
+                               on_receive_failed, s);
+    bool done = rc < 0 || reap(&s->loop);
     while (!done) {
         struct epoll_event ev[8];
-        int n = epoll_wait(s.ep, ev, 8, -1);
+        int n = epoll_wait(s->loop.ep, ev, 8, -1);
         if (n < 0 && errno != EINTR) {
             rc = -errno;
             break;
         }
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
-            if (fd == s.timer)
-                on_timer(&s);
-            else if (fd == s.kick) {
+            if (fd == s->loop.timer)
+                on_timer(s);
+            else if (fd == s->loop.kick) {
                 uint64_t v;
-                if (read(s.kick, &v, sizeof v) == (ssize_t)sizeof v)
-                    on_places(&s);
-            } else if (fd == s.dead) {
+                if (read(s->loop.kick, &v, sizeof v) == (ssize_t)sizeof v)
+                    on_places(s);
+            } else if (fd == s->loop.dead) {
                 /* Pairs with the write after rx_err is set. */
                 uint64_t v;
-                if (read(s.dead, &v, sizeof v) == (ssize_t)sizeof v)
-                    rc = -atomic_load(&s.rx_err);
+                if (read(s->loop.dead, &v, sizeof v) == (ssize_t)sizeof v)
+                    rc = -atomic_load(&s->loop.rx_err);
                 done = true;
-            } else if (fd == s.sig && on_signal(&s))
+            } else if (fd == s->loop.sig && on_signal(&s->loop))
                 done = true;
         }
     }
@@ -533,26 +524,26 @@ int rl_supervise(int listener, pid_t child)
      * go back to the budget (other programs of the user share it). The
      * receiver may still be in the ioctl (it dies with the process): the
      * listener stays open until then. */
-    pthread_mutex_lock(&s.lock);
-    while (s.n > 0) {
-        struct sup_job *j = heap_pop(&s);
-        sup_refund(j);
+    pthread_mutex_lock(&s->loop.lock);
+    while (s->loop.n > 0) {
+        struct sup_job *j = heap_pop(&s->loop);
+        sup_refund(s, j);
         job_free(j);
     }
-    while (s.nw > 0) {
-        struct sup_job *j = s.waitq[--s.nw];
-        sup_refund(j);
+    while (s->loop.nw > 0) {
+        struct sup_job *j = s->loop.waitq[--s->loop.nw];
+        sup_refund(s, j);
         job_free(j);
     }
-    pthread_mutex_unlock(&s.lock);
-    if (s.ep >= 0)
-        close(s.ep);
-    if (s.timer >= 0)
-        close(s.timer);
-    if (s.sig >= 0)
-        close(s.sig);
+    pthread_mutex_unlock(&s->loop.lock);
+    if (s->loop.ep >= 0)
+        close(s->loop.ep);
+    if (s->loop.timer >= 0)
+        close(s->loop.timer);
+    if (s->loop.sig >= 0)
+        close(s->loop.sig);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc < 0)
         return rc;
-    return s.status;
+    return s->loop.status;
 }
