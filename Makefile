@@ -382,11 +382,14 @@ install: all
 # binaries bake in where the library and the config are), staged by
 # src/deb/build.sh and packed with dpkg-deb: no debhelper, no network.
 DEB_B := build-deb
+# One at a time (CI builds it beside make test, whose deb-test makes it
+# again): flock holds a second until the first has packed.
 deb:
-	@$(ENSURE) dpkg-dev:cmd:dpkg-shlibdeps
-	$(MAKE) -j$(JOBS) B=$(DEB_B) PREFIX=/usr SYSCONFDIR=/etc LIBDIR=/usr/lib/$(MULTIARCH) \
-	    MANDIR=/usr/share/man all
-	sh src/deb/build.sh $(DEB_B) $(VERSION)-1 $(MULTIARCH)
+	@$(ENSURE) dpkg-dev:cmd:dpkg-shlibdeps util-linux:cmd:flock
+	@mkdir -p $(DEB_B)
+	flock $(DEB_B)/.lock sh -c '$(MAKE) -j$(JOBS) B=$(DEB_B) PREFIX=/usr \
+	    SYSCONFDIR=/etc LIBDIR=/usr/lib/$(MULTIARCH) MANDIR=/usr/share/man all && \
+	    sh src/deb/build.sh $(DEB_B) $(VERSION)-1 $(MULTIARCH)'
 
 # The package as an operator gets it: files, lintian, its own rlshim run.
 deb-test: deb

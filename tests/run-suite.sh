@@ -36,8 +36,10 @@ for a in "$@"; do
     case "$a" in --filter*) filtered=yes ;; esac
 done
 
+t0=$(date +%s)
 "$bin" "$@" --tap="$tap"
 rc=$?
+took=$(( $(date +%s) - t0 ))
 
 # Is this skip allowed in this build? Each allow-list line is
 # "BUILD REASON-GLOB"; BUILD is plain, address, undefined, thread, nonroot
@@ -88,6 +90,7 @@ fi
 
 [ "$unselected" -gt 0 ] && echo "$name: $unselected tests not selected by the filter"
 echo "$name: $passed passed, $failed failed, $skipped skipped"
+echo "$name: ran for $took s"
 if [ "$bad" -gt 0 ]; then
     echo "$name: FAILED: $bad skipped tests are not on the allow-list" >&2
     exit 1
