@@ -133,6 +133,15 @@ CLI_OBJS  := $(call obj,$(CLI_SRCS))
 UNIT_OBJS := $(call obj,$(UNIT_SRCS))
 INTEG_OBJS := $(call obj,$(INTEG_SRCS))
 
+# The fleet's Lua scripts (src/fleet/lua/), linked in as read-only data by
+# ld -r -b binary, whose symbols _binary_NAME_lua_start and _end come from
+# the file's name (ld runs in its folder); bucket and window begin with
+# prelude.lua. Comment lines are dropped: the text is sent in every EVAL,
+# and the handshake's one buffer holds both decision scripts.
+OBJCOPY  ?= objcopy
+LUA_DIR  := $(B)/obj/src/fleet/lua
+LUA_OBJS := $(LUA_DIR)/bucket.o $(LUA_DIR)/window.o $(LUA_DIR)/pause.o
+
 CORE_LIB := $(B)/librlcore.a
 SHIM_SO  := $(B)/librlshim.so
 CLI_BIN  := $(B)/rlshim
@@ -168,7 +177,18 @@ $(B)/obj/%.o: %.c | $(B)/.deps
 # instrumentation, or a TSan shim preloaded alone crashes at load.
 $(B)/obj/src/shim/hook_signal.o: SAN_FLAGS := $(filter-out -fsanitize=thread,$(SAN_FLAGS))
 
-$(CORE_LIB): $(CORE_OBJS)
+$(LUA_DIR)/bucket.lua: src/fleet/lua/prelude.lua src/fleet/lua/bucket.lua
+$(LUA_DIR)/window.lua: src/fleet/lua/prelude.lua src/fleet/lua/window.lua
+$(LUA_DIR)/pause.lua: src/fleet/lua/pause.lua
+$(LUA_DIR)/%.lua:
+	@mkdir -p $(dir $@)
+	sed '/^[[:space:]]*--/d' $^ > $@
+
+$(LUA_DIR)/%.o: $(LUA_DIR)/%.lua
+	cd $(dir $@) && $(LD) -r -b binary -z noexecstack -o $*.o $*.lua
+	$(OBJCOPY) --rename-section .data=.rodata,alloc,load,readonly,data,contents $@
+
+$(CORE_LIB): $(CORE_OBJS) $(LUA_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -348,7 +368,7 @@ build-fuzz/.deps: | $(B)/.deps
 	@$(ENSURE) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@) && touch $@
 
-$(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) | build-fuzz/.deps
+$(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) $(LUA_OBJS) | build-fuzz/.deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $^ $(DEP_LIBS)
 

@@ -74,21 +74,22 @@ int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
 
 /* Once per process, through rl_sys: never the program's write(), so the
  * shim's own line is never charged, whatever fd 2 is and whatever flag
- * this thread holds. Only the thread that set f->warned touches `line`
- * (not the caller's stack: a program thread lends the shim little). */
+ * this thread holds. Written in f->warning, which only the thread that
+ * set f->warned touches (not the caller's stack: a program thread lends
+ * the shim little; not a file-scope buffer: two owners may warn at once). */
 static void warn(struct rl_fleet *f, const char *why)
 {
     static const char *const names[] = {"share", "local", "allow", "deny"};
-    static char line[512];
+    char *line = f->warning;
+    size_t size = sizeof f->warning;
     if (atomic_flag_test_and_set(&f->warned))
         return;
-    int n = snprintf(line, sizeof line,
+    int n = snprintf(line, size,
                      "rlshim: fleet Redis %s: %s; fleet_fallback = %s until it "
                      "is back\n",
                      f->cfg->fleet, why, names[f->cfg->fleet_fallback & 3]);
     if (n > 0)
-        rl_log_stderr_line(line, (size_t)n < sizeof line ? (size_t)n
-                                                         : sizeof line - 1);
+        rl_log_stderr_line(line, (size_t)n < size ? (size_t)n : size - 1);
 }
 
 /* What a call that failed with no reply to come leaves: the debt it

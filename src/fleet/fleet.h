@@ -69,6 +69,7 @@ struct rl_fleet {
     char host[40];   /* this host's id in the hosts sets */
     bool on;
     atomic_flag warned;  /* the stderr line went out */
+    char warning[512];   /* its text: only the thread that set warned */
     rl_atomic_u64 hosts; /* last counted by a reply; 0 until then */
     rl_atomic_u64 seq;   /* calls made (their ids) */
     rl_atomic_u64 gen;   /* outages ended: a new one drains again */

@@ -30,7 +30,8 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
         rl_fleet_cmd_str(c, sha[bucket ? 0 : 1]);
     } else {
         rl_fleet_cmd_str(c, "EVAL");
-        rl_fleet_cmd_str(c, bucket ? rl_fleet_lua_bucket : rl_fleet_lua_window);
+        rl_fleet_cmd_lua(c,
+                         bucket ? &rl_fleet_lua_bucket : &rl_fleet_lua_window);
     }
     rl_fleet_cmd_u64(c, n + 1 + pause);
     /* One array of parts for every key: the caller's stack is the
@@ -111,7 +112,7 @@ static void build_pause(struct rl_fleet_conn *c, const char (*sha)[41],
                           p->dest != NULL ? p->dest : "-"};
     rl_fleet_cmd_start(c, 6);
     rl_fleet_cmd_str(c, "EVAL");
-    rl_fleet_cmd_str(c, rl_fleet_lua_pause);
+    rl_fleet_cmd_lua(c, &rl_fleet_lua_pause);
     rl_fleet_cmd_u64(c, 1);
     rl_fleet_cmd_cat(c, key, 4);
     rl_fleet_cmd_u64(c, p->wait_ns / 1000);

@@ -284,6 +284,14 @@ void rl_fleet_cmd_cat(struct rl_fleet_conn *c, const char *const *parts,
     cmd_add(c, "\r\n", 2);
 }
 
+void rl_fleet_cmd_lua(struct rl_fleet_conn *c, const struct rl_fleet_lua *s)
+{
+    size_t len = (size_t)(s->end - s->text);
+    cmd_head(c, '$', len);
+    cmd_add(c, s->text, len);
+    cmd_add(c, "\r\n", 2);
+}
+
 void rl_fleet_cmd_str(struct rl_fleet_conn *c, const char *s)
 {
     rl_fleet_cmd_cat(c, &s, 1);
@@ -376,7 +384,8 @@ int rl_fleet_conn_handshake(struct rl_fleet_conn *c,
         rl_fleet_cmd_start(c, 3);
         rl_fleet_cmd_str(c, "SCRIPT");
         rl_fleet_cmd_str(c, "LOAD");
-        rl_fleet_cmd_str(c, i == 0 ? rl_fleet_lua_bucket : rl_fleet_lua_window);
+        rl_fleet_cmd_lua(c,
+                         i == 0 ? &rl_fleet_lua_bucket : &rl_fleet_lua_window);
         n++;
     }
     int r = rl_fleet_conn_send(c, deadline);

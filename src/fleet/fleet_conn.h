@@ -81,15 +81,17 @@ void rl_fleet_conn_abandon(struct rl_fleet_conn *c);
 void rl_fleet_fd_table_grow(void);
 
 /* Building a command in c->out: start one (of nargs bulk strings), then
- * its arguments; rl_fleet_cmd_cat's is its n parts end to end.
- * rl_fleet_cmd_reset empties c->out first. No printf: glibc's formatting
- * takes kilobytes of the caller's stack. */
+ * its arguments; rl_fleet_cmd_cat's is its n parts end to end,
+ * rl_fleet_cmd_lua's a script's text. rl_fleet_cmd_reset empties c->out first.
+ * No printf: glibc's formatting takes kilobytes of the caller's stack. */
 void rl_fleet_cmd_reset(struct rl_fleet_conn *c);
 void rl_fleet_cmd_start(struct rl_fleet_conn *c, unsigned nargs);
 void rl_fleet_cmd_str(struct rl_fleet_conn *c, const char *s);
 void rl_fleet_cmd_u64(struct rl_fleet_conn *c, uint64_t v);
 void rl_fleet_cmd_cat(struct rl_fleet_conn *c, const char *const *parts,
                       unsigned n);
+struct rl_fleet_lua;
+void rl_fleet_cmd_lua(struct rl_fleet_conn *c, const struct rl_fleet_lua *s);
 
 /* v in decimal, in buf; returns where it starts. */
 const char *rl_fleet_dec(char buf[24], uint64_t v);

@@ -1,6 +1,9 @@
 /* fleet_ping.c — `rlshim check`'s look at the fleet's Redis (fleet.h's
  * rl_fleet_ping): a connection of its own, the handshake, one PING, its
- * round trip; nothing of the process's struct rl_fleet. */
+ * round trip; nothing of the process's struct rl_fleet. On purpose: the
+ * CLI checks a config file, and has no process's fleet (route, pipes,
+ * budgets) to borrow a connection from; the socket, the handshake and
+ * the reply are fleet_conn.c's, as the pipes' are. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
-/* fleet_scripts.h — the two Lua scripts that decide fleet budgets inside
- * Redis, atomically, on Redis's clock (TIME): never the hosts' clocks.
+/* fleet_scripts.h — the Lua scripts (src/fleet/lua/) that decide fleet
+ * budgets inside Redis, atomically, on Redis's clock (TIME): never the
+ * hosts' clocks.
  *
- * Both take KEYS = one key per limit of the kind, then the budget's hosts
- * key, all with the same hash tag ({SECTION|USER}) so a Redis Cluster
- * runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
+ * The bucket and the window take KEYS = one key per limit of the kind, then the
+ * budget's hosts key, all with the same hash tag ({SECTION|USER}) so a Redis
+ * Cluster runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
  * call id, lease, ret, capped, then per limit: count, period_us, burst.
  * They reply {granted, wait_us, hosts, leased}: granted 0 is a denial and
  * wait_us then how long until `min` could be granted (-1: never). A grant
@@ -23,24 +24,30 @@
  * §12; written by rl_fleet_lua_pause): no unit is granted for a turn
  * before the pause ends, and the reply says {..., off_us, why}: how far
  * the pause moved the turn, and whose pause it was (1 the backoff, 2 a
- * Retry-After, 0 none). */
+ * Retry-After, 0 none).
+ *
+ * Each script is its .lua file, linked in by the Makefile (ld -r -b
+ * binary): not a C string, so no NUL ends it. Redis's SCRIPT LOAD answers
+ * its SHA1 at each connection (the pipe keeps it for EVALSHA): no SHA is
+ * computed or written down here.
+ * tests/unit/test_fleet_lua.c runs each with redis-cli --eval. */
 #ifndef RL_FLEET_SCRIPTS_H
 #define RL_FLEET_SCRIPTS_H
 
-/* Token bucket as GCRA. Time is integer microseconds; a limit's state is
- * its theoretical arrival time as (u µs, f in 1/count µs), so that any
- * count/period is exact: one unit costs `period_us` in units of 1/count
- * µs. The key expires when the bucket would be full again. */
-extern const char rl_fleet_lua_bucket[];
+/* A script's text: the bytes from text up to end. */
+struct rl_fleet_lua {
+    const char *text, *end;
+};
 
-/* Sliding window: a sorted set of stamps (µs) per limit, members unique
- * per call; at most count in any window of period_us. */
-extern const char rl_fleet_lua_window[];
+/* Token bucket as GCRA (prelude.lua, bucket.lua). */
+extern const struct rl_fleet_lua rl_fleet_lua_bucket;
 
-/* A request budget's pause: KEYS = its pause key; ARGV = the wait (µs)
- * and why (1 the backoff, 2 a Retry-After). The pause ends at Redis's
- * now + wait, unless it already ends later; replies 1 when it moved. Sent
- * with EVAL (a 429 is rare: no SHA to keep). */
-extern const char rl_fleet_lua_pause[];
+/* Sliding window (prelude.lua, window.lua). */
+extern const struct rl_fleet_lua rl_fleet_lua_window;
+
+/* A request budget's pause (pause.lua): KEYS = its pause key; ARGV = the
+ * wait (µs) and why (1 the backoff, 2 a Retry-After); replies 1 when the
+ * pause moved. Sent with EVAL (a 429 is rare: no SHA to keep). */
+extern const struct rl_fleet_lua rl_fleet_lua_pause;
 
 #endif

@@ -1,0 +1,36 @@
+-- prelude.lua — the start of bucket.lua's and window.lua's scripts: the
+-- build puts it before each (fleet_scripts.h has the KEYS and ARGV both
+-- take). Comment lines are dropped at build time: the text is sent in
+-- every EVAL, and the handshake's one buffer holds both scripts.
+--
+-- Numbers in Lua are doubles: every value here stays below 2^53 (µs since
+-- 1970 are 1.8e15; count * period_us is at most 1e6 * 3.6e9). Time is
+-- Redis's (TIME), never the hosts'.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local want = tonumber(ARGV[1])
+local min = tonumber(ARGV[2])
+local maxw = tonumber(ARGV[3])
+local debt = tonumber(ARGV[4])
+local lease = tonumber(ARGV[7])
+local ret = tonumber(ARGV[8])
+local capped = tonumber(ARGV[9])
+local n = (#ARGV - 9) / 3
+local hk = KEYS[n + 1]
+local pk, pk2 = KEYS[n + 2], KEYS[n + 3]
+-- This host is active: the hosts key's size is what `share` divides by.
+redis.call('ZADD', hk, tonumber(t[1]), ARGV[5])
+redis.call('ZREMRANGEBYSCORE', hk, '-inf', tonumber(t[1]) - 60)
+redis.call('EXPIRE', hk, 60)
+local hosts = redis.call('ZCARD', hk)
+-- A request budget's pauses (SPEC §12), when the pause keys are given
+-- (its destination's, and the untold destinations'): the call's turn is
+-- no earlier than the later end (t0; off µs from now), and `why` says
+-- whose it is (1 the backoff, 2 a Retry-After; 0 none).
+local t0, why = now, 0
+for _, k in ipairs({pk, pk2}) do
+  local v = redis.call('HMGET', k, 'u', 'b')
+  local pu = tonumber(v[1]) or 0
+  if pu > t0 then t0 = pu why = tonumber(v[2]) or 2 end
+end
+local off = t0 - now
