@@ -118,7 +118,8 @@ ALL_CFLAGS = $(RL_CFLAGS) $(PC_CFLAGS) $(SECCOMP_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -pthread $(LDFLAGS)
 
 CORE_SRCS := $(wildcard src/util/*.c src/limit/*.c src/state/*.c \
-                        src/http/*.c src/policy/*.c src/fleet/*.c)
+                        src/http/*.c src/policy/*.c src/fleet/*.c \
+                        src/model/*.c)
 SHIM_SRCS := $(wildcard src/shim/*.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
 UNIT_SRCS := $(wildcard tests/unit/*.c)

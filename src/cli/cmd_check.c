@@ -146,7 +146,7 @@ static void print_table(const struct rl_config *cfg, const char *path)
                 rl_config_format_rate(k, l, rate, sizeof rate);
                 if (r->algo == RL_ALGO_SLIDING_WINDOW)
                     snprintf(burst, sizeof burst, "-");
-                else if (k == RL_KIND_SEND_BYTES)
+                else if (rl_kinds[k].sizes)
                     format_size(l->burst, burst, sizeof burst);
                 else
                     snprintf(burst, sizeof burst, "%llu",

@@ -300,8 +300,9 @@ static void warn_unenforced(const struct rl_config *cfg,
             "rlshim: warning: under --seccomp, [%s] %s%s%s is enforced on "
             "datagrams sent to an address only, not on stream sockets nor "
             "on connected datagram sockets\n",
-            rule->section, sends ? "send" : "", sends && bytes ? " and " : "",
-            bytes ? "send_bytes" : "");
+            rule->section, sends ? rl_kind_name(RL_KIND_SEND) : "",
+            sends && bytes ? " and " : "",
+            bytes ? rl_kind_name(RL_KIND_SEND_BYTES) : "");
 }
 
 /* librlshim.so has no business under the filter: a dynamically linked

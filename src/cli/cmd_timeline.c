@@ -60,12 +60,6 @@ static void usage(FILE *f)
           f);
 }
 
-static int kind_ok(const char *k)
-{
-    return strcmp(k, "connect") == 0 || strcmp(k, "send") == 0 ||
-           strcmp(k, "send_bytes") == 0 || strcmp(k, "request") == 0;
-}
-
 static int parse_limit(const char *s, struct chart *ch)
 {
     const char *eq = strchr(s, '=');
@@ -73,10 +67,10 @@ static int parse_limit(const char *s, struct chart *ch)
         return -EINVAL;
     memcpy(ch->kind, s, (size_t)(eq - s));
     ch->kind[eq - s] = '\0';
-    if (!kind_ok(ch->kind))
+    int k = rl_kind_by_name(ch->kind);
+    if (k < 0)
         return -EINVAL;
-    if (rl_parse_rate(eq + 1, strcmp(ch->kind, "send_bytes") == 0,
-                      &ch->rate) < 0 ||
+    if (rl_parse_rate(eq + 1, rl_kinds[k].sizes, &ch->rate) < 0 ||
         ch->rate.count == 0)
         return -EINVAL;
     ch->has_rate = true;
@@ -137,10 +131,7 @@ static bool section_rate(const struct rl_config *cfg, const char *name, int k,
 static void rate_from_config(struct chart *ch, const struct rl_logfile *lf,
                              const struct rl_config *cfg, const char *why)
 {
-    int k = strcmp(ch->kind, "connect") == 0   ? RL_KIND_CONNECT
-            : strcmp(ch->kind, "send") == 0    ? RL_KIND_SEND
-            : strcmp(ch->kind, "request") == 0 ? RL_KIND_REQUEST
-                                               : RL_KIND_SEND_BYTES;
+    int k = rl_kind_by_name(ch->kind);
     size_t none = 0;
     for (size_t j = 0; j < ch->nd; j++) {
         struct dest *d = &ch->d[j];

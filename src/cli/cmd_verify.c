@@ -17,6 +17,7 @@
 #include "cli/logfile.h"
 #include "cli/verify_pause.h"
 #include "limit/conform.h"
+#include "model/kinds.h"
 #include "util/declog.h"
 #include "util/parse.h"
 
@@ -64,10 +65,10 @@ static int parse_limit(const char *s, struct spec *sp)
         return -EINVAL;
     memcpy(sp->kind, s, (size_t)(eq - s));
     sp->kind[eq - s] = '\0';
-    bool bytes = strcmp(sp->kind, "send_bytes") == 0;
-    if (!bytes && strcmp(sp->kind, "connect") != 0 &&
-        strcmp(sp->kind, "send") != 0 && strcmp(sp->kind, "request") != 0)
+    int kind = rl_kind_by_name(sp->kind);
+    if (kind < 0)
         return -EINVAL;
+    bool bytes = rl_kinds[kind].sizes;
     char rate[128];
     const char *comma = strchr(eq + 1, ',');
     size_t rl = comma ? (size_t)(comma - eq - 1) : strlen(eq + 1);

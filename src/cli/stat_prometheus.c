@@ -127,7 +127,7 @@ int rl_prom_open(const char *user, const char *rule, const char *dest,
 
 int rl_prom_tls_unseen(const char *user, const char *rule, uint64_t n)
 {
-    struct prow *r = find(user, rule, NULL, "request");
+    struct prow *r = find(user, rule, NULL, rl_kind_name(RL_KIND_REQUEST));
     if (r == NULL)
         return -ENOMEM;
     r->tls_unseen += n;

@@ -19,12 +19,14 @@
 #include <string.h>
 
 #include "cli/verify_pause.h"
+#include "model/kinds.h"
 
 #define SHOW_MAX 20
 
 static bool went(const struct rl_declog_entry *e)
 {
-    return strcmp(e->limit, "request") == 0 && e->units > 0 &&
+    return strcmp(e->limit, rl_kind_name(RL_KIND_REQUEST)) == 0 &&
+           e->units > 0 &&
            (e->verdict == RL_DECLOG_ALLOW || e->verdict == RL_DECLOG_DELAY);
 }
 

@@ -166,7 +166,7 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
         *paused = (struct rl_fleet_paused){0, false};
     /* The host's lease holds send units only (fleet_lease.c): connects
      * and requests are each decided on Redis, exactly. */
-    if (kind != RL_KIND_SEND && kind != RL_KIND_SEND_BYTES)
+    if (!rl_kinds[kind].leased)
         pool = NULL;
     uint64_t cnow = rl_clock_coarse_ns();
     if (pool != NULL) {
@@ -340,8 +340,7 @@ void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
             continue;
         /* The pool's unspent units back, and what was spent while Redis
          * was away charged: nobody else would. */
-        bool leased =
-            pool != NULL && (k == RL_KIND_SEND || k == RL_KIND_SEND_BYTES);
+        bool leased = pool != NULL && rl_kinds[k].leased;
         struct rl_fleet_ask a = {0,
                                  0,
                                  0,

@@ -35,7 +35,7 @@
 #include "fleet/fleet_route.h"
 #include "fleet/fleet_settle.h"
 #include "limit/limit.h"
-#include "policy/config.h"
+#include "model/config.h"
 #include "util/atomics.h"
 
 #define RL_FLEET_WAIT_NS 50000000u    /* 50 ms: the longest wait on Redis */

@@ -23,7 +23,7 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     /* A request's two pause keys, last: its destination's, and that of
      * the destinations no response could name ("-"), which every request
      * of the budget obeys (gate_pause.c). */
-    unsigned pause = k->kind == RL_KIND_REQUEST ? 2 : 0;
+    unsigned pause = rl_kinds[k->kind].paused ? 2 : 0;
     rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 9 + 3 * n);
     if (sha != NULL) {
         rl_fleet_cmd_str(c, "EVALSHA");

@@ -14,7 +14,7 @@
 #include "fleet/fleet_conn.h"
 #include "fleet/fleet_pipe.h"
 #include "fleet/fleet_route.h"
-#include "policy/config.h"
+#include "model/config.h"
 
 /* What one call asks. */
 struct rl_fleet_ask {

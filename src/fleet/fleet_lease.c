@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "state/store.h"
 #include "util/clock.h"
 
 enum {
@@ -44,25 +43,25 @@ bool rl_fleet_leasable(const struct rl_rule *rule)
     bool any = false;
     if (rule->scope != RL_SCOPE_FLEET)
         return false;
-    for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++)
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        if (!rl_kinds[k].leased)
+            continue;
         for (unsigned i = 0; i < rule->nlimits[k]; i++) {
             if (rule->limits[k][i].algo != RL_ALGO_TOKEN_BUCKET)
                 return false;
             any = true;
         }
+    }
     return any;
 }
 
-void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *counters,
-                      struct rl_fleet_pool *p)
+void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *allowed,
+                      unsigned stride, struct rl_fleet_pool *p)
 {
     uintptr_t a = ((uintptr_t)area + 63) & ~(uintptr_t)63;
     p->w = (rl_atomic_u64 *)a;
     for (int k = 0; k < RL_KIND_COUNT; k++)
-        p->allowed[k] =
-            counters != NULL
-                ? &counters[k * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED]
-                : NULL;
+        p->allowed[k] = allowed != NULL ? allowed + k * stride : NULL;
 }
 
 static bool older(uint64_t then, uint64_t now, uint64_t ns)

@@ -32,7 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "policy/config.h"
+#include "model/config.h"
 #include "util/atomics.h"
 
 /* Words a fleet budget's slot gives its pool (16 used, aligned to a
@@ -61,9 +61,11 @@ struct rl_fleet_pool {
 bool rl_fleet_leasable(const struct rl_rule *rule);
 
 /* The pool in a slot's area (RL_FLEET_POOL_AREA_WORDS from `area`), with
- * the slot's counters (RL_STORE_STATS_PER_KIND per kind). */
-void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *counters,
-                      struct rl_fleet_pool *p);
+ * the slot's `allowed` counters: kind k's at allowed + k * stride (the
+ * slot's counters are state's: fleet never reads their layout). NULL:
+ * none. */
+void rl_fleet_pool_at(rl_atomic_u64 *area, rl_atomic_u64 *allowed,
+                      unsigned stride, struct rl_fleet_pool *p);
 
 /* The fast path: one send call (calls 0 or 1) of `bytes` out of the
  * pool, when it is fresh and holds them all; the spent units are

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "fleet/fleet_pipe.h"
-#include "policy/config.h"
+#include "model/config.h"
 #include "util/atomics.h"
 
 /* Every word relaxed: each is its own account (a stale read costs one

@@ -152,10 +152,8 @@ enum {
     RL_LOCK_BUSY = -1,     /* not held: this thread is already inside a
                               window's lock (a signal handler interrupted
                               it there), or the holder kept it longer than
-                              RL_LOCK_WAIT_NS (stopped): the caller denies */
+                              the ops wait (stopped): the caller denies */
 };
-
-#define RL_LOCK_WAIT_NS 1000000000ull /* 1 s */
 
 struct rl_lock_ops {
     int (*lock)(rl_word *lk);
@@ -165,7 +163,15 @@ struct rl_lock_ops {
     void (*in_critical)(rl_word *st);
 };
 
-/* The default ops, with system calls (src/util/ownerlock.c). */
+/* The default ops (window.c): the two functions below, with system
+ * calls, defined by util/ownerlock.c. Declared here rather than included,
+ * so that limit/ includes nothing of ours and util/ nothing of limit/: the
+ * one arrow between them is this link, from limit down to util.
+ * util/ownerlock.h declares them too (its RL_OWNERLOCK_* are the
+ * RL_LOCK_* above), and policy/gate.c, which includes both, has the
+ * compiler check that the two agree. */
+int rl_ownerlock_lock(rl_word *lk);
+void rl_ownerlock_unlock(rl_word *lk);
 extern const struct rl_lock_ops rl_ownerlock_ops;
 
 /* Set the ops every sliding window of this process uses from now on; NULL

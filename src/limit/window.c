@@ -48,6 +48,11 @@ _Static_assert(RL_WINDOW_STATE_WORDS == RL_WINDOW_LOCK_WORDS + 3,
                "lock, head, job, job stamp");
 _Static_assert(RL_WINDOW_MAX_COUNT < 0x3FFFFu, "a count fits in a job");
 
+const struct rl_lock_ops rl_ownerlock_ops = {
+    .lock = rl_ownerlock_lock,
+    .unlock = rl_ownerlock_unlock,
+};
+
 /* The ops in use: the default needs no set-up (a static initialiser);
  * tests swap them with rl_window_set_lock_ops. Read once per call. */
 static _Atomic(const struct rl_lock_ops *) lock_ops = &rl_ownerlock_ops;
@@ -146,7 +151,7 @@ static void run_job(rl_word *st, uint64_t n, uint64_t job, uint64_t stamp,
 /* Take the lock and finish a dead holder's job if it left one. Returns
  * false when the lock cannot be had (RL_LOCK_BUSY: a signal handler
  * re-entering a lock its thread is inside of, or a holder stopped for
- * longer than RL_LOCK_WAIT_NS): the caller must not touch the ring then. */
+ * longer than the ops wait): the caller must not touch the ring then. */
 static bool lock(rl_word *st, uint64_t n, const struct rl_lock_ops *ops)
 {
     uint64_t job;

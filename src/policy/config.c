@@ -90,14 +90,6 @@ static const struct words retry_after_words = {retry_after_names, NULL,
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
-static const char *const kind_names[RL_KIND_COUNT] = {
-    "connect", "send", "send_bytes", "request"};
-
-const char *rl_kind_name(int kind)
-{
-    return kind >= 0 && kind < RL_KIND_COUNT ? kind_names[kind] : "?";
-}
-
 const char *rl_errno_name(int e)
 {
     for (unsigned i = 0; i < errno_words.n; i++)

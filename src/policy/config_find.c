@@ -138,7 +138,7 @@ int rl_config_format_rate(int kind, const struct rl_limit *lim, char *buf,
     for (size_t i = 0; i < NELEM(per); i++)
         if (lim->period_ns == per[i].ns)
             unit = per[i].name;
-    if (kind == RL_KIND_SEND_BYTES) {
+    if (rl_kinds[kind].sizes) {
         szu = "B";
         for (size_t i = 0; i < NELEM(sz); i++) {
             if (count >= sz[i].mul && count % sz[i].mul == 0) {

@@ -300,10 +300,10 @@ static void settle_rule(struct pstate *ps, struct sect *s)
         struct raw_kind *rk = &s->raw[k];
         bool bad = false;
 
-        if (window && k == RL_KIND_SEND_BYTES && rk->nrates > 0) {
+        if (window && rl_kinds[k].sizes && rk->nrates > 0) {
             rl_cfg_err(ps, rk->rate_line,
-                       "'send_bytes' needs algorithm = token_bucket in [%s]",
-                       r->section);
+                       "'%s' needs algorithm = token_bucket in [%s]",
+                       rl_kind_name(k), r->section);
             bad = true;
         }
         if (rk->nbursts > 0 && window) {

@@ -198,7 +198,7 @@ void rl_cfg_p_rates(struct pstate *ps, const struct key *key, void *field,
                     const char *v)
 {
     struct raw_kind *rk = &ps->sects[ps->cur].raw[key->kind];
-    bool sizes = key->kind == RL_KIND_SEND_BYTES;
+    bool sizes = rl_kinds[key->kind].sizes;
     unsigned bad;
     int rc = rl_parse_rate_list(v, sizes, rk->rates, RL_MAX_RATES, &rk->nrates,
                                 &bad);
@@ -267,7 +267,7 @@ void rl_cfg_p_bursts(struct pstate *ps, const struct key *key, void *field,
         }
         memcpy(one, a, (size_t)(b - a));
         one[b - a] = '\0';
-        if (key->kind == RL_KIND_SEND_BYTES)
+        if (rl_kinds[key->kind].sizes)
             rc = rl_parse_size(one, &rk->bursts[n]);
         else
             rc = rl_parse_u64(one, &rk->bursts[n]);

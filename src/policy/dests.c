@@ -25,8 +25,8 @@
 #define H_LIVE 0u
 #define H_SAID 1u
 #define H_CURSOR 3u
-#define H_LOCK 8u /* RL_WINDOW_LOCK_WORDS words: the window's robust lock */
-_Static_assert(H_LOCK + RL_WINDOW_LOCK_WORDS <= HEADER, "the lock fits");
+#define H_LOCK 8u /* RL_OWNERLOCK_WORDS words: a robust lock */
+_Static_assert(H_LOCK + RL_OWNERLOCK_WORDS <= HEADER, "the lock fits");
 #define KEY_FREE 0u
 #define KEY_BUSY 1u
 #define KEY_TOMB 2u  /* emptied: not live, re-usable, chains go on past it */
@@ -247,17 +247,17 @@ static bool full(struct rl_dests *d, const struct rl_rule *rule, rl_word *words,
     return true;
 }
 
-/* The insert lock: the sliding window's robust process-shared mutex
+/* The insert lock: a robust process-shared mutex
  * (util/ownerlock.h): waiters sleep, a holder killed inside is taken over.
  * false when it could not be had (a stopped holder kept it too long). */
 static bool lock(struct rl_dests_table *t)
 {
-    return rl_ownerlock_lock((rl_word *)&t->w[H_LOCK]) != RL_LOCK_BUSY;
+    return rl_ownerlock_lock(&t->w[H_LOCK]) != RL_OWNERLOCK_BUSY;
 }
 
 static void unlock(struct rl_dests_table *t)
 {
-    rl_ownerlock_unlock((rl_word *)&t->w[H_LOCK]);
+    rl_ownerlock_unlock(&t->w[H_LOCK]);
 }
 
 /* Look `key` up from its home: the entry, or NULL. *free_at is the first

@@ -38,6 +38,21 @@
 #include "util/log.h"
 #include "util/ownerlock.h"
 
+/* The window's default lock is util/ownerlock's (limit.h declares its two
+ * functions, this file sees both declarations and the compiler checks
+ * them): the words and results of the two sides agree. */
+_Static_assert(RL_WINDOW_LOCK_WORDS == RL_OWNERLOCK_WORDS &&
+                   (int)RL_LOCK_OK == (int)RL_OWNERLOCK_OK &&
+                   (int)RL_LOCK_RECOVERED == (int)RL_OWNERLOCK_RECOVERED &&
+                   (int)RL_LOCK_BUSY == (int)RL_OWNERLOCK_BUSY,
+               "limit.h's lock is util/ownerlock.h's");
+/* A slot keeps counters for every kind (state/store.h: state knows no
+ * kinds, so a new kind grows RL_STORE_KINDS and the layout version). */
+_Static_assert(RL_STORE_KINDS >= RL_KIND_COUNT, "a slot counts every kind");
+/* A window's state words in a segment's arena (state/layout.h). */
+_Static_assert(RL_WINDOW_STATE_WORDS == 9,
+               "a window's state words are part of the layout version");
+
 static int claim(struct rl_gate *g, struct rl_store *st, struct budget *b)
 {
     bool overflowed = false;
@@ -55,8 +70,11 @@ static int claim(struct rl_gate *g, struct rl_store *st, struct budget *b)
         for (unsigned i = 0; i < b->rule->nlimits[k]; i++)
             b->states[k][i] = b->slot.words + b->layout.offset[k][i];
     if (b->layout.fleet != 0 && b->slot.nwords >= b->layout.nwords)
-        rl_fleet_pool_at(b->slot.words + b->layout.fleet, b->slot.counters,
-                         &b->fleet);
+        rl_fleet_pool_at(b->slot.words + b->layout.fleet,
+                         b->slot.counters != NULL
+                             ? b->slot.counters + RL_STAT_ALLOWED
+                             : NULL,
+                         RL_STORE_STATS_PER_KIND, &b->fleet);
     return 0;
 }
 

@@ -111,8 +111,8 @@ static struct rl_seg_pause *find_or_make(struct rl_pauses *p,
 int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
                   uint64_t *n)
 {
-    rl_word *lock = (rl_word *)p->head->lock;
-    if (rl_ownerlock_lock(lock) == RL_LOCK_BUSY)
+    rl_atomic_u64 *lock = p->head->lock;
+    if (rl_ownerlock_lock(lock) == RL_OWNERLOCK_BUSY)
         return -1;
     struct rl_seg_pause *e = find_or_make(p, s);
     if (s->count) {
@@ -141,8 +141,8 @@ void rl_pauses_backoff_end(struct rl_pauses *p, uint64_t key)
     rl_pauses_get(p, key, &b);
     if (b == 0)
         return; /* the common case: nothing to end, no lock */
-    rl_word *lock = (rl_word *)p->head->lock;
-    if (rl_ownerlock_lock(lock) == RL_LOCK_BUSY)
+    rl_atomic_u64 *lock = p->head->lock;
+    if (rl_ownerlock_lock(lock) == RL_OWNERLOCK_BUSY)
         return;
     for (uint32_t i = 0; i < WINDOW; i++) {
         struct rl_seg_pause *e = at(p, key, i);

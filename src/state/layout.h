@@ -3,7 +3,7 @@
  *
  * Fixed-width only: uint32_t, uint64_t, 64-bit atomic words and chars; no
  * pointers, no long. One exception, in the arena: a sliding window's first
- * RL_WINDOW_LOCK_WORDS state words hold a robust process-shared
+ * RL_OWNERLOCK_WORDS state words hold a robust process-shared
  * pthread_mutex_t (util/ownerlock.c), and so does the pause table's head
  * (in the fixed part), because only the kernel's robust
  * futex list releases a lock whose holder was killed, at once and in any
@@ -43,10 +43,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limit/limit.h"
-
 #include "state/store.h"
 #include "util/atomics.h"
+#include "util/ownerlock.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
 #define RL_LAYOUT_VERSION 7u
@@ -176,7 +175,7 @@ struct rl_seg_store {
  * budget, so it is kept apart from the budgets, in a bounded table of its
  * own in the fixed part (allocated with the file: setting a pause never
  * needs room). Its head holds the insert lock (a robust process-shared
- * mutex, util/ownerlock.h, in RL_WINDOW_LOCK_WORDS words); an entry is
+ * mutex, util/ownerlock.h, in RL_OWNERLOCK_WORDS words); an entry is
  *   key      hash of (section, user, destination name); 0: never used,
  *            1: being re-keyed under the lock. Lock-free readers load it
  *            (acquire) before and after the others and trust them only
@@ -191,7 +190,7 @@ struct rl_seg_store {
 #define RL_SEG_PAUSES 1024u
 #define RL_SEG_PAUSE_LABEL 96u
 struct rl_seg_pauses {
-    rl_atomic_u64 lock[RL_WINDOW_LOCK_WORDS];
+    rl_atomic_u64 lock[RL_OWNERLOCK_WORDS];
     rl_atomic_u64 said; /* "the table is full" said once */
     rl_atomic_u64 pad;
 };
@@ -247,11 +246,13 @@ _Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
                "storage head size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");
 _Static_assert(offsetof(struct rl_seg_store, counters) == 64, "counters");
-_Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8 &&
+_Static_assert(sizeof(pthread_mutex_t) <= RL_OWNERLOCK_WORDS * 8 &&
                    _Alignof(pthread_mutex_t) <= 8,
-               "a window's lock words hold a pthread_mutex_t (see the top)");
-_Static_assert(RL_WINDOW_LOCK_WORDS == 6 && RL_WINDOW_STATE_WORDS == 9,
-               "a window's state words are part of the layout version");
+               "a lock's words hold a pthread_mutex_t (see the top)");
+/* The limiters' state words in the arena are limit/'s: a window's are
+ * pinned where both are seen, policy/gate.c. */
+_Static_assert(RL_OWNERLOCK_WORDS == 6,
+               "the lock's words are part of the layout version");
 _Static_assert(RL_SEG_HEADER_SIZE % 8 == 0 && RL_SEG_SLOT_SIZE % 8 == 0,
                "every word stays 8-byte aligned");
 

@@ -1,5 +1,5 @@
-/* ownerlock.c — rl_ownerlock_ops: the window lock as a robust,
- * process-shared pthread mutex in shared memory (see ownerlock.h).
+/* ownerlock.c — a lock as a robust, process-shared pthread mutex in
+ * shared memory (see ownerlock.h).
  *
  * The words start zeroed (a new segment, a reset ring). A zeroed
  * pthread_mutex_t is a valid mutex, but a private, non-robust one; the
@@ -17,8 +17,8 @@
  * inside a window's lock (waiting, holding, or in glibc's robust-list
  * bookkeeping) must neither deadlock nor touch that bookkeeping: `inside`
  * (a thread-local flag set before the mutex call and cleared after the
- * unlock returns) makes such a lock return RL_LOCK_BUSY, which the window
- * turns into a denial. */
+ * unlock returns) makes such a lock return RL_OWNERLOCK_BUSY, which the
+ * window turns into a denial. */
 #include "util/ownerlock.h"
 
 #include <errno.h>
@@ -35,15 +35,15 @@
 
 #include "util/sys.h"
 
-_Static_assert(sizeof(pthread_mutex_t) <= RL_WINDOW_LOCK_WORDS * 8,
-               "the mutex fits the window's lock words (layout.h)");
+_Static_assert(sizeof(pthread_mutex_t) <= RL_OWNERLOCK_WORDS * 8,
+               "the mutex fits the lock's words (layout.h)");
 _Static_assert(_Alignof(pthread_mutex_t) <= 8,
                "state words are 8-byte aligned");
 
 /* Atomic words: racing first callers store the same values. `image_bits`
  * has bit i set when image[i] is not zero, and READY once `image` is
  * complete (release, paired with the acquire in image_words). */
-static _Atomic uint64_t image[RL_WINDOW_LOCK_WORDS];
+static _Atomic uint64_t image[RL_OWNERLOCK_WORDS];
 static atomic_uint image_bits;
 #define READY (1u << 31)
 
@@ -56,7 +56,7 @@ static unsigned make_image(void)
 {
     union {
         pthread_mutex_t m;
-        uint64_t w[RL_WINDOW_LOCK_WORDS];
+        uint64_t w[RL_OWNERLOCK_WORDS];
     } u;
     pthread_mutexattr_t a;
     unsigned bits = READY;
@@ -68,7 +68,7 @@ static unsigned make_image(void)
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&u.m, &a);
     pthread_mutexattr_destroy(&a);
-    for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++) {
+    for (unsigned i = 0; i < RL_OWNERLOCK_WORDS; i++) {
         atomic_store_explicit(&image[i], u.w[i], memory_order_relaxed);
         if (u.w[i])
             bits |= 1u << i;
@@ -93,7 +93,7 @@ uint64_t rl_ownerlock_self(void)
 
 /* Put the attributes in (see the top). A word that is neither zero nor
  * the image was never written by a process of ours there: written over. */
-static inline void ensure_mutex(rl_word *lk)
+static inline void ensure_mutex(rl_atomic_u64 *lk)
 {
     for (unsigned bits = image_words(); bits; bits &= bits - 1) {
         unsigned i = (unsigned)__builtin_ctz(bits);
@@ -123,22 +123,22 @@ static void cpu_relax(void)
 static void deadline(struct timespec *ts)
 {
     clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += (time_t)(RL_LOCK_WAIT_NS / 1000000000ull);
-    ts->tv_nsec += (long)(RL_LOCK_WAIT_NS % 1000000000ull);
+    ts->tv_sec += (time_t)(RL_OWNERLOCK_WAIT_NS / 1000000000ull);
+    ts->tv_nsec += (long)(RL_OWNERLOCK_WAIT_NS % 1000000000ull);
     if (ts->tv_nsec >= 1000000000L) {
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
 }
 
-int rl_ownerlock_lock(rl_word *lk)
+int rl_ownerlock_lock(rl_atomic_u64 *lk)
 {
     pthread_mutex_t *m = (pthread_mutex_t *)(void *)lk;
     struct timespec ts;
     int r;
 
     if (inside)
-        return RL_LOCK_BUSY;
+        return RL_OWNERLOCK_BUSY;
     inside = 1;
     atomic_signal_fence(memory_order_seq_cst);
     ensure_mutex(lk);
@@ -162,33 +162,27 @@ int rl_ownerlock_lock(rl_word *lk)
     if (r == ENOTRECOVERABLE) {
         /* Unlocked once without being made consistent (by no code of
          * ours): no one can hold it, so a fresh mutex is as good. */
-        for (unsigned i = 0; i < RL_WINDOW_LOCK_WORDS; i++)
+        for (unsigned i = 0; i < RL_OWNERLOCK_WORDS; i++)
             atomic_store(&lk[i], atomic_load(&image[i]));
         r = pthread_mutex_trylock(m);
     }
     if (r == EOWNERDEAD) {
         pthread_mutex_consistent(m);
-        return RL_LOCK_RECOVERED;
+        return RL_OWNERLOCK_RECOVERED;
     }
     if (r == 0)
-        return RL_LOCK_OK;
+        return RL_OWNERLOCK_OK;
     atomic_signal_fence(memory_order_seq_cst);
     inside = 0;
-    return RL_LOCK_BUSY;
+    return RL_OWNERLOCK_BUSY;
 }
 
-void rl_ownerlock_unlock(rl_word *lk)
+void rl_ownerlock_unlock(rl_atomic_u64 *lk)
 {
     pthread_mutex_unlock((pthread_mutex_t *)(void *)lk);
     atomic_signal_fence(memory_order_seq_cst);
     inside = 0;
 }
-
-const struct rl_lock_ops rl_ownerlock_ops = {
-    .lock = rl_ownerlock_lock,
-    .unlock = rl_ownerlock_unlock,
-    .in_critical = NULL,
-};
 
 /* ---- holders by pid ---------------------------------------------------*/
 

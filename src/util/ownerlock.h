@@ -1,6 +1,11 @@
-/* ownerlock.h — the OS half of the sliding window's lock (limit.h's
- * struct rl_lock_ops): a robust, process-shared pthread mutex kept in the
- * window's first RL_WINDOW_LOCK_WORDS state words.
+/* ownerlock.h — a robust, process-shared pthread mutex kept in
+ * RL_OWNERLOCK_WORDS words of shared memory: the sliding window's lock by
+ * default (limit.h's struct rl_lock_ops), and the lock of the segment's
+ * pause table, the per-destination table and the max_open records.
+ *
+ * Includes nothing of limit/: limit.h declares the two functions its
+ * default ops call, to the same signature and results, and policy/gate.c,
+ * which sees both headers, makes the compiler check that they agree.
  *
  * Why a robust mutex: waiters sleep in the kernel (futex) instead of
  * spinning, so a stopped holder costs them nothing; the kernel itself
@@ -14,16 +19,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "limit/limit.h"
+#include "util/atomics.h"
+
+/* Words of the lock; all zero at first. */
+#define RL_OWNERLOCK_WORDS 6u
+
+/* What rl_ownerlock_lock returns. */
+enum {
+    RL_OWNERLOCK_OK = 0,        /* held */
+    RL_OWNERLOCK_RECOVERED = 1, /* held; its previous holder died holding it */
+    RL_OWNERLOCK_BUSY = -1,     /* not held: this thread is already inside
+                                   such a lock (a signal handler interrupted
+                                   it there), or the holder kept it longer
+                                   than RL_OWNERLOCK_WAIT_NS (stopped) */
+};
+
+#define RL_OWNERLOCK_WAIT_NS 1000000000ull /* 1 s */
 
 /* Prepare the lock's one-time state (the mutex image) now, so that a
  * signal handler deciding a send never does it. Returns a non-zero id of
  * the calling thread ((pid << 32) | tid), for logs and tests. */
 uint64_t rl_ownerlock_self(void);
 
-/* The default ops: lock, unlock. */
-int rl_ownerlock_lock(rl_word *lk);
-void rl_ownerlock_unlock(rl_word *lk);
+/* Lock and unlock the RL_OWNERLOCK_WORDS words at `lk`. */
+int rl_ownerlock_lock(rl_atomic_u64 *lk);
+void rl_ownerlock_unlock(rl_atomic_u64 *lk);
 
 /* Holders named by pid: the max_open records of the segment (policy/
  * open.c) and the target processes of the --seccomp supervisor. A pid

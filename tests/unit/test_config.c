@@ -628,6 +628,21 @@ static bool in_table(const char *name)
     return false;
 }
 
+/* A row of model/kinds.h's table is enough for the words a kind is known
+ * by: its rates' and burst's keys are keys of the file, and its name
+ * finds it again. */
+Test(config, every_kind_of_the_table_has_its_keys)
+{
+    for (int k = 0; k < RL_KIND_COUNT; k++) {
+        cr_expect(in_table(rl_kinds[k].name), "%s", rl_kinds[k].name);
+        cr_expect(in_table(rl_kinds[k].burst_key), "%s",
+                  rl_kinds[k].burst_key);
+        cr_expect_eq(rl_kind_by_name(rl_kind_name(k)), k);
+    }
+    cr_expect_str_eq(rl_kind_name(RL_KIND_COUNT), "?");
+    cr_expect_eq(rl_kind_by_name("send_burst"), -1);
+}
+
 /* The keys a document names, into names[] (at most max); returns how
  * many. conf: every `key = value` line. man: every ".It Cm a , b = ..."
  * item (the words before " =", split at " , "). */

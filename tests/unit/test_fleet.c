@@ -451,7 +451,7 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     /* A fresh pool of the host, as a lease of sends leaves it. */
     static rl_atomic_u64 area[RL_FLEET_POOL_AREA_WORDS + 8];
     struct rl_fleet_pool pool;
-    rl_fleet_pool_at(area, NULL, &pool);
+    rl_fleet_pool_at(area, NULL, 0, &pool);
     uint64_t cnow = rl_clock_coarse_ns();
     for (unsigned i = 0; i < 16; i++)
         rl_store_relaxed_u64(&pool.w[i], cnow);
