@@ -32,7 +32,8 @@ bool rl_wait_nonblocking(int fd, int flags)
     if (flags & MSG_DONTWAIT)
         return true;
     int saved = errno;
-    long fl = syscall(SYS_fcntl, fd, F_GETFL);
+    /* Not libc's syscall(): inside the shim that name is our own hook. */
+    long fl = rl_raw_syscall(SYS_fcntl, fd, F_GETFL, 0, 0, 0, 0);
     errno = saved;
     return fl >= 0 && (fl & O_NONBLOCK);
 }
