@@ -519,6 +519,7 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 {
     if (!p->scanned || sent <= 0)
         return;
+    bool fresh = rl_reqscan_proto(&c->scan) == RL_HTTP_UNKNOWN;
     size_t left = (size_t)sent;
     for (size_t i = 0; i < n && left > 0 && rl_reqconn_counting(c); i++) {
         size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -528,6 +529,9 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     c->charged = c->charged > (uint64_t)sent ? c->charged - (uint64_t)sent : 0;
     if (c->charged == 0)
         c->turn = 0; /* else it is the turn of a request not sent yet */
+    if (fresh && rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
+        /* Its session may be known by this alone (a memory BIO's). */
+        c->hello_seen = rl_tls_hello_random(iov, n, c->hello);
 }
 
 /* Said once per process (a fork child's line would say the same); every

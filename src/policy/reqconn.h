@@ -176,7 +176,9 @@ void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,
                       const struct iovec *iov, size_t n,
                       const struct rl_reqwrite *w, struct rl_reqplan *p);
 
-/* After the real call took `sent` bytes (< 0: it failed). */
+/* After the real call took `sent` bytes (< 0: it failed). A stream whose
+ * first bytes were a ClientHello keeps its client random (c->hello): a
+ * session written through a memory BIO is paired with its socket by it. */
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
                      long sent, const struct rl_reqplan *p);
 

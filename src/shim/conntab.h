@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "http/tlshello.h"
+#include "policy/reqconn.h" /* RL_TLS_RANDOM: its hello */
 
 struct rl_reqconn;
 

@@ -6,7 +6,6 @@
  * until its turn, and trims the call. */
 #include <errno.h>
 
-#include "http/tlshello.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "policy/reqconn.h"
@@ -149,11 +148,7 @@ void rl_request_end(struct rl_send *s, long sent)
     struct rl_reqconn *c = s->rc;
     s->rc = NULL;
     bool in = rl_shim_enter();
-    bool fresh = rl_reqscan_proto(&c->scan) == RL_HTTP_UNKNOWN;
     rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
-    if (fresh && rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
-        /* Its session may be known by this alone (a memory BIO's). */
-        c->hello_seen = rl_tls_hello_random(s->iov, s->niov, c->hello);
     if (!rl_reqconn_counting(c) && !tls_unbound(c))
         forget(s->fd);
     if (in)

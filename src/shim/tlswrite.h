@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "http/tlshello.h"
 #include "policy/reqconn.h"
 
 struct rl_tlsent;

@@ -324,3 +324,23 @@ Test(reqconn, a_tls_request_without_a_port_is_charged_at_the_tunnels_port)
     p = write_(GET("/2", "a.test"), &whole, false);
     cr_assert_eq(p.act, RL_GATE_FAIL, "a.test:8443's burst is spent");
 }
+
+/* A plaintext socket whose first bytes are a ClientHello keeps its client
+ * random: the session that wrote it through a memory BIO claims the
+ * socket by it (shim/conntab.c). */
+Test(reqconn, a_stream_that_starts_with_a_client_hello_keeps_its_random)
+{
+    gate_with("[default]\nrequest = 1/min\n");
+    unsigned char rec[5 + 4 + 2 + 32 + 8] = {0x16, 0x03, 0x01, 0x00, 46,
+                                             0x01, 0x00, 0x00, 42, 0x03,
+                                             0x03};
+    for (int i = 0; i < 32; i++)
+        rec[11 + i] = (unsigned char)(0xa0 + i);
+    struct iovec iov = {rec, sizeof rec};
+    struct rl_reqplan p;
+    rl_reqconn_plan(&proc, &conn, &iov, 1, &plain, &p);
+    cr_assert_not(conn.hello_seen, "not before it went");
+    rl_reqconn_done(&conn, &iov, 1, (long)sizeof rec, &p);
+    cr_assert(conn.hello_seen);
+    cr_assert_eq(memcmp(conn.hello, rec + 11, 32), 0);
+}
