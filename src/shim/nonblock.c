@@ -311,10 +311,11 @@ int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
     int act = rl_gate_send(rl_shim_proc(), t, call, fd, sa, salen, calls, 1,
                            want, min);
     if (t->say_due) {
-        /* A log line the rate limit admitted names the peer: asked now,
-         * for a line that is written only. */
-        const struct sockaddr *to = peer_of(fd, &peer, &salen);
-        rl_gate_say_peer(rl_shim_proc(), t, call, fd, to, salen);
+        /* A log line the rate limit admitted names the destination: the
+         * peer is asked now only if the decision did not need it. */
+        if (sa == NULL)
+            sa = peer_of(fd, &peer, &salen);
+        rl_gate_say_peer(rl_shim_proc(), t, call, fd, sa, salen);
     }
     if (act == RL_GATE_FAIL) {
         int k = rl_wait_kernel_says(fd);
