@@ -7,12 +7,17 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "gate_fixture.h"
+#include "policy/budget.h"
 #include "policy/gate.h"
+#include "state/store.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 static struct rl_gate_ticket t;
 
@@ -190,4 +195,71 @@ Test(handler, grants_the_bytes_that_are_free_down_to_the_minimum)
     cr_expect_eq(g, 40);
     cr_expect_eq(h_send(NULL, 0, 10, 1, &g, &err), RL_GATE_FAIL);
     cr_expect_eq(err, ECONNREFUSED);
+}
+
+/* A log line is formatted and written: never from a handler, where an
+ * ordinary decision writes one (the shim's log, the decision log). */
+static bool has_lines(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+Test(handler, logs_nothing_where_an_ordinary_decision_logs_a_line)
+{
+    char text[256], path[128], dlog[128];
+    snprintf(path, sizeof path, "%s/shim.log", fixture_dir);
+    snprintf(dlog, sizeof dlog, "%s/decisions.jsonl", fixture_dir);
+    snprintf(text, sizeof text,
+             "[rlshim]\ndecision_log = %s\n[user:tester]\nsend = 1/h\n",
+             dlog);
+    fixture_gate(&proc, "tester", text);
+    cr_assert_eq(rl_log_setup(&proc.log, 3, path), 0); /* a file */
+    int err;
+    cr_assert_eq(h_send_to("10.0.0.1", &err), RL_GATE_GO);
+    cr_assert_eq(h_send_to("10.0.0.1", &err), RL_GATE_FAIL);
+    cr_expect(!has_lines(path), "a handler's denial was logged");
+    cr_expect(!has_lines(dlog), "a handler's decision was logged");
+    cr_assert_eq(send_to("10.0.0.1", 1), RL_GATE_FAIL);
+    cr_expect(has_lines(path) && has_lines(dlog),
+              "the ordinary denial was not logged: the test proves nothing");
+}
+
+/* A thread's lease is filled under its holder's lock: never from a
+ * handler, so the thread's next ordinary send is decided on its own. */
+Test(handler, never_fills_the_threads_lease)
+{
+    fixture_gate(&proc, "tester",
+                 "[user:tester]\nsend_bytes = 64000/h\nsend = 6400/h\n");
+    uint64_t g;
+    int err;
+    cr_assert_eq(h_send(NULL, 0, 100, 100, &g, &err), RL_GATE_GO);
+    cr_assert_eq(rl_gate_send(&proc, &t, "send", 3, NULL, 0, 1, 1, 100, 100),
+                 RL_GATE_GO);
+    cr_expect(!t.leased, "a handler filled the thread's lease");
+    cr_assert_eq(rl_gate_send(&proc, &t, "send", 3, NULL, 0, 1, 1, 100, 100),
+                 RL_GATE_GO);
+    cr_expect(t.leased, "no lease at all: the test proves nothing");
+}
+
+/* Re-opening a segment another process replaced allocates: a handler
+ * decides in the budget as it was loaded, the next ordinary call moves
+ * to the new segment. */
+Test(handler, decides_in_the_budget_as_loaded_never_reopening_it)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nsend = 2/h\n");
+    cr_assert_eq(send_to("10.0.0.1", 1), RL_GATE_GO);
+    /* What `rlshim reset` without a config does: renew the segment. */
+    struct rl_store *st = NULL;
+    uint32_t uid = (uint32_t)getuid();
+    cr_assert_eq(rl_store_attach(&st, fixture_dir, uid,
+                                 rl_budget_hash(proc.gate.cfg), NULL, 0),
+                 0);
+    cr_assert_eq(rl_store_renew(st, fixture_dir, uid, NULL, 0), 0);
+    rl_store_close(st);
+    int err;
+    cr_expect_eq(h_send_to("10.0.0.1", &err), RL_GATE_GO);
+    cr_expect_eq(h_send_to("10.0.0.1", &err), RL_GATE_FAIL,
+                 "a handler re-opened the replaced segment");
+    cr_expect_eq(send_to("10.0.0.1", 1), RL_GATE_GO, "not replaced");
 }

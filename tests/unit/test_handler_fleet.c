@@ -159,3 +159,38 @@ Test(handler_fleet, gives_the_lease_its_unit_back_when_a_site_denies)
                  "the site's denial kept the lease's unit");
     cr_expect_eq(h_call(RL_KIND_SEND, "10.0.0.2", &err), RL_GATE_FAIL);
 }
+
+/* A lease's units reach the segment's counters at the pool's next fill
+ * (fleet_lease.h): a handler's grant does not count them a second time. */
+Test(handler_fleet, leaves_a_lease_grant_to_be_counted_at_the_next_fill)
+{
+    gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+              "[user:crawler]\nscope = fleet\nsend = 1000/s\n"
+              "send_burst = 4096\n");
+    struct budget *b = atomic_load(&proc.gate.cur);
+    cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
+    uint64_t now = rl_clock_coarse_ns();
+    for (unsigned i = 0; i < 16; i++)
+        rl_store_relaxed_u64(&b->fleet.w[i], now);
+    rl_store_relaxed_u64(&b->fleet.w[0], 5);
+    int err;
+    cr_assert_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_GO);
+    cr_assert_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_GO);
+    unsigned allowed = RL_KIND_SEND * RL_STORE_STATS_PER_KIND + RL_STAT_ALLOWED;
+    cr_expect_eq(rl_load_relaxed_u64(&b->slot.counters[allowed]), 0,
+                 "counted before the pool's fill");
+}
+
+/* The charges are taken in their order, the rule's first: a rule that is
+ * spent says no before a site's fleet budget is asked. */
+Test(handler_fleet, says_the_rules_denial_before_a_sites_fleet_budget)
+{
+    gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
+              "[user:crawler]\nsend = 1/h\nerrno = ECONNREFUSED\n"
+              "[site:a]\nto = 10.0.0.1\nscope = fleet\nsend = 100/s\n"
+              "errno = ENETUNREACH\n");
+    int err;
+    cr_assert_eq(send_to("10.0.0.1"), RL_GATE_GO); /* spends the rule's */
+    cr_expect_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_FAIL);
+    cr_expect_eq(err, ECONNREFUSED);
+}
