@@ -2,9 +2,10 @@
  * store and the budget in use, the counters, and the calls that need no
  * decision of their own (leased sends, the send ETA, the exit).
  *
- * A decision is in gate_take.c (the budgets a call is charged to, taken
- * at the one turn the call goes), its max_open places in gate_open.c, its
- * log lines in gate_log.c, and a call from a signal handler in
+ * A decision is in gate_decide.c, the budgets it charges in
+ * gate_charges.c, the take from them at the one turn the call goes in
+ * gate_take.c, its max_open places in gate_open.c, its log lines in
+ * gate_log.c, and what a call from a signal handler does differently in
  * gate_signal.c; leases (lease.c) and the exit report (report.c) sit
  * beside them. */
 #include "policy/gate.h"

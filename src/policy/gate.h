@@ -92,6 +92,9 @@ struct rl_gate_ticket {
     uint64_t retry_ns; /* RL_GATE_FAIL: ns until the denied units could
                           go (UINT64_MAX: never, or not known) */
     bool leased;      /* granted from the thread's lease (rl_gate_send) */
+    /* Decided in a signal handler (rl_gate_handler): every step of the
+     * pipeline async-signal-safe (gate_signal.c says which). */
+    bool handler;
     unsigned ncharges;
     const struct rl_rule *denier; /* RL_GATE_FAIL: the section that said no */
     /* max_open (policy/open.h): the open areas this connect holds until

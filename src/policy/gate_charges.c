@@ -4,6 +4,7 @@
  * site's budget for it), each local or on Redis; found from the
  * destination the hook handed over, never by asking about the fd. The
  * take from them is gate_take.c's. */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,13 +63,18 @@ static void fleet_dest(struct rl_gate_ticket *t, struct rl_gate_charge *c,
 
 /* Charge the budget of section `r` for (owner, name) in the table of
  * policy/dests.h, counting in `b` (the section's budget for the user).
- * false when not even an overflow budget could be had. */
+ * false when not even an overflow budget could be had; in a handler, when
+ * the table does not hold it yet (making it allocates). */
 static bool add_dest(struct rl_dests *d, struct rl_gate_ticket *t,
                      struct budget *b, const struct rl_rule *r,
                      const char *owner, const char *name, size_t namelen)
 {
     struct rl_dest_entry e;
-    if (rl_dests_find(d, b->store, r, owner, name, namelen, t->now, &e) < 0)
+    int got =
+        t->handler
+            ? rl_dests_lookup(d, b->store, r, owner, name, namelen, &e)
+            : rl_dests_find(d, b->store, r, owner, name, namelen, t->now, &e);
+    if (got < 0)
         return false;
     struct rl_gate_charge *c = new_charge(t);
     c->budget = b;
@@ -81,12 +87,20 @@ static bool add_dest(struct rl_dests *d, struct rl_gate_ticket *t,
     return true;
 }
 
+/* A budget a handler cannot have (rl_gate_charges_peer): the call is
+ * denied by its section. */
+static bool not_here(struct rl_gate_ticket *t, const struct rl_rule *r)
+{
+    t->denier = r;
+    return false;
+}
+
 /* The budgets a call to destination p is charged to, into t->charge[]:
  * the rule's (when its `to` covers p; its budget for the destination when
  * it is `per = destination`) and the first site that covers p (likewise).
  * `kind` >= 0: only sections that limit that kind (a request charges no
  * per-destination entry of a section without a request limit). */
-void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                           struct budget *b, struct rl_peer *peer, int kind)
 {
     const struct rl_gate *g = &p->gate;
@@ -100,29 +114,42 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
         if (rule->per == RL_PER_DESTINATION) {
             namelen = rl_dests_peer_name(peer, name);
             const char *owner = rl_budget_user(rule, g->user);
-            if (!add_dest(&p->dests, t, b, rule, owner, name, namelen))
+            if (!add_dest(&p->dests, t, b, rule, owner, name, namelen)) {
+                if (t->handler)
+                    return not_here(t, rule);
                 /* No room at all: the rule's own (in Redis, still the
                  * destination's). */
                 fleet_dest(t, add_budget(g, t, b), owner, name, namelen);
+            }
         } else {
             add_budget(g, t, b);
         }
     }
     int si = rl_sites_pick_peer(&p->sites, peer, pname);
-    struct budget *sb =
-        si >= 0 ? rl_sites_budget(&p->sites, si, b->store) : NULL;
+    struct budget *sb = NULL;
+    if (si >= 0) {
+        /* A site's budget never charged in this process yet is claimed
+         * (and allocated for) only outside a handler. */
+        sb = t->handler ? rl_sites_budget_now(&p->sites, si, b->store)
+                        : rl_sites_budget(&p->sites, si, b->store);
+        if (sb == NULL && t->handler)
+            return not_here(t, rl_sites_rule(&p->sites, si));
+    }
     if (sb != NULL && (kind < 0 || sb->rule->nlimits[kind] > 0)) {
         if (sb->rule->per != RL_PER_DESTINATION) {
             add_budget(g, t, sb);
         } else {
             if (namelen == 0)
                 namelen = rl_dests_peer_name(peer, name);
-            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen))
+            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen)) {
+                if (t->handler)
+                    return not_here(t, sb->rule);
                 fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
+            }
         }
     }
     if (kind != RL_KIND_REQUEST || t->ncharges == 0)
-        return;
+        return true;
     /* A request's pauses are its destination's (SPEC §12), whatever
      * budget it shares: keyed by section, user and the name, here and on
      * Redis (t->dest: the same name fleet_dest writes). */
@@ -140,29 +167,35 @@ void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
         c->pause_key = rl_pauses_key(ri, g->user, name, namelen);
         c->pause_key_untold = rl_pauses_key(ri, g->user, "-", 1);
     }
+    return true;
 }
 
-void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
+bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
                      const void *sa, unsigned salen)
 {
     struct rl_gate *g = &p->gate;
     const struct rl_rule *rule = g->rule;
-    struct budget *b = rl_gate_budget(g);
+    /* In a handler, the budget as it is: re-opening a replaced segment
+     * allocates. */
+    struct budget *b = t->handler
+                           ? atomic_load_explicit(&g->cur, memory_order_acquire)
+                           : rl_gate_budget(g);
     t->ncharges = 0;
     if (b == NULL)
-        return;
+        return true;
     if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
         add_budget(g, t, b); /* the hook asked rl_gate_covers */
-        return;
-    }
-    if (sa == NULL) {
-        if (rule != NULL)
-            add_budget(g, t, b);
-        return;
+        return true;
     }
     struct rl_peer dest;
-    if (rl_peer_from_addr(&p->names, sa, salen, &dest))
-        rl_gate_charges_peer(p, t, b, &dest, -1);
+    if (sa != NULL && rl_peer_from_addr(&p->names, sa, salen, &dest))
+        return rl_gate_charges_peer(p, t, b, &dest, -1);
+    /* No destination: the rule's own budget. An address that cannot be
+     * read charges it too in a handler, none outside one
+     * (handler::charges_the_rule_for_a_destination_it_cannot_read). */
+    if (rule != NULL && (sa == NULL || t->handler))
+        add_budget(g, t, b);
+    return true;
 }
 
 /* The destination a request names: the connection's peer address (when
@@ -197,7 +230,7 @@ bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
     struct rl_peer peer;
     if (b == NULL || !rl_gate_request_peer(p, q, &peer))
         return false;
-    /* The budgets its decision charges (request_at, gate_take.c). */
+    /* The budgets its decision charges (request_at, gate_decide.c). */
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1];
     rl_gate_ticket_init(&t, rl_clock_now_ns(), q->units, 0);

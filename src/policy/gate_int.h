@@ -1,6 +1,7 @@
 /* gate_int.h — the gate's process state, shared by gate.c (set-up),
- * gate_take.c (the decision), gate_open.c (max_open places),
- * gate_signal.c (a call from a signal handler), gate_log.c, lease.c
+ * gate_decide.c (the decision), gate_charges.c (its budgets), gate_take.c
+ * (the take from them), gate_signal.c (the steps a signal handler's
+ * decision changes), gate_open.c (max_open places), gate_log.c, lease.c
  * (units a thread takes ahead) and report.c (the exit report).
  * Not for the shim: it calls gate.h's functions only (policy/proc.h
  * includes this header for the size of struct rl_proc, nothing more).
@@ -92,7 +93,7 @@ struct rl_gate {
     bool fleet_lease;
     /* A connect is charged to the rule's own budget alone, with one limit
      * of connects and no max_open, decided in this host and not logged:
-     * one take, counted, and no ticket of charges (gate_take.c's
+     * one take, counted, and no ticket of charges (gate_decide.c's
      * connect_now). Fixed at init. */
     bool connect_alone;
     struct rl_report report;
@@ -135,18 +136,21 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now,
 /* The budgets a call to destination p is charged to, into t->charge[]
  * (kind >= 0: only sections that limit that kind), and the destination a
  * request names (false: none can be told). gate_charges.c; the request's
- * outcome (gate_pause.c) finds the same budgets as its decision did. */
+ * outcome (gate_pause.c) finds the same budgets as its decision did.
+ * false only in a handler (t->handler): a budget it would have to make,
+ * t->denier the section whose it is. */
 struct rl_peer;
 struct rl_gate_req;
-void rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
+bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                           struct budget *b, struct rl_peer *peer, int kind);
 bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
                           struct rl_peer *peer);
 
 /* The budgets a call to `sa` (NULL: not known) is charged to, into
  * t->charge[] (rl_gate_charges_peer; without a destination, the rule's own
- * budget). A store that could not be set up charges none. */
-void rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
+ * budget). A store that could not be set up charges none. false only in
+ * a handler, as rl_gate_charges_peer. */
+bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
                      const void *sa, unsigned salen);
 
 /* The Redis label of fleet charge c (NULL: the user's rule budget, the
@@ -167,5 +171,33 @@ void rl_gate_fleet_lease_refund(struct rl_gate *g, uint64_t calls,
  * back the places held. */
 bool rl_gate_open_take(struct rl_proc *p, struct rl_gate_ticket *t);
 void rl_gate_open_untake(struct rl_proc *p, struct rl_gate_ticket *t);
+
+/* The take from t's charges (gate_take.c): `want` (at least `min`) units
+ * of `kind` from every charge at one turn, from `from` ns after t->now;
+ * true with *granted the least grant, else nothing of `kind` held and
+ * t->denier the section that said no. rl_gate_untake_all gives back
+ * `units` of `kind` to every charge that took and forgets it. */
+bool rl_gate_take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+                  uint64_t want, uint64_t min, uint64_t from,
+                  uint64_t *granted);
+void rl_gate_untake_all(struct rl_gate_ticket *t, int kind, uint64_t units);
+
+/* How far a denial by `rule` may move a call's turn (0: fail mode). */
+static inline uint64_t rl_gate_max_wait(const struct rl_rule *rule)
+{
+    return rule->on_deny == RL_DENY_DELAY ? rule->max_delay_ns : 0;
+}
+
+/* A signal handler's steps (gate_signal.c), for a ticket with `handler`
+ * set: the take of `want` (at least `min`) units of `kind` from charge c
+ * now, never waiting (a verdict of nothing: denied); the give-back of a
+ * fleet charge's grant to the host's lease; and max_open, which a handler
+ * cannot hold (false: a charge has it, t->denier says which). */
+struct rl_verdict rl_gate_take_in_handler(const struct rl_gate_ticket *t,
+                                          struct rl_gate_charge *c, int kind,
+                                          uint64_t want, uint64_t min);
+void rl_gate_untake_in_handler(const struct rl_gate_charge *c, int kind,
+                               uint64_t units);
+bool rl_gate_open_in_handler(struct rl_gate_ticket *t);
 
 #endif

@@ -1,6 +1,6 @@
 /* gate_open.c — a connect's max_open places (policy/open.h) as the gate
  * holds them: one per charge whose section has max_open, taken before the
- * rate's turn (gate_take.c says why), bound to the fd once connected, and
+ * rate's turn (gate_decide.c says why), bound to the fd once connected, and
  * the wait of a connect denied for want of one (see gate.h). */
 #include <stdio.h>
 

@@ -203,7 +203,7 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
     struct rl_peer peer;
     if (b == NULL || !rl_gate_request_peer(p, q, &peer))
         return;
-    /* The same budgets as the request's decision (gate_take.c). */
+    /* The same budgets as the request's decision (gate_decide.c). */
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1], name[RL_NAME_MAX + 1];
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];

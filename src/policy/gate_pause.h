@@ -1,5 +1,5 @@
 /* gate_pause.h — a request budget's pause (SPEC §12; gate_pause.c says
- * what its two words hold), for the decision (gate_take.c) and for
+ * what its two words hold), for the decision (gate_decide.c) and for
  * `rlshim stat`. The outcome that sets a pause is in gate.h. */
 #ifndef RL_POLICY_GATE_PAUSE_H
 #define RL_POLICY_GATE_PAUSE_H
