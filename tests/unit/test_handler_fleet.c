@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../redis_server.h"
+#include "gate_fixture.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
@@ -18,25 +19,18 @@
 #include "util/atomics.h"
 #include "util/clock.h"
 
-static struct rl_proc proc;
 static struct rl_gate_ticket t;
-static char dir[64];
 static struct redis R;
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/rlshim-hfleet-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    setenv("RLSHIM_STATE_DIR", dir, 1);
+    fixture_state_dir("hfleet");
 }
 
 static void teardown(void)
 {
     redis_kill(&R);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    fixture_state_dir_remove();
 }
 
 TestSuite(handler_fleet, .init = setup, .fini = teardown, .timeout = 30);
@@ -84,6 +78,19 @@ static int send_to(const char *ip)
     return rl_gate_send(&proc, &t, "sendto", 3, &a, sizeof a, 1, 1, 10, 10);
 }
 
+/* The host's lease of the rule's budget, filled as Redis leaves it: `n`
+ * sends, every word of the pool stamped now. */
+static struct budget *lease_of(uint64_t n)
+{
+    struct budget *b = atomic_load(&proc.gate.cur);
+    cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
+    uint64_t now = rl_clock_coarse_ns();
+    for (unsigned i = 0; i < 16; i++)
+        rl_store_relaxed_u64(&b->fleet.w[i], now);
+    rl_store_relaxed_u64(&b->fleet.w[0], n);
+    return b;
+}
+
 Test(handler_fleet, spends_the_hosts_lease_and_never_asks_redis)
 {
     gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
@@ -94,12 +101,7 @@ Test(handler_fleet, spends_the_hosts_lease_and_never_asks_redis)
                  "Redis was asked from a handler");
     cr_expect_eq(err, ECONNREFUSED);
     /* A fresh lease of 5 sends, as Redis leaves the host's pool. */
-    struct budget *b = atomic_load(&proc.gate.cur);
-    cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
-    uint64_t now = rl_clock_coarse_ns();
-    for (unsigned i = 0; i < 16; i++)
-        rl_store_relaxed_u64(&b->fleet.w[i], now);
-    rl_store_relaxed_u64(&b->fleet.w[0], 5);
+    (void)lease_of(5);
     for (int i = 0; i < 5; i++)
         cr_expect_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_GO,
                      "%d", i);
@@ -147,12 +149,7 @@ Test(handler_fleet, gives_the_lease_its_unit_back_when_a_site_denies)
               "[site:a]\nto = 10.0.0.1\nsend = 1/h\nerrno = ENETUNREACH\n");
     int err;
     cr_assert_eq(send_to("10.0.0.1"), RL_GATE_GO); /* spends the site's */
-    struct budget *b = atomic_load(&proc.gate.cur);
-    cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
-    uint64_t now = rl_clock_coarse_ns();
-    for (unsigned i = 0; i < 16; i++)
-        rl_store_relaxed_u64(&b->fleet.w[i], now);
-    rl_store_relaxed_u64(&b->fleet.w[0], 1);
+    (void)lease_of(1);
     cr_expect_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_FAIL);
     cr_expect_eq(err, ENETUNREACH);
     cr_expect_eq(h_call(RL_KIND_SEND, "10.0.0.2", &err), RL_GATE_GO,
@@ -167,12 +164,7 @@ Test(handler_fleet, leaves_a_lease_grant_to_be_counted_at_the_next_fill)
     gate_with("[rlshim]\nfleet = redis://127.0.0.1:%d\nfleet_fallback = deny\n"
               "[user:crawler]\nscope = fleet\nsend = 1000/s\n"
               "send_burst = 4096\n");
-    struct budget *b = atomic_load(&proc.gate.cur);
-    cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
-    uint64_t now = rl_clock_coarse_ns();
-    for (unsigned i = 0; i < 16; i++)
-        rl_store_relaxed_u64(&b->fleet.w[i], now);
-    rl_store_relaxed_u64(&b->fleet.w[0], 5);
+    struct budget *b = lease_of(5);
     int err;
     cr_assert_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_GO);
     cr_assert_eq(h_call(RL_KIND_SEND, "10.0.0.1", &err), RL_GATE_GO);
