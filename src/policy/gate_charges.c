@@ -190,10 +190,11 @@ bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
     struct rl_peer dest;
     if (sa != NULL && rl_peer_from_addr(&p->names, sa, salen, &dest))
         return rl_gate_charges_peer(p, t, b, &dest, -1);
-    /* No destination: the rule's own budget. An address that cannot be
-     * read charges it too in a handler, none outside one
-     * (handler::charges_the_rule_for_a_destination_it_cannot_read). */
-    if (rule != NULL && (sa == NULL || t->handler))
+    /* No destination: the rule's own budget. An address that is not
+     * inet names no destination of ours and charges nothing, in a
+     * handler as outside one (the kernel refuses such a send to an inet
+     * socket; handler::charges_nothing_for_an_address_that_is_not_inet). */
+    if (rule != NULL && sa == NULL)
         add_budget(g, t, b);
     return true;
 }

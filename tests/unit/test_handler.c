@@ -149,9 +149,10 @@ Test(handler, spends_a_rules_per_destination_budget_it_never_adds)
     cr_expect_eq(h_send_to("10.0.0.1", &err), RL_GATE_FAIL);
 }
 
-/* An address the gate cannot take apart (not inet): the rule's own
- * budget, where the ordinary decision charges none. */
-Test(handler, charges_the_rule_for_a_destination_it_cannot_read)
+/* An address that is not inet names no destination: nothing is
+ * charged, as in the ordinary decision; a send with no address at all
+ * (a stream whose peer is gone) is the rule's own. */
+Test(handler, charges_nothing_for_an_address_that_is_not_inet)
 {
     fixture_gate(&proc, "tester",
                  "[user:tester]\nsend = 1/h\n"
@@ -161,8 +162,13 @@ Test(handler, charges_the_rule_for_a_destination_it_cannot_read)
     uint64_t g;
     int err;
     cr_expect_eq(h_send(&u, sizeof u, 1, 1, &g, &err), RL_GATE_GO);
-    cr_expect_eq(h_send(&u, sizeof u, 1, 1, &g, &err), RL_GATE_FAIL);
+    cr_expect_eq(h_send(&u, sizeof u, 1, 1, &g, &err), RL_GATE_GO);
+    cr_expect_eq(h_send(NULL, 0, 1, 1, &g, &err), RL_GATE_GO);
     cr_expect_eq(h_send(NULL, 0, 1, 1, &g, &err), RL_GATE_FAIL);
+    cr_expect_eq(h_send(&u, sizeof u, 1, 1, &g, &err), RL_GATE_GO);
+    cr_expect_eq(rl_gate_send_at(&proc, &t, rl_clock_now_ns(), "sendto", 3,
+                                 &u, sizeof u, 1, 1, 1, 1),
+                 RL_GATE_GO, "the ordinary decision alike");
 }
 
 /* The rule and a site together, all or none: the site's denial gives the
