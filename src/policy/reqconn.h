@@ -41,6 +41,7 @@
 #include "http/tlshello.h"
 #include "policy/dest.h"
 #include "policy/names.h"
+#include "util/waitlock.h"
 
 struct rl_proc;
 struct rl_gate_req;
@@ -100,10 +101,12 @@ struct rl_reqconn {
     bool hello_seen;
     bool tls_paced;
     /* A socket's connection: held by a write (conntab.c). A TLS
-     * session's: its state, taken while a write plans, decides again or
-     * ends, and while its reader looks at an answer (atomic; tlswrite.c
-     * rl_tlswrite_hold). */
-    int busy;
+     * session's: the state its request and response sides share (the
+     * scanners, the record of requests awaiting answers, `http`, the
+     * flags above), a lock word (util/waitlock.h; rl_reqconn_hold),
+     * taken while a write plans, decides again or ends, and while its
+     * reader looks at an answer. */
+    uint32_t busy;
     /* A TLS session's connection: a write is in progress, from its plan
      * to its end, its sleep included (atomic: another thread's write at
      * once is not scanned). `busy` is then held only while the write
@@ -111,6 +114,20 @@ struct rl_reqconn {
      * answers (a 429 among them) while the write waits for its turn. */
     int writing;
 };
+
+/* Take c's shared state (`busy`), waiting up to max_ns for the thread
+ * that holds it (false: not had, and nothing is held: a holder that
+ * never came back). Every call below but rl_reqconn_init, _free and
+ * _lost is made holding it when another thread may use c. */
+static inline bool rl_reqconn_hold(struct rl_reqconn *c, uint64_t max_ns)
+{
+    return rl_waitlock_take(&c->busy, max_ns);
+}
+
+static inline void rl_reqconn_let_go(struct rl_reqconn *c)
+{
+    rl_waitlock_let_go(&c->busy);
+}
 
 /* How a write goes: a plaintext socket write may be cut before a request
  * that cannot go (a short write); a TLS write goes whole or not at all;
