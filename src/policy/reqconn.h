@@ -70,9 +70,10 @@ struct rl_reqconn {
     struct rl_reqsent sent[RL_SENT_MAX];
     uint8_t nsent;
     bool resp_off; /* responses are read no further */
-    int resp_lost; /* atomic: bytes went by unread (a read while another
-                      thread held the connection, or from a signal
-                      handler): the next read turns the side off */
+    int resp_lost; /* atomic: bytes went by unread (a second thread's
+                      read at once, a read that waited too long for the
+                      state, or a signal handler's): the next read turns
+                      the side off */
     /* The connection's destination: its peer (salen 0: not known) and the
      * TLS server name the program set ("" : none). */
     struct sockaddr_storage peer;
@@ -100,13 +101,17 @@ struct rl_reqconn {
     uint8_t hello[RL_TLS_RANDOM];
     bool hello_seen;
     bool tls_paced;
-    /* A socket's connection: held by a write (conntab.c). A TLS
-     * session's: the state its request and response sides share (the
-     * scanners, the record of requests awaiting answers, `http`, the
-     * flags above), a lock word (util/waitlock.h; rl_reqconn_hold),
-     * taken while a write plans, decides again or ends, and while its
-     * reader looks at an answer. */
+    /* The state the request and response sides share (the scanners, the
+     * record of requests awaiting answers, `http`, the flags above): a
+     * lock word (util/waitlock.h; rl_reqconn_hold), taken while a write
+     * plans, decides again or ends, and while a read looks at an answer.
+     * Never across a sleep or a real call: a read sees its answers (a
+     * 429 among them) while a write of another thread waits its turn. */
     uint32_t busy;
+    /* A socket's connection: whether a write and a read hold it, and
+     * whether it was unlinked meanwhile (conntab.c, under its table's
+     * lock). */
+    int holds;
     /* A TLS session's connection: a write is in progress, from its plan
      * to its end, its sleep included (atomic: another thread's write at
      * once is not scanned). `busy` is then held only while the write
