@@ -41,6 +41,7 @@
 #include "http/tlshello.h"
 #include "policy/dest.h"
 #include "policy/names.h"
+#include "util/waitlock.h"
 
 struct rl_proc;
 struct rl_gate_req;
@@ -69,9 +70,10 @@ struct rl_reqconn {
     struct rl_reqsent sent[RL_SENT_MAX];
     uint8_t nsent;
     bool resp_off; /* responses are read no further */
-    int resp_lost; /* atomic: bytes went by unread (a read while another
-                      thread held the connection, or from a signal
-                      handler): the next read turns the side off */
+    int resp_lost; /* atomic: bytes went by unread (a second thread's
+                      read at once, a read that waited too long for the
+                      state, or a signal handler's): the next read turns
+                      the side off */
     /* The connection's destination: its peer (salen 0: not known) and the
      * TLS server name the program set ("" : none). */
     struct sockaddr_storage peer;
@@ -99,11 +101,17 @@ struct rl_reqconn {
     uint8_t hello[RL_TLS_RANDOM];
     bool hello_seen;
     bool tls_paced;
-    /* A socket's connection: held by a write (conntab.c). A TLS
-     * session's: its state, taken while a write plans, decides again or
-     * ends, and while its reader looks at an answer (atomic; tlswrite.c
-     * rl_tlswrite_hold). */
-    int busy;
+    /* The state the request and response sides share (the scanners, the
+     * record of requests awaiting answers, `http`, the flags above): a
+     * lock word (util/waitlock.h; rl_reqconn_hold), taken while a write
+     * plans, decides again or ends, and while a read looks at an answer.
+     * Never across a sleep or a real call: a read sees its answers (a
+     * 429 among them) while a write of another thread waits its turn. */
+    uint32_t busy;
+    /* A socket's connection: whether a write and a read hold it, and
+     * whether it was unlinked meanwhile (conntab.c, under its table's
+     * lock). */
+    int holds;
     /* A TLS session's connection: a write is in progress, from its plan
      * to its end, its sleep included (atomic: another thread's write at
      * once is not scanned). `busy` is then held only while the write
@@ -111,6 +119,20 @@ struct rl_reqconn {
      * answers (a 429 among them) while the write waits for its turn. */
     int writing;
 };
+
+/* Take c's shared state (`busy`), waiting up to max_ns for the thread
+ * that holds it (false: not had, and nothing is held: a holder that
+ * never came back). Every call below but rl_reqconn_init, _free and
+ * _lost is made holding it when another thread may use c. */
+static inline bool rl_reqconn_hold(struct rl_reqconn *c, uint64_t max_ns)
+{
+    return rl_waitlock_take(&c->busy, max_ns);
+}
+
+static inline void rl_reqconn_let_go(struct rl_reqconn *c)
+{
+    rl_waitlock_let_go(&c->busy);
+}
 
 /* How a write goes: a plaintext socket write may be cut before a request
  * that cannot go (a short write); a TLS write goes whole or not at all;

@@ -13,8 +13,12 @@
 #include "shim/fdtab.h"
 #include "shim/self.h"
 
-#define HELD 1    /* a write holds it */
-#define CLOSED 2  /* unlinked while held: the writer frees it */
+/* c->holds: the write and the read that hold it, each from another
+ * thread maybe; an entry unlinked while either holds it is freed by the
+ * last to let go. */
+#define WRITER 1
+#define READER 2
+#define CLOSED 4
 
 static void drop(struct rl_reqconn *c)
 {
@@ -52,8 +56,8 @@ static struct rl_reqconn *unlink_fd(unsigned fd)
     struct rl_reqconn *c = tab->by_fd[fd];
     tab->by_fd[fd] = NULL;
     atomic_fetch_sub(&tab->n, 1);
-    if (c->busy & HELD) {
-        c->busy |= CLOSED;
+    if (c->holds & (WRITER | READER)) {
+        c->holds |= CLOSED;
         return NULL;
     }
     return c;
@@ -108,43 +112,54 @@ void rl_conntab_late(int fd)
     errno = saved;
 }
 
-static struct rl_reqconn *acquire(int fd, bool reader)
+static struct rl_reqconn *acquire(int fd, int side)
 {
     struct rl_conntab *tab = &rl_shim_self->conntab;
     if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
         return NULL;
     pthread_mutex_lock(&tab->lock);
     struct rl_reqconn *c = (unsigned)fd < tab->cap ? tab->by_fd[fd] : NULL;
-    if (c != NULL && (c->busy & HELD)) {
-        if (reader)
+    if (c != NULL && (c->holds & side)) {
+        /* Another thread's of the same side at once. */
+        if (side == READER)
             rl_reqconn_lost(c);
         c = NULL;
     }
     if (c != NULL)
-        c->busy |= HELD;
+        c->holds |= side;
     pthread_mutex_unlock(&tab->lock);
     return c;
 }
 
-struct rl_reqconn *rl_conntab_acquire(int fd)
+static void release(struct rl_reqconn *c, int side)
 {
-    return acquire(fd, false);
+    struct rl_conntab *tab = &rl_shim_self->conntab;
+    pthread_mutex_lock(&tab->lock);
+    c->holds &= ~side;
+    bool last = c->holds == CLOSED;
+    pthread_mutex_unlock(&tab->lock);
+    if (last)
+        drop(c);
 }
 
-struct rl_reqconn *rl_conntab_acquire_read(int fd)
+struct rl_reqconn *rl_conntab_acquire(int fd)
 {
-    return acquire(fd, true);
+    return acquire(fd, WRITER);
 }
 
 void rl_conntab_release(struct rl_reqconn *c)
 {
-    struct rl_conntab *tab = &rl_shim_self->conntab;
-    pthread_mutex_lock(&tab->lock);
-    bool closed = (c->busy & CLOSED) != 0;
-    c->busy = 0;
-    pthread_mutex_unlock(&tab->lock);
-    if (closed)
-        drop(c);
+    release(c, WRITER);
+}
+
+struct rl_reqconn *rl_conntab_acquire_read(int fd)
+{
+    return acquire(fd, READER);
+}
+
+void rl_conntab_release_read(struct rl_reqconn *c)
+{
+    release(c, READER);
 }
 
 void rl_conntab_forget_range(unsigned first, unsigned last)
@@ -176,9 +191,9 @@ int rl_conntab_claim_hello(const uint8_t random[RL_TLS_RANDOM])
     pthread_mutex_lock(&tab->lock);
     for (unsigned i = 0; i < tab->cap && fd < 0; i++) {
         struct rl_reqconn *c = tab->by_fd[i];
-        /* One a write holds is left for the next look: its fields are
-         * the writer's until it lets go. */
-        if (c != NULL && !(c->busy & HELD) && c->hello_seen && !c->tls_owned &&
+        /* One a write or a read holds is left for the next look: its
+         * fields are theirs until they let go. */
+        if (c != NULL && c->holds == 0 && c->hello_seen && !c->tls_owned &&
             memcmp(c->hello, random, RL_TLS_RANDOM) == 0) {
             c->hello_seen = false;
             c->tls_paced = true;
@@ -239,6 +254,8 @@ void rl_conntab_atfork_child(void)
     struct rl_conntab *tab = &rl_shim_self->conntab;
     pthread_mutex_init(&tab->lock, NULL);
     for (unsigned fd = 0; fd < tab->cap; fd++)
-        if (tab->by_fd[fd] != NULL)
+        if (tab->by_fd[fd] != NULL) {
+            tab->by_fd[fd]->holds = 0;
             tab->by_fd[fd]->busy = 0;
+        }
 }

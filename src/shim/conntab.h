@@ -9,11 +9,17 @@
  * close leaves the entry, stale, for the number's next connect to
  * replace.
  * A write holds its connection from the plan to the commit (acquire ...
- * release), across the sleep and the real call: a close meanwhile only
- * unlinks it, and the writer frees it when it lets go. A second thread
- * writing on the same connection at the same time is not scanned (its
- * bytes would interleave anyway). The table's lock is held only to look
- * up, link and unlink, never across a call; the fork child re-makes it
+ * release), across the sleep and the real call, and a read from the
+ * real call's return to the end of its look at the answers; the two
+ * hold it apart, so a thread that reads while another's write sleeps
+ * for its turn sees the answers (a 429 that pauses that write among
+ * them). What both sides touch is taken only for a moment
+ * (rl_reqconn_hold, policy/reqconn.h), never across a sleep or a call.
+ * A close meanwhile only unlinks it, and the last holder frees it when
+ * it lets go. A second thread writing on the same connection at the same
+ * time is not scanned (its bytes would interleave anyway), nor a second
+ * one reading. The table's lock is held only to look up, link and
+ * unlink, never across a call; the fork child re-makes it
  * (rl_conntab_atfork_child). */
 #ifndef RL_SHIM_CONNTAB_H
 #define RL_SHIM_CONNTAB_H
@@ -48,18 +54,21 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len);
  * connect in progress) the bit stays, for the next call. Keeps errno. */
 void rl_conntab_late(int fd);
 
-/* fd's connection, held by the caller until rl_conntab_release; NULL when
- * fd has none or another write holds it. */
+/* fd's connection, held by the caller's write until rl_conntab_release;
+ * NULL when fd has none or another write holds it. A read may hold it
+ * too. */
 struct rl_reqconn *rl_conntab_acquire(int fd);
 void rl_conntab_release(struct rl_reqconn *c);
 
-/* rl_conntab_acquire for a read (hook_recv.c): when another thread holds
- * the connection, the bytes this read returns go by unseen, and its
- * response side is told so (rl_reqconn_lost) before NULL is returned. */
+/* The same for a read (hook_recv.c), until rl_conntab_release_read: when
+ * another read holds the connection, the bytes this read returns go by
+ * unseen, and its response side is told so (rl_reqconn_lost) before NULL
+ * is returned. A write may hold it too. */
 struct rl_reqconn *rl_conntab_acquire_read(int fd);
+void rl_conntab_release_read(struct rl_reqconn *c);
 
-/* fd is closed or replaced: its connection goes (now, or when its writer
- * lets go). Cheap when the table is empty. */
+/* fd is closed or replaced: its connection goes (now, or when its last
+ * holder lets go). Cheap when the table is empty. */
 void rl_conntab_forget(int fd);
 void rl_conntab_forget_range(unsigned first, unsigned last);
 
@@ -85,7 +94,7 @@ int rl_conntab_claim_hello(const uint8_t random[RL_TLS_RANDOM]);
 bool rl_conntab_tls_visible(void);
 
 /* In the fork child: the lock is re-made; the parent's connections stay
- * (the child shares their sockets) but none is held. */
+ * (the child shares their sockets) but none is held, nor their state. */
 void rl_conntab_atfork_child(void);
 
 #endif

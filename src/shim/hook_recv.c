@@ -31,6 +31,10 @@
 #include "shim/self.h"
 #include "shim/shim.h"
 
+/* How long a read waits for a write of another thread that plans or
+ * ends (asking Redis for a fleet budget takes part of it). */
+#define READ_WAIT_MAX_NS 200000000ull
+
 /* Bytes of fd's stream went by unseen (a handler's read, which may take
  * no lock, or MSG_TRUNC's): said in the mark with one CAS, nothing locked
  * or allocated; the next read turns the response side off. */
@@ -70,12 +74,22 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
                !rl_fdtab_cas(fd, &m, m & ~RL_FD_RESP_LOST))
             ;
     }
-    const struct rl_reqread r = {fd, call};
-    int proto = rl_reqscan_proto(&c->scan);
-    /* Ciphertext is the TLS layer's to read (whose socket the send side
-     * keeps until its session is found: hook_request.c). */
-    if (proto != RL_HTTP_TLS)
-        rl_reqconn_received(rl_shim_proc(), c, iov, n, got, &r);
+    /* A write of another thread planning or ending: a wait as long as
+     * that (a write asleep for its turn, or in its real call, does not
+     * hold the state). Past the bound, these bytes go by unseen, and the
+     * answers are no longer paired. */
+    int proto = RL_HTTP_UNKNOWN;
+    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS)) {
+        rl_reqconn_lost(c);
+    } else {
+        const struct rl_reqread r = {fd, call};
+        proto = rl_reqscan_proto(&c->scan);
+        /* Ciphertext is the TLS layer's to read (whose socket the send
+         * side keeps until its session is found: hook_request.c). */
+        if (proto != RL_HTTP_TLS)
+            rl_reqconn_received(rl_shim_proc(), c, iov, n, got, &r);
+        rl_reqconn_let_go(c);
+    }
     if (proto == RL_HTTP_NONE) {
         /* Not HTTP after all: from now on its calls cost what any other
          * socket's do. */
@@ -83,7 +97,7 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
         rl_conntab_forget(fd);
     }
     rl_shim_leave();
-    rl_conntab_release(c);
+    rl_conntab_release_read(c);
     errno = saved;
 }
 

@@ -2,8 +2,9 @@
  * §11): the step before the send's own decision (rl_send_begin) and the
  * one after the real call (rl_send_settle), on a connection of
  * shim/conntab.h. The decisions are policy/reqconn.c's; this file holds
- * the connection across the call, sleeps, holds a non-blocking socket
- * until its turn, and trims the call. */
+ * the connection across the call (its shared state only while it plans,
+ * decides again and ends: rl_reqconn_hold), sleeps, holds a non-blocking
+ * socket until its turn, and trims the call. */
 #include <errno.h>
 
 #include "policy/gate.h"
@@ -18,6 +19,11 @@
 #include "shim/tlswrite.h"
 #include "shim/wait.h"
 #include "util/clock.h"
+
+/* How long a write waits for a read of another thread that looks at an
+ * answer (and pauses its destination); the bound is for a holder that
+ * never came back (a cancelled thread). */
+#define WRITE_WAIT_MAX_NS 1000000000ull
 
 /* A TLS record on a plaintext socket that no TLS library of the process
  * could have written: its requests cannot be seen (said once). */
@@ -58,9 +64,11 @@ static int ciphertext(struct rl_send *s, struct rl_reqconn *c)
         c->tls_owned = true;
     uint64_t until = 0;
     int r = 0;
-    if (c->tls_paced)
+    bool paced = c->tls_paced, owned = c->tls_owned;
+    rl_reqconn_let_go(c);
+    if (paced)
         r = rl_wait_paced(s->fd, s->flags, &until);
-    else if (c->tls_owned)
+    else if (owned)
         forget(s->fd);
     rl_shim_leave();
     rl_conntab_release(c);
@@ -80,9 +88,14 @@ int rl_request_begin(struct rl_send *s)
         rl_shim_leave();
         return 0;
     }
-    if (s->iov == NULL) {
-        /* Bytes the shim does not see (sendfile): the stream's place is
-         * lost, so its requests are counted no further. */
+    /* A read of another thread looking at an answer holds the state a
+     * moment. Not had (its holder never came back), or bytes the shim
+     * does not see (sendfile): the stream's place is lost, so its
+     * requests are counted no further. */
+    bool held = rl_reqconn_hold(c, WRITE_WAIT_MAX_NS);
+    if (!held || s->iov == NULL) {
+        if (held)
+            rl_reqconn_let_go(c);
         forget(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);
@@ -96,6 +109,7 @@ int rl_request_begin(struct rl_send *s)
     rl_reqconn_plan(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
     tls_check(c);
     if (!s->rp.scanned) {
+        rl_reqconn_let_go(c);
         rl_shim_leave();
         rl_conntab_release(c);
         return 0;
@@ -103,6 +117,7 @@ int rl_request_begin(struct rl_send *s)
     if (s->rp.act == RL_GATE_FAIL) {
         /* Held back, unless the kernel has something to say (SPEC §2):
          * a hang-up goes to the kernel, which refuses it, uncounted. */
+        rl_reqconn_let_go(c);
         int k = rl_wait_kernel_says(s->fd);
         if (k == 0 && s->rp.wake != 0 &&
             rl_ready_hold(rl_shim_proc(), s->fd, s->rp.wake) >= 0)
@@ -116,6 +131,10 @@ int rl_request_begin(struct rl_send *s)
         errno = k > 0 ? k : s->rp.err;
         return -1;
     }
+    /* Asleep and in the real call, the write lets a read of another
+     * thread see the answers: a 429 that comes while it waits pauses its
+     * destination, and holds it at its turn. */
+    rl_reqconn_let_go(c);
     rl_shim_leave();
     s->rc = c;
     if (s->rp.allow < s->len) {
@@ -130,7 +149,12 @@ int rl_request_begin(struct rl_send *s)
          * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())
             break;
-        rl_reqconn_again(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
+        if (rl_reqconn_hold(c, WRITE_WAIT_MAX_NS)) {
+            rl_reqconn_again(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
+            rl_reqconn_let_go(c);
+        } else {
+            s->rp.wake = 0;
+        }
         rl_shim_leave();
     }
     if (s->rp.act == RL_GATE_FAIL) {
@@ -148,8 +172,13 @@ void rl_request_end(struct rl_send *s, long sent)
     struct rl_reqconn *c = s->rc;
     s->rc = NULL;
     bool in = rl_shim_enter();
+    /* (Not held after the bound: its holder is gone.) */
+    bool held = rl_reqconn_hold(c, WRITE_WAIT_MAX_NS);
     rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
-    if (!rl_reqconn_counting(c) && !tls_unbound(c))
+    bool done = !rl_reqconn_counting(c) && !tls_unbound(c);
+    if (held)
+        rl_reqconn_let_go(c);
+    if (done)
         forget(s->fd);
     if (in)
         rl_shim_leave();

@@ -47,13 +47,13 @@ tls_received(const void *session, void *buf, size_t n, const char *call)
         /* A write of another thread planning or ending: a wait as long as
          * that (a sleeping write does not hold it). Past the bound, these
          * bytes go by unseen, and the answers are no longer paired. */
-        if (!rl_tlswrite_hold(c, READ_WAIT_MAX_NS)) {
+        if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS)) {
             rl_reqconn_lost(c);
         } else {
             struct iovec one = {buf, n};
             const struct rl_reqread r = {e->fd, call};
             rl_reqconn_received(rl_shim_proc(), c, &one, 1, n, &r);
-            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+            rl_reqconn_let_go(c);
         }
     }
     rl_shim_leave();

@@ -165,30 +165,17 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     return begin_how(w, session, buf, n, &done, call, ops, RL_REQ_WHOLE);
 }
 
-/* Takes the connection's state (c->busy), waiting up to max_ns for
- * whoever holds it: a write only while it plans or ends, the session's
- * reader while it looks at an answer (and pauses its destination). No
- * holder waits for anything else meanwhile, so the wait ends; the bound
- * is for a holder that never came back (a cancelled thread). */
-bool rl_tlswrite_hold(struct rl_reqconn *c, uint64_t max_ns)
-{
-    uint64_t until = 0;
-    while (__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE) != 0) {
-        uint64_t now = rl_clock_now_ns();
-        if (until == 0)
-            until = rl_add_sat_u64(now, max_ns);
-        else if (now >= until)
-            return false;
-        rl_shim_sleep_until(now + 50000);
-    }
-    return true;
-}
-
+/* A write waits this long at most for the connection's state
+ * (rl_reqconn_hold): held by a write only while it plans or ends, by the
+ * session's reader while it looks at an answer (and pauses its
+ * destination). No holder waits for anything else meanwhile, so the wait
+ * ends; the bound is for a holder that never came back (a cancelled
+ * thread). */
 #define HOLD_MAX_NS 1000000000ull
 
 static void let_go(struct rl_reqconn *c)
 {
-    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    rl_reqconn_let_go(c);
     __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
 }
 
@@ -234,7 +221,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         errno = saved;
         return RL_TLSW_PASS;
     }
-    if (!rl_tlswrite_hold(c, HOLD_MAX_NS)) {
+    if (!rl_reqconn_hold(c, HOLD_MAX_NS)) {
         __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
         rl_shim_leave();
         errno = saved;
@@ -293,7 +280,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     /* Asleep and in the real call, the write lets the session's reader
      * see answers: a 429 that comes while it waits pauses its
      * destination, and holds it at its turn. */
-    __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+    rl_reqconn_let_go(c);
     rl_shim_leave();
     int sock = e->fd >= 0 ? e->fd : e->wire;
     while (!nb && !mem && w->p.wake != 0) {
@@ -304,9 +291,9 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
          * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())
             break;
-        if (rl_tlswrite_hold(c, HOLD_MAX_NS)) {
+        if (rl_reqconn_hold(c, HOLD_MAX_NS)) {
             rl_reqconn_again(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
-            __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+            rl_reqconn_let_go(c);
         } else {
             w->p.wake = 0;
         }
@@ -374,7 +361,7 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     int saved = errno;
     bool in = rl_shim_enter();
     /* (Not held after the bound: its holder is gone.) */
-    (void)rl_tlswrite_hold(c, HOLD_MAX_NS);
+    (void)rl_reqconn_hold(c, HOLD_MAX_NS);
     rl_reqconn_done(c, &w->iov, 1, sent, &w->p);
     if (in)
         rl_shim_leave();

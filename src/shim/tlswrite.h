@@ -107,12 +107,6 @@ struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
                                               const struct rl_tlsops *ops);
 void rl_tlswrite_handshake_end(struct rl_tlsent *e);
 
-/* Takes a TLS session's connection state (its `busy`), waiting up to
- * max_ns for the thread that holds it (false: not had). The session's
- * reader holds it while it looks at an answer; a write only while it
- * plans and while it ends, never asleep. */
-bool rl_tlswrite_hold(struct rl_reqconn *c, uint64_t max_ns);
-
 /* The session whose last write this thread denied (NULL: none), and the
  * denial's errno: the next SSL_get_error for it says
  * SSL_ERROR_WANT_WRITE for EAGAIN (write again when the socket is

@@ -177,6 +177,52 @@ Test(pause_dest, forty_paused_names_hold_no_other_name_in_a_full_table)
     cr_expect_eq(seen("/ok/evil/"), 0, "an evil name's pause was lost");
 }
 
+/* The server's n requests, one of them answered 429 with Retry-After:
+ * 3, by the server's own clock: none arrived inside the pause, and after
+ * it they came one at a time. The client read the 429 after the server
+ * stamped it, so an arrival earlier than 3 s after it is inside the pause
+ * (less 50 ms for the stamps); a slow machine only makes arrivals later. */
+static void expect_none_inside_the_pause(int n)
+{
+    double t[16], t429 = -1;
+    char line[512], times[400] = "";
+    size_t tl = 0;
+    cr_assert_leq(n, 16);
+    for (int i = 0; i < n; i++) {
+        int status = 0;
+        h_server_line(&st, "REQ", i, line, sizeof line);
+        cr_assert_eq(sscanf(line, "REQ %lf %*s %*s %d", &t[i], &status), 2,
+                     "%s", line);
+        if (status == 429)
+            t429 = t[i];
+    }
+    cr_assert_geq(t429, 0, "no 429 was answered");
+    for (int i = 1; i < n; i++) /* in the order they arrived */
+        for (int k = i; k > 0 && t[k] < t[k - 1]; k--) {
+            double x = t[k];
+            t[k] = t[k - 1];
+            t[k - 1] = x;
+        }
+    int inside = 0;
+    for (int i = 0; i < n; i++) {
+        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
+                               t[i] - t429);
+        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
+            inside++;
+    }
+    cr_log_info("arrivals after the 429 (s):%s", times);
+    cr_expect_eq(inside, 0, "%d requests reached the server inside the "
+                            "3 s pause (at%s s)",
+                 inside, times);
+    /* After the pause, one at a time: never two within half a period. */
+    for (int i = 1; i < n; i++)
+        if (t[i - 1] > t429)
+            cr_expect_geq(t[i] - t[i - 1], 0.25,
+                          "two requests %.3f s apart after the pause "
+                          "(at%s s)",
+                          t[i] - t[i - 1], times);
+}
+
 /* Eight threads, each one GET on a connection of its own, started
  * together under 2 requests a second: the first to arrive is answered
  * 429 with Retry-After: 3 while the others wait for their turns. */
@@ -206,46 +252,7 @@ Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
     h_run(&r, true, 50, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
     cr_assert_eq(h_server_wait(&st, "REQ", 8, 5), 8, "%s", r.out);
-    /* The server's own clock: the 429's time, then each other arrival
-     * relative to it. The client read the 429 after the server stamped
-     * it, so an arrival earlier than 3 s after it is inside the pause
-     * (less 50 ms for the stamps). */
-    double t[8], t429 = -1;
-    char line[512], times[400] = "";
-    size_t tl = 0;
-    for (int i = 0; i < 8; i++) {
-        int status = 0;
-        h_server_line(&st, "REQ", i, line, sizeof line);
-        cr_assert_eq(sscanf(line, "REQ %lf %*s %*s %d", &t[i], &status), 2,
-                     "%s", line);
-        if (status == 429)
-            t429 = t[i];
-    }
-    cr_assert_geq(t429, 0, "no 429 was answered");
-    for (int i = 1; i < 8; i++) /* in the order they arrived */
-        for (int k = i; k > 0 && t[k] < t[k - 1]; k--) {
-            double x = t[k];
-            t[k] = t[k - 1];
-            t[k - 1] = x;
-        }
-    int inside = 0;
-    for (int i = 0; i < 8; i++) {
-        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
-                               t[i] - t429);
-        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
-            inside++;
-    }
-    cr_log_info("arrivals after the 429 (s):%s", times);
-    cr_expect_eq(inside, 0, "%d requests reached the server inside the "
-                            "3 s pause (at%s s)",
-                 inside, times);
-    /* After the pause, one at a time: never two within half a period. */
-    for (int i = 1; i < 8; i++)
-        if (t[i - 1] > t429)
-            cr_expect_geq(t[i] - t[i - 1], 0.25,
-                          "two requests %.3f s apart after the pause "
-                          "(at%s s)",
-                          t[i] - t[i - 1], times);
+    expect_none_inside_the_pause(8);
     /* The decision log says the same: the pause held the requests, those
      * queued before the 429 was read decided again at their turns
      * (moved_ns), those that asked after it held at once (a slow start of
@@ -262,4 +269,74 @@ Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
     snprintf(cmd, sizeof cmd, "%s/rlshim verify '%s' --obeyed-retry-after",
              h_env("RLSHIM_BUILD"), log);
     cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* One keep-alive connection, two threads (a pipelining client's shape,
+ * and Java's and Go's HTTP/1.1 transports'): one writes the requests one
+ * after another, the shim sleeping it to each turn, while the other
+ * reads the answers. argv[1] = the server's port, then the paths; prints
+ * "RESP <status line>" for each answer read. */
+static const char split_py[] =
+    "import socket, sys, threading\n"
+    "port, paths = int(sys.argv[1]), sys.argv[2:]\n"
+    "s = socket.create_connection(('127.0.0.1', port))\n"
+    "def reader():\n"
+    "    buf, n = b'', 0\n"
+    "    while n < len(paths):\n"
+    "        d = s.recv(4096)\n"
+    "        if not d:\n"
+    "            break\n"
+    "        buf += d\n"
+    "        while b'\\r\\n\\r\\n' in buf:\n"
+    "            i = buf.index(b'\\r\\n\\r\\n')\n"
+    "            head = buf[:i].decode('latin-1').split('\\r\\n')\n"
+    "            cl = 0\n"
+    "            for h in head[1:]:\n"
+    "                k, _, v = h.partition(':')\n"
+    "                if k.strip().lower() == 'content-length':\n"
+    "                    cl = int(v)\n"
+    "            if len(buf) < i + 4 + cl:\n"
+    "                break\n"
+    "            print('RESP', head[0], flush=True)\n"
+    "            buf, n = buf[i + 4 + cl:], n + 1\n"
+    "t = threading.Thread(target=reader)\n"
+    "t.start()\n"
+    "for p in paths:\n"
+    "    s.sendall(b'GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
+    "              % p.encode())\n"
+    "t.join()\n";
+
+/* The second request is answered 429 with Retry-After: 3 while the
+ * writer sleeps for the third's turn: the reader hears it, and the
+ * writer's queued request waits for the pause's end. */
+Test(pause_dest, a_429_read_by_another_thread_holds_the_writer, .timeout = 60)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "decision_log = %s\n"
+                   "[default]\nrequest = 2/s\nrequest_burst = 1\n",
+                   log);
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)split_py, port,
+                    "/ok/0", "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5",
+                    NULL};
+    h_run(&r, true, 50, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);
+    int answers = 0;
+    for (const char *p = r.out; (p = strstr(p, "RESP ")) != NULL; p++)
+        answers++;
+    cr_expect_eq(answers, 6, "the reader read %d answers of 6\n%s", answers,
+                 r.out);
+    /* The decision log: the 429 was heard (its line, verdict "pause"),
+     * and the pause held the writer's next request. */
+    int heard = h_file_lines(log, "\"verdict\":\"pause\"");
+    int held = h_file_lines(log, "\"reason\":\"retry_after\"") - heard;
+    cr_log_info("decisions: the 429 heard %d time(s), %d held by it", heard,
+                held);
+    cr_expect_eq(heard, 1, "the reader thread's 429 was not heard");
+    cr_expect_geq(held, 1, "no decision says the pause held a request");
+    expect_none_inside_the_pause(6);
 }
