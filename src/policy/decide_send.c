@@ -144,8 +144,7 @@ static uint64_t least_grant(struct asking *k)
          * probe changes nothing) or a site may be. */
         uint64_t least = rl_gate_send_least_nonblocking(k->p, want);
         if (least > min &&
-            (rl_sites_any(&k->p->sites) ||
-             rl_gate_send_eta(k->p, least) > 0) &&
+            (rl_sites_any(&k->p->sites) || rl_gate_send_eta(k->p, least) > 0) &&
             nonblocking(k))
             min = least;
     }
@@ -217,8 +216,8 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
      * it to decide. */
     if (k.sa == NULL && rl_gate_needs_peer(p))
         ask_peer(&k);
-    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls,
-                          1, q->want, min);
+    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls, 1,
+                          q->want, min);
     if (a->t.say_due) {
         /* A log line the rate limit admitted names the destination: the
          * peer is asked now only if the decision did not need it. */

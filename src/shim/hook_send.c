@@ -223,7 +223,8 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
         }
         return RL_HOOK_FAIL;
     }
-    if (s->cact == RL_HOOK_GO && tc.now + tc.wait_ns > s->a.t.now + s->a.t.wait_ns)
+    if (s->cact == RL_HOOK_GO &&
+        tc.now + tc.wait_ns > s->a.t.now + s->a.t.wait_ns)
         /* One sleep covers both: until the later reservation. */
         s->a.t.wait_ns = tc.now + tc.wait_ns - s->a.t.now;
     return act;

@@ -114,8 +114,7 @@ Test(decide_send, a_denied_nonblocking_send_is_held_then_told_eagain)
     cr_expect_eq(a.act, RL_GATE_FAIL);
     cr_expect_eq(a.t.err, EAGAIN);
     cr_expect_eq(a.view, RL_DECIDE_HIDE, "hidden from the wait calls");
-    cr_expect_eq(rl_ready_hidden(&proc, FD, rl_clock_now_ns()),
-                 RL_READY_HOLD);
+    cr_expect_eq(rl_ready_hidden(&proc, FD, rl_clock_now_ns()), RL_READY_HOLD);
     /* Held: answered at once, the gate not asked again. */
     unsigned says = kernel.asked_says;
     ask(&a, 100);
