@@ -153,22 +153,31 @@ static int decide_in_handler(struct rl_send *s)
     return 0;
 }
 
-/* The gate's decision of a send of `kind` (the guard is held), shaped
- * for a socket that must not sleep (shim/wait.h). */
+/* The decision of a send of `kind` (the guard is held): one question to
+ * policy (decide_send.h), whose answer is applied here. */
 static int decide_send(struct rl_send *s, uint32_t kind)
 {
-    uint64_t want, min;
-    byte_range(s, kind == RL_FD_STREAM, &want, &min);
-    int act = rl_wait_send(&s->t, s->call, s->fd, s->flags, s->sa, s->salen,
-                           s->calls, want, min);
-    if (act == RL_WAIT_KERNEL)
+    struct rl_send_question q = {
+        .call = s->call,
+        .fd = s->fd,
+        .flags = s->flags,
+        .sa = s->sa,
+        .salen = s->salen,
+        .calls = s->calls,
+        .probe = &rl_wait_probe,
+    };
+    byte_range(s, kind == RL_FD_STREAM, &q.want, &q.min);
+    rl_decide_send(rl_shim_proc(), &q, &s->a);
+    if (s->a.view != 0 || s->a.connect_due != 0)
+        rl_wait_apply(s->fd, &s->a);
+    if (s->a.act == RL_DECIDE_KERNEL)
         return RL_HOOK_PASS; /* the kernel refuses it: nothing charged */
-    if (act == RL_GATE_FAIL)
+    if (s->a.act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
     s->how = RL_SEND_GATE;
-    s->grant_calls = s->t.calls;
-    if (s->t.bytes < s->len)
-        s->grant = (size_t)s->t.bytes;
+    s->grant_calls = s->a.t.calls;
+    if (s->a.t.bytes < s->len)
+        s->grant = (size_t)s->a.t.bytes;
     return RL_HOOK_GO;
 }
 
@@ -194,14 +203,14 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
         rl_gate_connected(rl_shim_proc(), &tc, s->fd, true);
     s->mark = rl_fdtab_get(s->fd);
     if (s->cact == RL_HOOK_FAIL) {
-        apply_of(&s->t, &tc);
+        apply_of(&s->a.t, &tc);
         return RL_HOOK_FAIL;
     }
     uint32_t kind = rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
     if (kind == 0) {
         /* Only the connect (if any) was charged: sleep as it says. */
         if (s->cact == RL_HOOK_GO)
-            apply_of(&s->t, &tc);
+            apply_of(&s->a.t, &tc);
         return s->cact;
     }
     int act = decide_send(s, kind);
@@ -214,9 +223,10 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
         }
         return RL_HOOK_FAIL;
     }
-    if (s->cact == RL_HOOK_GO && tc.now + tc.wait_ns > s->t.now + s->t.wait_ns)
+    if (s->cact == RL_HOOK_GO &&
+        tc.now + tc.wait_ns > s->a.t.now + s->a.t.wait_ns)
         /* One sleep covers both: until the later reservation. */
-        s->t.wait_ns = tc.now + tc.wait_ns - s->t.now;
+        s->a.t.wait_ns = tc.now + tc.wait_ns - s->a.t.now;
     return act;
 }
 
@@ -257,8 +267,8 @@ int rl_send_begin(struct rl_send *s)
             rl_shim_leave();
             s->how = RL_SEND_LEASED;
             s->grant = g;
-            s->t.calls = 1; /* what settles against the lease */
-            s->t.bytes = g;
+            s->a.t.calls = 1; /* what settles against the lease */
+            s->a.t.bytes = g;
             return 0;
         }
     }
@@ -267,7 +277,7 @@ int rl_send_begin(struct rl_send *s)
     if (act == RL_HOOK_PASS)
         s->how = RL_SEND_FREE;
     /* (A send with an address may connect it: not connected yet.) */
-    return rl_hook_apply(act, &s->t, saved, s->sa == NULL ? s->fd : -1);
+    return rl_hook_apply(act, &s->a.t, saved, s->sa == NULL ? s->fd : -1);
 }
 
 void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
@@ -279,27 +289,13 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
         rl_hook_connect_end(s->fd, r < 0 ? -1 : 0, err);
     /* What was taken (the ticket, or the lease's grant): the hook may have
      * passed less (a trimmed iovec), and what it did not pass goes back. */
-    uint64_t gc = s->t.calls, gb = s->t.bytes;
     if (s->how != RL_SEND_LEASED && s->how != RL_SEND_GATE) {
         errno = err;
         return;
     }
-    if (calls > gc)
-        calls = gc;
-    if (bytes > gb)
-        bytes = gb;
-    if ((calls < gc || bytes < gb) && rl_shim_enter()) {
-        if (s->how == RL_SEND_LEASED) {
-            rl_gate_lease_refund(rl_shim_proc(), gc - calls, gb - bytes);
-        } else {
-            if (calls < gc)
-                rl_gate_refund(rl_shim_proc(), &s->t, RL_KIND_SEND, gc - calls);
-            if (bytes < gb)
-                rl_gate_refund(rl_shim_proc(), &s->t, RL_KIND_SEND_BYTES,
-                               gb - bytes);
-        }
-        s->t.calls = calls;
-        s->t.bytes = bytes;
+    if (rl_settle_send_owes(&s->a, calls, bytes) && rl_shim_enter()) {
+        rl_settle_send(rl_shim_proc(), &s->a, s->how == RL_SEND_LEASED, calls,
+                       bytes);
         rl_shim_leave();
     }
     errno = err;
@@ -309,11 +305,13 @@ void rl_send_fast_refund(size_t grant, ssize_t r)
 {
     int err = errno;
     /* As rl_send_settle: a failed call spent nothing, a short one its
-     * bytes. */
-    uint64_t calls = r < 0 ? 1 : 0;
-    uint64_t bytes = r < 0 ? grant : grant - (size_t)r;
+     * bytes. Only the grant of the answer is read for a lease's. */
+    struct rl_send_answer a;
+    a.t.calls = 1;
+    a.t.bytes = grant;
     if (rl_shim_enter()) {
-        rl_gate_lease_refund(rl_shim_proc(), calls, bytes);
+        rl_settle_send(rl_shim_proc(), &a, true, r < 0 ? 0 : 1,
+                       r < 0 ? 0 : (uint64_t)r);
         rl_shim_leave();
     }
     errno = err;
@@ -500,7 +498,7 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
             if (!(charged[i / 64] >> (i % 64) & 1))
                 continue;
             uint64_t sz = msg_len(&vec[i]);
-            if (c + 1 > s.t.calls || b + sz > s.t.bytes)
+            if (c + 1 > s.a.t.calls || b + sz > s.a.t.bytes)
                 break;
             c++;
             b += sz;

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/gate_leased.h"
 #include "policy/reqconn.h"
@@ -174,9 +175,9 @@ struct rl_send {
     size_t niov;
     struct rl_reqconn *rc;    /* held from rl_request_begin to _end */
     struct rl_reqplan rp;
-    struct rl_gate_ticket t;  /* the send's decision (a MSG_FASTOPEN's
-                                 connect has its own only while decided:
-                                 hook_send.c) */
+    struct rl_send_answer a;  /* the send's decision, its ticket a.t (a
+                                 MSG_FASTOPEN's connect has its own only
+                                 while decided: hook_send.c) */
 };
 
 enum {

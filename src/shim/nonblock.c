@@ -1,12 +1,13 @@
 /* nonblock.c — sends and connects that must not sleep in the shim
  * (SPEC §2 "Non-blocking sockets: never block, never spin"; wait.h).
  *
- * The decision stays the gate's; this file only asks what the socket can
- * take: a non-blocking socket gets EAGAIN (or EINPROGRESS for a deferred
- * connect, or one that waits for a max_open place) and is held in
- * policy/ready.h until its budget allows it, and
- * its epoll registrations are shown less meanwhile (epreg.h); the wait
- * calls (hook_wait.c) wake at that moment. */
+ * The decision is policy's (a send's: policy/decide_send.h); this file
+ * answers what it asks of the kernel about the socket (rl_wait_probe) and
+ * applies what it says: a non-blocking socket gets EAGAIN (or EINPROGRESS
+ * for a deferred connect, or one that waits for a max_open place) and is
+ * held in policy/ready.h until its budget allows it, and its epoll
+ * registrations are shown less meanwhile (epreg.h); the wait calls
+ * (hook_wait.c) wake at that moment. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,9 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "policy/overdue.h"
+#include "policy/decide_send.h"
 #include "policy/ready.h"
-#include "policy/sites.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -64,15 +64,6 @@ int rl_wait_kernel_says(int fd)
     return out;
 }
 
-/* One send's answer, asked of the kernel at most once (an fcntl is a
- * system call): *known is -1 until asked. */
-static bool nonblocking_once(int fd, int flags, int *known)
-{
-    if (*known < 0)
-        *known = rl_wait_nonblocking(fd, flags);
-    return *known != 0;
-}
-
 /* SO_SNDTIMEO of fd in ns, 0 when none. */
 static uint64_t send_timeout(int fd)
 {
@@ -95,55 +86,6 @@ static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
     if (getpeername(fd, (struct sockaddr *)ss, len) != 0)
         return NULL;
     return (const struct sockaddr *)ss;
-}
-
-static void give_back(struct rl_gate_ticket *t)
-{
-    rl_gate_refund(rl_shim_proc(), t, RL_KIND_SEND, t->calls);
-    rl_gate_refund(rl_shim_proc(), t, RL_KIND_SEND_BYTES, t->bytes);
-}
-
-static int again(struct rl_gate_ticket *t)
-{
-    t->err = EAGAIN;
-    return RL_GATE_FAIL;
-}
-
-/* A send the shim would hold back, on a socket of which the kernel had
- * `k` (non-zero) to say (rl_wait_kernel_says): its pending error is the
- * answer, or the kernel answers a hang-up itself. Nothing is taken.
- * Without this a client told POLLERR or POLLHUP tries again at once, is
- * told EAGAIN, and spins until the hold ends. */
-static int kernel_answers(struct rl_gate_ticket *t, int k)
-{
-    if (k < 0)
-        return RL_WAIT_KERNEL;
-    t->err = k;
-    return RL_GATE_FAIL;
-}
-
-/* After a denial: hold fd until a sizeable part of the send could go, so
- * that the client is woken once for it, not for every byte that frees up:
- * 1/8 of the burst, 8 wake-ups a second of a loop that waits (a smaller
- * part wakes python asyncio so often that its CPU per second of waiting
- * passes make bench's bar; events::asyncio_upload_fail bounds both). */
-#define HOLD_PART 8
-
-static void hold_after_denial(int fd, uint64_t want, uint64_t min)
-{
-    uint64_t chunk = min;
-    if (min < want) {
-        uint64_t m = rl_gate_max_bytes(rl_shim_proc());
-        uint64_t part = m == UINT64_MAX ? 1 : m / HOLD_PART;
-        chunk = part > min ? part : min;
-        if (chunk > want)
-            chunk = want;
-    }
-    uint64_t eta = rl_gate_send_eta(rl_shim_proc(), chunk);
-    if (eta == 0 || eta == UINT64_MAX)
-        return; /* free now (a refund), or never: nothing to wait for */
-    if (rl_ready_hold(rl_shim_proc(), fd, rl_clock_now_ns() + eta) >= 0)
-        rl_epreg_hold(fd);
 }
 
 /* Make the connect of fd now: its turn has come, or a place freed. */
@@ -237,6 +179,26 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
     return 0;
 }
 
+const struct rl_send_probe rl_wait_probe = {
+    .nonblocking = rl_wait_nonblocking,
+    .kernel_says = rl_wait_kernel_says,
+    .send_timeout = send_timeout,
+    .peer = peer_of,
+};
+
+void rl_wait_apply(int fd, const struct rl_send_answer *a)
+{
+    int err;
+    if (a->connect_due == RL_READY_CONNECT)
+        connect_due(fd, a->connect_now, false, &err);
+    else if (a->connect_due == RL_READY_OPEN)
+        open_due(fd, a->connect_now, false, &err);
+    if (a->view & RL_DECIDE_SHOW)
+        rl_epreg_sync(fd, RL_EPREG_FULL); /* no longer held */
+    if (a->view & RL_DECIDE_HIDE)
+        rl_epreg_hold(fd);
+}
+
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n)
 {
@@ -247,115 +209,6 @@ void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
         else if (v[i].what == RL_READY_OPEN)
             open_due(v[i].fd, now, false, &err);
     }
-}
-
-int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
-                 const struct sockaddr *sa, socklen_t salen, uint64_t calls,
-                 uint64_t want, uint64_t min)
-{
-    int nb = -1; /* nonblocking_once */
-    if (rl_ready_any(&rl_shim_proc()->ready)) {
-        uint64_t now = rl_clock_now_ns(), until = 0;
-        int what = 0;
-        bool block = !nonblocking_once(fd, flags, &nb);
-        int r =
-            rl_ready_claim(rl_shim_proc(), fd, now, block, t, &until, &what);
-        if (r == -EAGAIN && rl_ready_unconnected(what)) {
-            int err;
-            if (what == RL_READY_CONNECT)
-                connect_due(fd, now, false, &err);
-            else
-                open_due(fd, now, false, &err);
-            return again(t);
-        }
-        /* A blocking socket is held for the wait calls only: its send
-         * is decided (and sleeps) as usual. */
-        if (r == -EAGAIN && !block) {
-            int k = rl_wait_kernel_says(fd);
-            return k != 0 ? kernel_answers(t, k) : again(t);
-        }
-        bool have = r == 1 || (r == -EAGAIN && what == RL_READY_RESERVE);
-        if (have || (r == 0 && what == RL_READY_HOLD))
-            rl_epreg_sync(fd, RL_EPREG_FULL); /* no longer held */
-        if (have) {
-            /* Its reserved turn (a blocking socket sleeps until then). */
-            if (t->bytes >= min) {
-                if (r == 1)
-                    t->wait_ns = 0;
-                return RL_GATE_GO;
-            }
-            give_back(t); /* a datagram larger than the turn taken */
-        }
-    }
-    if (min < want && rl_gate_max_bytes(rl_shim_proc()) != UINT64_MAX) {
-        /* A short grant only of a sizeable part (gate.h): else EAGAIN
-         * and a hold until it is free. With 1 byte as the least, python
-         * asyncio sends the few bytes refilled at each call and is never
-         * held (events::asyncio_upload_fail counts its decisions). A
-         * blocking socket keeps its short grants (a denial would fail
-         * it). The fcntl only when the budget is short of that part (a
-         * probe changes nothing) or a site may be. */
-        uint64_t least = rl_gate_send_least_nonblocking(rl_shim_proc(), want);
-        if (least > min &&
-            (rl_sites_any(&rl_shim_proc()->sites) ||
-             rl_gate_send_eta(rl_shim_proc(), least) > 0) &&
-            nonblocking_once(fd, flags, &nb))
-            min = least;
-    }
-    /* The whole question: a send without an address goes to the fd's
-     * peer, asked of the kernel here, once, and only when the gate needs
-     * it to decide (policy/ never asks about the program's fds). */
-    struct sockaddr_storage peer;
-    if (sa == NULL && rl_gate_needs_peer(rl_shim_proc()))
-        sa = peer_of(fd, &peer, &salen);
-    int act = rl_gate_send(rl_shim_proc(), t, call, fd, sa, salen, calls, 1,
-                           want, min);
-    if (t->say_due) {
-        /* A log line the rate limit admitted names the destination: the
-         * peer is asked now only if the decision did not need it. */
-        if (sa == NULL)
-            sa = peer_of(fd, &peer, &salen);
-        rl_gate_say_peer(rl_shim_proc(), t, call, fd, sa, salen);
-    }
-    if (act == RL_GATE_FAIL) {
-        int k = rl_wait_kernel_says(fd);
-        if (k != 0)
-            return kernel_answers(t, k);
-        int err;
-        if (rl_overdue(t, &err) && nonblocking_once(fd, flags, &nb)) {
-            /* Past max_delay: failed at once, not held (overdue.h). */
-            if (sa == NULL)
-                sa = peer_of(fd, &peer, &salen);
-            rl_overdue_say(rl_shim_proc(), t, NULL, sa, salen);
-            t->err = err;
-            return act;
-        }
-        hold_after_denial(fd, want, min);
-        return act;
-    }
-    if (t->wait_ns == 0)
-        return act;
-    if (nonblocking_once(fd, flags, &nb)) {
-        int k = rl_wait_kernel_says(fd);
-        if (k != 0) {
-            /* No turn to wait for on a socket the kernel refuses. */
-            give_back(t);
-            return kernel_answers(t, k);
-        }
-        /* Its turn is reserved for it; EAGAIN until then. */
-        if (rl_ready_reserve(rl_shim_proc(), fd, t) >= 0)
-            rl_epreg_hold(fd);
-        else
-            give_back(t);
-        return again(t);
-    }
-    uint64_t limit = send_timeout(fd);
-    if (limit > 0 && t->wait_ns > limit) {
-        /* The kernel's own answer when SO_SNDTIMEO expires. */
-        give_back(t);
-        return again(t);
-    }
-    return act;
 }
 
 int rl_wait_connect_again(int fd, int *ret)

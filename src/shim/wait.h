@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "shim/fdtab.h"
@@ -45,18 +46,15 @@ int rl_wait_kernel_says(int fd);
  * sleep until *sleep_until (after the guard is let go); 0: it goes. */
 int rl_wait_paced(int fd, int flags, uint64_t *sleep_until);
 
-/* rl_gate_send for a charged send call on fd (`calls` units: sendmmsg's
- * messages), shaped for the socket:
- * a non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in `flags`) never
- * sleeps: a denial or a later turn answers EAGAIN and the socket is not
- * reported writable until then; a blocking one with SO_SNDTIMEO never
- * sleeps longer than that (EAGAIN at once). Same result as rl_gate_send,
- * or RL_WAIT_KERNEL: a send that would be held back on a socket the kernel
- * refuses (rl_wait_kernel_says), which goes to the kernel uncharged. */
-#define RL_WAIT_KERNEL 2
-int rl_wait_send(struct rl_gate_ticket *t, const char *call, int fd, int flags,
-                 const struct sockaddr *sa, socklen_t salen, uint64_t calls,
-                 uint64_t want, uint64_t min);
+/* What policy may ask the kernel about the fd of a send
+ * (rl_decide_send): rl_wait_nonblocking, rl_wait_kernel_says, its
+ * SO_SNDTIMEO and its peer (getpeername). */
+extern const struct rl_send_probe rl_wait_probe;
+
+/* Apply what rl_decide_send answered about fd beyond the call's own
+ * verdict: the fd's deferred connect made now, then its registrations
+ * shown again and/or hidden (RL_DECIDE_SHOW, RL_DECIDE_HIDE). */
+void rl_wait_apply(int fd, const struct rl_send_answer *a);
 
 /* Before a connect on fd: a connect the shim deferred answers here.
  * Returns 1 when the call is answered (*ret, errno set: EALREADY while

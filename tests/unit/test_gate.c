@@ -78,7 +78,7 @@ static int conn(uint64_t now)
     return rl_gate_connect_at(&proc, &t, now, "connect", 3, &a, sizeof a);
 }
 
-/* A send on fd 3 as the shim makes it (shim/nonblock.c): a log line the
+/* A send on fd 3 as policy/decide_send.c makes it: a log line the
  * gate leaves for the fd's peer is written with the peer looked up then. */
 static int send_(uint64_t now, uint64_t bytes, uint64_t min)
 {

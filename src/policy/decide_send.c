@@ -1,0 +1,251 @@
+/* decide_send.c — the whole decision of a charged send, asked once
+ * (decide_send.h): what the fd already holds (policy/ready.h), the grant
+ * worth giving, the gate's verdict, and what a socket that must not sleep
+ * gets instead of a sleep. The kernel is asked through the carrier's
+ * probe, only when the answer depends on it. */
+#include <errno.h>
+#include <string.h>
+
+#include "policy/decide_send.h"
+#include "policy/overdue.h"
+#include "policy/proc.h"
+#include "policy/ready.h"
+#include "policy/sites.h"
+#include "util/clock.h"
+
+/* One decision: the question, the answer being written, and what was
+ * asked of the kernel so far (each asked once at most). */
+struct asking {
+    struct rl_proc *p;
+    const struct rl_send_question *q;
+    struct rl_send_answer *a;
+    int nb; /* nonblocking: -1 until asked */
+    const struct sockaddr *sa;
+    socklen_t salen;
+    struct sockaddr_storage peer;
+};
+
+static bool nonblocking(struct asking *k)
+{
+    if (k->nb < 0)
+        k->nb = k->q->probe->nonblocking(k->q->fd, k->q->flags);
+    return k->nb != 0;
+}
+
+/* The destination: the explicit one, or the fd's peer, asked now. */
+static void ask_peer(struct asking *k)
+{
+    if (k->sa == NULL)
+        k->sa = k->q->probe->peer(k->q->fd, &k->peer, &k->salen);
+}
+
+static void give_back(struct rl_proc *p, struct rl_gate_ticket *t)
+{
+    rl_gate_refund(p, t, RL_KIND_SEND, t->calls);
+    rl_gate_refund(p, t, RL_KIND_SEND_BYTES, t->bytes);
+}
+
+static void fail(struct rl_send_answer *a, int err)
+{
+    a->t.err = err;
+    a->act = RL_GATE_FAIL;
+}
+
+/* A send the shim would hold back, on a socket of which the kernel had
+ * `said` (non-zero) to say: its pending error is the answer, or the
+ * kernel answers a hang-up itself. Nothing is taken. Without this a
+ * client told POLLERR or POLLHUP tries again at once, is told EAGAIN,
+ * and spins until the hold ends. */
+static void kernel_answers(struct rl_send_answer *a, int said)
+{
+    if (said < 0)
+        a->act = RL_DECIDE_KERNEL;
+    else
+        fail(a, said);
+}
+
+/* After a denial: hold fd until a sizeable part of the send could go, so
+ * that the client is woken once for it, not for every byte that frees up:
+ * 1/8 of the burst, 8 wake-ups a second of a loop that waits (a smaller
+ * part wakes python asyncio so often that its CPU per second of waiting
+ * passes make bench's bar; events::asyncio_upload_fail bounds both). */
+#define HOLD_PART 8
+
+static void hold_after_denial(struct asking *k, uint64_t want, uint64_t min)
+{
+    uint64_t chunk = min;
+    if (min < want) {
+        uint64_t m = rl_gate_max_bytes(k->p);
+        uint64_t part = m == UINT64_MAX ? 1 : m / HOLD_PART;
+        chunk = part > min ? part : min;
+        if (chunk > want)
+            chunk = want;
+    }
+    uint64_t eta = rl_gate_send_eta(k->p, chunk);
+    if (eta == 0 || eta == UINT64_MAX)
+        return; /* free now (a refund), or never: nothing to wait for */
+    if (rl_ready_hold(k->p, k->q->fd, rl_clock_now_ns() + eta) >= 0)
+        k->a->view |= RL_DECIDE_HIDE;
+}
+
+/* What the fd holds already (a hold, a reserved turn, a deferred
+ * connect). true when that answers the send; false: decide it. */
+static bool claimed(struct asking *k)
+{
+    struct rl_send_answer *a = k->a;
+    struct rl_gate_ticket *t = &a->t;
+    uint64_t now = rl_clock_now_ns(), until = 0;
+    int what = 0;
+    bool block = !nonblocking(k);
+    int r = rl_ready_claim(k->p, k->q->fd, now, block, t, &until, &what);
+    if (r == -EAGAIN && rl_ready_unconnected(what)) {
+        a->connect_due = what;
+        a->connect_now = now;
+        fail(a, EAGAIN);
+        return true;
+    }
+    /* A blocking socket is held for the wait calls only: its send is
+     * decided (and sleeps) as usual. */
+    if (r == -EAGAIN && !block) {
+        int said = k->q->probe->kernel_says(k->q->fd);
+        if (said != 0)
+            kernel_answers(a, said);
+        else
+            fail(a, EAGAIN);
+        return true;
+    }
+    bool have = r == 1 || (r == -EAGAIN && what == RL_READY_RESERVE);
+    if (have || (r == 0 && what == RL_READY_HOLD))
+        a->view |= RL_DECIDE_SHOW; /* no longer held */
+    if (have) {
+        /* Its reserved turn (a blocking socket sleeps until then). */
+        if (t->bytes >= k->q->min) {
+            if (r == 1)
+                t->wait_ns = 0;
+            a->act = RL_GATE_GO;
+            return true;
+        }
+        give_back(k->p, t); /* a datagram larger than the turn taken */
+    }
+    return false;
+}
+
+/* The least a stream send may be granted when it cannot go whole. */
+static uint64_t least_grant(struct asking *k)
+{
+    uint64_t min = k->q->min, want = k->q->want;
+    if (min < want && rl_gate_max_bytes(k->p) != UINT64_MAX) {
+        /* A short grant only of a sizeable part (gate.h): else EAGAIN
+         * and a hold until it is free. With 1 byte as the least, python
+         * asyncio sends the few bytes refilled at each call and is never
+         * held (events::asyncio_upload_fail counts its decisions). A
+         * blocking socket keeps its short grants (a denial would fail
+         * it). The fcntl only when the budget is short of that part (a
+         * probe changes nothing) or a site may be. */
+        uint64_t least = rl_gate_send_least_nonblocking(k->p, want);
+        if (least > min &&
+            (rl_sites_any(&k->p->sites) || rl_gate_send_eta(k->p, least) > 0) &&
+            nonblocking(k))
+            min = least;
+    }
+    return min;
+}
+
+/* A denial (the gate's, on a socket that answers nothing itself). */
+static void denied(struct asking *k, uint64_t min)
+{
+    struct rl_send_answer *a = k->a;
+    int said = k->q->probe->kernel_says(k->q->fd);
+    if (said != 0) {
+        kernel_answers(a, said);
+        return;
+    }
+    int err;
+    if (rl_overdue(&a->t, &err) && nonblocking(k)) {
+        /* Past max_delay: failed at once, not held (overdue.h). */
+        ask_peer(k);
+        rl_overdue_say(k->p, &a->t, NULL, k->sa, k->salen);
+        a->t.err = err;
+        return;
+    }
+    hold_after_denial(k, k->q->want, min);
+}
+
+/* A later turn granted: a socket that must not sleep keeps it and is
+ * answered EAGAIN till then; a blocking one sleeps, unless SO_SNDTIMEO
+ * would expire first. */
+static void later_turn(struct asking *k)
+{
+    struct rl_send_answer *a = k->a;
+    if (nonblocking(k)) {
+        int said = k->q->probe->kernel_says(k->q->fd);
+        if (said != 0) {
+            /* No turn to wait for on a socket the kernel refuses. */
+            give_back(k->p, &a->t);
+            kernel_answers(a, said);
+            return;
+        }
+        /* Its turn is reserved for it; EAGAIN until then. */
+        if (rl_ready_reserve(k->p, k->q->fd, &a->t) >= 0)
+            a->view |= RL_DECIDE_HIDE;
+        else
+            give_back(k->p, &a->t);
+        fail(a, EAGAIN);
+        return;
+    }
+    uint64_t limit = k->q->probe->send_timeout(k->q->fd);
+    if (limit > 0 && a->t.wait_ns > limit) {
+        /* The kernel's own answer when SO_SNDTIMEO expires. */
+        give_back(k->p, &a->t);
+        fail(a, EAGAIN);
+    }
+}
+
+void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
+                    struct rl_send_answer *a)
+{
+    struct asking k = {
+        .p = p, .q = q, .a = a, .nb = -1, .sa = q->sa, .salen = q->salen};
+    a->view = 0;
+    a->connect_due = 0;
+    if (rl_ready_any(&p->ready) && claimed(&k))
+        return;
+    uint64_t min = least_grant(&k);
+    /* The whole question: a send without an address goes to the fd's
+     * peer, asked of the kernel here, once, and only when the gate needs
+     * it to decide. */
+    if (k.sa == NULL && rl_gate_needs_peer(p))
+        ask_peer(&k);
+    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls, 1,
+                          q->want, min);
+    if (a->t.say_due) {
+        /* A log line the rate limit admitted names the destination: the
+         * peer is asked now only if the decision did not need it. */
+        ask_peer(&k);
+        rl_gate_say_peer(p, &a->t, q->call, q->fd, k.sa, k.salen);
+    }
+    if (a->act == RL_GATE_FAIL)
+        denied(&k, min);
+    else if (a->t.wait_ns > 0)
+        later_turn(&k);
+}
+
+void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,
+                    uint64_t calls, uint64_t bytes)
+{
+    uint64_t gc = a->t.calls, gb = a->t.bytes;
+    if (calls > gc)
+        calls = gc;
+    if (bytes > gb)
+        bytes = gb;
+    if (leased) {
+        rl_gate_lease_refund(p, gc - calls, gb - bytes);
+    } else {
+        if (calls < gc)
+            rl_gate_refund(p, &a->t, RL_KIND_SEND, gc - calls);
+        if (bytes < gb)
+            rl_gate_refund(p, &a->t, RL_KIND_SEND_BYTES, gb - bytes);
+    }
+    a->t.calls = calls;
+    a->t.bytes = bytes;
+}

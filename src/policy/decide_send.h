@@ -1,0 +1,105 @@
+/* decide_send.h — one question, one answer: the whole decision of a
+ * charged send (SPEC §2, non-blocking sockets; issue 32).
+ *
+ * The carrier (a hook, later a TLS writer or the supervisor) hands over
+ * what it knows of the call and a table of what it can ask its kernel,
+ * each asked only when the decision needs it (an fcntl, a poll, a
+ * getsockopt, a getpeername are system calls). Policy then does all the
+ * rest: a reserved turn or a hold met on the fd, the short grant worth
+ * giving, the gate's decision, a hold after a denial, a turn kept for a
+ * socket that must not sleep, SO_SNDTIMEO. The answer is what the
+ * carrier applies: go with the grant (after sleeping until the turn),
+ * fail with an errno, or leave the call to the kernel; the wait calls'
+ * view of the fd to change; a deferred connect of the fd to make now.
+ * After the real call, rl_settle_send gives back what the kernel did not
+ * take. Runs under the re-entry guard; never sleeps. */
+#ifndef RL_POLICY_DECIDE_SEND_H
+#define RL_POLICY_DECIDE_SEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "policy/gate.h"
+
+struct rl_proc;
+
+/* What a carrier can ask its kernel about the fd of a send. Each is asked
+ * at most as often as the decision needs (the nonblocking answer once). */
+struct rl_send_probe {
+    /* Must a call on fd with `flags` not sleep (O_NONBLOCK, or
+     * MSG_DONTWAIT)? */
+    bool (*nonblocking)(int fd, int flags);
+    /* What the kernel has to say of fd that a send would hear: 0 nothing,
+     * -1 a hang-up (the kernel answers the call), > 0 its pending error
+     * (shim/wait.h rl_wait_kernel_says). */
+    int (*kernel_says)(int fd);
+    /* SO_SNDTIMEO of fd in ns, 0 when none. */
+    uint64_t (*send_timeout)(int fd);
+    /* The peer of fd into *ss, or NULL when it has none. */
+    const struct sockaddr *(*peer)(int fd, struct sockaddr_storage *ss,
+                                   socklen_t *len);
+};
+
+/* The question: a charged send call on fd of `calls` units (sendmmsg's
+ * messages) carrying `want` bytes, `min` of them at least (1 for a
+ * stream, all for a datagram), to `sa` (NULL: the fd's peer). */
+struct rl_send_question {
+    const char *call; /* its name in log lines */
+    int fd;
+    int flags;
+    const struct sockaddr *sa;
+    socklen_t salen;
+    uint64_t calls, want, min;
+    const struct rl_send_probe *probe;
+};
+
+/* act beside RL_GATE_GO and RL_GATE_FAIL: a send that would be held back
+ * on a socket the kernel refuses goes to the kernel, uncharged. */
+#define RL_DECIDE_KERNEL 2
+
+/* How the wait calls are to see the fd afterwards, applied in this
+ * order: SHOW, its registrations as the program made them (a hold or a
+ * reserved turn met is over); HIDE, writability hidden until the hold
+ * (or the reserved turn) it now has. */
+enum {
+    RL_DECIDE_SHOW = 1,
+    RL_DECIDE_HIDE = 2,
+};
+
+/* The answer. On RL_GATE_GO t.calls and t.bytes are the grant and the
+ * turn is t.now + t.wait_ns; on RL_GATE_FAIL t.err is the errno. The
+ * rest of t is policy's, kept by the carrier until rl_settle_send. */
+struct rl_send_answer {
+    int act;       /* RL_GATE_GO, RL_GATE_FAIL or RL_DECIDE_KERNEL */
+    unsigned view; /* RL_DECIDE_* bits */
+    /* RL_READY_CONNECT or RL_READY_OPEN: the fd's own connect was
+     * deferred (policy/ready.h); the carrier makes it now, as a wait
+     * call would at `connect_now`, and the send fails EAGAIN. */
+    int connect_due;
+    uint64_t connect_now;
+    struct rl_gate_ticket t;
+};
+
+/* Decide q. Fills every member of *a that the act says is read. */
+void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
+                    struct rl_send_answer *a);
+
+/* After the real call of a granted send took `calls` units and `bytes`
+ * bytes (a failed call: 0, 0): what was granted beyond that goes back,
+ * to the thread's lease when `leased` (the grant came from
+ * rl_gate_send_leased, written into a->t.calls and a->t.bytes), else to
+ * every budget the decision took from; a->t then says what was spent. */
+void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,
+                    uint64_t calls, uint64_t bytes);
+
+/* Is anything owed back after a call that took `calls` and `bytes`? (The
+ * carrier then enters its guard for rl_settle_send; most calls owe
+ * nothing.) */
+static inline bool rl_settle_send_owes(const struct rl_send_answer *a,
+                                       uint64_t calls, uint64_t bytes)
+{
+    return calls < a->t.calls || bytes < a->t.bytes;
+}
+
+#endif
