@@ -113,6 +113,85 @@ int rl_ready_hold(struct rl_proc *p, int fd, uint64_t until)
     return r;
 }
 
+/* A turn entry whose request is refused: shown, its sends failing. */
+static bool refused(const struct rl_ready_entry *e)
+{
+    return e->what == RL_READY_TURN && e->err != 0;
+}
+
+int rl_ready_hold_turn(struct rl_proc *p, int fd, const struct rl_reqheld *h)
+{
+    struct rl_ready *rd = &p->ready;
+    pthread_mutex_lock(&rd->mu);
+    int r = 0;
+    struct rl_ready_entry *e = find(rd, fd);
+    if (e == NULL) {
+        e = make(rd, fd);
+        r = e != NULL ? 1 : -ENOSPC;
+        if (e != NULL) {
+            e->what = RL_READY_TURN;
+            e->held = *h;
+            e->until = h->turn;
+        }
+    } else if ((e->what == RL_READY_TURN && !e->taken && e->err == 0) ||
+               e->what == RL_READY_HOLD) {
+        /* The later turn names them: at it, both are decided again. */
+        uint32_t before = e->what == RL_READY_TURN ? e->held.units : 0;
+        if (e->what != RL_READY_TURN || h->turn >= e->held.turn)
+            e->held = *h;
+        e->held.units = before + h->units;
+        if (h->turn > e->until)
+            e->until = h->turn;
+        e->held.turn = e->until;
+        e->what = RL_READY_TURN;
+    } else {
+        r = -EBUSY;
+    }
+    pthread_mutex_unlock(&rd->mu);
+    return r;
+}
+
+int rl_ready_turn_due(struct rl_proc *p, int fd, uint64_t now, uint64_t *until)
+{
+    struct rl_ready *rd = &p->ready;
+    struct rl_reqheld h;
+    pthread_mutex_lock(&rd->mu);
+    int r = 1;
+    struct rl_ready_entry *e = find(rd, fd);
+    if (e == NULL || e->what != RL_READY_TURN) {
+        r = 0;
+    } else if (e->err != 0) {
+        r = e->err;
+    } else if (e->taken || now < e->until) {
+        *until = e->until;
+        r = -EAGAIN;
+    } else {
+        h = e->held;
+        e->taken = true; /* still hidden while decided */
+    }
+    pthread_mutex_unlock(&rd->mu);
+    if (r != 1)
+        return r;
+    /* Outside the mutex: a fleet budget's decision asks Redis. */
+    r = rl_reqheld_again(p, &h, now, until);
+    pthread_mutex_lock(&rd->mu);
+    e = find(rd, fd);
+    if (e != NULL && e->what == RL_READY_TURN && e->taken) {
+        e->taken = false;
+        if (r == 0) {
+            drop(rd, e);
+        } else if (r == -EAGAIN) {
+            e->held.turn = h.turn;
+            e->until = h.turn;
+        } else {
+            e->err = r;
+            e->until = 0;
+        }
+    }
+    pthread_mutex_unlock(&rd->mu);
+    return r;
+}
+
 static int keep(struct rl_proc *p, int fd, int what,
                 const struct rl_gate_ticket *t, const struct sockaddr *sa,
                 socklen_t len)
@@ -275,6 +354,11 @@ int rl_ready_claim(struct rl_proc *p, int fd, uint64_t now, bool take_early,
                 drop(rd, e);
             else
                 r = -EAGAIN;
+        } else if (e->what == RL_READY_TURN) {
+            /* Decided again at its turn by rl_ready_turn_due, never
+             * spent here. */
+            if (!refused(e) && now < e->until)
+                r = -EAGAIN;
         } else if (now >= e->until) {
             *t = e->t;
             drop(rd, e);
@@ -321,7 +405,8 @@ uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now)
     pthread_mutex_lock(&rd->mu);
     uint64_t until = 0;
     struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && e->what == RL_READY_HOLD && e->until > now)
+    if (e != NULL && (e->what == RL_READY_HOLD || e->what == RL_READY_TURN) &&
+        !refused(e) && e->until > now)
         until = e->until;
     pthread_mutex_unlock(&rd->mu);
     return until;
@@ -333,8 +418,9 @@ int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
     pthread_mutex_lock(&rd->mu);
     int r = 0;
     struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && e->what != RL_READY_FAILED &&
-        (now < e->until || rl_ready_unconnected(e->what)))
+    if (e != NULL && e->what != RL_READY_FAILED && !refused(e) &&
+        (now < e->until || rl_ready_unconnected(e->what) ||
+         e->what == RL_READY_TURN))
         r = e->what;
     pthread_mutex_unlock(&rd->mu);
     return r;
@@ -350,11 +436,13 @@ unsigned rl_ready_snapshot(struct rl_proc *p, uint64_t now,
     pthread_mutex_lock(&rd->mu);
     for (unsigned i = 0; i < rd->hw; i++) {
         struct rl_ready_entry *e = &rd->tab[i];
-        if (e->what == 0 || e->what == RL_READY_FAILED)
+        if (e->what == 0 || e->what == RL_READY_FAILED || refused(e))
             continue;
         /* A deferred connect stays hidden until the shim connects it,
-         * which it does once due (so it is due "now" for the caller). */
-        if (now >= e->until && !rl_ready_unconnected(e->what)) {
+         * which it does once due (so it is due "now" for the caller);
+         * a held request until it is decided again. */
+        if (now >= e->until && !rl_ready_unconnected(e->what) &&
+            e->what != RL_READY_TURN) {
             if (e->what == RL_READY_HOLD)
                 drop(rd, e);
             continue;

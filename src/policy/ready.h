@@ -13,7 +13,10 @@
  * socket is hidden from the wait sets entirely until the shim connects it.
  * A connect denied because max_open is full (delay mode) holds nothing: it
  * keeps its address and the area it waits on, and is decided again when
- * a place frees (RL_READY_OPEN).
+ * a place frees (RL_READY_OPEN). A memory BIO's request whose bytes went
+ * ahead of its turn holds its socket until then and is decided again
+ * there (RL_READY_TURN, reqheld.h): a pause that came meanwhile holds it
+ * still.
  *
  * One small table for the process (struct rl_ready, a member of its struct
  * rl_proc: the functions take the rl_proc, since a dropped entry's ticket
@@ -32,6 +35,7 @@
 #include <sys/socket.h>
 
 #include "policy/gate.h"
+#include "policy/reqheld.h"
 #include "util/atomics.h"
 
 struct rl_proc;
@@ -50,6 +54,10 @@ enum rl_ready_what {
     RL_READY_FAILED = 5,  /* a deferred connect that failed: shown as the
                              kernel has it (an unconnected socket: writable,
                              hung up); SO_ERROR and connect say the errno */
+    RL_READY_TURN = 6,    /* a memory BIO's request, its bytes gone ahead:
+                             hide POLLOUT until `until`, and after it until
+                             it is decided again (rl_ready_turn_due); once
+                             refused (`err`), shown, its sends failing */
 };
 
 /* A connect waiting for a max_open place is looked at again (from the
@@ -93,8 +101,9 @@ struct rl_ready_entry {
     rl_atomic_u64 *area;
     uint32_t seq;
     uint64_t decided, deadline, step;
-    bool taken; /* OPEN: a thread is deciding it again */
-    int err;
+    bool taken; /* OPEN, TURN: a thread is deciding it again */
+    int err;    /* FAILED, TURN (refused): the errno */
+    struct rl_reqheld held; /* TURN */
 };
 
 /* The process's table (a member of struct rl_proc): a flat array searched
@@ -153,6 +162,21 @@ int rl_ready_fail(struct rl_proc *p, int fd, int err);
  * entry dropped) or 0. */
 int rl_ready_take_error(struct rl_proc *p, int fd, int *err);
 
+/* Delay mode: the request h, whose bytes went ahead of its turn h->turn
+ * (a memory BIO's), holds fd until then; a second one on fd before the
+ * first's turn holds it until the later turn, both decided again then.
+ * Returns as rl_ready_hold, or -EBUSY when fd is held otherwise (a
+ * reservation, a connect, a decision under way): not held. */
+int rl_ready_hold_turn(struct rl_proc *p, int fd, const struct rl_reqheld *h);
+
+/* fd's held request (RL_READY_TURN) at `now`: decided again at its turn
+ * (rl_reqheld_again, outside the mutex). Returns 0 when fd has none, or it
+ * goes now (the entry dropped); -EAGAIN when held until *until (not due,
+ * another thread deciding it, or a pause moved its turn there); a
+ * positive errno when refused (the entry kept: every send on fd fails
+ * with it until the close). */
+int rl_ready_turn_due(struct rl_proc *p, int fd, uint64_t now, uint64_t *until);
+
 /* A send on fd at `now`. Returns:
  *   0        nothing recorded, or a hold that is over (dropped): decide
  *            the send as usual;
@@ -172,7 +196,8 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
                           struct rl_gate_ticket *t, struct sockaddr_storage *sa,
                           socklen_t *len, uint64_t *until);
 
-/* When fd's hold (RL_READY_HOLD) ends, if later than `now`; else 0. */
+/* When fd's hold (RL_READY_HOLD, or a held request's turn not yet come:
+ * RL_READY_TURN) ends, if later than `now`; else 0. */
 uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now);
 
 /* Is fd hidden at `now`, and how (0: not hidden; a failed connect is

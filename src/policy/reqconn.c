@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "policy/overdue.h"
 #include "policy/proc.h"
 #include "policy/report.h"
+#include "policy/reqheld.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/declog.h"
@@ -350,16 +352,18 @@ static void record_whole(struct rl_reqconn *c, const struct rl_reqwrite *w,
  * UINT64_MAX: refused (*t says why, *q what was asked), and no longer
  * charged: the records made for their answers (`sent`, the newest) are
  * dropped. */
-static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
-                             const struct iovec *iov, size_t n,
-                             const struct rl_reqwrite *w, uint64_t turn,
-                             uint64_t now, unsigned sent,
-                             struct rl_gate_ticket *t, struct rl_gate_req *q)
+/* The requests charged at the start of these bytes (offset <
+ * c->charged): their count, and q naming the first (the connection's
+ * name when none was looked at). */
+static uint64_t charged_requests(const struct rl_reqconn *c,
+                                 const struct iovec *iov, size_t n,
+                                 const struct rl_reqwrite *w,
+                                 struct rl_req_event ev[PLAN_EVENTS],
+                                 struct rl_gate_req *q)
 {
-    struct rl_req_event ev[PLAN_EVENTS];
     size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
     const struct rl_req_event *first = NULL;
-    uint64_t k = 0, wake = 0;
+    uint64_t k = 0;
     for (size_t i = 0; i < total && i < PLAN_EVENTS; i++)
         if (ev[i].kind == RL_REQ_REQUEST && ev[i].offset < c->charged) {
             if (first == NULL)
@@ -368,6 +372,17 @@ static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
         }
     static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
     ask(c, w, first != NULL ? first : &unnamed, 1, q);
+    return k;
+}
+
+static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
+                             const struct iovec *iov, size_t n,
+                             const struct rl_reqwrite *w, uint64_t turn,
+                             uint64_t now, unsigned sent,
+                             struct rl_gate_ticket *t, struct rl_gate_req *q)
+{
+    struct rl_req_event ev[PLAN_EVENTS];
+    uint64_t k = charged_requests(c, iov, n, w, ev, q), wake = 0;
     for (uint64_t i = 0; i < (k > 0 ? k : 1); i++) {
         if (rl_gate_request_again(proc, t, now, turn, q) == RL_GATE_FAIL) {
             c->charged = 0;
@@ -380,6 +395,27 @@ static uint64_t decide_again(struct rl_proc *proc, struct rl_reqconn *c,
             wake = rl_add_sat_u64(now, t->wait_ns);
     }
     return wake;
+}
+
+void rl_reqconn_held(const struct rl_reqconn *c, const struct iovec *iov,
+                     size_t n, const struct rl_reqwrite *w, uint64_t turn,
+                     struct rl_reqheld *h)
+{
+    struct rl_req_event ev[PLAN_EVENTS];
+    struct rl_gate_req q;
+    uint64_t k = charged_requests(c, iov, n, w, ev, &q);
+    h->turn = turn;
+    h->units = k > 0 ? (uint32_t)(k < UINT32_MAX ? k : UINT32_MAX) : 1;
+    h->port = q.port;
+    h->named = q.name != NULL;
+    h->fd = q.fd;
+    h->call = q.call;
+    h->salen = c->salen;
+    if (c->salen > 0)
+        memcpy(&h->sa, &c->peer, c->salen);
+    snprintf(h->name, sizeof h->name, "%s", h->named ? q.name : "");
+    snprintf(h->method, sizeof h->method, "%s", q.method ? q.method : "");
+    snprintf(h->target, sizeof h->target, "%s", q.target ? q.target : "");
 }
 
 void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,

@@ -198,6 +198,15 @@ void rl_reqconn_again(struct rl_proc *proc, struct rl_reqconn *c,
                       const struct iovec *iov, size_t n,
                       const struct rl_reqwrite *w, struct rl_reqplan *p);
 
+/* A write planned with a later turn (`turn`) whose bytes go now all the
+ * same (a memory BIO's: shim/tlswrite.c): its requests, detached into *h,
+ * for their socket to be held until that turn and decided again there
+ * (reqheld.h). iov and w as the plan had them, before rl_reqconn_done. */
+struct rl_reqheld;
+void rl_reqconn_held(const struct rl_reqconn *c, const struct iovec *iov,
+                     size_t n, const struct rl_reqwrite *w, uint64_t turn,
+                     struct rl_reqheld *h);
+
 /* After the real call took `sent` bytes (< 0: it failed). A stream whose
  * first bytes were a ClientHello keeps its client random (c->hello): a
  * session written through a memory BIO is paired with its socket by it. */

@@ -24,6 +24,7 @@ int rl_epreg_mode_now(int fd, uint64_t now)
         return RL_EPREG_ABSENT;
     case RL_READY_HOLD:
     case RL_READY_RESERVE:
+    case RL_READY_TURN:
         return RL_EPREG_NOOUT;
     default:
         return RL_EPREG_FULL;

@@ -72,8 +72,14 @@ static int ciphertext(struct rl_send *s, struct rl_reqconn *c)
         forget(s->fd);
     rl_shim_leave();
     rl_conntab_release(c);
-    if (until != 0)
-        (void)rl_shim_sleep_on(s->fd, until);
+    /* A blocking socket sleeps to the turn, where it asks again: a pause
+     * that came meanwhile holds it still (SPEC §12). */
+    while (until != 0 && r == 0) {
+        if (rl_shim_sleep_on(s->fd, until) || !rl_shim_enter())
+            break; /* hung up: the kernel answers */
+        r = rl_wait_paced(s->fd, s->flags, &until);
+        rl_shim_leave();
+    }
     return r;
 }
 

@@ -164,8 +164,17 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
     *sleep_until = 0;
     if (!rl_ready_any(&rl_shim_proc()->ready))
         return 0;
-    uint64_t until =
-        rl_ready_held_until(rl_shim_proc(), fd, rl_clock_now_ns());
+    uint64_t now = rl_clock_now_ns(), until = 0;
+    /* A held request at its turn is decided again first: a pause of its
+     * destination that came meanwhile holds its socket still (SPEC §12);
+     * one refused fails the socket's sends. */
+    int r = rl_ready_turn_due(rl_shim_proc(), fd, now, &until);
+    if (r > 0) {
+        errno = r;
+        return -1;
+    }
+    if (r == 0)
+        until = rl_ready_held_until(rl_shim_proc(), fd, now);
     if (until == 0)
         return 0;
     if (rl_wait_nonblocking(fd, flags)) {
@@ -204,10 +213,13 @@ void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
 {
     for (unsigned i = 0; i < n; i++) {
         int err;
+        uint64_t until;
         if (v[i].what == RL_READY_CONNECT && v[i].until <= now)
             connect_due(v[i].fd, now, false, &err);
         else if (v[i].what == RL_READY_OPEN)
             open_due(v[i].fd, now, false, &err);
+        else if (v[i].what == RL_READY_TURN && v[i].until <= now)
+            (void)rl_ready_turn_due(rl_shim_proc(), v[i].fd, now, &until);
     }
 }
 

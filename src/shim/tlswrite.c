@@ -109,19 +109,23 @@ static void find_wire(struct rl_tlsent *e, struct rl_reqconn *c,
  * gate reserved it, as for a non-blocking socket): it goes into the BIO
  * now, and its ciphertext leaves at the turn. The socket, when known and
  * non-blocking, is held until then (hook_request.c answers its sends
- * EAGAIN and the wait calls show it writable at the turn), and the
- * program's event loop goes on. Otherwise the write sleeps after the real
- * call, when it wrote: before it leaves the BIO. */
-static void go_later(struct rl_tlswrite *w, const struct rl_tlsent *e)
+ * EAGAIN and the wait calls hide it), and the program's event loop goes
+ * on; at the turn its requests are decided again (policy/ready.h
+ * RL_READY_TURN): a pause of their destination that came meanwhile holds
+ * the socket to the pause's end (SPEC §12), as the other carriers' turns
+ * are held. Otherwise the write sleeps after the real call, when it
+ * wrote: before it leaves the BIO. */
+static void go_later(struct rl_tlswrite *w, const struct rl_tlsent *e,
+                     const struct rl_reqwrite *q)
 {
     w->p.act = RL_GATE_GO;
     w->p.err = 0;
     w->after = w->p.wake;
     if (e->wire < 0 || !nonblocking(e->wire))
         return;
-    int r = rl_ready_hold(rl_shim_proc(), e->wire, w->p.wake);
-    if (r < 0 || (r == 0 && rl_ready_held_until(rl_shim_proc(), e->wire, 0) <
-                                w->p.wake))
+    struct rl_reqheld h;
+    rl_reqconn_held(e->c, &w->iov, 1, q, w->p.wake, &h);
+    if (rl_ready_hold_turn(rl_shim_proc(), e->wire, &h) < 0)
         return;
     rl_epreg_hold(e->wire);
     w->after = 0;
@@ -242,7 +246,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
     if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
         w->p.wake == c->turn)
-        go_later(w, e);
+        go_later(w, e, &q);
     if (!w->p.scanned) {
         let_go(c);
         rl_shim_leave();

@@ -41,9 +41,12 @@ int rl_wait_kernel_says(int fd);
 
 /* A send of ciphertext on fd, the socket of a TLS session whose program
  * moves the ciphertext itself (a memory BIO: shim/tlswrite.c holds the
- * socket while a write of it waits its turn): while held, a non-blocking
- * socket answers EAGAIN (returns -1, errno set) and a blocking one is to
- * sleep until *sleep_until (after the guard is let go); 0: it goes. */
+ * socket while a write of it waits its turn, and at the turn the write's
+ * requests are decided again: policy/ready.h RL_READY_TURN): while held,
+ * a non-blocking socket answers EAGAIN (returns -1, errno set) and a
+ * blocking one is to sleep until *sleep_until (after the guard is let
+ * go), then ask again; a request refused at its turn fails the send with
+ * its errno; 0: it goes. */
 int rl_wait_paced(int fd, int flags, uint64_t *sleep_until);
 
 /* What policy may ask the kernel about the fd of a send
@@ -81,8 +84,9 @@ int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
  * failed, told once (returns 1); else 0 (the kernel's answer). */
 int rl_wait_connect_error(int fd, int *err);
 
-/* Make the deferred connects among `v` whose turn has come by `now`, and
- * decide again those waiting for a place (from inside a wait call). */
+/* Make the deferred connects among `v` whose turn has come by `now`,
+ * decide again those waiting for a place and the held requests whose
+ * turn has come (from inside a wait call). */
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n);
 

@@ -4,14 +4,15 @@
  * request carries (the name a request is charged to, SPEC §11). A 429
  * from one name holds no request to another, under a budget the names
  * share and under a full per-destination table; and a pause holds the
- * requests already queued for their turn (8 python threads). */
+ * requests already queued for their turn (8 python threads, and Scrapy,
+ * whose TLS goes through a memory BIO). */
 #include "harness.h"
 
 #include <sys/stat.h>
 
 #include "../redis_server.h"
 
-static struct server st;
+static struct server st, sts;
 static struct run r;
 static struct redis R;
 
@@ -25,6 +26,7 @@ static void setup(void)
 static void teardown(void)
 {
     redis_kill(&R);
+    h_server_stop(&sts);
     h_server_stop(&st);
     h_teardown();
 }
@@ -182,7 +184,7 @@ Test(pause_dest, forty_paused_names_hold_no_other_name_in_a_full_table)
  * it they came one at a time. The client read the 429 after the server
  * stamped it, so an arrival earlier than 3 s after it is inside the pause
  * (less 50 ms for the stamps); a slow machine only makes arrivals later. */
-static void expect_none_inside_the_pause(int n)
+static void expect_none_inside_the_pause(struct server *sv, int n)
 {
     double t[16], t429 = -1;
     char line[512], times[400] = "";
@@ -190,7 +192,7 @@ static void expect_none_inside_the_pause(int n)
     cr_assert_leq(n, 16);
     for (int i = 0; i < n; i++) {
         int status = 0;
-        h_server_line(&st, "REQ", i, line, sizeof line);
+        h_server_line(sv, "REQ", i, line, sizeof line);
         cr_assert_eq(sscanf(line, "REQ %lf %*s %*s %d", &t[i], &status), 2,
                      "%s", line);
         if (status == 429)
@@ -252,7 +254,7 @@ Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
     h_run(&r, true, 50, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
     cr_assert_eq(h_server_wait(&st, "REQ", 8, 5), 8, "%s", r.out);
-    expect_none_inside_the_pause(8);
+    expect_none_inside_the_pause(&st, 8);
     /* The decision log says the same: the pause held the requests, those
      * queued before the 429 was read decided again at their turns
      * (moved_ns), those that asked after it held at once (a slow start of
@@ -338,5 +340,73 @@ Test(pause_dest, a_429_read_by_another_thread_holds_the_writer, .timeout = 60)
                 held);
     cr_expect_eq(heard, 1, "the reader thread's 429 was not heard");
     cr_expect_geq(held, 1, "no decision says the pause held a request");
-    expect_none_inside_the_pause(6);
+    expect_none_inside_the_pause(&st, 6);
+}
+
+/* Scrapy: eight requests at once (Twisted writes each into a memory BIO
+ * and sends its ciphertext from the reactor), the server's TLS; its own
+ * retry is off (it would send the 429's request again: a request of
+ * its own, not one queued before the answer), AutoThrottle is off by
+ * default. */
+static const char scrapy_py[] =
+    "import sys, scrapy\n"
+    "from scrapy.crawler import CrawlerProcess\n"
+    "class Pages(scrapy.Spider):\n"
+    "    name = 'pages'\n"
+    "    custom_settings = {'CONCURRENT_REQUESTS_PER_DOMAIN': 8,\n"
+    "        'CONCURRENT_REQUESTS': 8, 'DOWNLOAD_DELAY': 0,\n"
+    "        'ROBOTSTXT_OBEY': False, 'RETRY_ENABLED': False,\n"
+    "        'AUTOTHROTTLE_ENABLED': False, 'HTTPERROR_ALLOW_ALL': True,\n"
+    "        'TELNETCONSOLE_ENABLED': False, 'LOG_LEVEL': 'ERROR',\n"
+    "        'DOWNLOAD_TIMEOUT': 30}\n"
+    "    def start_requests(self):\n"
+    "        for i in range(8):\n"
+    "            yield scrapy.Request('%s?%d' % (sys.argv[1], i),\n"
+    "                                 dont_filter=True)\n"
+    "    def parse(self, response):\n"
+    "        print('page', response.status, flush=True)\n"
+    "p = CrawlerProcess()\n"
+    "p.crawl(Pages)\n"
+    "p.start()\n";
+
+/* The same over a memory BIO: the server answers the 2nd request 429
+ * with Retry-After: 3 while the others wait for their turns, their
+ * bytes already in their BIOs and their sockets held until then. None
+ * reaches the server inside the pause: the hold of each socket reaches
+ * to the end of the pause of its request's destination. */
+Test(pause_dest, a_429_holds_the_requests_queued_in_a_memory_bio,
+     .timeout = 60)
+{
+    if (system("/usr/bin/python3 -c 'import scrapy' 2>/dev/null") != 0)
+        h_skip("python3-scrapy is not installed (apt-get install "
+               "python3-scrapy)");
+    setenv("RL_TLS", "1", 1);
+    h_server_start(&sts, "http_status.py");
+    unsetenv("RL_TLS");
+    char log[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "decision_log = %s\n"
+                   "[default]\nrequest = 2/s\nrequest_burst = 1\n",
+                   log);
+    char u[160];
+    snprintf(u, sizeof u, "https://127.0.0.1:%d/nth/2/429/3", sts.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)scrapy_py, u, NULL};
+    h_run(&r, true, 50, argv);
+    int n = h_server_wait(&sts, "REQ", 8, 5);
+    cr_assert_eq(r.status, 0, "scrapy: status %d\n%s", r.status, r.out);
+    cr_assert_eq(n, 8, "the server saw %d requests\n%s", n, r.out);
+    expect_none_inside_the_pause(&sts, 8);
+    /* The decision log: the pause held them (reason retry_after, moved
+     * from the turn they had), and verify agrees. */
+    int moved = h_file_lines(log, "\"moved_ns\"");
+    int held = h_file_lines(log, "\"reason\":\"retry_after\"") -
+               h_file_lines(log, "\"verdict\":\"pause\"");
+    cr_log_info("scrapy: %d decisions held by the pause, %d moved", held,
+                moved);
+    cr_expect_geq(held, 1, "no decision says the pause held it");
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "%s/rlshim verify '%s' --obeyed-retry-after",
+             h_env("RLSHIM_BUILD"), log);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
 }

@@ -186,3 +186,79 @@ Test(ready, send_eta_says_when_a_send_could_go_and_changes_nothing)
               "asking twice does not move the budget: %llu then %llu",
               (unsigned long long)eta, (unsigned long long)again);
 }
+
+/* A memory BIO's request whose bytes went ahead of its turn (SPEC §12):
+ * its socket is hidden until the turn, and after it until decided again
+ * there; a 429 of its destination that came meanwhile holds it to the
+ * pause's end, a pause of another name does not, and a pause past
+ * max_delay refuses it: its socket's sends fail from then on. */
+static struct rl_reqheld held_for(const char *name, uint64_t turn)
+{
+    static struct sockaddr_in a;
+    a = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(443)};
+    inet_pton(AF_INET, "10.0.0.1", &a.sin_addr);
+    struct rl_reqheld h = {.turn = turn, .units = 1, .port = 443,
+                           .named = true, .fd = -1, .call = "SSL_write",
+                           .salen = sizeof a};
+    memcpy(&h.sa, &a, sizeof a);
+    snprintf(h.name, sizeof h.name, "%s", name);
+    return h;
+}
+
+static void answer_429(const char *name, uint64_t ra, uint64_t now)
+{
+    struct rl_reqheld h = held_for(name, 0);
+    const struct rl_gate_req q = {.call = "SSL_read", .fd = -1, .sa = &h.sa,
+                                  .salen = h.salen, .name = name,
+                                  .port = 443, .units = 1};
+    rl_gate_request_outcome_at(&proc, &q, 429, true, ra, now);
+}
+
+Test(ready, a_held_request_is_decided_again_at_its_turn)
+{
+    gate_with("[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+              "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_reqheld h = held_for("a.example", T0 + 500 * MS);
+    cr_assert_eq(rl_ready_hold_turn(&proc, 9, &h), 1);
+    struct rl_reqheld hb = held_for("b.example", T0 + 500 * MS);
+    cr_assert_eq(rl_ready_hold_turn(&proc, 10, &hb), 1);
+    uint64_t until = 0;
+    cr_expect_eq(rl_ready_turn_due(&proc, 9, T0, &until), -EAGAIN);
+    cr_expect_eq(until, T0 + 500 * MS, "not before its turn");
+    cr_expect_eq(rl_ready_held_until(&proc, 9, T0), T0 + 500 * MS);
+    answer_429("a.example", 3 * S, T0 + 100 * MS);
+    /* Past its turn, not yet decided again: still hidden. */
+    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + 600 * MS), RL_READY_TURN);
+    struct rl_ready_view v[4];
+    uint64_t next;
+    cr_expect_eq(rl_ready_snapshot(&proc, T0 + 600 * MS, v, 4, &next), 2);
+    cr_expect_leq(next, T0 + 600 * MS, "due now");
+    cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + 600 * MS, &until), -EAGAIN);
+    cr_expect_geq(until, T0 + 3100 * MS, "held to the pause's end");
+    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + 3 * S), RL_READY_TURN);
+    /* Another name's request is not held by the pause: it goes. */
+    cr_expect_eq(rl_ready_turn_due(&proc, 10, T0 + 600 * MS, &until), 0);
+    cr_expect_eq(rl_ready_hidden(&proc, 10, T0 + 600 * MS), 0);
+    /* At its new turn, nothing paused any more: it goes, shown again. */
+    uint64_t at = until;
+    cr_expect_eq(rl_ready_turn_due(&proc, 9, at, &until), 0);
+    cr_expect_eq(rl_ready_hidden(&proc, 9, at), 0);
+    cr_expect(!rl_ready_any(&proc.ready));
+}
+
+Test(ready, a_held_request_past_max_delay_fails_its_sockets_sends)
+{
+    gate_with("[rlshim]\non_deny = delay\nmax_delay = 2s\n"
+              "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_reqheld h = held_for("a.example", T0 + 500 * MS);
+    cr_assert_eq(rl_ready_hold_turn(&proc, 9, &h), 1);
+    answer_429("a.example", 60 * S, T0 + 100 * MS);
+    uint64_t until = 0;
+    cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + 500 * MS, &until),
+                 ETIMEDOUT);
+    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + S), 0, "shown: refused");
+    cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + S, &until), ETIMEDOUT,
+                 "every send after it too");
+    rl_ready_forget(&proc, 9);
+    cr_expect(!rl_ready_any(&proc.ready));
+}

@@ -14,6 +14,9 @@ Paths:
                      HTTP-date N seconds from now
     /once/STATUS/RA  the same the first time this exact path is asked,
                      200 after that (a client's retry gets through)
+    /nth/N/STATUS/RA the same to the N-th request of this path (its query
+                     aside), 200 to the others (one answer among requests
+                     a client has queued)
     anything else    200
 Every answer has a small body framed by Content-Length.
 """
@@ -29,6 +32,7 @@ import time
 LOG = None
 LOCK = threading.Lock()
 SEEN = set()
+ASKED = {}
 
 
 def retry_after(ra):
@@ -54,6 +58,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 SEEN.add(self.path)
             if parts[1] == "s" or first:
                 status, ra = int(parts[2]), "/".join(parts[3:])
+        if len(parts) >= 5 and parts[1] == "nth":
+            path = self.path.split("?")[0]
+            with LOCK:
+                ASKED[path] = ASKED.get(path, 0) + 1
+                nth = ASKED[path] == int(parts[2])
+            if nth:
+                status, ra = int(parts[3]), "/".join(parts[4:]).split("?")[0]
         with LOCK:
             LOG.write("REQ %.6f %s %s %d\n" % (t, self.command, self.path,
                                                status))
@@ -89,7 +100,11 @@ def main():
                        check=True, capture_output=True)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(crt, key)
-        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        # Each connection's handshake in its own thread (at its first
+        # read), not in accept: a client whose Finished is held back (its
+        # request waiting for its turn) must not hold the others' up.
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True,
+                                     do_handshake_on_connect=False)
     print("PORT %d" % srv.server_address[1], flush=True)
     srv.serve_forever()
 
