@@ -264,6 +264,23 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     return RL_GATE_GO;
 }
 
+/* A turn asked about only after it came (an event loop that woke late,
+ * a memory BIO's socket held to it) that a pause, since ended, covered:
+ * the turn was given up all the same, as it would have been had it been
+ * asked at once, and the request takes a turn after the pause. */
+static bool paused_at(struct rl_gate_ticket *t, uint64_t turn, uint64_t now)
+{
+    bool held = false;
+    for (unsigned i = 0; turn < now && i < t->ncharges; i++) {
+        const char *why = NULL;
+        if (rl_pause_left(&t->charge[i], turn, &why) > 0) {
+            held = true;
+            t->reason = why;
+        }
+    }
+    return held;
+}
+
 /* `turn`: 0 for a request's decision; for rl_gate_request_again, the
  * turn it was given, and nothing is decided unless a pause holds it. */
 static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
@@ -295,7 +312,7 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
             t->reason = why;
         }
     }
-    if (turn != 0 && from == 0) {
+    if (turn != 0 && from == 0 && !paused_at(t, turn, now)) {
         t->ncharges = 0; /* not paused: it goes at its turn, as granted */
         return RL_GATE_GO;
     }

@@ -452,6 +452,39 @@ Test(pause, a_turn_reserved_before_the_answer_is_held_by_the_pause)
     cr_expect_eq(t.wait_ns, 0);
 }
 
+/* A turn checked late (an event loop that woke after the pause ended, a
+ * memory BIO's socket held to its turn): the pause covered the turn, so
+ * the turn is given up all the same and the request decided again after
+ * it, on a line that says so (moved_ns), never "gone at its turn" inside
+ * the pause. */
+Test(pause, a_turn_the_pause_covered_is_given_up_when_checked_late)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\nmax_delay = 10s\n"
+                 "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_gate_req q = req("a.example");
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    cr_assert_eq(ask("a.example", T0), RL_GATE_GO);
+    cr_assert_eq(t.wait_ns, 500 * MS, "the second's turn: T0 + 0.5 s");
+    /* 429, Retry-After 1 s, at T0 + 0.1 s: paused until T0 + 1.1 s. */
+    answer("a.example", 429, true, 1 * S, T0 + 100 * MS);
+    /* Its turn, T0 + 0.5 s, is checked only at T0 + 1.2 s. */
+    cr_assert_eq(rl_gate_request_again(&proc, &t, T0 + 1200 * MS,
+                                       T0 + 500 * MS, &q),
+                 RL_GATE_GO);
+    cr_expect_eq(t.moved_ns, T0 + 500 * MS, "the turn it gave up");
+    cr_assert_not_null(t.reason);
+    cr_expect_str_eq(t.reason, "retry_after");
+    cr_expect_eq(t.ncharges, 1, "decided again: a turn of its own");
+    /* Another name, sharing the budget, is not held by it. */
+    struct rl_gate_req qb = req("b.example");
+    cr_assert_eq(rl_gate_request_again(&proc, &t, T0 + 1200 * MS,
+                                       T0 + 500 * MS, &qb),
+                 RL_GATE_GO);
+    cr_expect_eq(t.moved_ns, 0);
+    cr_expect_eq(t.ncharges, 0);
+}
+
 /* In fail mode (or past max_delay) the held request fails at its turn. */
 Test(pause, a_reserved_turn_the_pause_outlasts_max_delay_fails)
 {
