@@ -374,12 +374,22 @@ FUZZ_CC = clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 
 fuzz:
 	$(MAKE) -j$(JOBS) $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
 	$(MAKE) -j1 fuzz-run
+# A fuzzer that fails prints its input in base64 as its last line (CI
+# shows only the end of its output): `base64 -d > crash` and run the
+# fuzzer on that file to see it again.
+FUZZ_SHOW = || { for f in build-fuzz/art/*; do echo "== $$f (base64):"; \
+	    base64 -w0 "$$f"; echo; done; exit 1; }
 fuzz-run: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
-	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus
+	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus build-fuzz/art
+	@rm -f build-fuzz/art/*
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds
+	    -artifact_prefix=build-fuzz/art/config- \
+	    -dict=tests/fuzz/config.dict build-fuzz/corpus tests/fuzz/seeds \
+	    $(FUZZ_SHOW)
 	$(FUZZ_HTTP_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds
+	    -artifact_prefix=build-fuzz/art/http- \
+	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds \
+	    $(FUZZ_SHOW)
 
 build-fuzz/.deps: | $(B)/.deps
 	@$(ENSURE) $(FUZZ_DEPS)
