@@ -9,9 +9,9 @@
  * marks the fd so its datagrams are. getsockopt(SO_ERROR) tells the
  * failure of a connect the shim deferred. */
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 
+#include "policy/decide_connect.h"
 #include "policy/gate.h"
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
@@ -46,14 +46,19 @@ uint32_t rl_hook_sock_type_asked(int fd, uint32_t mark)
 }
 
 int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
-                          const char *call, struct rl_gate_ticket *t)
+                          const char *call, int asker, uint64_t deadline,
+                          struct rl_connect_answer *a)
 {
+    a->act = RL_CONNECT_PASS;
     if (sa == NULL || len < sizeof(sa_family_t))
         return RL_HOOK_PASS;
     uint32_t m = rl_fdtab_get(fd);
+    bool handler = asker == RL_CONNECT_HANDLER;
     if (sa->sa_family == AF_UNSPEC) {
         /* Dissolves a datagram association: its sends are free again. */
-        if (m & RL_FD_DGRAM)
+        if ((m & RL_FD_DGRAM) && handler)
+            rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM);
+        else if (m & RL_FD_DGRAM)
             rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM);
         return RL_HOOK_PASS;
     }
@@ -62,31 +67,41 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     /* The mark says what the socket is: socket() gave it a fresh one, so
      * a number whose close the shim never saw carries nothing stale. */
     uint32_t type = rl_hook_sock_type(fd, m);
+    const struct rl_connect_question q = {
+        .call = call,
+        .fd = fd,
+        .sa = sa,
+        .salen = len,
+        .sock = type == RL_FD_STREAM  ? RL_CONNECT_STREAM
+                : type == RL_FD_DGRAM ? RL_CONNECT_DGRAM
+                                      : RL_CONNECT_OTHER,
+        .asker = asker,
+        .charged = (m & RL_FD_CHARGED) != 0,
+        .deadline = deadline,
+    };
+    rl_decide_connect(rl_shim_proc(), &q, &rl_wait_connect_probe, a);
     /* Its requests are counted by the names they carry, whatever the
-     * address (SPEC §11): a connection for every TCP connect. */
-    uint32_t http = m & RL_FD_HTTP;
-    if (type == RL_FD_STREAM && http == 0 &&
-        rl_gate_counts_requests(rl_shim_proc()) &&
-        rl_conntab_open(fd, sa, len)) {
-        http = RL_FD_HTTP;
-        rl_fdtab_set(fd, rl_fdtab_get(fd) | RL_FD_HTTP);
+     * address (SPEC §11): a connection for every TCP connect. One made
+     * in a handler is made later, outside it: making it allocates, and
+     * the interrupted thread may be inside malloc. */
+    uint32_t http = m & (handler ? RL_FD_HTTP | RL_FD_HTTP_LATE : RL_FD_HTTP);
+    if (type == RL_FD_STREAM && http == 0 && a->counts_requests &&
+        (handler || rl_conntab_open(fd, sa, len))) {
+        http = handler ? RL_FD_HTTP | RL_FD_HTTP_LATE : RL_FD_HTTP;
+        rl_fdtab_set(fd, rl_fdtab_get(fd) | http);
     }
-    bool covered = rl_gate_covers(rl_shim_proc(), sa, len);
-    /* MATCHED only when sends are charged at all: with a connect-only
-     * quota, sends on the socket stay as cheap as on any other fd. */
-    uint32_t matched =
-        covered && rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
+    /* MATCHED only when sends are charged at all. */
+    uint32_t matched = a->matched ? RL_FD_MATCHED : 0;
     if (type == RL_FD_DGRAM) {
-        rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
-        return RL_HOOK_PASS;
+        if (handler)
+            rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
+        else
+            rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
     }
-    if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
-        return RL_HOOK_PASS;
-    int act = rl_gate_connect(rl_shim_proc(), t, call, fd, sa, len);
-    if (act == RL_GATE_FAIL)
-        return RL_HOOK_FAIL;
-    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED |
-                         http);
+    if (!a->charged)
+        return a->act == RL_CONNECT_PASS ? RL_HOOK_PASS : RL_HOOK_FAIL;
+    rl_fdtab_put(fd,
+                 RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED | http);
     return RL_HOOK_GO;
 }
 
@@ -99,16 +114,6 @@ void rl_hook_connect_end(int fd, int r, int err)
      * a connect on the same socket again is a new attempt. */
     rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM |
                          (rl_fdtab_get(fd) & (RL_FD_HTTP | RL_FD_HTTP_LATE)));
-}
-
-/* A blocking socket? (max_open in delay mode sleeps only those; a
- * non-blocking connect over max_open is deferred: shim/wait.h.) */
-static bool blocking(int fd)
-{
-    int saved = errno;
-    int fl = REAL(fcntl)(fd, F_GETFL);
-    errno = saved;
-    return fl >= 0 && !(fl & O_NONBLOCK);
 }
 
 /* Only inet destinations (and AF_UNSPEC, which ends a datagram
@@ -124,46 +129,56 @@ static bool concerns(const struct sockaddr *sa, socklen_t len)
 
 /* A connect from a signal handler: the same marks, decided by
  * rl_gate_handler (async-signal-safe; a budget with max_open denies, as
- * its place would be bound in a map that allocates; nothing waits). Its
- * requests' connection is made later, outside a handler: making it
- * allocates, and the interrupted thread may be inside malloc. */
-static int connect_in_handler(int fd, const struct sockaddr *sa,
-                              socklen_t len)
+ * its place would be bound in a map that allocates; nothing waits). */
+static int connect_in_handler(int fd, const struct sockaddr *sa, socklen_t len)
 {
-    uint32_t m = rl_fdtab_get(fd);
-    if (sa->sa_family == AF_UNSPEC || !rl_shim_ready()) {
+    if (!rl_shim_ready()) {
+        uint32_t m = rl_fdtab_get(fd);
         if (sa->sa_family == AF_UNSPEC && (m & RL_FD_DGRAM))
             rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM);
         return REAL(connect)(fd, sa, len);
     }
-    uint32_t type = rl_hook_sock_type(fd, m);
-    uint32_t http = m & (RL_FD_HTTP | RL_FD_HTTP_LATE);
-    if (type == RL_FD_STREAM && http == 0 &&
-        rl_gate_counts_requests(rl_shim_proc())) {
-        http = RL_FD_HTTP | RL_FD_HTTP_LATE;
-        rl_fdtab_set(fd, rl_fdtab_get(fd) | http);
-    }
-    bool covered = rl_gate_covers(rl_shim_proc(), sa, len);
-    uint32_t matched =
-        covered && rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
-    if (type == RL_FD_DGRAM)
-        rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_DGRAM | matched);
-    if (type != RL_FD_STREAM || !covered || (m & RL_FD_CHARGED))
-        return REAL(connect)(fd, sa, len);
-    const struct rl_gate_q q = {RL_KIND_CONNECT, sa, len, 1, 0, 0};
-    uint64_t g;
-    int err;
-    if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
-        errno = err;
+    struct rl_connect_answer a;
+    int act = rl_hook_connect_begin(fd, sa, len, "connect", RL_CONNECT_HANDLER,
+                                    0, &a);
+    if (act == RL_HOOK_FAIL) {
+        errno = a.t.err;
         return -1;
     }
-    rl_fdtab_put(fd, RL_FD_KNOWN | RL_FD_STREAM | matched | RL_FD_CHARGED |
-                         http);
     int r = REAL(connect)(fd, sa, len);
-    err = errno;
-    rl_hook_connect_end(fd, r, err);
-    errno = err;
+    if (act == RL_HOOK_GO) {
+        int err = errno;
+        rl_hook_connect_end(fd, r, err);
+        errno = err;
+    }
     return r;
+}
+
+/* The answers that neither go nor fail: a wait for a max_open place
+ * (sleep, holding nothing, until a connection closes, then decide again),
+ * or a connect deferred (made at its turn, or when a place frees:
+ * shim/wait.h). false: the call is answered, *act its result; true: go
+ * on with *act (the guard held). */
+static bool wait_or_defer(int fd, const struct sockaddr *sa, socklen_t len,
+                          struct rl_connect_answer *a, int *act)
+{
+    while (a->act == RL_CONNECT_WAIT) {
+        rl_shim_leave();
+        rl_gate_open_wait(&a->t, a->deadline);
+        if (!rl_shim_enter()) {
+            *act = REAL(connect)(fd, sa, len);
+            return false;
+        }
+        *act = rl_hook_connect_begin(fd, sa, len, "connect", RL_CONNECT_WAITED,
+                                     a->deadline, a);
+    }
+    if (a->act != RL_CONNECT_DEFERRED)
+        return true;
+    rl_wait_connect_deferred(fd);
+    rl_shim_leave();
+    errno = EINPROGRESS;
+    *act = -1;
+    return false;
 }
 
 RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
@@ -181,40 +196,20 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         rl_shim_leave();
         return ret;
     }
-    struct rl_gate_ticket t;
-    int act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
-    if (act == RL_HOOK_GO && t.wait_ns > 0 &&
-        rl_wait_connect_defer(fd, sa, len, &t)) {
-        rl_shim_leave();
-        return -1; /* EINPROGRESS: made at its turn */
-    }
-    uint64_t deadline = 0;
-    if (act == RL_HOOK_FAIL && rl_gate_open_waits(&t, &deadline) &&
-        rl_wait_connect_open(fd, sa, len, &t, deadline)) {
-        /* max_open reached, delay mode, a non-blocking socket:
-         * EINPROGRESS, made when a place frees (shim/wait.h). */
-        rl_shim_leave();
-        return -1;
-    }
-    while (act == RL_HOOK_FAIL && rl_gate_open_waits(&t, &deadline) &&
-           blocking(fd)) {
-        /* max_open reached, delay mode: sleep (holding nothing) until a
-         * connection closes, then decide again. */
-        rl_shim_leave();
-        rl_gate_open_wait(&t, deadline);
-        if (!rl_shim_enter())
-            return REAL(connect)(fd, sa, len);
-        act = rl_hook_connect_begin(fd, sa, len, "connect", &t);
-    }
+    struct rl_connect_answer a;
+    int act =
+        rl_hook_connect_begin(fd, sa, len, "connect", RL_CONNECT_CALL, 0, &a);
+    if (a.act > RL_CONNECT_FAIL && !wait_or_defer(fd, sa, len, &a, &act))
+        return act; /* deferred (-1, errno set), or the guard was lost */
     rl_shim_leave();
-    if (rl_hook_apply(act, &t, saved, -1) < 0)
+    if (rl_hook_apply(act, &a.t, saved, -1) < 0)
         return -1;
     int r = REAL(connect)(fd, sa, len);
     if (act == RL_HOOK_GO) {
         int err = errno;
         rl_hook_connect_end(fd, r, err);
-        rl_gate_connected(rl_shim_proc(), &t, fd,
-                          r == 0 || err == EINPROGRESS || err == EINTR);
+        if (rl_settle_connect_owes(&a))
+            rl_settle_connect(rl_shim_proc(), &a, fd, r, err);
         errno = err;
     }
     return r;

@@ -195,22 +195,24 @@ static void apply_of(struct rl_gate_ticket *to, const struct rl_gate_ticket *c)
  * only here (out of line: the common send carries one ticket). */
 static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
 {
-    struct rl_gate_ticket tc;
-    s->cact = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call, &tc);
+    struct rl_connect_answer ca;
+    s->cact = rl_hook_connect_begin(s->fd, s->sa, s->salen, s->call,
+                                    RL_CONNECT_FASTOPEN, 0, &ca);
+    struct rl_gate_ticket *tc = &ca.t;
     if (s->cact == RL_HOOK_GO)
         /* max_open: held from now until the fd closes (a fastopen that
          * then fails stays counted until then). */
-        rl_gate_connected(rl_shim_proc(), &tc, s->fd, true);
+        rl_settle_connect(rl_shim_proc(), &ca, s->fd, 0, 0);
     s->mark = rl_fdtab_get(s->fd);
     if (s->cact == RL_HOOK_FAIL) {
-        apply_of(&s->a.t, &tc);
+        apply_of(&s->a.t, tc);
         return RL_HOOK_FAIL;
     }
     uint32_t kind = rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
     if (kind == 0) {
         /* Only the connect (if any) was charged: sleep as it says. */
         if (s->cact == RL_HOOK_GO)
-            apply_of(&s->a.t, &tc);
+            apply_of(&s->a.t, tc);
         return s->cact;
     }
     int act = decide_send(s, kind);
@@ -218,15 +220,15 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
         if (s->cact == RL_HOOK_GO) {
             /* The denied call leaves nothing behind: its connect goes
              * back and the socket is unmarked. */
-            rl_gate_refund(rl_shim_proc(), &tc, RL_KIND_CONNECT, 1);
+            rl_gate_refund(rl_shim_proc(), tc, RL_KIND_CONNECT, 1);
             rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
         }
         return RL_HOOK_FAIL;
     }
     if (s->cact == RL_HOOK_GO &&
-        tc.now + tc.wait_ns > s->a.t.now + s->a.t.wait_ns)
+        tc->now + tc->wait_ns > s->a.t.now + s->a.t.wait_ns)
         /* One sleep covers both: until the later reservation. */
-        s->a.t.wait_ns = tc.now + tc.wait_ns - s->a.t.now;
+        s->a.t.wait_ns = tc->now + tc->wait_ns - s->a.t.now;
     return act;
 }
 

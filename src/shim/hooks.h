@@ -5,7 +5,8 @@
  *
  * rl_hook_connect_begin runs with the re-entry guard held and returns what
  * the hook does next; the hook releases the guard, sleeps if told, makes
- * the real call, and hands the result to rl_hook_connect_end. rl_send_begin
+ * the real call, and hands the result to rl_hook_connect_end and
+ * rl_settle_connect. rl_send_begin
  * and rl_send_settle take and release the guard themselves. No quota logic
  * here: only what a call carries and what to trim. */
 #ifndef RL_SHIM_HOOKS_H
@@ -19,6 +20,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "policy/decide_connect.h"
 #include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/gate_leased.h"
@@ -82,9 +84,15 @@ void rl_hook_inherited_drop(void);
  * what rl_hook_send_kind would (0: not charged). */
 uint32_t rl_hook_inherited_kind(int fd, uint32_t m);
 
-/* The connect decision for a stream or datagram socket (marks the fd). */
+/* The connect decision for a stream or datagram socket: classify it, ask
+ * rl_decide_connect once as `asker` (policy/decide_connect.h; `deadline`
+ * from the answer before a wait for a place, else 0), mark the fd as
+ * answered. Returns RL_HOOK_GO when the attempt was charged (a->charged),
+ * RL_HOOK_PASS when not decided, else RL_HOOK_FAIL; a->act says the
+ * rest. */
 int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
-                          const char *call, struct rl_gate_ticket *t);
+                          const char *call, int asker, uint64_t deadline,
+                          struct rl_connect_answer *a);
 
 /* After the real connect of a charged attempt returned r (errno err). */
 void rl_hook_connect_end(int fd, int r, int err);

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "policy/decide_connect.h"
 #include "policy/decide_send.h"
 #include "policy/ready.h"
 #include "shim/epreg.h"
@@ -89,18 +90,17 @@ static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
 }
 
 /* Make the connect of fd now: its turn has come, or a place freed. */
-static void make_connect(int fd, struct rl_gate_ticket *t,
+static void make_connect(int fd, struct rl_connect_answer *a,
                          const struct sockaddr_storage *sa, socklen_t len,
-                         bool charged, int *err)
+                         int *err)
 {
     int c = REAL(connect)(fd, (const struct sockaddr *)sa, len);
     *err = c == 0 ? 0 : errno;
-    if (charged) {
+    if (a->charged) {
         rl_hook_connect_end(fd, c, *err);
         /* Its max_open places, taken when it was decided, now held by
          * fd. */
-        rl_gate_connected(rl_shim_proc(), t, fd,
-                          c == 0 || *err == EINPROGRESS || *err == EINTR);
+        rl_settle_connect(rl_shim_proc(), a, fd, c, *err);
     }
     /* From now on the kernel's own progress is reported. */
     rl_epreg_sync(fd, RL_EPREG_FULL);
@@ -110,20 +110,20 @@ static void make_connect(int fd, struct rl_gate_ticket *t,
  * first (a wait call, or the program's next call on the fd). */
 static int connect_due(int fd, uint64_t now, bool force, int *err)
 {
-    struct rl_gate_ticket t;
+    struct rl_connect_answer a = {.act = RL_CONNECT_GO, .charged = true};
     struct sockaddr_storage sa;
     socklen_t len = 0;
     uint64_t until;
-    int r = rl_ready_take_connect(rl_shim_proc(), fd, now, force, &t, &sa, &len,
-                                  &until);
+    int r = rl_ready_take_connect(rl_shim_proc(), fd, now, force, &a.t, &sa,
+                                  &len, &until);
     if (r != 1)
         return r;
-    make_connect(fd, &t, &sa, len, true, err);
+    make_connect(fd, &a, &sa, len, err);
     return 1;
 }
 
 /* A connect waiting for a max_open place (ready.h RL_READY_OPEN) whose
- * moment has come: decided again as the program's connect would be. A
+ * moment has come: decided again (rl_decide_connect, RL_CONNECT_DUE). A
  * place: connected now; a turn later (a connect rate): deferred to it;
  * still full: waits on; past max_delay, or denied otherwise: fails as in
  * fail mode, told by SO_ERROR (and connect), the socket shown again.
@@ -137,25 +137,18 @@ static int open_due(int fd, uint64_t now, bool force, int *err)
                                &deadline, &until);
     if (r != 1)
         return r;
-    const struct sockaddr *a = (const struct sockaddr *)&sa;
-    struct rl_gate_ticket t;
-    memset(&t, 0, sizeof t);
-    int act = rl_hook_connect_begin(fd, a, len, "connect", &t);
-    if (act != RL_HOOK_FAIL && t.wait_ns > 0 &&
-        rl_ready_defer_connect(rl_shim_proc(), fd, &t, a, len) >= 0)
+    struct rl_connect_answer a;
+    memset(&a.t, 0, sizeof a.t);
+    rl_hook_connect_begin(fd, (const struct sockaddr *)&sa, len, "connect",
+                          RL_CONNECT_DUE, deadline, &a);
+    if (a.act == RL_CONNECT_DEFERRED)
         return -EAGAIN; /* replaces the entry: still hidden */
-    if (act != RL_HOOK_FAIL) {
-        rl_ready_forget(rl_shim_proc(), fd); /* it held nothing */
-        make_connect(fd, &t, &sa, len, act == RL_HOOK_GO, err);
+    if (a.act != RL_CONNECT_FAIL) {
+        make_connect(fd, &a, &sa, len, err);
         return 1;
     }
-    uint64_t dl = deadline;
-    if (rl_gate_open_waits(&t, &dl) &&
-        rl_ready_defer_open(rl_shim_proc(), fd, &t, a, len, deadline) >= 0)
-        return -EAGAIN;
-    rl_ready_fail(rl_shim_proc(), fd, t.err);
     rl_epreg_sync(fd, RL_EPREG_FULL);
-    *err = t.err;
+    *err = a.t.err;
     return 1;
 }
 
@@ -250,28 +243,22 @@ int rl_wait_connect_again(int fd, int *ret)
     return 1;
 }
 
-int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
-                          const struct rl_gate_ticket *t)
+static int connect_nonblocking(int fd)
 {
-    if (!rl_wait_nonblocking(fd, 0))
-        return 0;
-    if (rl_ready_defer_connect(rl_shim_proc(), fd, t, sa, len) < 0)
-        return 0;
-    rl_epreg_sync(fd, RL_EPREG_ABSENT);
-    errno = EINPROGRESS;
-    return 1;
+    int saved = errno;
+    /* Not libc's syscall(): inside the shim that name is our own hook. */
+    long fl = rl_raw_syscall(SYS_fcntl, fd, F_GETFL, 0, 0, 0, 0);
+    errno = saved;
+    return fl < 0 ? -1 : (fl & O_NONBLOCK) != 0;
 }
 
-int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct rl_gate_ticket *t, uint64_t deadline)
+const struct rl_connect_probe rl_wait_connect_probe = {
+    .nonblocking = connect_nonblocking,
+};
+
+void rl_wait_connect_deferred(int fd)
 {
-    if (!rl_wait_nonblocking(fd, 0))
-        return 0;
-    if (rl_ready_defer_open(rl_shim_proc(), fd, t, sa, len, deadline) < 0)
-        return 0;
     rl_epreg_sync(fd, RL_EPREG_ABSENT);
-    errno = EINPROGRESS;
-    return 1;
 }
 
 int rl_wait_connect_error(int fd, int *err)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "policy/decide_connect.h"
 #include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
@@ -64,21 +65,17 @@ void rl_wait_apply(int fd, const struct rl_send_answer *a);
  * waiting, the real connect's own result when its turn has come), else 0. */
 int rl_wait_connect_again(int fd, int *ret);
 
-/* After the gate granted a connect with a wait (t->wait_ns > 0): on a
- * non-blocking socket, defer it to its turn and answer EINPROGRESS
- * (returns 1, errno set); else 0 (the caller sleeps as before). */
-int rl_wait_connect_defer(int fd, const struct sockaddr *sa, socklen_t len,
-                          const struct rl_gate_ticket *t);
+/* What policy may ask the kernel about the fd of a connect
+ * (rl_decide_connect): whether it is non-blocking. */
+extern const struct rl_connect_probe rl_wait_connect_probe;
 
-/* After the gate denied a connect because max_open is full, in delay mode
- * (rl_gate_open_waits said so, with `deadline`): on a non-blocking
- * socket, answer EINPROGRESS and decide it again when a place frees
- * (policy/ready.h RL_READY_OPEN: looked at from the wait calls; a close
- * in this process is seen at its next wait call, one elsewhere within
- * RL_READY_OPEN_STEP), failing it past `deadline`. Returns 1 (errno set),
- * or 0 (the caller goes on as before). */
-int rl_wait_connect_open(int fd, const struct sockaddr *sa, socklen_t len,
-                         const struct rl_gate_ticket *t, uint64_t deadline);
+/* fd's connect was deferred (rl_decide_connect answered
+ * RL_CONNECT_DEFERRED: to its turn, or until a max_open place frees, as
+ * policy/ready.h RL_READY_CONNECT and RL_READY_OPEN; a close in this
+ * process is seen at the next wait call, one elsewhere within
+ * RL_READY_OPEN_STEP): the wait calls do not see fd until it is made.
+ * The caller answers EINPROGRESS. */
+void rl_wait_connect_deferred(int fd);
 
 /* getsockopt(SO_ERROR) on fd: the errno of a deferred connect that
  * failed, told once (returns 1); else 0 (the kernel's answer). */
