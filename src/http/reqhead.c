@@ -41,12 +41,14 @@ void rq_target_done(struct rl_reqscan *s)
 {
     struct rl_req_cur *r = &s->cur;
     const char *t = r->target, *a, *e;
-    size_t n = r->tlen;
+    /* tlen counts the whole target; target[] keeps its first
+     * RL_HTTP_TARGET_MAX bytes, and only those are read. */
+    bool cut = r->tlen >= RL_HTTP_TARGET_MAX;
+    size_t n = cut ? RL_HTTP_TARGET_MAX : r->tlen;
 
     if (rq_is_method(r, "CONNECT")) {
         r->abs = true;
-        r->tname_ok = n < RL_HTTP_TARGET_MAX &&
-                      rl_http_authority(t, n, r->tname, &r->tport);
+        r->tname_ok = !cut && rl_http_authority(t, n, r->tname, &r->tport);
         return;
     }
     uint16_t scheme_port;
@@ -64,7 +66,7 @@ void rq_target_done(struct rl_reqscan *s)
     while (e < t + n && *e != '/' && *e != '?' && *e != '#')
         e++;
     /* An authority cut by the target's cap is not a name. */
-    if (e == t + n && n >= RL_HTTP_TARGET_MAX)
+    if (e == t + n && cut)
         return;
     r->tname_ok = rl_http_authority(a, (size_t)(e - a), r->tname, &r->tport);
     /* Its site's port, not the proxy's the connection went to. */

@@ -2,6 +2,7 @@
  * exact events for hand-written streams, each also fed cut at every byte
  * and byte by byte (check_splits), peeked before each commit. */
 #include <stdio.h>
+#include <string.h>
 
 #include "http_streams.h"
 
@@ -82,6 +83,29 @@ Test(http_reqscan, an_absolute_form_target_wins_over_host)
     expect(&r[3], RL_REQ_REQUEST, strstr(s, "GET http://third") - s,
            "third.example", 80);
     check_splits(S(s));
+}
+
+/* An absolute-form target whose authority runs past the kept 256 bytes
+ * names nothing, and nothing past them is read (the scanner read up to
+ * the target's whole length from its 257-byte copy: ASan, and the HTTP
+ * fuzzer, saw it). A CONNECT's likewise. */
+Test(http_reqscan, an_authority_past_the_targets_cap_is_no_name)
+{
+    static char s[16384];
+    int n = snprintf(s, sizeof s, "GET http://");
+    memset(s + n, 'a', 6000);
+    n += 6000;
+    n += snprintf(s + n, sizeof s - (size_t)n,
+                  " HTTP/1.1\r\nHost: proxy.example\r\n\r\nCONNECT ");
+    memset(s + n, 'b', 6000);
+    n += 6000;
+    n += snprintf(s + n, sizeof s - (size_t)n, ":443 HTTP/1.1\r\n\r\n");
+
+    cr_assert_eq(scan_whole((const uint8_t *)s, (size_t)n, r), 3);
+    cr_assert_eq(r[1].kind, RL_REQ_REQUEST);
+    cr_expect_neq(r[1].name_src, RL_NAME_TARGET, "a cut authority named it");
+    cr_expect_neq(r[2].name_src, RL_NAME_TARGET, "a cut CONNECT named it");
+    check_splits((const uint8_t *)s, (size_t)n);
 }
 
 Test(http_reqscan, connect_names_a_tunnel_and_tls_inside_it_is_reported)
