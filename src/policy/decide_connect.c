@@ -123,6 +123,10 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
 void rl_settle_connect(struct rl_proc *p, struct rl_connect_answer *a, int fd,
                        int r, int err)
 {
+    if (a->act == RL_CONNECT_WAIT) {
+        rl_gate_open_wait(&a->t, a->deadline);
+        return;
+    }
     if (a->act != RL_CONNECT_GO || a->t.handler)
         return;
     rl_gate_connected(p, &a->t, fd,

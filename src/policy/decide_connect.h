@@ -89,8 +89,8 @@ enum rl_connect_act {
      * see the fd meanwhile. */
     RL_CONNECT_DEFERRED = 3,
     /* max_open reached, delay mode, a blocking socket: sleep (holding
-     * nothing) with rl_gate_open_wait(&t, deadline) until a connection
-     * closes, then ask again (RL_CONNECT_WAITED, this deadline). */
+     * nothing) in rl_settle_connect until a connection closes, then ask
+     * again (RL_CONNECT_WAITED, this deadline). */
     RL_CONNECT_WAIT = 4,
 };
 
@@ -119,8 +119,11 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
 /* After the real connect of fd (answered RL_CONNECT_GO, or deferred and
  * made now) returned r with errno err: a connection made or in progress
  * holds its max_open places until its last fd closes; a refused one
- * gives them back. Nothing for any other act, or one decided in a
- * handler (which holds no place). */
+ * gives them back. An answer RL_CONNECT_WAIT is settled by its wait
+ * instead (r and err unread): sleeps until a connection of the full area
+ * closes, a while passes (a killed holder wakes nobody) or a->deadline,
+ * holding nothing (the carrier lets its guard go first). Nothing for any
+ * other act, or one decided in a handler (which holds no place). */
 void rl_settle_connect(struct rl_proc *p, struct rl_connect_answer *a, int fd,
                        int r, int err);
 

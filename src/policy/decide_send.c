@@ -19,7 +19,8 @@ struct asking {
     struct rl_proc *p;
     const struct rl_send_question *q;
     struct rl_send_answer *a;
-    int nb; /* nonblocking: -1 until asked */
+    uint64_t want, min; /* the bytes asked, and the least grant */
+    int nb;             /* nonblocking: -1 until asked */
     const struct sockaddr *sa;
     socklen_t salen;
     struct sockaddr_storage peer;
@@ -119,7 +120,7 @@ static bool claimed(struct asking *k)
         a->view |= RL_DECIDE_SHOW; /* no longer held */
     if (have) {
         /* Its reserved turn (a blocking socket sleeps until then). */
-        if (t->bytes >= k->q->min) {
+        if (t->bytes >= k->min) {
             if (r == 1)
                 t->wait_ns = 0;
             a->act = RL_GATE_GO;
@@ -133,7 +134,7 @@ static bool claimed(struct asking *k)
 /* The least a stream send may be granted when it cannot go whole. */
 static uint64_t least_grant(struct asking *k)
 {
-    uint64_t min = k->q->min, want = k->q->want;
+    uint64_t min = k->min, want = k->want;
     if (min < want && rl_gate_max_bytes(k->p) != UINT64_MAX) {
         /* A short grant only of a sizeable part (gate.h): else EAGAIN
          * and a hold until it is free. With 1 byte as the least, python
@@ -168,7 +169,7 @@ static void denied(struct asking *k, uint64_t min)
         a->t.err = err;
         return;
     }
-    hold_after_denial(k, k->q->want, min);
+    hold_after_denial(k, k->want, min);
 }
 
 /* A later turn granted: a socket that must not sleep keeps it and is
@@ -201,33 +202,131 @@ static void later_turn(struct asking *k)
     }
 }
 
-void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
-                    struct rl_send_answer *a)
+/* The bytes to ask for and the least grant (the question's min 0: a
+ * stream send may be cut short, to the largest grant and at least 1 byte;
+ * a datagram goes whole). */
+static void byte_range(const struct rl_proc *p,
+                       const struct rl_send_question *q, uint64_t *want,
+                       uint64_t *min)
 {
-    struct asking k = {
-        .p = p, .q = q, .a = a, .nb = -1, .sa = q->sa, .salen = q->salen};
-    a->view = 0;
-    a->connect_due = 0;
-    if (rl_ready_any(&p->ready) && claimed(&k))
+    *want = q->want;
+    *min = q->min != 0 ? q->min : q->want;
+    if (q->stream && q->min == 0) {
+        uint64_t cap = rl_gate_max_bytes(p);
+        if (*want > cap)
+            *want = cap;
+        *min = 1;
+    }
+}
+
+/* From a signal handler: rl_gate_handler, at once, nothing waited for. The
+ * handler may have interrupted anything of its thread (malloc, a lock,
+ * the shim itself), so nothing here allocates, locks, sleeps or logs, and
+ * the one thing asked of the kernel is the peer (getpeername is
+ * async-signal-safe): a stream's sends go to its peer, and `sa` counts
+ * only when it has none. */
+static __attribute__((noinline)) void
+decide_in_handler(struct rl_proc *p, const struct rl_send_question *q,
+                  struct rl_send_answer *a)
+{
+    struct rl_gate_q hq = {.kind = RL_KIND_SEND,
+                           .sa = q->sa,
+                           .salen = q->salen,
+                           .calls = q->calls};
+    struct sockaddr_storage peer;
+    if (q->stream || q->sa == NULL) {
+        socklen_t len = 0;
+        const struct sockaddr *sa = q->probe->peer(q->fd, &peer, &len);
+        if (sa != NULL) {
+            hq.sa = sa;
+            hq.salen = len;
+        }
+    }
+    byte_range(p, q, &hq.bytes, &hq.bytes_min);
+    uint64_t granted = 0;
+    int err = 0;
+    a->t.now = 0;
+    a->t.wait_ns = 0;
+    a->t.handler = true; /* nothing to settle */
+    a->t.calls = q->calls;
+    if (rl_gate_handler(p, &hq, &granted, &err) == RL_GATE_FAIL) {
+        fail(a, err);
         return;
-    uint64_t min = least_grant(&k);
+    }
+    a->act = RL_GATE_GO;
+    a->t.bytes = granted;
+}
+
+/* One unit to the fd's own peer out of the thread's lease: true when it
+ * covered the call (no decision, nothing logged), false: decide it. */
+static bool leased(struct rl_proc *p, const struct rl_send_question *q,
+                   struct rl_send_answer *a)
+{
+    uint64_t g = rl_gate_send_leased(p, q->want, q->stream);
+    if (g == 0)
+        return false;
+    a->act = RL_GATE_GO;
+    a->leased = true;
+    a->t.wait_ns = 0;
+    a->t.calls = 1;
+    a->t.bytes = g;
+    return true;
+}
+
+/* A send decided by the gate (outside a handler, not leased). */
+static void decide(struct asking *k)
+{
+    struct rl_proc *p = k->p;
+    const struct rl_send_question *q = k->q;
+    struct rl_send_answer *a = k->a;
+    if (rl_ready_any(&p->ready) && claimed(k))
+        return;
+    uint64_t min = least_grant(k);
     /* The whole question: a send without an address goes to the fd's
      * peer, asked of the kernel here, once, and only when the gate needs
      * it to decide. */
-    if (k.sa == NULL && rl_gate_needs_peer(p))
-        ask_peer(&k);
-    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls, 1,
-                          q->want, min);
+    if (k->sa == NULL && rl_gate_needs_peer(p))
+        ask_peer(k);
+    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k->sa, k->salen, q->calls,
+                          1, k->want, min);
     if (a->t.say_due) {
         /* A log line the rate limit admitted names the destination: the
          * peer is asked now only if the decision did not need it. */
-        ask_peer(&k);
-        rl_gate_say_peer(p, &a->t, q->call, q->fd, k.sa, k.salen);
+        ask_peer(k);
+        rl_gate_say_peer(p, &a->t, q->call, q->fd, k->sa, k->salen);
     }
     if (a->act == RL_GATE_FAIL)
-        denied(&k, min);
+        denied(k, min);
     else if (a->t.wait_ns > 0)
-        later_turn(&k);
+        later_turn(k);
+}
+
+void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
+                    struct rl_send_answer *a)
+{
+    a->leased = false;
+    a->view = 0;
+    a->connect_due = 0;
+    if (q->handler) {
+        decide_in_handler(p, q, a);
+        return;
+    }
+    if (q->lease && leased(p, q, a))
+        return;
+    struct asking k = {
+        .p = p, .q = q, .a = a, .nb = -1, .sa = q->sa, .salen = q->salen};
+    byte_range(p, q, &k.want, &k.min);
+    decide(&k);
+    if (a->act == RL_GATE_FAIL && q->fastopen != NULL)
+        /* The denied call leaves nothing behind: its connect goes back
+         * (the carrier unmarks the socket). */
+        rl_gate_refund(p, q->fastopen, RL_KIND_CONNECT, 1);
+}
+
+bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
+                            socklen_t salen)
+{
+    return rl_gate_charges_sends(p) && rl_gate_covers(p, sa, salen);
 }
 
 void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,

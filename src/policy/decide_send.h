@@ -12,7 +12,9 @@
  * fail with an errno, or leave the call to the kernel; the wait calls'
  * view of the fd to change; a deferred connect of the fd to make now.
  * After the real call, rl_settle_send gives back what the kernel did not
- * take. Runs under the re-entry guard; never sleeps. */
+ * take. Runs under the re-entry guard; never sleeps. A send made from a
+ * signal handler is a mode of the same question (q->handler): the gate's
+ * async-signal-safe steps, nothing held, deferred or logged. */
 #ifndef RL_POLICY_DECIDE_SEND_H
 #define RL_POLICY_DECIDE_SEND_H
 
@@ -42,8 +44,9 @@ struct rl_send_probe {
 };
 
 /* The question: a charged send call on fd of `calls` units (sendmmsg's
- * messages) carrying `want` bytes, `min` of them at least (1 for a
- * stream, all for a datagram), to `sa` (NULL: the fd's peer). */
+ * messages) carrying `want` bytes, `min` of them at least (0: 1 for a
+ * stream, whose `want` is then cut to the largest grant, all for a
+ * datagram), to `sa` (NULL: the fd's peer). */
 struct rl_send_question {
     const char *call; /* its name in log lines */
     int fd;
@@ -51,6 +54,21 @@ struct rl_send_question {
     const struct sockaddr *sa;
     socklen_t salen;
     uint64_t calls, want, min;
+    bool stream; /* a stream socket's send (else a datagram's) */
+    /* One unit to the fd's own peer (`sa` NULL) on a socket whose sends
+     * are charged: it may come out of the thread's lease first, without
+     * a decision (rl_gate_send_leased). */
+    bool lease;
+    /* Made from a signal handler: decided by async-signal-safe steps only
+     * (rl_gate_handler: no allocation, no lock, no sleep, nothing logged
+     * or held for later), asking the kernel at most the peer of a stream
+     * or of a send without an address; `sa` is then the destination
+     * only when the fd has no peer (a MSG_FASTOPEN connecting now). */
+    bool handler;
+    /* The ticket of the connect this send makes (MSG_FASTOPEN), granted
+     * just before: its unit goes back when the send is denied. NULL:
+     * none. */
+    struct rl_gate_ticket *fastopen;
     const struct rl_send_probe *probe;
 };
 
@@ -69,9 +87,11 @@ enum {
 
 /* The answer. On RL_GATE_GO t.calls and t.bytes are the grant and the
  * turn is t.now + t.wait_ns; on RL_GATE_FAIL t.err is the errno. The
- * rest of t is policy's, kept by the carrier until rl_settle_send. */
+ * rest of t is policy's, kept by the carrier until rl_settle_send (a
+ * handler's: t.handler, nothing to settle). */
 struct rl_send_answer {
     int act;       /* RL_GATE_GO, RL_GATE_FAIL or RL_DECIDE_KERNEL */
+    bool leased;   /* GO out of the thread's lease (q->lease): settled so */
     unsigned view; /* RL_DECIDE_* bits */
     /* RL_READY_CONNECT or RL_READY_OPEN: the fd's own connect was
      * deferred (policy/ready.h); the carrier makes it now, as a wait
@@ -85,10 +105,18 @@ struct rl_send_answer {
 void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
                     struct rl_send_answer *a);
 
+/* Is a send to the inet address `sa` charged at all (sends are charged,
+ * and the rule covers sa)? How the carrier classifies a datagram with an
+ * explicit destination and a socket it inherited connected to `sa` (the
+ * connect answer's `matched` says it of a socket connected here). Async-
+ * signal-safe: loads of what set-up published. */
+bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
+                            socklen_t salen);
+
 /* After the real call of a granted send took `calls` units and `bytes`
  * bytes (a failed call: 0, 0): what was granted beyond that goes back,
- * to the thread's lease when `leased` (the grant came from
- * rl_gate_send_leased, written into a->t.calls and a->t.bytes), else to
+ * to the thread's lease when `leased` (a->leased, or the carrier's own
+ * lease take, written into a->t.calls and a->t.bytes), else to
  * every budget the decision took from; a->t then says what was spent. */
 void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,
                     uint64_t calls, uint64_t bytes);

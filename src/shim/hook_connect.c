@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 
 #include "policy/decide_connect.h"
-#include "policy/gate.h"
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
@@ -127,9 +126,10 @@ static bool concerns(const struct sockaddr *sa, socklen_t len)
     return f == AF_INET || f == AF_INET6 || f == AF_UNSPEC;
 }
 
-/* A connect from a signal handler: the same marks, decided by
- * rl_gate_handler (async-signal-safe; a budget with max_open denies, as
- * its place would be bound in a map that allocates; nothing waits). */
+/* A connect from a signal handler: the same question, asked as
+ * RL_CONNECT_HANDLER (rl_decide_connect's async-signal-safe mode: a
+ * budget with max_open denies, as its place would be bound in a map that
+ * allocates; nothing waits), and the same marks. */
 static int connect_in_handler(int fd, const struct sockaddr *sa, socklen_t len)
 {
     if (!rl_shim_ready()) {
@@ -164,7 +164,7 @@ static bool wait_or_defer(int fd, const struct sockaddr *sa, socklen_t len,
 {
     while (a->act == RL_CONNECT_WAIT) {
         rl_shim_leave();
-        rl_gate_open_wait(&a->t, a->deadline);
+        rl_settle_connect(rl_shim_proc(), a, fd, -1, 0); /* the wait */
         if (!rl_shim_enter()) {
             *act = REAL(connect)(fd, sa, len);
             return false;

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "policy/config.h"
-#include "policy/gate.h"
+#include "policy/decide_connect.h"
+#include "policy/decide_send.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -29,10 +29,8 @@ uint32_t rl_hook_send_kind(int fd, uint32_t m, const struct sockaddr *sa,
                            socklen_t len)
 {
     if (inet(sa, len) && rl_hook_sock_type(fd, m) == RL_FD_DGRAM)
-        return rl_gate_charges_sends(rl_shim_proc()) &&
-                       rl_gate_covers(rl_shim_proc(), sa, len)
-                   ? RL_FD_DGRAM
-                   : 0;
+        return rl_decide_send_charged(rl_shim_proc(), sa, len) ? RL_FD_DGRAM
+                                                               : 0;
     /* A stream socket ignores the address (MSG_FASTOPEN aside, which
      * rl_send_begin handles): its mark decides. */
     if (m & RL_FD_INHERITED)
@@ -68,27 +66,39 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
     return k;
 }
 
-/* The bytes a grant must hold at least, and how many to ask for: a stream
- * send may be cut short (to the smallest byte burst, at least 1 byte); a
- * datagram or a whole batch goes whole or not at all. */
-static void byte_range(const struct rl_send *s, bool stream, uint64_t *want,
-                       uint64_t *min)
+/* The connect of a MSG_FASTOPEN send made from a signal handler, to a
+ * covered destination (rl_decide_connect's handler mode: all or nothing,
+ * nothing held). Returns -1 (errno set) when denied, 0 when not charged,
+ * else 1: its marks put, and *kind what its sends are (0: free). */
+static int fastopen_in_handler(const struct rl_send *s, uint32_t *kind)
 {
-    *want = s->len;
-    *min = s->len_min != 0 ? s->len_min : s->len;
-    if (stream && s->len_min == 0) {
-        uint64_t cap = rl_gate_max_bytes(rl_shim_proc());
-        if (*want > cap)
-            *want = cap;
-        *min = 1;
+    const struct rl_connect_question q = {
+        .call = s->call,
+        .fd = s->fd,
+        .sa = s->sa,
+        .salen = s->salen,
+        .sock = RL_CONNECT_STREAM,
+        .asker = RL_CONNECT_HANDLER,
+    };
+    struct rl_connect_answer a;
+    rl_decide_connect(rl_shim_proc(), &q, &rl_wait_connect_probe, &a);
+    if (a.act == RL_CONNECT_FAIL) {
+        errno = a.t.err;
+        return -1;
     }
+    if (!a.charged)
+        return 0; /* not covered */
+    rl_fdtab_put(s->fd, RL_FD_KNOWN | RL_FD_STREAM |
+                            (a.matched ? RL_FD_MATCHED : 0) | RL_FD_CHARGED);
+    *kind = a.matched ? RL_FD_STREAM : 0;
+    return 1;
 }
 
 /* A call from a signal handler: classify it from the mark alone (asking
- * the kernel or the inherited-socket scan is for outside handlers), find
- * its destination, and hand the gate the whole question
- * (rl_gate_handler: async-signal-safe, never sleeps, nothing to give back
- * later). A MSG_FASTOPEN that connects is charged as a connect too. */
+ * the kernel or the inherited-socket scan is for outside handlers), and
+ * ask the whole question in handler mode (rl_decide_send: async-signal-
+ * safe, never sleeps, nothing to give back later). A MSG_FASTOPEN that
+ * connects is charged as a connect too. */
 static int decide_in_handler(struct rl_send *s)
 {
     s->how = RL_SEND_FREE;
@@ -100,62 +110,53 @@ static int decide_in_handler(struct rl_send *s)
     bool dgram = (s->mark & (RL_FD_KNOWN | RL_FD_DGRAM)) ==
                  (RL_FD_KNOWN | RL_FD_DGRAM);
     if (kind == 0 && inet(s->sa, s->salen) && dgram)
-        kind = rl_gate_charges_sends(rl_shim_proc()) &&
-                       rl_gate_covers(rl_shim_proc(), s->sa, s->salen)
+        kind = rl_decide_send_charged(rl_shim_proc(), s->sa, s->salen)
                    ? RL_FD_DGRAM
                    : 0;
     else if (kind == 0 && (s->mark & RL_FD_MATCHED))
         kind = s->mark & RL_FD_STREAM ? RL_FD_STREAM : RL_FD_DGRAM;
-    struct sockaddr_storage peer;
-    struct rl_gate_q q = {.sa = s->sa, .salen = s->salen};
-    uint64_t g = 0;
-    int err = 0;
-    bool fastopen = (s->flags & MSG_FASTOPEN) && inet(s->sa, s->salen) &&
-                    (s->mark & RL_FD_STREAM) && !(s->mark & RL_FD_CHARGED) &&
-                    rl_gate_covers(rl_shim_proc(), s->sa, s->salen);
-    if (fastopen) {
-        q.kind = RL_KIND_CONNECT;
-        q.calls = 1;
-        if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
-            errno = err;
+    int fastopen = 0;
+    if ((s->flags & MSG_FASTOPEN) && inet(s->sa, s->salen) &&
+        (s->mark & RL_FD_STREAM) && !(s->mark & RL_FD_CHARGED)) {
+        fastopen = fastopen_in_handler(s, &kind);
+        if (fastopen < 0)
             return -1;
-        }
-        uint32_t matched =
-            rl_gate_charges_sends(rl_shim_proc()) ? RL_FD_MATCHED : 0;
-        rl_fdtab_put(s->fd, RL_FD_KNOWN | RL_FD_STREAM | matched |
-                                RL_FD_CHARGED);
-        kind = matched ? RL_FD_STREAM : 0;
     }
     if (kind == 0)
         return 0;
-    if (kind == RL_FD_STREAM || s->sa == NULL) {
-        /* A stream ignores the address: the budgets are its peer's. */
-        socklen_t l = sizeof peer;
-        if (getpeername(s->fd, (struct sockaddr *)&peer, &l) == 0) {
-            q.sa = &peer;
-            q.salen = l;
-        } else if (!fastopen) {
-            q.sa = NULL;
-            q.salen = 0;
-        }
-    }
-    q.kind = RL_KIND_SEND;
-    q.calls = s->calls;
-    byte_range(s, kind == RL_FD_STREAM, &q.bytes, &q.bytes_min);
-    if (rl_gate_handler(rl_shim_proc(), &q, &g, &err) == RL_GATE_FAIL) {
-        errno = err;
+    bool stream = kind == RL_FD_STREAM;
+    const struct rl_send_question q = {
+        .call = s->call,
+        .fd = s->fd,
+        .flags = s->flags,
+        /* A stream's sends go to its peer: its address names only where
+         * a MSG_FASTOPEN connects. */
+        .sa = stream && !fastopen ? NULL : s->sa,
+        .salen = stream && !fastopen ? 0 : s->salen,
+        .calls = s->calls,
+        .want = s->len,
+        .min = s->len_min,
+        .stream = stream,
+        .handler = true,
+        .probe = &rl_wait_probe,
+    };
+    rl_decide_send(rl_shim_proc(), &q, &s->a);
+    if (s->a.act == RL_GATE_FAIL) {
+        errno = s->a.t.err;
         return -1;
     }
     s->how = RL_SEND_HANDLER;
     s->grant_calls = s->calls;
-    if (g < s->len)
-        s->grant = (size_t)g;
+    if (s->a.t.bytes < s->len)
+        s->grant = (size_t)s->a.t.bytes;
     return 0;
 }
 
 /* The decision of a send of `kind` (the guard is held): one question to
- * policy (decide_send.h), whose answer is applied here. */
-static int decide_send(struct rl_send *s, uint32_t kind)
+ * policy (decide_send.h), whose answer is applied here. `fastopen`: the
+ * ticket of the connect the send makes, granted (NULL: none). */
+static int decide_send(struct rl_send *s, uint32_t kind,
+                       struct rl_gate_ticket *fastopen)
 {
     struct rl_send_question q = {
         .call = s->call,
@@ -164,9 +165,15 @@ static int decide_send(struct rl_send *s, uint32_t kind)
         .sa = s->sa,
         .salen = s->salen,
         .calls = s->calls,
+        .want = s->len,
+        .min = s->len_min,
+        .stream = kind == RL_FD_STREAM,
+        /* The commonest charged call: one unit to the fd's own peer. */
+        .lease = s->sa == NULL && s->calls == 1 && s->kind == 0 &&
+                 (s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) == RL_FD_MATCHED,
+        .fastopen = fastopen,
         .probe = &rl_wait_probe,
     };
-    byte_range(s, kind == RL_FD_STREAM, &q.want, &q.min);
     rl_decide_send(rl_shim_proc(), &q, &s->a);
     if (s->a.view != 0 || s->a.connect_due != 0)
         rl_wait_apply(s->fd, &s->a);
@@ -174,7 +181,7 @@ static int decide_send(struct rl_send *s, uint32_t kind)
         return RL_HOOK_PASS; /* the kernel refuses it: nothing charged */
     if (s->a.act == RL_GATE_FAIL)
         return RL_HOOK_FAIL;
-    s->how = RL_SEND_GATE;
+    s->how = s->a.leased ? RL_SEND_LEASED : RL_SEND_GATE;
     s->grant_calls = s->a.t.calls;
     if (s->a.t.bytes < s->len)
         s->grant = (size_t)s->a.t.bytes;
@@ -215,14 +222,12 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
             apply_of(&s->a.t, tc);
         return s->cact;
     }
-    int act = decide_send(s, kind);
+    int act = decide_send(s, kind, s->cact == RL_HOOK_GO ? tc : NULL);
     if (act == RL_HOOK_FAIL) {
-        if (s->cact == RL_HOOK_GO) {
-            /* The denied call leaves nothing behind: its connect goes
-             * back and the socket is unmarked. */
-            rl_gate_refund(rl_shim_proc(), tc, RL_KIND_CONNECT, 1);
+        /* The denied call leaves nothing behind: its connect went back
+         * (rl_decide_send) and the socket is unmarked. */
+        if (s->cact == RL_HOOK_GO)
             rl_fdtab_set(s->fd, RL_FD_KNOWN | RL_FD_STREAM);
-        }
         return RL_HOOK_FAIL;
     }
     if (s->cact == RL_HOOK_GO &&
@@ -241,7 +246,7 @@ static int decide(struct rl_send *s)
     uint32_t kind = s->kind != 0
                         ? s->kind
                         : rl_hook_send_kind(s->fd, s->mark, s->sa, s->salen);
-    return kind == 0 ? RL_HOOK_PASS : decide_send(s, kind);
+    return kind == 0 ? RL_HOOK_PASS : decide_send(s, kind, NULL);
 }
 
 int rl_send_begin(struct rl_send *s)
@@ -260,20 +265,6 @@ int rl_send_begin(struct rl_send *s)
     if (!rl_shim_enter())
         return 0; /* not set up: passes, as every call then */
     int saved = errno;
-    /* The hot path: one unit to the fd's own peer, out of the lease. */
-    if (s->sa == NULL && s->calls == 1 && s->kind == 0 &&
-        (s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) == RL_FD_MATCHED) {
-        size_t g = (size_t)rl_gate_send_leased(rl_shim_proc(), s->len,
-                                               (s->mark & RL_FD_STREAM) != 0);
-        if (g > 0) {
-            rl_shim_leave();
-            s->how = RL_SEND_LEASED;
-            s->grant = g;
-            s->a.t.calls = 1; /* what settles against the lease */
-            s->a.t.bytes = g;
-            return 0;
-        }
-    }
     int act = decide(s);
     rl_shim_leave();
     if (act == RL_HOOK_PASS)

@@ -42,8 +42,8 @@ bool rl_hook_in_handler_slow(void);
 
 /* Is this call made from a signal handler of the program (or one that
  * interrupted the shim itself, the re-entry guard held)? Such a call is
- * decided by rl_gate_handler, with async-signal-safe steps only. One TLS
- * load when not. */
+ * asked in the decide entries' handler mode, with async-signal-safe steps
+ * only. One TLS load when not. */
 static inline bool rl_hook_in_handler(void)
 {
     if (__builtin_expect(rl_sig_depth == 0, 1))
@@ -152,11 +152,12 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
  *     rl_send_end(&s, r);              give back what the kernel did not
  *                                      take
  *
- * and rl_send_begin alone knows the three ways a call is decided: from
- * the thread's lease (no clock, no atomic), by the gate, or, when it is
- * made from a signal handler (rl_hook_in_handler, or the re-entry guard
- * held), by rl_gate_handler with async-signal-safe steps only. The hook
- * fills what the call carries; rl_send_begin fills the rest. */
+ * and rl_send_begin alone knows the three ways a call is decided, each
+ * one question to policy (rl_decide_send): from the thread's lease (no
+ * clock, no atomic), by the gate, or, when it is made from a signal
+ * handler (rl_hook_in_handler, or the re-entry guard held), in handler
+ * mode, with async-signal-safe steps only. The hook fills what the call
+ * carries; rl_send_begin fills the rest. */
 struct rl_send {
     /* What the call carries. */
     int fd;

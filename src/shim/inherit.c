@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy/gate.h"
+#include "policy/decide_send.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
@@ -142,9 +142,10 @@ uint32_t rl_hook_inherited_kind(int fd, uint32_t m)
     uint32_t type = m & (RL_FD_STREAM | RL_FD_DGRAM);
     uint32_t next = RL_FD_KNOWN | type | (m & RL_FD_CHARGED);
     int saved = errno;
+    /* Its connect was made (and charged) by whoever made it: only
+     * whether its sends are charged is left to ask. */
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-        rl_gate_charges_sends(rl_shim_proc()) &&
-        rl_gate_covers(rl_shim_proc(), &ss, sl))
+        rl_decide_send_charged(rl_shim_proc(), (struct sockaddr *)&ss, sl))
         next |= RL_FD_MATCHED;
     errno = saved;
     /* CAS: only the provisional mark is replaced (a close or socket() of

@@ -243,3 +243,52 @@ Test(decide_connect, in_a_handler_all_or_nothing_at_once)
     cr_expect_eq(a.t.err, EAGAIN);
     cr_expect_eq(kernel.asked, 0);
 }
+
+/* A handler's connect binds no max_open place (the map allocates): the
+ * budget denies, at once, the kernel not asked; an address the rule does
+ * not cover passes, nothing charged. */
+Test(decide_connect, in_a_handler_max_open_denies_and_the_uncovered_pass)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\n"
+                 "[user:tester]\nmax_open = 4\nto = 10.0.0.1\n");
+    struct rl_connect_answer a;
+    ask_as(&a, 7, RL_CONNECT_STREAM, RL_CONNECT_HANDLER, 0);
+    cr_expect_eq(a.act, RL_CONNECT_FAIL);
+    cr_expect_eq(a.t.err, EAGAIN);
+    cr_expect(!a.charged);
+    cr_expect(!rl_ready_any(&proc.ready), "nothing deferred");
+    inet_pton(AF_INET, "10.0.0.2", &dest.sin_addr);
+    ask_as(&a, 7, RL_CONNECT_STREAM, RL_CONNECT_HANDLER, 0);
+    cr_expect_eq(a.act, RL_CONNECT_PASS);
+    cr_expect(!a.charged);
+    cr_expect_eq(kernel.asked, 0);
+}
+
+static uint64_t ms_since(uint64_t t0)
+{
+    return (rl_clock_now_ns() - t0) / 1000000u;
+}
+
+/* RL_CONNECT_WAIT is settled by its wait: until a place frees, or the
+ * deadline; then asked again. */
+Test(decide_connect, a_blocking_connect_waits_for_its_place_in_settle)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\n"
+                 "[user:tester]\nmax_open = 1\n");
+    struct rl_connect_answer a;
+    ask(&a, 200);
+    rl_settle_connect(&proc, &a, 200, 0, 0); /* holds the place */
+    ask(&a, 201);
+    cr_assert_eq(a.act, RL_CONNECT_WAIT);
+    uint64_t deadline = a.deadline;
+    a.deadline = rl_clock_now_ns() + 30 * 1000000u; /* a short wait */
+    uint64_t t0 = rl_clock_now_ns();
+    rl_settle_connect(&proc, &a, 201, -1, 0);
+    cr_expect_geq(ms_since(t0), 25, "no place: slept till the deadline");
+    rl_open_forget(&proc.open, 200); /* its close */
+    ask_as(&a, 201, RL_CONNECT_STREAM, RL_CONNECT_WAITED, deadline);
+    cr_expect_eq(a.act, RL_CONNECT_GO);
+    cr_expect(a.charged);
+}

@@ -3,11 +3,14 @@
  * also counts what the decision asked. Each test runs in its own process
  * (Criterion), so the ready table starts empty; the budgets' rates are
  * slow enough that the real clock moving meanwhile changes no answer. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #include "gate_fixture.h"
+#include "policy/decide_connect.h"
 #include "policy/decide_send.h"
 #include "policy/ready.h"
 #include "util/clock.h"
@@ -20,6 +23,8 @@ static struct {
     bool nonblocking;
     int says;
     uint64_t sndtimeo;
+    bool has_peer;
+    struct sockaddr_in peer;
     unsigned asked_nonblocking, asked_says, asked_sndtimeo, asked_peer;
 } kernel;
 
@@ -49,10 +54,26 @@ static const struct sockaddr *fake_peer(int fd, struct sockaddr_storage *ss,
                                         socklen_t *len)
 {
     (void)fd;
-    (void)ss;
-    *len = 0;
     kernel.asked_peer++;
-    return NULL;
+    *len = 0;
+    if (!kernel.has_peer)
+        return NULL;
+    memcpy(ss, &kernel.peer, sizeof kernel.peer);
+    *len = sizeof kernel.peer;
+    return (const struct sockaddr *)ss;
+}
+
+static struct sockaddr_in v4(const char *ip)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, ip, &a.sin_addr);
+    return a;
+}
+
+static unsigned asked_all(void)
+{
+    return kernel.asked_nonblocking + kernel.asked_says +
+           kernel.asked_sndtimeo + kernel.asked_peer;
 }
 
 static const struct rl_send_probe probe = {
@@ -205,4 +226,170 @@ Test(decide_send, settle_gives_back_what_the_kernel_did_not_take)
     cr_expect_eq(b.act, RL_GATE_GO, "the 600 bytes not sent came back");
     ask(&b, 1);
     cr_expect_eq(b.act, RL_GATE_FAIL, "and no more");
+}
+
+/* From a signal handler (q->handler): `bytes` on FD, a stream's (cut to
+ * the largest grant) or a datagram's (whole), to sa (NULL: its peer). */
+static void ask_in_handler(struct rl_send_answer *a, bool stream,
+                           uint64_t bytes, const struct sockaddr_in *sa)
+{
+    struct rl_send_question q = {.call = "send",
+                                 .fd = FD,
+                                 .sa = (const struct sockaddr *)sa,
+                                 .salen = sa != NULL ? sizeof *sa : 0,
+                                 .calls = 1,
+                                 .want = bytes,
+                                 .stream = stream,
+                                 .handler = true,
+                                 .probe = &probe};
+    rl_decide_send(&proc, &q, a);
+}
+
+Test(decide_send, in_a_handler_all_or_nothing_at_once_asking_only_the_peer)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\n"
+                 "[user:tester]\nsend = 1/h\n");
+    kernel.nonblocking = true;
+    struct rl_send_answer a;
+    ask_in_handler(&a, false, 100, NULL);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect(a.t.handler, "nothing to settle");
+    cr_expect_eq(a.t.bytes, 100);
+    cr_expect_eq(a.t.wait_ns, 0);
+    ask_in_handler(&a, false, 100, NULL);
+    cr_expect_eq(a.act, RL_GATE_FAIL, "delay mode fails at once");
+    cr_expect_eq(a.t.err, EAGAIN);
+    cr_expect_eq(a.view, 0);
+    cr_expect(!rl_ready_any(&proc.ready), "nothing held for later");
+    cr_expect_eq(kernel.asked_peer, 2, "its peer, once per decision");
+    cr_expect_eq(asked_all(), 2, "and nothing else");
+}
+
+Test(decide_send, in_a_handler_a_stream_may_go_in_part_a_datagram_whole)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nsend_bytes = 1000/h\n");
+    struct rl_send_answer a;
+    ask_in_handler(&a, false, 400, NULL);
+    cr_assert_eq(a.act, RL_GATE_GO);
+    ask_in_handler(&a, false, 1000, NULL);
+    cr_expect_eq(a.act, RL_GATE_FAIL, "a datagram goes whole or not at all");
+    ask_in_handler(&a, true, 5000, NULL);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect_eq(a.t.bytes, 600, "a stream, the part left");
+}
+
+/* Its peer is a stream's destination; the address counts only when it
+ * has none (a MSG_FASTOPEN connecting now); a datagram's address is its
+ * own, the kernel not asked. Per destination: an entry a handler never
+ * made denies (it would allocate), so which one was charged shows. */
+Test(decide_send, in_a_handler_a_stream_goes_to_its_peer_else_the_address)
+{
+    fixture_gate(&proc, "tester",
+                 "[user:tester]\nper = destination\nsend = 5/h\n");
+    struct sockaddr_in made = v4("10.0.0.2"), never = v4("10.0.0.1");
+    struct rl_send_answer a;
+    struct rl_send_question q = {.call = "sendto",
+                                 .fd = FD,
+                                 .sa = (const struct sockaddr *)&made,
+                                 .salen = sizeof made,
+                                 .calls = 1,
+                                 .want = 1,
+                                 .min = 1,
+                                 .probe = &probe};
+    rl_decide_send(&proc, &q, &a); /* outside a handler: its entry made */
+    cr_assert_eq(a.act, RL_GATE_GO);
+    kernel.has_peer = true;
+    kernel.peer = made;
+    ask_in_handler(&a, true, 1, &never);
+    cr_expect_eq(a.act, RL_GATE_GO, "charged to its peer");
+    kernel.has_peer = false;
+    ask_in_handler(&a, true, 1, &never);
+    cr_expect_eq(a.act, RL_GATE_FAIL, "no peer: the address's, never made");
+    unsigned asked = kernel.asked_peer;
+    ask_in_handler(&a, false, 1, &made);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect_eq(kernel.asked_peer, asked, "a datagram's address is its own");
+}
+
+/* 64000 bytes an hour: a bucket that does not refill during a test, deep
+ * enough for leases of 1000 bytes (burst / 64). */
+#define LEASING "[user:tester]\nsend_bytes = 64000/h\nsend = 6400/h\n"
+
+Test(decide_send, a_send_to_the_fds_own_peer_comes_out_of_the_lease_first)
+{
+    fixture_gate(&proc, "tester", LEASING);
+    struct rl_send_question q = {.call = "send",
+                                 .fd = FD,
+                                 .calls = 1,
+                                 .want = 100,
+                                 .stream = true,
+                                 .lease = true,
+                                 .probe = &probe};
+    struct rl_send_answer a;
+    rl_decide_send(&proc, &q, &a);
+    cr_assert_eq(a.act, RL_GATE_GO);
+    cr_expect(!a.leased, "the first is decided, and leases");
+    rl_decide_send(&proc, &q, &a);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect(a.leased);
+    cr_expect_eq(a.t.calls, 1);
+    cr_expect_eq(a.t.bytes, 100);
+    cr_expect_eq(a.t.wait_ns, 0);
+    cr_expect_eq(a.view, 0);
+    cr_expect_eq(asked_all(), 0);
+    /* Nothing sent: all of it back to the lease, none to the bucket. */
+    rl_settle_send(&proc, &a, a.leased, 0, 0);
+    cr_expect_eq(a.t.bytes, 0);
+    rl_decide_send(&proc, &q, &a);
+    cr_expect(a.leased);
+}
+
+/* A MSG_FASTOPEN send connects: denied, it leaves nothing behind, its
+ * connect's unit given back. (Two connect limits: a lone one's connect
+ * granted at once carries no charges to give back to.) */
+Test(decide_send, a_denied_send_gives_its_fastopen_connect_back)
+{
+    fixture_gate(&proc, "tester",
+                 "[user:tester]\nconnect = 1/h, 2/h\nsend = 1/h\n");
+    struct sockaddr_in to = v4("10.0.0.1");
+    struct rl_send_answer a;
+    ask(&a, 1); /* the send spent */
+    cr_assert_eq(a.act, RL_GATE_GO);
+    const struct rl_connect_question cq = {.call = "sendto",
+                                           .fd = FD,
+                                           .sa = (const struct sockaddr *)&to,
+                                           .salen = sizeof to,
+                                           .sock = RL_CONNECT_STREAM,
+                                           .asker = RL_CONNECT_FASTOPEN};
+    struct rl_connect_answer ca;
+    rl_decide_connect(&proc, &cq, NULL, &ca);
+    cr_assert_eq(ca.act, RL_CONNECT_GO);
+    struct rl_send_question q = {.call = "sendto",
+                                 .fd = FD,
+                                 .sa = (const struct sockaddr *)&to,
+                                 .salen = sizeof to,
+                                 .calls = 1,
+                                 .want = 1,
+                                 .stream = true,
+                                 .fastopen = &ca.t,
+                                 .probe = &probe};
+    rl_decide_send(&proc, &q, &a);
+    cr_expect_eq(a.act, RL_GATE_FAIL);
+    rl_decide_connect(&proc, &cq, NULL, &ca);
+    cr_expect_eq(ca.act, RL_CONNECT_GO, "the connect went back");
+}
+
+Test(decide_send, charged_only_where_sends_are_and_the_rule_covers)
+{
+    struct sockaddr_in in = v4("10.0.0.1"), out = v4("10.0.0.2");
+    const struct sockaddr *i = (const struct sockaddr *)&in;
+    const struct sockaddr *o = (const struct sockaddr *)&out;
+    fixture_gate(&proc, "tester", "[user:tester]\nsend = 1/h\nto = 10.0.0.1\n");
+    cr_expect(rl_decide_send_charged(&proc, i, sizeof in));
+    cr_expect(!rl_decide_send_charged(&proc, o, sizeof out));
+    struct rl_proc other;
+    fixture_gate(&other, "tester", "[user:tester]\nconnect = 1/h\n");
+    cr_expect(!rl_decide_send_charged(&other, i, sizeof in),
+              "a connect-only quota charges no send");
 }
