@@ -168,7 +168,8 @@ static void denied(struct asking *k, uint64_t min)
         a->t.err = err;
         return;
     }
-    hold_after_denial(k, k->q->want, min);
+    if (k->q->asker != RL_SEND_SUPERVISOR)
+        hold_after_denial(k, k->q->want, min);
 }
 
 /* A later turn granted: a socket that must not sleep keeps it and is
@@ -216,8 +217,9 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
      * it to decide. */
     if (k.sa == NULL && rl_gate_needs_peer(p))
         ask_peer(&k);
-    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls, 1,
-                          q->want, min);
+    uint64_t least_calls = q->asker == RL_SEND_SUPERVISOR ? q->calls : 1;
+    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k.sa, k.salen, q->calls,
+                          least_calls, q->want, min);
     if (a->t.say_due) {
         /* A log line the rate limit admitted names the destination: the
          * peer is asked now only if the decision did not need it. */
