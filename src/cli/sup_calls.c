@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/sup.h"
+#include "cli/sup_probe.h"
 
 /* The kernel caps msg_iovlen and sendmmsg's vlen at this. */
 #define MAX_IOV 1024u
@@ -82,39 +83,102 @@ static int read_addr(struct sup_job *j, uint64_t addr, uint64_t len)
     return is_inet(j) ? 1 : 0;
 }
 
-/* A connect's decision. With max_open, its places are taken in the name
- * of the calling process (so that its death gives them back, as for a
- * preloaded process), and stay with the job until sup_settle binds them
+/* A connect decided without its address: where the registers say it is. */
+struct unread {
+    struct sup_job *j;
+    uint64_t addr, len;
+};
+
+/* The address of a connect decided without it, read for the line that
+ * names it (decide_connect.h's `address`): an inet one, or NULL. */
+static const struct sockaddr *read_again(void *ctx, struct sockaddr_storage *ss,
+                                         socklen_t *len)
+{
+    struct unread *u = ctx;
+    (void)ss;
+    u->j->unread = false;
+    u->j->salen = 0;
+    if (read_addr(u->j, u->addr, u->len) <= 0)
+        return NULL;
+    *len = u->j->salen;
+    return (const struct sockaddr *)&u->j->sa;
+}
+
+/* A grant carried out: at its turn (the timer queue's), or `now`. */
+static enum sup_act granted(struct sup_job *j, const struct rl_gate_ticket *t,
+                            enum sup_act now)
+{
+    j->charged = true;
+    if (t->wait_ns == 0)
+        return now;
+    j->due = t->now + t->wait_ns;
+    return SUP_DUE;
+}
+
+/* A connect decision carried out: made here, or by the kernel when
+ * j->connect is not set. */
+static enum sup_act connect_verdict(struct sup_job *j)
+{
+    const struct rl_connect_answer *a = &j->answer.connect;
+    enum sup_act now = j->connect ? SUP_CONNECT : SUP_CONTINUE;
+    if (a->act == RL_CONNECT_WAIT)
+        /* max_open reached in delay mode: the connect waits for a place
+         * (even on a non-blocking socket, as the rate's delay does here),
+         * decided again from the timer queue. */
+        return SUP_OPEN_WAIT;
+    if (a->act == RL_CONNECT_FAIL) {
+        j->err = a->t.err;
+        return SUP_ERROR;
+    }
+    return a->act == RL_CONNECT_GO ? granted(j, &a->t, now) : now;
+}
+
+/* A connect's decision, asked of policy as `asker` (`u`: where its address
+ * is, when it was not read). With max_open, its places are taken in the
+ * name of the calling process (so that its death gives them back, as for
+ * a preloaded process), and stay with the job until sup_settle binds them
  * to the program's fd (sup_open.h: the program's close gives them back). */
-static int connect_decision(struct rl_sup *sup, struct sup_pidfds *pf,
-                            struct sup_job *j, const char *call)
+static enum sup_act connect_decision(struct rl_sup *sup, struct sup_pidfds *pf,
+                                     struct sup_job *j, const char *call,
+                                     int asker, struct unread *u)
 {
     if (sup->proc.open.on && j->holder.pid == 0) {
         pid_t tgid = sup_target_tgid(pf, sup->listener, j->pid, j->id);
         if (tgid <= 0 || sup_open_holder(&sup->open, tgid, &j->holder) < 0) {
             memset(&j->holder, 0, sizeof j->holder);
-            j->t.err = ESRCH; /* the caller is gone: nobody reads it */
-            return RL_GATE_FAIL;
+            j->err = ESRCH; /* the caller is gone: nobody reads it */
+            return SUP_ERROR;
         }
     }
+    const struct rl_connect_probe probe = {
+        .nonblocking = sup_probe_waits, .address = read_again, .ctx = u};
+    const struct rl_connect_question q = {
+        .call = call,
+        .fd = j->fd,
+        .sa = j->unread ? NULL : (const struct sockaddr *)&j->sa,
+        .salen = j->salen,
+        .sock = RL_CONNECT_STREAM,
+        .asker = asker,
+        .deadline = j->answer.connect.deadline,
+    };
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    int act = rl_gate_connect(&sup->proc, &j->t, call, j->fd,
-                              j->unread ? NULL : &j->sa, j->salen);
+    rl_decide_connect(&sup->proc, &q, &probe, &j->answer.connect);
     rl_open_act_for(NULL);
-    return act;
+    return connect_verdict(j);
 }
 
 void sup_settle(struct sup_open *o, struct sup_job *j, bool holds)
 {
-    if (j->t.nopen == 0)
+    struct rl_gate_ticket *t = &j->answer.connect.t;
+    if (j->is_send || t->nopen == 0)
         return;
     if (holds)
-        sup_open_bind(o, &j->holder, j->fd, j->t.open, j->t.nopen);
+        sup_open_bind(o, &j->holder, j->fd, t->open, t->nopen);
     else
-        for (unsigned i = 0; i < j->t.nopen; i++)
-            rl_open_release_as(j->t.open[i], &j->holder);
-    j->t.nopen = 0;
+        for (unsigned i = 0; i < t->nopen; i++)
+            rl_open_release_as(t->open[i], &j->holder);
+    t->nopen = 0;
 }
 
 /* What a failed read answers: the kernel's EFAULT for a bad pointer, EPERM
@@ -128,29 +192,9 @@ static enum sup_act read_failed(struct rl_sup *sup, struct sup_job *j, int r)
     return SUP_ERROR;
 }
 
-static enum sup_act verdict(struct sup_job *j, int act)
-{
-    /* max_open reached in delay mode: the connect waits for a place (even
-     * on a non-blocking socket, as the rate's delay does here), decided
-     * again from the timer queue. */
-    if (act == RL_GATE_FAIL && j->connect &&
-        rl_gate_open_waits(&j->t, &j->open_deadline))
-        return SUP_OPEN_WAIT;
-    if (act == RL_GATE_FAIL) {
-        j->err = j->t.err;
-        return SUP_ERROR;
-    }
-    j->charged = true;
-    if (j->t.wait_ns > 0) {
-        j->due = j->t.now + j->t.wait_ns;
-        return SUP_DUE;
-    }
-    return j->connect ? SUP_CONNECT : SUP_CONTINUE;
-}
-
 /* When every connect is charged alike and no decision log names its
  * destination, the address is not needed to decide: it is read only for
- * a line the decision writes (rl_gate_say's say_due), after the decision.
+ * a line the decision writes (decide_connect.h's `address`), after it.
  * (The read is the larger part of a connect's decision, as
  * bench_seccomp's Go client shows.) The registers alone still say
  * whether there is an address to charge: none (or a length the
@@ -163,23 +207,6 @@ static bool addr_unneeded(struct rl_sup *sup, bool alike, uint64_t addr,
 {
     return alike && !rl_declog_enabled(&sup->proc.declog) && addr != 0 &&
            len >= sizeof(sa_family_t) && len <= sizeof(struct sockaddr_storage);
-}
-
-/* The decision of a connect whose address was not read: the call's
- * destination, for its line, read once the decision says there is one. */
-static enum sup_act decided_unread(struct rl_sup *sup, struct sup_pidfds *pf,
-                                   const struct seccomp_notif *req,
-                                   struct sup_job *j)
-{
-    int act = connect_decision(sup, pf, j, "connect");
-    if (j->t.say_due) {
-        j->unread = false;
-        j->salen = 0;
-        bool read = read_addr(j, req->data.args[1], req->data.args[2]) > 0;
-        rl_gate_say_peer(&sup->proc, &j->t, "connect", j->fd,
-                         read ? &j->sa : NULL, read ? j->salen : 0);
-    }
-    return verdict(j, act);
 }
 
 /* A connect. What the kernel checks a continued connect against is the
@@ -253,14 +280,15 @@ static enum sup_act on_connect(struct rl_sup *sup, struct sup_pidfds *pf,
         return j->connect ? SUP_CONNECT : SUP_CONTINUE;
     if (j->connect && (r == 0 || !rl_gate_covers(&sup->proc, &j->sa, j->salen)))
         return SUP_CONNECT;
-    if (j->unread)
-        return decided_unread(sup, pf, req, j);
-    return verdict(j, connect_decision(sup, pf, j, "connect"));
+    /* Not read: read for the line that names it, once the decision says
+     * there is one. */
+    struct unread u = {j, req->data.args[1], req->data.args[2]};
+    return connect_decision(sup, pf, j, "connect", RL_CONNECT_SUPERVISOR, &u);
 }
 
 bool sup_open_ready(const struct sup_job *j, uint64_t now)
 {
-    return now >= j->open_deadline || rl_gate_open_freed(&j->t);
+    return rl_connect_wait_over(&j->answer.connect, now);
 }
 
 /* From the main thread: the job's holder was found by its first decision,
@@ -273,7 +301,39 @@ enum sup_act sup_redecide(struct rl_sup *sup, struct sup_pidfds *pf,
         j->err = ESRCH;
         return SUP_ERROR;
     }
-    return verdict(j, connect_decision(sup, pf, j, "connect"));
+    /* Its address was read: a connect decided without it (nothing kept
+     * per connection) never waits for a place. */
+    return connect_decision(sup, pf, j, "connect", RL_CONNECT_SUPERVISOR, NULL);
+}
+
+/* A send's decision: all of it or none, its turn kept by the timer
+ * queue. */
+static enum sup_act send_decision(struct rl_sup *sup, struct sup_job *j,
+                                  const char *call, uint64_t flags,
+                                  uint64_t calls, uint64_t bytes)
+{
+    const struct rl_send_question q = {
+        .call = call,
+        .fd = j->fd,
+        .flags = (int)flags,
+        .sa = (const struct sockaddr *)&j->sa,
+        .salen = j->salen,
+        .calls = calls,
+        .want = bytes,
+        .min = bytes,
+        .probe = &sup_send_probe,
+        .asker = RL_SEND_SUPERVISOR,
+    };
+    const struct rl_send_answer *a = &j->answer.send;
+    j->is_send = true;
+    rl_decide_send(&sup->proc, &q, &j->answer.send);
+    if (a->act == RL_GATE_FAIL) {
+        j->err = a->t.err;
+        return SUP_ERROR;
+    }
+    if (a->act != RL_GATE_GO)
+        return SUP_CONTINUE; /* the kernel answers it: nothing taken */
+    return granted(j, &a->t, SUP_CONTINUE);
 }
 
 /* An addressed send of `calls` datagrams and `bytes` bytes to j->sa (or a
@@ -296,10 +356,9 @@ static enum sup_act addressed(struct rl_sup *sup, struct sup_pidfds *pf,
     enum sup_act act = SUP_CONTINUE;
     if (type == SOCK_DGRAM && rl_gate_charges_sends(&sup->proc))
         /* Datagrams go whole or not at all. */
-        act = verdict(j, rl_gate_send(&sup->proc, &j->t, call, j->fd, &j->sa,
-                                      j->salen, calls, calls, bytes, bytes));
+        act = send_decision(sup, j, call, flags, calls, bytes);
     else if (fastopen && fresh)
-        act = verdict(j, connect_decision(sup, pf, j, call));
+        act = connect_decision(sup, pf, j, call, RL_CONNECT_FASTOPEN, NULL);
     /* Our copy is closed once the caller has its answer (sup_job.sock),
      * but not kept while the call waits for its turn. */
     if (act == SUP_DUE)
@@ -489,9 +548,9 @@ void sup_refund(struct rl_sup *sup, struct sup_job *job)
     sup_settle(&sup->open, job, false);
     if (!job->charged)
         return;
-    /* The gate gives back only what the ticket took of each kind. */
-    uint64_t units[RL_KIND_COUNT] = {1, job->t.calls, job->t.bytes};
-    for (int k = 0; k < RL_KIND_COUNT; k++)
-        rl_gate_refund(&sup->proc, &job->t, k, units[k]);
+    if (job->is_send)
+        rl_settle_send(&sup->proc, &job->answer.send, false, 0, 0);
+    else
+        rl_settle_connect_unmade(&sup->proc, &job->answer.connect);
     job->charged = false;
 }

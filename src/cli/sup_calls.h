@@ -14,7 +14,8 @@
 
 #include "cli/sup_open.h"
 #include "cli/sup_target.h"
-#include "policy/gate.h"
+#include "policy/decide_connect.h"
+#include "policy/decide_send.h"
 #include "policy/open.h"
 
 /* The supervisor (cli/sup.h): its gate (`proc`, set up by
@@ -32,16 +33,21 @@ struct sup_job {
                      answer), or -1 */
     int err;      /* SUP_ERROR: the errno to answer */
     bool connect; /* when due: make the connect here (else continue) */
-    bool charged; /* the ticket took units (a refund gives them back) */
+    bool charged; /* the answer took units (a refund gives them back) */
     bool unread;  /* a connect decided without its address (on_connect) */
     uint64_t due; /* SUP_DUE: CLOCK_MONOTONIC ns of the call's turn */
-    uint64_t open_deadline; /* SUP_OPEN_WAIT: when waiting for a place ends */
-    /* max_open: the target process the ticket's places (t.open) are held
+    /* max_open: the target process the answer's places (t.open) are held
      * for, until sup_settle binds them to its fd or gives them back. */
     struct rl_open_holder holder;
     socklen_t salen;
     struct sockaddr_storage sa;
-    struct rl_gate_ticket t;
+    /* policy's answer (decide_connect.h, decide_send.h): a send's when
+     * `is_send`, else a connect's (a connect, or a MSG_FASTOPEN send's). */
+    bool is_send;
+    union {
+        struct rl_connect_answer connect;
+        struct rl_send_answer send;
+    } answer;
 };
 
 enum sup_act {

@@ -35,7 +35,7 @@ static void later_turn(struct rl_proc *p, const struct rl_connect_question *q,
                        const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
-    if (q->asker == RL_CONNECT_CALL && probe->nonblocking(q->fd) != 1)
+    if (q->asker != RL_CONNECT_DUE && probe->nonblocking(q->fd) != 1)
         return;
     if (rl_ready_defer_connect(p, q->fd, &a->t, q->sa, q->salen) >= 0)
         a->act = RL_CONNECT_DEFERRED;
@@ -74,6 +74,18 @@ static void settle_entry(struct rl_proc *p, const struct rl_connect_question *q,
         rl_ready_forget(p, q->fd);
 }
 
+/* A log line the rate limit admitted names the destination of a connect
+ * asked without it (RL_CONNECT_SUPERVISOR): read now, once. */
+static void say_address(struct rl_proc *p, const struct rl_connect_question *q,
+                        const struct rl_connect_probe *probe,
+                        struct rl_connect_answer *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+    const struct sockaddr *sa = probe->address(probe->ctx, &ss, &len);
+    rl_gate_say_peer(p, &a->t, q->call, q->fd, sa, sa != NULL ? len : 0);
+}
+
 /* The gate's verdict turned into what the asker may do with it. */
 static __attribute__((noinline)) void
 shape(struct rl_proc *p, const struct rl_connect_question *q,
@@ -81,12 +93,23 @@ shape(struct rl_proc *p, const struct rl_connect_question *q,
 {
     if (q->asker == RL_CONNECT_FASTOPEN)
         return;
+    if (a->t.say_due)
+        say_address(p, q, probe, a);
     if (a->act == RL_CONNECT_FAIL)
         denied(p, q, probe, a);
     else if (q->asker != RL_CONNECT_WAITED && a->t.wait_ns > 0)
         later_turn(p, q, probe, a);
     if (q->asker == RL_CONNECT_DUE)
         settle_entry(p, q, a);
+}
+
+/* The supervisor's new attempt on a stream socket when every connect is
+ * charged alike: whatever address it names (decide_connect.h). */
+static __attribute__((noinline, cold)) bool
+charged_alike(const struct rl_proc *p, const struct rl_connect_question *q)
+{
+    return q->asker == RL_CONNECT_SUPERVISOR && q->sock == RL_CONNECT_STREAM &&
+           !q->charged && rl_gate_connects_alike(p);
 }
 
 void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
@@ -99,7 +122,8 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
      * any other fd. */
     a->matched = covered && rl_gate_charges_sends(p);
     a->deadline = 0;
-    if (q->sock != RL_CONNECT_STREAM || !covered || q->charged) {
+    if ((q->sock != RL_CONNECT_STREAM || !covered || q->charged) &&
+        !charged_alike(p, q)) {
         a->act = RL_CONNECT_PASS;
         a->charged = false;
         if (q->asker == RL_CONNECT_DUE)
@@ -131,4 +155,17 @@ void rl_settle_connect(struct rl_proc *p, struct rl_connect_answer *a, int fd,
         return;
     rl_gate_connected(p, &a->t, fd,
                       r == 0 || err == EINPROGRESS || err == EINTR);
+}
+
+bool rl_connect_wait_over(const struct rl_connect_answer *a, uint64_t now)
+{
+    return now >= a->deadline || rl_gate_open_freed(&a->t);
+}
+
+void rl_settle_connect_unmade(struct rl_proc *p, struct rl_connect_answer *a)
+{
+    if (a->act != RL_CONNECT_GO || a->t.handler)
+        return;
+    rl_gate_refund(p, &a->t, RL_KIND_CONNECT, 1);
+    rl_gate_connected(p, &a->t, -1, false);
 }

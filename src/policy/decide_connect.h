@@ -31,6 +31,12 @@ struct rl_connect_probe {
     /* Is fd non-blocking (O_NONBLOCK)? 1 yes, 0 no, -1 not known (the
      * kernel would not say): neither deferred nor waited for. */
     int (*nonblocking)(int fd);
+    /* RL_CONNECT_SUPERVISOR's, for a question without its address (sa
+     * NULL): read it now into *ss, for a log line that names it; NULL
+     * when it is not an inet one. `ctx` is the carrier's. */
+    const struct sockaddr *(*address)(void *ctx, struct sockaddr_storage *ss,
+                                      socklen_t *len);
+    void *ctx;
 };
 
 /* What the socket is, as the carrier knows it. */
@@ -60,12 +66,24 @@ enum rl_connect_asker {
     /* From a signal handler: rl_gate_handler's async-signal-safe steps,
      * nothing deferred or waited for. */
     RL_CONNECT_HANDLER,
+    /* The --seccomp supervisor's, for its target's connect (cli/
+     * sup_calls.c): it answers from its timer queue, so its probe says
+     * every call may sleep (the target's thread waits for the answer): a
+     * later turn is GO with its wait, a full max_open (delay mode)
+     * RL_CONNECT_WAIT, asked again with its deadline once
+     * rl_connect_wait_over; nothing deferred. When every connect is
+     * charged alike (rl_gate_connects_alike), an attempt is charged
+     * whatever its address: another family's (the kernel reads it again
+     * when it makes the connect), or none (sa NULL: not read; the
+     * probe's `address` reads it for a log line that names it). */
+    RL_CONNECT_SUPERVISOR,
 };
 
 /* The question: a connect of fd, a socket of `sock`, to the inet address
- * `sa`. `charged`: this attempt was charged already (its progress
- * reports, a confirming second connect: not charged again). `deadline`:
- * the max_open wait's, from the answer before (0 at first). */
+ * `sa` (RL_CONNECT_SUPERVISOR: perhaps another, or NULL). `charged`: this
+ * attempt was charged already (its progress reports, a confirming second
+ * connect: not charged again). `deadline`: the max_open wait's, from the answer
+ * before (0 at first). */
 struct rl_connect_question {
     const char *call; /* its name in log lines */
     int fd;
@@ -126,6 +144,16 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
  * other act, or one decided in a handler (which holds no place). */
 void rl_settle_connect(struct rl_proc *p, struct rl_connect_answer *a, int fd,
                        int r, int err);
+
+/* RL_CONNECT_WAIT, for a carrier that cannot sleep (the supervisor): is
+ * asking again worth it at `now`: a place freed since, or the wait's
+ * deadline passed? */
+bool rl_connect_wait_over(const struct rl_connect_answer *a, uint64_t now);
+
+/* A connect answered RL_CONNECT_GO that is never made (the supervisor's
+ * caller gone before its turn): its unit goes back, and the max_open
+ * places a->t still holds. */
+void rl_settle_connect_unmade(struct rl_proc *p, struct rl_connect_answer *a);
 
 /* Does the real connect's result change anything (max_open places taken
  * for it)? The carrier asks rl_settle_connect only then: most connects

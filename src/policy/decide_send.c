@@ -169,7 +169,8 @@ static void denied(struct asking *k, uint64_t min)
         a->t.err = err;
         return;
     }
-    hold_after_denial(k, k->want, min);
+    if (k->q->asker != RL_SEND_SUPERVISOR)
+        hold_after_denial(k, k->want, min);
 }
 
 /* A later turn granted: a socket that must not sleep keeps it and is
@@ -287,8 +288,9 @@ static void decide(struct asking *k)
      * it to decide. */
     if (k->sa == NULL && rl_gate_needs_peer(p))
         ask_peer(k);
+    uint64_t least_calls = q->asker == RL_SEND_SUPERVISOR ? q->calls : 1;
     a->act = rl_gate_send(p, &a->t, q->call, q->fd, k->sa, k->salen, q->calls,
-                          1, k->want, min);
+                          least_calls, k->want, min);
     if (a->t.say_due) {
         /* A log line the rate limit admitted names the destination: the
          * peer is asked now only if the decision did not need it. */

@@ -43,6 +43,20 @@ struct rl_send_probe {
                                    socklen_t *len);
 };
 
+/* Who asks, which says what a decision may turn into. */
+enum rl_send_asker {
+    /* The program's own call (a hook): sendmmsg may send a prefix of its
+     * messages; a denial holds the fd for the wait calls. */
+    RL_SEND_CALL = 0,
+    /* The --seccomp supervisor's, for its target's call (cli/
+     * sup_calls.c): it can only let the call go as made or fail it, so
+     * all `calls` or none; and it has no wait calls' view to change, so
+     * nothing is held after a denial. Its probe says every call may
+     * sleep (the target's thread waits for the answer, which comes at
+     * the turn from its timer queue). */
+    RL_SEND_SUPERVISOR = 1,
+};
+
 /* The question: a charged send call on fd of `calls` units (sendmmsg's
  * messages) carrying `want` bytes, `min` of them at least (0: 1 for a
  * stream, whose `want` is then cut to the largest grant, all for a
@@ -70,6 +84,7 @@ struct rl_send_question {
      * none. */
     struct rl_gate_ticket *fastopen;
     const struct rl_send_probe *probe;
+    int asker; /* enum rl_send_asker */
 };
 
 /* act beside RL_GATE_GO and RL_GATE_FAIL: a send that would be held back

@@ -292,3 +292,87 @@ Test(decide_connect, a_blocking_connect_waits_for_its_place_in_settle)
     cr_expect_eq(a.act, RL_CONNECT_GO);
     cr_expect(a.charged);
 }
+
+/* The supervisor's address reader (decide_connect.h `address`): counts
+ * its reads and reads `dest`. */
+static unsigned reads;
+
+static const struct sockaddr *read_dest(void *ctx, struct sockaddr_storage *ss,
+                                        socklen_t *len)
+{
+    cr_expect_eq(ctx, &reads, "the carrier's own context");
+    reads++;
+    memcpy(ss, &dest, sizeof dest);
+    *len = sizeof dest;
+    return (const struct sockaddr *)ss;
+}
+
+/* The supervisor's question: a new attempt on a stream socket, to `sa`
+ * (NULL: not read). */
+static void ask_supervised(struct rl_connect_answer *a, int fd,
+                           const struct sockaddr *sa, socklen_t salen,
+                           uint64_t deadline)
+{
+    const struct rl_connect_probe sup_probe = {
+        .nonblocking = fake_nonblocking, .address = read_dest, .ctx = &reads};
+    const struct rl_connect_question q = {
+        .call = "connect",
+        .fd = fd,
+        .sa = sa,
+        .salen = salen,
+        .sock = RL_CONNECT_STREAM,
+        .asker = RL_CONNECT_SUPERVISOR,
+        .deadline = deadline,
+    };
+    rl_decide_connect(&proc, &q, &sup_probe, a);
+}
+
+Test(decide_connect, the_supervisor_charges_alike_whatever_the_address)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nconnect = 2/h\n");
+    const struct sockaddr_storage unix_sa = {.ss_family = AF_UNIX};
+    struct rl_connect_answer a;
+    ask_as(&a, 7, RL_CONNECT_STREAM, RL_CONNECT_CALL, 0);
+    cr_assert_eq(a.act, RL_CONNECT_GO);
+    /* Another family (the kernel reads the address again), or none
+     * read: the same charge as any inet connect's. */
+    ask_supervised(&a, 8, (const struct sockaddr *)&unix_sa,
+                   sizeof(sa_family_t), 0);
+    cr_expect_eq(a.act, RL_CONNECT_GO);
+    cr_expect(a.charged);
+    ask_supervised(&a, 9, NULL, sizeof dest, 0);
+    cr_expect_eq(a.act, RL_CONNECT_FAIL, "the budget is spent");
+    cr_expect(reads <= 1, "read at most once, for its log line");
+    rl_settle_connect_unmade(&proc, &a); /* nothing: it was denied */
+    cr_expect_eq(kernel.asked, 0);
+}
+
+Test(decide_connect, the_supervisor_keeps_a_later_turn_and_waits_for_a_place)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\n"
+                 "[user:tester]\nconnect = 1/s\nmax_open = 1\n");
+    kernel.nonblocking = 0; /* every notified call waits for its answer */
+    const struct sockaddr *sa = (const struct sockaddr *)&dest;
+    struct rl_connect_answer a;
+    ask_supervised(&a, 200, sa, sizeof dest, 0);
+    cr_assert_eq(a.act, RL_CONNECT_GO);
+    rl_settle_connect(&proc, &a, 200, 0, 0); /* holds the place */
+    ask_supervised(&a, 201, sa, sizeof dest, 0);
+    cr_expect_eq(a.act, RL_CONNECT_WAIT, "not deferred: it has no wait view");
+    uint64_t deadline = a.deadline;
+    cr_expect(deadline > rl_clock_now_ns());
+    cr_expect(!rl_connect_wait_over(&a, rl_clock_now_ns()));
+    cr_expect(!rl_ready_any(&proc.ready));
+    rl_open_forget(&proc.open, 200); /* its close */
+    cr_expect(rl_connect_wait_over(&a, rl_clock_now_ns()));
+    ask_supervised(&a, 201, sa, sizeof dest, deadline);
+    cr_expect_eq(a.act, RL_CONNECT_GO);
+    cr_expect(a.t.wait_ns > 0, "at its turn, answered by the timer");
+    cr_expect(!rl_ready_any(&proc.ready));
+    /* Its caller gone before the turn: the unit and the place back. */
+    rl_settle_connect_unmade(&proc, &a);
+    ask_supervised(&a, 202, sa, sizeof dest, 0);
+    cr_expect_eq(a.act, RL_CONNECT_GO);
+    cr_expect(a.t.wait_ns > 0, "the turn given back, taken again");
+}

@@ -393,3 +393,63 @@ Test(decide_send, charged_only_where_sends_are_and_the_rule_covers)
     cr_expect(!rl_decide_send_charged(&other, i, sizeof in),
               "a connect-only quota charges no send");
 }
+
+/* The supervisor's question (RL_SEND_SUPERVISOR): `calls` datagrams of
+ * `bytes` in all, to an explicit address. */
+static void ask_supervised(struct rl_send_answer *a, uint64_t calls,
+                           uint64_t bytes)
+{
+    static const struct sockaddr_storage to = {.ss_family = AF_INET};
+    struct rl_send_question q = {.call = "sendmmsg",
+                                 .fd = FD,
+                                 .sa = (const struct sockaddr *)&to,
+                                 .salen = sizeof(struct sockaddr_in),
+                                 .calls = calls,
+                                 .want = bytes,
+                                 .min = bytes,
+                                 .probe = &probe,
+                                 .asker = RL_SEND_SUPERVISOR};
+    rl_decide_send(&proc, &q, a);
+}
+
+Test(decide_send, the_supervisor_sends_all_messages_or_none)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nsend = 2/h\n");
+    struct rl_send_answer a;
+    ask_supervised(&a, 3, 300);
+    cr_expect_eq(a.act, RL_GATE_FAIL, "it cannot send a prefix");
+    ask_supervised(&a, 2, 200);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect_eq(a.t.calls, 2);
+}
+
+Test(decide_send, the_supervisor_is_denied_at_once_holding_nothing)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nsend = 1/h\n");
+    struct rl_send_answer a;
+    ask_supervised(&a, 1, 100);
+    cr_assert_eq(a.act, RL_GATE_GO);
+    ask_supervised(&a, 1, 100);
+    cr_expect_eq(a.act, RL_GATE_FAIL);
+    cr_expect_eq(a.t.err, EAGAIN);
+    cr_expect_eq(a.view, 0, "it has no wait calls' view to change");
+    cr_expect(!rl_ready_any(&proc.ready));
+}
+
+Test(decide_send, the_supervisor_keeps_a_later_turn_for_its_timer)
+{
+    fixture_gate(&proc, "tester",
+                 "[rlshim]\non_deny = delay\n"
+                 "[user:tester]\nsend_bytes = 1000/s\n");
+    struct rl_send_answer a;
+    ask_supervised(&a, 1, 1000);
+    cr_assert_eq(a.act, RL_GATE_GO);
+    ask_supervised(&a, 1, 1000);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect(a.t.wait_ns > 0 && a.t.wait_ns <= S);
+    cr_expect(!rl_ready_any(&proc.ready));
+    /* Its caller gone before the turn: all of it back. */
+    rl_settle_send(&proc, &a, false, 0, 0);
+    ask_supervised(&a, 1, 1000);
+    cr_expect(a.t.wait_ns > 0 && a.t.wait_ns <= S, "the same turn again");
+}
