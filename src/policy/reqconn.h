@@ -10,6 +10,9 @@
  * connection: the socket layer's scanner sees a TLS record, stops, and
  * never counts the ciphertext.
  *
+ * The shim's carriers do not call this file: they ask
+ * policy/decide_request.h, which takes the shared state and calls it.
+ *
  * Every write has two steps around the real call:
  *
  *     struct rl_reqplan p;
@@ -83,6 +86,9 @@ struct rl_reqconn {
      * request inside it whose Host gives no port is its site's there,
      * not the proxy's (atomic: a TLS session on the socket copies it). */
     uint16_t tunnel_port;
+    /* A TLS session's connection: the socket whose peer was asked, + 1
+     * (0: none; policy/decide_request.c asks each socket once). */
+    int peer_asked;
     /* Bytes of the stream from the scanner's position on whose requests
      * are charged already (a call that carried them failed, or a turn
      * reserved for a non-blocking socket), and, for such a turn, when it

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/fdtab.h"
 #include "shim/self.h"
 
@@ -22,8 +22,7 @@
 
 static void drop(struct rl_reqconn *c)
 {
-    rl_reqconn_free(c);
-    free(c);
+    rl_request_conn_free(c);
 }
 
 /* Room for fd (the lock held). */
@@ -68,10 +67,9 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
     struct rl_conntab *tab = &rl_shim_self->conntab;
     if (fd < 0)
         return false;
-    struct rl_reqconn *c = calloc(1, sizeof *c);
+    struct rl_reqconn *c = rl_request_conn_new(sa, len);
     if (c == NULL)
         return false;
-    rl_reqconn_init(c, sa, len);
     pthread_mutex_lock(&tab->lock);
     struct rl_reqconn *old = unlink_fd((unsigned)fd);
     bool ok = grow((unsigned)fd);

@@ -23,17 +23,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/real.h"
 #include "shim/self.h"
 #include "shim/shim.h"
-
-/* How long a read waits for a write of another thread that plans or
- * ends (asking Redis for a fleet budget takes part of it). */
-#define READ_WAIT_MAX_NS 200000000ull
 
 /* Bytes of fd's stream went by unseen (a handler's read, which may take
  * no lock, or MSG_TRUNC's): said in the mark with one CAS, nothing locked
@@ -68,29 +64,13 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
         return;
     }
     uint32_t m = rl_fdtab_get(fd);
-    if (m & RL_FD_RESP_LOST) {
-        rl_reqconn_lost(c);
-        while ((m & RL_FD_RESP_LOST) &&
-               !rl_fdtab_cas(fd, &m, m & ~RL_FD_RESP_LOST))
-            ;
-    }
-    /* A write of another thread planning or ending: a wait as long as
-     * that (a write asleep for its turn, or in its real call, does not
-     * hold the state). Past the bound, these bytes go by unseen, and the
-     * answers are no longer paired. */
-    int proto = RL_HTTP_UNKNOWN;
-    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS)) {
-        rl_reqconn_lost(c);
-    } else {
-        const struct rl_reqread r = {fd, call};
-        proto = rl_reqscan_proto(&c->scan);
-        /* Ciphertext is the TLS layer's to read (whose socket the send
-         * side keeps until its session is found: hook_request.c). */
-        if (proto != RL_HTTP_TLS)
-            rl_reqconn_received(rl_shim_proc(), c, iov, n, got, &r);
-        rl_reqconn_let_go(c);
-    }
-    if (proto == RL_HTTP_NONE) {
+    bool lost = (m & RL_FD_RESP_LOST) != 0;
+    while ((m & RL_FD_RESP_LOST) &&
+           !rl_fdtab_cas(fd, &m, m & ~RL_FD_RESP_LOST))
+        ;
+    const struct rl_reqread r = {fd, call};
+    if (rl_request_received(rl_shim_proc(), c, RL_CARRY_PLAIN, &r, lost, iov,
+                            n, got)) {
         /* Not HTTP after all: from now on its calls cost what any other
          * socket's do. */
         rl_fdtab_set(fd, rl_fdtab_get(fd) & ~(RL_FD_HTTP | RL_FD_RESP_LOST));

@@ -1,15 +1,12 @@
 /* hook_request.c — the requests a plaintext send-like call carries (SPEC
  * §11): the step before the send's own decision (rl_send_begin) and the
  * one after the real call (rl_send_settle), on a connection of
- * shim/conntab.h. The decisions are policy/reqconn.c's; this file holds
- * the connection across the call (its shared state only while it plans,
- * decides again and ends: rl_reqconn_hold), sleeps, holds a non-blocking
- * socket until its turn, and trims the call. */
+ * shim/conntab.h. The decisions are policy/decide_request.c's; this file
+ * holds the connection across the call, sleeps, hides a held socket from
+ * the wait calls, and trims the call. */
 #include <errno.h>
 
-#include "policy/gate.h"
-#include "policy/ready.h"
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
@@ -20,22 +17,6 @@
 #include "shim/wait.h"
 #include "util/clock.h"
 
-/* How long a write waits for a read of another thread that looks at an
- * answer (and pauses its destination); the bound is for a holder that
- * never came back (a cancelled thread). */
-#define WRITE_WAIT_MAX_NS 1000000000ull
-
-/* A TLS record on a plaintext socket that no TLS library of the process
- * could have written: its requests cannot be seen (said once). */
-static void tls_check(struct rl_reqconn *c)
-{
-    if (!c->tls_seen || c->tls_owned)
-        return;
-    c->tls_seen = false;
-    if (!rl_conntab_tls_visible())
-        rl_reqconn_unseen_tls(rl_shim_proc(), c);
-}
-
 /* Not HTTP, or TLS counted by the TLS layer (if at all): the socket's
  * sends cost what any other socket's do from now on. */
 static void forget(int fd)
@@ -44,36 +25,49 @@ static void forget(int fd)
     rl_conntab_forget(fd);
 }
 
-/* A TLS connection whose session the TLS layer may yet find here: one
- * written through a BIO of the program's own (curl's) is known by its
- * socket only when its first write's ciphertext comes by. */
-static bool tls_unbound(const struct rl_reqconn *c)
+static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
+                                      socklen_t *len)
 {
-    return rl_reqscan_proto(&c->scan) == RL_HTTP_TLS &&
-           (c->tls_paced || (!c->tls_owned && rl_conntab_tls_visible()));
+    return rl_wait_probe.peer(fd, ss, len);
 }
 
-/* A send of ciphertext: kept only until a TLS write it is made inside
- * names its session, or the session named this socket itself (its
- * handshake's client random, or its fd). The socket of a session that
- * moves its ciphertext itself (a memory BIO) stays: its sends wait while
- * a write of that session waits its turn. */
+/* What policy may ask of a plaintext socket's send. */
+static const struct rl_request_probe probe = {
+    .nonblocking = rl_wait_nonblocking,
+    .kernel_says = rl_wait_kernel_says,
+    .peer = peer_of,
+    .tunnel_port = rl_conntab_tunnel_port,
+    .tls_visible = rl_conntab_tls_visible,
+    .tls_bind = rl_tlswrite_bind,
+};
+
+static void question(const struct rl_send *s, struct rl_request_question *q)
+{
+    *q = (struct rl_request_question){
+        .call = s->call,
+        .carrier = RL_CARRY_PLAIN,
+        .fd = s->fd,
+        .flags = s->flags,
+        .iov = s->iov,
+        .n = s->niov,
+        .probe = &probe,
+    };
+}
+
+/* A send of ciphertext: a socket whose session moves its ciphertext
+ * itself (a memory BIO) waits while a write of that session waits its
+ * turn; a blocking one sleeps to the turn, where it asks again: a pause
+ * that came meanwhile holds it still (SPEC §12). */
 static int ciphertext(struct rl_send *s, struct rl_reqconn *c)
 {
-    if (!c->tls_owned && rl_tlswrite_bind(s->fd))
-        c->tls_owned = true;
     uint64_t until = 0;
     int r = 0;
-    bool paced = c->tls_paced, owned = c->tls_owned;
-    rl_reqconn_let_go(c);
-    if (paced)
+    if (s->ra.paced)
         r = rl_wait_paced(s->fd, s->flags, &until);
-    else if (owned)
+    else if (s->ra.forget)
         forget(s->fd);
     rl_shim_leave();
     rl_conntab_release(c);
-    /* A blocking socket sleeps to the turn, where it asks again: a pause
-     * that came meanwhile holds it still (SPEC §12). */
     while (until != 0 && r == 0) {
         if (rl_shim_sleep_on(s->fd, until) || !rl_shim_enter())
             break; /* hung up: the kernel answers */
@@ -94,79 +88,50 @@ int rl_request_begin(struct rl_send *s)
         rl_shim_leave();
         return 0;
     }
-    /* A read of another thread looking at an answer holds the state a
-     * moment. Not had (its holder never came back), or bytes the shim
-     * does not see (sendfile): the stream's place is lost, so its
-     * requests are counted no further. */
-    bool held = rl_reqconn_hold(c, WRITE_WAIT_MAX_NS);
-    if (!held || s->iov == NULL) {
-        if (held)
-            rl_reqconn_let_go(c);
-        forget(s->fd);
-        rl_shim_leave();
-        rl_conntab_release(c);
-        return 0;
-    }
-    if (rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
-        return ciphertext(s, c);
     int saved = errno;
-    const struct rl_reqwrite w = {s->fd, s->call, RL_REQ_PLAIN,
-                                  (s->flags & MSG_DONTWAIT) != 0, -1};
-    rl_reqconn_plan(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
-    tls_check(c);
-    if (!s->rp.scanned) {
-        rl_reqconn_let_go(c);
-        rl_shim_leave();
-        rl_conntab_release(c);
-        return 0;
+    struct rl_request_question q;
+    question(s, &q);
+    rl_decide_request(rl_shim_proc(), c, &q, &s->ra);
+    const struct rl_request_answer *ra = &s->ra;
+    if (ra->act == RL_REQUEST_CIPHER) {
+        errno = saved;
+        return ciphertext(s, c);
     }
-    if (s->rp.act == RL_GATE_FAIL) {
-        /* Held back, unless the kernel has something to say (SPEC §2):
-         * a hang-up goes to the kernel, which refuses it, uncounted. */
-        rl_reqconn_let_go(c);
-        int k = rl_wait_kernel_says(s->fd);
-        if (k == 0 && s->rp.wake != 0 &&
-            rl_ready_hold(rl_shim_proc(), s->fd, s->rp.wake) >= 0)
-            rl_epreg_hold(s->fd);
+    if (ra->hide >= 0)
+        rl_epreg_hold(ra->hide);
+    if (ra->act != RL_GATE_GO) {
+        if (ra->forget)
+            forget(s->fd);
         rl_shim_leave();
         rl_conntab_release(c);
-        if (k < 0) {
+        if (ra->act != RL_GATE_FAIL) {
             errno = saved;
             return 0;
         }
-        errno = k > 0 ? k : s->rp.err;
+        errno = ra->err;
         return -1;
     }
-    /* Asleep and in the real call, the write lets a read of another
-     * thread see the answers: a 429 that comes while it waits pauses its
-     * destination, and holds it at its turn. */
-    rl_reqconn_let_go(c);
+    /* Asleep and in the real call, the connection is held (not its
+     * shared state: a read of another thread sees the answers). */
     rl_shim_leave();
     s->rc = c;
-    if (s->rp.allow < s->len) {
-        s->len = s->rp.allow;
-        s->grant = s->rp.allow;
+    if (ra->allow < s->len) {
+        s->len = ra->allow;
+        s->grant = ra->allow;
     }
-    while (s->rp.wake != 0) {
-        if (s->rp.wake > rl_clock_now_ns() &&
-            rl_shim_sleep_on(s->fd, s->rp.wake))
+    while (s->ra.wake != 0) {
+        if (s->ra.wake > rl_clock_now_ns() &&
+            rl_shim_sleep_on(s->fd, s->ra.wake))
             break; /* hung up: the kernel answers (its turn stays spent) */
-        /* At its turn: a pause of its destination that came while it
-         * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())
             break;
-        if (rl_reqconn_hold(c, WRITE_WAIT_MAX_NS)) {
-            rl_reqconn_again(rl_shim_proc(), c, s->iov, s->niov, &w, &s->rp);
-            rl_reqconn_let_go(c);
-        } else {
-            s->rp.wake = 0;
-        }
+        rl_decide_request_again(rl_shim_proc(), c, &q, &s->ra);
         rl_shim_leave();
     }
-    if (s->rp.act == RL_GATE_FAIL) {
+    if (s->ra.act == RL_GATE_FAIL) {
         s->rc = NULL;
         rl_conntab_release(c);
-        errno = s->rp.err;
+        errno = s->ra.err;
         return -1;
     }
     errno = saved;
@@ -178,13 +143,9 @@ void rl_request_end(struct rl_send *s, long sent)
     struct rl_reqconn *c = s->rc;
     s->rc = NULL;
     bool in = rl_shim_enter();
-    /* (Not held after the bound: its holder is gone.) */
-    bool held = rl_reqconn_hold(c, WRITE_WAIT_MAX_NS);
-    rl_reqconn_done(c, s->iov, s->niov, sent, &s->rp);
-    bool done = !rl_reqconn_counting(c) && !tls_unbound(c);
-    if (held)
-        rl_reqconn_let_go(c);
-    if (done)
+    struct rl_request_question q;
+    question(s, &q);
+    if (rl_settle_request(rl_shim_proc(), c, &q, &s->ra, sent))
         forget(s->fd);
     if (in)
         rl_shim_leave();

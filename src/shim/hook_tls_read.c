@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/hooks.h"
 #include "shim/self.h"
 #include "shim/shim.h"
@@ -30,10 +30,6 @@ typedef struct gnutls_session_int *gnutls_session_t;
 
 #define GNUTLS_E_INTERNAL_ERROR (-59)
 
-/* How long a read waits for a write of its session that plans or ends
- * (asking Redis for a fleet budget takes part of it). */
-#define READ_WAIT_MAX_NS 200000000ull
-
 static __attribute__((noinline)) void
 tls_received(const void *session, void *buf, size_t n, const char *call)
 {
@@ -44,17 +40,10 @@ tls_received(const void *session, void *buf, size_t n, const char *call)
     struct rl_tlsent *e = rl_tlstab_get(session, false);
     struct rl_reqconn *c = e != NULL ? e->c : NULL;
     if (c != NULL) {
-        /* A write of another thread planning or ending: a wait as long as
-         * that (a sleeping write does not hold it). Past the bound, these
-         * bytes go by unseen, and the answers are no longer paired. */
-        if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS)) {
-            rl_reqconn_lost(c);
-        } else {
-            struct iovec one = {buf, n};
-            const struct rl_reqread r = {e->fd, call};
-            rl_reqconn_received(rl_shim_proc(), c, &one, 1, n, &r);
-            rl_reqconn_let_go(c);
-        }
+        struct iovec one = {buf, n};
+        const struct rl_reqread r = {e->fd, call};
+        (void)rl_request_received(rl_shim_proc(), c, RL_CARRY_TLS, &r, false,
+                                  &one, 1, n);
     }
     rl_shim_leave();
     errno = saved;

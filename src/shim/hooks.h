@@ -24,7 +24,7 @@
 #include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/gate_leased.h"
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
 #include "util/clock.h"
@@ -183,7 +183,7 @@ struct rl_send {
     const struct iovec *iov;
     size_t niov;
     struct rl_reqconn *rc;    /* held from rl_request_begin to _end */
-    struct rl_reqplan rp;
+    struct rl_request_answer ra; /* its requests (rl_request_begin) */
     struct rl_send_answer a;  /* the send's decision, its ticket a.t (a
                                  MSG_FASTOPEN's connect has its own only
                                  while decided: hook_send.c) */

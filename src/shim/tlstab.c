@@ -1,6 +1,6 @@
 /* tlstab.c — TLS session → its requests' connection (see tlstab.h). */
 #include "shim/tlstab.h"
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 #include "shim/self.h"
 
 #include <pthread.h>
@@ -66,10 +66,7 @@ void rl_tlstab_drop(const void *key)
     pthread_mutex_unlock(&tab->lock);
     if (e == NULL)
         return;
-    if (e->c != NULL) {
-        rl_reqconn_free(e->c);
-        free(e->c);
-    }
+    rl_request_conn_free(e->c);
     free(e);
 }
 

@@ -1,8 +1,9 @@
 /* tlswrite.c — a counted TLS write, before and after the real call (see
- * tlswrite.h). The decisions are policy/reqconn.c's; this file finds the
- * session's connection, sleeps, holds a non-blocking socket until its
- * turn, and hands the library a write of several requests in pieces
- * (rl_tlswrite_run). */
+ * tlswrite.h). The decisions are policy/decide_request.c's; this file
+ * finds the session's connection and what the library knows of it (its
+ * socket, its server name, its handshake's client random), sleeps, hides
+ * a held socket from the wait calls, and hands the library a write of
+ * several requests in pieces (rl_tlswrite_run). */
 #include "shim/tlswrite.h"
 #include "shim/self.h"
 
@@ -13,7 +14,6 @@
 #include <sys/socket.h>
 
 #include "policy/gate.h"
-#include "policy/ready.h"
 #include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
@@ -29,54 +29,21 @@ __thread int rl_tls_denied_err __attribute__((tls_model("initial-exec")));
 __thread struct rl_tlsent *rl_tls_unbound
     __attribute__((tls_model("initial-exec")));
 
-/* The connection's peer, from its socket (getpeername is not hooked:
- * this is libc's). */
-static void peer_of(struct rl_reqconn *c, int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (fd >= 0 && getpeername(fd, (struct sockaddr *)&ss, &len) == 0 &&
-        len <= sizeof c->peer) {
-        memcpy(&c->peer, &ss, len);
-        c->salen = len;
-        /* Through a proxy: the site's port is the tunnel's. */
-        __atomic_store_n(&c->tunnel_port, rl_conntab_tunnel_port(fd),
-                         __ATOMIC_RELAXED);
-    }
-}
-
-/* The session's first counted write: its destination (the peer of its
- * socket, or of the socket its handshake's ciphertext went through: a
- * BIO of the program's own has no fd, and an address form in `to`
- * matches the address the connection went to; the server name the
- * program gave the library), and the socket layer told that this fd's
- * requests are the TLS layer's. */
+/* The session's first counted write: its connection, and the socket
+ * layer told that this fd's requests are the TLS layer's (its name and
+ * address are policy's, from what the write's question says). */
 static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
                                       const struct rl_tlsops *ops)
 {
-    struct rl_reqconn *c = calloc(1, sizeof *c);
+    struct rl_reqconn *c = rl_request_conn_new(NULL, 0);
     if (c == NULL)
         return NULL;
     int fd = ops->fd_of(session);
-    rl_reqconn_init(c, NULL, 0);
-    peer_of(c, fd >= 0 ? fd : e->wire);
-    /* c->tls_owned stays false: on this connection it would mean "counted
-     * elsewhere" (rl_reqconn_counting); it is the fd's plaintext
-     * connection that is told, below. */
-    ops->name_of(session, e, c->sni);
     e->fd = fd;
     if (fd >= 0)
         rl_conntab_tls_owned(fd);
     e->c = c;
     return c;
-}
-
-/* A socket that must not sleep. A session with no socket the shim knows
- * is taken as blocking: it waits its turn rather than hand an event loop
- * a failure it does not expect for such a write. */
-static bool nonblocking(int fd)
-{
-    return fd >= 0 && rl_wait_nonblocking(fd, 0);
 }
 
 /* Looks for the socket of a memory BIO's session by its handshake: its
@@ -86,8 +53,8 @@ static bool nonblocking(int fd)
 
 /* A session whose ciphertext the program moves itself (a memory BIO:
  * `membio`) is paired with its socket by its handshake's client random. */
-static void find_wire(struct rl_tlsent *e, struct rl_reqconn *c,
-                      const void *session, const struct rl_tlsops *ops)
+static void find_wire(struct rl_tlsent *e, const void *session,
+                      const struct rl_tlsops *ops)
 {
     uint8_t random[RL_TLS_RANDOM];
     if (e->fd >= 0 || e->wire >= 0 || ops->hello_of == NULL ||
@@ -98,38 +65,34 @@ static void find_wire(struct rl_tlsent *e, struct rl_reqconn *c,
         return;
     e->membio = true;
     int fd = rl_conntab_claim_hello(random);
-    if (fd < 0)
-        return;
-    e->wire = fd;
-    if (c->salen == 0)
-        peer_of(c, fd);
+    if (fd >= 0)
+        e->wire = fd;
 }
 
-/* A write of a memory BIO's session whose turn is later (delay mode; the
- * gate reserved it, as for a non-blocking socket): it goes into the BIO
- * now, and its ciphertext leaves at the turn. The socket, when known and
- * non-blocking, is held until then (hook_request.c answers its sends
- * EAGAIN and the wait calls hide it), and the program's event loop goes
- * on; at the turn its requests are decided again (policy/ready.h
- * RL_READY_TURN): a pause of their destination that came meanwhile holds
- * the socket to the pause's end (SPEC §12), as the other carriers' turns
- * are held. Otherwise the write sleeps after the real call, when it
- * wrote: before it leaves the BIO. */
-static void go_later(struct rl_tlswrite *w, const struct rl_tlsent *e,
-                     const struct rl_reqwrite *q)
+/* The probe's `wire`: the socket a session without an fd writes by. */
+static int wire_of(void *ctx, bool look, bool *membio)
 {
-    w->p.act = RL_GATE_GO;
-    w->p.err = 0;
-    w->after = w->p.wake;
-    if (e->wire < 0 || !nonblocking(e->wire))
-        return;
-    struct rl_reqheld h;
-    rl_reqconn_held(e->c, &w->iov, 1, q, w->p.wake, &h);
-    if (rl_ready_hold_turn(rl_shim_proc(), e->wire, &h) < 0)
-        return;
-    rl_epreg_hold(e->wire);
-    w->after = 0;
+    struct rl_tlsask *k = ctx;
+    if (look)
+        find_wire(k->e, k->session, k->ops);
+    *membio = k->e->membio;
+    return k->e->wire;
 }
+
+static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
+                                      socklen_t *len)
+{
+    return rl_wait_probe.peer(fd, ss, len);
+}
+
+/* What policy may ask of a TLS write. */
+static const struct rl_request_probe probe = {
+    .nonblocking = rl_wait_nonblocking,
+    .kernel_says = rl_wait_kernel_says,
+    .peer = peer_of,
+    .tunnel_port = rl_conntab_tunnel_port,
+    .wire = wire_of,
+};
 
 /* FNV-1a: a retry's bytes are the write's that stopped (tlstab.h). */
 static uint64_t hash_of(const void *buf, size_t n)
@@ -169,18 +132,11 @@ int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
     return begin_how(w, session, buf, n, &done, call, ops, RL_REQ_WHOLE);
 }
 
-/* A write waits this long at most for the connection's state
- * (rl_reqconn_hold): held by a write only while it plans or ends, by the
- * session's reader while it looks at an answer (and pauses its
- * destination). No holder waits for anything else meanwhile, so the wait
- * ends; the bound is for a holder that never came back (a cancelled
- * thread). */
-#define HOLD_MAX_NS 1000000000ull
-
-static void let_go(struct rl_reqconn *c)
+static void denied(const void *session, int err)
 {
-    rl_reqconn_let_go(c);
-    __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
+    rl_tls_denied = session;
+    rl_tls_denied_err = err;
+    errno = err;
 }
 
 static int begin_how(struct rl_tlswrite *w, const void *session,
@@ -207,9 +163,16 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     int saved = errno;
     struct rl_tlsent *e = NULL;
     struct rl_reqconn *c = NULL;
+    char sni[RL_NAME_MAX + 1];
+    bool fresh = false;
     if (rl_gate_counts_requests(rl_shim_proc()) &&
-        (e = rl_tlstab_get(session, true)) != NULL)
-        c = e->c != NULL ? e->c : first_write(e, session, ops);
+        (e = rl_tlstab_get(session, true)) != NULL) {
+        c = e->c;
+        if (c == NULL && (c = first_write(e, session, ops)) != NULL) {
+            ops->name_of(session, e, sni);
+            fresh = true;
+        }
+    }
     w->e = e; /* (a write that stops is remembered there, PASS or not) */
     if (e != NULL && how == RL_REQ_PIECES && first &&
         (skip = resumed(e, buf, n)) > 0) {
@@ -217,97 +180,51 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         buf = (const char *)whole + skip;
         n = total - skip;
     }
-    /* Another thread writing on the same session at once is not scanned
-     * (its bytes interleave with these anyway). */
-    if (c == NULL || !rl_reqconn_counting(c) ||
-        __atomic_exchange_n(&c->writing, 1, __ATOMIC_ACQUIRE) != 0) {
+    if (c == NULL) {
         rl_shim_leave();
         errno = saved;
         return RL_TLSW_PASS;
     }
-    if (!rl_reqconn_hold(c, HOLD_MAX_NS)) {
-        __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
-        rl_shim_leave();
-        errno = saved;
-        return RL_TLSW_PASS;
-    }
-    find_wire(e, c, session, ops);
-    bool nb = nonblocking(e->fd);
-    /* A memory BIO's turn is reserved as a non-blocking socket's is. */
-    bool mem = e->fd < 0 && e->membio;
     w->iov.iov_base = (void *)buf;
     w->iov.iov_len = n;
-    w->after = 0;
-    /* (A memory BIO's write is not pieced: its ciphertext leaves when the
-     * program sends it, not when the library is handed it.) */
-    const struct rl_reqwrite q = {
-        e->fd, call, mem ? RL_REQ_WHOLE : how, nb || mem,
-        e->fd < 0 && !e->membio ? e->wire : -1};
-    rl_reqconn_plan(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
-    if (mem && w->p.act == RL_GATE_FAIL && c->turn != 0 &&
-        w->p.wake == c->turn)
-        go_later(w, e, &q);
-    if (!w->p.scanned) {
-        let_go(c);
+    w->ask = (struct rl_tlsask){e, session, ops};
+    w->q = (struct rl_request_question){
+        .call = call,
+        .carrier = RL_CARRY_TLS,
+        .fd = e->fd,
+        .how = how,
+        .iov = &w->iov,
+        .n = 1,
+        .sni = fresh ? sni : NULL,
+        .probe = &probe,
+        .ctx = &w->ask,
+    };
+    struct rl_request_answer *a = &w->a;
+    rl_decide_request(rl_shim_proc(), c, &w->q, a);
+    w->q.sni = NULL; /* (this frame's: read by the decision alone) */
+    if (a->hide >= 0)
+        rl_epreg_hold(a->hide);
+    if (a->act == RL_GATE_FAIL) {
+        rl_shim_leave();
+        denied(session, a->err);
+        return RL_TLSW_FAIL;
+    }
+    if (a->act != RL_GATE_GO) {
         rl_shim_leave();
         errno = saved;
         return RL_TLSW_PASS;
     }
-    if (w->p.act == RL_GATE_FAIL) {
-        /* Hidden from the program's poll until it could go. Not a
-         * memory BIO's socket: its program does not wait for the socket
-         * to retry the write (Twisted drops the connection, and would
-         * wait for it to flush). */
-        int hold = nb ? e->fd
-                   : e->fd < 0 && !e->membio && nonblocking(e->wire) ? e->wire
-                                                                     : -1;
-        if (hold >= 0 && rl_wait_kernel_says(hold) != 0) {
-            /* Its socket has an error or a hang-up (SPEC §2): the library
-             * writes, the kernel refuses, and the program hears it. A
-             * TCP socket's pending error comes with a hang-up: none is
-             * taken here that the library's send would have needed. */
-            let_go(c);
-            rl_shim_leave();
-            errno = saved;
-            return RL_TLSW_PASS;
-        }
-        if (hold >= 0 && w->p.wake != 0 &&
-            rl_ready_hold(rl_shim_proc(), hold, w->p.wake) >= 0)
-            rl_epreg_hold(hold);
-        let_go(c);
-        rl_shim_leave();
-        rl_tls_denied = session;
-        rl_tls_denied_err = w->p.err;
-        errno = w->p.err;
-        return RL_TLSW_FAIL;
-    }
-    /* Asleep and in the real call, the write lets the session's reader
-     * see answers: a 429 that comes while it waits pauses its
-     * destination, and holds it at its turn. */
-    rl_reqconn_let_go(c);
     rl_shim_leave();
-    int sock = e->fd >= 0 ? e->fd : e->wire;
-    while (!nb && !mem && w->p.wake != 0) {
-        if (w->p.wake > rl_clock_now_ns() &&
-            rl_shim_sleep_on(sock, w->p.wake))
+    while (a->wake != 0) {
+        if (a->wake > rl_clock_now_ns() && rl_shim_sleep_on(a->sock, a->wake))
             break; /* hung up: the library's send hears the kernel */
-        /* At its turn: a pause of its destination that came while it
-         * slept holds it still (SPEC §12). */
         if (!rl_shim_enter())
             break;
-        if (rl_reqconn_hold(c, HOLD_MAX_NS)) {
-            rl_reqconn_again(rl_shim_proc(), c, &w->iov, 1, &q, &w->p);
-            rl_reqconn_let_go(c);
-        } else {
-            w->p.wake = 0;
-        }
+        rl_decide_request_again(rl_shim_proc(), c, &w->q, a);
         rl_shim_leave();
     }
-    if (w->p.act == RL_GATE_FAIL) {
-        let_go(c);
-        rl_tls_denied = session;
-        rl_tls_denied_err = w->p.err;
-        errno = w->p.err;
+    if (a->act == RL_GATE_FAIL) {
+        denied(session, a->err);
         return RL_TLSW_FAIL;
     }
     w->c = c;
@@ -347,11 +264,8 @@ bool rl_tlswrite_bind(int fd)
     if (e == NULL || rl_tls_depth == 0 || fd < 0)
         return false;
     rl_tls_unbound = NULL;
+    /* The connection's address is asked of it when the write settles. */
     e->wire = fd;
-    /* This thread's write holds the connection (`writing`) until its
-     * end. */
-    if (e->c != NULL && e->c->salen == 0)
-        peer_of(e->c, fd);
     return true;
 }
 
@@ -364,15 +278,12 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     w->c = NULL;
     int saved = errno;
     bool in = rl_shim_enter();
-    /* (Not held after the bound: its holder is gone.) */
-    (void)rl_reqconn_hold(c, HOLD_MAX_NS);
-    rl_reqconn_done(c, &w->iov, 1, sent, &w->p);
+    (void)rl_settle_request(rl_shim_proc(), c, &w->q, &w->a, sent);
     if (in)
         rl_shim_leave();
-    let_go(c);
     /* (A write asked to be retried keeps its turn: the retry holds.) */
-    if (sent > 0 && w->after > rl_clock_now_ns())
-        rl_shim_sleep_until(w->after);
+    if (sent > 0 && w->a.after > rl_clock_now_ns())
+        rl_shim_sleep_until(w->a.after);
     errno = saved;
 }
 
@@ -405,9 +316,8 @@ int rl_tlswrite_run(const void *session, const void *buf, size_t n,
         }
         const char *at = (const char *)buf + done;
         size_t len = n - done;
-        if (act == RL_TLSW_GO && w.p.scanned && w.p.allow > 0 &&
-            w.p.allow < len)
-            len = w.p.allow;
+        if (act == RL_TLSW_GO && w.a.allow > 0 && w.a.allow < len)
+            len = w.a.allow;
         rl_tls_depth++;
         long r = real(ctx, at, len);
         rl_tls_depth--;

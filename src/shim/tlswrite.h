@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "policy/reqconn.h"
+#include "policy/decide_request.h"
 
 struct rl_tlsent;
 
@@ -44,12 +44,20 @@ struct rl_tlsops {
 
 enum { RL_TLSW_PASS = 0, RL_TLSW_GO = 1, RL_TLSW_FAIL = 2 };
 
+/* What policy may ask of the session (its `wire`): tlswrite.c's. */
+struct rl_tlsask {
+    struct rl_tlsent *e;
+    const void *session;
+    const struct rl_tlsops *ops;
+};
+
 struct rl_tlswrite {
     struct rl_tlsent *e; /* the session's entry (NULL: none looked up) */
     struct rl_reqconn *c;
     struct iovec iov;
-    struct rl_reqplan p;
-    uint64_t after; /* sleep until then once the real call wrote (0: not) */
+    struct rl_tlsask ask;
+    struct rl_request_question q;
+    struct rl_request_answer a;
 };
 
 int rl_tlswrite_begin(struct rl_tlswrite *w, const void *session,
