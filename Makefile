@@ -104,8 +104,13 @@ HIREDIS_LIBS = $(if $(filter /%,$(HIREDIS_A)),$(HIREDIS_A),$(shell pkg-config --
 BUILD_DEPS += libnghttp2-dev:pc:libnghttp2
 NGHTTP2_A    = $(shell $(CC) -print-file-name=libnghttp2.a)
 NGHTTP2_LIBS = $(if $(filter /%,$(NGHTTP2_A)),$(NGHTTP2_A),$(shell pkg-config --libs libnghttp2 2>/dev/null))
+# A robots.txt body in gzip or deflate (SPEC §14): zlib's inflate, linked
+# statically like hiredis when Debian ships the archive.
+BUILD_DEPS += zlib1g-dev:pc:zlib
+ZLIB_A    = $(shell $(CC) -print-file-name=libz.a)
+ZLIB_LIBS = $(if $(filter /%,$(ZLIB_A)),$(ZLIB_A),-lz)
 # Every link line: the archives the core library needs.
-DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS)
+DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS) $(ZLIB_LIBS)
 
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
@@ -401,7 +406,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) $(LUA_OBJS) | build-fuzz/.dep
 
 $(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | build-fuzz/.deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS)
+	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS) $(ZLIB_LIBS)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))
