@@ -8,7 +8,8 @@
 #   make ubsan           the tests under UBSan alone (in curl and wget too)
 #   make ubsan-rest      after make asan: UBSan over only what it skipped
 #   make asan-shared | asan-alone   make asan in CI's two parts
-#   make fuzz            the config-parser and HTTP-scanner fuzzers, FUZZ_SECONDS each
+#   make fuzz            the config, HTTP-scanner and robots.txt fuzzers,
+#                        FUZZ_SECONDS each
 #   make demo            a real program, bare and throttled, side by side
 #   make docs            docs/timeline.svg, drawn from a real run's decision log
 #   make examples        the examples a user copies (pytest, shell), as tests
@@ -104,8 +105,13 @@ HIREDIS_LIBS = $(if $(filter /%,$(HIREDIS_A)),$(HIREDIS_A),$(shell pkg-config --
 BUILD_DEPS += libnghttp2-dev:pc:libnghttp2
 NGHTTP2_A    = $(shell $(CC) -print-file-name=libnghttp2.a)
 NGHTTP2_LIBS = $(if $(filter /%,$(NGHTTP2_A)),$(NGHTTP2_A),$(shell pkg-config --libs libnghttp2 2>/dev/null))
+# A robots.txt body in gzip or deflate (SPEC §14): zlib's inflate, linked
+# statically like hiredis when Debian ships the archive.
+BUILD_DEPS += zlib1g-dev:pc:zlib
+ZLIB_A    = $(shell $(CC) -print-file-name=libz.a)
+ZLIB_LIBS = $(if $(filter /%,$(ZLIB_A)),$(ZLIB_A),-lz)
 # Every link line: the archives the core library needs.
-DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS)
+DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS) $(ZLIB_LIBS)
 
 PC_CFLAGS   = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_STATIC = $(shell pkg-config --variable=libdir inih 2>/dev/null)/libinih.a
@@ -366,21 +372,23 @@ ubsan-rest:
 
 FUZZ_BIN := build-fuzz/fuzz_config
 FUZZ_HTTP_BIN := build-fuzz/fuzz_http
+FUZZ_ROBOTS_BIN := build-fuzz/fuzz_robots
 FUZZ_DEPS = clang:cmd:clang libclang-rt-14-dev:file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
 FUZZ_CC = clang $(filter-out -MMD -MP -Werror,$(RL_CFLAGS)) $(PC_CFLAGS) -g -O1 \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-# The config parser, then the HTTP scanners, each for FUZZ_SECONDS (the
-# two fuzzers are built side by side first).
+# The config parser, then the HTTP scanners, then the robots.txt reader,
+# each for FUZZ_SECONDS (the fuzzers are built side by side first).
 fuzz:
-	$(MAKE) -j$(JOBS) $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
+	$(MAKE) -j$(JOBS) $(FUZZ_BIN) $(FUZZ_HTTP_BIN) $(FUZZ_ROBOTS_BIN)
 	$(MAKE) -j1 fuzz-run
 # A fuzzer that fails prints its input in base64 as its last line (CI
 # shows only the end of its output): `base64 -d > crash` and run the
 # fuzzer on that file to see it again.
 FUZZ_SHOW = || { for f in build-fuzz/art/*; do echo "== $$f (base64):"; \
 	    base64 -w0 "$$f"; echo; done; exit 1; }
-fuzz-run: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
-	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus build-fuzz/art
+fuzz-run: $(FUZZ_BIN) $(FUZZ_HTTP_BIN) $(FUZZ_ROBOTS_BIN)
+	@mkdir -p build-fuzz/corpus build-fuzz/http_corpus build-fuzz/robots_corpus \
+	    build-fuzz/art
 	@rm -f build-fuzz/art/*
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/art/config- \
@@ -390,6 +398,10 @@ fuzz-run: $(FUZZ_BIN) $(FUZZ_HTTP_BIN)
 	    -artifact_prefix=build-fuzz/art/http- \
 	    -dict=tests/fuzz/http.dict build-fuzz/http_corpus tests/fuzz/http_seeds \
 	    $(FUZZ_SHOW)
+	$(FUZZ_ROBOTS_BIN) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/art/robots- \
+	    -dict=tests/fuzz/robots.dict build-fuzz/robots_corpus \
+	    tests/fuzz/robots_seeds $(FUZZ_SHOW)
 
 build-fuzz/.deps: | $(B)/.deps
 	@$(ENSURE) $(FUZZ_DEPS)
@@ -401,7 +413,12 @@ $(FUZZ_BIN): tests/fuzz/fuzz_config.c $(CORE_SRCS) $(LUA_OBJS) | build-fuzz/.dep
 
 $(FUZZ_HTTP_BIN): tests/fuzz/fuzz_http.c $(wildcard src/http/*.c) | build-fuzz/.deps
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS)
+	$(FUZZ_CC) -o $@ $^ $(NGHTTP2_LIBS) $(ZLIB_LIBS)
+
+$(FUZZ_ROBOTS_BIN): tests/fuzz/fuzz_robots.c src/http/robots.c \
+	    src/http/robots_body.c src/http/chunked.c | build-fuzz/.deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $^ $(ZLIB_LIBS)
 
 demo: all
 	@sh tests/demo/run.sh $(abspath $(B))

@@ -1,4 +1,5 @@
-/* chunked.c — the chunked-coding skipper both scanners use. */
+/* chunked.c — the chunked-coding skipper both scanners use, and the
+ * reader of its data robots_body.c uses. */
 #include "http/chunked.h"
 
 #include <string.h>
@@ -108,6 +109,37 @@ long rl_chunked_feed(struct rl_chunked *ch, const uint8_t *buf, size_t n,
             if (ch->remain == 0)
                 ch->st = DATA_CR;
             continue;
+        }
+        switch (byte(ch, buf[i++])) {
+        case 0:
+            break;
+        case 1:
+            *done = true;
+            rl_chunked_init(ch);
+            return (long)i;
+        default:
+            return -1;
+        }
+    }
+    return (long)i;
+}
+
+long rl_chunked_data(struct rl_chunked *ch, const uint8_t *buf, size_t n,
+                     bool *done, size_t *data_len)
+{
+    size_t i = 0;
+
+    *done = false;
+    *data_len = 0;
+    while (i < n) {
+        if (ch->st == DATA) {
+            size_t take = n - i < ch->remain ? n - i : (size_t)ch->remain;
+
+            ch->remain -= take;
+            if (ch->remain == 0)
+                ch->st = DATA_CR;
+            *data_len = take;
+            return (long)(i + take);
         }
         switch (byte(ch, buf[i++])) {
         case 0:

@@ -23,4 +23,11 @@ void rl_chunked_init(struct rl_chunked *ch);
 long rl_chunked_feed(struct rl_chunked *ch, const uint8_t *buf, size_t n,
                      bool *done);
 
+/* Like rl_chunked_feed, but stops after the first run of data in
+ * buf[0..n), for a reader of the body's content: returns how many bytes
+ * it took (or -1 if malformed), the last *data_len of them being data
+ * (0: none). Call again on the rest while it takes some and !*done. */
+long rl_chunked_data(struct rl_chunked *ch, const uint8_t *buf, size_t n,
+                     bool *done, size_t *data_len);
+
 #endif
