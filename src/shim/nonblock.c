@@ -268,19 +268,25 @@ int rl_wait_connect_error(int fd, int *err)
                : 0;
 }
 
-void rl_wait_forget_slow(unsigned first, unsigned last)
+void rl_wait_forget_slow(int what, unsigned first, unsigned last, bool live)
 {
-    /* From a handler that interrupted the shim: leave it (a stale entry
-     * at worst, gone at the number's next close). A vfork child closes
-     * its own fds, in its parent's memory: the parent's entries stay. */
-    if (rl_shim_in_vfork_child() || !rl_shim_enter())
+    /* From a handler that interrupted the shim: the wait entries stay (a
+     * stale entry at worst, gone at the number's next close); the
+     * connections, lock-free, are forgotten all the same. A vfork child
+     * closes its own fds, in its parent's memory: the parent's entries
+     * stay. */
+    if (rl_shim_in_vfork_child())
         return;
+    bool guarded = live && rl_shim_enter();
     int saved = errno;
-    if (first == last)
-        rl_ready_forget(rl_shim_proc(), (int)first);
-    else
-        rl_ready_forget_range(rl_shim_proc(), first, last);
-    rl_epreg_forget(first, last);
+    struct rl_fd_event ev = {what, first, last, guarded};
+    rl_policy_fd_event(rl_shim_proc(), &ev);
+    if (guarded) {
+        if (what == RL_FDLIFE_DUPED)
+            first = last; /* only `to` lost what it was */
+        rl_epreg_forget(first, last);
+    }
     errno = saved;
-    rl_shim_leave();
+    if (guarded)
+        rl_shim_leave();
 }
