@@ -401,3 +401,25 @@ Test(dest_names, a_port_on_a_name_is_checked)
     cr_expect_not(rl_dests_cover(&names, &d, 1, &b, sizeof b));
     rl_dest_clear(&d);
 }
+
+/* The resolver hooks' one question: a lookup names its answer by the
+ * name as the program spelled it (canonical), a literal's by itself, and
+ * a name that cannot be kept not at all. */
+Test(names, a_lookup_notes_its_answer_under_the_name_asked_for)
+{
+    struct rl_name_lookup l;
+    uint8_t a[4];
+    char buf[RL_NAME_MAX + 1];
+    v4("10.9.8.7", a);
+    cr_assert(rl_name_lookup(&l, "Api.Example.COM.", false));
+    rl_names_resolved(&names, &l, AF_INET, a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 15);
+    cr_assert_str_eq(buf, "api.example.com");
+    cr_assert(rl_name_lookup(&l, "10.9.8.7", false));
+    cr_assert_eq(l.n, 0, "a literal");
+    rl_names_resolved(&names, &l, AF_INET, a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 0);
+    cr_assert(rl_name_lookup(&l, "db.example.com", true));
+    cr_assert_eq(l.n, 0, "AI_NUMERICHOST: a literal whatever it reads");
+    cr_assert_not(rl_name_lookup(&l, "a b", false), "not a name: not kept");
+}
