@@ -400,31 +400,23 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
     return r;
 }
 
-uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now)
+void rl_ready_look(struct rl_proc *p, int fd, uint64_t now,
+                   struct rl_ready_look *lk)
 {
     struct rl_ready *rd = &p->ready;
+    lk->hidden = 0;
+    lk->held_until = 0;
     pthread_mutex_lock(&rd->mu);
-    uint64_t until = 0;
     struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && (e->what == RL_READY_HOLD || e->what == RL_READY_TURN) &&
-        !refused(e) && e->until > now)
-        until = e->until;
+    if (e != NULL && e->what != RL_READY_FAILED && !refused(e)) {
+        if (now < e->until || rl_ready_unconnected(e->what) ||
+            e->what == RL_READY_TURN)
+            lk->hidden = e->what;
+        if ((e->what == RL_READY_HOLD || e->what == RL_READY_TURN) &&
+            e->until > now)
+            lk->held_until = e->until;
+    }
     pthread_mutex_unlock(&rd->mu);
-    return until;
-}
-
-int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
-{
-    struct rl_ready *rd = &p->ready;
-    pthread_mutex_lock(&rd->mu);
-    int r = 0;
-    struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && e->what != RL_READY_FAILED && !refused(e) &&
-        (now < e->until || rl_ready_unconnected(e->what) ||
-         e->what == RL_READY_TURN))
-        r = e->what;
-    pthread_mutex_unlock(&rd->mu);
-    return r;
 }
 
 unsigned rl_ready_snapshot(struct rl_proc *p, uint64_t now,

@@ -262,3 +262,61 @@ Test(ready, a_held_request_past_max_delay_fails_its_sockets_sends)
     rl_ready_forget(&proc, 9);
     cr_expect(!rl_ready_any(&proc.ready));
 }
+
+/* The shim's two entries into the table: rl_ready_look (one fd as a wait
+ * call sees it) and rl_ready_take (what is due on it, one kind at a
+ * time). */
+Test(ready, look_and_take_answer_for_each_kind_of_entry)
+{
+    gate_with("[rlshim]\non_deny = delay\n[user:tester]\nconnect = 1/s\n");
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct rl_gate_ticket t;
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_expect_eq(
+        rl_ready_defer_connect(&proc, 7, &t, (struct sockaddr *)&a, sizeof a),
+        1);
+    struct rl_ready_take tk = {.what = RL_READY_CONNECT};
+    cr_expect_eq(rl_ready_take(&proc, 7, T0 + 500 * MS, &tk), -EAGAIN);
+    cr_expect_eq(tk.until, T0 + S);
+    struct rl_ready_take other = {.what = RL_READY_FAILED};
+    cr_expect_eq(rl_ready_take(&proc, 7, T0, &other), 0, "not that kind");
+    cr_expect_eq(rl_ready_take(&proc, 7, T0 + S, &tk), 1);
+    cr_expect_eq(tk.len, sizeof a);
+    cr_expect_eq(memcmp(&tk.sa, &a, sizeof a), 0);
+    cr_expect_eq(tk.t.wait_ns, t.wait_ns, "the caller owns the ticket");
+
+    cr_expect_eq(rl_ready_fail(&proc, 5, ECONNREFUSED), 1);
+    struct rl_ready_look lk;
+    rl_ready_look(&proc, 5, T0, &lk);
+    cr_expect_eq(lk.hidden, 0, "a failed connect is shown");
+    tk = (struct rl_ready_take){.what = RL_READY_FAILED};
+    cr_expect_eq(rl_ready_take(&proc, 5, T0, &tk), 1);
+    cr_expect_eq(tk.err, ECONNREFUSED);
+    cr_expect_eq(rl_ready_take(&proc, 5, T0, &tk), 0, "told once");
+
+    cr_expect_eq(rl_ready_hold(&proc, 6, T0 + S), 1);
+    rl_ready_look(&proc, 6, T0, &lk);
+    cr_expect_eq(lk.hidden, RL_READY_HOLD);
+    cr_expect_eq(lk.held_until, T0 + S);
+    rl_ready_look(&proc, 6, T0 + S, &lk);
+    cr_expect_eq(lk.hidden, 0);
+    cr_expect_eq(lk.held_until, 0, "over");
+}
+
+Test(ready, a_refused_held_request_is_taken_with_its_errno)
+{
+    gate_with("[rlshim]\non_deny = delay\nmax_delay = 2s\n"
+              "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_reqheld h = held_for("a.example", T0 + 500 * MS);
+    cr_assert_eq(rl_ready_hold_turn(&proc, 9, &h), 1);
+    struct rl_ready_take tk = {.what = RL_READY_TURN};
+    cr_expect_eq(rl_ready_take(&proc, 9, T0, &tk), -EAGAIN);
+    cr_expect_eq(tk.until, T0 + 500 * MS);
+    answer_429("a.example", 60 * S, T0 + 100 * MS);
+    cr_expect_eq(rl_ready_take(&proc, 9, T0 + 500 * MS, &tk), 1);
+    cr_expect_eq(tk.err, ETIMEDOUT);
+}
