@@ -210,21 +210,6 @@ struct rl_ready_look {
 void rl_ready_look(struct rl_proc *p, int fd, uint64_t now,
                    struct rl_ready_look *lk);
 
-static inline int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
-{
-    struct rl_ready_look lk;
-    rl_ready_look(p, fd, now, &lk);
-    return lk.hidden;
-}
-
-static inline uint64_t rl_ready_held_until(struct rl_proc *p, int fd,
-                                           uint64_t now)
-{
-    struct rl_ready_look lk;
-    rl_ready_look(p, fd, now, &lk);
-    return lk.held_until;
-}
-
 /* What a wait call or the program's next call on fd takes out of the
  * table when its moment has come: one entry for the four kinds of it. */
 struct rl_ready_take {

@@ -9,6 +9,7 @@
 #include "policy/fdlife.h"
 #include "policy/open.h"
 #include "policy/ready.h"
+#include "ready_look.h"
 
 #define S 1000000000ull
 #define T0 (1000 * S)
@@ -66,13 +67,13 @@ Test(fdlife, wait_entries_are_forgotten_only_by_a_caller_that_may_lock)
     cr_assert_eq(rl_ready_hold(&proc, 8, T0 + S), 1);
     cr_assert_eq(rl_ready_hold(&proc, 9, T0 + S), 1);
     tell(RL_FDLIFE_CLOSED, 7, 7, false);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0), RL_READY_HOLD,
+    cr_expect_eq(ready_hidden(&proc, 7, T0), RL_READY_HOLD,
                  "a handler's close leaves the entry");
     tell(RL_FDLIFE_CLOSED, 7, 7, true);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0), 0);
+    cr_expect_eq(ready_hidden(&proc, 7, T0), 0);
     tell(RL_FDLIFE_DUPED, 3, 8, true); /* 8 replaced by a copy of 3 */
-    cr_expect_eq(rl_ready_hidden(&proc, 8, T0), 0);
-    cr_expect_eq(rl_ready_hidden(&proc, 3, T0), 0);
+    cr_expect_eq(ready_hidden(&proc, 8, T0), 0);
+    cr_expect_eq(ready_hidden(&proc, 3, T0), 0);
     tell(RL_FDLIFE_CLOSED_RANGE, 9, 9, true);
     cr_expect(!rl_ready_any(&proc.ready));
 }
