@@ -361,22 +361,3 @@ void rl_names_atfork_child(struct rl_names *t)
     rl_store_relaxed_u64(&t->busy, 0);
     unlock(t);
 }
-
-bool rl_name_lookup(struct rl_name_lookup *l, const char *node, bool numeric)
-{
-    size_t len = strlen(node);
-    l->n = 0;
-    if (numeric || rl_name_is_literal(node, len))
-        return true;
-    l->n = rl_name_canon(node, len, l->name);
-    return l->n > 0;
-}
-
-void rl_names_resolved(struct rl_names *t, const struct rl_name_lookup *l,
-                       int family, const void *addr)
-{
-    if (l->n == 0)
-        rl_names_forget(t, family, addr);
-    else
-        rl_names_note(t, family, addr, l->name, l->n);
-}

@@ -77,23 +77,25 @@ void rl_names_note(struct rl_names *t, int family, const void *addr,
  * http://127.0.0.1/ is charged by name, then by literal). */
 void rl_names_forget(struct rl_names *t, int family, const void *addr);
 
-/* A lookup as the resolver hooks see it (the one question they ask):
- * the name its answer is noted under, canonical, and its length; n == 0
- * for a literal, whose addresses are named by themselves again. */
-struct rl_name_lookup {
-    size_t n;
-    char name[RL_NAME_MAX + 1];
+struct addrinfo;
+struct hostent;
+
+/* A lookup's answer as the resolver hooks have it (the one question they
+ * ask): `node` as the program spelled it, whether AI_NUMERICHOST was asked
+ * (a literal, whatever it reads like), and the answer: getaddrinfo's list
+ * or gethostbyname*'s entry (the other NULL). */
+struct rl_name_answer {
+    const char *node;
+    bool numeric;
+    const struct addrinfo *ai;
+    const struct hostent *h;
 };
 
-/* Begin the lookup of `node` (`numeric`: AI_NUMERICHOST was asked, a
- * literal whatever it looks like). False when its answer is not noted at
- * all (a name that cannot be kept). No system call, no lock. */
-bool rl_name_lookup(struct rl_name_lookup *l, const char *node, bool numeric);
-
-/* `addr` (family as for rl_names_note) is in the answer of l: noted under
- * its name, or, for a literal, with no name (rl_names_forget). */
-void rl_names_resolved(struct rl_names *t, const struct rl_name_lookup *l,
-                       int family, const void *addr);
+/* Note every AF_INET/AF_INET6 address of the answer under its node's
+ * name (canonical form: rl_name_canon); a literal's addresses are named by
+ * themselves again (rl_names_forget); a node that is no name that can be
+ * kept notes nothing. No system call. */
+void rl_names_resolved(struct rl_names *t, const struct rl_name_answer *a);
 
 /* The name last noted in t for `addr` (family AF_INET or AF_INET6, as an
  * rl_peer holds it: IPv4-mapped already folded), copied into `buf`

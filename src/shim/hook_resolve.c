@@ -54,20 +54,13 @@ static void *next(void **slot, const char *name, void *self)
 
 static void *p_gai, *p_ghbn, *p_ghbn2, *p_ghbn_r, *p_ghbn2_r;
 
-/* Note a lookup's answer under the name the program asked for. */
+/* Note gethostbyname*'s answer under the name the program asked for. */
 static void note_host(const char *node, const struct hostent *h)
 {
-    struct rl_name_lookup l;
-
-    if (h == NULL || node == NULL || rl_shim_busy || h->h_addr_list == NULL)
+    if (h == NULL || node == NULL || rl_shim_busy)
         return;
-    bool kept = rl_name_lookup(&l, node, false);
-    int alen = h->h_addrtype == AF_INET ? 4 : h->h_addrtype == AF_INET6 ? 16 : 0;
-    if (!kept || alen == 0 || h->h_length != alen)
-        return;
-    struct rl_names *t = &rl_shim_proc()->names;
-    for (char **a = h->h_addr_list; *a != NULL; a++)
-        rl_names_resolved(t, &l, h->h_addrtype, *a);
+    struct rl_name_answer a = {.node = node, .h = h};
+    rl_names_resolved(&rl_shim_proc()->names, &a);
 }
 
 RL_EXPORT int getaddrinfo(const char *node, const char *service,
@@ -79,27 +72,13 @@ RL_EXPORT int getaddrinfo(const char *node, const char *service,
     int r = f(node, service, hints, res);
     if (r != 0 || node == NULL || res == NULL || rl_shim_busy)
         return r;
-    struct rl_name_lookup l;
-    if (!rl_name_lookup(&l, node,
-                        hints != NULL && (hints->ai_flags & AI_NUMERICHOST)))
-        return r;
-    struct rl_names *t = &rl_shim_proc()->names;
+    struct rl_name_answer a = {
+        .node = node,
+        .numeric = hints != NULL && (hints->ai_flags & AI_NUMERICHOST),
+        .ai = *res,
+    };
     int saved = errno;
-    for (const struct addrinfo *ai = *res; ai != NULL; ai = ai->ai_next) {
-        if (ai->ai_addr == NULL)
-            continue;
-        if (ai->ai_family == AF_INET &&
-            ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
-            struct sockaddr_in in;
-            memcpy(&in, ai->ai_addr, sizeof in);
-            rl_names_resolved(t, &l, AF_INET, &in.sin_addr);
-        } else if (ai->ai_family == AF_INET6 &&
-                   ai->ai_addrlen >= sizeof(struct sockaddr_in6)) {
-            struct sockaddr_in6 in6;
-            memcpy(&in6, ai->ai_addr, sizeof in6);
-            rl_names_resolved(t, &l, AF_INET6, &in6.sin6_addr);
-        }
-    }
+    rl_names_resolved(&rl_shim_proc()->names, &a);
     errno = saved;
     return r;
 }

@@ -1,6 +1,7 @@
 /* The address → name table and the name forms of `to`. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -402,24 +403,45 @@ Test(dest_names, a_port_on_a_name_is_checked)
     rl_dest_clear(&d);
 }
 
-/* The resolver hooks' one question: a lookup names its answer by the
- * name as the program spelled it (canonical), a literal's by itself, and
- * a name that cannot be kept not at all. */
-Test(names, a_lookup_notes_its_answer_under_the_name_asked_for)
+/* The resolver hooks' one question: an answer is noted under the name as
+ * the program spelled it (canonical), a literal's by itself, and a name
+ * that cannot be kept not at all; getaddrinfo's list and gethostbyname's
+ * entry alike. */
+Test(names, an_answer_is_noted_under_the_name_asked_for)
 {
-    struct rl_name_lookup l;
-    uint8_t a[4];
     char buf[RL_NAME_MAX + 1];
-    v4("10.9.8.7", a);
-    cr_assert(rl_name_lookup(&l, "Api.Example.COM.", false));
-    rl_names_resolved(&names, &l, AF_INET, a);
-    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 15);
+    struct sockaddr_in in = sin_of("10.9.8.7", 80);
+    struct addrinfo ai = {.ai_family = AF_INET,
+                          .ai_addrlen = sizeof in,
+                          .ai_addr = (struct sockaddr *)&in};
+    struct rl_name_answer a = {.node = "Api.Example.COM.", .ai = &ai};
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 15);
     cr_assert_str_eq(buf, "api.example.com");
-    cr_assert(rl_name_lookup(&l, "10.9.8.7", false));
-    cr_assert_eq(l.n, 0, "a literal");
-    rl_names_resolved(&names, &l, AF_INET, a);
-    cr_assert_eq(rl_names_find(&names, AF_INET, a, buf), 0);
-    cr_assert(rl_name_lookup(&l, "db.example.com", true));
-    cr_assert_eq(l.n, 0, "AI_NUMERICHOST: a literal whatever it reads");
-    cr_assert_not(rl_name_lookup(&l, "a b", false), "not a name: not kept");
+    a.node = "10.9.8.7";
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 0, "a literal names its address by itself");
+    a = (struct rl_name_answer){.node = "db.example.com", .numeric = true,
+                                .ai = &ai};
+    note("10.9.8.7", "before.example");
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 0, "AI_NUMERICHOST: a literal whatever it reads");
+    a = (struct rl_name_answer){.node = "a b", .ai = &ai};
+    note("10.9.8.7", "kept.example");
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 12, "not a name: nothing noted");
+
+    uint8_t six[16];
+    cr_assert_eq(inet_pton(AF_INET6, "2001:db8::5", six), 1);
+    char *list[] = {(char *)six, NULL};
+    struct hostent h = {.h_addrtype = AF_INET6, .h_length = 16,
+                        .h_addr_list = list};
+    a = (struct rl_name_answer){.node = "v6.example", .h = &h};
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET6, six, buf), 10);
+    cr_assert_str_eq(buf, "v6.example");
 }
