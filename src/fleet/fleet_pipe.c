@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "util/clock.h"
+#include "util/waitlock.h"
 #include "util/sys.h"
 
 enum {
@@ -71,21 +72,12 @@ static void futex_wake(_Atomic uint32_t *w, int n)
     rl_sys.futex((uint32_t *)w, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-/* A lock word (0 free, 1 held, 2 held with waiters), waited for until
- * `deadline`; acquire pairs with unlock's release exchange. */
-static bool lock_until(_Atomic uint32_t *l, uint64_t deadline)
+/* The send and read locks are util/waitlock.h words (0 free, 1 held, 2
+ * held with waiters), kept _Atomic here for the loads and stores this
+ * file makes of them itself. */
+static uint32_t *word_of(_Atomic uint32_t *l)
 {
-    uint32_t free = 0;
-    if (atomic_compare_exchange_strong_explicit(
-            l, &free, 1, memory_order_acquire, memory_order_relaxed))
-        return true;
-    for (;;) {
-        if (atomic_exchange_explicit(l, 2, memory_order_acquire) == 0)
-            return true;
-        if (rl_clock_now_ns() >= deadline)
-            return false;
-        futex_wait(l, 2, deadline);
-    }
+    return (uint32_t *)l;
 }
 
 static bool trylock(_Atomic uint32_t *l)
@@ -95,10 +87,19 @@ static bool trylock(_Atomic uint32_t *l)
         l, &free, 1, memory_order_acquire, memory_order_relaxed);
 }
 
+/* *l, waited for until `deadline` (CLOCK_MONOTONIC ns); the clock is read
+ * only when the word is held. */
+static bool lock_until(_Atomic uint32_t *l, uint64_t deadline)
+{
+    if (trylock(l))
+        return true;
+    uint64_t now = rl_clock_now_ns();
+    return rl_waitlock_take(word_of(l), deadline > now ? deadline - now : 0);
+}
+
 static void unlock(_Atomic uint32_t *l)
 {
-    if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
-        futex_wake(l, 1);
+    rl_waitlock_let_go(word_of(l));
 }
 
 /* ---- set-up -------------------------------------------------------------*/
@@ -215,7 +216,7 @@ static int hand_over(struct rl_fleet_pipe *p, struct rl_fleet_pipe_slot *s)
  * `sent` stands still (no new command goes out on a broken pipe). */
 static void fail_all(struct rl_fleet_pipe *p, int err)
 {
-    bool locked = lock_until(&p->send_lock, rl_clock_now_ns() + 1000000000ull);
+    bool locked = rl_waitlock_take(word_of(&p->send_lock), 1000000000ull);
     uint64_t sent = atomic_load_explicit(&p->sent, memory_order_acquire);
     uint64_t got = atomic_load_explicit(&p->got, memory_order_relaxed);
     for (; got < sent; got++) {

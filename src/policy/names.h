@@ -77,6 +77,26 @@ void rl_names_note(struct rl_names *t, int family, const void *addr,
  * http://127.0.0.1/ is charged by name, then by literal). */
 void rl_names_forget(struct rl_names *t, int family, const void *addr);
 
+struct addrinfo;
+struct hostent;
+
+/* A lookup's answer as the resolver hooks have it (the one question they
+ * ask): `node` as the program spelled it, whether AI_NUMERICHOST was asked
+ * (a literal, whatever it reads like), and the answer: getaddrinfo's list
+ * or gethostbyname*'s entry (the other NULL). */
+struct rl_name_answer {
+    const char *node;
+    bool numeric;
+    const struct addrinfo *ai;
+    const struct hostent *h;
+};
+
+/* Note every AF_INET/AF_INET6 address of the answer under its node's
+ * name (canonical form: rl_name_canon); a literal's addresses are named by
+ * themselves again (rl_names_forget); a node that is no name that can be
+ * kept notes nothing. No system call. */
+void rl_names_resolved(struct rl_names *t, const struct rl_name_answer *a);
+
 /* The name last noted in t for `addr` (family AF_INET or AF_INET6, as an
  * rl_peer holds it: IPv4-mapped already folded), copied into `buf`
  * (RL_NAME_MAX + 1 bytes, NUL-terminated). Returns its length, or 0 when

@@ -105,9 +105,37 @@ static bool wants_login(const struct rl_config *cfg,
     return false;
 }
 
-bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
+RL_ONCE_PER_PROCESS enum rl_proc_state rl_proc_start(struct rl_proc *p,
+                                                     char *line, size_t n)
 {
     line[0] = '\0';
+    rl_proc_init(p);
+    bool config = rl_proc_config_present();
+    /* The stderr the shim's lines go to while fd 2 is still it: noted
+     * only by a process that may have a line to write. */
+    if (config || p->report == RL_PROC_REPORT_WANTED)
+        rl_log_stderr_mark();
+    if (!config) {
+        if (p->report == RL_PROC_REPORT_WANTED)
+            p->report = RL_PROC_REPORT_NONE;
+        return RL_PROC_OFF;
+    }
+    /* A passing failure (RL_PROC_LOAD_AGAIN) is no broken config: the
+     * set-up reads it again. */
+    int r = p->strict ? rl_proc_load(p, line, n) : 0;
+    return r < 0 && r != RL_PROC_LOAD_AGAIN ? RL_PROC_OFF : RL_PROC_PENDING;
+}
+
+enum rl_proc_state rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
+{
+    line[0] = '\0';
+    if (p->cfg == NULL) {
+        int l = rl_proc_load(p, line, n);
+        if (l == RL_PROC_LOAD_AGAIN)
+            return RL_PROC_PENDING;
+        if (l < 0)
+            return RL_PROC_OFF;
+    }
     struct rl_identity id;
     rl_identity_resolve_login(&id, p->cfg->key_mode, false);
     if (wants_login(p->cfg, &id))
@@ -120,12 +148,12 @@ bool rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
         snprintf(line, n,
                  "rlshim: cannot set up budgets: %s; nothing is throttled\n",
                  strerror(-r));
-        return false;
+        return RL_PROC_OFF;
     }
     p->gate_up = true;
     if (p->report == RL_PROC_REPORT_WANTED)
         rl_gate_report_enable(p);
-    return rl_gate_active(p);
+    return rl_gate_active(p) ? RL_PROC_READY : RL_PROC_OFF;
 }
 
 void rl_proc_atfork_child(struct rl_proc *p)

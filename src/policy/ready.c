@@ -74,20 +74,30 @@ static void give_back(struct rl_proc *p, struct rl_ready_entry *e)
     }
 }
 
+/* fd's entry, under mu: the one it has (*r = 0), else a new one (*r = 1,
+ * its `what` for the caller to set before the mutex is let go). NULL and
+ * *r = -ENOSPC when the table is full. */
+static struct rl_ready_entry *find_or_make(struct rl_ready *rd, int fd, int *r)
+{
+    struct rl_ready_entry *e = find(rd, fd);
+    if (e != NULL) {
+        *r = 0;
+        return e;
+    }
+    e = make(rd, fd);
+    *r = e != NULL ? 1 : -ENOSPC;
+    return e;
+}
+
 /* The entry of fd for a newer decision, under mu: an older one (a hold;
  * an older turn cannot be there, a send spends it first) gives its units
  * back and is reused (*r = 0), else a new one is made (*r = 1). NULL and
  * *r = -ENOSPC when the table is full. */
 static struct rl_ready_entry *renew(struct rl_proc *p, int fd, int *r)
 {
-    struct rl_ready_entry *e = find(&p->ready, fd);
-    if (e != NULL) {
+    struct rl_ready_entry *e = find_or_make(&p->ready, fd, r);
+    if (*r == 0)
         give_back(p, e);
-        *r = 0;
-        return e;
-    }
-    e = make(&p->ready, fd);
-    *r = e != NULL ? 1 : -ENOSPC;
     return e;
 }
 
@@ -95,18 +105,12 @@ int rl_ready_hold(struct rl_proc *p, int fd, uint64_t until)
 {
     struct rl_ready *rd = &p->ready;
     pthread_mutex_lock(&rd->mu);
-    int r = 0;
-    struct rl_ready_entry *e = find(rd, fd);
-    if (e == NULL) {
-        e = make(rd, fd);
-        if (e == NULL) {
-            r = -ENOSPC;
-        } else {
-            e->what = RL_READY_HOLD;
-            e->until = until;
-            r = 1;
-        }
-    } else if (e->what == RL_READY_HOLD && until > e->until) {
+    int r;
+    struct rl_ready_entry *e = find_or_make(rd, fd, &r);
+    if (r == 1) {
+        e->what = RL_READY_HOLD;
+        e->until = until;
+    } else if (r == 0 && e->what == RL_READY_HOLD && until > e->until) {
         e->until = until;
     }
     pthread_mutex_unlock(&rd->mu);
@@ -123,18 +127,15 @@ int rl_ready_hold_turn(struct rl_proc *p, int fd, const struct rl_reqheld *h)
 {
     struct rl_ready *rd = &p->ready;
     pthread_mutex_lock(&rd->mu);
-    int r = 0;
-    struct rl_ready_entry *e = find(rd, fd);
-    if (e == NULL) {
-        e = make(rd, fd);
-        r = e != NULL ? 1 : -ENOSPC;
-        if (e != NULL) {
-            e->what = RL_READY_TURN;
-            e->held = *h;
-            e->until = h->turn;
-        }
-    } else if ((e->what == RL_READY_TURN && !e->taken && e->err == 0) ||
-               e->what == RL_READY_HOLD) {
+    int r;
+    struct rl_ready_entry *e = find_or_make(rd, fd, &r);
+    if (r == 1) {
+        e->what = RL_READY_TURN;
+        e->held = *h;
+        e->until = h->turn;
+    } else if (r == 0 &&
+               ((e->what == RL_READY_TURN && !e->taken && e->err == 0) ||
+                e->what == RL_READY_HOLD)) {
         /* The later turn names them: at it, both are decided again. */
         uint32_t before = e->what == RL_READY_TURN ? e->held.units : 0;
         if (e->what != RL_READY_TURN || h->turn >= e->held.turn)
@@ -144,7 +145,7 @@ int rl_ready_hold_turn(struct rl_proc *p, int fd, const struct rl_reqheld *h)
             e->until = h->turn;
         e->held.turn = e->until;
         e->what = RL_READY_TURN;
-    } else {
+    } else if (r == 0) {
         r = -EBUSY;
     }
     pthread_mutex_unlock(&rd->mu);
@@ -399,31 +400,23 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
     return r;
 }
 
-uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now)
+void rl_ready_look(struct rl_proc *p, int fd, uint64_t now,
+                   struct rl_ready_look *lk)
 {
     struct rl_ready *rd = &p->ready;
+    lk->hidden = 0;
+    lk->held_until = 0;
     pthread_mutex_lock(&rd->mu);
-    uint64_t until = 0;
     struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && (e->what == RL_READY_HOLD || e->what == RL_READY_TURN) &&
-        !refused(e) && e->until > now)
-        until = e->until;
+    if (e != NULL && e->what != RL_READY_FAILED && !refused(e)) {
+        if (now < e->until || rl_ready_unconnected(e->what) ||
+            e->what == RL_READY_TURN)
+            lk->hidden = e->what;
+        if ((e->what == RL_READY_HOLD || e->what == RL_READY_TURN) &&
+            e->until > now)
+            lk->held_until = e->until;
+    }
     pthread_mutex_unlock(&rd->mu);
-    return until;
-}
-
-int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now)
-{
-    struct rl_ready *rd = &p->ready;
-    pthread_mutex_lock(&rd->mu);
-    int r = 0;
-    struct rl_ready_entry *e = find(rd, fd);
-    if (e != NULL && e->what != RL_READY_FAILED && !refused(e) &&
-        (now < e->until || rl_ready_unconnected(e->what) ||
-         e->what == RL_READY_TURN))
-        r = e->what;
-    pthread_mutex_unlock(&rd->mu);
-    return r;
 }
 
 unsigned rl_ready_snapshot(struct rl_proc *p, uint64_t now,

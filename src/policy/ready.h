@@ -196,13 +196,46 @@ int rl_ready_take_connect(struct rl_proc *p, int fd, uint64_t now, bool force,
                           struct rl_gate_ticket *t, struct sockaddr_storage *sa,
                           socklen_t *len, uint64_t *until);
 
-/* When fd's hold (RL_READY_HOLD, or a held request's turn not yet come:
- * RL_READY_TURN) ends, if later than `now`; else 0. */
-uint64_t rl_ready_held_until(struct rl_proc *p, int fd, uint64_t now);
+/* What a wait call sees of one fd at `now`. */
+struct rl_ready_look {
+    /* Hidden, and how (enum rl_ready_what; 0: not hidden, and a failed
+     * connect or a refused request is not). */
+    int hidden;
+    /* When its hold (RL_READY_HOLD, or a held request's turn not yet come:
+     * RL_READY_TURN) ends, if later than `now`; else 0. */
+    uint64_t held_until;
+};
 
-/* Is fd hidden at `now`, and how (0: not hidden; a failed connect is
- * not)? */
-int rl_ready_hidden(struct rl_proc *p, int fd, uint64_t now);
+/* Look at fd at `now` (one look, under the mutex once). */
+void rl_ready_look(struct rl_proc *p, int fd, uint64_t now,
+                   struct rl_ready_look *lk);
+
+/* What a wait call or the program's next call on fd takes out of the
+ * table when its moment has come: one entry for the four kinds of it. */
+struct rl_ready_take {
+    /* In: the entry to take: RL_READY_CONNECT (a deferred connect, due at
+     * its turn), RL_READY_OPEN (a connect waiting for a max_open place),
+     * RL_READY_FAILED (a deferred connect's errno, told once) or
+     * RL_READY_TURN (a held request, decided again at its turn). */
+    int what;
+    bool force; /* CONNECT, OPEN: take it now, due or not */
+    /* Out, as what says. */
+    struct rl_gate_ticket t;    /* CONNECT */
+    struct sockaddr_storage sa; /* CONNECT, OPEN */
+    socklen_t len;
+    uint64_t deadline; /* OPEN: its max_delay */
+    uint64_t until;    /* -EAGAIN: when to look again */
+    int err;           /* FAILED, TURN refused */
+};
+
+/* Take fd's entry of kind tk->what at `now` (rl_ready_take_connect,
+ * rl_ready_take_open, rl_ready_take_error, rl_ready_turn_due). Returns 1
+ * when taken (CONNECT, OPEN: the caller connects or decides again;
+ * FAILED: tk->err told; TURN: refused, tk->err is what the sockets' sends
+ * fail with); 0 when fd has none (TURN: or it goes now); -EAGAIN when not
+ * yet (tk->until). */
+int rl_ready_take(struct rl_proc *p, int fd, uint64_t now,
+                  struct rl_ready_take *tk);
 
 /* Copy up to `cap` entries that are still hidden at `now` into `out` and
  * return their count; *next is the earliest `until` after now of any

@@ -18,7 +18,9 @@ int rl_epreg_mode_now(int fd, uint64_t now)
 {
     if (!rl_ready_any(&rl_shim_proc()->ready))
         return RL_EPREG_FULL;
-    switch (rl_ready_hidden(rl_shim_proc(), fd, now)) {
+    struct rl_ready_look lk;
+    rl_ready_look(rl_shim_proc(), fd, now, &lk);
+    switch (lk.hidden) {
     case RL_READY_CONNECT:
     case RL_READY_OPEN:
         return RL_EPREG_ABSENT;

@@ -1,7 +1,6 @@
 /* fdtab.c — the lock-free per-fd mark table (see fdtab.h). */
 #include "shim/fdtab.h"
 
-#include "policy/open.h"
 #include "shim/self.h"
 #include "util/zmap.h"
 
@@ -62,9 +61,6 @@ int rl_fdtab_set(int fd, uint32_t mark)
 
 void rl_fdtab_clear(int fd)
 {
-    struct rl_open *o = &rl_shim_proc()->open;
-    if (o->on)
-        rl_open_forget(o, fd); /* its connection, when max_open counts it */
     if ((unsigned)fd >= RL_FDTAB_MAX)
         return;
     _Atomic uint32_t *p = page_of((unsigned)fd);
@@ -75,9 +71,6 @@ void rl_fdtab_clear(int fd)
 
 void rl_fdtab_clear_range(unsigned first, unsigned last)
 {
-    struct rl_open *o = &rl_shim_proc()->open;
-    if (o->on && first <= last)
-        rl_open_forget_range(o, first, last);
     if (first >= RL_FDTAB_MAX || first > last)
         return;
     if (last >= RL_FDTAB_MAX)
@@ -99,9 +92,6 @@ void rl_fdtab_clear_range(unsigned first, unsigned last)
 
 void rl_fdtab_copy(int from, int to)
 {
-    struct rl_open *o = &rl_shim_proc()->open;
-    if (o->on && from != to)
-        rl_open_dup(o, from, to); /* a dup is the same connection */
     uint32_t m = rl_fdtab_get(from);
     if (m != 0)
         rl_fdtab_set(to, m);

@@ -50,7 +50,7 @@ static void copy_mark(int from, int to)
     if ((rl_fdtab_get(from) | old) == 0 || rl_shim_in_vfork_child())
         return;
     int saved = errno;
-    rl_wait_forget(to, old);
+    rl_wait_forget_dup(from, to, old);
     if ((old & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_conntab_forget(to);
     rl_fdtab_copy(from, to);

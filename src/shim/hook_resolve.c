@@ -54,40 +54,13 @@ static void *next(void **slot, const char *name, void *self)
 
 static void *p_gai, *p_ghbn, *p_ghbn2, *p_ghbn_r, *p_ghbn2_r;
 
-/* Note addr under the name, or under its literal (the name kept, n, is
- * 0). */
-static void note(int family, const void *addr, const char *name, size_t n)
-{
-    if (n == 0)
-        rl_names_forget(&rl_shim_proc()->names, family, addr);
-    else
-        rl_names_note(&rl_shim_proc()->names, family, addr, name, n);
-}
-
-/* The name a lookup of `node` notes its answer under (canonical form, in
- * name): its length, 0 for a literal, -1 for a node not kept at all. */
-static long name_of(const char *node, bool numeric, char *name)
-{
-    size_t len = strlen(node);
-    if (numeric || rl_name_is_literal(node, len))
-        return 0;
-    size_t n = rl_name_canon(node, len, name);
-    return n > 0 ? (long)n : -1;
-}
-
-/* Note a lookup's answer under the name the program asked for. */
+/* Note gethostbyname*'s answer under the name the program asked for. */
 static void note_host(const char *node, const struct hostent *h)
 {
-    char name[RL_NAME_MAX + 1];
-
-    if (h == NULL || node == NULL || rl_shim_busy || h->h_addr_list == NULL)
+    if (h == NULL || node == NULL || rl_shim_busy)
         return;
-    long n = name_of(node, false, name);
-    int alen = h->h_addrtype == AF_INET ? 4 : h->h_addrtype == AF_INET6 ? 16 : 0;
-    if (n < 0 || alen == 0 || h->h_length != alen)
-        return;
-    for (char **a = h->h_addr_list; *a != NULL; a++)
-        note(h->h_addrtype, *a, name, (size_t)n);
+    struct rl_name_answer a = {.node = node, .h = h};
+    rl_names_resolved(&rl_shim_proc()->names, &a);
 }
 
 RL_EXPORT int getaddrinfo(const char *node, const char *service,
@@ -99,27 +72,13 @@ RL_EXPORT int getaddrinfo(const char *node, const char *service,
     int r = f(node, service, hints, res);
     if (r != 0 || node == NULL || res == NULL || rl_shim_busy)
         return r;
-    char name[RL_NAME_MAX + 1];
-    long n = name_of(node, hints != NULL && (hints->ai_flags & AI_NUMERICHOST),
-                     name);
-    if (n < 0)
-        return r;
+    struct rl_name_answer a = {
+        .node = node,
+        .numeric = hints != NULL && (hints->ai_flags & AI_NUMERICHOST),
+        .ai = *res,
+    };
     int saved = errno;
-    for (const struct addrinfo *ai = *res; ai != NULL; ai = ai->ai_next) {
-        if (ai->ai_addr == NULL)
-            continue;
-        if (ai->ai_family == AF_INET &&
-            ai->ai_addrlen >= sizeof(struct sockaddr_in)) {
-            struct sockaddr_in in;
-            memcpy(&in, ai->ai_addr, sizeof in);
-            note(AF_INET, &in.sin_addr, name, (size_t)n);
-        } else if (ai->ai_family == AF_INET6 &&
-                   ai->ai_addrlen >= sizeof(struct sockaddr_in6)) {
-            struct sockaddr_in6 in6;
-            memcpy(&in6, ai->ai_addr, sizeof in6);
-            note(AF_INET6, &in6.sin6_addr, name, (size_t)n);
-        }
-    }
+    rl_names_resolved(&rl_shim_proc()->names, &a);
     errno = saved;
     return r;
 }

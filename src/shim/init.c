@@ -144,19 +144,14 @@ static int set_up(void)
     rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
-    if (self.proc.cfg == NULL) {
-        int r = rl_proc_load(&self.proc, line, sizeof line);
-        if (r == RL_PROC_LOAD_AGAIN)
-            return RL_SHIM_PENDING;
-        if (r < 0) {
-            broken(line);
-            return RL_SHIM_OFF;
-        }
-    }
-    bool ok = rl_proc_set_up(&self.proc, line, sizeof line);
-    if (!ok)
+    enum rl_proc_state st = rl_proc_set_up(&self.proc, line, sizeof line);
+    if (st == RL_PROC_PENDING)
+        return RL_SHIM_PENDING;
+    if (st == RL_PROC_OFF) {
         broken(line);
-    return ok ? RL_SHIM_READY : RL_SHIM_OFF;
+        return RL_SHIM_OFF;
+    }
+    return RL_SHIM_READY;
 }
 
 static void futex_wake(int *word)
@@ -289,21 +284,7 @@ static void after_fork_child(void)
 static int load(void)
 {
     char line[512];
-    rl_proc_init(&self.proc);
-    bool config = rl_proc_config_present();
-    /* The stderr the shim's lines go to while fd 2 is still it: noted
-     * only by a process that may have a line to write. */
-    if (config || self.proc.report == RL_PROC_REPORT_WANTED)
-        rl_log_stderr_mark();
-    if (!config) {
-        if (self.proc.report == RL_PROC_REPORT_WANTED)
-            self.proc.report = RL_PROC_REPORT_NONE;
-        return RL_SHIM_OFF;
-    }
-    /* A passing failure (RL_PROC_LOAD_AGAIN) is no broken config: the
-     * first call that needs the config reads it again. */
-    int r = self.proc.strict ? rl_proc_load(&self.proc, line, sizeof line) : 0;
-    if (r < 0 && r != RL_PROC_LOAD_AGAIN) {
+    if (rl_proc_start(&self.proc, line, sizeof line) == RL_PROC_OFF) {
         broken(line);
         return RL_SHIM_OFF;
     }

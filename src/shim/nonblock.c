@@ -110,15 +110,13 @@ static void make_connect(int fd, struct rl_connect_answer *a,
  * first (a wait call, or the program's next call on the fd). */
 static int connect_due(int fd, uint64_t now, bool force, int *err)
 {
-    struct rl_connect_answer a = {.act = RL_CONNECT_GO, .charged = true};
-    struct sockaddr_storage sa;
-    socklen_t len = 0;
-    uint64_t until;
-    int r = rl_ready_take_connect(rl_shim_proc(), fd, now, force, &a.t, &sa,
-                                  &len, &until);
+    struct rl_ready_take tk = {.what = RL_READY_CONNECT, .force = force};
+    int r = rl_ready_take(rl_shim_proc(), fd, now, &tk);
     if (r != 1)
         return r;
-    make_connect(fd, &a, &sa, len, err);
+    struct rl_connect_answer a = {.act = RL_CONNECT_GO, .charged = true};
+    a.t = tk.t;
+    make_connect(fd, &a, &tk.sa, tk.len, err);
     return 1;
 }
 
@@ -130,21 +128,18 @@ static int connect_due(int fd, uint64_t now, bool force, int *err)
  * Returns as connect_due. */
 static int open_due(int fd, uint64_t now, bool force, int *err)
 {
-    struct sockaddr_storage sa;
-    socklen_t len = 0;
-    uint64_t deadline = 0, until;
-    int r = rl_ready_take_open(rl_shim_proc(), fd, now, force, &sa, &len,
-                               &deadline, &until);
+    struct rl_ready_take tk = {.what = RL_READY_OPEN, .force = force};
+    int r = rl_ready_take(rl_shim_proc(), fd, now, &tk);
     if (r != 1)
         return r;
     struct rl_connect_answer a;
     memset(&a.t, 0, sizeof a.t);
-    rl_hook_connect_begin(fd, (const struct sockaddr *)&sa, len, "connect",
-                          RL_CONNECT_DUE, deadline, &a);
+    rl_hook_connect_begin(fd, (const struct sockaddr *)&tk.sa, tk.len,
+                          "connect", RL_CONNECT_DUE, tk.deadline, &a);
     if (a.act == RL_CONNECT_DEFERRED)
         return -EAGAIN; /* replaces the entry: still hidden */
     if (a.act != RL_CONNECT_FAIL) {
-        make_connect(fd, &a, &sa, len, err);
+        make_connect(fd, &a, &tk.sa, tk.len, err);
         return 1;
     }
     rl_epreg_sync(fd, RL_EPREG_FULL);
@@ -161,13 +156,19 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
     /* A held request at its turn is decided again first: a pause of its
      * destination that came meanwhile holds its socket still (SPEC §12);
      * one refused fails the socket's sends. */
-    int r = rl_ready_turn_due(rl_shim_proc(), fd, now, &until);
-    if (r > 0) {
-        errno = r;
+    struct rl_ready_take tk = {.what = RL_READY_TURN};
+    int r = rl_ready_take(rl_shim_proc(), fd, now, &tk);
+    if (r == 1) {
+        errno = tk.err;
         return -1;
     }
-    if (r == 0)
-        until = rl_ready_held_until(rl_shim_proc(), fd, now);
+    if (r == -EAGAIN) {
+        until = tk.until;
+    } else {
+        struct rl_ready_look lk;
+        rl_ready_look(rl_shim_proc(), fd, now, &lk);
+        until = lk.held_until;
+    }
     if (until == 0)
         return 0;
     if (rl_wait_nonblocking(fd, flags)) {
@@ -206,14 +207,26 @@ void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
 {
     for (unsigned i = 0; i < n; i++) {
         int err;
-        uint64_t until;
-        if (v[i].what == RL_READY_CONNECT && v[i].until <= now)
+        if (v[i].what == RL_READY_CONNECT && v[i].until <= now) {
             connect_due(v[i].fd, now, false, &err);
-        else if (v[i].what == RL_READY_OPEN)
+        } else if (v[i].what == RL_READY_OPEN) {
             open_due(v[i].fd, now, false, &err);
-        else if (v[i].what == RL_READY_TURN && v[i].until <= now)
-            (void)rl_ready_turn_due(rl_shim_proc(), v[i].fd, now, &until);
+        } else if (v[i].what == RL_READY_TURN && v[i].until <= now) {
+            struct rl_ready_take tk = {.what = RL_READY_TURN};
+            (void)rl_ready_take(rl_shim_proc(), v[i].fd, now, &tk);
+        }
     }
+}
+
+/* The errno of fd's failed deferred connect, told once: 1 (*err set) or
+ * 0. */
+static int take_error(int fd, int *err)
+{
+    struct rl_ready_take tk = {.what = RL_READY_FAILED};
+    int r = rl_ready_take(rl_shim_proc(), fd, 0, &tk);
+    if (r == 1)
+        *err = tk.err;
+    return r;
 }
 
 int rl_wait_connect_again(int fd, int *ret)
@@ -225,7 +238,7 @@ int rl_wait_connect_again(int fd, int *ret)
     int r = connect_due(fd, now, false, &err);
     if (r == 0)
         r = open_due(fd, now, false, &err);
-    if (r == 0 && rl_ready_take_error(rl_shim_proc(), fd, &err))
+    if (r == 0 && take_error(fd, &err))
         r = 1; /* a deferred connect that failed, told once */
     if (r == 0)
         return 0;
@@ -236,8 +249,7 @@ int rl_wait_connect_again(int fd, int *ret)
     }
     int told;
     if (err != 0)
-        rl_ready_take_error(rl_shim_proc(), fd,
-                            &told); /* failed just now: told here */
+        take_error(fd, &told); /* failed just now: told here */
     *ret = err == 0 ? 0 : -1;
     errno = err;
     return 1;
@@ -264,23 +276,29 @@ void rl_wait_connect_deferred(int fd)
 int rl_wait_connect_error(int fd, int *err)
 {
     return rl_ready_any(&rl_shim_proc()->ready)
-               ? rl_ready_take_error(rl_shim_proc(), fd, err)
+               ? take_error(fd, err)
                : 0;
 }
 
-void rl_wait_forget_slow(unsigned first, unsigned last)
+void rl_wait_forget_slow(int what, unsigned first, unsigned last, bool live)
 {
-    /* From a handler that interrupted the shim: leave it (a stale entry
-     * at worst, gone at the number's next close). A vfork child closes
-     * its own fds, in its parent's memory: the parent's entries stay. */
-    if (rl_shim_in_vfork_child() || !rl_shim_enter())
+    /* From a handler that interrupted the shim: the wait entries stay (a
+     * stale entry at worst, gone at the number's next close); the
+     * connections, lock-free, are forgotten all the same. A vfork child
+     * closes its own fds, in its parent's memory: the parent's entries
+     * stay. */
+    if (rl_shim_in_vfork_child())
         return;
+    bool guarded = live && rl_shim_enter();
     int saved = errno;
-    if (first == last)
-        rl_ready_forget(rl_shim_proc(), (int)first);
-    else
-        rl_ready_forget_range(rl_shim_proc(), first, last);
-    rl_epreg_forget(first, last);
+    struct rl_fd_event ev = {what, first, last, guarded};
+    rl_policy_fd_event(rl_shim_proc(), &ev);
+    if (guarded) {
+        if (what == RL_FDLIFE_DUPED)
+            first = last; /* only `to` lost what it was */
+        rl_epreg_forget(first, last);
+    }
     errno = saved;
-    rl_shim_leave();
+    if (guarded)
+        rl_shim_leave();
 }

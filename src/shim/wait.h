@@ -1,6 +1,6 @@
 /* wait.h — what the other hook files ask of hook_wait.c: the shaping of a
  * send or connect on a socket that must not sleep in the shim, and the
- * bookkeeping of a closed fd (SPEC §2, non-blocking sockets).
+ * bookkeeping of a closed or copied fd (SPEC §2, non-blocking sockets).
  *
  * Everything but rl_wait_forget* runs with the re-entry guard held. */
 #ifndef RL_SHIM_WAIT_H
@@ -13,6 +13,7 @@
 
 #include "policy/decide_connect.h"
 #include "policy/decide_send.h"
+#include "policy/fdlife.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "shim/fdtab.h"
@@ -87,22 +88,45 @@ int rl_wait_connect_error(int fd, int *err);
 void rl_wait_connect_due(uint64_t now, const struct rl_ready_view *v,
                          unsigned n);
 
-void rl_wait_forget_slow(unsigned first, unsigned last);
+/* Tell policy (policy/fdlife.h) that the fds of `what` (RL_FDLIFE_*) are
+ * gone; `live`: the wait calls may have entries for them (taken under the
+ * re-entry guard when it can be entered, with the epoll registrations). */
+void rl_wait_forget_slow(int what, unsigned first, unsigned last, bool live);
 
-/* fd, whose mark is `mark`, is being closed or replaced. Only an inet
- * socket can have an entry (the hook records none for anything else):
- * the close of a file or a pipe never gets this far. */
+/* Does policy keep max_open connections by fd (lock-free, forgotten from
+ * anywhere)? */
+static inline bool rl_wait_open_on(void)
+{
+    return __builtin_expect(rl_shim_proc()->open.on, 0);
+}
+
+/* fd, whose mark is `mark`, is being closed. Only an inet socket can have
+ * a wait entry (the hook records none for anything else): the close of a
+ * file or a pipe never gets this far. */
 static inline void rl_wait_forget(int fd, uint32_t mark)
 {
-    if ((mark & RL_FD_INET) && __builtin_expect(rl_wait_live(), 0) && fd >= 0)
-        rl_wait_forget_slow((unsigned)fd, (unsigned)fd);
+    bool live =
+        (mark & RL_FD_INET) && __builtin_expect(rl_wait_live(), 0) && fd >= 0;
+    if (live || rl_wait_open_on())
+        rl_wait_forget_slow(RL_FDLIFE_CLOSED, (unsigned)fd, (unsigned)fd, live);
 }
 
 /* [first, last] is being closed. */
 static inline void rl_wait_forget_range(unsigned first, unsigned last)
 {
-    if (rl_wait_live())
-        rl_wait_forget_slow(first, last);
+    bool live = rl_wait_live();
+    if (live || rl_wait_open_on())
+        rl_wait_forget_slow(RL_FDLIFE_CLOSED_RANGE, first, last, live);
+}
+
+/* `to`, whose mark was `old`, now refers to what `from` does. */
+static inline void rl_wait_forget_dup(int from, int to, uint32_t old)
+{
+    bool live = (old & RL_FD_INET) && __builtin_expect(rl_wait_live(), 0) &&
+                to >= 0;
+    if (live || rl_wait_open_on())
+        rl_wait_forget_slow(RL_FDLIFE_DUPED, (unsigned)from, (unsigned)to,
+                            live);
 }
 
 #endif

@@ -15,6 +15,7 @@
 #include "policy/open.h"
 #include "policy/ready.h"
 #include "util/clock.h"
+#include "ready_look.h"
 
 #define S 1000000000ull
 
@@ -125,14 +126,14 @@ Test(decide_connect, delay_mode_a_nonblocking_connect_is_deferred_to_its_turn)
     cr_expect_eq(a.act, RL_CONNECT_DEFERRED);
     cr_expect(a.charged, "its turn is taken");
     cr_expect_eq(kernel.asked, 1);
-    cr_expect_eq(rl_ready_hidden(&proc, 8, rl_clock_now_ns()),
+    cr_expect_eq(ready_hidden(&proc, 8, rl_clock_now_ns()),
                  RL_READY_CONNECT);
     /* A blocking socket sleeps for its own turn: nothing recorded. */
     kernel.nonblocking = 0;
     ask(&a, 9);
     cr_expect_eq(a.act, RL_CONNECT_GO);
     cr_expect(a.t.wait_ns > S / 2 && a.t.wait_ns <= 2 * S);
-    cr_expect_eq(rl_ready_hidden(&proc, 9, rl_clock_now_ns()), 0);
+    cr_expect_eq(ready_hidden(&proc, 9, rl_clock_now_ns()), 0);
     cr_expect_eq(kernel.asked, 2);
 }
 
@@ -149,7 +150,7 @@ Test(decide_connect, a_full_max_open_defers_or_waits_by_the_socket)
     ask(&a, 201);
     cr_expect_eq(a.act, RL_CONNECT_DEFERRED);
     cr_expect(!a.charged, "nothing taken while it waits");
-    cr_expect_eq(rl_ready_hidden(&proc, 201, rl_clock_now_ns()), RL_READY_OPEN);
+    cr_expect_eq(ready_hidden(&proc, 201, rl_clock_now_ns()), RL_READY_OPEN);
     kernel.nonblocking = 0;
     ask(&a, 202);
     cr_expect_eq(a.act, RL_CONNECT_WAIT);

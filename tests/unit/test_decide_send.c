@@ -14,6 +14,7 @@
 #include "policy/decide_send.h"
 #include "policy/ready.h"
 #include "util/clock.h"
+#include "ready_look.h"
 
 #define S 1000000000ull
 #define FD 7
@@ -135,7 +136,7 @@ Test(decide_send, a_denied_nonblocking_send_is_held_then_told_eagain)
     cr_expect_eq(a.act, RL_GATE_FAIL);
     cr_expect_eq(a.t.err, EAGAIN);
     cr_expect_eq(a.view, RL_DECIDE_HIDE, "hidden from the wait calls");
-    cr_expect_eq(rl_ready_hidden(&proc, FD, rl_clock_now_ns()), RL_READY_HOLD);
+    cr_expect_eq(ready_hidden(&proc, FD, rl_clock_now_ns()), RL_READY_HOLD);
     /* Held: answered at once, the gate not asked again. */
     unsigned says = kernel.asked_says;
     ask(&a, 100);
@@ -176,7 +177,7 @@ Test(decide_send, delay_mode_a_nonblocking_send_keeps_its_turn_told_eagain)
     cr_expect_eq(a.act, RL_GATE_FAIL);
     cr_expect_eq(a.t.err, EAGAIN);
     cr_expect_eq(a.view, RL_DECIDE_HIDE);
-    cr_expect_eq(rl_ready_hidden(&proc, FD, rl_clock_now_ns()),
+    cr_expect_eq(ready_hidden(&proc, FD, rl_clock_now_ns()),
                  RL_READY_RESERVE);
     /* The same socket, blocking now: its reserved turn is its own, met
      * and slept for (no second turn taken). */

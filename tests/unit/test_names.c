@@ -1,6 +1,7 @@
 /* The address → name table and the name forms of `to`. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -400,4 +401,47 @@ Test(dest_names, a_port_on_a_name_is_checked)
     cr_expect(rl_dests_cover(&names, &d, 1, &a, sizeof a));
     cr_expect_not(rl_dests_cover(&names, &d, 1, &b, sizeof b));
     rl_dest_clear(&d);
+}
+
+/* The resolver hooks' one question: an answer is noted under the name as
+ * the program spelled it (canonical), a literal's by itself, and a name
+ * that cannot be kept not at all; getaddrinfo's list and gethostbyname's
+ * entry alike. */
+Test(names, an_answer_is_noted_under_the_name_asked_for)
+{
+    char buf[RL_NAME_MAX + 1];
+    struct sockaddr_in in = sin_of("10.9.8.7", 80);
+    struct addrinfo ai = {.ai_family = AF_INET,
+                          .ai_addrlen = sizeof in,
+                          .ai_addr = (struct sockaddr *)&in};
+    struct rl_name_answer a = {.node = "Api.Example.COM.", .ai = &ai};
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 15);
+    cr_assert_str_eq(buf, "api.example.com");
+    a.node = "10.9.8.7";
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 0, "a literal names its address by itself");
+    a = (struct rl_name_answer){.node = "db.example.com", .numeric = true,
+                                .ai = &ai};
+    note("10.9.8.7", "before.example");
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 0, "AI_NUMERICHOST: a literal whatever it reads");
+    a = (struct rl_name_answer){.node = "a b", .ai = &ai};
+    note("10.9.8.7", "kept.example");
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET, (uint8_t *)&in.sin_addr, buf),
+                 12, "not a name: nothing noted");
+
+    uint8_t six[16];
+    cr_assert_eq(inet_pton(AF_INET6, "2001:db8::5", six), 1);
+    char *list[] = {(char *)six, NULL};
+    struct hostent h = {.h_addrtype = AF_INET6, .h_length = 16,
+                        .h_addr_list = list};
+    a = (struct rl_name_answer){.node = "v6.example", .h = &h};
+    rl_names_resolved(&names, &a);
+    cr_assert_eq(rl_names_find(&names, AF_INET6, six, buf), 10);
+    cr_assert_str_eq(buf, "v6.example");
 }

@@ -21,6 +21,7 @@
 #include "policy/ready.h"
 #include "proc_new.h"
 #include "util/clock.h"
+#include "ready_look.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -95,11 +96,11 @@ Test(owners, a_socket_held_in_one_is_not_held_in_the_other)
     fixture_gate(other, "tester", "[user:tester]\nsend = 1/s\n");
     cr_expect_eq(rl_ready_hold(&proc, 7, T0 + 100 * MS), 1);
     cr_expect(rl_ready_any(&proc.ready));
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0), RL_READY_HOLD);
+    cr_expect_eq(ready_hidden(&proc, 7, T0), RL_READY_HOLD);
     cr_expect(!rl_ready_any(&other->ready));
-    cr_expect_eq(rl_ready_hidden(other, 7, T0), 0);
+    cr_expect_eq(ready_hidden(other, 7, T0), 0);
     rl_ready_forget(other, 7);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0), RL_READY_HOLD,
+    cr_expect_eq(ready_hidden(&proc, 7, T0), RL_READY_HOLD,
                  "the other's forget leaves proc's entry alone");
 }
 

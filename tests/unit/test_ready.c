@@ -14,6 +14,7 @@
 #include "policy/gate.h"
 #include "gate_fixture.h"
 #include "policy/ready.h"
+#include "ready_look.h"
 
 #define MS 1000000ull
 #define S 1000000000ull
@@ -49,8 +50,8 @@ Test(ready, a_hold_hides_the_socket_until_its_time_then_is_dropped)
     cr_expect_eq(rl_ready_hold(&proc, 7, T0 + 100 * MS), 1);
     cr_expect_eq(rl_ready_hold(&proc, 7, T0 + 200 * MS), 0, "already held");
     cr_expect(rl_ready_any(&proc.ready));
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 199 * MS), RL_READY_HOLD);
-    cr_expect_eq(rl_ready_hidden(&proc, 8, T0), 0);
+    cr_expect_eq(ready_hidden(&proc, 7, T0 + 199 * MS), RL_READY_HOLD);
+    cr_expect_eq(ready_hidden(&proc, 8, T0), 0);
     struct rl_ready_view v[4];
     uint64_t next;
     cr_expect_eq(rl_ready_snapshot(&proc, T0, v, 4, &next), 1);
@@ -101,8 +102,8 @@ Test(ready, a_reserved_turn_is_spent_by_the_sockets_next_send_at_its_turn)
         rl_ready_claim(&proc, 7, T0 + 999 * MS, false, &got, &until, &what),
         -EAGAIN, "not before its turn");
     cr_expect_eq(until, T0 + S);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 999 * MS), RL_READY_RESERVE);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + S), 0, "writable at its turn");
+    cr_expect_eq(ready_hidden(&proc, 7, T0 + 999 * MS), RL_READY_RESERVE);
+    cr_expect_eq(ready_hidden(&proc, 7, T0 + S), 0, "writable at its turn");
     cr_expect_eq(rl_ready_claim(&proc, 7, T0 + S, false, &got, &until, &what),
                  1);
     cr_expect_eq(got.bytes, 1000);
@@ -143,7 +144,7 @@ Test(ready, a_deferred_connect_stays_hidden_until_taken_and_is_refunded_on_close
     cr_expect_eq(
         rl_ready_defer_connect(&proc, 7, &t, (struct sockaddr *)&a, sizeof a),
         1);
-    cr_expect_eq(rl_ready_hidden(&proc, 7, T0 + 2 * S), RL_READY_CONNECT,
+    cr_expect_eq(ready_hidden(&proc, 7, T0 + 2 * S), RL_READY_CONNECT,
                  "hidden until the shim connects it, even past its turn");
     struct sockaddr_storage sa;
     socklen_t len;
@@ -225,24 +226,24 @@ Test(ready, a_held_request_is_decided_again_at_its_turn)
     uint64_t until = 0;
     cr_expect_eq(rl_ready_turn_due(&proc, 9, T0, &until), -EAGAIN);
     cr_expect_eq(until, T0 + 500 * MS, "not before its turn");
-    cr_expect_eq(rl_ready_held_until(&proc, 9, T0), T0 + 500 * MS);
+    cr_expect_eq(ready_held_until(&proc, 9, T0), T0 + 500 * MS);
     answer_429("a.example", 3 * S, T0 + 100 * MS);
     /* Past its turn, not yet decided again: still hidden. */
-    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + 600 * MS), RL_READY_TURN);
+    cr_expect_eq(ready_hidden(&proc, 9, T0 + 600 * MS), RL_READY_TURN);
     struct rl_ready_view v[4];
     uint64_t next;
     cr_expect_eq(rl_ready_snapshot(&proc, T0 + 600 * MS, v, 4, &next), 2);
     cr_expect_leq(next, T0 + 600 * MS, "due now");
     cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + 600 * MS, &until), -EAGAIN);
     cr_expect_geq(until, T0 + 3100 * MS, "held to the pause's end");
-    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + 3 * S), RL_READY_TURN);
+    cr_expect_eq(ready_hidden(&proc, 9, T0 + 3 * S), RL_READY_TURN);
     /* Another name's request is not held by the pause: it goes. */
     cr_expect_eq(rl_ready_turn_due(&proc, 10, T0 + 600 * MS, &until), 0);
-    cr_expect_eq(rl_ready_hidden(&proc, 10, T0 + 600 * MS), 0);
+    cr_expect_eq(ready_hidden(&proc, 10, T0 + 600 * MS), 0);
     /* At its new turn, nothing paused any more: it goes, shown again. */
     uint64_t at = until;
     cr_expect_eq(rl_ready_turn_due(&proc, 9, at, &until), 0);
-    cr_expect_eq(rl_ready_hidden(&proc, 9, at), 0);
+    cr_expect_eq(ready_hidden(&proc, 9, at), 0);
     cr_expect(!rl_ready_any(&proc.ready));
 }
 
@@ -256,9 +257,67 @@ Test(ready, a_held_request_past_max_delay_fails_its_sockets_sends)
     uint64_t until = 0;
     cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + 500 * MS, &until),
                  ETIMEDOUT);
-    cr_expect_eq(rl_ready_hidden(&proc, 9, T0 + S), 0, "shown: refused");
+    cr_expect_eq(ready_hidden(&proc, 9, T0 + S), 0, "shown: refused");
     cr_expect_eq(rl_ready_turn_due(&proc, 9, T0 + S, &until), ETIMEDOUT,
                  "every send after it too");
     rl_ready_forget(&proc, 9);
     cr_expect(!rl_ready_any(&proc.ready));
+}
+
+/* The shim's two entries into the table: rl_ready_look (one fd as a wait
+ * call sees it) and rl_ready_take (what is due on it, one kind at a
+ * time). */
+Test(ready, look_and_take_answer_for_each_kind_of_entry)
+{
+    gate_with("[rlshim]\non_deny = delay\n[user:tester]\nconnect = 1/s\n");
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct rl_gate_ticket t;
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_expect_eq(rl_gate_connect_at(&proc, &t, T0, "connect", 7, &a, sizeof a),
+                 RL_GATE_GO);
+    cr_expect_eq(
+        rl_ready_defer_connect(&proc, 7, &t, (struct sockaddr *)&a, sizeof a),
+        1);
+    struct rl_ready_take tk = {.what = RL_READY_CONNECT};
+    cr_expect_eq(rl_ready_take(&proc, 7, T0 + 500 * MS, &tk), -EAGAIN);
+    cr_expect_eq(tk.until, T0 + S);
+    struct rl_ready_take other = {.what = RL_READY_FAILED};
+    cr_expect_eq(rl_ready_take(&proc, 7, T0, &other), 0, "not that kind");
+    cr_expect_eq(rl_ready_take(&proc, 7, T0 + S, &tk), 1);
+    cr_expect_eq(tk.len, sizeof a);
+    cr_expect_eq(memcmp(&tk.sa, &a, sizeof a), 0);
+    cr_expect_eq(tk.t.wait_ns, t.wait_ns, "the caller owns the ticket");
+
+    cr_expect_eq(rl_ready_fail(&proc, 5, ECONNREFUSED), 1);
+    struct rl_ready_look lk;
+    rl_ready_look(&proc, 5, T0, &lk);
+    cr_expect_eq(lk.hidden, 0, "a failed connect is shown");
+    tk = (struct rl_ready_take){.what = RL_READY_FAILED};
+    cr_expect_eq(rl_ready_take(&proc, 5, T0, &tk), 1);
+    cr_expect_eq(tk.err, ECONNREFUSED);
+    cr_expect_eq(rl_ready_take(&proc, 5, T0, &tk), 0, "told once");
+
+    cr_expect_eq(rl_ready_hold(&proc, 6, T0 + S), 1);
+    rl_ready_look(&proc, 6, T0, &lk);
+    cr_expect_eq(lk.hidden, RL_READY_HOLD);
+    cr_expect_eq(lk.held_until, T0 + S);
+    rl_ready_look(&proc, 6, T0 + S, &lk);
+    cr_expect_eq(lk.hidden, 0);
+    cr_expect_eq(lk.held_until, 0, "over");
+}
+
+Test(ready, a_refused_held_request_is_taken_with_its_errno)
+{
+    gate_with("[rlshim]\non_deny = delay\nmax_delay = 2s\n"
+              "[user:tester]\nrequest = 2/s\nrequest_burst = 1\n");
+    struct rl_reqheld h = held_for("a.example", T0 + 500 * MS);
+    cr_assert_eq(rl_ready_hold_turn(&proc, 9, &h), 1);
+    struct rl_ready_take tk = {.what = RL_READY_TURN};
+    cr_expect_eq(rl_ready_take(&proc, 9, T0, &tk), -EAGAIN);
+    cr_expect_eq(tk.until, T0 + 500 * MS);
+    answer_429("a.example", 60 * S, T0 + 100 * MS);
+    cr_expect_eq(rl_ready_take(&proc, 9, T0 + 500 * MS, &tk), 1);
+    cr_expect_eq(tk.err, ETIMEDOUT);
 }
