@@ -112,6 +112,12 @@ struct rl_gate_ticket {
     /* A line of the shim's log owed the send's destination (say, below):
      * the hook writes it with rl_gate_say_peer. */
     bool say_due;
+    /* A connect the rule's lone connect limit granted at once
+     * (gate_decide.c's connect_now): no charges (ncharges 0), but the
+     * budget in charge[0].budget and the limit's verdict in
+     * charge[0].v[0][0], so that rl_gate_refund gives its unit back as
+     * it would a charge's. */
+    bool alone;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
