@@ -349,7 +349,9 @@ Test(decide_send, a_send_to_the_fds_own_peer_comes_out_of_the_lease_first)
 /* A MSG_FASTOPEN send connects: denied, it leaves nothing behind, its
  * connect's unit given back, whichever way the gate granted the connect:
  * the whole way (two connect limits: a ticket of charges) or at once (a
- * lone limit, gate_decide.c's connect_now: no ticket of charges). */
+ * lone limit, gate_decide.c's connect_now: no ticket of charges). Its
+ * fresh socket polls as hung up: denied all the same, not left to the
+ * kernel, which would connect and send uncharged. */
 static void denied_send_gives_its_fastopen_connect_back(const char *ini)
 {
     fixture_gate(&proc, "tester", ini);
@@ -375,6 +377,7 @@ static void denied_send_gives_its_fastopen_connect_back(const char *ini)
                                  .stream = true,
                                  .fastopen = &ca.t,
                                  .probe = &probe};
+    kernel.says = -1;
     rl_decide_send(&proc, &q, &a);
     cr_expect_eq(a.act, RL_GATE_FAIL);
     rl_decide_connect(&proc, &cq, NULL, &ca);
