@@ -132,8 +132,11 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
 void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
 {
-    /* The header only: a charge is zeroed when it is added. */
-    memset(t, 0, offsetof(struct rl_gate_ticket, charge));
+    /* The header only, less what is set here: a charge is zeroed when it
+     * is added. */
+    memset(&t->wait_ns, 0,
+           offsetof(struct rl_gate_ticket, charge) -
+               offsetof(struct rl_gate_ticket, wait_ns));
     t->now = now;
     t->calls = calls;
     t->bytes = bytes;
