@@ -116,11 +116,14 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
                        const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
-    a->counts_requests = rl_gate_counts_requests(p);
+    /* The gate's set-up, read as rl_gate_counts_requests and
+     * rl_gate_charges_sends would (every connect asks: no call). */
+    const struct rl_gate *g = &p->gate;
+    a->counts_requests = g->counts_requests;
     bool covered = rl_gate_covers(p, q->sa, q->salen);
     /* With a connect-only quota, sends on the socket stay as cheap as on
      * any other fd. */
-    a->matched = covered && rl_gate_charges_sends(p);
+    a->matched = covered && g->charges_sends;
     a->deadline = 0;
     if ((q->sock != RL_CONNECT_STREAM || !covered || q->charged) &&
         !charged_alike(p, q)) {

@@ -40,6 +40,17 @@ static void ask_peer(struct asking *k)
         k->sa = k->q->probe->peer(k->q->fd, &k->peer, &k->salen);
 }
 
+/* What the kernel has to say of the fd that a send would hear. Nothing
+ * of a socket the send connects (MSG_FASTOPEN): poll reports one with no
+ * connection yet as hung up, and the kernel would make the connection
+ * and send, so a denied send left to it would go uncharged. */
+static int kernel_says(const struct asking *k)
+{
+    if (k->q->fastopen != NULL)
+        return 0;
+    return k->q->probe->kernel_says(k->q->fd);
+}
+
 static void give_back(struct rl_proc *p, struct rl_gate_ticket *t)
 {
     rl_gate_refund(p, t, RL_KIND_SEND, t->calls);
@@ -108,7 +119,7 @@ static bool claimed(struct asking *k)
     /* A blocking socket is held for the wait calls only: its send is
      * decided (and sleeps) as usual. */
     if (r == -EAGAIN && !block) {
-        int said = k->q->probe->kernel_says(k->q->fd);
+        int said = kernel_says(k);
         if (said != 0)
             kernel_answers(a, said);
         else
@@ -156,7 +167,7 @@ static uint64_t least_grant(struct asking *k)
 static void denied(struct asking *k, uint64_t min)
 {
     struct rl_send_answer *a = k->a;
-    int said = k->q->probe->kernel_says(k->q->fd);
+    int said = kernel_says(k);
     if (said != 0) {
         kernel_answers(a, said);
         return;
@@ -180,7 +191,7 @@ static void later_turn(struct asking *k)
 {
     struct rl_send_answer *a = k->a;
     if (nonblocking(k)) {
-        int said = k->q->probe->kernel_says(k->q->fd);
+        int said = kernel_says(k);
         if (said != 0) {
             /* No turn to wait for on a socket the kernel refuses. */
             give_back(k->p, &a->t);

@@ -80,8 +80,9 @@ struct rl_send_question {
      * only when the fd has no peer (a MSG_FASTOPEN connecting now). */
     bool handler;
     /* The ticket of the connect this send makes (MSG_FASTOPEN), granted
-     * just before: its unit goes back when the send is denied. NULL:
-     * none. */
+     * just before: its unit goes back when the send is denied, and the
+     * kernel's hang-up is no answer (a socket with no connection yet
+     * polls as hung up). NULL: none. */
     struct rl_gate_ticket *fastopen;
     const struct rl_send_probe *probe;
     int asker; /* enum rl_send_asker */

@@ -377,7 +377,9 @@ void rl_gate_count(struct rl_gate *g, const struct rl_rule *sec,
 {
     if (n == 0)
         return;
-    rl_report_add_in(&g->report, sec, kind, stat, n);
+    /* The exit report counts only when asked for (SPEC §4): else no call. */
+    if (__builtin_expect(g->report.on, 0))
+        rl_report_add_in(&g->report, sec, kind, stat, n);
     if (b != NULL)
         rl_add_relaxed_u64(counter(b, kind, stat), n);
 }

@@ -84,34 +84,43 @@ struct rl_gate_line {
 /* What one decision granted, kept by the hook until the real call has
  * returned, so that what the kernel did not take can be given back. */
 struct rl_gate_ticket {
-    uint64_t now;     /* the clock reading of the decision */
-    uint64_t wait_ns; /* sleep until now + wait_ns before the call */
-    uint64_t calls;   /* `send` units granted (connect: 1) */
-    uint64_t bytes;   /* `send_bytes` units granted */
-    int err;          /* RL_GATE_FAIL: the errno to set */
+    /* Set by every decision first (rl_gate_ticket_init). */
+    uint64_t now;      /* the clock reading of the decision */
+    uint64_t calls;    /* `send` units granted (connect: 1) */
+    uint64_t bytes;    /* `send_bytes` units granted */
     uint64_t retry_ns; /* RL_GATE_FAIL: ns until the denied units could
                           go (UINT64_MAX: never, or not known) */
-    bool leased;      /* granted from the thread's lease (rl_gate_send) */
+    /* Zero-filled by rl_gate_ticket_init, from wait_ns up to charge[]:
+     * kept small and packed, as every connect's decision fills it. */
+    uint64_t wait_ns; /* sleep until now + wait_ns before the call */
+    int err;          /* RL_GATE_FAIL: the errno to set */
+    unsigned ncharges;
+    bool leased; /* granted from the thread's lease (rl_gate_send) */
     /* Decided in a signal handler (rl_gate_handler): every step of the
      * pipeline async-signal-safe (gate_signal.c says which). */
     bool handler;
-    unsigned ncharges;
-    const struct rl_rule *denier; /* RL_GATE_FAIL: the section that said no */
+    /* A line of the shim's log owed the send's destination (say, below):
+     * the hook writes it with rl_gate_say_peer. */
+    bool say_due;
+    /* A connect the rule's lone connect limit granted at once
+     * (gate_decide.c's connect_now): no charges (ncharges 0), but the
+     * budget in charge[0].budget and the grant's stamp in
+     * charge[0].v[0][0], so that rl_gate_refund gives its unit back as
+     * it would a charge's. */
+    bool alone;
     /* max_open (policy/open.h): the open areas this connect holds until
      * rl_gate_connected, and when one was full, which and its sequence. */
     unsigned nopen;
+    uint32_t open_seq;
     rl_atomic_u64 *open[RL_GATE_MAX_CHARGES];
     rl_atomic_u64 *open_full;
-    uint32_t open_seq;
+    const struct rl_rule *denier; /* RL_GATE_FAIL: the section that said no */
     /* A request a pause held (SPEC §12): the reason the decision log
      * gives, "retry_after" or "backoff"; NULL: none held it. */
     const char *reason;
     /* rl_gate_request_again: the earlier turn the request gives up (the
      * decision log's moved_ns); 0 otherwise. */
     uint64_t moved_ns;
-    /* A line of the shim's log owed the send's destination (say, below):
-     * the hook writes it with rl_gate_say_peer. */
-    bool say_due;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];

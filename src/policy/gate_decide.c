@@ -132,8 +132,11 @@ static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
 void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
                    uint64_t bytes)
 {
-    /* The header only: a charge is zeroed when it is added. */
-    memset(t, 0, offsetof(struct rl_gate_ticket, charge));
+    /* The header only, less what is set here: a charge is zeroed when it
+     * is added. */
+    memset(&t->wait_ns, 0,
+           offsetof(struct rl_gate_ticket, charge) -
+               offsetof(struct rl_gate_ticket, wait_ns));
     t->now = now;
     t->calls = calls;
     t->bytes = bytes;
@@ -142,9 +145,10 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
 
 /* The common connect (g->connect_alone) when the rule's one limit of
  * connects grants it now: what the whole way (connect_at) would do for it,
- * take and count, without a ticket of charges (t says go, at once). false
- * for any other connect, and when the limit has no unit now (nothing was
- * taken): then the whole way decides it (waits, denies, logs). */
+ * take and count, without a ticket of charges (t says go, at once; what
+ * a give-back needs is kept, t->alone). false for any other connect, and
+ * when the limit has no unit now (nothing was taken): then the whole way
+ * decides it (waits, denies, logs). */
 static bool connect_now(struct rl_proc *p, struct rl_gate_ticket *t,
                         uint64_t now)
 {
@@ -161,6 +165,11 @@ static bool connect_now(struct rl_proc *p, struct rl_gate_ticket *t,
         return false;
     rl_gate_count(g, g->rule, b, RL_KIND_CONNECT, RL_STAT_ALLOWED, 1);
     rl_gate_ticket_init(t, now, 1, 0);
+    /* A grant of one unit, now: its stamp is all a give-back needs of
+     * it (gate_take.c's refund_alone). */
+    t->alone = true;
+    t->charge[0].budget = b;
+    t->charge[0].v[rl_gate_vrow(RL_KIND_CONNECT)][0].stamp = v.stamp;
     return true;
 }
 

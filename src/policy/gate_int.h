@@ -93,8 +93,9 @@ struct rl_gate {
     bool fleet_lease;
     /* A connect is charged to the rule's own budget alone, with one limit
      * of connects and no max_open, decided in this host and not logged:
-     * one take, counted, and no ticket of charges (gate_decide.c's
-     * connect_now). Fixed at init. */
+     * one take, counted, and no ticket of charges, only what a give-back
+     * needs (gate.h's `alone`; gate_decide.c's connect_now). Fixed at
+     * init. */
     bool connect_alone;
     struct rl_report report;
 

@@ -228,6 +228,29 @@ bool rl_gate_take(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     return true;
 }
 
+/* The give-back of a connect granted at once (t->alone): its one unit,
+ * to its budget's lone connect limit, as untake gives back a charge's.
+ * Once: the ticket holds nothing more afterwards. */
+static __attribute__((noinline, cold)) void
+refund_alone(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
+             uint64_t units)
+{
+    if (kind != RL_KIND_CONNECT)
+        return;
+    struct budget *b = t->charge[0].budget;
+    const struct rl_rule *r = p->gate.rule;
+    const struct rl_limit *lim = &r->limits[kind][0];
+    struct rl_verdict v = {
+        .granted = 1,
+        .wait_ns = 0,
+        .stamp = t->charge[0].v[rl_gate_vrow(kind)][0].stamp,
+    };
+    rl_algorithm_get(lim->algo)->refund(b->states[kind][0], lim, t->now, &v,
+                                        units);
+    rl_gate_uncount(&p->gate, r, b, kind, RL_STAT_ALLOWED, units);
+    t->alone = false;
+}
+
 void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                     uint64_t units)
 {
@@ -248,6 +271,10 @@ void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
             rl_lease_refund(p, units, 0);
         else if (kind == RL_KIND_SEND_BYTES && units <= t->bytes)
             rl_lease_refund(p, 0, units);
+        return;
+    }
+    if (__builtin_expect(t->alone, 0)) {
+        refund_alone(p, t, kind, units);
         return;
     }
     for (unsigned i = 0; i < t->ncharges; i++) {

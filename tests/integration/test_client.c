@@ -248,6 +248,24 @@ Test(client, charges_a_fastopen_sendto_as_a_connect)
     cr_expect_eq(h_server_count(&sink, "CONN"), 1);
 }
 
+/* The second MSG_FASTOPEN's connect is granted at once (a lone connect
+ * limit: no ticket of charges), its send denied: the connect never
+ * happens, and its unit goes back, so one connect is left for the next
+ * run (policy/decide_send.c's refund, whichever way it was granted). */
+Test(client, gives_back_the_connect_of_a_denied_fastopen_sendto)
+{
+    h_config_write("[default]\nconnect = 2/h\nsend = 1/h\n"
+                   "to = 127.0.0.1:%d\n",
+                   sink.port);
+    client("fastopen", NULL, NULL);
+    cr_expect_neq(out("first_errno"), EAGAIN);
+    cr_expect_eq(out("second"), -1);
+    cr_expect_eq(out("second_errno"), EAGAIN);
+    client("v4mapped", NULL, NULL);
+    cr_expect_eq(out("first_errno"), 0, "the fastopen's connect stayed spent");
+    cr_expect_eq(out("second_errno"), EAGAIN);
+}
+
 Test(client, charges_a_connect_repeated_on_one_socket_once)
 {
     h_config_write("[default]\nconnect = 2/h\nto = 127.0.0.1:%d\n", sink.port);

@@ -377,3 +377,17 @@ Test(decide_connect, the_supervisor_keeps_a_later_turn_and_waits_for_a_place)
     cr_expect_eq(a.act, RL_CONNECT_GO);
     cr_expect(a.t.wait_ns > 0, "the turn given back, taken again");
 }
+
+/* A lone connect limit grants at once, without a ticket of charges
+ * (gate_decide.c's connect_now): its unit goes back all the same. */
+Test(decide_connect, the_supervisor_gives_back_a_connect_granted_at_once)
+{
+    fixture_gate(&proc, "tester", "[user:tester]\nconnect = 1/h\n");
+    const struct sockaddr *sa = (const struct sockaddr *)&dest;
+    struct rl_connect_answer a;
+    ask_supervised(&a, 7, sa, sizeof dest, 0);
+    cr_assert_eq(a.act, RL_CONNECT_GO);
+    rl_settle_connect_unmade(&proc, &a);
+    ask_supervised(&a, 8, sa, sizeof dest, 0);
+    cr_expect_eq(a.act, RL_CONNECT_GO, "its unit went back");
+}

@@ -347,12 +347,14 @@ Test(decide_send, a_send_to_the_fds_own_peer_comes_out_of_the_lease_first)
 }
 
 /* A MSG_FASTOPEN send connects: denied, it leaves nothing behind, its
- * connect's unit given back. (Two connect limits: a lone one's connect
- * granted at once carries no charges to give back to.) */
-Test(decide_send, a_denied_send_gives_its_fastopen_connect_back)
+ * connect's unit given back, whichever way the gate granted the connect:
+ * the whole way (two connect limits: a ticket of charges) or at once (a
+ * lone limit, gate_decide.c's connect_now: no ticket of charges). Its
+ * fresh socket polls as hung up: denied all the same, not left to the
+ * kernel, which would connect and send uncharged. */
+static void denied_send_gives_its_fastopen_connect_back(const char *ini)
 {
-    fixture_gate(&proc, "tester",
-                 "[user:tester]\nconnect = 1/h, 2/h\nsend = 1/h\n");
+    fixture_gate(&proc, "tester", ini);
     struct sockaddr_in to = v4("10.0.0.1");
     struct rl_send_answer a;
     ask(&a, 1); /* the send spent */
@@ -375,10 +377,23 @@ Test(decide_send, a_denied_send_gives_its_fastopen_connect_back)
                                  .stream = true,
                                  .fastopen = &ca.t,
                                  .probe = &probe};
+    kernel.says = -1;
     rl_decide_send(&proc, &q, &a);
     cr_expect_eq(a.act, RL_GATE_FAIL);
     rl_decide_connect(&proc, &cq, NULL, &ca);
     cr_expect_eq(ca.act, RL_CONNECT_GO, "the connect went back");
+}
+
+Test(decide_send, a_denied_send_gives_its_fastopen_connect_back)
+{
+    denied_send_gives_its_fastopen_connect_back(
+        "[user:tester]\nconnect = 1/h, 2/h\nsend = 1/h\n");
+}
+
+Test(decide_send, a_denied_send_gives_back_a_fastopen_connect_granted_at_once)
+{
+    denied_send_gives_its_fastopen_connect_back(
+        "[user:tester]\nconnect = 1/h\nsend = 1/h\n");
 }
 
 Test(decide_send, charged_only_where_sends_are_and_the_rule_covers)
