@@ -116,7 +116,7 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
                        const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
-    a->counts_requests = rl_gate_counts_requests(p);
+    a->counts_requests = rl_proc_counts_requests(p);
     bool covered = rl_gate_covers(p, q->sa, q->salen);
     /* With a connect-only quota, sends on the socket stay as cheap as on
      * any other fd. */

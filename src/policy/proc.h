@@ -160,4 +160,13 @@ void rl_proc_atfork_child(struct rl_proc *p);
 /* At exit: the calling thread's lease back, and the report if asked for. */
 void rl_proc_close(struct rl_proc *p);
 
+/* Does any request limit apply in this process (its rule or a site sets
+ * `request`, or unknown = deny)? When not, no connection is scanned. Set
+ * at set-up and read inline: a TLS carrier asks it on every write, before
+ * it makes a session's entry. */
+static inline bool rl_proc_counts_requests(const struct rl_proc *p)
+{
+    return p->gate.counts_requests;
+}
+
 #endif
