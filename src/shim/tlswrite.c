@@ -215,12 +215,13 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         return RL_TLSW_PASS;
     }
     rl_shim_leave();
+    w->q.again = true;
     while (a->wake != 0) {
         if (a->wake > rl_clock_now_ns() && rl_shim_sleep_on(a->sock, a->wake))
             break; /* hung up: the library's send hears the kernel */
         if (!rl_shim_enter())
             break;
-        rl_decide_request_again(rl_shim_proc(), c, &w->q, a);
+        rl_decide_request(rl_shim_proc(), c, &w->q, a);
         rl_shim_leave();
     }
     if (a->act == RL_GATE_FAIL) {
