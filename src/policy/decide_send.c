@@ -306,6 +306,12 @@ static void decide(struct asking *k)
 void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
                     struct rl_send_answer *a)
 {
+    if (__builtin_expect(q->asker == RL_SEND_CLASSIFY, 0)) {
+        a->act = rl_gate_charges_sends(p) && rl_gate_covers(p, q->sa, q->salen)
+                     ? RL_GATE_GO
+                     : RL_DECIDE_UNCHARGED;
+        return;
+    }
     a->leased = false;
     a->view = 0;
     a->connect_due = 0;
@@ -323,12 +329,6 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
         /* The denied call leaves nothing behind: its connect goes back
          * (the carrier unmarks the socket). */
         rl_gate_refund(p, q->fastopen, RL_KIND_CONNECT, 1);
-}
-
-bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
-                            socklen_t salen)
-{
-    return rl_gate_charges_sends(p) && rl_gate_covers(p, sa, salen);
 }
 
 void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,

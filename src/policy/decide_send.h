@@ -55,6 +55,15 @@ enum rl_send_asker {
      * sleep (the target's thread waits for the answer, which comes at
      * the turn from its timer queue). */
     RL_SEND_SUPERVISOR = 1,
+    /* A carrier classifying a send before it is one: is a send to the
+     * inet address `sa` charged at all (sends are charged, and the rule
+     * covers sa)? How it classifies a datagram with an explicit
+     * destination, and a socket it inherited connected to `sa` (the
+     * connect answer's `matched` says it of a socket connected here).
+     * Only `sa` and `salen` are read; the answer's act is RL_GATE_GO or
+     * RL_DECIDE_UNCHARGED, and nothing else of it is. Async-signal-safe:
+     * loads of what set-up published. */
+    RL_SEND_CLASSIFY = 2,
 };
 
 /* The question: a charged send call on fd of `calls` units (sendmmsg's
@@ -90,6 +99,8 @@ struct rl_send_question {
 /* act beside RL_GATE_GO and RL_GATE_FAIL: a send that would be held back
  * on a socket the kernel refuses goes to the kernel, uncharged. */
 #define RL_DECIDE_KERNEL 2
+/* act of an RL_SEND_CLASSIFY question: a send there is not charged. */
+#define RL_DECIDE_UNCHARGED 3
 
 /* How the wait calls are to see the fd afterwards, applied in this
  * order: SHOW, its registrations as the program made them (a hold or a
@@ -105,7 +116,7 @@ enum {
  * rest of t is policy's, kept by the carrier until rl_settle_send (a
  * handler's: t.handler, nothing to settle). */
 struct rl_send_answer {
-    int act;       /* RL_GATE_GO, RL_GATE_FAIL or RL_DECIDE_KERNEL */
+    int act;       /* RL_GATE_GO, RL_GATE_FAIL, RL_DECIDE_* */
     bool leased;   /* GO out of the thread's lease (q->lease): settled so */
     unsigned view; /* RL_DECIDE_* bits */
     /* RL_READY_CONNECT or RL_READY_OPEN: the fd's own connect was
@@ -120,13 +131,18 @@ struct rl_send_answer {
 void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
                     struct rl_send_answer *a);
 
-/* Is a send to the inet address `sa` charged at all (sends are charged,
- * and the rule covers sa)? How the carrier classifies a datagram with an
- * explicit destination and a socket it inherited connected to `sa` (the
- * connect answer's `matched` says it of a socket connected here). Async-
- * signal-safe: loads of what set-up published. */
-bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
-                            socklen_t salen);
+/* The carrier's classification, asked as RL_SEND_CLASSIFY: is a send to
+ * the inet address `sa` charged at all? */
+static inline bool rl_decide_send_charged(struct rl_proc *p,
+                                          const struct sockaddr *sa,
+                                          socklen_t salen)
+{
+    const struct rl_send_question q = {
+        .sa = sa, .salen = salen, .asker = RL_SEND_CLASSIFY};
+    struct rl_send_answer a;
+    rl_decide_send(p, &q, &a);
+    return a.act == RL_GATE_GO;
+}
 
 /* After the real call of a granted send took `calls` units and `bytes`
  * bytes (a failed call: 0, 0): what was granted beyond that goes back,
