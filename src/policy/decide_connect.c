@@ -116,10 +116,10 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
                        const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
-    /* The gate's set-up, read as rl_gate_counts_requests and
-     * rl_gate_charges_sends would (every connect asks: no call). */
+    /* The gate's set-up, read as rl_gate_charges_sends would (every
+     * connect asks: no call). */
     const struct rl_gate *g = &p->gate;
-    a->counts_requests = g->counts_requests;
+    a->counts_requests = rl_proc_counts_requests(p);
     bool covered = rl_gate_covers(p, q->sa, q->salen);
     /* With a connect-only quota, sends on the socket stay as cheap as on
      * any other fd. */

@@ -291,17 +291,6 @@ static void decide_tls(struct rl_proc *p, struct rl_reqconn *c,
     a->sock = q->fd >= 0 ? q->fd : wire;
 }
 
-void rl_decide_request(struct rl_proc *p, struct rl_reqconn *c,
-                       const struct rl_request_question *q,
-                       struct rl_request_answer *a)
-{
-    answer_init(a, RL_REQUEST_PASS);
-    if (q->carrier == RL_CARRY_PLAIN)
-        decide_plain(p, c, q, a);
-    else
-        decide_tls(p, c, q, a);
-}
-
 /* The write q as it was planned, for a turn (a.wake: a blocking write,
  * not a memory BIO's). */
 static void write_of(const struct rl_request_question *q,
@@ -319,9 +308,9 @@ static void write_of(const struct rl_request_question *q,
     w->wire = q->fd < 0 ? a->sock : -1;
 }
 
-void rl_decide_request_again(struct rl_proc *p, struct rl_reqconn *c,
-                             const struct rl_request_question *q,
-                             struct rl_request_answer *a)
+static void again(struct rl_proc *p, struct rl_reqconn *c,
+                  const struct rl_request_question *q,
+                  struct rl_request_answer *a)
 {
     /* At its turn: a pause of its destination that came while it slept
      * holds it still (SPEC §12). */
@@ -340,6 +329,21 @@ void rl_decide_request_again(struct rl_proc *p, struct rl_reqconn *c,
         if (q->carrier == RL_CARRY_TLS)
             __atomic_store_n(&c->writing, 0, __ATOMIC_RELEASE);
     }
+}
+
+void rl_decide_request(struct rl_proc *p, struct rl_reqconn *c,
+                       const struct rl_request_question *q,
+                       struct rl_request_answer *a)
+{
+    if (q->again) {
+        again(p, c, q, a);
+        return;
+    }
+    answer_init(a, RL_REQUEST_PASS);
+    if (q->carrier == RL_CARRY_PLAIN)
+        decide_plain(p, c, q, a);
+    else
+        decide_tls(p, c, q, a);
 }
 
 bool rl_settle_request(struct rl_proc *p, struct rl_reqconn *c,

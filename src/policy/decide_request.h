@@ -16,7 +16,7 @@
  * on uncounted; the socket to hide from the wait calls.
  *
  *     rl_decide_request(p, c, &q, &a);
- *     while a.act is GO and a.wake: sleep; rl_decide_request_again(...)
+ *     while a.act is GO and a.wake: sleep; q.again = true; ask again
  *     r = real(..., a.allow bytes)
  *     rl_settle_request(p, c, &q, &a, r);
  *
@@ -79,6 +79,10 @@ struct rl_request_question {
     const char *sni;
     const struct rl_request_probe *probe;
     void *ctx; /* the carrier's, for probe->wire */
+    /* At the turn of a GO with a.wake, asked with that answer: a pause of
+     * its destination that came meanwhile holds it still (a new a.wake),
+     * or fails it (a.act FAIL). */
+    bool again;
 };
 
 /* act beside RL_GATE_GO and RL_GATE_FAIL (policy/gate.h). */
@@ -95,7 +99,7 @@ struct rl_request_answer {
     int err;       /* FAIL: the errno */
     size_t allow;  /* GO: the bytes that may go now */
     uint64_t wake; /* GO: sleep until then (CLOCK_MONOTONIC ns), then
-                      rl_decide_request_again; 0: go at once */
+                      ask again (q.again); 0: go at once */
     uint64_t after; /* GO: sleep until then after the real call wrote (a
                        memory BIO's turn not held on its socket) */
     int hide;      /* a socket now held: hidden from the wait calls (-1) */
@@ -112,16 +116,11 @@ struct rl_reqconn *rl_request_conn_new(const struct sockaddr *sa,
                                        socklen_t len);
 void rl_request_conn_free(struct rl_reqconn *c);
 
-/* Decide the write q on c. Fills a. */
+/* Decide the write q on c. Fills a (q->again: updates the answer of the
+ * same write at its turn). */
 void rl_decide_request(struct rl_proc *p, struct rl_reqconn *c,
                        const struct rl_request_question *q,
                        struct rl_request_answer *a);
-
-/* At the turn of a GO with a.wake: a pause of its destination that came
- * meanwhile holds it still (a new a.wake), or fails it (a.act FAIL). */
-void rl_decide_request_again(struct rl_proc *p, struct rl_reqconn *c,
-                             const struct rl_request_question *q,
-                             struct rl_request_answer *a);
 
 /* After the real call of a GO took `sent` bytes (< 0: it failed): the
  * scanner moves on. Returns true when, plain, the fd's requests are

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policy/decide_send.h"
+#include "policy/lease_take.h"
 #include "policy/overdue.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
@@ -314,12 +315,29 @@ static void decide(struct asking *k)
         later_turn(k);
 }
 
+/* A question that is not a decision: whether a send is charged at all,
+ * or whether the lease covers it alone. */
+static void asked_aside(struct rl_proc *p, const struct rl_send_question *q,
+                        struct rl_send_answer *a)
+{
+    bool yes = q->asker == RL_SEND_CLASSIFY
+                   ? rl_gate_charges_sends(p) &&
+                         rl_gate_covers(p, q->sa, q->salen)
+                   : leased(p, q, a);
+    a->act = yes ? RL_GATE_GO : RL_DECIDE_NO;
+}
+
 void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
                     struct rl_send_answer *a)
 {
     a->leased = false;
     a->view = 0;
     a->connect_due = 0;
+    a->stamp = NULL;
+    if (__builtin_expect(q->asker >= RL_SEND_CLASSIFY, 0)) {
+        asked_aside(p, q, a);
+        return;
+    }
     if (q->handler) {
         decide_in_handler(p, q, a);
         return;
@@ -336,22 +354,19 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
         rl_gate_refund(p, q->fastopen, RL_KIND_CONNECT, 1);
 }
 
-bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
-                            socklen_t salen)
-{
-    return rl_gate_charges_sends(p) && rl_gate_covers(p, sa, salen);
-}
-
 void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,
                     uint64_t calls, uint64_t bytes)
 {
+    if (a->stamp != NULL)
+        rl_lease_stamp(a->stamp);
     uint64_t gc = a->t.calls, gb = a->t.bytes;
     if (calls > gc)
         calls = gc;
     if (bytes > gb)
         bytes = gb;
     if (leased) {
-        rl_gate_lease_refund(p, gc - calls, gb - bytes);
+        if (calls < gc || bytes < gb)
+            rl_gate_lease_refund(p, gc - calls, gb - bytes);
     } else {
         if (calls < gc)
             rl_gate_refund(p, &a->t, RL_KIND_SEND, gc - calls);

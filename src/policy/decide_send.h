@@ -24,6 +24,7 @@
 
 #include "policy/gate.h"
 
+struct rl_lease_holder;
 struct rl_proc;
 
 /* What a carrier can ask its kernel about the fd of a send. Each is asked
@@ -55,6 +56,21 @@ enum rl_send_asker {
      * sleep (the target's thread waits for the answer, which comes at
      * the turn from its timer queue). */
     RL_SEND_SUPERVISOR = 1,
+    /* A carrier classifying a send before it is one: is a send to the
+     * inet address `sa` charged at all (sends are charged, and the rule
+     * covers sa)? How it classifies a datagram with an explicit
+     * destination, and a socket it inherited connected to `sa` (the
+     * connect answer's `matched` says it of a socket connected here).
+     * Only `sa` and `salen` are read; the answer's act is RL_GATE_GO or
+     * RL_DECIDE_NO, and nothing else of it is. Async-signal-safe: loads
+     * of what set-up published. */
+    RL_SEND_CLASSIFY = 2,
+    /* The carrier's leased way (policy/gate_leased.h), for a fleet
+     * budget's host lease: one unit of `want` bytes (`stream`: cut to the
+     * largest grant) out of the lease and nothing else, no decision:
+     * RL_GATE_GO with the grant in t.calls and t.bytes (settled as
+     * leased), else RL_DECIDE_NO (then the whole question is asked). */
+    RL_SEND_LEASE_ONLY = 3,
 };
 
 /* The question: a charged send call on fd of `calls` units (sendmmsg's
@@ -91,6 +107,9 @@ struct rl_send_question {
 /* act beside RL_GATE_GO and RL_GATE_FAIL: a send that would be held back
  * on a socket the kernel refuses goes to the kernel, uncharged. */
 #define RL_DECIDE_KERNEL 2
+/* act of a question asked aside (RL_SEND_CLASSIFY: the send is not
+ * charged; RL_SEND_LEASE_ONLY: the lease does not cover it). */
+#define RL_DECIDE_NO 3
 
 /* How the wait calls are to see the fd afterwards, applied in this
  * order: SHOW, its registrations as the program made them (a hold or a
@@ -106,7 +125,7 @@ enum {
  * rest of t is policy's, kept by the carrier until rl_settle_send (a
  * handler's: t.handler, nothing to settle). */
 struct rl_send_answer {
-    int act;       /* RL_GATE_GO, RL_GATE_FAIL or RL_DECIDE_KERNEL */
+    int act;       /* RL_GATE_GO, RL_GATE_FAIL, RL_DECIDE_* */
     bool leased;   /* GO out of the thread's lease (q->lease): settled so */
     unsigned view; /* RL_DECIDE_* bits */
     /* RL_READY_CONNECT or RL_READY_OPEN: the fd's own connect was
@@ -114,6 +133,10 @@ struct rl_send_answer {
      * call would at `connect_now`, and the send fails EAGAIN. */
     int connect_due;
     uint64_t connect_now;
+    /* A holder whose lease record rl_settle_send stamps (the carrier's
+     * leased way: its take stamps nothing, rl_lease_stamp_due says when
+     * the stamp is due); NULL from rl_decide_send. */
+    struct rl_lease_holder *stamp;
     struct rl_gate_ticket t;
 };
 
@@ -121,19 +144,25 @@ struct rl_send_answer {
 void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
                     struct rl_send_answer *a);
 
-/* Is a send to the inet address `sa` charged at all (sends are charged,
- * and the rule covers sa)? How the carrier classifies a datagram with an
- * explicit destination and a socket it inherited connected to `sa` (the
- * connect answer's `matched` says it of a socket connected here). Async-
- * signal-safe: loads of what set-up published. */
-bool rl_decide_send_charged(struct rl_proc *p, const struct sockaddr *sa,
-                            socklen_t salen);
+/* The carrier's classification, asked as RL_SEND_CLASSIFY: is a send to
+ * the inet address `sa` charged at all? */
+static inline bool rl_decide_send_charged(struct rl_proc *p,
+                                          const struct sockaddr *sa,
+                                          socklen_t salen)
+{
+    const struct rl_send_question q = {
+        .sa = sa, .salen = salen, .asker = RL_SEND_CLASSIFY};
+    struct rl_send_answer a;
+    rl_decide_send(p, &q, &a);
+    return a.act == RL_GATE_GO;
+}
 
 /* After the real call of a granted send took `calls` units and `bytes`
- * bytes (a failed call: 0, 0): what was granted beyond that goes back,
- * to the thread's lease when `leased` (a->leased, or the carrier's own
- * lease take, written into a->t.calls and a->t.bytes), else to
- * every budget the decision took from; a->t then says what was spent. */
+ * bytes (a failed call: 0, 0): a->stamp's record stamped; what was
+ * granted beyond that goes back, to the thread's lease when `leased`
+ * (a->leased, or the carrier's own lease take, written into a->t.calls
+ * and a->t.bytes), else to every budget the decision took from; a->t
+ * then says what was spent. */
 void rl_settle_send(struct rl_proc *p, struct rl_send_answer *a, bool leased,
                     uint64_t calls, uint64_t bytes);
 

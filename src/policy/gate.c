@@ -275,11 +275,6 @@ bool rl_gate_charges_sends(const struct rl_proc *p)
     return p->gate.charges_sends;
 }
 
-bool rl_gate_counts_requests(const struct rl_proc *p)
-{
-    return p->gate.counts_requests;
-}
-
 bool rl_gate_active(const struct rl_proc *p)
 {
     return p->gate.active;

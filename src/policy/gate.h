@@ -217,10 +217,6 @@ int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
 void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                       const char *call, int fd, const void *sa, unsigned salen);
 
-/* Does any request limit apply in this process (its rule or a site sets
- * `request`, or unknown = deny)? When not, no connection is scanned. */
-bool rl_gate_counts_requests(const struct rl_proc *p);
-
 /* One question about `units` HTTP requests (SPEC §11), as the request
  * layer (policy/reqconn.h) hands it over: the connection (fd, -1 when not
  * known: a TLS library writing to a memory BIO; its peer `sa`, NULL when

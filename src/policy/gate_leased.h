@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "policy/decide_send.h"
 #include "policy/gate.h"
 #include "policy/lease_take.h"
 #include "policy/proc.h"
@@ -25,17 +26,30 @@ static inline uint64_t rl_gate_send_want(const struct rl_gate *g, uint64_t len,
     return stream && len > g->max_bytes ? g->max_bytes : len;
 }
 
+/* A fleet budget's host lease, asked of the send entry (out of line:
+ * the hot path keeps no frame for its question). */
+static __attribute__((noinline, cold, unused)) uint64_t
+rl_gate_send_fleet_leased(struct rl_proc *p, uint64_t len, bool stream)
+{
+    const struct rl_send_question q = {
+        .want = len, .stream = stream, .asker = RL_SEND_LEASE_ONLY};
+    struct rl_send_answer a;
+    rl_decide_send(p, &q, &a);
+    return a.act == RL_GATE_GO ? a.t.bytes : 0;
+}
+
 /* The bytes granted out of the thread's lease, or 0 when the lease
  * cannot cover the call: then decide it with rl_gate_send. Calls nothing
- * (but rl_gate_send_leased for a fleet budget's host lease). *h is what
- * to stamp after the real call (rl_gate_send_leased_done). */
+ * (but the send entry for a fleet budget's host lease). *h is what to
+ * stamp after the real call (rl_gate_send_leased_done, or the carrier's
+ * settle when rl_lease_stamp_due). */
 static inline __attribute__((always_inline)) uint64_t
 rl_gate_send_leased_take(struct rl_proc *p, uint64_t len, bool stream,
                          struct rl_lease_holder **h)
 {
     const struct rl_gate *g = &p->gate;
     if (__builtin_expect(!g->lease.on, 0))
-        return g->fleet_lease ? rl_gate_send_leased(p, len, stream) : 0;
+        return g->fleet_lease ? rl_gate_send_fleet_leased(p, len, stream) : 0;
     uint64_t want = rl_gate_send_want(g, len, stream);
     if (want == 0 || (*h = rl_lease_take_hot(p, want)) == NULL)
         return 0;

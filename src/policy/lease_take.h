@@ -38,6 +38,17 @@ __attribute__((noinline)) void rl_lease_lost(struct rl_report *r,
  * real call. */
 __attribute__((noinline)) void rl_lease_stamp(struct rl_lease_holder *h);
 
+/* Is h's record due a stamp (rl_lease_stamp: the coarse clock moved
+ * since the last, and the record is still h's)? Inline, for the hook
+ * after the real call of a leased send: most find the clock where it
+ * was, and the few that do not stamp through rl_settle_send. */
+static inline bool rl_lease_stamp_due(const struct rl_lease_holder *h)
+{
+    uint64_t cnow = rl_clock_coarse_ns();
+    return (cnow == 0 || cnow != h->tick) &&
+           rl_load_relaxed_u64(&h->rec[0]) == h->word;
+}
+
 /* The calling thread's holder in L when it has one (NULL: none). A thread
  * that never held a lease (rl_lease_me NULL) has none anywhere. */
 static inline struct rl_lease_holder *rl_lease_mine(const struct rl_leases *L)

@@ -105,8 +105,8 @@ static bool wants_login(const struct rl_config *cfg,
     return false;
 }
 
-RL_ONCE_PER_PROCESS enum rl_proc_state rl_proc_start(struct rl_proc *p,
-                                                     char *line, size_t n)
+static RL_ONCE_PER_PROCESS enum rl_proc_state at_load(struct rl_proc *p,
+                                                      char *line, size_t n)
 {
     line[0] = '\0';
     rl_proc_init(p);
@@ -126,7 +126,7 @@ RL_ONCE_PER_PROCESS enum rl_proc_state rl_proc_start(struct rl_proc *p,
     return r < 0 && r != RL_PROC_LOAD_AGAIN ? RL_PROC_OFF : RL_PROC_PENDING;
 }
 
-enum rl_proc_state rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
+static enum rl_proc_state at_first_call(struct rl_proc *p, char *line, size_t n)
 {
     line[0] = '\0';
     if (p->cfg == NULL) {
@@ -156,7 +156,7 @@ enum rl_proc_state rl_proc_set_up(struct rl_proc *p, char *line, size_t n)
     return rl_gate_active(p) ? RL_PROC_READY : RL_PROC_OFF;
 }
 
-void rl_proc_atfork_child(struct rl_proc *p)
+static void forked(struct rl_proc *p)
 {
     /* The order proc.h writes down. */
     rl_names_atfork_child(&p->names);
@@ -167,7 +167,7 @@ void rl_proc_atfork_child(struct rl_proc *p)
     rl_declog_atfork_child(&p->declog);
 }
 
-RL_ONCE_PER_PROCESS void rl_proc_close(struct rl_proc *p)
+static RL_ONCE_PER_PROCESS void closing(struct rl_proc *p)
 {
     if (p->report == RL_PROC_REPORT_NONE)
         rl_log_stderr("report: pid %d: no config (RLSHIM_CONFIG unset, %s "
@@ -175,4 +175,19 @@ RL_ONCE_PER_PROCESS void rl_proc_close(struct rl_proc *p)
                       (int)getpid(), RL_SYSCONFDIR "/rlshim.ini");
     else if (p->gate_up)
         rl_gate_finish(p);
+}
+
+enum rl_proc_state rl_proc_set_up(struct rl_proc *p, int step, char *line,
+                                  size_t n)
+{
+    return step == RL_PROC_AT_LOAD ? at_load(p, line, n)
+                                   : at_first_call(p, line, n);
+}
+
+RL_ONCE_PER_PROCESS void rl_proc_event(struct rl_proc *p, int what)
+{
+    if (what == RL_PROC_FORKED)
+        forked(p);
+    else
+        closing(p);
 }

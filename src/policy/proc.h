@@ -3,18 +3,20 @@
  * Every piece of state the shim keeps for the process it is loaded into
  * belongs to one `struct rl_proc`, whose life is:
  *
- *   rl_proc_start     at start-up: the environment (RLSHIM_STRICT,
- *                     RLSHIM_REPORT), whether there is a config (one
- *                     access(2)), the config itself under RLSHIM_STRICT=1
- *   rl_proc_set_up    the config (at the first call that needs it, SPEC
- *                     §4, unless start-up read it), then identity, rule,
- *                     segment, budgets: the first call that could be
- *                     charged
- *   rl_proc_atfork_child  after fork(), in the child: one pthread_atfork,
- *                     made by shim/init.c (whose prepare step waits for a
- *                     set-up another thread is running; nothing else is
- *                     held across fork, so there is nothing to release)
- *   rl_proc_close     at exit: leases back, the report
+ *   rl_proc_set_up, RL_PROC_AT_LOAD  at start-up: the environment
+ *                     (RLSHIM_STRICT, RLSHIM_REPORT), whether there is a
+ *                     config (one access(2)), the config itself under
+ *                     RLSHIM_STRICT=1
+ *   rl_proc_set_up, RL_PROC_AT_FIRST_CALL  the config (at the first call
+ *                     that needs it, SPEC §4, unless start-up read it),
+ *                     then identity, rule, segment, budgets: the first
+ *                     call that could be charged
+ *   rl_proc_event, RL_PROC_FORKED  after fork(), in the child: one
+ *                     pthread_atfork, made by shim/init.c (whose prepare
+ *                     step waits for a set-up another thread is running;
+ *                     nothing else is held across fork, so there is
+ *                     nothing to release)
+ *   rl_proc_event, RL_PROC_EXITING  at exit: leases back, the report
  *
  * Its members, each owned by the module named (a function that uses a
  * member takes its owner as its first parameter: the struct rl_proc when
@@ -133,31 +135,52 @@ void rl_proc_init(struct rl_proc *p);
 #define RL_PROC_LOAD_AGAIN (-2)
 int rl_proc_load(struct rl_proc *p, char *line, size_t n);
 
-/* Where the process stands after rl_proc_start or rl_proc_set_up. */
+/* Where the process stands after a step of rl_proc_set_up. */
 enum rl_proc_state {
     RL_PROC_OFF,     /* nothing is throttled (a line may say why) */
     RL_PROC_PENDING, /* a config to apply, not set up yet */
     RL_PROC_READY,   /* set up: the hooks may act */
 };
 
-/* At start-up, once: rl_proc_init, then whether there is a config; the
- * stderr the process has now is noted when a line may be written (SPEC
- * §3); under RLSHIM_STRICT=1 the config is read now (a passing failure is
- * left to rl_proc_set_up). RL_PROC_PENDING, or RL_PROC_OFF with the line
- * to print in `line` (line[0] == '\0': nothing to say). */
-enum rl_proc_state rl_proc_start(struct rl_proc *p, char *line, size_t n);
+/* The two steps of the set-up, taken through one entry: the second
+ * finishes what the first began. */
+enum rl_proc_step {
+    /* At start-up, once: rl_proc_init, then whether there is a config;
+     * the stderr the process has now is noted when a line may be written
+     * (SPEC §3); under RLSHIM_STRICT=1 the config is read now (a passing
+     * failure is left to the next step). RL_PROC_PENDING, or RL_PROC_OFF
+     * with the line to print in `line` (line[0] == '\0': nothing to say). */
+    RL_PROC_AT_LOAD,
+    /* The config, when start-up did not read it (rl_proc_load), then
+     * identity, rule, segment, budgets. RL_PROC_READY when the hooks may
+     * act; RL_PROC_PENDING when the config could not be read for a
+     * passing reason (nothing to say: the next call that needs it tries
+     * again); RL_PROC_OFF with a line in `line` (or none) when nothing is
+     * throttled. */
+    RL_PROC_AT_FIRST_CALL,
+};
 
-/* The config, when start-up did not read it (rl_proc_load), then
- * identity, rule, segment, budgets. RL_PROC_READY when the hooks may act;
- * RL_PROC_PENDING when the config could not be read for a passing reason
- * (nothing to say: the next call that needs it tries again); RL_PROC_OFF
- * with a line in `line` (or none) when nothing is throttled. */
-enum rl_proc_state rl_proc_set_up(struct rl_proc *p, char *line, size_t n);
+/* Take `step` (enum rl_proc_step) of the set-up; see there. */
+enum rl_proc_state rl_proc_set_up(struct rl_proc *p, int step, char *line,
+                                  size_t n);
 
-/* In the child after fork: see the order above. */
-void rl_proc_atfork_child(struct rl_proc *p);
+/* What befalls the process after its set-up. */
+enum rl_proc_event {
+    RL_PROC_FORKED,  /* in the child after fork: see the order above */
+    RL_PROC_EXITING, /* the calling thread's lease back, the report if
+                        asked for */
+};
 
-/* At exit: the calling thread's lease back, and the report if asked for. */
-void rl_proc_close(struct rl_proc *p);
+/* Let p hear `what` (enum rl_proc_event). */
+void rl_proc_event(struct rl_proc *p, int what);
+
+/* Does any request limit apply in this process (its rule or a site sets
+ * `request`, or unknown = deny)? When not, no connection is scanned. Set
+ * at set-up and read inline: a TLS carrier asks it on every write, before
+ * it makes a session's entry. */
+static inline bool rl_proc_counts_requests(const struct rl_proc *p)
+{
+    return p->gate.counts_requests;
+}
 
 #endif

@@ -74,7 +74,7 @@ RL_EXPORT int gnutls_server_name_set(gnutls_session_t session, int type,
      * never in a handler). */
     if (r == 0 && type == GNUTLS_NAME_DNS && name != NULL &&
         !rl_hook_in_handler() && !rl_shim_in_vfork_child() && rl_shim_ready() &&
-        rl_gate_counts_requests(rl_shim_proc())) {
+        rl_proc_counts_requests(rl_shim_proc())) {
         struct rl_tlsent *e = rl_tlstab_get(session, true);
         if (e != NULL) {
             size_t l = name_length < RL_NAME_MAX ? name_length : RL_NAME_MAX;

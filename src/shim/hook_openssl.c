@@ -161,7 +161,7 @@ static bool counting(void)
     if (rl_tls_depth > 0 || rl_hook_in_handler() || rl_shim_in_vfork_child() ||
         !rl_shim_enter())
         return false;
-    bool on = rl_gate_counts_requests(rl_shim_proc());
+    bool on = rl_proc_counts_requests(rl_shim_proc());
     rl_shim_leave();
     return on;
 }

@@ -119,13 +119,14 @@ int rl_request_begin(struct rl_send *s)
         s->len = ra->allow;
         s->grant = ra->allow;
     }
+    q.again = true;
     while (s->ra.wake != 0) {
         if (s->ra.wake > rl_clock_now_ns() &&
             rl_shim_sleep_on(s->fd, s->ra.wake))
             break; /* hung up: the kernel answers (its turn stays spent) */
         if (!rl_shim_enter())
             break;
-        rl_decide_request_again(rl_shim_proc(), c, &q, &s->ra);
+        rl_decide_request(rl_shim_proc(), c, &q, &s->ra);
         rl_shim_leave();
     }
     if (s->ra.act == RL_GATE_FAIL) {

@@ -294,12 +294,14 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
     errno = err;
 }
 
-void rl_send_fast_refund(size_t grant, ssize_t r)
+void rl_send_fast_settle(size_t grant, ssize_t r, struct rl_lease_holder *h)
 {
     int err = errno;
     /* As rl_send_settle: a failed call spent nothing, a short one its
-     * bytes. Only the grant of the answer is read for a lease's. */
+     * bytes. Only the grant and the holder to stamp of the answer are
+     * read for a lease's. */
     struct rl_send_answer a;
+    a.stamp = h;
     a.t.calls = 1;
     a.t.bytes = grant;
     if (rl_shim_enter()) {

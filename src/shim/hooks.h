@@ -258,7 +258,8 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes);
  * (and a fleet budget's) and then the gate. A handler's depth (even one a
  * siglongjmp left, rl_hook_in_handler_slow) takes the whole shape too.
  * After the real call of `grant` bytes, rl_send_fast_end stamps the lease
- * and gives back what the kernel did not take. */
+ * when its stamp is due and gives back what the kernel did not take (both
+ * through rl_settle_send, out of line: most calls owe neither). */
 static inline bool rl_send_fast_fits(uint32_t mark)
 {
     return (mark & (RL_FD_MATCHED | RL_FD_HTTP | RL_FD_INHERITED)) ==
@@ -277,13 +278,14 @@ rl_send_fast(uint32_t mark, size_t len, struct rl_lease_holder **h)
     rl_shim_leave();
     return g;
 }
-void rl_send_fast_refund(size_t grant, ssize_t r);
+void rl_send_fast_settle(size_t grant, ssize_t r, struct rl_lease_holder *h);
 static inline void rl_send_fast_end(size_t grant, ssize_t r,
                                     struct rl_lease_holder *h)
 {
-    rl_gate_send_leased_done(h);
-    if (__builtin_expect(r < 0 || (size_t)r < grant, 0))
-        rl_send_fast_refund(grant, r);
+    if (h != NULL && __builtin_expect(rl_lease_stamp_due(h), 0))
+        rl_send_fast_settle(grant, r, h);
+    else if (__builtin_expect(r < 0 || (size_t)r < grant, 0))
+        rl_send_fast_settle(grant, r, NULL);
 }
 
 static inline void rl_send_end(struct rl_send *s, ssize_t r)

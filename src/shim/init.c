@@ -144,7 +144,8 @@ static int set_up(void)
     rl_real_resolve();
     /* The config is read here, when the process first needs it (SPEC
      * §4), unless RLSHIM_STRICT=1 read it at start-up. */
-    enum rl_proc_state st = rl_proc_set_up(&self.proc, line, sizeof line);
+    enum rl_proc_state st =
+        rl_proc_set_up(&self.proc, RL_PROC_AT_FIRST_CALL, line, sizeof line);
     if (st == RL_PROC_PENDING)
         return RL_SHIM_PENDING;
     if (st == RL_PROC_OFF) {
@@ -269,7 +270,7 @@ static void after_fork_child(void)
         set_state(RL_SHIM_PENDING);
     if (__atomic_load_n(&self.scan, __ATOMIC_RELAXED) == RL_SCAN_RUNNING)
         __atomic_store_n(&self.scan, RL_SCAN_DUE, __ATOMIC_RELAXED);
-    rl_proc_atfork_child(&self.proc);
+    rl_proc_event(&self.proc, RL_PROC_FORKED);
     rl_epreg_atfork_child();
     rl_wait_atfork_child();
     rl_conntab_atfork_child();
@@ -284,7 +285,8 @@ static void after_fork_child(void)
 static int load(void)
 {
     char line[512];
-    if (rl_proc_start(&self.proc, line, sizeof line) == RL_PROC_OFF) {
+    if (rl_proc_set_up(&self.proc, RL_PROC_AT_LOAD, line, sizeof line) ==
+        RL_PROC_OFF) {
         broken(line);
         return RL_SHIM_OFF;
     }
@@ -320,7 +322,7 @@ __attribute__((destructor)) static void rl_shim_fini(void)
     if (self.proc.report == RL_PROC_REPORT_WANTED && !rl_shim_busy)
         rl_shim_start(s);
     rl_shim_busy = 1;
-    rl_proc_close(&self.proc);
+    rl_proc_event(&self.proc, RL_PROC_EXITING);
     rl_shim_busy = 0;
     errno = saved;
 }

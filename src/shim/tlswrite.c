@@ -165,7 +165,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     struct rl_reqconn *c = NULL;
     char sni[RL_NAME_MAX + 1];
     bool fresh = false;
-    if (rl_gate_counts_requests(rl_shim_proc()) &&
+    if (rl_proc_counts_requests(rl_shim_proc()) &&
         (e = rl_tlstab_get(session, true)) != NULL) {
         c = e->c;
         if (c == NULL && (c = first_write(e, session, ops)) != NULL) {
@@ -215,12 +215,13 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         return RL_TLSW_PASS;
     }
     rl_shim_leave();
+    w->q.again = true;
     while (a->wake != 0) {
         if (a->wake > rl_clock_now_ns() && rl_shim_sleep_on(a->sock, a->wake))
             break; /* hung up: the library's send hears the kernel */
         if (!rl_shim_enter())
             break;
-        rl_decide_request_again(rl_shim_proc(), c, &w->q, a);
+        rl_decide_request(rl_shim_proc(), c, &w->q, a);
         rl_shim_leave();
     }
     if (a->act == RL_GATE_FAIL) {
@@ -243,7 +244,7 @@ struct rl_tlsent *rl_tlswrite_handshake_begin(const void *session,
         return NULL;
     int saved = errno;
     struct rl_tlsent *e = NULL;
-    if (rl_gate_counts_requests(rl_shim_proc()) && ops->fd_of(session) < 0 &&
+    if (rl_proc_counts_requests(rl_shim_proc()) && ops->fd_of(session) < 0 &&
         (e = rl_tlstab_get(session, true)) != NULL && e->wire >= 0)
         e = NULL;
     rl_tls_unbound = e;

@@ -346,6 +346,33 @@ Test(decide_send, a_send_to_the_fds_own_peer_comes_out_of_the_lease_first)
     cr_expect(a.leased);
 }
 
+/* The carrier's leased way (RL_SEND_LEASE_ONLY): the lease alone, never a
+ * decision; no lease yet is a no, and the whole question leases. */
+Test(decide_send, a_lease_only_question_is_answered_by_the_lease_alone)
+{
+    fixture_gate(&proc, "tester", LEASING);
+    struct rl_send_question only = {
+        .want = 100, .stream = true, .asker = RL_SEND_LEASE_ONLY};
+    struct rl_send_answer a;
+    rl_decide_send(&proc, &only, &a);
+    cr_expect_eq(a.act, RL_DECIDE_NO, "no lease before a decision");
+    struct rl_send_question q = {.call = "send",
+                                 .fd = FD,
+                                 .calls = 1,
+                                 .want = 100,
+                                 .stream = true,
+                                 .lease = true,
+                                 .probe = &probe};
+    rl_decide_send(&proc, &q, &a);
+    cr_assert_eq(a.act, RL_GATE_GO);
+    rl_decide_send(&proc, &only, &a);
+    cr_expect_eq(a.act, RL_GATE_GO);
+    cr_expect(a.leased);
+    cr_expect_eq(a.t.bytes, 100);
+    cr_expect_null(a.stamp, "the entry's own take stamps its record");
+    cr_expect_eq(asked_all(), 0);
+}
+
 /* A MSG_FASTOPEN send connects: denied, it leaves nothing behind, its
  * connect's unit given back, whichever way the gate granted the connect:
  * the whole way (two connect limits: a ticket of charges) or at once (a

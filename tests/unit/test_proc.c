@@ -12,7 +12,6 @@
 #include "policy/proc.h"
 #include "proc_new.h"
 
-
 static char *write_config(const char *text)
 {
     static char paths[4][64];
@@ -84,7 +83,7 @@ Test(proc, no_config_is_silent_unless_a_report_was_asked_for)
     cr_expect_eq(asked->report, RL_PROC_REPORT_NONE);
 }
 
-/* The shim's two steps (rl_proc_start at load, rl_proc_set_up at the
+/* The shim's two steps (RL_PROC_AT_LOAD, RL_PROC_AT_FIRST_CALL at the
  * first call that needs it): a broken config is said at start-up only
  * under RLSHIM_STRICT=1, else by the set-up; a good one sets up. */
 Test(proc, start_then_set_up_say_where_the_process_stands)
@@ -96,20 +95,24 @@ Test(proc, start_then_set_up_say_where_the_process_stands)
     char *bad = write_config("[default]\nconect = 5/s\n");
     setenv("RLSHIM_CONFIG", bad, 1);
     struct rl_proc *lazy = proc_new(), *strict = proc_new(), *good = proc_new();
-    cr_expect_eq(rl_proc_start(lazy, line, sizeof line), RL_PROC_PENDING);
+    cr_expect_eq(rl_proc_set_up(lazy, RL_PROC_AT_LOAD, line, sizeof line),
+                 RL_PROC_PENDING);
     cr_expect_str_eq(line, "");
-    cr_expect_eq(rl_proc_set_up(lazy, line, sizeof line), RL_PROC_OFF);
+    cr_expect_eq(rl_proc_set_up(lazy, RL_PROC_AT_FIRST_CALL, line, sizeof line),
+                 RL_PROC_OFF);
     cr_expect_not_null(strstr(line, "unknown key 'conect'"), "%s", line);
     setenv("RLSHIM_STRICT", "1", 1);
-    cr_expect_eq(rl_proc_start(strict, line, sizeof line), RL_PROC_OFF);
+    cr_expect_eq(rl_proc_set_up(strict, RL_PROC_AT_LOAD, line, sizeof line),
+                 RL_PROC_OFF);
     cr_expect_not_null(strstr(line, "unknown key 'conect'"), "%s", line);
     unsetenv("RLSHIM_STRICT");
     char *ok = write_config("[default]\nconnect = 5/s\n");
     setenv("RLSHIM_CONFIG", ok, 1);
-    cr_expect_eq(rl_proc_start(good, line, sizeof line), RL_PROC_PENDING);
+    cr_expect_eq(rl_proc_set_up(good, RL_PROC_AT_LOAD, line, sizeof line),
+                 RL_PROC_PENDING);
     cr_expect_null(good->cfg, "read by the set-up, not at start-up");
-    cr_expect_eq(rl_proc_set_up(good, line, sizeof line), RL_PROC_READY,
-                 "%s", line);
+    cr_expect_eq(rl_proc_set_up(good, RL_PROC_AT_FIRST_CALL, line, sizeof line),
+                 RL_PROC_READY, "%s", line);
     cr_expect_not_null(good->cfg);
     unlink(bad);
     unlink(ok);
