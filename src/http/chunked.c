@@ -100,26 +100,12 @@ long rl_chunked_feed(struct rl_chunked *ch, const uint8_t *buf, size_t n,
     size_t i = 0;
 
     *done = false;
-    while (i < n) {
-        if (ch->st == DATA) {
-            size_t take = n - i < ch->remain ? n - i : (size_t)ch->remain;
-
-            ch->remain -= take;
-            i += take;
-            if (ch->remain == 0)
-                ch->st = DATA_CR;
-            continue;
-        }
-        switch (byte(ch, buf[i++])) {
-        case 0:
-            break;
-        case 1:
-            *done = true;
-            rl_chunked_init(ch);
-            return (long)i;
-        default:
+    while (i < n && !*done) {
+        size_t data;
+        long took = rl_chunked_data(ch, buf + i, n - i, done, &data);
+        if (took < 0)
             return -1;
-        }
+        i += (size_t)took; /* at least a byte: a size line's, or data */
     }
     return (long)i;
 }

@@ -25,17 +25,11 @@ static void forget(int fd)
     rl_conntab_forget(fd);
 }
 
-static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
-                                      socklen_t *len)
-{
-    return rl_wait_probe.peer(fd, ss, len);
-}
-
 /* What policy may ask of a plaintext socket's send. */
 static const struct rl_request_probe probe = {
     .nonblocking = rl_wait_nonblocking,
     .kernel_says = rl_wait_kernel_says,
-    .peer = peer_of,
+    .peer = rl_wait_peer,
     .tunnel_port = rl_conntab_tunnel_port,
     .tls_visible = rl_conntab_tls_visible,
     .tls_bind = rl_tlswrite_bind,

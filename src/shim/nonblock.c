@@ -79,8 +79,8 @@ static uint64_t send_timeout(int fd)
 
 /* The peer of fd into *ss (NULL when it has none). May change errno: the
  * send's hook sets it after the decision (rl_hook_apply). */
-static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
-                                      socklen_t *len)
+const struct sockaddr *rl_wait_peer(int fd, struct sockaddr_storage *ss,
+                                    socklen_t *len)
 {
     *len = sizeof *ss;
     /* getpeername is not hooked: this is libc's. */
@@ -186,7 +186,7 @@ const struct rl_send_probe rl_wait_probe = {
     .nonblocking = rl_wait_nonblocking,
     .kernel_says = rl_wait_kernel_says,
     .send_timeout = send_timeout,
-    .peer = peer_of,
+    .peer = rl_wait_peer,
 };
 
 void rl_wait_apply(int fd, const struct rl_send_answer *a)

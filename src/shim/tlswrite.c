@@ -79,17 +79,11 @@ static int wire_of(void *ctx, bool look, bool *membio)
     return k->e->wire;
 }
 
-static const struct sockaddr *peer_of(int fd, struct sockaddr_storage *ss,
-                                      socklen_t *len)
-{
-    return rl_wait_probe.peer(fd, ss, len);
-}
-
 /* What policy may ask of a TLS write. */
 static const struct rl_request_probe probe = {
     .nonblocking = rl_wait_nonblocking,
     .kernel_says = rl_wait_kernel_says,
-    .peer = peer_of,
+    .peer = rl_wait_peer,
     .tunnel_port = rl_conntab_tunnel_port,
     .wire = wire_of,
 };

@@ -51,6 +51,11 @@ int rl_wait_kernel_says(int fd);
  * its errno; 0: it goes. */
 int rl_wait_paced(int fd, int flags, uint64_t *sleep_until);
 
+/* The peer of fd into *ss (NULL when it has none), by libc's
+ * getpeername: the probes' `peer`. May change errno. */
+const struct sockaddr *rl_wait_peer(int fd, struct sockaddr_storage *ss,
+                                    socklen_t *len);
+
 /* What policy may ask the kernel about the fd of a send
  * (rl_decide_send): rl_wait_nonblocking, rl_wait_kernel_says, its
  * SO_SNDTIMEO and its peer (getpeername). */
