@@ -343,9 +343,10 @@ asan:
 # as ratios to a control in the same test. asan-alone runs after it with
 # the cores to itself: the unit suite (its fleet tests talk to Redis) and
 # the integration suites that start dozens of ASan programs at once
-# (dests, stress) or must hear from Redis within SPEC 8's deadline (fleet,
-# fleet_cluster), which a shared core under ASan can miss.
-ASAN_ALONE = dests|stress|fleet|fleet_cluster
+# (dests, stress), must hear from Redis within SPEC 8's deadline (fleet,
+# fleet_cluster), or hold each request's gap at the server, which a page
+# answered late on a shared core shortens (crawlers: Scrapy under ASan).
+ASAN_ALONE = dests|stress|fleet|fleet_cluster|crawlers
 asan-shared:
 	$(ASAN_RUN) integration \
 	    INTEG_FLAGS="--jobs 1 --filter='!(matrix|fleet_scale|$(ASAN_ALONE))/*'"
