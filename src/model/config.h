@@ -60,6 +60,26 @@ enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 enum rl_retry_after { RL_RETRY_AFTER_OBEY = 0, RL_RETRY_AFTER_IGNORE = 1 };
 /* max_retry_after's default: a longer pause asked by a server is cut. */
 #define RL_MAX_RETRY_AFTER_DEFAULT_NS (600ull * 1000000000ull)
+/* Politeness that adapts (SPEC §14). adapt: does a destination's interval
+ * follow its response time? crawl_delay: does robots.txt's Crawl-delay
+ * space its requests? Obey is 0: the default wherever a request limit is
+ * set. */
+enum rl_adapt_mode { RL_ADAPT_MODE_OFF = 0, RL_ADAPT_MODE_LATENCY = 1 };
+enum rl_crawl_delay { RL_CRAWL_DELAY_OBEY = 0, RL_CRAWL_DELAY_IGNORE = 1 };
+/* backoff_on: the causes that pause a destination without Retry-After. */
+enum {
+    RL_BACKOFF_429 = 1u << 0,
+    RL_BACKOFF_503 = 1u << 1,
+    RL_BACKOFF_5XX = 1u << 2, /* any 500-599 */
+    RL_BACKOFF_RESET = 1u << 3,
+    RL_BACKOFF_TIMEOUT = 1u << 4,
+};
+#define RL_BACKOFF_ON_DEFAULT (RL_BACKOFF_429 | RL_BACKOFF_503)
+#define RL_ADAPT_FACTOR_DEFAULT_MILLI 2000u
+#define RL_ADAPT_FACTOR_MAX_MILLI 100000u
+#define RL_MAX_INTERVAL_DEFAULT_NS (60ull * 1000000000ull)
+#define RL_RESPONSE_TIMEOUT_DEFAULT_NS (30ull * 1000000000ull)
+#define RL_MAX_CRAWL_DELAY_DEFAULT_NS (30ull * 1000000000ull)
 enum rl_state_mode { RL_STATE_SHARED = 0, RL_STATE_PROCESS = 1 };
 enum rl_unknown { RL_UNKNOWN_ALLOW = 0, RL_UNKNOWN_DENY = 1 };
 /* Fleet budgets (SPEC §8): what a process does while Redis is away, and
@@ -101,6 +121,14 @@ struct rl_rule {
     int scope;     /* enum rl_scope; fleet only when cfg->fleet is set */
     int retry_after;             /* enum rl_retry_after (SPEC §12) */
     uint64_t max_retry_after_ns; /* the longest pause a 429/503 makes */
+    int adapt;                   /* enum rl_adapt_mode (SPEC §14) */
+    uint32_t adapt_factor_milli; /* adapt_factor, in thousandths */
+    uint64_t max_interval_ns;    /* adaptation's ceiling */
+    uint32_t backoff_on;         /* RL_BACKOFF_* */
+    uint64_t response_timeout_ns; /* backoff_on = timeout */
+    int crawl_delay;             /* enum rl_crawl_delay */
+    uint64_t max_crawl_delay_ns; /* a Crawl-delay is cut to this */
+    uint32_t jitter_pct;         /* jitter = P%: 0 to 100 */
     unsigned line; /* where the section starts, for messages */
 };
 

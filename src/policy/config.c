@@ -52,6 +52,8 @@
 /* ---- words --------------------------------------------------------------*/
 
 /* The word's index is its value: the enums of config.h count from 0. */
+_Static_assert(RL_ADAPT_MODE_LATENCY == 1 && RL_CRAWL_DELAY_IGNORE == 1,
+               "a word list is in the order of its enum");
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
                    RL_UNKNOWN_DENY == 1 && RL_FLEET_DENY == 3 &&
                    RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1 &&
@@ -67,6 +69,8 @@ static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
 static const char *const per_names[] = {"user", "destination"};
 static const char *const retry_after_names[] = {"obey", "ignore"};
+static const char *const adapt_names[] = {"off", "latency"};
+static const char *const crawl_delay_names[] = {"obey", "ignore"};
 static const char *const errno_names[] = {"EAGAIN", "ECONNREFUSED", "ETIMEDOUT",
                                           "ENETUNREACH"};
 static const int errno_values[] = {EAGAIN, ECONNREFUSED, ETIMEDOUT,
@@ -87,6 +91,10 @@ static const struct words algo_words = {algo_names, NULL, NELEM(algo_names)};
 static const struct words per_words = {per_names, NULL, NELEM(per_names)};
 static const struct words retry_after_words = {retry_after_names, NULL,
                                                NELEM(retry_after_names)};
+static const struct words adapt_words = {adapt_names, NULL,
+                                         NELEM(adapt_names)};
+static const struct words crawl_delay_words = {crawl_delay_names, NULL,
+                                               NELEM(crawl_delay_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -153,6 +161,16 @@ const struct key rl_cfg_keys[] = {
     {"retry_after", IN_RULE, rl_cfg_p_word, RULE(retry_after),
      .words = &retry_after_words},
     {"max_retry_after", IN_RULE, rl_cfg_p_duration, RULE(max_retry_after_ns)},
+    {"adapt", IN_RULE, rl_cfg_p_word, RULE(adapt), .words = &adapt_words},
+    {"adapt_factor", IN_RULE, rl_cfg_p_factor, RULE(adapt_factor_milli),
+     .max = RL_ADAPT_FACTOR_MAX_MILLI},
+    {"max_interval", IN_RULE, rl_cfg_p_duration, RULE(max_interval_ns)},
+    {"backoff_on", IN_RULE, rl_cfg_p_backoff_on, RULE(backoff_on)},
+    {"response_timeout", IN_RULE, rl_cfg_p_duration, RULE(response_timeout_ns)},
+    {"crawl_delay", IN_RULE, rl_cfg_p_word, RULE(crawl_delay),
+     .words = &crawl_delay_words},
+    {"max_crawl_delay", IN_RULE, rl_cfg_p_duration, RULE(max_crawl_delay_ns)},
+    {"jitter", IN_RULE, rl_cfg_p_percent, RULE(jitter_pct), .max = 100},
 };
 
 _Static_assert(NELEM(rl_cfg_keys) == RL_CFG_NKEYS,

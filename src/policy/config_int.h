@@ -71,13 +71,14 @@ struct key {
 
 /* The rows of the key table (config.c), a constant because each section
  * keeps the line of each key (struct sect). */
-#define RL_CFG_NKEYS 31u
+#define RL_CFG_NKEYS 39u
 extern const struct key rl_cfg_keys[]; /* RL_CFG_NKEYS rows */
 
 /* The parsers the table names (config_values.c). */
 key_parser rl_cfg_p_word, rl_cfg_p_bool, rl_cfg_p_duration, rl_cfg_p_log,
     rl_cfg_p_decision_log, rl_cfg_p_count, rl_cfg_p_algorithm, rl_cfg_p_rates,
-    rl_cfg_p_bursts, rl_cfg_p_to, rl_cfg_p_fleet, rl_cfg_p_fleet_password;
+    rl_cfg_p_bursts, rl_cfg_p_to, rl_cfg_p_fleet, rl_cfg_p_fleet_password,
+    rl_cfg_p_factor, rl_cfg_p_percent, rl_cfg_p_backoff_on;
 
 /* ---- parse state --------------------------------------------------------*/
 

@@ -108,6 +108,11 @@ static int add_rule(struct pstate *ps, const char *section, enum sect_kind kind,
     r->is_default = kind == SK_DEFAULT;
     r->algo = RL_ALGO_TOKEN_BUCKET;
     r->max_retry_after_ns = RL_MAX_RETRY_AFTER_DEFAULT_NS;
+    r->adapt_factor_milli = RL_ADAPT_FACTOR_DEFAULT_MILLI;
+    r->max_interval_ns = RL_MAX_INTERVAL_DEFAULT_NS;
+    r->backoff_on = RL_BACKOFF_ON_DEFAULT;
+    r->response_timeout_ns = RL_RESPONSE_TIMEOUT_DEFAULT_NS;
+    r->max_crawl_delay_ns = RL_MAX_CRAWL_DELAY_DEFAULT_NS;
     r->line = line;
     cfg->nrules++;
     return 0;

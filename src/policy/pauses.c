@@ -68,6 +68,26 @@ static uint64_t end_of(uint64_t word)
     return word & ~1ull;
 }
 
+/* Until when entry e says something (0: it carries nothing now, and goes
+ * first): its pause's end, its Crawl-delay's expiry, and while adapted by
+ * latency, its last turn (the table keeps the destinations in use). */
+static uint64_t worth(struct rl_seg_pause *e, uint64_t now)
+{
+    uint64_t end = end_of(rl_load_relaxed_u64(&e->until));
+    uint64_t crawl = rl_load_relaxed_u64(&e->crawl);
+    uint64_t crawl_end = (crawl >> 32) * 1000000000ull;
+    if (crawl_end > end)
+        end = crawl_end;
+    if (rl_load_relaxed_u64(&e->latency) != 0) {
+        uint64_t last = rl_load_relaxed_u64(&e->last);
+        if (last > end)
+            end = last != 0 ? last : 1;
+    }
+    if (end <= now && rl_load_relaxed_u64(&e->backoff) == 0)
+        return 0;
+    return end;
+}
+
 /* Under the lock: the entry of s->key, or a new one for it (the first
  * never used, else one whose pause and backoff are over, else the one
  * whose pause ends first), re-keyed. */
@@ -85,9 +105,7 @@ static struct rl_seg_pause *find_or_make(struct rl_pauses *p,
             victim = e;
             break;
         }
-        uint64_t end = end_of(rl_load_relaxed_u64(&e->until));
-        if (end <= s->now && rl_load_relaxed_u64(&e->backoff) == 0)
-            end = 0; /* carries nothing: the first such goes first */
+        uint64_t end = worth(e, s->now);
         if (end < victim_end) {
             victim = e;
             victim_end = end;
@@ -99,6 +117,9 @@ static struct rl_seg_pause *find_or_make(struct rl_pauses *p,
     rl_store_release_u64(&victim->until, 0);
     rl_store_relaxed_u64(&victim->backoff, 0);
     rl_store_relaxed_u64(&victim->rule, s->rule);
+    rl_store_relaxed_u64(&victim->latency, 0);
+    rl_store_relaxed_u64(&victim->crawl, 0);
+    rl_store_relaxed_u64(&victim->last, 0);
     uint64_t lw[RL_SEG_PAUSE_LABEL / 8] = {0};
     size_t l = strlen(s->label);
     memcpy(lw, s->label, l < sizeof lw - 1 ? l : sizeof lw - 1);
@@ -132,6 +153,57 @@ int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
      * §5): it is not a budget that refills. */
     if (moved)
         rl_store_hold(p->store, end_of(s->until));
+    return moved ? 1 : 0;
+}
+
+bool rl_pauses_pace(const struct rl_pauses *p, uint64_t key,
+                    struct rl_adapt *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < WINDOW; i++) {
+        struct rl_seg_pause *e = at(p, key, i);
+        uint64_t k = rl_load_acquire_u64(&e->key);
+        if (k == KEY_FREE)
+            return false;
+        if (k != key)
+            continue;
+        struct rl_adapt a = {
+            .latency = rl_load_acquire_u64(&e->latency),
+            .crawl = rl_load_acquire_u64(&e->crawl),
+            .last = rl_load_acquire_u64(&e->last),
+        };
+        if (rl_load_acquire_u64(&e->key) != key)
+            return false; /* re-keyed meanwhile: its pace gave way */
+        *out = a;
+        return true;
+    }
+    return false;
+}
+
+static rl_atomic_u64 *pace_word(struct rl_seg_pause *e, enum rl_pace_word w)
+{
+    switch (w) {
+    case RL_PACE_LATENCY:
+        return &e->latency;
+    case RL_PACE_CRAWL:
+        return &e->crawl;
+    default:
+        return &e->last;
+    }
+}
+
+int rl_pauses_pace_cas(struct rl_pauses *p, const struct rl_pause_set *s,
+                       enum rl_pace_word w, uint64_t old, uint64_t new)
+{
+    rl_atomic_u64 *lock = p->head->lock;
+    if (rl_ownerlock_lock(lock) == RL_OWNERLOCK_BUSY)
+        return -1;
+    struct rl_seg_pause *e = find_or_make(p, s);
+    rl_atomic_u64 *word = pace_word(e, w);
+    bool moved = rl_load_relaxed_u64(word) == old;
+    if (moved)
+        rl_store_release_u64(word, new);
+    rl_ownerlock_unlock(lock);
     return moved ? 1 : 0;
 }
 

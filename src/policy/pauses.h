@@ -1,4 +1,5 @@
-/* pauses.h — the pause table (SPEC §12): a server's 429/503 pauses the
+/* pauses.h — the pause table (SPEC §12, §14): each entry one
+ * destination's pace; a server's 429/503 pauses the
  * destination its request was charged by, for one section and user, in a
  * bounded table of the segment's own (state/layout.h's struct
  * rl_seg_pauses), apart from every budget: a pause never holds another
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "limit/adapt.h"
 #include "state/store.h"
 #include "util/atomics.h"
 
@@ -58,6 +60,24 @@ int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
 
 /* A success ends the doubling of `key`'s backoff. */
 void rl_pauses_backoff_end(struct rl_pauses *p, uint64_t key);
+
+/* The pace words of `key` (limit/adapt.h's latency, crawl and last; its
+ * `pause` left 0: the pause is until and backoff above) into *out, all
+ * zero when it has no entry; false then. */
+bool rl_pauses_pace(const struct rl_pauses *p, uint64_t key,
+                    struct rl_adapt *out);
+
+/* The pace words an update may write (limit/adapt.h says which update
+ * writes which). */
+enum rl_pace_word { RL_PACE_LATENCY, RL_PACE_CRAWL, RL_PACE_LAST };
+
+/* Word `w` of the entry of s->key (made when it has none, with s->rule
+ * and s->label) from `old` to `new`, under the lock, when it still holds
+ * `old`: 1 written, 0 not (another process moved it first: read it again
+ * and compute again), -1 the lock could not be had (a stopped holder).
+ * s->until, s->count are not used. */
+int rl_pauses_pace_cas(struct rl_pauses *p, const struct rl_pause_set *s,
+                       enum rl_pace_word w, uint64_t old, uint64_t new);
 
 /* For `rlshim stat`: fn for each entry whose pause lasts past `now`. */
 void rl_pauses_each(const struct rl_pauses *p, uint64_t now,

@@ -48,7 +48,7 @@
 #include "util/ownerlock.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 7u
+#define RL_LAYOUT_VERSION 8u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -170,8 +170,8 @@ struct rl_seg_store {
 /* 200: with a token bucket's word, one budget is four lines of 64 bytes. */
 #define RL_SEG_STORE_SIZE 200u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
-/* The pause table (SPEC §12; policy/pauses.c reads and writes it): a
- * pause belongs to one destination of one section and user, never to a
+/* The pause table (SPEC §12, §14; policy/pauses.c reads and writes it),
+ * each entry a destination's pace: a pause belongs to one destination of one section and user, never to a
  * budget, so it is kept apart from the budgets, in a bounded table of its
  * own in the fixed part (allocated with the file: setting a pause never
  * needs room). Its head holds the insert lock (a robust process-shared
@@ -184,11 +184,14 @@ struct rl_seg_store {
  *            (1: the backoff, 0: a Retry-After), only ever moved later;
  *   backoff  429/503 without Retry-After in a row (0: none);
  *   rule     the section's index in the config, + 1 (for `rlshim stat`);
+ *   latency, crawl, last
+ *            the destination's pace (SPEC §14): limit/adapt.h's words of
+ *            the same names (its `pause` word is until and backoff here);
  *   label    "USER|NAME", cut to fit (for `rlshim stat`).
  * Every write is made under the lock; when the entries near a key's home
  * are all taken, the one whose pause ends first gives way. */
 #define RL_SEG_PAUSES 1024u
-#define RL_SEG_PAUSE_LABEL 96u
+#define RL_SEG_PAUSE_LABEL 72u
 struct rl_seg_pauses {
     rl_atomic_u64 lock[RL_OWNERLOCK_WORDS];
     rl_atomic_u64 said; /* "the table is full" said once */
@@ -199,6 +202,9 @@ struct rl_seg_pause {
     rl_atomic_u64 until;
     rl_atomic_u64 backoff;
     rl_atomic_u64 rule;
+    rl_atomic_u64 latency;
+    rl_atomic_u64 crawl;
+    rl_atomic_u64 last;
     rl_atomic_u64 label[RL_SEG_PAUSE_LABEL / 8];
 };
 #define RL_SEG_PAUSES_HEAD_SIZE 64u
@@ -232,7 +238,8 @@ _Static_assert(sizeof(struct rl_seg_pauses) == RL_SEG_PAUSES_HEAD_SIZE,
                "the pause table's head is part of the layout version");
 _Static_assert(sizeof(struct rl_seg_pause) == RL_SEG_PAUSE_SIZE &&
                    offsetof(struct rl_seg_pause, until) == 8 &&
-                   offsetof(struct rl_seg_pause, label) == 32,
+                   offsetof(struct rl_seg_pause, latency) == 32 &&
+                   offsetof(struct rl_seg_pause, label) == 56,
                "a pause entry is part of the layout version");
 _Static_assert(sizeof(struct rl_seg_slot) == RL_SEG_SLOT_SIZE,
                "slot size is part of the layout version");

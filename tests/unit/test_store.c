@@ -185,9 +185,8 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 164);
     cr_assert_eq(offsetof(struct rl_seg_header, pins), 168);
     cr_assert_eq(RL_SEG_PINS, 32);
-    cr_assert_eq(RL_LAYOUT_VERSION, 7,
-                 "what keeps a segment from the sweep, and the pause table of "
-                 "its own, in the fixed part (SPEC §5, §12)");
+    cr_assert_eq(RL_LAYOUT_VERSION, 8,
+                 "a pause entry holds its destination's pace (SPEC §14)");
     cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
     cr_assert_eq(sizeof(struct rl_seg_pause), 128);
     cr_assert_eq(RL_SEG_PAUSES, 1024);
