@@ -10,6 +10,8 @@
 #include "policy/budget.h"
 #include "policy/gate_pause.h"
 #include "policy/open.h"
+#include "policy/pace.h"
+#include "policy/pauses.h"
 #include "state/store.h"
 
 static void json_str(FILE *f, const char *s)
@@ -157,6 +159,34 @@ void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
             paused);
 }
 
+/* A destination's pace (SPEC §14) while something sets it: "pace 800 ms
+ * (latency 2 x 400 ms)" into buf, what set it into why ("latency 2 x
+ * 400 ms") and its interval into *interval; false
+ * when its limit alone paces it. */
+static bool pace_text(const struct stat_view *v, const struct rl_rule *rule,
+                      const char *user, const char *dest, char *buf,
+                      size_t len, char *why, size_t wlen, uint64_t *interval)
+{
+    struct rl_adapt a;
+    if (!v->has_pauses || v->cfg == NULL || !rl_pace_kept(rule) ||
+        !rl_pauses_pace(&v->pauses,
+                        rl_pauses_key((uint64_t)(rule - v->cfg->rules) + 1,
+                                      user, dest, strlen(dest)),
+                        &a))
+        return false;
+    struct rl_adapt_conf c;
+    struct rl_adapt_shown sh;
+    rl_pace_conf(rule, &c);
+    rl_adapt_show(&a, &c, v->now, &sh);
+    if (sh.why != RL_ADAPT_LATENCY && sh.why != RL_ADAPT_CRAWL_DELAY)
+        return false;
+    rl_adapt_format(&sh, why, wlen);
+    *interval = sh.interval_ns;
+    snprintf(buf, len, "pace %llu ms (%s)",
+             (unsigned long long)(sh.interval_ns / 1000000), why);
+    return true;
+}
+
 /* One row per limit of a per-destination budget: no counters of its own
  * (they are the section's, in the user's row), what is available now, and
  * the connections it holds open. */
@@ -181,6 +211,10 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
             NULL);
     bool has_pause =
         stat_pause_text(v, pause_word, paused, sizeof paused, &paused_left);
+    char pace[96] = "", pace_why[64] = "";
+    uint64_t interval = 0;
+    bool has_pace = pace_text(v, rule, user, dest, pace, sizeof pace,
+                              pace_why, sizeof pace_why, &interval);
     if (v->prom && has_open)
         (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -228,13 +262,18 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
                 fprintf(f, ", \"paused_ns\": %llu, \"pause_reason\": \"%s\"",
                         (unsigned long long)paused_left,
                         rl_pause_reason(pause_word));
+            if (has_pace && k == RL_KIND_REQUEST) {
+                fprintf(f, ", \"interval_ns\": %llu, \"pace\": ",
+                        (unsigned long long)interval);
+                json_str(f, pace_why);
+            }
             if (has_open && k == 0)
                 fprintf(f, ", \"open\": %llu, \"max_open\": %u}",
                         (unsigned long long)open, rule->max_open);
             else
                 fputs("}", f);
         } else {
-            char av[32] = "-", op[48 + sizeof paused] = "";
+            char av[32] = "-", op[48 + sizeof paused + sizeof pace] = "";
             if (least != UINT64_MAX)
                 snprintf(av, sizeof av, "%llu", (unsigned long long)least);
             if (has_open && k == 0)
@@ -243,6 +282,10 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
             if (has_pause && k == RL_KIND_REQUEST) {
                 size_t ol = strlen(op);
                 snprintf(op + ol, sizeof op - ol, " %s", paused);
+            }
+            if (has_pace && k == RL_KIND_REQUEST) {
+                size_t ol = strlen(op);
+                snprintf(op + ol, sizeof op - ol, " %s", pace);
             }
             fprintf(f,
                     "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "

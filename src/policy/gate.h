@@ -45,9 +45,10 @@ struct rl_gate_charge {
     rl_atomic_u64 *key_word;
     uint64_t key;
     rl_atomic_u64 *open_area; /* a per-destination entry's max_open area */
-    /* The key of its destination's pause (SPEC §12; policy/pauses.h) in
-     * its budget's store: 0 when none (not a request, or its section
-     * ignores 429/503), and that of the destination not told ("-"),
+    /* The key of its destination's pause and pace (SPEC §12, §14;
+     * policy/pauses.h) in its budget's store: 0 when none (not a
+     * request, or its section neither obeys 429/503 nor keeps a pace,
+     * policy/pace.h), and that of the destination not told ("-"),
      * which every request of the section obeys too. */
     uint64_t pause_key, pause_key_untold;
     bool took[RL_KIND_COUNT];
@@ -288,6 +289,13 @@ void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,
 void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
                                 int status, bool has_retry_after,
                                 uint64_t retry_after_ns, uint64_t now);
+
+/* The request q was answered `response_ns` after its head went (SPEC
+ * §14): each of its budgets whose section adapts to latency moves its
+ * destination's interval (limit/adapt.h's rl_adapt_latency), written
+ * only when it moved. policy/gate_pace.c. */
+void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
+                             uint64_t response_ns, uint64_t now);
 
 /* One call made from a signal handler, as the hook hands it over whole:
  * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least

@@ -16,6 +16,7 @@
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
 #include "policy/gate_pause.h"
+#include "policy/pace.h"
 #include "policy/pauses.h"
 #include "policy/proc.h"
 #include "policy/sites.h"
@@ -161,7 +162,8 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     }
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
-        if (!rl_pause_obeyed(c->rule) || c->budget->store == NULL)
+        if (!(rl_pause_obeyed(c->rule) || rl_pace_kept(c->rule)) ||
+            c->budget->store == NULL)
             continue;
         uint64_t ri = (uint64_t)(c->rule - g->cfg->rules) + 1;
         c->pause_key = rl_pauses_key(ri, g->user, name, namelen);

@@ -11,6 +11,7 @@
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "policy/gate_log.h"
+#include "policy/gate_pace.h"
 #include "policy/gate_pause.h"
 #include "policy/lease.h"
 #include "policy/proc.h"
@@ -290,6 +291,35 @@ static bool paused_at(struct rl_gate_ticket *t, uint64_t turn, uint64_t now)
     return held;
 }
 
+/* Jitter (SPEC §14): the request granted t->wait_ns after t->now goes
+ * `jitter` later, within every section's max_delay, and its limits count
+ * it then (given back and taken again at the later turn: counted at the
+ * earlier one, the next request could follow it closer than the limit
+ * allows). A fleet grant cannot be given back: it goes at its turn. When
+ * the later turn cannot be had, it goes at its own (taken again there);
+ * false when neither can (nothing held, t->denier set). */
+static bool jittered(struct rl_proc *p, struct rl_gate_ticket *t,
+                     uint64_t units, uint64_t jitter)
+{
+    uint64_t at = t->wait_ns, room = UINT64_MAX, got;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        const struct rl_gate_charge *c = &t->charge[i];
+        if (c->fleet[RL_KIND_REQUEST])
+            return true;
+        uint64_t mw = rl_gate_max_wait(c->rule);
+        if (mw < room)
+            room = mw;
+    }
+    if (room <= at)
+        return true;
+    if (jitter > room - at)
+        jitter = room - at;
+    rl_gate_untake_all(t, RL_KIND_REQUEST, units);
+    return rl_gate_take(p, t, RL_KIND_REQUEST, units, units, at + jitter,
+                        &got) ||
+           rl_gate_take(p, t, RL_KIND_REQUEST, units, units, at, &got);
+}
+
 /* `turn`: 0 for a request's decision; for rl_gate_request_again, the
  * turn it was given, and nothing is decided unless a pause holds it. */
 static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
@@ -325,6 +355,11 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         t->ncharges = 0; /* not paused: it goes at its turn, as granted */
         return RL_GATE_GO;
     }
+    /* The destination's pace (SPEC §14) holds it as a pause does; a
+     * request moved past a pause was paced at its first decision. */
+    uint64_t jitter = 0;
+    if (turn == 0)
+        from = rl_gate_pace_hold(p, t, from, &jitter);
     t->moved_ns = turn;
     for (unsigned i = 0; from > 0 && i < t->ncharges; i++) {
         if (from > rl_gate_max_wait(t->charge[i].rule)) {
@@ -336,6 +371,12 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     uint64_t got;
     if (!rl_gate_take(p, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
         return deny_request(p, t, q, &c);
+    if (jitter > 0 && !jittered(p, t, q->units, jitter))
+        return deny_request(p, t, q, &c);
+    if (turn == 0 && !rl_gate_pace_went(p, t)) {
+        rl_gate_untake_all(t, RL_KIND_REQUEST, got);
+        return deny_request(p, t, q, &c);
+    }
     granted(p, t, &c);
     return RL_GATE_GO;
 }

@@ -106,6 +106,9 @@ struct rl_gate {
     /* Non-blocking calls failed past max_delay (policy/overdue.h): the
      * first says why. Relaxed adds by any thread. */
     rl_atomic_u64 overdue_said;
+    /* Jitter's draws so far (policy/gate_pace.c): relaxed adds by any
+     * thread, each draw a count no other draw of the process has. */
+    rl_atomic_u64 jitter_draws;
 };
 
 struct rl_proc;

@@ -86,10 +86,7 @@ uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
     return end - now;
 }
 
-/* The budget's turn: the time one request takes in its slowest request
- * limit (request = 1/s: 1 s; 60/min: 1 s; 100/h: 36 s), the pause of a
- * 429/503 that said nothing, before doubling. */
-static uint64_t one_turn(const struct rl_rule *r)
+uint64_t rl_pause_one_turn(const struct rl_rule *r)
 {
     uint64_t turn = 0;
     for (unsigned j = 0; j < r->nlimits[RL_KIND_REQUEST]; j++) {
@@ -167,7 +164,7 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
         if (rl_pauses_set(&pt, &s, &n) < 0)
             return;
         s.count = false;
-        wait = doubled(one_turn(r), n, cap);
+        wait = doubled(rl_pause_one_turn(r), n, cap);
     }
     if (wait == 0)
         return; /* Retry-After: 0 (or a date past): go on at once */

@@ -22,6 +22,12 @@ uint64_t rl_pause_end(uint64_t word);
 uint64_t rl_pause_left(const struct rl_gate_charge *c, uint64_t now,
                        const char **reason);
 
+/* Section r's turn: the time one request takes in its slowest request
+ * limit (request = 1/s: 1 s; 60/min: 1 s; 100/h: 36 s), the pause of a
+ * 429/503 that said nothing, before doubling, and the floor of its pace
+ * (policy/pace.h). At least 1. */
+uint64_t rl_pause_one_turn(const struct rl_rule *r);
+
 /* The reason a paused-until word gives ("retry_after" or "backoff"). */
 const char *rl_pause_reason(uint64_t word);
 

@@ -555,6 +555,7 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 {
     if (!p->scanned || sent <= 0)
         return;
+    rl_reqconn_stamp(c);
     bool fresh = rl_reqscan_proto(&c->scan) == RL_HTTP_UNKNOWN;
     size_t left = (size_t)sent;
     for (size_t i = 0; i < n && left > 0 && rl_reqconn_counting(c); i++) {

@@ -59,6 +59,9 @@ struct rl_reqsent {
     uint16_t gen;       /* a slot of http.names: its generation */
     uint8_t name;       /* RL_SENT_PEER, RL_SENT_SNI, or a slot of
                            http.names */
+    /* When the write that carried its head returned (CLOCK_MONOTONIC ns;
+     * 0: not yet): its response time counts from there (SPEC §14). */
+    uint64_t sent_ns;
 };
 #define RL_SENT_MAX 32
 #define RL_SENT_PEER 0xffu /* charged without a name: the connection's */
@@ -213,7 +216,9 @@ void rl_reqconn_held(const struct rl_reqconn *c, const struct iovec *iov,
                      size_t n, const struct rl_reqwrite *w, uint64_t turn,
                      struct rl_reqheld *h);
 
-/* After the real call took `sent` bytes (< 0: it failed). A stream whose
+/* After the real call took `sent` bytes (< 0: it failed); the requests
+ * recorded for their answers (sent[]) not stamped yet are stamped as
+ * sent now. A stream whose
  * first bytes were a ClientHello keeps its client random (c->hello): a
  * session written through a memory BIO is paired with its socket by it. */
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
@@ -229,6 +234,11 @@ struct rl_reqread {
  * answer is to pause those budgets (respconn.c). */
 void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
                      uint32_t stream_id);
+
+/* The requests recorded for their answers (sent[]) whose heads a write
+ * that returned carried: those not stamped yet are stamped as sent now
+ * (respconn.c; rl_reqconn_done calls it). */
+void rl_reqconn_stamp(struct rl_reqconn *c);
 
 /* The program received `got` bytes in iov[0..n) on c (what the call
  * really returned, never more): each final response's status goes to

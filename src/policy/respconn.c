@@ -19,6 +19,7 @@
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "policy/reqconn.h"
+#include "util/clock.h"
 
 /* Answers looked at per feed: one read rarely holds more than one. */
 #define FEED_EVENTS 8
@@ -63,12 +64,27 @@ void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
     s->stream_id = stream_id;
     s->port = q->port;
     s->gen = 0;
+    s->sent_ns = 0;
     if (q->name == NULL || q->name[0] == '\0')
         s->name = RL_SENT_PEER;
     else if (q->name == c->sni)
         s->name = RL_SENT_SNI;
     else
         rl_httpconn_name_ref(&c->http, q->name, &s->name, &s->gen);
+}
+
+/* A head split over writes is stamped at the first one's return: close
+ * enough beside a server's response time. */
+void rl_reqconn_stamp(struct rl_reqconn *c)
+{
+    uint64_t now = 0;
+    for (unsigned i = 0; i < c->nsent; i++) {
+        if (c->sent[i].sent_ns != 0)
+            continue;
+        if (now == 0)
+            now = rl_clock_now_ns();
+        c->sent[i].sent_ns = now;
+    }
 }
 
 /* The wait a Retry-After asks for (false: none, or malformed: absent). */
@@ -124,6 +140,13 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
     uint64_t wait = 0;
     bool has = retry_after(e, &wait);
     rl_gate_request_outcome(proc, &q, e->status, has, wait);
+    /* Its response time (SPEC §14): from its head written to this, the
+     * first of its response read. */
+    if (s.sent_ns != 0) {
+        uint64_t now = rl_clock_now_ns();
+        rl_gate_request_latency(proc, &q, now > s.sent_ns ? now - s.sent_ns : 0,
+                                now);
+    }
 }
 
 void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,

@@ -17,6 +17,9 @@ Paths:
     /nth/N/STATUS/RA the same to the N-th request of this path (its query
                      aside), 200 to the others (one answer among requests
                      a client has queued)
+    /slow/MS[/...]   200 after MS milliseconds (stamped when the head
+                     came, before the wait): a server's response time
+                     (SPEC §14 latency)
     anything else    200
 Every answer has a small body framed by Content-Length.
 """
@@ -69,6 +72,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             LOG.write("REQ %.6f %s %s %d\n" % (t, self.command, self.path,
                                                status))
             LOG.flush()
+        if len(parts) >= 3 and parts[1] == "slow":
+            time.sleep(int(parts[2]) / 1000.0)
         data = b"busy\n" if status != 200 else b"ok\n"
         self.send_response(status)
         if ra not in ("-", ""):

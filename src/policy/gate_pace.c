@@ -1,0 +1,164 @@
+/* gate_pace.c — the pace of a request's destination in its decision
+ * (SPEC §14; policy/pace.h has the words' side): before the take, how
+ * long the pace holds the request (it joins a pause's hold, gate_decide.c);
+ * after it, the jitter of the granted turn and its record, which spaces
+ * the next request of every process of the user.
+ *
+ * A section that keeps no pace (pace.h's rl_pace_kept) is never looked
+ * at here: its requests pay one test per charge. */
+#include <stdio.h>
+
+#include "policy/dest.h"
+#include "policy/gate.h"
+#include "policy/gate_int.h"
+#include "policy/gate_pace.h"
+#include "policy/pace.h"
+#include "policy/proc.h"
+#include "util/atomics.h"
+
+/* Charge c's pace, for section `ri` (its index + 1); false when its
+ * destination has no entry to keep one in. */
+static bool pace_of(const struct rl_gate_ticket *t,
+                    const struct rl_gate_charge *c, uint64_t ri,
+                    struct rl_pace *pc)
+{
+    if (c->pause_key == 0 || c->budget == NULL || c->budget->store == NULL ||
+        !rl_pace_kept(c->rule))
+        return false;
+    rl_pauses_of(c->budget->store, &pc->table);
+    pc->set = (struct rl_pause_set){c->pause_key, ri, "", false, 0, t->now};
+    rl_pace_conf(c->rule, &pc->conf);
+    pc->rule = c->rule;
+    return true;
+}
+
+static uint64_t rule_index(const struct rl_proc *p, const struct rl_rule *r)
+{
+    return (uint64_t)(r - p->gate.cfg->rules) + 1;
+}
+
+/* The jitter's draw: a counter of the process's, salted with the clock. */
+static uint64_t draw(struct rl_proc *p, uint64_t now)
+{
+    uint64_t n = rl_add_relaxed_u64(&p->gate.jitter_draws, 1);
+    return rl_pace_random(n, now ^ (uint64_t)(uintptr_t)p);
+}
+
+uint64_t rl_gate_pace_hold(struct rl_proc *p, struct rl_gate_ticket *t,
+                           uint64_t from, uint64_t *jitter)
+{
+    *jitter = 0;
+    uint64_t now = t->now;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        const struct rl_gate_charge *c = &t->charge[i];
+        struct rl_pace pc;
+        if (!pace_of(t, c, rule_index(p, c->rule), &pc))
+            continue;
+        enum rl_adapt_why why;
+        uint64_t turn = rl_pace_turn(&pc, now, now + from, &why);
+        if (turn - now > from) {
+            from = turn - now;
+            t->reason = rl_adapt_reason(why);
+        }
+        /* Jitter only where the turn may move: delay mode. */
+        if (c->rule->jitter_pct == 0 || rl_gate_max_wait(c->rule) == 0)
+            continue;
+        struct rl_adapt a;
+        rl_pauses_pace(&pc.table, pc.set.key, &a);
+        uint64_t j = rl_pace_jitter_ns(rl_adapt_interval(&a, &pc.conf, now),
+                                       c->rule->jitter_pct, draw(p, now));
+        if (j > *jitter)
+            *jitter = j;
+    }
+    return from;
+}
+
+bool rl_gate_pace_went(struct rl_proc *p, struct rl_gate_ticket *t)
+{
+    uint64_t now = t->now;
+    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
+    label[0] = '\0';
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        const struct rl_gate_charge *c = &t->charge[i];
+        struct rl_pace pc;
+        if (!pace_of(t, c, rule_index(p, c->rule), &pc))
+            continue;
+        if (label[0] == '\0')
+            snprintf(label, sizeof label, "%s|%s", p->gate.user,
+                     t->dest != NULL && t->dest[0] != '\0' ? t->dest : "-");
+        pc.set.label = label;
+        uint64_t turn = now + t->wait_ns;
+        uint64_t latest = now + rl_gate_max_wait(c->rule);
+        enum rl_adapt_why why = RL_ADAPT_RATE;
+        int r = rl_pace_record(&pc, now, &turn, latest, &why);
+        if (r < 0) {
+            /* Another process's request took the turn this one was
+             * given: it may not go before that one's spacing is over. */
+            t->denier = c->rule;
+            t->retry_ns = rl_pace_turn(&pc, now, turn, &why) - now;
+            t->reason = rl_adapt_reason(why);
+            return false;
+        }
+        if (r > 0) {
+            t->wait_ns = turn - now;
+            t->reason = rl_adapt_reason(why);
+        }
+    }
+    return true;
+}
+
+/* Does any section of the config adapt to latency? (A response of a
+ * process whose config has none costs one walk of its sections.) */
+static bool any_adapts(const struct rl_config *cfg)
+{
+    for (size_t i = 0; cfg != NULL && i < cfg->nrules; i++)
+        if (cfg->rules[i].adapt == RL_ADAPT_MODE_LATENCY)
+            return true;
+    return false;
+}
+
+/* Charge c's latency word at a response taking `response_ns`: computed
+ * on a copy and written from the value read, again when another process
+ * wrote it first. */
+static void adapt_latency(struct rl_pace *pc, uint64_t response_ns)
+{
+    for (unsigned i = 0; i < RL_PACE_TRIES; i++) {
+        struct rl_adapt a;
+        rl_pauses_pace(&pc->table, pc->set.key, &a);
+        struct rl_adapt next = a;
+        if (!rl_adapt_latency(&next, &pc->conf, response_ns))
+            return;
+        if (rl_pauses_pace_cas(&pc->table, &pc->set, RL_PACE_LATENCY,
+                               a.latency, next.latency) != 0)
+            return;
+    }
+}
+
+void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
+                             uint64_t response_ns, uint64_t now)
+{
+    if (!any_adapts(p->gate.cfg))
+        return;
+    struct budget *b = rl_gate_budget(&p->gate);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
+        return;
+    /* The same budgets as the request's decision (gate_decide.c). */
+    struct rl_gate_ticket t;
+    char dest[RL_NAME_MAX + 1], label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
+    rl_gate_ticket_init(&t, now, q->units, 0);
+    t.dest = dest;
+    dest[0] = '\0';
+    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
+    snprintf(label, sizeof label, "%s|%s", p->gate.user,
+             dest[0] != '\0' ? dest : "-");
+    for (unsigned i = 0; i < t.ncharges; i++) {
+        const struct rl_gate_charge *c = &t.charge[i];
+        struct rl_pace pc;
+        if (c->rule->adapt != RL_ADAPT_MODE_LATENCY ||
+            !pace_of(&t, c, rule_index(p, c->rule), &pc))
+            continue;
+        pc.set.label = label;
+        adapt_latency(&pc, response_ns);
+    }
+}
