@@ -8,6 +8,7 @@
 #include "cli/stat_prometheus.h"
 #include "cli/stat_rows.h"
 #include "policy/budget.h"
+#include "policy/gate_crawl.h"
 #include "policy/gate_pause.h"
 #include "policy/open.h"
 #include "state/store.h"
@@ -157,6 +158,26 @@ void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
             paused);
 }
 
+/* A robots.txt's Crawl-delay in force for (rule, user, dest) (SPEC §14):
+ * "crawl-delay 5 s" into buf, "" when none. */
+static void stat_crawl_text(const struct stat_view *v,
+                            const struct rl_rule *rule, const char *user,
+                            const char *dest, char *buf, size_t len)
+{
+    struct rl_adapt a;
+    if (!v->has_pauses || v->cfg == NULL || !rl_crawl_obeyed(rule) ||
+        !rl_pauses_pace(&v->pauses,
+                        rl_pauses_key((uint64_t)(rule - v->cfg->rules) + 1,
+                                      user, dest, strlen(dest)),
+                        &a))
+        return;
+    const struct rl_adapt_conf c = {.max_crawl_delay_ns =
+                                        rule->max_crawl_delay_ns};
+    uint64_t d = rl_adapt_crawl_delay_now(&a, &c, v->now);
+    if (d > 0)
+        snprintf(buf, len, "crawl-delay %g s", (double)d / 1e9);
+}
+
 /* One row per limit of a per-destination budget: no counters of its own
  * (they are the section's, in the user's row), what is available now, and
  * the connections it holds open. */
@@ -181,6 +202,8 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
             NULL);
     bool has_pause =
         stat_pause_text(v, pause_word, paused, sizeof paused, &paused_left);
+    char crawl[48] = "";
+    stat_crawl_text(v, rule, user, dest, crawl, sizeof crawl);
     if (v->prom && has_open)
         (void)rl_prom_open(user, rule->section, dest, open, rule->max_open);
     for (int k = 0; k < RL_KIND_COUNT; k++) {
@@ -243,6 +266,10 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
             if (has_pause && k == RL_KIND_REQUEST) {
                 size_t ol = strlen(op);
                 snprintf(op + ol, sizeof op - ol, " %s", paused);
+            }
+            if (crawl[0] != '\0' && k == RL_KIND_REQUEST) {
+                size_t ol = strlen(op);
+                snprintf(op + ol, sizeof op - ol, " %s", crawl);
             }
             fprintf(f,
                     "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s  dest "
