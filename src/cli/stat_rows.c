@@ -8,6 +8,7 @@
 #include "cli/stat_prometheus.h"
 #include "cli/stat_rows.h"
 #include "policy/budget.h"
+#include "policy/gate_crawl.h"
 #include "policy/gate_pause.h"
 #include "policy/open.h"
 #include "policy/pace.h"

@@ -26,6 +26,13 @@
 #define RL_HTTP_NAME_MAX 255u     /* a longer Host: the name is unknown */
 #define RL_HTTP_HEAD_MAX 65536u   /* a longer head: not HTTP from there */
 #define RL_HTTP_RETRY_AFTER_MAX 63u
+/* The first bytes of a robots.txt request's User-Agent kept (SPEC §14):
+ * more than the longest product token robots.h reads, so that a longer
+ * one is seen to be longer. */
+#define RL_HTTP_UA_MAX 72u
+/* A response's Content-Encoding, kept while it is short (robots.txt's
+ * body, SPEC §14): "gzip", "x-gzip", "deflate", "identity". */
+#define RL_HTTP_CODING_MAX 15u
 #define RL_HTTP_FIFO 16u
 #define RL_HTTP_NAMES 8u
 #define RL_HTTP_STREAMS 32u
@@ -53,6 +60,7 @@ struct rl_http_sent {
     uint8_t slot;       /* into rl_httpconn.names, or RL_HTTP_NAMES: unknown */
     uint16_t gen;       /* the slot's generation when it was recorded */
     bool upgrade;       /* HTTP/1.x: it asked to upgrade (an Upgrade header) */
+    bool robots;        /* HTTP/1.x: GET /robots.txt (SPEC §14) */
 };
 
 struct rl_httpconn {
@@ -73,6 +81,12 @@ struct rl_httpconn {
      * a request that asked to upgrade: the request side stops at its next
      * head. */
     bool switched;
+    /* The User-Agent value (its first RL_HTTP_UA_MAX bytes, leading
+     * blanks skipped) of the latest GET /robots.txt the request side
+     * committed: its answer's Crawl-delay is this agent's (SPEC §14). One
+     * for the connection: robots.txt requests pipelined with different
+     * agents on one connection read the latest's. */
+    char robots_ua[RL_HTTP_UA_MAX + 1];
 };
 
 /* Records `name` (NUL-terminated, maybe "") and returns the reference for a

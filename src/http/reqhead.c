@@ -35,8 +35,15 @@ bool rq_is_method(const struct rl_req_cur *r, const char *m)
     return strcmp(r->method, m) == 0;
 }
 
+/* Is path p[0..n) robots.txt's, exactly (SPEC §14)? RFC 9309 puts the
+ * file at "/robots.txt": a query names another resource, not it. */
+static bool robots_path(const char *p, size_t n)
+{
+    return n == 11 && memcmp(p, "/robots.txt", 11) == 0;
+}
+
 /* The request line's target is complete: an absolute-form target (or a
- * CONNECT's authority-form) carries the name. */
+ * CONNECT's authority-form) carries the name; GET /robots.txt is marked. */
 void rq_target_done(struct rl_reqscan *s)
 {
     struct rl_req_cur *r = &s->cur;
@@ -45,6 +52,7 @@ void rq_target_done(struct rl_reqscan *s)
      * RL_HTTP_TARGET_MAX bytes, and only those are read. */
     bool cut = r->tlen >= RL_HTTP_TARGET_MAX;
     size_t n = cut ? RL_HTTP_TARGET_MAX : r->tlen;
+    bool get = r->mlen == 3 && rq_is_method(r, "GET");
 
     if (rq_is_method(r, "CONNECT")) {
         r->abs = true;
@@ -59,12 +67,14 @@ void rq_target_done(struct rl_reqscan *s)
         a = t + 8;
         scheme_port = 443;
     } else {
+        r->robots = get && robots_path(t, n);
         return;
     }
     r->abs = true;
     e = a;
     while (e < t + n && *e != '/' && *e != '?' && *e != '#')
         e++;
+    r->robots = get && !cut && robots_path(e, (size_t)(t + n - e));
     /* An authority cut by the target's cap is not a name. */
     if (e == t + n && cut)
         return;
@@ -116,6 +126,11 @@ void rq_head_done(struct rq_ctx *c, size_t i)
                                                       : RL_HTTP_M_OTHER;
         sent.slot = RL_HTTP_NAMES;
         sent.upgrade = s->cur.upgrade;
+        sent.robots = s->cur.robots;
+        if (s->cur.robots) {
+            memcpy(s->conn->robots_ua, s->cur.ua, s->cur.ualen);
+            s->conn->robots_ua[s->cur.ualen] = '\0';
+        }
         if (src != RL_NAME_UNKNOWN)
             rl_httpconn_name_ref(s->conn, name, &sent.slot, &sent.gen);
         rl_httpconn_push(s->conn, &sent);
@@ -166,6 +181,10 @@ void rq_hname_done(struct rl_reqscan *s)
         s->te_seen = true;
     } else if (s->hname_len == 7 && strcasecmp(s->hname, "upgrade") == 0) {
         s->cur.upgrade = true;
+    } else if (s->cur.robots && s->hname_len == 10 &&
+               strcasecmp(s->hname, "user-agent") == 0) {
+        s->hdr = HDR_UA; /* robots.txt's group is this agent's (SPEC §14) */
+        s->cur.ualen = 0;
     }
 }
 
@@ -187,6 +206,10 @@ bool rq_hval_byte(struct rl_reqscan *s, uint8_t b)
         return rl_http_cl_byte(&s->fr, b);
     case HDR_TE:
         rl_http_te_byte(&s->fr, b);
+        return true;
+    case HDR_UA:
+        if (!(ows && s->cur.ualen == 0) && s->cur.ualen < RL_HTTP_UA_MAX)
+            s->cur.ua[s->cur.ualen++] = (char)b;
         return true;
     default:
         return true;

@@ -96,6 +96,10 @@ struct rl_req_cur {
     uint16_t mlen, tlen, hlen;
     bool host_ok, tname_ok, abs;
     bool upgrade; /* an Upgrade header: a 101 may answer it */
+    /* GET /robots.txt (SPEC §14): only then is its User-Agent kept. */
+    bool robots;
+    uint8_t ualen;
+    char ua[RL_HTTP_UA_MAX + 1];
 };
 
 struct rl_reqscan {

@@ -39,7 +39,7 @@ void rq_h1_byte(struct rq_ctx *c, uint8_t b, size_t i);
 struct rl_req_event *rq_cur_event(struct rq_ctx *c);
 
 /* The header a value belongs to (struct rl_reqscan's hdr). */
-enum { HDR_OTHER, HDR_HOST, HDR_CL, HDR_TE };
+enum { HDR_OTHER, HDR_HOST, HDR_CL, HDR_TE, HDR_UA };
 
 /* One request head (reqhead.c): is its method m; its target is complete;
  * the head is complete at byte i (its name, its body's framing); a header

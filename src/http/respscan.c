@@ -10,7 +10,7 @@ enum {
     RS_DETECT, RS_OFF, RS_STATUS, RS_REASON, RS_HNAME, RS_HEND_LF, RS_HVAL,
     RS_HVAL_LF, RS_BODY, RS_CHUNKED, RS_CLOSE, RS_H2,
 };
-enum { HDR_OTHER, HDR_CL, HDR_TE, HDR_RA };
+enum { HDR_OTHER, HDR_CL, HDR_TE, HDR_RA, HDR_CE };
 
 struct ctx {
     struct rl_respscan *s;
@@ -79,6 +79,17 @@ static void status_event(struct ctx *c, size_t off, uint16_t status,
         e->has_retry_after = true;
         memcpy(e->retry_after, ra, strlen(ra) + 1);
     }
+    if (paired && sent->robots && c->s->proto == RL_HTTP_1) {
+        const struct rl_respscan *s = c->s;
+
+        e->robots = true;
+        e->chunked = s->te_seen && s->chunked;
+        e->length = !s->te_seen && s->cl_seen ? (int64_t)s->fr.cl : -1;
+        if (s->ce_many)
+            memcpy(e->coding, RL_RESP_CODINGS, sizeof RL_RESP_CODINGS);
+        else if (s->ce_seen)
+            memcpy(e->coding, s->ce, s->celen + 1u);
+    }
 }
 
 static void head_begin(struct rl_respscan *s)
@@ -89,6 +100,8 @@ static void head_begin(struct rl_respscan *s)
     s->head_len = 0;
     s->fr.cl = 0;
     s->cl_seen = s->te_seen = s->chunked = s->ra_seen = false;
+    s->ce_seen = s->ce_many = false;
+    s->celen = 0;
     s->ralen = 0;
     s->ra[0] = '\0';
     s->hname_len = 0;
@@ -171,6 +184,14 @@ static void hname_done(struct rl_respscan *s)
         s->hdr = HDR_RA;
         s->ralen = 0;
         s->ra_seen = true;
+    } else if (s->hname_len == 16 &&
+               strcasecmp(s->hname, "content-encoding") == 0) {
+        /* Read for robots.txt's body (SPEC §14); a second one makes a
+         * list of codings. */
+        s->hdr = HDR_CE;
+        s->ce_many |= s->ce_seen;
+        s->ce_seen = true;
+        s->celen = 0;
     }
 }
 
@@ -188,6 +209,14 @@ static bool hval_byte(struct rl_respscan *s, uint8_t b)
         if (!(ows && s->ralen == 0) && s->ralen < RL_HTTP_RETRY_AFTER_MAX)
             s->ra[s->ralen++] = (char)b;
         return true;
+    case HDR_CE:
+        if (ows && s->celen == 0)
+            return true;
+        if (s->celen < RL_HTTP_CODING_MAX)
+            s->ce[s->celen++] = (char)b;
+        else
+            s->ce_many = true; /* too long for any coding read */
+        return true;
     default:
         return true;
     }
@@ -202,6 +231,11 @@ static void hval_done(struct rl_respscan *s)
                                 s->ra[s->ralen - 1] == '\t'))
             s->ralen--;
         s->ra[s->ralen] = '\0';
+    } else if (s->hdr == HDR_CE) {
+        while (s->celen > 0 && (s->ce[s->celen - 1] == ' ' ||
+                                s->ce[s->celen - 1] == '\t'))
+            s->celen--;
+        s->ce[s->celen] = '\0';
     }
     s->hdr = HDR_OTHER;
 }

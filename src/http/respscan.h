@@ -45,13 +45,25 @@ struct rl_resp_event {
     uint32_t stream_id; /* HTTP/2; 0 for HTTP/1.x */
     char retry_after[RL_HTTP_RETRY_AFTER_MAX + 1]; /* raw, trimmed */
     char name[RL_HTTP_NAME_MAX + 1]; /* the request's name, "" unknown */
+    /* It answers GET /robots.txt (HTTP/1.x; SPEC §14): how its body, from
+     * `offset` on, is framed and coded, for http/robots_body.h. */
+    bool robots;
+    bool chunked;   /* chunked; else `length` bytes */
+    int64_t length; /* -1: until the connection closes */
+    /* Content-Encoding, trimmed ("": none); several, or a value longer
+     * than RL_HTTP_CODING_MAX, is RL_RESP_CODINGS. */
+    char coding[RL_HTTP_CODING_MAX + 1];
 };
+#define RL_RESP_CODINGS "," /* a list: no coding robots_body.h reads */
 
 struct rl_respscan {
     struct rl_httpconn *conn;
     struct rl_hpack *hp;
     uint8_t proto, st, pre, hdr, hname_len, ralen;
     bool hname_long, chunked, te_seen, cl_seen, ra_seen, hb_push;
+    bool ce_seen, ce_many;
+    uint8_t celen;
+    char ce[RL_HTTP_CODING_MAX + 1];
     uint16_t status;
     char hname[24];
     char ra[RL_HTTP_RETRY_AFTER_MAX + 1];

@@ -16,6 +16,7 @@
 #include "policy/proc.h"
 #include "policy/report.h"
 #include "policy/reqheld.h"
+#include "policy/robotsread.h"
 #include "util/atomics.h"
 #include "util/clock.h"
 #include "util/declog.h"
@@ -45,6 +46,7 @@ void rl_reqconn_free(struct rl_reqconn *c)
 {
     rl_reqscan_free(&c->scan);
     rl_respscan_free(&c->resp);
+    rl_robotsread_drop(c);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)

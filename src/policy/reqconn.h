@@ -76,6 +76,9 @@ struct rl_reqconn {
     struct rl_reqsent sent[RL_SENT_MAX];
     uint8_t nsent;
     bool resp_off; /* responses are read no further */
+    /* A robots.txt answer's body being read (policy/robotsread.h; SPEC
+     * §14), allocated for it alone; NULL otherwise. */
+    struct rl_robotsread *robots;
     int resp_lost; /* atomic: bytes went by unread (a second thread's
                       read at once, a read that waited too long for the
                       state, or a signal handler's): the next read turns

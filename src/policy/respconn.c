@@ -20,6 +20,7 @@
 #include "policy/proc.h"
 #include "policy/reqconn.h"
 #include "util/clock.h"
+#include "policy/robotsread.h"
 
 /* Answers looked at per feed: one read rarely holds more than one. */
 #define FEED_EVENTS 8
@@ -107,8 +108,11 @@ static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
     return true;
 }
 
+/* buf[0..n): the bytes the answer's event e was found in (a robots.txt
+ * answer's body starts in them, at e->offset). */
 static void answer(struct rl_proc *proc, struct rl_reqconn *c,
-                   const struct rl_resp_event *e, const struct rl_reqread *r)
+                   const struct rl_resp_event *e, const struct rl_reqread *r,
+                   const uint8_t *buf, size_t n)
 {
     if (e->kind != RL_RESP_STATUS)
         return;
@@ -147,6 +151,20 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
         rl_gate_request_latency(proc, &q, now > s.sent_ns ? now - s.sent_ns : 0,
                                 now);
     }
+    /* A robots.txt read (SPEC §14): only a 200 says anything; a 404
+     * changes nothing. */
+    if (e->robots && e->status == 200 && e->offset <= n) {
+        rl_robotsread_start(c, e, name, s.port);
+        rl_robotsread_feed(proc, c, buf + e->offset, n - e->offset, r);
+    }
+}
+
+/* The response side reads no further: a robots.txt body being read is
+ * not sure either. */
+static void off(struct rl_reqconn *c)
+{
+    c->resp_off = true;
+    rl_robotsread_drop(c);
 }
 
 void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
@@ -156,7 +174,7 @@ void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
     if (c->resp_off)
         return;
     if (__atomic_load_n(&c->resp_lost, __ATOMIC_RELAXED)) {
-        c->resp_off = true;
+        off(c);
         return;
     }
     for (size_t i = 0; i < n && got > 0; i++) {
@@ -164,21 +182,23 @@ void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
         got -= len;
         if (len == 0)
             continue;
+        const uint8_t *buf = iov[i].iov_base;
+        /* A robots.txt body begun in an earlier read comes first. */
+        rl_robotsread_feed(proc, c, buf, len, r);
         struct rl_resp_event ev[FEED_EVENTS];
-        long k =
-            rl_respscan_feed(&c->resp, iov[i].iov_base, len, ev, FEED_EVENTS);
+        long k = rl_respscan_feed(&c->resp, buf, len, ev, FEED_EVENTS);
         if (k < 0) {
-            c->resp_off = true; /* no HTTP/2 inflater */
+            off(c); /* no HTTP/2 inflater */
             return;
         }
         for (long j = 0; j < k && j < FEED_EVENTS; j++)
-            answer(proc, c, &ev[j], r);
+            answer(proc, c, &ev[j], r, buf, len);
         if (k > FEED_EVENTS) {
-            c->resp_off = true; /* answers unseen: the pairing is lost */
+            off(c); /* answers unseen: the pairing is lost */
             return;
         }
         if (c->resp.proto == RL_HTTP_NONE) {
-            c->resp_off = true; /* not HTTP, or no longer: nothing to read */
+            off(c); /* not HTTP, or no longer: nothing to read */
             return;
         }
     }

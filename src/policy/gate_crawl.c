@@ -1,0 +1,89 @@
+/* gate_crawl.c — see gate_crawl.h. The delay is the `crawl` word of the
+ * destination's entry in the pause table (policy/pauses.h), keyed as its
+ * pause is: by section, user and the name the request was charged to
+ * (gate_charges.c), so the decision that reads the pace finds it. The
+ * word changes by limit/adapt.h's rule, one compare-and-swap: a process
+ * that wrote first is read again. */
+#include <stdio.h>
+#include <string.h>
+
+#include "limit/adapt.h"
+#include "policy/dests.h"
+#include "policy/gate.h"
+#include "policy/gate_crawl.h"
+#include "policy/gate_int.h"
+#include "policy/pauses.h"
+#include "policy/proc.h"
+#include "policy/sites.h"
+#include "util/clock.h"
+
+/* Tries of one word against other processes writing it: each failure is
+ * another write that landed, so a few suffice. */
+#define CAS_TRIES 8
+
+bool rl_crawl_obeyed(const struct rl_rule *r)
+{
+    return r != NULL && r->crawl_delay == RL_CRAWL_DELAY_OBEY &&
+           r->nlimits[RL_KIND_REQUEST] > 0;
+}
+
+/* The crawl word of entry s->key from delay_ns at now: true when it
+ * changed. */
+static bool write_crawl(struct rl_pauses *pt, const struct rl_pause_set *s,
+                        const struct rl_rule *r, uint64_t delay_ns,
+                        uint64_t now)
+{
+    const struct rl_adapt_conf conf = {
+        .max_crawl_delay_ns = r->max_crawl_delay_ns,
+    };
+    for (unsigned i = 0; i < CAS_TRIES; i++) {
+        struct rl_adapt a;
+        rl_pauses_pace(pt, s->key, &a);
+        uint64_t old = a.crawl;
+        if (!rl_adapt_crawl_delay(&a, &conf, now, delay_ns))
+            return false; /* already says so */
+        int w = rl_pauses_pace_cas(pt, s, RL_PACE_CRAWL, old, a.crawl);
+        if (w != 0)
+            return w > 0; /* -1: a stopped holder of the lock */
+    }
+    return false;
+}
+
+unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
+                                uint64_t delay_ns, uint64_t now)
+{
+    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
+        return 0;
+    struct budget *b = rl_gate_budget(&p->gate);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
+        return 0;
+    /* The same budgets, and the same name, as the request's decision. */
+    struct rl_gate_ticket t;
+    char name[RL_NAME_MAX + 1];
+    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
+    rl_gate_ticket_init(&t, now, 1, 0);
+    t.dest = NULL;
+    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
+    size_t n = rl_dests_peer_name(&peer, name);
+    snprintf(label, sizeof label, "%s|%.*s", p->gate.user, (int)n, name);
+    unsigned moved = 0;
+    for (unsigned i = 0; i < t.ncharges; i++) {
+        const struct rl_gate_charge *c = &t.charge[i];
+        if (!rl_crawl_obeyed(c->rule) || c->budget->store == NULL)
+            continue;
+        uint64_t ri = (uint64_t)(c->rule - p->gate.cfg->rules) + 1;
+        struct rl_pause_set s = {
+            rl_pauses_key(ri, p->gate.user, name, n), ri, label, false, 0, now};
+        struct rl_pauses pt;
+        rl_pauses_of(c->budget->store, &pt);
+        moved += write_crawl(&pt, &s, c->rule, delay_ns, now);
+    }
+    return moved;
+}
+
+unsigned rl_gate_crawl_delay(struct rl_proc *p, const struct rl_gate_req *q,
+                             uint64_t delay_ns)
+{
+    return rl_gate_crawl_delay_at(p, q, delay_ns, rl_clock_now_ns());
+}

@@ -1,0 +1,77 @@
+/* robotsread.c — see robotsread.h. */
+#include "policy/robotsread.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/robots_body.h"
+#include "policy/gate.h"
+#include "policy/gate_crawl.h"
+#include "policy/names.h"
+#include "policy/reqconn.h"
+
+struct rl_robotsread {
+    char name[RL_NAME_MAX + 1]; /* "": the connection's destination */
+    uint16_t port;
+    struct rl_robots_body body; /* last: its arena is never zeroed */
+};
+
+void rl_robotsread_drop(struct rl_reqconn *c)
+{
+    free(c->robots);
+    c->robots = NULL;
+}
+
+void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
+                         const char *name, uint16_t port)
+{
+    rl_robotsread_drop(c);
+    enum rl_robots_coding coding =
+        rl_robots_coding(e->coding, strlen(e->coding));
+    if (coding == RL_ROBOTS_UNREADABLE)
+        return; /* no answer to be had: no memory spent */
+    /* Only the body's head is zeroed (rl_robots_body_init): zlib's arena
+     * is written before it is read. */
+    struct rl_robotsread *rr = malloc(sizeof *rr);
+    if (rr == NULL)
+        return;
+    size_t n = name != NULL ? strnlen(name, RL_NAME_MAX) : 0;
+    memcpy(rr->name, name != NULL ? name : "", n);
+    rr->name[n] = '\0';
+    rr->port = port;
+    const char *ua = c->http.robots_ua;
+    rl_robots_body_init(&rr->body, ua, strlen(ua), e->chunked, e->length,
+                        coding);
+    c->robots = rr;
+}
+
+void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
+                        const uint8_t *buf, size_t n,
+                        const struct rl_reqread *r)
+{
+    struct rl_robotsread *rr = c->robots;
+    if (rr == NULL)
+        return;
+    rl_robots_body_feed(&rr->body, buf, n);
+    enum rl_robots_state st = rl_robots_body_state(&rr->body);
+    if (st == RL_ROBOTS_READING)
+        return;
+    if (st == RL_ROBOTS_READ) {
+        uint64_t delay = 0;
+        /* No Crawl-delay for the agent is an answer too: it clears the
+         * delay an earlier robots.txt set (read again, it replaces). */
+        if (!rl_robots_body_delay(&rr->body, &delay))
+            delay = 0;
+        struct rl_gate_req q = {
+            .call = r->call,
+            .fd = r->fd,
+            .sa = c->salen > 0 ? &c->peer : NULL,
+            .salen = c->salen,
+            .name = rr->name[0] != '\0' ? rr->name : NULL,
+            .port = rr->port,
+            .units = 1,
+        };
+        (void)rl_gate_crawl_delay(proc, &q, delay);
+    }
+    rl_robotsread_drop(c);
+}
