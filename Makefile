@@ -110,6 +110,11 @@ NGHTTP2_LIBS = $(if $(filter /%,$(NGHTTP2_A)),$(NGHTTP2_A),$(shell pkg-config --
 BUILD_DEPS += zlib1g-dev:pc:zlib
 ZLIB_A    = $(shell $(CC) -print-file-name=libz.a)
 ZLIB_LIBS = $(if $(filter /%,$(ZLIB_A)),$(ZLIB_A),-lz)
+# per = domain (SPEC §3): libpsl's Public Suffix List, loaded with dlopen
+# only by a process whose config asks for it (never a DT_NEEDED of the
+# .so); its header gives the prototypes the loader's pointers are typed
+# by. The package Recommends libpsl5 for it.
+BUILD_DEPS += libpsl-dev:pc:libpsl
 # Every link line: the archives the core library needs.
 DEP_LIBS = $(INIH_STATIC) $(HIREDIS_LIBS) $(NGHTTP2_LIBS) $(ZLIB_LIBS)
 

@@ -12,6 +12,7 @@
 #include "cli/host.h"
 #include "fleet/fleet.h"
 #include "policy/config.h"
+#include "policy/regdomain.h"
 #include "util/parse.h"
 
 #ifndef RL_VERSION
@@ -202,6 +203,27 @@ static void print_fleet(const struct rl_config *cfg)
                cfg->fleet, why, fb[cfg->fleet_fallback & 3]);
 }
 
+/* per = domain: which Public Suffix List keys it, or why none can. */
+static void print_domains(const struct rl_config *cfg)
+{
+    struct rl_regdomain psl = {0};
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (r->per != RL_PER_DOMAIN)
+            continue;
+        if (!rl_regdomain_tried(&psl))
+            rl_regdomain_load(&psl, RL_REGDOMAIN_LIB);
+        if (rl_regdomain_ready(&psl))
+            printf("per = domain [%s]: registrable domains by %s\n",
+                   r->section, rl_regdomain_source(&psl));
+        else
+            printf("per = domain [%s]: %s: keyed by name instead (as per = "
+                   "destination); install libpsl5\n",
+                   r->section, rl_regdomain_source(&psl));
+    }
+    rl_regdomain_close(&psl);
+}
+
 int rl_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -298,6 +320,7 @@ int rl_cmd_check(int argc, char **argv)
     }
     print_table(cfg, path);
     print_fleet(cfg);
+    print_domains(cfg);
     rl_config_free(cfg);
     return 0;
 }

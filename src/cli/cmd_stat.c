@@ -67,7 +67,7 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
     const char *dest = NULL;
     char who[RL_STORE_LABEL_MAX];
     const char *bar = rule && v->prom ? strchr(user, '|') : NULL;
-    if (bar != NULL && rule->per == RL_PER_DESTINATION) {
+    if (bar != NULL && rl_rule_per_dest(rule)) {
         snprintf(who, sizeof who, "%.*s", (int)(bar - user), user);
         dest = bar + 1;
         user = who;
@@ -91,7 +91,7 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             a = rl_algorithm_get(rule->limits[k][0].algo);
             /* Per destination: what is available is in each dest row. */
             if (v->layout_ok && !stat_avail_unknown(v, rule) &&
-                (rule->per != RL_PER_DESTINATION || dest != NULL))
+                (!rl_rule_per_dest(rule) || dest != NULL))
                 has = stat_available(rule, &l, k, slot, v->now, &avail);
             if (has) {
                 uint64_t burst = rule->limits[k][0].burst;

@@ -103,14 +103,16 @@ static void where(const struct rl_config *cfg, const struct rl_rule *r,
     char label[RL_STORE_LABEL_MAX];
     rl_budget_label(r, r->site != NULL ? user : rl_budget_user(r, user), label,
                     sizeof label);
-    if (r->site != NULL || r->per == RL_PER_DESTINATION) {
+    if (r->site != NULL || rl_rule_per_dest(r)) {
+        static const char *const key[] = {"", "|DESTINATION", "|DOMAIN",
+                                          "|ADDRESS"};
+        static const char *const one[] = {"", ", one per destination name",
+                                          ", one per registrable domain",
+                                          ", one per server address"};
         printf("      lives: in the fleet's Redis %s (keys rlshim:{%s%s}:*), "
                "one budget for every host%s; never leased (each call is one "
                "round trip)\n",
-               cfg->fleet, label,
-               r->per == RL_PER_DESTINATION ? "|DESTINATION" : "",
-               r->per == RL_PER_DESTINATION ? ", one per destination name"
-                                            : "");
+               cfg->fleet, label, key[r->per], one[r->per]);
         return;
     }
     /* As the gate decides: no lease beside a site, in a dry run, or with
@@ -125,15 +127,28 @@ static void where(const struct rl_config *cfg, const struct rl_rule *r,
                   : "never (each call is one round trip)");
 }
 
-static void budget_line(const struct rl_config *cfg, const struct rl_rule *r,
-                        const char *user, const char *name)
+/* The budget of section r a destination (peer p, named `name`) is
+ * charged to: with a per-destination key, the key as the gate derives it
+ * (policy/dests.h). */
+static void budget_line(const struct rl_config *cfg, const struct rl_dests *d,
+                        const struct rl_rule *r, const char *user,
+                        const struct rl_peer *p, const char *name)
 {
-    char label[RL_STORE_LABEL_MAX];
+    static const char *const per[] = {"user", "destination", "domain",
+                                      "address"};
+    char label[RL_STORE_LABEL_MAX], key[RL_NAME_MAX + 1];
     rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
-    if (r->per == RL_PER_DESTINATION)
-        printf("      budget: %s, destination %s (per = destination)\n", label,
-               name);
-    else
+    if (rl_rule_per_dest(r)) {
+        rl_dests_key(d, r->per, p, name, strlen(name), key);
+        bool by_name = r->per == RL_PER_DOMAIN && !rl_regdomain_ready(&d->psl);
+        bool no_addr = r->per == RL_PER_ADDRESS && p->family != AF_INET &&
+                       p->family != AF_INET6;
+        printf("      budget: %s, %s %s (per = %s%s%s)\n", label,
+               by_name || no_addr ? "destination" : per[r->per], key,
+               per[r->per],
+               by_name ? "; libpsl cannot be loaded: keyed by name" : "",
+               no_addr ? "; its address, unknown here, decides" : "");
+    } else
         printf("      budget: %s%s\n", label,
                r->is_default || r->site != NULL ? " (per user)"
                                                 : " (shared by the section)");
@@ -177,9 +192,10 @@ static enum cover by_name(const struct rl_rule *r, struct rl_peer *p,
 
 /* The target's name could not be resolved here (`why`): explain it by
  * name. */
-static int explain_name(const struct rl_config *cfg, const struct rl_rule *rule,
-                        const char *user, const char *name, size_t n,
-                        const char *port, const char *why)
+static int explain_name(const struct rl_config *cfg, const struct rl_dests *d,
+                        const struct rl_rule *rule, const char *user,
+                        const char *name, size_t n, const char *port,
+                        const char *why)
 {
     struct rl_peer p = {.family = AF_UNSPEC, .namelen = (int16_t)n,
                         .name = name};
@@ -196,12 +212,12 @@ static int explain_name(const struct rl_config *cfg, const struct rl_rule *rule,
         enum cover c = by_name(rule, &p, addrs, sizeof addrs);
         if (c == COVERS) {
             printf("    rule [%s] covers it by name\n", rule->section);
-            budget_line(cfg, rule, user, name);
+            budget_line(cfg, d, rule, user, &p, name);
             charged = true;
         } else if (c == MAYBE) {
             printf("    rule [%s] covers it only if its address is in %s\n",
                    rule->section, addrs);
-            budget_line(cfg, rule, user, name);
+            budget_line(cfg, d, rule, user, &p, name);
             maybe = true;
         } else {
             printf("    rule [%s] does not cover it (its 'to')\n",
@@ -231,7 +247,7 @@ static int explain_name(const struct rl_config *cfg, const struct rl_rule *rule,
                 before = r->section;
             maybe = true;
         }
-        budget_line(cfg, r, user, name);
+        budget_line(cfg, d, r, user, &p, name);
     }
     if (!site && rl_config_has_sites(cfg))
         printf("    no site covers it by name\n");
@@ -246,8 +262,8 @@ static int explain_name(const struct rl_config *cfg, const struct rl_rule *rule,
     return 0;
 }
 
-int rl_cli_explain(const struct rl_config *cfg, const char *key,
-                   const char *target)
+static int explain(const struct rl_config *cfg, const struct rl_dests *d,
+                   const char *key, const char *target)
 {
     char host[300], port[16];
     if (split(target, host, sizeof host, port, sizeof port) < 0) {
@@ -284,7 +300,8 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
     printf("%s: user %s, rule %s%s%s\n", target, user, rule != NULL ? "[" : "",
            rule != NULL ? rule->section : "none", rule != NULL ? "]" : "");
     if (by_name_only)
-        return explain_name(cfg, rule, user, canon, cn, port, gai_strerror(e));
+        return explain_name(cfg, d, rule, user, canon, cn, port,
+                            gai_strerror(e));
     /* The names this look-up resolved, noted as the shim's resolver hooks
      * note them (policy/names.h). */
     struct rl_names *names = calloc(1, sizeof *names);
@@ -319,7 +336,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         if (rule != NULL &&
             rl_rule_covers(names, rule, ai->ai_addr, ai->ai_addrlen)) {
             printf("    rule [%s] covers it\n", rule->section);
-            budget_line(cfg, rule, user, name);
+            budget_line(cfg, d, rule, user, &p, name);
             charged = true;
         } else if (rule != NULL) {
             printf("    rule [%s] does not cover it (its 'to')\n",
@@ -333,7 +350,7 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
         if (site != NULL) {
             printf("    site [%s] covers it (the first that does)\n",
                    site->section);
-            budget_line(cfg, site, user, name);
+            budget_line(cfg, d, site, user, &p, name);
             charged = true;
         } else if (rl_config_has_sites(cfg)) {
             printf("    no site covers it\n");
@@ -345,4 +362,19 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
     free(names);
     freeaddrinfo(res);
     return 0;
+}
+
+int rl_cli_explain(const struct rl_config *cfg, const char *key,
+                   const char *target)
+{
+    /* The keys as the shim derives them (`per = domain` loads libpsl,
+     * and says so on stderr when it cannot). */
+    struct rl_dests d = {0};
+    if (rl_dests_setup(&d, cfg) < 0) {
+        fprintf(stderr, "rlshim check: %s\n", strerror(ENOMEM));
+        return 1;
+    }
+    int rc = explain(cfg, &d, key, target);
+    rl_dests_close(&d);
+    return rc;
 }

@@ -185,7 +185,7 @@ void rl_prom_budget_open(uint32_t index, const struct rl_rule *rule,
 {
     /* A per-destination section's budget has an area of its own only for
      * the destinations that found no room in the table: theirs. */
-    bool per_dest = rule->per == RL_PER_DESTINATION;
+    bool per_dest = rl_rule_per_dest(rule);
     for (size_t i = 0; i < nareas; i++)
         if (areas[i].budget == index &&
             strcmp(areas[i].section, rule->section) == 0) {

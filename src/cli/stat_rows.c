@@ -148,7 +148,7 @@ void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
                                       rule <= v->cfg->nrules
                                   ? &v->cfg->rules[rule - 1]
                                   : NULL;
-    if (r != NULL && r->per == RL_PER_DESTINATION)
+    if (r != NULL && rl_rule_per_dest(r))
         return;
     const char *bar = strchr(label, '|');
     char paused[96];

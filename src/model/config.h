@@ -53,7 +53,15 @@ struct rl_dest; /* a `to` entry: policy/dest.h */
 #define RL_EXIT_CONFIG 78
 
 enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
-enum rl_per { RL_PER_USER = 0, RL_PER_DESTINATION = 1 };
+/* per (SPEC §3): one budget for the section's users, or one per
+ * destination, keyed by its name, its registrable domain or the address
+ * the connection went to. */
+enum rl_per {
+    RL_PER_USER = 0,
+    RL_PER_DESTINATION = 1,
+    RL_PER_DOMAIN = 2,
+    RL_PER_ADDRESS = 3
+};
 enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
 /* retry_after (SPEC §12): does a 429/503 pause the request budget? Obey
  * is 0: the default wherever a request limit is set. */
@@ -116,7 +124,8 @@ struct rl_rule {
     uint64_t max_delay_ns;
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
-    int per;       /* enum rl_per: destination = a budget per name */
+    int per;       /* enum rl_per: all but user = a budget per destination
+                      key (rl_rule_per_dest) */
     uint32_t max_open; /* connections open at once; 0 = not limited */
     int scope;     /* enum rl_scope; fleet only when cfg->fleet is set */
     int retry_after;             /* enum rl_retry_after (SPEC §12) */
@@ -158,5 +167,12 @@ struct rl_config {
                       nor of on_deny/errno/to/log...: see
                       config_sections.c) */
 };
+
+/* Does section r give each destination a budget of its own (`per` =
+ * destination, domain or address)? */
+static inline bool rl_rule_per_dest(const struct rl_rule *r)
+{
+    return r->per != RL_PER_USER;
+}
 
 #endif

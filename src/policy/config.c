@@ -57,7 +57,8 @@ _Static_assert(RL_ADAPT_MODE_LATENCY == 1 && RL_CRAWL_DELAY_IGNORE == 1,
 _Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
                    RL_UNKNOWN_DENY == 1 && RL_FLEET_DENY == 3 &&
                    RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1 &&
-                   RL_PER_DESTINATION == 1,
+                   RL_PER_DESTINATION == 1 && RL_PER_DOMAIN == 2 &&
+                   RL_PER_ADDRESS == 3,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe"};
 static const char *const on_deny_names[] = {"fail", "delay"};
@@ -67,7 +68,8 @@ static const char *const fallback_names[] = {"share", "local", "allow", "deny"};
 static const char *const scope_names[] = {"host", "fleet"};
 static const char *const io_uring_names[] = {"deny", "allow"};
 static const char *const algo_names[] = {"token_bucket", "sliding_window"};
-static const char *const per_names[] = {"user", "destination"};
+static const char *const per_names[] = {"user", "destination", "domain",
+                                        "address"};
 static const char *const retry_after_names[] = {"obey", "ignore"};
 static const char *const adapt_names[] = {"off", "latency"};
 static const char *const crawl_delay_names[] = {"obey", "ignore"};

@@ -47,7 +47,7 @@ struct rl_dests_overflow {
 
 static bool per_dest(const struct rl_rule *r)
 {
-    return r->per == RL_PER_DESTINATION;
+    return rl_rule_per_dest(r);
 }
 
 int rl_dests_setup(struct rl_dests *d, const struct rl_config *c)
@@ -55,6 +55,18 @@ int rl_dests_setup(struct rl_dests *d, const struct rl_config *c)
     uint32_t w = 0;
 
     d->cfg = c;
+    for (size_t i = 0; i < c->nrules; i++) {
+        if (c->rules[i].per != RL_PER_DOMAIN)
+            continue;
+        /* Once a process (a test may have tried another library). */
+        if (!rl_regdomain_tried(&d->psl))
+            rl_regdomain_load(&d->psl, RL_REGDOMAIN_LIB);
+        if (!rl_regdomain_ready(&d->psl))
+            rl_log_stderr("per = domain in [%s]: %s: its destinations are "
+                          "keyed by name (as per = destination)",
+                          c->rules[i].section, rl_regdomain_source(&d->psl));
+        break;
+    }
     for (size_t i = 0; i < c->nrules; i++) {
         if (!per_dest(&c->rules[i]))
             continue;
@@ -162,8 +174,24 @@ size_t rl_dests_peer_name(struct rl_peer *p, char *buf)
     return strlen(buf);
 }
 
+size_t rl_dests_key(const struct rl_dests *d, int per,
+                    const struct rl_peer *p, const char *name,
+                    size_t namelen, char *key)
+{
+    if (per == RL_PER_DOMAIN)
+        return rl_regdomain_of(&d->psl, name, namelen, key);
+    if (per == RL_PER_ADDRESS &&
+        (p->family == AF_INET || p->family == AF_INET6) &&
+        inet_ntop(p->family, p->addr, key, RL_NAME_MAX + 1) != NULL)
+        return strlen(key);
+    memcpy(key, name, namelen);
+    key[namelen] = '\0';
+    return namelen;
+}
+
 void rl_dests_close(struct rl_dests *d)
 {
+    rl_regdomain_close(&d->psl);
     free(atomic_exchange(&d->cur, NULL));
     if (d->ovf != NULL && d->cfg != NULL)
         for (size_t i = 0; i < d->cfg->nrules; i++)

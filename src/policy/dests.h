@@ -40,6 +40,7 @@
 #include "limit/limit.h"
 #include "policy/config.h"
 #include "policy/names.h"
+#include "policy/regdomain.h"
 #include "state/store.h"
 
 /* One per-destination budget, as a decision holds it. */
@@ -75,10 +76,14 @@ struct rl_dests {
     _Atomic(struct rl_dests_table *) cur;
     _Atomic(struct rl_dests_overflow *) *ovf; /* per rule index */
     struct rl_budget_layout *layouts;         /* per rule index */
+    struct rl_regdomain psl; /* per = domain: libpsl, loaded at set-up */
 };
 
 /* Learn the per-destination sections of `cfg` into d. Returns 0 or
- * -ENOMEM. Writes nothing when no section is per destination. */
+ * -ENOMEM. Writes nothing when no section is per destination. A section
+ * with `per = domain` loads libpsl (policy/regdomain.h); when it cannot
+ * be loaded, one line says so and such sections are keyed by the name,
+ * as `per = destination` does. */
 int rl_dests_setup(struct rl_dests *d, const struct rl_config *cfg);
 
 /* Free what rl_dests_setup and the look-ups allocated, for a process that
@@ -112,6 +117,17 @@ void rl_dests_name_port(struct rl_names *names, const void *sa,
 /* The same for a peer taken apart already (its name looked up once). */
 struct rl_peer;
 size_t rl_dests_peer_name(struct rl_peer *p, char *buf);
+
+/* The key a section with `per` (enum rl_per) charges destination p to,
+ * from its name (rl_dests_peer_name's, namelen bytes), into `key`
+ * (RL_NAME_MAX + 1 bytes, not `name`): the name itself (user,
+ * destination), its registrable domain (domain: the name as it is when
+ * libpsl is not loaded), or the address the connection went to (address:
+ * the name when the connection's address is not known). Budgets, pauses
+ * and the pace are all keyed by it. Returns its length. */
+size_t rl_dests_key(const struct rl_dests *d, int per,
+                    const struct rl_peer *p, const char *name,
+                    size_t namelen, char *key);
 
 /* The budget of section `rule` for (user, name) in store `st`: found,
  * made, or the overflow budget. `now` decides whether a budget is full.

@@ -197,7 +197,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
      * exactly: a lease of the rule's units would skip the other budget.
      * The decision log has one line per call: no call goes unseen in a
      * lease. */
-    if (rl_sites_any(&p->sites) || rule->per == RL_PER_DESTINATION ||
+    if (rl_sites_any(&p->sites) || rl_rule_per_dest(rule) ||
         rl_declog_enabled(&p->declog))
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
@@ -208,7 +208,7 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
      * run, no site, no per-destination budget, no decision log). */
     bool fleet_leasable =
         !rule->dry_run && !c->dry_run && !rl_sites_any(&p->sites) &&
-        rule->per != RL_PER_DESTINATION && !rl_declog_enabled(&p->declog) &&
+        !rl_rule_per_dest(rule) && !rl_declog_enabled(&p->declog) &&
         rl_fleet_leasable(rule);
     if (rl_fleet_init(&p->fleet, c, g->label) == 0 &&
         rl_fleet_decides(&p->fleet, rule)) {
@@ -321,7 +321,7 @@ bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 bool rl_gate_connects_alike(const struct rl_proc *p)
 {
     const struct rl_rule *rule = p->gate.rule;
-    return rule != NULL && rule->nto == 0 && rule->per != RL_PER_DESTINATION &&
+    return rule != NULL && rule->nto == 0 && !rl_rule_per_dest(rule) &&
            !rl_sites_any(&p->sites) && !p->open.on;
 }
 

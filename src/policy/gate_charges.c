@@ -108,19 +108,21 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     const struct rl_rule *rule = g->rule;
     /* The destination's name is looked up at most once for every `to`
      * and per-destination budget below. */
-    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1];
-    size_t namelen = 0;
+    char name[RL_NAME_MAX + 1], pname[RL_NAME_MAX + 1], key[RL_NAME_MAX + 1];
+    size_t namelen = 0, keylen;
     if (rule != NULL && (kind < 0 || rule->nlimits[kind] > 0) &&
         rl_dests_cover_peer(rule->to, rule->nto, peer, pname)) {
-        if (rule->per == RL_PER_DESTINATION) {
+        if (rl_rule_per_dest(rule)) {
             namelen = rl_dests_peer_name(peer, name);
+            keylen = rl_dests_key(&p->dests, rule->per, peer, name, namelen,
+                                  key);
             const char *owner = rl_budget_user(rule, g->user);
-            if (!add_dest(&p->dests, t, b, rule, owner, name, namelen)) {
+            if (!add_dest(&p->dests, t, b, rule, owner, key, keylen)) {
                 if (t->handler)
                     return not_here(t, rule);
                 /* No room at all: the rule's own (in Redis, still the
                  * destination's). */
-                fleet_dest(t, add_budget(g, t, b), owner, name, namelen);
+                fleet_dest(t, add_budget(g, t, b), owner, key, keylen);
             }
         } else {
             add_budget(g, t, b);
@@ -137,37 +139,50 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
             return not_here(t, rl_sites_rule(&p->sites, si));
     }
     if (sb != NULL && (kind < 0 || sb->rule->nlimits[kind] > 0)) {
-        if (sb->rule->per != RL_PER_DESTINATION) {
+        if (!rl_rule_per_dest(sb->rule)) {
             add_budget(g, t, sb);
         } else {
             if (namelen == 0)
                 namelen = rl_dests_peer_name(peer, name);
-            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, name, namelen)) {
+            keylen = rl_dests_key(&p->dests, sb->rule->per, peer, name,
+                                  namelen, key);
+            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, key, keylen)) {
                 if (t->handler)
                     return not_here(t, sb->rule);
-                fleet_dest(t, add_budget(g, t, sb), g->user, name, namelen);
+                fleet_dest(t, add_budget(g, t, sb), g->user, key, keylen);
             }
         }
     }
     if (kind != RL_KIND_REQUEST || t->ncharges == 0)
         return true;
     /* A request's pauses are its destination's (SPEC §12), whatever
-     * budget it shares: keyed by section, user and the name, here and on
-     * Redis (t->dest: the same name fleet_dest writes). */
+     * budget it shares: keyed by section, user and the section's key of
+     * the destination (its name, or its domain or address with `per =
+     * domain` or `address`: SPEC §14, the pace follows the key), here and
+     * on Redis (t->dest: the key fleet_dest writes; the first charge's
+     * when a site is keyed otherwise than the rule). */
     if (namelen == 0)
         namelen = rl_dests_peer_name(peer, name);
-    if (t->dest != NULL && namelen <= RL_NAME_MAX) {
-        memcpy(t->dest, name, namelen);
-        t->dest[namelen] = '\0';
-    }
+    bool told = false;
     for (unsigned i = 0; i < t->ncharges; i++) {
         struct rl_gate_charge *c = &t->charge[i];
         if (!(rl_pause_obeyed(c->rule) || rl_pace_kept(c->rule)) ||
             c->budget->store == NULL)
             continue;
+        keylen =
+            rl_dests_key(&p->dests, c->rule->per, peer, name, namelen, key);
+        if (t->dest != NULL && !told) {
+            memcpy(t->dest, key, keylen);
+            t->dest[keylen] = '\0';
+            told = true;
+        }
         uint64_t ri = (uint64_t)(c->rule - g->cfg->rules) + 1;
-        c->pause_key = rl_pauses_key(ri, g->user, name, namelen);
+        c->pause_key = rl_pauses_key(ri, g->user, key, keylen);
         c->pause_key_untold = rl_pauses_key(ri, g->user, "-", 1);
+    }
+    if (t->dest != NULL && !told) {
+        memcpy(t->dest, name, namelen);
+        t->dest[namelen] = '\0';
     }
     return true;
 }

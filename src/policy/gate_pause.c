@@ -202,14 +202,15 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
         return;
     /* The same budgets as the request's decision (gate_decide.c). */
     struct rl_gate_ticket t;
-    char dest[RL_NAME_MAX + 1], name[RL_NAME_MAX + 1];
+    char dest[RL_NAME_MAX + 1] = "";
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
     rl_gate_ticket_init(&t, now, q->units, 0);
     t.dest = dest;
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
-    /* Its label in the pause table, for `rlshim stat`. */
-    size_t n = rl_dests_peer_name(&peer, name);
-    snprintf(label, sizeof label, "%s|%.*s", p->gate.user, (int)n, name);
+    /* Its label in the pause table, for `rlshim stat`: the destination's
+     * key (its name, domain or address: gate_charges.c). */
+    snprintf(label, sizeof label, "%s|%s", p->gate.user,
+             dest[0] != '\0' ? dest : "-");
     for (unsigned i = 0; i < t.ncharges; i++)
         outcome(p, &t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
                 now, label);

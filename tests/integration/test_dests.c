@@ -1,6 +1,7 @@
-/* Budgets per destination (`per = destination`, SPEC §3): four servers on
- * four loopback names, one user crawling them with curl; each server
- * counts what it received, and when. */
+/* Budgets per destination (`per = destination`, `domain`, `address`, SPEC
+ * §3): four servers on four loopback addresses under several names, one
+ * user crawling them with curl or python requests; each server counts
+ * what it received, and when. */
 #include "harness.h"
 #include "hosts_ns.h"
 
@@ -13,8 +14,10 @@ static struct run r;
 static void setup(void)
 {
     h_setup();
-    ns_hosts_write("127.0.0.2 a.test\n127.0.0.3 b.test\n127.0.0.4 c.test\n"
-                   "127.0.0.5 fast.test\n");
+    ns_hosts_write("127.0.0.2 a.test a.example.co.uk\n"
+                   "127.0.0.3 b.test b.example.co.uk\n"
+                   "127.0.0.4 c.test example.com\n"
+                   "127.0.0.5 fast.test one.test two.test\n");
     char addr[32];
     for (int i = 0; i < NSRV; i++) {
         snprintf(addr, sizeof addr, "127.0.0.%d", i + 2);
@@ -211,4 +214,79 @@ Test(dests, max_open_waiters_take_their_turn_sliding_window, .timeout = 60)
 Test(dests, max_open_waiters_take_their_turn_token_bucket, .timeout = 60)
 {
     six_fetchers_per_host("token_bucket");
+}
+
+/* Two requests an hour per key, the rest refused (a refused request
+ * waits for its client's timeout: the budget hides the socket's
+ * writability): what each server counts is what each key let through. */
+#define TWO_AN_HOUR(per)                                                   \
+    "[rlshim]\non_deny = fail\n[site:every]\nper = " per "\n"              \
+    "request = 2/h\nrequest_burst = 2\n"
+
+/* sh: three curls to each of `n` hosts (name:port), in turn. */
+static void curl_three_each(int n, const char *const *hp)
+{
+    char script[2000];
+    int len = snprintf(script, sizeof script, "for i in 1 2 3; do ");
+    for (int i = 0; i < n; i++)
+        len += snprintf(script + len, sizeof script - (size_t)len,
+                        "curl -sS -o /dev/null --max-time 2 http://%s/ "
+                        "2>/dev/null; ",
+                        hp[i]);
+    snprintf(script + len, sizeof script - (size_t)len, "done; true");
+    ns_run(&r, 40, script);
+    cr_assert_eq(r.status, 0, "curl: status %d", r.status);
+    usleep(200 * 1000);
+}
+
+Test(dests, per_domain_gives_the_hosts_of_one_domain_one_budget)
+{
+    h_config_write(TWO_AN_HOUR("domain"));
+    char a[64], b[64], c[64];
+    snprintf(a, sizeof a, "a.example.co.uk:%d", srv[0].port);
+    snprintf(b, sizeof b, "b.example.co.uk:%d", srv[1].port);
+    snprintf(c, sizeof c, "example.com:%d", srv[2].port);
+    const char *const hp[] = {a, b, c};
+    curl_three_each(3, hp);
+    int na = h_server_count(&srv[0], ""), nb = h_server_count(&srv[1], "");
+    cr_expect_eq(na + nb, 2,
+                 "a.example.co.uk got %d, b.example.co.uk %d: one budget "
+                 "of 2 for example.co.uk",
+                 na, nb);
+    cr_expect_eq(h_server_count(&srv[2], ""), 2, "example.com got %d",
+                 h_server_count(&srv[2], ""));
+}
+
+/* python requests: three GETs to each URL in turn, a refused one
+ * (the shim's EAGAIN) counted and passed over. */
+static const char fetch_py[] =
+    "import requests, sys\n"
+    "s = requests.Session()\n"
+    "for _ in range(3):\n"
+    "    for u in sys.argv[1:]:\n"
+    "        try:\n"
+    "            s.get(u, timeout=2)\n"
+    "        except requests.RequestException:\n"
+    "            s = requests.Session()\n";
+
+Test(dests, per_address_gives_the_names_of_one_server_one_budget)
+{
+    h_config_write(TWO_AN_HOUR("address"));
+    char py[300], script[1000];
+    h_file_fill("fetch.py", fetch_py, strlen(fetch_py), py, sizeof py);
+    /* one.test and two.test are both 127.0.0.5; a.test is .2, b.test .3 */
+    snprintf(script, sizeof script,
+             "python3 '%s' http://one.test:%d/ http://two.test:%d/ "
+             "http://a.test:%d/ http://b.test:%d/",
+             py, srv[3].port, srv[3].port, srv[0].port, srv[1].port);
+    ns_run(&r, 60, script);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    usleep(200 * 1000);
+    cr_expect_eq(h_server_count(&srv[3], ""), 2,
+                 "127.0.0.5 (one.test, two.test) got %d: one budget",
+                 h_server_count(&srv[3], ""));
+    cr_expect_eq(h_server_count(&srv[0], ""), 2, "127.0.0.2 got %d",
+                 h_server_count(&srv[0], ""));
+    cr_expect_eq(h_server_count(&srv[1], ""), 2, "127.0.0.3 got %d",
+                 h_server_count(&srv[1], ""));
 }
