@@ -70,11 +70,13 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
     unsigned moved = 0;
     for (unsigned i = 0; i < t.ncharges; i++) {
         const struct rl_gate_charge *c = &t.charge[i];
-        if (!rl_crawl_obeyed(c->rule) || c->budget->store == NULL)
+        /* The key the decision reads: the charge's, which follows the
+         * section's `per` (a domain's or an address's pace is one). */
+        if (!rl_crawl_obeyed(c->rule) || c->budget->store == NULL ||
+            c->pause_key == 0)
             continue;
         uint64_t ri = (uint64_t)(c->rule - p->gate.cfg->rules) + 1;
-        struct rl_pause_set s = {
-            rl_pauses_key(ri, p->gate.user, name, n), ri, label, false, 0, now};
+        struct rl_pause_set s = {c->pause_key, ri, label, false, 0, now};
         struct rl_pauses pt;
         rl_pauses_of(c->budget->store, &pt);
         moved += write_crawl(&pt, &s, c->rule, delay_ns, now);

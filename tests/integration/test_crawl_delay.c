@@ -130,7 +130,7 @@ Test(crawl_delay, another_agent_gets_the_star_group)
 {
     start("plain");
     fetch("-", "/robots.txt", "/a", "/b", "/c");
-    stat_says("crawl-delay 0.5 s");
+    stat_says("crawl-delay 500 ms");
     spaced(1, 3, 0.5, "python-requests");
 }
 
