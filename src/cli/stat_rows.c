@@ -120,8 +120,8 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
  * 2026-12-02T12:58:03Z (2.0 s more, retry_after)" into buf, false when
  * the word says no pause past now. The word is CLOCK_MONOTONIC of this
  * boot: shown as the wall-clock time it ends at. */
-bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
-                     size_t len, uint64_t *left)
+bool stat_pause_text(const struct stat_view *v, uint64_t word,
+                     uint64_t backoff, char *buf, size_t len, uint64_t *left)
 {
     uint64_t end = rl_pause_end(word);
     if (end <= v->now)
@@ -135,13 +135,25 @@ bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
     char when[32] = "?";
     if (gmtime_r(&at, &tm) != NULL)
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    /* A backoff says what it backs off from, as SPEC §14 words it
+     * ("backoff 503 x 3"). */
+    char why[48];
+    snprintf(why, sizeof why, "%s", rl_pause_reason(word));
+    if (strcmp(why, "backoff") == 0 && rl_pauses_backoff_count(backoff) > 0) {
+        const struct rl_adapt_shown shown = {
+            .why = RL_ADAPT_BACKOFF,
+            .errors = rl_pauses_backoff_count(backoff),
+            .cause = rl_pauses_backoff_cause(backoff),
+        };
+        rl_adapt_format(&shown, why, sizeof why);
+    }
     snprintf(buf, len, "paused until %s (%.1f s more, %s)", when,
-             (double)*left / 1e9, rl_pause_reason(word));
+             (double)*left / 1e9, why);
     return true;
 }
 
 void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
-                    void *arg)
+                    uint64_t backoff, void *arg)
 {
     struct stat_view *v = arg;
     const struct rl_rule *r = v->layout_ok && rule >= 1 &&
@@ -153,7 +165,7 @@ void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
     const char *bar = strchr(label, '|');
     char paused[96];
     uint64_t left;
-    if (!stat_pause_text(v, until, paused, sizeof paused, &left))
+    if (!stat_pause_text(v, until, backoff, paused, sizeof paused, &left))
         return;
     fprintf(v->out, "%-16.*s %-18s dest %s %s\n", bar ? (int)(bar - label) : 0,
             label, r != NULL ? r->section : "?", bar ? bar + 1 : label,
@@ -203,15 +215,15 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
     bool has_open = e->open != NULL;
     uint64_t open = has_open ? rl_load_relaxed_u64(&e->open[0]) : 0;
     char paused[96] = "";
-    uint64_t paused_left = 0, pause_word = 0;
+    uint64_t paused_left = 0, pause_word = 0, backoff = 0;
     if (v->has_pauses && v->cfg != NULL && rl_pause_obeyed(rule))
         pause_word = rl_pauses_get(
             &v->pauses,
             rl_pauses_key((uint64_t)(rule - v->cfg->rules) + 1, user, dest,
                           strlen(dest)),
-            NULL);
-    bool has_pause =
-        stat_pause_text(v, pause_word, paused, sizeof paused, &paused_left);
+            &backoff);
+    bool has_pause = stat_pause_text(v, pause_word, backoff, paused,
+                                     sizeof paused, &paused_left);
     char pace[96] = "", pace_why[64] = "";
     uint64_t interval = 0;
     bool has_pace = pace_text(v, rule, user, dest, pace, sizeof pace,

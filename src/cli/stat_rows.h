@@ -45,15 +45,16 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
               int k, const char *algo, const uint64_t *c, bool has_avail,
               uint64_t avail);
 
-/* A pause word as text (see stat_rows.c); false when it is not paused. */
-bool stat_pause_text(const struct stat_view *v, uint64_t word, char *buf,
-                     size_t len, uint64_t *left);
+/* A pause word, with its entry's backoff word (policy/pauses.h), as text
+ * (see stat_rows.c); false when it is not paused. */
+bool stat_pause_text(const struct stat_view *v, uint64_t word,
+                     uint64_t backoff, char *buf, size_t len, uint64_t *left);
 
 /* A line for one pause of the pause table (an rl_pauses_each callback;
  * arg is the struct stat_view): its section, user and destination, when
  * the section is not per destination (its rows say it). */
 void stat_pause_row(uint64_t rule, const char *label, uint64_t until,
-                    void *arg);
+                    uint64_t backoff, void *arg);
 
 /* The rows of one per-destination budget (an rl_dests_each callback; arg
  * is the struct stat_view). */

@@ -553,3 +553,10 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
     }
     return c.err != 0 ? c.err : (long)c.nev;
 }
+
+bool rl_respscan_between(const struct rl_respscan *s)
+{
+    return ((s->st == RS_DETECT || s->st == RS_STATUS) && s->pre == 0 &&
+            s->head_len == 0) ||
+           s->st == RS_H2;
+}

@@ -85,4 +85,10 @@ void rl_respscan_free(struct rl_respscan *s);
 long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
                       struct rl_resp_event *ev, size_t max);
 
+/* Is no response part-read: an HTTP/1.x stream between two responses
+ * (or before the first), or an HTTP/2 one (whose answers are per stream)?
+ * False once the stream is not HTTP, or while one response is part-read
+ * (its body read until the close included). */
+bool rl_respscan_between(const struct rl_respscan *s);
+
 #endif

@@ -13,6 +13,7 @@
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "policy/reqheld.h"
+#include "util/clock.h"
 
 /* How long a write waits for the connection's state: held by a write
  * only while it plans or ends, by a read while it looks at an answer
@@ -107,6 +108,18 @@ static void plain_write(const struct rl_request_question *q,
     w->wire = -1;
 }
 
+/* A request of c still unanswered past its response_timeout counts
+ * before this write's are decided (SPEC §14 backoff_on = timeout: at
+ * the connection's next request); held. */
+static void late_answers(struct rl_proc *p, struct rl_reqconn *c,
+                         const struct rl_request_question *q)
+{
+    if (c->nsent == 0)
+        return;
+    const struct rl_reqread r = {q->fd, q->call, RL_READ_BYTES};
+    rl_reqconn_overdue(p, c, &r, rl_clock_now_ns());
+}
+
 static void decide_plain(struct rl_proc *p, struct rl_reqconn *c,
                          const struct rl_request_question *q,
                          struct rl_request_answer *a)
@@ -128,6 +141,7 @@ static void decide_plain(struct rl_proc *p, struct rl_reqconn *c,
     }
     struct rl_reqwrite w;
     plain_write(q, &w);
+    late_answers(p, c, q);
     rl_reqconn_plan(p, c, q->iov, q->n, &w, &a->p);
     tls_check(p, c, q);
     rl_reqconn_let_go(c);
@@ -269,6 +283,7 @@ static void decide_tls(struct rl_proc *p, struct rl_reqconn *c,
     const struct rl_reqwrite w = {q->fd, q->call, mem ? RL_REQ_WHOLE : q->how,
                                   nb || mem,
                                   q->fd < 0 && !membio ? wire : -1};
+    late_answers(p, c, q);
     rl_reqconn_plan(p, c, q->iov, q->n, &w, &a->p);
     if (mem && a->p.act == RL_GATE_FAIL && c->turn != 0 &&
         a->p.wake == c->turn)

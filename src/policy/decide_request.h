@@ -129,8 +129,10 @@ bool rl_settle_request(struct rl_proc *p, struct rl_reqconn *c,
                        const struct rl_request_question *q,
                        struct rl_request_answer *a, long sent);
 
-/* What one read returned: `got` bytes in iov[0..n) on c, by `carrier`.
- * `lost`: bytes went by before it unseen. Returns true when, plain, the
+/* What one read returned: `got` bytes in iov[0..n) on c, by `carrier`;
+ * or, r->end not RL_READ_BYTES (got 0), the stream's end: the server's
+ * EOF or reset, or the program's close (policy/reqconn.h's
+ * rl_reqconn_ended). `lost`: bytes went by before it unseen. Returns true when, plain, the
  * stream turned out not to be HTTP (count it no further). */
 bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
                          int carrier, const struct rl_reqread *r, bool lost,

@@ -281,7 +281,10 @@ int rl_gate_request_again(struct rl_proc *p, struct rl_gate_ticket *t,
  * now + min(Retry-After, max_retry_after) or, without the header, for one
  * turn of the budget's slowest request limit, doubling with each 429/503
  * in a row, capped alike. A pause only ever moves later. Any other final
- * status (1xx is not one) ends the doubling. Budgets with
+ * status (1xx is not one) ends the doubling. SPEC §14: which statuses
+ * pause without Retry-After is the section's backoff_on (429 and 503
+ * by default; 5xx: any 500-599); a 2xx-4xx it does not list ends the
+ * doubling, a 5xx it does not list changes nothing. Budgets with
  * `retry_after = ignore`, or without a request limit, are left alone. */
 void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,
                              int status, bool has_retry_after,
@@ -296,6 +299,22 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
  * only when it moved. policy/gate_pace.c. */
 void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
                              uint64_t response_ns, uint64_t now);
+
+/* A request decided by rl_gate_request got no answer, at `now` (SPEC §14
+ * backoff_on): `cause` is limit/adapt.h's RL_ADAPT_CAUSE_RESET (the
+ * server reset or closed its connection before the answer began) or
+ * _TIMEOUT (none began within response_timeout; `waited_ns` is how long
+ * it waited). Each request budget of q whose section obeys retry_after
+ * and lists the cause (a timeout: and whose response_timeout it waited)
+ * counts it as a 429 without Retry-After: one more in a row, the pause
+ * doubled. */
+void rl_gate_request_failed_at(struct rl_proc *p, const struct rl_gate_req *q,
+                               unsigned cause, uint64_t waited_ns,
+                               uint64_t now);
+
+/* The shortest response_timeout of a section that lists backoff_on =
+ * timeout (0: none does): a request outstanding less long is not late. */
+uint64_t rl_gate_response_timeout(const struct rl_proc *p);
 
 /* One call made from a signal handler, as the hook hands it over whole:
  * its kind (RL_KIND_CONNECT, or RL_KIND_SEND with `bytes`, at least

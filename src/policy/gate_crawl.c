@@ -76,7 +76,8 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
             c->pause_key == 0)
             continue;
         uint64_t ri = (uint64_t)(c->rule - p->gate.cfg->rules) + 1;
-        struct rl_pause_set s = {c->pause_key, ri, label, false, 0, now};
+        struct rl_pause_set s = {
+            .key = c->pause_key, .rule = ri, .label = label, .now = now};
         struct rl_pauses pt;
         rl_pauses_of(c->budget->store, &pt);
         moved += write_crawl(&pt, &s, c->rule, delay_ns, now);

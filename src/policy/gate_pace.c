@@ -26,7 +26,8 @@ static bool pace_of(const struct rl_gate_ticket *t,
         !rl_pace_kept(c->rule))
         return false;
     rl_pauses_of(c->budget->store, &pc->table);
-    pc->set = (struct rl_pause_set){c->pause_key, ri, "", false, 0, t->now};
+    pc->set = (struct rl_pause_set){
+        .key = c->pause_key, .rule = ri, .label = "", .now = t->now};
     rl_pace_conf(c->rule, &pc->conf);
     pc->rule = c->rule;
     return true;

@@ -15,8 +15,9 @@
  *       boot), its lowest bit saying why (1: the backoff, 0: the server's
  *       Retry-After), so that the reason and the time change in one store;
  *       only ever moved later;
- *   the backoff: 429/503 without Retry-After in a row; a success puts it
- *       back to 0.
+ *   the backoff: errors that backoff_on lists (SPEC §14: 429, 503, any
+ *       5xx, a reset, a timeout) without Retry-After in a row, and the
+ *       last one's cause (pauses.h); a success puts it back to 0.
  * A fleet budget's pause is also Redis's (fleet.h's rl_fleet_pause, by
  * Redis's clock), which every host's request script waits for; the count
  * of the backoff stays each host's (a success resets it without a round
@@ -28,6 +29,7 @@
 #include <stdio.h>
 
 #include "fleet/fleet.h"
+#include "limit/adapt.h"
 #include "policy/dest.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
@@ -128,37 +130,104 @@ void rl_pause_mirror(struct rl_proc *p, const struct rl_gate_ticket *t,
     snprintf(label, sizeof label, "%s|%s", p->gate.user,
              t->dest != NULL && t->dest[0] != '\0' ? t->dest : "-");
     const struct rl_pause_set s = {
-        c->pause_key, (uint64_t)(c->rule - p->gate.cfg->rules) + 1, label,
-        false, word_of(rl_add_sat_u64(t->now, ns), backoff), t->now};
+        .key = c->pause_key,
+        .rule = (uint64_t)(c->rule - p->gate.cfg->rules) + 1,
+        .label = label,
+        .until = word_of(rl_add_sat_u64(t->now, ns), backoff),
+        .now = t->now,
+    };
     rl_pauses_set(&pt, &s, NULL);
 }
 
+bool rl_pause_backoff_on(const struct rl_rule *r, unsigned cause)
+{
+    uint32_t on = r->backoff_on;
+    switch (cause) {
+    case RL_ADAPT_CAUSE_RESET:
+        return (on & RL_BACKOFF_RESET) != 0;
+    case RL_ADAPT_CAUSE_TIMEOUT:
+        return (on & RL_BACKOFF_TIMEOUT) != 0;
+    case 429:
+        return (on & RL_BACKOFF_429) != 0;
+    case 503:
+        if (on & RL_BACKOFF_503)
+            return true;
+        break;
+    default:
+        break;
+    }
+    return cause >= 500 && cause <= 599 && (on & RL_BACKOFF_5XX) != 0;
+}
+
+bool rl_pause_retry_after_obeyed(const struct rl_rule *r, unsigned status)
+{
+    /* The server's own word on a "slow down" status always counts
+     * (§12), whether or not its backoff is listed; on another status,
+     * when backoff_on makes it one (SPEC §14: a Retry-After always
+     * wins over the doubling). */
+    return status == 429 || status == 503 ||
+           (status >= 500 && status <= 599 && rl_pause_backoff_on(r, status));
+}
+
+uint64_t rl_gate_response_timeout(const struct rl_proc *p)
+{
+    const struct rl_config *cfg = p->gate.cfg;
+    uint64_t least = 0;
+    if (cfg == NULL)
+        return 0;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        if (!rl_pause_obeyed(r) || !(r->backoff_on & RL_BACKOFF_TIMEOUT))
+            continue;
+        uint64_t t = r->response_timeout_ns > 0 ? r->response_timeout_ns : 1;
+        if (least == 0 || t < least)
+            least = t;
+    }
+    return least;
+}
+
+/* What one answer or failure does to charge c's destination: `cause` is
+ * an HTTP status (final) or RL_ADAPT_CAUSE_* (`waited`: how long its
+ * request had waited for an answer). */
+struct settled {
+    unsigned cause;
+    bool has_ra;
+    uint64_t ra_ns, waited, now;
+};
+
 static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
                     const struct rl_gate_charge *c, const struct rl_gate_req *q,
-                    int status, bool has_ra, uint64_t ra_ns, uint64_t now,
-                    const char *label)
+                    const struct settled *o, const char *label)
 {
     const struct rl_rule *r = c->rule;
     struct rl_pauses pt;
     if (!rl_pause_obeyed(r) || !table_of(c, &pt))
         return;
-    if (status != 429 && status != 503) {
+    bool http = o->cause >= 100;
+    bool listed = rl_pause_backoff_on(r, o->cause) &&
+                  (o->cause != RL_ADAPT_CAUSE_TIMEOUT ||
+                   o->waited >= r->response_timeout_ns);
+    bool has_ra = o->has_ra && http && rl_pause_retry_after_obeyed(r, o->cause);
+    if (!has_ra && !listed) {
         /* A success ends the doubling; so does any answer that is not
          * the server saying "slower" (a 404 is an answer too). A 5xx
-         * other than 503 says nothing about the rate: left as it is. */
-        if (status >= 200 && status < 500)
+         * that backoff_on does not list says nothing about the rate:
+         * left as it is. */
+        if (http && o->cause >= 200 && o->cause < 500)
             rl_pauses_backoff_end(&pt, c->pause_key);
         return;
     }
-    uint64_t cap = r->max_retry_after_ns, wait;
-    struct rl_pause_set s = {c->pause_key,
-                             (uint64_t)(r - p->gate.cfg->rules) + 1,
-                             label,
-                             !has_ra,
-                             0,
-                             now};
+    uint64_t cap = r->max_retry_after_ns, wait, now = o->now;
+    struct rl_pause_set s = {
+        .key = c->pause_key,
+        .rule = (uint64_t)(r - p->gate.cfg->rules) + 1,
+        .label = label,
+        .count = !has_ra,
+        .cause = o->cause,
+        .now = now,
+    };
     if (has_ra) {
-        wait = ra_ns < cap ? ra_ns : cap;
+        wait = o->ra_ns < cap ? o->ra_ns : cap;
     } else {
         uint64_t n = 0;
         if (rl_pauses_set(&pt, &s, &n) < 0)
@@ -183,17 +252,15 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
     if (moved && rl_declog_enabled(&p->declog)) {
         const struct rl_gate_call call = {q->call, q->fd, q->sa, q->salen,
                                           q->name, NULL,  NULL,  true};
-        rl_gate_log_pause(p, t, c, &call, (unsigned)status, wait,
+        /* A reset or a timeout has no status: the line has none. */
+        rl_gate_log_pause(p, t, c, &call, http ? o->cause : 0, wait,
                           has_ra ? "retry_after" : "backoff");
     }
 }
 
-void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
-                                int status, bool has_retry_after,
-                                uint64_t retry_after_ns, uint64_t now)
+static void settle(struct rl_proc *p, const struct rl_gate_req *q,
+                   const struct settled *o)
 {
-    if (status < 200)
-        return; /* 1xx: not the final answer */
     if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
         return;
     struct budget *b = rl_gate_budget(&p->gate);
@@ -204,7 +271,7 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1] = "";
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
-    rl_gate_ticket_init(&t, now, q->units, 0);
+    rl_gate_ticket_init(&t, o->now, q->units, 0);
     t.dest = dest;
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     /* Its label in the pause table, for `rlshim stat`: the destination's
@@ -212,8 +279,27 @@ void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
     snprintf(label, sizeof label, "%s|%s", p->gate.user,
              dest[0] != '\0' ? dest : "-");
     for (unsigned i = 0; i < t.ncharges; i++)
-        outcome(p, &t, &t.charge[i], q, status, has_retry_after, retry_after_ns,
-                now, label);
+        outcome(p, &t, &t.charge[i], q, o, label);
+}
+
+void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
+                                int status, bool has_retry_after,
+                                uint64_t retry_after_ns, uint64_t now)
+{
+    if (status < 200 || status > 999)
+        return; /* 1xx: not the final answer */
+    const struct settled o = {(unsigned)status, has_retry_after,
+                              retry_after_ns, 0, now};
+    settle(p, q, &o);
+}
+
+void rl_gate_request_failed_at(struct rl_proc *p, const struct rl_gate_req *q,
+                               unsigned cause, uint64_t waited_ns, uint64_t now)
+{
+    if (cause != RL_ADAPT_CAUSE_RESET && cause != RL_ADAPT_CAUSE_TIMEOUT)
+        return;
+    const struct settled o = {cause, false, 0, waited_ns, now};
+    settle(p, q, &o);
 }
 
 void rl_gate_request_outcome(struct rl_proc *p, const struct rl_gate_req *q,

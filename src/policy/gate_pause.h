@@ -14,6 +14,15 @@
  * limit to pause)? */
 bool rl_pause_obeyed(const struct rl_rule *r);
 
+/* Does section r's backoff_on list `cause` (an HTTP status, or
+ * limit/adapt.h's RL_ADAPT_CAUSE_RESET / _TIMEOUT)? */
+bool rl_pause_backoff_on(const struct rl_rule *r, unsigned cause);
+
+/* Is a Retry-After on a response of `status` obeyed by section r (one
+ * that obeys pauses)? Always on 429 and 503; on another 5xx when
+ * backoff_on lists it. */
+bool rl_pause_retry_after_obeyed(const struct rl_rule *r, unsigned status);
+
 /* The end of the pause a paused-until word holds (ns; 0: none). */
 uint64_t rl_pause_end(uint64_t word);
 

@@ -137,8 +137,11 @@ int rl_pauses_set(struct rl_pauses *p, const struct rl_pause_set *s,
         return -1;
     struct rl_seg_pause *e = find_or_make(p, s);
     if (s->count) {
-        uint64_t b = rl_load_relaxed_u64(&e->backoff) + 1;
-        rl_store_relaxed_u64(&e->backoff, b);
+        uint64_t b = rl_pauses_backoff_count(rl_load_relaxed_u64(&e->backoff));
+        if (b < UINT32_MAX)
+            b++;
+        rl_store_relaxed_u64(&e->backoff,
+                             b | (uint64_t)(s->cause & 0xffffu) << 32);
         if (n != NULL)
             *n = b - 1;
     }
@@ -231,7 +234,7 @@ void rl_pauses_backoff_end(struct rl_pauses *p, uint64_t key)
 
 void rl_pauses_each(const struct rl_pauses *p, uint64_t now,
                     void (*fn)(uint64_t rule, const char *label,
-                               uint64_t until, void *arg),
+                               uint64_t until, uint64_t backoff, void *arg),
                     void *arg)
 {
     for (uint32_t i = 0; i < p->n; i++) {
@@ -241,6 +244,7 @@ void rl_pauses_each(const struct rl_pauses *p, uint64_t now,
             continue;
         uint64_t u = rl_load_acquire_u64(&e->until);
         uint64_t rule = rl_load_relaxed_u64(&e->rule);
+        uint64_t b = rl_load_relaxed_u64(&e->backoff);
         uint64_t lw[RL_SEG_PAUSE_LABEL / 8 + 1] = {0};
         for (unsigned j = 0; j < RL_SEG_PAUSE_LABEL / 8; j++)
             lw[j] = rl_load_relaxed_u64(&e->label[j]);
@@ -249,6 +253,6 @@ void rl_pauses_each(const struct rl_pauses *p, uint64_t now,
         char label[sizeof lw];
         memcpy(label, lw, sizeof lw);
         label[sizeof label - 1] = '\0';
-        fn(rule, label, u, arg);
+        fn(rule, label, u, b, arg);
     }
 }

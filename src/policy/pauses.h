@@ -38,13 +38,27 @@ uint64_t rl_pauses_key(uint64_t rule, const char *user, const char *name,
                        size_t namelen);
 
 /* The paused-until word of `key` (gate_pause.c's form: ns, lowest bit the
- * reason), and its backoff count into *backoff (may be NULL); 0: none. */
+ * reason), and its backoff word into *backoff (may be NULL); 0: none. */
 uint64_t rl_pauses_get(const struct rl_pauses *p, uint64_t key,
                        uint64_t *backoff);
 
-/* What a 429/503 does to the entry of `key` (made when it has none, with
+/* A backoff word: bits 0-31 the errors in a row (saturating), 32-47 the
+ * last one's cause (an HTTP status or limit/adapt.h's RL_ADAPT_CAUSE_*),
+ * for `rlshim stat`'s "backoff 503 x 3". 0: no run. */
+static inline uint32_t rl_pauses_backoff_count(uint64_t word)
+{
+    return (uint32_t)word;
+}
+
+static inline uint32_t rl_pauses_backoff_cause(uint64_t word)
+{
+    return (uint32_t)(word >> 32) & 0xffffu;
+}
+
+/* What an error does to the entry of `key` (made when it has none, with
  * `rule` and the label "USER|NAME" for `rlshim stat`): when `count`, one
- * more in a row of the backoff (*n: how many came before it); then the
+ * more in a row of the backoff, `cause` its last (*n: how many came
+ * before it); then the
  * pause moved to `until` (a paused-until word) unless it already ends as
  * late (`until` 0: not moved). Returns 1 when the pause moved, 0 when
  * not, -1 when the lock could not be had (a stopped holder). */
@@ -52,6 +66,7 @@ struct rl_pause_set {
     uint64_t key, rule;
     const char *label;
     bool count;
+    uint32_t cause; /* with count: what the error was */
     uint64_t until;
     uint64_t now; /* an entry whose pause ended before it is free */
 };
@@ -79,10 +94,11 @@ enum rl_pace_word { RL_PACE_LATENCY, RL_PACE_CRAWL, RL_PACE_LAST };
 int rl_pauses_pace_cas(struct rl_pauses *p, const struct rl_pause_set *s,
                        enum rl_pace_word w, uint64_t old, uint64_t new);
 
-/* For `rlshim stat`: fn for each entry whose pause lasts past `now`. */
+/* For `rlshim stat`: fn for each entry whose pause lasts past `now`, with
+ * its backoff word. */
 void rl_pauses_each(const struct rl_pauses *p, uint64_t now,
                     void (*fn)(uint64_t rule, const char *label,
-                               uint64_t until, void *arg),
+                               uint64_t until, uint64_t backoff, void *arg),
                     void *arg);
 
 #endif

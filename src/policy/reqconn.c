@@ -557,7 +557,6 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
 {
     if (!p->scanned || sent <= 0)
         return;
-    rl_reqconn_stamp(c);
     bool fresh = rl_reqscan_proto(&c->scan) == RL_HTTP_UNKNOWN;
     size_t left = (size_t)sent;
     for (size_t i = 0; i < n && left > 0 && rl_reqconn_counting(c); i++) {
@@ -565,6 +564,7 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
         rl_reqscan_commit(&c->scan, iov[i].iov_base, k, NULL, 0);
         left -= k;
     }
+    rl_reqconn_gone(c);
     c->charged = c->charged > (uint64_t)sent ? c->charged - (uint64_t)sent : 0;
     if (c->charged == 0)
         c->turn = 0; /* else it is the turn of a request not sent yet */

@@ -59,9 +59,10 @@ struct rl_reqsent {
     uint16_t gen;       /* a slot of http.names: its generation */
     uint8_t name;       /* RL_SENT_PEER, RL_SENT_SNI, or a slot of
                            http.names */
-    /* When the write that carried its head returned (CLOCK_MONOTONIC ns;
-     * 0: not yet): its response time counts from there (SPEC §14). */
-    uint64_t sent_ns;
+    bool late;          /* counted already as no answer in time */
+    bool gone;          /* a write that carried it returned */
+    uint64_t sent_ns;   /* when it was recorded, then when that write
+                           returned: CLOCK_MONOTONIC ns */
 };
 #define RL_SENT_MAX 32
 #define RL_SENT_PEER 0xffu /* charged without a name: the connection's */
@@ -227,21 +228,23 @@ void rl_reqconn_held(const struct rl_reqconn *c, const struct iovec *iov,
 void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
                      long sent, const struct rl_reqplan *p);
 
-/* What one read is: its fd (-1: not known) and its name in log lines. */
+/* What one read is: its fd (-1: not known), its name in log lines, and
+ * whether it ended the stream instead of returning bytes. */
+enum rl_reqread_end {
+    RL_READ_BYTES = 0, /* bytes (got > 0) */
+    RL_READ_ENDED,     /* the server's end: EOF, or ECONNRESET */
+    RL_READ_CLOSING,   /* the program closes the connection */
+};
 struct rl_reqread {
     int fd;
     const char *call;
+    int end; /* enum rl_reqread_end */
 };
 
 /* A request of c was charged as q names it (or found no budget): its
  * answer is to pause those budgets (respconn.c). */
 void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
                      uint32_t stream_id);
-
-/* The requests recorded for their answers (sent[]) whose heads a write
- * that returned carried: those not stamped yet are stamped as sent now
- * (respconn.c; rl_reqconn_done calls it). */
-void rl_reqconn_stamp(struct rl_reqconn *c);
 
 /* The program received `got` bytes in iov[0..n) on c (what the call
  * really returned, never more): each final response's status goes to
@@ -251,6 +254,29 @@ void rl_reqconn_stamp(struct rl_reqconn *c);
 void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
                          const struct iovec *iov, size_t n, size_t got,
                          const struct rl_reqread *r);
+
+/* A write of c's bytes returned (rl_reqconn_done): the requests recorded
+ * and not gone yet went now (a turn reserved before they went is not a
+ * wait for their answer). */
+void rl_reqconn_gone(struct rl_reqconn *c);
+
+/* The end of c's stream, r->end says whose (RL_READ_ENDED: the server's,
+ * RL_READ_CLOSING: the program's), rather than bytes: a request still
+ * awaiting an answer goes to rl_gate_request_failed_at of proc (SPEC §14
+ * backoff_on): reset when the server ended it before the oldest one's
+ * answer began, timeout when one has waited its response_timeout. The
+ * response side reads no further. rl_reqconn_received passes it on when
+ * r->end is not RL_READ_BYTES. */
+void rl_reqconn_ended(struct rl_proc *proc, struct rl_reqconn *c,
+                      const struct rl_reqread *r);
+
+/* A request of c awaiting an answer longer than the shortest
+ * response_timeout a section lists (rl_gate_response_timeout) at `now`
+ * goes to rl_gate_request_failed_at as a timeout, once; the oldest of them
+ * only (one error per look, not one per request in flight). Costs one
+ * test when none is awaited. */
+void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
+                        const struct rl_reqread *r, uint64_t now);
 
 /* Bytes of c's responses went by without being read here: its response
  * side turns off at its next read (responses are never guessed at from

@@ -10,12 +10,18 @@
  * holds, more answers in one read than one feed reports, a read missed,
  * or an HTTP/2 inflater that cannot be made turn the response side off
  * (the connection's requests are still counted; its answers no longer
- * pause anything). The program's bytes are only read. */
+ * pause anything). The program's bytes are only read.
+ *
+ * A request that gets no answer counts too (SPEC §14 backoff_on): the
+ * server ending the stream before its answer began (reset), or its
+ * answer not begun within response_timeout (timeout), noticed at the
+ * connection's next request, at the stream's end, or at its close. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
 #include "http/retry_after.h"
+#include "limit/adapt.h"
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "policy/reqconn.h"
@@ -63,9 +69,11 @@ void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
     }
     struct rl_reqsent *s = &c->sent[c->nsent++];
     s->stream_id = stream_id;
+    s->late = false;
+    s->gone = false;
+    s->sent_ns = rl_clock_now_ns();
     s->port = q->port;
     s->gen = 0;
-    s->sent_ns = 0;
     if (q->name == NULL || q->name[0] == '\0')
         s->name = RL_SENT_PEER;
     else if (q->name == c->sni)
@@ -74,24 +82,12 @@ void rl_reqconn_sent(struct rl_reqconn *c, const struct rl_gate_req *q,
         rl_httpconn_name_ref(&c->http, q->name, &s->name, &s->gen);
 }
 
-/* A head split over writes is stamped at the first one's return: close
- * enough beside a server's response time. */
-void rl_reqconn_stamp(struct rl_reqconn *c)
-{
-    uint64_t now = 0;
-    for (unsigned i = 0; i < c->nsent; i++) {
-        if (c->sent[i].sent_ns != 0)
-            continue;
-        if (now == 0)
-            now = rl_clock_now_ns();
-        c->sent[i].sent_ns = now;
-    }
-}
-
 /* The wait a Retry-After asks for (false: none, or malformed: absent). */
 static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
 {
-    if (!e->has_retry_after || (e->status != 429 && e->status != 503))
+    /* (Which statuses obey it is the gate's: gate_pause.c.) */
+    if (!e->has_retry_after ||
+        (e->status != 429 && (e->status < 500 || e->status > 599)))
         return false;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -106,6 +102,96 @@ static bool retry_after(const struct rl_resp_event *e, uint64_t *wait_ns)
                        ? *wait_ns - (uint64_t)ts.tv_nsec
                        : 0;
     return true;
+}
+
+/* Request s of c named as it was charged, into *q (false: its name's
+ * slot was re-used: not sure whose it was). */
+static bool request_of(const struct rl_reqconn *c, const struct rl_reqsent *s,
+                       const struct rl_reqread *r, struct rl_gate_req *q)
+{
+    const char *name = NULL;
+    if (s->name == RL_SENT_SNI)
+        name = c->sni;
+    else if (s->name != RL_SENT_PEER &&
+             (name = rl_httpconn_name(&c->http, s->name, s->gen)) == NULL)
+        return false;
+    *q = (struct rl_gate_req){
+        .call = r->call,
+        .fd = r->fd,
+        .sa = c->salen > 0 ? &c->peer : NULL,
+        .salen = c->salen,
+        .name = name,
+        .port = s->port,
+        .units = 1,
+    };
+    return true;
+}
+
+void rl_reqconn_gone(struct rl_reqconn *c)
+{
+    /* The records not gone are the latest. */
+    uint64_t now = 0;
+    for (unsigned i = c->nsent; i > 0 && !c->sent[i - 1].gone; i--) {
+        if (now == 0)
+            now = rl_clock_now_ns();
+        c->sent[i - 1].gone = true;
+        c->sent[i - 1].sent_ns = now;
+    }
+}
+
+void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
+                        const struct rl_reqread *r, uint64_t now)
+{
+    if (c->nsent == 0 || c->resp_off)
+        return;
+    uint64_t limit = rl_gate_response_timeout(proc);
+    if (limit == 0)
+        return;
+    struct rl_reqsent *oldest = NULL;
+    for (unsigned i = 0; i < c->nsent; i++) {
+        struct rl_reqsent *s = &c->sent[i];
+        if (s->late || !s->gone || now < s->sent_ns ||
+            now - s->sent_ns < limit)
+            continue;
+        s->late = true;
+        if (oldest == NULL || s->sent_ns < oldest->sent_ns)
+            oldest = s;
+    }
+    struct rl_gate_req q;
+    if (oldest != NULL && request_of(c, oldest, r, &q))
+        rl_gate_request_failed_at(proc, &q, RL_ADAPT_CAUSE_TIMEOUT,
+                                  now - oldest->sent_ns, now);
+}
+
+void rl_reqconn_ended(struct rl_proc *proc, struct rl_reqconn *c,
+                      const struct rl_reqread *r)
+{
+    /* A robots.txt framed by the server's close ends with it. */
+    if (r->end == RL_READ_ENDED && !c->resp_off &&
+        !__atomic_load_n(&c->resp_lost, __ATOMIC_RELAXED))
+        rl_robotsread_end(proc, c, r);
+    else
+        rl_robotsread_drop(c);
+    if (c->resp_off || __atomic_load_n(&c->resp_lost, __ATOMIC_RELAXED)) {
+        c->resp_off = true;
+        return;
+    }
+    if (c->nsent > 0) {
+        uint64_t now = rl_clock_now_ns();
+        rl_reqconn_overdue(proc, c, r, now);
+        /* The server ended it with an answer owed and none begun: the
+         * oldest request's (HTTP/1.x answers in order; HTTP/2 records
+         * only requests no final answer has begun for). Once for the
+         * connection, not once per request in flight. */
+        struct rl_gate_req q;
+        const struct rl_reqsent *s = &c->sent[0];
+        if (r->end == RL_READ_ENDED && s->gone && !s->late &&
+            rl_respscan_between(&c->resp) && request_of(c, s, r, &q))
+            rl_gate_request_failed_at(proc, &q, RL_ADAPT_CAUSE_RESET,
+                                      now - s->sent_ns, now);
+    }
+    c->nsent = 0;
+    c->resp_off = true;
 }
 
 /* buf[0..n): the bytes the answer's event e was found in (a robots.txt
@@ -124,29 +210,15 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
     if (e->stream_id == 0 && e->paired && e->method == RL_HTTP_M_CONNECT)
         return;
     struct rl_reqsent s;
-    if (!take_sent(c, e->stream_id, &s))
+    struct rl_gate_req q;
+    if (!take_sent(c, e->stream_id, &s) || !request_of(c, &s, r, &q))
         return;
-    const char *name = NULL;
-    if (s.name == RL_SENT_SNI)
-        name = c->sni;
-    else if (s.name != RL_SENT_PEER &&
-             (name = rl_httpconn_name(&c->http, s.name, s.gen)) == NULL)
-        return; /* its name's slot was re-used: not sure whose it was */
-    struct rl_gate_req q = {
-        .call = r->call,
-        .fd = r->fd,
-        .sa = c->salen > 0 ? &c->peer : NULL,
-        .salen = c->salen,
-        .name = name,
-        .port = s.port,
-        .units = 1,
-    };
     uint64_t wait = 0;
     bool has = retry_after(e, &wait);
     rl_gate_request_outcome(proc, &q, e->status, has, wait);
     /* Its response time (SPEC §14): from its head written to this, the
      * first of its response read. */
-    if (s.sent_ns != 0) {
+    if (s.gone) {
         uint64_t now = rl_clock_now_ns();
         rl_gate_request_latency(proc, &q, now > s.sent_ns ? now - s.sent_ns : 0,
                                 now);
@@ -154,7 +226,7 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
     /* A robots.txt read (SPEC §14): only a 200 says anything; a 404
      * changes nothing. */
     if (e->robots && e->status == 200 && e->offset <= n) {
-        rl_robotsread_start(c, e, name, s.port);
+        rl_robotsread_start(c, e, q.name, s.port);
         rl_robotsread_feed(proc, c, buf + e->offset, n - e->offset, r);
     }
 }
@@ -171,6 +243,10 @@ void rl_reqconn_received(struct rl_proc *proc, struct rl_reqconn *c,
                          const struct iovec *iov, size_t n, size_t got,
                          const struct rl_reqread *r)
 {
+    if (r->end != RL_READ_BYTES) {
+        rl_reqconn_ended(proc, c, r);
+        return;
+    }
     if (c->resp_off)
         return;
     if (__atomic_load_n(&c->resp_lost, __ATOMIC_RELAXED)) {

@@ -45,18 +45,13 @@ void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
     c->robots = rr;
 }
 
-void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
-                        const uint8_t *buf, size_t n,
-                        const struct rl_reqread *r)
+/* The read is over: the delay its body gave, if it was read whole, goes
+ * to the gate; the state is freed. */
+static void settle(struct rl_proc *proc, struct rl_reqconn *c,
+                   const struct rl_reqread *r)
 {
     struct rl_robotsread *rr = c->robots;
-    if (rr == NULL)
-        return;
-    rl_robots_body_feed(&rr->body, buf, n);
-    enum rl_robots_state st = rl_robots_body_state(&rr->body);
-    if (st == RL_ROBOTS_READING)
-        return;
-    if (st == RL_ROBOTS_READ) {
+    if (rl_robots_body_state(&rr->body) == RL_ROBOTS_READ) {
         uint64_t delay = 0;
         /* No Crawl-delay for the agent is an answer too: it clears the
          * delay an earlier robots.txt set (read again, it replaces). */
@@ -74,4 +69,26 @@ void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
         (void)rl_gate_crawl_delay(proc, &q, delay);
     }
     rl_robotsread_drop(c);
+}
+
+void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
+                        const uint8_t *buf, size_t n,
+                        const struct rl_reqread *r)
+{
+    struct rl_robotsread *rr = c->robots;
+    if (rr == NULL)
+        return;
+    rl_robots_body_feed(&rr->body, buf, n);
+    if (rl_robots_body_state(&rr->body) != RL_ROBOTS_READING)
+        settle(proc, c, r);
+}
+
+void rl_robotsread_end(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqread *r)
+{
+    struct rl_robotsread *rr = c->robots;
+    if (rr == NULL)
+        return;
+    rl_robots_body_close(&rr->body);
+    settle(proc, c, r);
 }

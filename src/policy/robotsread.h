@@ -4,8 +4,8 @@
  * the body's end (or its first RL_ROBOTS_BODY_MAX bytes) the Crawl-delay
  * for the request's User-Agent goes to gate_crawl.h, named as the
  * request was charged. A body cut short, in a coding not read, or framed
- * by the connection's close (not seen: the connection's end does not
- * come here) changes nothing.
+ * before the server closed the connection changes nothing; one framed by
+ * that close is read at it (rl_robotsread_end).
  *
  * The state (zlib's window with it) is allocated for a robots.txt answer
  * alone and freed at its end: a connection holds one pointer otherwise.
@@ -35,6 +35,11 @@ void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
 void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
                         const uint8_t *buf, size_t n,
                         const struct rl_reqread *r);
+
+/* The server ended the connection (EOF): a body framed by the close is
+ * read whole, and its delay written; any other going was cut short. */
+void rl_robotsread_end(struct rl_proc *proc, struct rl_reqconn *c,
+                       const struct rl_reqread *r);
 
 /* Drops a read going, writing nothing (the responses are read no
  * further, or the connection ends). */

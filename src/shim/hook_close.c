@@ -35,6 +35,9 @@ static __attribute__((noinline)) void forget(int fd, uint32_t m)
 {
     if (rl_shim_in_vfork_child())
         return;
+    /* Its requests' answers looked at while it is still the number's. */
+    if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
+        rl_recv_closing(fd);
     rl_fdtab_clear(fd);
     rl_wait_forget(fd, m);
     if ((m & RL_FD_HTTP) && !rl_hook_in_handler())

@@ -15,6 +15,10 @@
  * requests, and so its responses, are the TLS layer's (hook_tls_read.c);
  * the send side drops the socket's mark once the TLS layer has found its
  * session, and until then its reads are not looked at.
+ * A read that ends the stream (EOF into room for a byte, or ECONNRESET),
+ * and the program's close of a marked fd (hook_close.c), go there too,
+ * with no bytes: a request still awaiting its answer then counts as a
+ * reset or a timeout (SPEC §14 backoff_on).
  * recvmmsg is not hooked: no client the tests run reads a stream with it
  * (libcurl, wget, libssl, libgnutls, python import read, recv, recvfrom,
  * recvmsg and readv). */
@@ -42,10 +46,11 @@ static void mark_lost(int fd)
             return;
 }
 
-/* The bytes one call returned: `got` of them in iov[0..n). */
+/* The bytes one call returned: `got` of them in iov[0..n); or, `end`
+ * not RL_READ_BYTES, the end of the stream (policy/reqconn.h). */
 static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
                                                size_t n, size_t got,
-                                               const char *call)
+                                               const char *call, int end)
 {
     if (rl_hook_in_handler()) {
         mark_lost(fd);
@@ -68,7 +73,7 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
     while ((m & RL_FD_RESP_LOST) &&
            !rl_fdtab_cas(fd, &m, m & ~RL_FD_RESP_LOST))
         ;
-    const struct rl_reqread r = {fd, call};
+    const struct rl_reqread r = {fd, call, end};
     if (rl_request_received(rl_shim_proc(), c, RL_CARRY_PLAIN, &r, lost, iov,
                             n, got)) {
         /* Not HTTP after all: from now on its calls cost what any other
@@ -81,25 +86,48 @@ static __attribute__((noinline)) void received(int fd, const struct iovec *iov,
     errno = saved;
 }
 
+/* Did iov[0..n) have room for a byte? */
+static bool room(const struct iovec *iov, size_t n)
+{
+    for (size_t i = 0; iov != NULL && i < n; i++)
+        if (iov[i].iov_len > 0)
+            return true;
+    return false;
+}
+
 /* What a receive call with `flags` returned is the stream's next bytes:
  * not a peek, not urgent data, not the error queue. TCP's MSG_TRUNC
  * discards them without copying: they are lost to the reader. */
 static void taken(int fd, int flags, const char *call, ssize_t r,
                   const struct iovec *iov, size_t n)
 {
-    if (r <= 0 || (flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE)))
+    if (flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE))
         return;
+    if (r <= 0) {
+        /* The server's end of the stream, EOF or a reset (SPEC §14: a
+         * request awaiting its answer got none). A read into no room
+         * returns 0 too, and is not one. */
+        if ((r == 0 && room(iov, n)) || (r < 0 && errno == ECONNRESET))
+            received(fd, NULL, 0, 0, call, RL_READ_ENDED);
+        return;
+    }
     if (flags & MSG_TRUNC)
         mark_lost(fd);
     else
-        received(fd, iov, n, (size_t)r, call);
+        received(fd, iov, n, (size_t)r, call, RL_READ_BYTES);
+}
+
+void rl_recv_closing(int fd)
+{
+    if (!(rl_fdtab_get(fd) & RL_FD_HTTP_LATE))
+        received(fd, NULL, 0, 0, "close", RL_READ_CLOSING);
 }
 
 static __attribute__((noinline)) ssize_t read_marked(int fd, void *buf,
                                                      size_t len)
 {
     ssize_t r = REAL(read)(fd, buf, len);
-    struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+    struct iovec one = {buf, len};
     taken(fd, 0, "read", r, &one, 1);
     return r;
 }
@@ -115,7 +143,7 @@ static __attribute__((noinline)) ssize_t recv_marked(int fd, void *buf,
                                                      size_t len, int flags)
 {
     ssize_t r = REAL(recv)(fd, buf, len, flags);
-    struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+    struct iovec one = {buf, len};
     taken(fd, flags, "recv", r, &one, 1);
     return r;
 }
@@ -144,7 +172,7 @@ RL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
     ssize_t r = REAL(recvfrom)(fd, buf, len, flags, sa, salen);
     if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0)) {
         int saved = errno;
-        struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+        struct iovec one = {buf, len};
         taken(fd, flags, "recvfrom", r, &one, 1);
         errno = saved;
     }

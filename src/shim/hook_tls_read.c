@@ -29,9 +29,12 @@ typedef struct ssl_st SSL;
 typedef struct gnutls_session_int *gnutls_session_t;
 
 #define GNUTLS_E_INTERNAL_ERROR (-59)
+#define GNUTLS_E_PREMATURE_TERMINATION (-110)
+#define GNUTLS_E_PULL_ERROR (-53)
 
 static __attribute__((noinline)) void
-tls_received(const void *session, void *buf, size_t n, const char *call)
+tls_received(const void *session, void *buf, size_t n, const char *call,
+             int end)
 {
     if (rl_tls_depth > 0 || !rl_shim_ready() || rl_hook_in_handler() ||
         rl_shim_in_vfork_child() || !rl_shim_enter())
@@ -41,9 +44,10 @@ tls_received(const void *session, void *buf, size_t n, const char *call)
     struct rl_reqconn *c = e != NULL ? e->c : NULL;
     if (c != NULL) {
         struct iovec one = {buf, n};
-        const struct rl_reqread r = {e->fd, call};
+        size_t got = end == RL_READ_BYTES ? n : 0;
+        const struct rl_reqread r = {e->fd, call, end};
         (void)rl_request_received(rl_shim_proc(), c, RL_CARRY_TLS, &r, false,
-                                  &one, 1, n);
+                                  &one, got > 0 ? 1 : 0, got);
     }
     rl_shim_leave();
     errno = saved;
@@ -60,7 +64,11 @@ RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
     int r = real(ssl, buf, num);
     rl_tls_depth--;
     if (r > 0)
-        tls_received(ssl, buf, (size_t)r, "SSL_read");
+        tls_received(ssl, buf, (size_t)r, "SSL_read", RL_READ_BYTES);
+    else if (num > 0 && (r == 0 || errno == ECONNRESET))
+        /* The server's end: its close_notify (SSL_read says a retry,
+         * WANT_READ, with -1, never with 0), or its reset. */
+        tls_received(ssl, NULL, 0, "SSL_read", RL_READ_ENDED);
     return r;
 }
 
@@ -78,7 +86,11 @@ RL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *readbytes)
     int r = real(ssl, buf, num, readbytes);
     rl_tls_depth--;
     if (r > 0 && readbytes != NULL && *readbytes > 0)
-        tls_received(ssl, buf, *readbytes, "SSL_read_ex");
+        tls_received(ssl, buf, *readbytes, "SSL_read_ex", RL_READ_BYTES);
+    else if (r <= 0 && num > 0 && errno == ECONNRESET)
+        /* The server's reset (its close_notify fails SSL_read_ex as a
+         * retry does: not told apart without SSL_get_error). */
+        tls_received(ssl, NULL, 0, "SSL_read_ex", RL_READ_ENDED);
     return r;
 }
 
@@ -93,6 +105,12 @@ RL_EXPORT ssize_t gnutls_record_recv(gnutls_session_t session, void *data,
     ssize_t r = real(session, data, size);
     rl_tls_depth--;
     if (r > 0)
-        tls_received(session, data, (size_t)r, "gnutls_record_recv");
+        tls_received(session, data, (size_t)r, "gnutls_record_recv",
+                     RL_READ_BYTES);
+    else if ((r == 0 && size > 0) || r == GNUTLS_E_PREMATURE_TERMINATION ||
+             (r == GNUTLS_E_PULL_ERROR && errno == ECONNRESET))
+        /* The server's end: its close alert, the socket's EOF, or its
+         * reset. */
+        tls_received(session, NULL, 0, "gnutls_record_recv", RL_READ_ENDED);
     return r;
 }

@@ -230,6 +230,11 @@ static inline void rl_send_bytes(struct rl_send *s, const struct iovec *iov,
     s->niov = n;
 }
 
+/* The program closes fd, a connection whose requests are counted
+ * (hook_recv.c): a request on it still awaiting its answer past its
+ * response_timeout counts (SPEC §14 backoff_on = timeout). */
+void rl_recv_closing(int fd);
+
 /* The requests of the call (hook_request.c): plan them, sleep if told,
  * trim s->len and s->grant to what may go, or fail (-1, errno set). */
 int rl_request_begin(struct rl_send *s);

@@ -182,7 +182,9 @@ struct rl_seg_store {
  *            when it did not change;
  *   until    paused until: CLOCK_MONOTONIC ns, its lowest bit saying why
  *            (1: the backoff, 0: a Retry-After), only ever moved later;
- *   backoff  429/503 without Retry-After in a row (0: none);
+ *   backoff  errors without Retry-After in a row (bits 0-31; 0: none)
+ *            and the last one's cause (bits 32-47: an HTTP status, or
+ *            1 reset, 2 timeout; policy/pauses.h reads it);
  *   rule     the section's index in the config, + 1 (for `rlshim stat`);
  *   latency, crawl, last
  *            the destination's pace (SPEC §14): limit/adapt.h's words of

@@ -126,6 +126,11 @@ Test(crawl_delay, a_gzip_and_chunked_robots_txt_is_read)
     polite_bot_is_spaced("gzip-chunked");
 }
 
+Test(crawl_delay, a_robots_txt_ended_by_the_server_s_close_is_read)
+{
+    polite_bot_is_spaced("close");
+}
+
 Test(crawl_delay, another_agent_gets_the_star_group)
 {
     start("plain");

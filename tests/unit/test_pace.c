@@ -46,7 +46,7 @@ TestSuite(pace, .init = open_store, .fini = close_store, .timeout = 30);
 
 static struct rl_pause_set set_of(uint64_t key, const char *label)
 {
-    struct rl_pause_set s = {key, 1, label, false, 0, 1000};
+    struct rl_pause_set s = {.key = key, .rule = 1, .label = label, .now = 1000};
     return s;
 }
 

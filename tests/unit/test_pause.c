@@ -392,7 +392,7 @@ Test(pause, stat_shows_a_rules_pause)
     cr_expect(strstr(out, "user:tester        dest a.example paused until ") !=
                   NULL,
               "%s", out);
-    cr_expect(strstr(out, "s more, backoff)") != NULL, "%s", out);
+    cr_expect(strstr(out, "s more, backoff 503 x 1)") != NULL, "%s", out);
 }
 
 /* A full budget is re-used for a new name when the table is short of room

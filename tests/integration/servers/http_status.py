@@ -20,13 +20,19 @@ Paths:
     /slow/MS[/...]   200 after MS milliseconds (stamped when the head
                      came, before the wait): a server's response time
                      (SPEC §14 latency)
+    /reset           no answer: the connection is reset (SO_LINGER 0) once
+                     the request's head is read (SPEC §14 backoff_on)
+    /hang/N          no answer for N seconds, then the connection closed
     anything else    200
 Every answer has a small body framed by Content-Length.
 """
 import email.utils
 import http.server
+import io
 import os
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -51,9 +57,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def no_answer(self, t, parts):
+        with LOCK:
+            LOG.write("REQ %.6f %s %s 0\n" % (t, self.command, self.path))
+            LOG.flush()
+        if parts[1] == "hang":
+            time.sleep(float(parts[2]))
+        else:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+        # Nothing left to flush at the handler's end.
+        self.wfile = io.BytesIO()
+
     def answer(self, body):
         t = time.monotonic()
         parts = self.path.split("/")
+        if len(parts) >= 2 and (parts[1] == "reset" or
+                                (parts[1] == "hang" and len(parts) >= 3)):
+            self.no_answer(t, parts)
+            return
         status, ra = 200, "-"
         if len(parts) >= 4 and parts[1] in ("s", "once"):
             with LOCK:

@@ -8,6 +8,8 @@ Environment: RL_ROBOTS picks how /robots.txt is answered:
     chunked          200, Transfer-Encoding: chunked, in pieces
     gzip             200, Content-Encoding: gzip, Content-Length
     gzip-chunked     200, gzip and chunked
+    close            200, no length: the body ends where the server closes
+                     the connection
     404              404 Not Found (its body names a delay all the same)
 Prints "PORT <n>" once listening; appends one line per request, flushed
 at once, when its head has arrived:
@@ -71,6 +73,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode.startswith("gzip"):
             data = gzip.compress(data)
             self.send_header("Content-Encoding", "gzip")
+        if mode == "close":
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+            return
         if mode.endswith("chunked"):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
