@@ -350,8 +350,9 @@ asan:
 # the integration suites that start dozens of ASan programs at once
 # (dests, stress), must hear from Redis within SPEC 8's deadline (fleet,
 # fleet_cluster), or hold each request's gap at the server, which a page
-# answered late on a shared core shortens (crawlers: Scrapy under ASan).
-ASAN_ALONE = dests|stress|fleet|fleet_cluster|crawlers
+# answered late on a shared core shortens (crawlers, scrapy_polite: Scrapy
+# under ASan).
+ASAN_ALONE = dests|stress|fleet|fleet_cluster|crawlers|scrapy_polite
 asan-shared:
 	$(ASAN_RUN) integration \
 	    INTEG_FLAGS="--jobs 1 --filter='!(matrix|fleet_scale|$(ASAN_ALONE))/*'"
