@@ -11,7 +11,9 @@
 #   make fuzz            the config, HTTP-scanner and robots.txt fuzzers,
 #                        FUZZ_SECONDS each
 #   make demo            a real program, bare and throttled, side by side
-#   make docs            docs/timeline.svg, drawn from a real run's decision log
+#   make docs            docs/timeline.svg and docs/adapt.svg (a Scrapy crawl
+#                        adapting to a server that slows down), each drawn
+#                        from a real run's decision log
 #   make examples        the examples a user copies (pytest, shell), as tests
 #   make install         PREFIX (/usr/local) and DESTDIR honoured
 #   make deb             build/rlshim_VERSION_ARCH.deb (dpkg-deb), lintian-clean
@@ -350,9 +352,9 @@ asan:
 # the integration suites that start dozens of ASan programs at once
 # (dests, stress), must hear from Redis within SPEC 8's deadline (fleet,
 # fleet_cluster), or hold each request's gap at the server, which a page
-# answered late on a shared core shortens (crawlers: Scrapy under ASan;
-# adapt, crawl_delay, backoff_on: SPEC 14's spacing).
-ASAN_ALONE = dests|stress|fleet|fleet_cluster|crawlers|adapt|crawl_delay|backoff_on
+# answered late on a shared core shortens (crawlers, scrapy_polite: Scrapy
+# under ASan; adapt, crawl_delay, backoff_on: SPEC 14's spacing).
+ASAN_ALONE = dests|stress|fleet|fleet_cluster|crawlers|scrapy_polite|adapt|crawl_delay|backoff_on
 asan-shared:
 	$(ASAN_RUN) integration \
 	    INTEG_FLAGS="--jobs 1 --filter='!(matrix|fleet_scale|$(ASAN_ALONE))/*'"
@@ -432,6 +434,7 @@ demo: all
 
 docs: all
 	python3 docs/timeline.py $(abspath $(B)) docs/timeline.svg
+	python3 docs/adapt_timeline.py $(abspath $(B)) docs/adapt.svg
 
 # The examples run against this build: `rlshim` first on PATH.
 examples: all

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """An HTTP/1.1 server on 127.0.0.1 (keep-alive, threaded) with a
-robots.txt of two groups, for the Crawl-delay tests (SPEC §14).
+robots.txt of three groups, for the Crawl-delay tests (SPEC §14):
+polite-bot 1 s, Scrapy (its default User-Agent's product token) 1 s,
+everyone else 0.5 s.
 
 Usage: robots.py LOGFILE
 Environment: RL_ROBOTS picks how /robots.txt is answered:
@@ -25,10 +27,13 @@ import time
 
 LOG = None
 LOCK = threading.Lock()
-ROBOTS = (b"# two groups\n"
+ROBOTS = (b"# three groups\n"
           b"User-agent: polite-bot\n"
           b"Crawl-delay: 1\n"
           b"Disallow: /private\n"
+          b"\n"
+          b"User-agent: Scrapy\n"
+          b"Crawl-delay: 1\n"
           b"\n"
           b"User-agent: *\n"
           b"Crawl-delay: 0.5\n")
