@@ -11,7 +11,8 @@
  * refused. A destination's limit comes from --limit, else from the
  * config's sections its lines name (the rule, and the site: a site-only
  * log's rule is null), the tightest first rate among them that limits
- * the kind; when none is found, stderr says why. */
+ * the kind; when none is found, stderr says why. A destination's interval,
+ * where its lines give it (SPEC §14), is drawn above (timeline_pace.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "cli/cmd_state.h"
 #include "cli/commands.h"
 #include "cli/logfile.h"
+#include "cli/timeline_pace.h"
 #include "policy/config.h"
 #include "util/declog.h"
 #include "util/parse.h"
@@ -33,6 +35,7 @@ struct dest {
     uint64_t total[NV];
     bool has_rate;
     struct rl_rate rate; /* its limit, when known */
+    struct rl_tl_interval iv; /* its interval over the bins, if logged */
 };
 
 struct chart {
@@ -201,9 +204,17 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         struct dest *d = dest_of(ch, e->dest);
         if (d == NULL)
             return -ENOMEM;
-        d->bins[(size_t)((t - t0) / ch->bin_ns) * NV + (size_t)v]++;
+        size_t bin = (size_t)((t - t0) / ch->bin_ns);
+        d->bins[bin * NV + (size_t)v]++;
         d->total[v]++;
+        if (e->interval_ns > 0 && /* in force when it was decided */
+            rl_tl_interval_note(&d->iv, ch->nbins, e->mono_ns - t0,
+                                ch->bin_ns, e->interval_ns) < 0)
+            return -ENOMEM;
     }
+    for (size_t i = 0; i < ch->nd; i++)
+        if (ch->d[i].iv.ns != NULL)
+            rl_tl_interval_carry(&ch->d[i].iv);
     qsort(ch->d, ch->nd, sizeof *ch->d, by_name);
     for (size_t i = 0; ch->has_rate && i < ch->nd; i++) {
         ch->d[i].has_rate = true;
@@ -266,9 +277,13 @@ static void terminal(FILE *f, const struct chart *ch)
                     (double)d->rate.period_ns / 1e9,
                     (double)d->rate.count * (double)ch->bin_ns /
                         (double)d->rate.period_ns);
+        rl_tl_interval_terminal(f, &d->iv);
+        uint64_t shown = 0;
         for (size_t b = 0; b < ch->nbins; b++) {
             const uint64_t *c = &d->bins[b * NV];
-            if (c[0] + c[1] + c[2] == 0 && b % 10 != 0)
+            char note[48];
+            rl_tl_interval_row(&d->iv, b, &shown, note, sizeof note);
+            if (c[0] + c[1] + c[2] == 0 && b % 10 != 0 && note[0] == '\0')
                 continue;
             fprintf(f, "  %7.1fs  ", (double)b * (double)ch->bin_ns / 1e9);
             for (int v = 0; v < NV; v++) {
@@ -278,7 +293,7 @@ static void terminal(FILE *f, const struct chart *ch)
                 for (size_t k = 0; k < n; k++)
                     fputc(mark[v], f);
             }
-            fputc('\n', f);
+            fprintf(f, "%s\n", note);
         }
     }
 }
@@ -409,6 +424,7 @@ static void svg_panel(FILE *f, const struct chart *ch, const struct dest *d,
                    "y2=\"%.2f\"/>\n",
                 ML, py, ML + pw, py);
     }
+    rl_tl_interval_svg(f, &d->iv, ML, bw, MT, ph);
     fputs("</g>\n", f);
 }
 
@@ -438,6 +454,7 @@ static int svg(const char *path, const struct chart *ch, size_t n)
             ".denied { fill: #d03a2f; }\n"
             ".limit { stroke: #1f4fbf; stroke-width: 2; "
             "stroke-dasharray: 6 4; }\n"
+            ".interval { fill: none; stroke: #7b3fbf; stroke-width: 2; }\n"
             "</style>\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             W, h, W, h);
@@ -450,10 +467,14 @@ static int svg(const char *path, const struct chart *ch, size_t n)
                    "height=\"12\"/><text x=\"%d\" y=\"21\">%s</text>\n",
                 names[v], lx + v * 90, lx + v * 90 + 16, names[v]);
     struct rl_rate one;
-    bool any = false;
+    bool any = false, paced = false;
     for (size_t c = 0; c < n; c++)
-        for (size_t i = 0; i < ch[c].nd; i++)
+        for (size_t i = 0; i < ch[c].nd; i++) {
             any |= ch[c].d[i].has_rate;
+            paced |= ch[c].d[i].iv.most > 0;
+        }
+    if (paced)
+        rl_tl_interval_legend(f, lx - 110, 16);
     if (one_rate(ch, n, &one))
         fprintf(f, "<line class=\"limit\" x1=\"%d\" y1=\"16\" x2=\"%d\" "
                    "y2=\"16\"/><text x=\"%d\" y=\"21\">limit %llu per "
@@ -566,8 +587,10 @@ int rl_cmd_timeline(int argc, char **argv)
     if (status == 0 && svg_path != NULL && svg(svg_path, charts, ncharts) < 0)
         status = 2;
     for (size_t c = 0; c < ncharts; c++) {
-        for (size_t i = 0; i < charts[c].nd; i++)
+        for (size_t i = 0; i < charts[c].nd; i++) {
             free(charts[c].d[i].bins);
+            rl_tl_interval_free(&charts[c].d[i].iv);
+        }
         free(charts[c].d);
     }
     rl_logfile_free(&lf);

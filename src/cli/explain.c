@@ -19,12 +19,17 @@
 #include <unistd.h>
 
 #include "cli/explain.h"
+#include "cli/pace_show.h"
 #include "fleet/fleet_lease.h"
 #include "policy/budget.h"
 #include "policy/dest.h"
 #include "policy/dests.h"
 #include "policy/identity.h"
 #include "policy/names.h"
+#include "policy/pace.h"
+#include "policy/pauses.h"
+#include "state/store.h"
+#include "util/clock.h"
 
 /* Split "http://host:port/path", "host:port", "[v6]:port", "host" into
  * host and port (default: the scheme's, else 80). 0 or -1 (bad). */
@@ -127,19 +132,51 @@ static void where(const struct rl_config *cfg, const struct rl_rule *r,
                   : "never (each call is one round trip)");
 }
 
+/* What the explanation reads: the keys as the shim derives them, and the
+ * pause table of this host's segment (pauses.store NULL: none yet). */
+struct known {
+    struct rl_dests d;
+    struct rl_pauses pauses;
+    uint64_t now;
+};
+
+/* What section r's pace (SPEC §14) is for the destination keyed `key`
+ * now, as `rlshim stat` words it, and what would change it. */
+static void pace_line(const struct rl_config *cfg, const struct known *k,
+                      const struct rl_rule *r, const char *user,
+                      const char *key)
+{
+    if (r->nlimits[RL_KIND_REQUEST] == 0)
+        return;
+    char why[64], conf[256];
+    uint64_t interval;
+    if (rl_cli_pace(k->pauses.store != NULL ? &k->pauses : NULL, cfg, r, user,
+                    key, k->now, &interval, why, sizeof why))
+        printf("      pace: %llu ms (%s)\n",
+               (unsigned long long)(interval / 1000000), why);
+    else
+        printf("      pace: the rate alone%s\n",
+               k->pauses.store == NULL ? " (no state on this host yet)" : "");
+    rl_cli_pace_settings(r, conf, sizeof conf);
+    printf("      adapts: %s\n", conf);
+}
+
 /* The budget of section r a destination (peer p, named `name`) is
  * charged to: with a per-destination key, the key as the gate derives it
  * (policy/dests.h). */
-static void budget_line(const struct rl_config *cfg, const struct rl_dests *d,
+static void budget_line(const struct rl_config *cfg, const struct known *k,
                         const struct rl_rule *r, const char *user,
                         const struct rl_peer *p, const char *name)
 {
     static const char *const per[] = {"user", "destination", "domain",
                                       "address"};
     char label[RL_STORE_LABEL_MAX], key[RL_NAME_MAX + 1];
+    const struct rl_dests *d = &k->d;
     rl_budget_label(r, rl_budget_user(r, user), label, sizeof label);
+    /* As the gate keys the pace: by the section's key of the
+     * destination, whatever budget it shares (gate_charges.c). */
+    rl_dests_key(d, r->per, p, name, strlen(name), key);
     if (rl_rule_per_dest(r)) {
-        rl_dests_key(d, r->per, p, name, strlen(name), key);
         bool by_name = r->per == RL_PER_DOMAIN && !rl_regdomain_ready(&d->psl);
         bool no_addr = r->per == RL_PER_ADDRESS && p->family != AF_INET &&
                        p->family != AF_INET6;
@@ -154,6 +191,7 @@ static void budget_line(const struct rl_config *cfg, const struct rl_dests *d,
                                                 : " (shared by the section)");
     where(cfg, r, user);
     limits(r);
+    pace_line(cfg, k, r, user, key);
 }
 
 /* Does a `to` list cover a destination known by its name and port only?
@@ -192,7 +230,7 @@ static enum cover by_name(const struct rl_rule *r, struct rl_peer *p,
 
 /* The target's name could not be resolved here (`why`): explain it by
  * name. */
-static int explain_name(const struct rl_config *cfg, const struct rl_dests *d,
+static int explain_name(const struct rl_config *cfg, const struct known *d,
                         const struct rl_rule *rule, const char *user,
                         const char *name, size_t n, const char *port,
                         const char *why)
@@ -262,7 +300,7 @@ static int explain_name(const struct rl_config *cfg, const struct rl_dests *d,
     return 0;
 }
 
-static int explain(const struct rl_config *cfg, const struct rl_dests *d,
+static int explain(const struct rl_config *cfg, const struct known *d,
                    const char *key, const char *target)
 {
     char host[300], port[16];
@@ -369,12 +407,20 @@ int rl_cli_explain(const struct rl_config *cfg, const char *key,
 {
     /* The keys as the shim derives them (`per = domain` loads libpsl,
      * and says so on stderr when it cannot). */
-    struct rl_dests d = {0};
-    if (rl_dests_setup(&d, cfg) < 0) {
+    struct known k = {.now = rl_clock_now_ns()};
+    if (rl_dests_setup(&k.d, cfg) < 0) {
         fprintf(stderr, "rlshim check: %s\n", strerror(ENOMEM));
         return 1;
     }
-    int rc = explain(cfg, &d, key, target);
-    rl_dests_close(&d);
+    /* The paces the shim learned, in this host's segment, if there is
+     * one for this config (none yet: nothing learned). */
+    struct rl_store *st = NULL;
+    char why[512];
+    if (rl_store_attach(&st, NULL, (uint32_t)getuid(), rl_budget_hash(cfg),
+                        why, sizeof why) == 0)
+        rl_pauses_of(st, &k.pauses);
+    int rc = explain(cfg, &k, key, target);
+    rl_store_close(st);
+    rl_dests_close(&k.d);
     return rc;
 }

@@ -5,13 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/pace_show.h"
 #include "cli/stat_prometheus.h"
 #include "cli/stat_rows.h"
 #include "policy/budget.h"
 #include "policy/gate_crawl.h"
 #include "policy/gate_pause.h"
 #include "policy/open.h"
-#include "policy/pace.h"
 #include "policy/pauses.h"
 #include "state/store.h"
 
@@ -180,23 +180,12 @@ static bool pace_text(const struct stat_view *v, const struct rl_rule *rule,
                       const char *user, const char *dest, char *buf,
                       size_t len, char *why, size_t wlen, uint64_t *interval)
 {
-    struct rl_adapt a;
-    if (!v->has_pauses || v->cfg == NULL || !rl_pace_kept(rule) ||
-        !rl_pauses_pace(&v->pauses,
-                        rl_pauses_key((uint64_t)(rule - v->cfg->rules) + 1,
-                                      user, dest, strlen(dest)),
-                        &a))
+    if (!v->has_pauses ||
+        !rl_cli_pace(&v->pauses, v->cfg, rule, user, dest, v->now, interval,
+                     why, wlen))
         return false;
-    struct rl_adapt_conf c;
-    struct rl_adapt_shown sh;
-    rl_pace_conf(rule, &c);
-    rl_adapt_show(&a, &c, v->now, &sh);
-    if (sh.why != RL_ADAPT_LATENCY && sh.why != RL_ADAPT_CRAWL_DELAY)
-        return false;
-    rl_adapt_format(&sh, why, wlen);
-    *interval = sh.interval_ns;
     snprintf(buf, len, "pace %llu ms (%s)",
-             (unsigned long long)(sh.interval_ns / 1000000), why);
+             (unsigned long long)(*interval / 1000000), why);
     return true;
 }
 

@@ -9,6 +9,8 @@
 #include "policy/config.h"
 #include "policy/dests.h"
 #include "policy/gate_int.h"
+#include "policy/pace.h"
+#include "policy/pauses.h"
 #include "policy/proc.h"
 #include "util/declog.h"
 #include "util/log.h"
@@ -34,6 +36,31 @@ static void dest_of(struct rl_proc *p, const struct rl_gate_call *c, char *host,
         rl_dests_name_port(&p->names, c->sa, c->salen, host, len, port);
 }
 
+/* The interval a request's destination is spaced by at this decision
+ * (SPEC §14), the largest of its charges' that keep a pace, for the
+ * timeline to draw; 0 when none keeps one. Read only when a line is
+ * written: a log costs a write per decision already. */
+static uint64_t interval_of(const struct rl_gate_ticket *t)
+{
+    uint64_t most = 0;
+    for (unsigned i = 0; i < t->ncharges; i++) {
+        const struct rl_gate_charge *ch = &t->charge[i];
+        if (ch->pause_key == 0 || ch->budget == NULL ||
+            ch->budget->store == NULL || !rl_pace_kept(ch->rule))
+            continue;
+        struct rl_pauses table;
+        struct rl_adapt a;
+        struct rl_adapt_conf conf;
+        rl_pauses_of(ch->budget->store, &table);
+        rl_pauses_pace(&table, ch->pause_key, &a); /* none: all zero */
+        rl_pace_conf(ch->rule, &conf);
+        uint64_t v = rl_adapt_interval(&a, &conf, t->now);
+        if (v > most)
+            most = v;
+    }
+    return most;
+}
+
 void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
                           int denied_kind, uint64_t denied_units,
                           const struct rl_gate_call *c)
@@ -54,6 +81,7 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
         .target = c->target,
         .reason = t->reason,
         .moved_ns = t->moved_ns,
+        .interval_ns = c->request ? interval_of(t) : 0,
     };
     if (denied_kind >= 0) {
         r.limit = rl_kind_name(denied_kind);

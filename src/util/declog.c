@@ -261,6 +261,8 @@ size_t rl_declog_format(char *buf, size_t len, const struct rl_declog_rec *r,
         putf(&o, ",\"status\":", r->status);
     if (r->moved_ns != 0)
         putf(&o, ",\"moved_ns\":", r->moved_ns);
+    if (r->interval_ns != 0)
+        putf(&o, ",\"interval_ns\":", r->interval_ns);
     /* Last: what a program wrote can be long, and a cut keeps the fields
      * every reader needs. */
     if (r->method != NULL) {

@@ -68,6 +68,12 @@ struct rl_declog_rec {
      * turn (its line's mono_ns + wait_ns), which it did not go at,
      * written as "moved_ns" after status; 0: not written. */
     uint64_t moved_ns;
+    /* A request whose destination keeps a pace (SPEC §14): the interval
+     * its requests are spaced by at this decision (what latency or a
+     * Crawl-delay made of it, else its limit's own period), written as
+     * "interval_ns" after moved_ns, so a timeline can draw it; 0: not
+     * written. */
+    uint64_t interval_ns;
 };
 
 /* A request's method and target are cut at this many bytes (SPEC §11). */

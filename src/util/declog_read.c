@@ -183,6 +183,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
         }
         if (strcmp(key, "moved_ns") == 0)
             return num(c, &e->moved_ns);
+        if (strcmp(key, "interval_ns") == 0)
+            return num(c, &e->interval_ns);
         if (strcmp(key, "rule") == 0) {
             *seen |= F_RULE;
             if (*c->p == 'n') {

@@ -21,13 +21,17 @@ struct rl_declog_entry {
     /* call = request (SPEC §11): "" when the line has none. */
     char method[RL_DECLOG_REQ_MAX + 1];
     char target[RL_DECLOG_REQ_MAX + 1];
-    /* A pause held it (SPEC §12): "retry_after" or "backoff"; "" else. */
+    /* A pause or the pace held it (SPEC §12, §14): "retry_after",
+     * "backoff", "latency" or "crawl_delay"; "" else. */
     char reason[16];
     /* verdict pause (a response that paused its budget): its status. */
     uint64_t status;
     /* A request decided again at its turn (a pause came meanwhile): that
      * earlier turn, which it did not go at; 0: none. */
     uint64_t moved_ns;
+    /* A request whose destination keeps a pace: its interval then; 0:
+     * none. */
+    uint64_t interval_ns;
 };
 
 /* Parse one line (without or with its "\n"). Returns 0, or -EINVAL when

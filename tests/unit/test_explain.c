@@ -9,9 +9,13 @@
 #include <unistd.h>
 
 #include "gate_fixture.h"
+#include "policy/budget.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/names.h"
+#include "policy/pace.h"
+#include "policy/pauses.h"
+#include "state/store.h"
 #include "policy/proc.h"
 
 /* The process state this file decides through. */
@@ -52,6 +56,31 @@ static int cli(const char *args)
     out[n] = '\0';
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The gate of user key "crawler" under the written config (which it
+ * keeps), as a process of that user would open it: its segment made. */
+static struct rl_config *gate_of_crawler(void)
+{
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(rl_config_load(ini, &cfg, &d), 0);
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "crawler");
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
+    return cfg;
+}
+
+/* A connect of the gate's process to port 80 of an address that the
+ * resolver said is `name`: its destination's entry made. */
+static void connect_to(const char *name)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "192.168.7.7", &a.sin_addr);
+    rl_names_note(&proc.names, AF_INET, &a.sin_addr, name, strlen(name));
+    struct rl_gate_ticket t;
+    cr_assert_eq(rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a),
+                 RL_GATE_GO);
 }
 
 static const char *config = "[default]\nconnect = 5/s\nto = 10.0.0.0/8\n"
@@ -129,18 +158,8 @@ Test(explain, refuses_explain_without_a_target_and_k_without_explain)
 Test(explain, stat_shows_a_row_per_destination_with_a_dest_field)
 {
     write_ini(config);
-    struct rl_config *cfg = NULL;
-    struct rl_diag d = {0};
-    cr_assert_eq(rl_config_load(ini, &cfg, &d), 0);
-    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
-    snprintf(id.key, sizeof id.key, "crawler");
-    cr_assert_eq(rl_gate_init(&proc, cfg, &id, NULL, 0), 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(80)};
-    inet_pton(AF_INET, "192.168.7.7", &a.sin_addr);
-    rl_names_note(&proc.names, AF_INET, &a.sin_addr, "crawled.test", 12);
-    struct rl_gate_ticket t;
-    cr_assert_eq(rl_gate_connect(&proc, &t, "connect", 3, &a, sizeof a),
-                 RL_GATE_GO);
+    (void)gate_of_crawler();
+    connect_to("crawled.test");
     /* (no rl_gate_connected: the connect still holds its place) */
     char args[512];
     snprintf(args, sizeof args, "stat -c '%s' --json", ini);
@@ -219,4 +238,64 @@ Test(explain, shows_request_budgets)
     snprintf(args, sizeof args, "check -c '%s'", ini);
     cr_assert_eq(cli(args), 0, "%s", out);
     cr_expect(strstr(out, "request") != NULL, "%s", out);
+}
+
+/* SPEC §14: what the shim knows of a destination's pace now, read from
+ * the segment as `rlshim stat` reads it, and what would change it. */
+Test(explain, says_the_pace_learned_of_a_destination_and_its_settings)
+{
+    write_ini("[site:every-host]\nper = destination\nrequest = 2/s\n"
+              "connect = 10/s\nadapt = latency\nadapt_factor = 2\nmax_interval = 60s\n"
+              "backoff_on = 503, reset\nmax_crawl_delay = 30s\n"
+              "jitter = 20%\n");
+    char args[512];
+    snprintf(args, sizeof args,
+             "check -c '%s' --explain -k crawler http://slow.invalid/", ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "pace: the rate alone (no state on this host "
+                          "yet)") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "adapts: adapt latency x 2 (max 60 s), backoff_on "
+                          "503, reset, crawl_delay obey (max 30 s), jitter "
+                          "20%") != NULL,
+              "%s", out);
+
+    /* A process of the user learned a 401 ms response time there. */
+    struct rl_config *cfg = gate_of_crawler();
+    struct rl_store *st = NULL;
+    char why[256];
+    cr_assert_eq(rl_store_attach(&st, NULL, (uint32_t)getuid(),
+                                 rl_budget_hash(cfg), why, sizeof why),
+                 0, "%s", why);
+    struct rl_pauses pt;
+    rl_pauses_of(st, &pt);
+    struct rl_adapt_conf c;
+    rl_pace_conf(&cfg->rules[0], &c);
+    struct rl_adapt a = {0};
+    cr_assert(rl_adapt_latency(&a, &c, 401000000u));
+    struct rl_pause_set set = {
+        .key = rl_pauses_key(1, "crawler", "slow.invalid", 12),
+        .rule = 1,
+        .label = "crawler|slow.invalid",
+        .now = 1,
+    };
+    cr_assert_eq(rl_pauses_pace_cas(&pt, &set, RL_PACE_LATENCY, 0, a.latency),
+                 1);
+    rl_store_close(st);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "pace: 802 ms (latency 2 x 401 ms)") != NULL, "%s",
+              out);
+    /* `rlshim stat` words it the same, on the destination's row (which a
+     * connection there makes). */
+    connect_to("slow.invalid");
+    snprintf(args, sizeof args, "stat -c '%s'", ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "dest slow.invalid pace 802 ms (latency 2 x 401 "
+                          "ms)") != NULL,
+              "%s", out);
+
+    snprintf(args, sizeof args,
+             "check -c '%s' --explain -k crawler http://other.invalid/", ini);
+    cr_assert_eq(cli(args), 0, "%s", out);
+    cr_expect(strstr(out, "pace: the rate alone\n") != NULL, "%s", out);
 }

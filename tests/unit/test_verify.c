@@ -18,6 +18,7 @@ struct ev {
     const char *user;
     uint64_t wait_us;
     uint64_t moved_us; /* the turn it gave up (a pause moved it); 0: none */
+    uint64_t interval_ms; /* its destination's interval (SPEC §14); 0: none */
 };
 
 static const char *build_dir(void)
@@ -27,13 +28,18 @@ static const char *build_dir(void)
 }
 
 /* ",\"moved_ns\":N" for an event that gave up a turn, else "". */
+/* A line's optional fields: moved_ns, interval_ns. */
 static const char *moved(const struct ev *e)
 {
-    static char buf[64];
+    static char buf[96];
     buf[0] = '\0';
     if (e->moved_us != 0)
         snprintf(buf, sizeof buf, ",\"moved_ns\":%llu",
                  (unsigned long long)(e->moved_us * 1000 + 5000000000ull));
+    if (e->interval_ms != 0)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf),
+                 ",\"interval_ns\":%llu",
+                 (unsigned long long)e->interval_ms * 1000000);
     return buf;
 }
 
@@ -237,6 +243,35 @@ Test(verify, usage_errors_exit_2)
 
 /* The SVG is well-formed XML (python3's parser says so) with one bar per
  * non-empty (destination, bin, verdict). */
+/* A new file for --svg to write: its path into svg (32 bytes). */
+static void svg_file(char *svg)
+{
+    strcpy(svg, "/tmp/rlshim-svg-XXXXXX");
+    int fd = mkstemp(svg);
+    cr_assert_geq(fd, 0);
+    close(fd);
+}
+
+/* How many <tag> elements of the SVG file (it must parse as XML) have a
+ * class starting with `cls`. */
+static int svg_count(const char *svg, const char *tag, const char *cls)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys, xml.etree.ElementTree as E; "
+             "r = E.parse(sys.argv[1]).getroot(); "
+             "print(sum(1 for e in r.iter(\"{http://www.w3.org/2000/svg}\" "
+             "+ sys.argv[2]) if e.get(\"class\", \"\").startswith("
+             "sys.argv[3])))' %s %s '%s'",
+             svg, tag, cls);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    int n = -1;
+    cr_assert_eq(fscanf(p, "%d", &n), 1);
+    cr_assert_eq(pclose(p), 0);
+    return n;
+}
+
 Test(timeline, svg_is_xml_with_one_bar_per_cell)
 {
     struct ev ev[] = {
@@ -249,10 +284,8 @@ Test(timeline, svg_is_xml_with_one_bar_per_cell)
     };
     /* a: bin 0 allowed + denied, bin 1 delayed; b: bin 2 allowed = 4. */
     char *log = write_log(ev, 6, "connect");
-    char svg[] = "/tmp/rlshim-svg-XXXXXX";
-    int fd = mkstemp(svg);
-    cr_assert_geq(fd, 0);
-    close(fd);
+    char svg[32];
+    svg_file(svg);
     char out[8192];
     const char *a[] = {"timeline", log,         "--bin", "100ms", "--svg",
                        svg,        "--limit",   "connect=5/s", NULL};
@@ -261,21 +294,8 @@ Test(timeline, svg_is_xml_with_one_bar_per_cell)
               out);
     cr_assert(strstr(out, "0.0s  #xx\n") != NULL, "%s", out);
     cr_assert(strstr(out, "0.1s  ~\n") != NULL, "%s", out);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "python3 -c 'import sys, xml.etree.ElementTree as E; "
-             "r = E.parse(sys.argv[1]).getroot(); ns = \"{http://www.w3.org/"
-             "2000/svg}\"; "
-             "print(sum(1 for e in r.iter(ns + \"rect\") "
-             "if e.get(\"class\", \"\").startswith(\"bar \")), "
-             "sum(1 for e in r.iter(ns + \"line\") "
-             "if e.get(\"class\") == \"limit\"))' %s",
-             svg);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    int bars = -1, limits = -1;
-    cr_assert_eq(fscanf(p, "%d %d", &bars, &limits), 2);
-    cr_assert_eq(pclose(p), 0);
+    int bars = svg_count(svg, "rect", "bar "), limits = svg_count(svg, "line",
+                                                                  "limit");
     cr_assert_eq(bars, 4);
     /* The limit in each of the two panels, and in the legend. */
     cr_assert_eq(limits, 3);
@@ -441,6 +461,46 @@ Test(timeline, draws_requests_when_the_log_has_no_connect_limit)
     cr_assert_eq(rlshim(out, sizeof out, a), 0, "%s", out);
     cr_assert(strstr(out, "a.example: 3 allowed, 0 delayed, 0 denied") != NULL,
               "%s", out);
+    cr_assert(strstr(out, "interval") == NULL, "no interval logged: %s", out);
+    unlink(log);
+}
+
+/* SPEC §14: a destination whose interval rose from 100 ms to 800 ms (a
+ * slow server) and fell back by halves, as its request lines give it, is
+ * drawn above its bins: a sparkline and the rows where it changed in the
+ * terminal, a step line (and its legend) in the SVG. */
+Test(timeline, draws_the_interval_above_the_bins)
+{
+    struct ev ev[] = {
+        {0, 1, NULL, "a.example", NULL, 0, 0, 100},
+        {100000, 1, NULL, "a.example", NULL, 0, 0, 100},
+        {300000, 1, "delay", "a.example", NULL, 700000, 0, 800},
+        {1000000, 1, "delay", "a.example", NULL, 800000, 0, 800},
+        {2600000, 1, NULL, "a.example", NULL, 0, 0, 400},
+        {3000000, 1, NULL, "a.example", NULL, 0, 0, 200},
+    };
+    char *log = write_log(ev, 6, "request");
+    char svg[32];
+    svg_file(svg);
+    char out[16384];
+    const char *a[] = {"timeline", log,     "--limit", "request=10/s",
+                       "--svg",    svg,     "--bin",   "100ms",
+                       NULL};
+    cr_assert_eq(rlshim(out, sizeof out, a), 0, "%s", out);
+    /* Each at its decision: 800 ms from the one at 0.3 s (it went at
+     * 1.0 s), 100 ms before. */
+    cr_expect(strstr(out, "\ninterval  ▁▁▁███") != NULL, "%s", out);
+    cr_expect(strstr(out, "  100 ms to 800 ms\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "0.0s  #  interval 100 ms\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "0.3s    interval 800 ms\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "1.0s  ~\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "2.6s  #  interval 400 ms\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "3.0s  #  interval 200 ms\n") != NULL, "%s", out);
+    int lines = svg_count(svg, "polyline", "interval"),
+        legend = svg_count(svg, "line", "interval");
+    cr_expect_eq(lines, 1, "the interval's line in the panel");
+    cr_expect_eq(legend, 1, "and in the legend");
+    unlink(svg);
     unlink(log);
 }
 
