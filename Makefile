@@ -155,7 +155,8 @@ INTEG_OBJS := $(call obj,$(INTEG_SRCS))
 # and the handshake's one buffer holds both decision scripts.
 OBJCOPY  ?= objcopy
 LUA_DIR  := $(B)/obj/src/fleet/lua
-LUA_OBJS := $(LUA_DIR)/bucket.o $(LUA_DIR)/window.o $(LUA_DIR)/pause.o
+LUA_OBJS := $(LUA_DIR)/bucket.o $(LUA_DIR)/window.o $(LUA_DIR)/pause.o \
+            $(LUA_DIR)/pace.o
 
 CORE_LIB := $(B)/librlcore.a
 SHIM_SO  := $(B)/librlshim.so
@@ -195,6 +196,7 @@ $(B)/obj/src/shim/hook_signal.o: SAN_FLAGS := $(filter-out -fsanitize=thread,$(S
 $(LUA_DIR)/bucket.lua: src/fleet/lua/prelude.lua src/fleet/lua/bucket.lua
 $(LUA_DIR)/window.lua: src/fleet/lua/prelude.lua src/fleet/lua/window.lua
 $(LUA_DIR)/pause.lua: src/fleet/lua/pause.lua
+$(LUA_DIR)/pace.lua: src/fleet/lua/pace.lua
 $(LUA_DIR)/%.lua:
 	@mkdir -p $(dir $@)
 	sed '/^[[:space:]]*--/d' $^ > $@

@@ -163,7 +163,7 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
      * under a sanitizer. */
     struct at_redis x;
     if (paused != NULL)
-        *paused = (struct rl_fleet_paused){0, false};
+        *paused = (struct rl_fleet_paused){0, false, 0};
     /* The host's lease holds send units only (fleet_lease.c): connects
      * and requests are each decided on Redis, exactly. */
     if (!rl_kinds[kind].leased)
@@ -237,7 +237,7 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
     }
     x.cmd = (struct rl_fleet_cmd){
         rule, kind, name, f->host, rl_add_relaxed_u64(&f->seq, 1) + 1, a, dest};
-    x.ans = (struct rl_fleet_answer){0, UINT64_MAX, 1, 0, 0, false};
+    x.ans = (struct rl_fleet_answer){0, UINT64_MAX, 1, 0, 0, false, 0};
     /* A host that never heard how many hosts share the budget would fall
      * back on all of it: it is starting (on a loaded machine, a fleet of
      * hosts starting at once), not in an outage, and waits as long as a
@@ -303,13 +303,15 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
     if (pool != NULL)
         rl_fleet_pool_filled(pool, kind, x.ans.leased, x.ans.granted, stale,
                              claimed, cnow);
-    if (paused != NULL && x.ans.paused_ns > 0)
-        *paused = (struct rl_fleet_paused){x.ans.paused_ns, x.ans.backoff};
+    if (paused != NULL && (x.ans.paused_ns > 0 || x.ans.paced))
+        *paused = (struct rl_fleet_paused){x.ans.paused_ns, x.ans.backoff,
+                                           x.ans.paced};
     x.out = (struct rl_verdict){x.ans.granted, x.ans.wait_ns, 0};
     /* Closed to every call of the budget, but not by a destination's
-     * pause: the budget's other destinations are not paused (SPEC §12). */
+     * pause or pace: the budget's other destinations are not held (SPEC
+     * §12, §14). */
     if (x.out.granted == 0 && x.out.wait_ns != UINT64_MAX && min == 1 &&
-        st != NULL && x.ans.paused_ns == 0)
+        st != NULL && x.ans.paused_ns == 0 && !x.ans.paced)
         rl_store_relaxed_u64(&st->closed_until[kind], now + x.out.wait_ns);
     else if (x.out.granted > 0 && st != NULL &&
              rl_load_relaxed_u64(&st->closed_until[kind]) != 0)
@@ -382,6 +384,18 @@ int rl_fleet_pause(struct rl_fleet *f, const char *label, const char *dest,
         return -EAGAIN; /* away: the fallback decides, on this host */
     return rl_fleet_call_pause(&f->route, name, dest, wait_ns, backoff,
                                rl_clock_now_ns() + RL_FLEET_WAIT_NS);
+}
+
+int rl_fleet_pace(struct rl_fleet *f, const char *label, const char *dest,
+                  bool crawl, uint64_t value_ns, uint64_t ttl_ns)
+{
+    if (!f->on)
+        return -EAGAIN;
+    const char *name = label != NULL ? label : f->label;
+    if (!rl_fleet_route_up(&f->route, rl_fleet_route_node(&f->route, name)))
+        return -EAGAIN; /* away: this host paces by its own word */
+    return rl_fleet_call_pace(&f->route, name, dest, crawl, value_ns, ttl_ns,
+                              rl_clock_now_ns() + RL_FLEET_WAIT_NS);
 }
 
 void rl_fleet_atfork_child(struct rl_fleet *f)

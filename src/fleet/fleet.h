@@ -90,9 +90,13 @@ struct rl_fleet_pool;
 
 /* How far a request budget's pause in Redis moved a decision's turn
  * (SPEC §12), when rl_fleet_take is asked for a request. */
+enum { RL_FLEET_PACED_NOT, RL_FLEET_PACED_LATENCY, RL_FLEET_PACED_CRAWL };
+
 struct rl_fleet_paused {
     uint64_t ns;  /* 0: not paused */
     bool backoff; /* the backoff's pause (else a server's Retry-After) */
+    int paced;    /* RL_FLEET_PACED_*: the destination's
+                     pace in Redis (SPEC §14) moved the turn */
 };
 
 /* Take between min and want units of `kind` from the fleet budget of
@@ -125,6 +129,17 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
  * host's). Bounded like every wait on Redis. */
 int rl_fleet_pause(struct rl_fleet *f, const char *label, const char *dest,
                    uint64_t wait_ns, bool backoff);
+
+/* The pace of destination `dest` (NULL: not told) of the request budget
+ * named `label` moved on this host (SPEC §14): its latency interval
+ * (crawl false) or Crawl-delay (true) is now `value_ns` (0: none), for
+ * `ttl_ns`. It goes to Redis beside the destination's pause, and every
+ * host's request script spaces that destination's turns by it from the
+ * last turn granted. Returns 0, or -errno when Redis cannot be reached
+ * now (the pace then stays this host's). Bounded like every wait on
+ * Redis. */
+int rl_fleet_pace(struct rl_fleet *f, const char *label, const char *dest,
+                  bool crawl, uint64_t value_ns, uint64_t ttl_ns);
 
 /* At exit: the host's unspent leased units (pool, NULL: none) go back to
  * Redis, and what the process spent of the user's rule budget while Redis

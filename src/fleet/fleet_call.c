@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "fleet/fleet_scripts.h"
 
 int rl_fleet_call_bucket(const struct rl_rule *rule, int kind)
@@ -92,8 +93,14 @@ int rl_fleet_call_answer(const struct rl_fleet_result *r,
     a->hosts = h > 0 ? (uint64_t)h : 1;
     a->leased = (uint64_t)l;
     /* A request's pause (SPEC §12): how far it moved the turn, whose. */
-    a->paused_ns = r->n >= 6 && r->v[4] > 0 ? (uint64_t)r->v[4] * 1000 : 0;
-    a->backoff = r->n >= 6 && r->v[5] == 1;
+    int64_t why = r->n >= 6 ? r->v[5] : 0;
+    uint64_t off = r->n >= 6 && r->v[4] > 0 ? (uint64_t)r->v[4] * 1000 : 0;
+    /* ...or the destination's pace (SPEC §14), which is no pause. */
+    a->paused_ns = why == 1 || why == 2 ? off : 0;
+    a->backoff = why == 1;
+    a->paced = why == 3   ? RL_FLEET_PACED_LATENCY
+               : why == 4 ? RL_FLEET_PACED_CRAWL
+                          : RL_FLEET_PACED_NOT;
     return 0;
 }
 
@@ -130,6 +137,49 @@ int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
         rl_fleet_route_call(r, label, build_pause, &p, deadline, &owed, &res);
     if (e == -ETIMEDOUT) {
         /* It may run yet: a pause that ends later is no harm. */
+        struct rl_fleet_late none = {{0}};
+        rl_fleet_route_abandon(r, &owed, &none);
+        return e;
+    }
+    if (e == 0 && res.type != RL_FLEET_REPLY_INTEGER)
+        e = -EPROTO;
+    return e;
+}
+
+struct pace_cmd {
+    const char *label, *dest, *field;
+    uint64_t value_ns, ttl_ns;
+};
+
+static void build_pace(struct rl_fleet_conn *c, const char (*sha)[41],
+                       void *ctx)
+{
+    (void)sha; /* written only when the pace moved: EVAL, no SHA to keep */
+    const struct pace_cmd *p = ctx;
+    const char *key[4] = {"rlshim:{", p->label, "}:pause:",
+                          p->dest != NULL ? p->dest : "-"};
+    rl_fleet_cmd_start(c, 7);
+    rl_fleet_cmd_str(c, "EVAL");
+    rl_fleet_cmd_lua(c, &rl_fleet_lua_pace);
+    rl_fleet_cmd_u64(c, 1);
+    rl_fleet_cmd_cat(c, key, 4);
+    rl_fleet_cmd_str(c, p->field);
+    /* Rounded up: nothing goes earlier than this host's pace lets it. */
+    rl_fleet_cmd_u64(c, (p->value_ns + 999) / 1000);
+    rl_fleet_cmd_u64(c, (p->ttl_ns + 999999) / 1000000);
+}
+
+int rl_fleet_call_pace(struct rl_fleet_route *r, const char *label,
+                       const char *dest, bool crawl, uint64_t value_ns,
+                       uint64_t ttl_ns, uint64_t deadline)
+{
+    struct pace_cmd p = {label, dest, crawl ? "c" : "a", value_ns, ttl_ns};
+    struct rl_fleet_call owed;
+    struct rl_fleet_result res;
+    int e =
+        rl_fleet_route_call(r, label, build_pace, &p, deadline, &owed, &res);
+    if (e == -ETIMEDOUT) {
+        /* It may run yet: the value is this host's latest all the same. */
         struct rl_fleet_late none = {{0}};
         rl_fleet_route_abandon(r, &owed, &none);
         return e;

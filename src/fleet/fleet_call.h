@@ -54,6 +54,8 @@ struct rl_fleet_answer {
     uint64_t leased;
     uint64_t paused_ns; /* a request budget's pause moved the turn */
     bool backoff;       /* the pause was the backoff's */
+    int paced;          /* fleet.h's RL_FLEET_PACED_*: the destination's pace moved
+                           the turn (SPEC §14) */
 };
 
 /* 0 and *a, or -EPROTO when r is not a script's reply. */
@@ -66,5 +68,13 @@ int rl_fleet_call_answer(const struct rl_fleet_result *r,
 int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
                         const char *dest, uint64_t wait_ns, bool backoff,
                         uint64_t deadline);
+
+/* A destination's pace to Redis (fleet_scripts.h's rl_fleet_lua_pace),
+ * beside its pause: the latency's interval (crawl false) or a
+ * Crawl-delay (true), `value_ns` (0: none), holding `ttl_ns`; at the
+ * budget's node, until `deadline`: 0 or -errno. */
+int rl_fleet_call_pace(struct rl_fleet_route *r, const char *label,
+                       const char *dest, bool crawl, uint64_t value_ns,
+                       uint64_t ttl_ns, uint64_t deadline);
 
 #endif

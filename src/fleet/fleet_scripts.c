@@ -15,3 +15,4 @@
 RL_LUA_FILE(bucket);
 RL_LUA_FILE(window);
 RL_LUA_FILE(pause);
+RL_LUA_FILE(pace);

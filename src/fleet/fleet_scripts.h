@@ -24,7 +24,11 @@
  * §12; written by rl_fleet_lua_pause): no unit is granted for a turn
  * before the pause ends, and the reply says {..., off_us, why}: how far
  * the pause moved the turn, and whose pause it was (1 the backoff, 2 a
- * Retry-After, 0 none).
+ * Retry-After, 0 none). The same key holds the destination's pace
+ * (SPEC §14; written by rl_fleet_lua_pace): a turn is no earlier than the
+ * last one granted there plus the larger of the latency's interval and a
+ * Crawl-delay in force (why 3 the latency, 4 the Crawl-delay), and a
+ * grant while one is in force records its turn.
  *
  * Each script is its .lua file, linked in by the Makefile (ld -r -b
  * binary): not a C string, so no NUL ends it. Redis's SCRIPT LOAD answers
@@ -49,5 +53,11 @@ extern const struct rl_fleet_lua rl_fleet_lua_window;
  * wait (µs) and why (1 the backoff, 2 a Retry-After); replies 1 when the
  * pause moved. Sent with EVAL (a 429 is rare: no SHA to keep). */
 extern const struct rl_fleet_lua rl_fleet_lua_pause;
+
+/* A destination's pace (pace.lua): KEYS = its pause key; ARGV = the field
+ * ('a' the latency's interval, 'c' a Crawl-delay), its value in µs (0:
+ * none) and how long it holds, ms. Replies 1. Sent with EVAL: written
+ * only when the pace moved. */
+extern const struct rl_fleet_lua rl_fleet_lua_pace;
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fleet/fleet.h"
 #include "limit/adapt.h"
 #include "policy/dests.h"
 #include "policy/gate.h"
@@ -28,10 +29,10 @@ bool rl_crawl_obeyed(const struct rl_rule *r)
 }
 
 /* The crawl word of entry s->key from delay_ns at now: true when it
- * changed. */
+ * changed (*in_force: the delay it says now, cut at max_crawl_delay). */
 static bool write_crawl(struct rl_pauses *pt, const struct rl_pause_set *s,
                         const struct rl_rule *r, uint64_t delay_ns,
-                        uint64_t now)
+                        uint64_t now, uint64_t *in_force)
 {
     const struct rl_adapt_conf conf = {
         .max_crawl_delay_ns = r->max_crawl_delay_ns,
@@ -43,6 +44,7 @@ static bool write_crawl(struct rl_pauses *pt, const struct rl_pause_set *s,
         if (!rl_adapt_crawl_delay(&a, &conf, now, delay_ns))
             return false; /* already says so */
         int w = rl_pauses_pace_cas(pt, s, RL_PACE_CRAWL, old, a.crawl);
+        *in_force = rl_adapt_crawl_delay_now(&a, &conf, now);
         if (w != 0)
             return w > 0; /* -1: a stopped holder of the lock */
     }
@@ -60,10 +62,10 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
         return 0;
     /* The same budgets, and the same name, as the request's decision. */
     struct rl_gate_ticket t;
-    char name[RL_NAME_MAX + 1];
+    char name[RL_NAME_MAX + 1], dest[RL_NAME_MAX + 1] = "";
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
     rl_gate_ticket_init(&t, now, 1, 0);
-    t.dest = NULL;
+    t.dest = dest; /* the name a fleet decision keys its pace by */
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     size_t n = rl_dests_peer_name(&peer, name);
     snprintf(label, sizeof label, "%s|%.*s", p->gate.user, (int)n, name);
@@ -80,7 +82,17 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
             .key = c->pause_key, .rule = ri, .label = label, .now = now};
         struct rl_pauses pt;
         rl_pauses_of(c->budget->store, &pt);
-        moved += write_crawl(&pt, &s, c->rule, delay_ns, now);
+        uint64_t in_force = 0;
+        if (!write_crawl(&pt, &s, c->rule, delay_ns, now, &in_force))
+            continue;
+        moved++;
+        if (rl_fleet_decides(&p->fleet, c->rule)) {
+            /* Every host's (SPEC §14): one write, only when it moved. */
+            char fl[RL_GATE_FLEET_LABEL_MAX];
+            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&t, c, fl),
+                          dest[0] != '\0' ? dest : NULL, true, in_force,
+                          RL_ADAPT_CRAWL_TTL_NS);
+        }
     }
     return moved;
 }

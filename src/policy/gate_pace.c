@@ -8,6 +8,7 @@
  * at here: its requests pay one test per charge. */
 #include <stdio.h>
 
+#include "fleet/fleet.h"
 #include "policy/dest.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
@@ -120,20 +121,32 @@ static bool any_adapts(const struct rl_config *cfg)
 
 /* Charge c's latency word at a response taking `response_ns`: computed
  * on a copy and written from the value read, again when another process
- * wrote it first. */
-static void adapt_latency(struct rl_pace *pc, uint64_t response_ns)
+ * wrote it first. True, and the new interval in *interval_ns, when this
+ * process moved the interval (not only the response time beside it). */
+static bool adapt_latency(struct rl_pace *pc, uint64_t response_ns,
+                          uint64_t *interval_ns)
 {
     for (unsigned i = 0; i < RL_PACE_TRIES; i++) {
         struct rl_adapt a;
         rl_pauses_pace(&pc->table, pc->set.key, &a);
         struct rl_adapt next = a;
         if (!rl_adapt_latency(&next, &pc->conf, response_ns))
-            return;
-        if (rl_pauses_pace_cas(&pc->table, &pc->set, RL_PACE_LATENCY,
-                               a.latency, next.latency) != 0)
-            return;
+            return false;
+        int w = rl_pauses_pace_cas(&pc->table, &pc->set, RL_PACE_LATENCY,
+                                   a.latency, next.latency);
+        if (w != 0) {
+            *interval_ns = rl_adapt_latency_interval(&next, &pc->conf);
+            return w > 0 &&
+                   *interval_ns != rl_adapt_latency_interval(&a, &pc->conf);
+        }
     }
+    return false;
 }
+
+/* Redis keeps a fleet's latency interval as long as a Crawl-delay: it
+ * stops moving once the server's pace is steady, and is written again
+ * only when it moves. */
+#define FLEET_LATENCY_TTL_NS RL_ADAPT_CRAWL_TTL_NS
 
 void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
                              uint64_t response_ns, uint64_t now)
@@ -160,6 +173,14 @@ void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
             !pace_of(&t, c, rule_index(p, c->rule), &pc))
             continue;
         pc.set.label = label;
-        adapt_latency(&pc, response_ns);
+        uint64_t interval = 0;
+        if (adapt_latency(&pc, response_ns, &interval) &&
+            rl_fleet_decides(&p->fleet, c->rule)) {
+            /* Every host's (SPEC §14): one write, only when it moved. */
+            char fl[RL_GATE_FLEET_LABEL_MAX];
+            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&t, c, fl),
+                          dest[0] != '\0' ? dest : NULL, false, interval,
+                          FLEET_LATENCY_TTL_NS);
+        }
     }
 }

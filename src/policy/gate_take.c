@@ -74,6 +74,10 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
         rl_pause_mirror(p, t, c, paused.ns, paused.backoff);
         if (t->reason == NULL)
             t->reason = paused.backoff ? "backoff" : "retry_after";
+    } else if (paused.paced != RL_FLEET_PACED_NOT && t->reason == NULL) {
+        /* Another host's pace of the destination (SPEC §14). */
+        t->reason = paused.paced == RL_FLEET_PACED_LATENCY ? "latency"
+                                                           : "crawl_delay";
     }
     return v;
 }

@@ -86,4 +86,6 @@ for i = 1, n do
     redis.call('DEL', KEYS[i])
   end
 end
+-- A paced destination's turn, which spaces the next (prelude.lua).
+if grant > 0 and sp > 0 then redis.call('HSET', pk, 'l', now + wait) end
 return {grant, wait, hosts, leased, off, why}

@@ -33,4 +33,19 @@ for _, k in ipairs({pk, pk2}) do
   local pu = tonumber(v[1]) or 0
   if pu > t0 then t0 = pu why = tonumber(v[2]) or 2 end
 end
+-- The destination's pace (SPEC §14; pace.lua): the larger of the
+-- latency's interval and a Crawl-delay in force (sp µs) spaces its turn
+-- from the last one granted ('l', written at a grant while sp > 0); why
+-- 3 the latency, 4 the Crawl-delay.
+local sp = 0
+if pk then
+  local v = redis.call('HMGET', pk, 'a', 'c', 'ce', 'l')
+  local a, c = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  if (tonumber(v[3]) or 0) <= now then c = 0 end
+  local sw = 3
+  sp = a
+  if c > sp then sp = c sw = 4 end
+  local pt = (tonumber(v[4]) or 0) + sp
+  if sp > 0 and pt > t0 then t0 = pt why = sw end
+end
 local off = t0 - now

@@ -56,4 +56,6 @@ for i = 1, n do
   end
   redis.call('PEXPIRE', KEYS[i], math.floor((at - now + L[i][2]) / 1000) + 2)
 end
+-- A paced destination's turn, which spaces the next (prelude.lua).
+if grant > 0 and sp > 0 then redis.call('HSET', pk, 'l', now + wait) end
 return {grant, wait, hosts, 0, off, why}

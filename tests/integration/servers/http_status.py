@@ -4,7 +4,8 @@ request's path chooses, for the Retry-After tests (SPEC §12).
 
 Usage: http_status.py LOGFILE
 Environment: RL_TLS=1 serves HTTPS with a throwaway self-signed RSA
-certificate made in LOGFILE's directory.
+certificate made in LOGFILE's directory; HTTP_STATUS_HOST=ADDRESS listens
+there instead of 127.0.0.1 (a bridge the fleet tests' hosts reach).
 Prints "PORT <n>" once listening; appends one line per request, flushed
 at once, when its head has arrived:
     REQ <monotonic seconds> <METHOD> <path> <status answered>
@@ -118,7 +119,8 @@ def main():
     global LOG
     log = sys.argv[1]
     LOG = open(log, "a")
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv = http.server.ThreadingHTTPServer(
+        (os.environ.get("HTTP_STATUS_HOST", "127.0.0.1"), 0), Handler)
     srv.daemon_threads = True
     if os.environ.get("RL_TLS") == "1":
         d = os.path.dirname(os.path.abspath(log))
