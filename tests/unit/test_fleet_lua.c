@@ -173,3 +173,36 @@ Test(fleet_lua, pause_moves_only_later_and_holds_the_bucket)
     cr_assert_eq(a.v[1], a.v[4], "%s", a.text);
     cr_assert_eq(a.v[5], 1, "not the backoff's pause: %s", a.text);
 }
+
+/* Field `field` of hash `key` on R, as an integer (-1: none). */
+static long long hget(const char *key, const char *field)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %d HGET %s %s",
+             R.port, key, field);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char line[64] = "";
+    long long v = -1;
+    if (fgets(line, sizeof line, p) != NULL && line[0] >= '0' &&
+        line[0] <= '9')
+        v = strtoll(line, NULL, 10);
+    pclose(p);
+    return v;
+}
+
+Test(fleet_lua, a_hosts_lower_interval_halves_the_fleets_not_replaces_it)
+{
+    start_redis();
+    const char *key = "rlshim:{t.u}:pause:slow.test";
+    /* One host learned 800 ms of a slow server. */
+    eval("pace", &rl_fleet_lua_pace, key, "a 800000 60000");
+    cr_assert_eq(hget(key, "a"), 800000);
+    /* Another, which saw only fast answers, says 60 ms: the fleet's
+     * falls by half the way, as one host's would at one fast answer. */
+    eval("pace", &rl_fleet_lua_pace, key, "a 60000 60000");
+    cr_expect_eq(hget(key, "a"), 430000);
+    /* A slower one rises at once. */
+    eval("pace", &rl_fleet_lua_pace, key, "a 900000 60000");
+    cr_expect_eq(hget(key, "a"), 900000);
+}
