@@ -68,16 +68,21 @@ static uint64_t end_of(uint64_t word)
     return word & ~1ull;
 }
 
+/* When a crawl word (limit/adapt.h) expires, ns of the clock. */
+static uint64_t crawl_end(uint64_t crawl)
+{
+    return (crawl >> 32) * 1000000000ull;
+}
+
 /* Until when entry e says something (0: it carries nothing now, and goes
  * first): its pause's end, its Crawl-delay's expiry, and while adapted by
  * latency, its last turn (the table keeps the destinations in use). */
 static uint64_t worth(struct rl_seg_pause *e, uint64_t now)
 {
     uint64_t end = end_of(rl_load_relaxed_u64(&e->until));
-    uint64_t crawl = rl_load_relaxed_u64(&e->crawl);
-    uint64_t crawl_end = (crawl >> 32) * 1000000000ull;
-    if (crawl_end > end)
-        end = crawl_end;
+    uint64_t crawl = crawl_end(rl_load_relaxed_u64(&e->crawl));
+    if (crawl > end)
+        end = crawl;
     if (rl_load_relaxed_u64(&e->latency) != 0) {
         uint64_t last = rl_load_relaxed_u64(&e->last);
         if (last > end)
@@ -207,6 +212,10 @@ int rl_pauses_pace_cas(struct rl_pauses *p, const struct rl_pause_set *s,
     if (moved)
         rl_store_release_u64(word, new);
     rl_ownerlock_unlock(lock);
+    /* A Crawl-delay holds for a day (SPEC §14): the segment is not
+     * removed as unused before it expires (SPEC §5), as for a pause. */
+    if (moved && w == RL_PACE_CRAWL && new != 0)
+        rl_store_hold(p->store, crawl_end(new));
     return moved ? 1 : 0;
 }
 

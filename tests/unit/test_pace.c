@@ -103,3 +103,26 @@ Test(pace, an_entry_with_a_pace_is_kept_before_one_that_carries_nothing)
     cr_expect_eq(a.latency, 1);
     cr_expect_eq(a.last, 5000);
 }
+
+/* SPEC §5, §14: a Crawl-delay holds for a day, and the segment is kept
+ * as long, however long unused (as for a pause). */
+Test(pace, a_crawl_delay_holds_the_segment_until_it_expires)
+{
+    struct rl_pauses pt;
+    rl_pauses_of(st, &pt);
+    /* The segment's header, before the pause table in the mapping. */
+    struct rl_seg_header *h =
+        (void *)((unsigned char *)pt.head -
+                       rl_seg_pauses_off(16, 1));
+    cr_assert_eq(h->magic, RL_LAYOUT_MAGIC, "not the header");
+    uint64_t before = rl_load_relaxed_u64(&h->hold_until);
+    uint64_t key = rl_pauses_key(1, "alice", "slow.test", 9);
+    struct rl_pause_set s = set_of(key, "alice|slow.test");
+    /* A delay of 5 s expiring at second 90000 of the clock. */
+    uint64_t crawl = (90000ull << 32) | 5000u;
+    cr_assert_eq(rl_pauses_pace_cas(&pt, &s, RL_PACE_CRAWL, 0, crawl), 1);
+    cr_expect_geq(rl_load_relaxed_u64(&h->hold_until), 90000ull * 1000000000ull,
+                  "held until %llu (was %llu)",
+                  (unsigned long long)rl_load_relaxed_u64(&h->hold_until),
+                  (unsigned long long)before);
+}
