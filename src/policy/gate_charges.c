@@ -276,3 +276,21 @@ const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
     }
     return label;
 }
+
+bool rl_gate_answer_charges(struct rl_proc *p, const struct rl_gate_req *q,
+                            uint64_t now, struct rl_gate_answer *a)
+{
+    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
+        return false;
+    struct budget *b = rl_gate_budget(&p->gate);
+    struct rl_peer peer;
+    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
+        return false;
+    rl_gate_ticket_init(&a->t, now, q->units, 0);
+    a->dest[0] = '\0';
+    a->t.dest = a->dest;
+    rl_gate_charges_peer(p, &a->t, b, &peer, RL_KIND_REQUEST);
+    snprintf(a->label, sizeof a->label, "%s|%s", p->gate.user,
+             a->dest[0] != '\0' ? a->dest : "-");
+    return true;
+}

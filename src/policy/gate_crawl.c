@@ -54,24 +54,12 @@ static bool write_crawl(struct rl_pauses *pt, const struct rl_pause_set *s,
 unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
                                 uint64_t delay_ns, uint64_t now)
 {
-    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
+    struct rl_gate_answer a;
+    if (!rl_gate_answer_charges(p, q, now, &a))
         return 0;
-    struct budget *b = rl_gate_budget(&p->gate);
-    struct rl_peer peer;
-    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
-        return 0;
-    /* The same budgets, and the same name, as the request's decision. */
-    struct rl_gate_ticket t;
-    char name[RL_NAME_MAX + 1], dest[RL_NAME_MAX + 1] = "";
-    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
-    rl_gate_ticket_init(&t, now, 1, 0);
-    t.dest = dest; /* the name a fleet decision keys its pace by */
-    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
-    size_t n = rl_dests_peer_name(&peer, name);
-    snprintf(label, sizeof label, "%s|%.*s", p->gate.user, (int)n, name);
     unsigned moved = 0;
-    for (unsigned i = 0; i < t.ncharges; i++) {
-        const struct rl_gate_charge *c = &t.charge[i];
+    for (unsigned i = 0; i < a.t.ncharges; i++) {
+        const struct rl_gate_charge *c = &a.t.charge[i];
         /* The key the decision reads: the charge's, which follows the
          * section's `per` (a domain's or an address's pace is one). */
         if (!rl_crawl_obeyed(c->rule) || c->budget->store == NULL ||
@@ -79,7 +67,7 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
             continue;
         uint64_t ri = (uint64_t)(c->rule - p->gate.cfg->rules) + 1;
         struct rl_pause_set s = {
-            .key = c->pause_key, .rule = ri, .label = label, .now = now};
+            .key = c->pause_key, .rule = ri, .label = a.label, .now = now};
         struct rl_pauses pt;
         rl_pauses_of(c->budget->store, &pt);
         uint64_t in_force = 0;
@@ -89,8 +77,8 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
         if (rl_fleet_decides(&p->fleet, c->rule)) {
             /* Every host's (SPEC §14): one write, only when it moved. */
             char fl[RL_GATE_FLEET_LABEL_MAX];
-            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&t, c, fl),
-                          dest[0] != '\0' ? dest : NULL, true, in_force,
+            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&a.t, c, fl),
+                          a.dest[0] != '\0' ? a.dest : NULL, true, in_force,
                           RL_ADAPT_CRAWL_TTL_NS);
         }
     }

@@ -20,7 +20,9 @@
 #include "limit/limit.h"
 #include "policy/budget.h"
 #include "policy/config.h"
+#include "policy/gate.h"
 #include "policy/identity.h"
+#include "policy/names.h"
 #include "state/store.h"
 #include "util/atomics.h"
 
@@ -149,6 +151,20 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                           struct budget *b, struct rl_peer *peer, int kind);
 bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
                           struct rl_peer *peer);
+
+/* The budgets request q was charged to, found again for what its answer
+ * tells (a status, a response time, a robots.txt, no answer at all):
+ * those of its decision (rl_gate_charges_peer), into a->t at `now`, with
+ * a->dest the destination's key (its name, domain or address, as a fleet
+ * keys it; "" when not told) and a->label "USER|KEY", its label in the
+ * pause table for `rlshim stat`. false when q names no budget. */
+struct rl_gate_answer {
+    struct rl_gate_ticket t;
+    char dest[RL_NAME_MAX + 1];
+    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
+};
+bool rl_gate_answer_charges(struct rl_proc *p, const struct rl_gate_req *q,
+                            uint64_t now, struct rl_gate_answer *a);
 
 /* The budgets a call to `sa` (NULL: not known) is charged to, into
  * t->charge[] (rl_gate_charges_peer; without a destination, the rule's own

@@ -153,33 +153,23 @@ void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
 {
     if (!any_adapts(p->gate.cfg))
         return;
-    struct budget *b = rl_gate_budget(&p->gate);
-    struct rl_peer peer;
-    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
+    struct rl_gate_answer a;
+    if (!rl_gate_answer_charges(p, q, now, &a))
         return;
-    /* The same budgets as the request's decision (gate_decide.c). */
-    struct rl_gate_ticket t;
-    char dest[RL_NAME_MAX + 1], label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
-    rl_gate_ticket_init(&t, now, q->units, 0);
-    t.dest = dest;
-    dest[0] = '\0';
-    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
-    snprintf(label, sizeof label, "%s|%s", p->gate.user,
-             dest[0] != '\0' ? dest : "-");
-    for (unsigned i = 0; i < t.ncharges; i++) {
-        const struct rl_gate_charge *c = &t.charge[i];
+    for (unsigned i = 0; i < a.t.ncharges; i++) {
+        const struct rl_gate_charge *c = &a.t.charge[i];
         struct rl_pace pc;
         if (c->rule->adapt != RL_ADAPT_MODE_LATENCY ||
-            !pace_of(&t, c, rule_index(p, c->rule), &pc))
+            !pace_of(&a.t, c, rule_index(p, c->rule), &pc))
             continue;
-        pc.set.label = label;
+        pc.set.label = a.label;
         uint64_t interval = 0;
         if (adapt_latency(&pc, response_ns, &interval) &&
             rl_fleet_decides(&p->fleet, c->rule)) {
             /* Every host's (SPEC §14): one write, only when it moved. */
             char fl[RL_GATE_FLEET_LABEL_MAX];
-            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&t, c, fl),
-                          dest[0] != '\0' ? dest : NULL, false, interval,
+            rl_fleet_pace(&p->fleet, rl_gate_fleet_label(&a.t, c, fl),
+                          a.dest[0] != '\0' ? a.dest : NULL, false, interval,
                           FLEET_LATENCY_TTL_NS);
         }
     }

@@ -261,25 +261,11 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
 static void settle(struct rl_proc *p, const struct rl_gate_req *q,
                    const struct settled *o)
 {
-    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
+    struct rl_gate_answer a;
+    if (!rl_gate_answer_charges(p, q, o->now, &a))
         return;
-    struct budget *b = rl_gate_budget(&p->gate);
-    struct rl_peer peer;
-    if (b == NULL || !rl_gate_request_peer(p, q, &peer))
-        return;
-    /* The same budgets as the request's decision (gate_decide.c). */
-    struct rl_gate_ticket t;
-    char dest[RL_NAME_MAX + 1] = "";
-    char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
-    rl_gate_ticket_init(&t, o->now, q->units, 0);
-    t.dest = dest;
-    rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
-    /* Its label in the pause table, for `rlshim stat`: the destination's
-     * key (its name, domain or address: gate_charges.c). */
-    snprintf(label, sizeof label, "%s|%s", p->gate.user,
-             dest[0] != '\0' ? dest : "-");
-    for (unsigned i = 0; i < t.ncharges; i++)
-        outcome(p, &t, &t.charge[i], q, o, label);
+    for (unsigned i = 0; i < a.t.ncharges; i++)
+        outcome(p, &a.t, &a.t.charge[i], q, o, a.label);
 }
 
 void rl_gate_request_outcome_at(struct rl_proc *p, const struct rl_gate_req *q,
