@@ -126,17 +126,17 @@ static void build_pause(struct rl_fleet_conn *c, const char (*sha)[41],
     rl_fleet_cmd_u64(c, p->backoff ? 1 : 2);
 }
 
-int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
-                        const char *dest, uint64_t wait_ns, bool backoff,
-                        uint64_t deadline)
+/* A script whose answer is an integer and whose late reply is no harm
+ * (a pause, a pace): called, and given up after `deadline`. */
+static int call_for_integer(struct rl_fleet_route *r, const char *label,
+                            void (*build)(struct rl_fleet_conn *,
+                                          const char (*)[41], void *),
+                            void *ctx, uint64_t deadline)
 {
-    struct pause_cmd p = {label, dest, wait_ns, backoff};
     struct rl_fleet_call owed;
     struct rl_fleet_result res;
-    int e =
-        rl_fleet_route_call(r, label, build_pause, &p, deadline, &owed, &res);
+    int e = rl_fleet_route_call(r, label, build, ctx, deadline, &owed, &res);
     if (e == -ETIMEDOUT) {
-        /* It may run yet: a pause that ends later is no harm. */
         struct rl_fleet_late none = {{0}};
         rl_fleet_route_abandon(r, &owed, &none);
         return e;
@@ -144,6 +144,15 @@ int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
     if (e == 0 && res.type != RL_FLEET_REPLY_INTEGER)
         e = -EPROTO;
     return e;
+}
+
+int rl_fleet_call_pause(struct rl_fleet_route *r, const char *label,
+                        const char *dest, uint64_t wait_ns, bool backoff,
+                        uint64_t deadline)
+{
+    struct pause_cmd p = {label, dest, wait_ns, backoff};
+    /* Late, it may run yet: a pause that ends later is no harm. */
+    return call_for_integer(r, label, build_pause, &p, deadline);
 }
 
 struct pace_cmd {
@@ -174,17 +183,6 @@ int rl_fleet_call_pace(struct rl_fleet_route *r, const char *label,
                        uint64_t ttl_ns, uint64_t deadline)
 {
     struct pace_cmd p = {label, dest, crawl ? "c" : "a", value_ns, ttl_ns};
-    struct rl_fleet_call owed;
-    struct rl_fleet_result res;
-    int e =
-        rl_fleet_route_call(r, label, build_pace, &p, deadline, &owed, &res);
-    if (e == -ETIMEDOUT) {
-        /* It may run yet: the value is this host's latest all the same. */
-        struct rl_fleet_late none = {{0}};
-        rl_fleet_route_abandon(r, &owed, &none);
-        return e;
-    }
-    if (e == 0 && res.type != RL_FLEET_REPLY_INTEGER)
-        e = -EPROTO;
-    return e;
+    /* Late, it may run yet: the value is this host's latest all the same. */
+    return call_for_integer(r, label, build_pace, &p, deadline);
 }
