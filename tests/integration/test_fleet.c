@@ -605,9 +605,11 @@ FLEET_TEST(killed_processes_holding_leases_never_over_admit)
            got, span, ideal, (double)got / ideal, kills, evals,
            hosts_sum(3, 0, "ok", false));
     cr_expect_eq(kills, 9, "%ld kills", kills);
-    /* Never over: what Redis admitted (its clock against the server's:
-     * 20 ms of slack). */
-    cr_expect_leq(got, ideal + rate * 0.02, "%lld arrived (ideal %.0f)", got,
+    /* Never over: what Redis admitted, against the span the server saw.
+     * A loaded core stamps the first byte late and shortens that span, so
+     * 100 ms of the rate is slack; a lease spent twice (burst / 16 sends)
+     * is more than that. */
+    cr_expect_leq(got, ideal + rate * 0.1, "%lld arrived (ideal %.0f)", got,
                   ideal);
     /* Under by at most a lease per kill and per host's pool, and the sends
      * the killed processes had granted but not made (one each). */
