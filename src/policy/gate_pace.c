@@ -56,8 +56,12 @@ uint64_t rl_gate_pace_hold(struct rl_proc *p, struct rl_gate_ticket *t,
         struct rl_pace pc;
         if (!pace_of(t, c, rule_index(p, c->rule), &pc))
             continue;
-        enum rl_adapt_why why;
-        uint64_t turn = rl_pace_turn(&pc, now, now + from, &why);
+        /* The words read once: for the turn and for the jitter's span. */
+        struct rl_adapt a;
+        enum rl_adapt_why why = RL_ADAPT_RATE;
+        uint64_t turn = now + from;
+        if (rl_pauses_pace(&pc.table, pc.set.key, &a))
+            turn = rl_adapt_turn(&a, &pc.conf, now, turn, &why);
         if (turn - now > from) {
             from = turn - now;
             t->reason = rl_adapt_reason(why);
@@ -65,8 +69,6 @@ uint64_t rl_gate_pace_hold(struct rl_proc *p, struct rl_gate_ticket *t,
         /* Jitter only where the turn may move: delay mode. */
         if (c->rule->jitter_pct == 0 || rl_gate_max_wait(c->rule) == 0)
             continue;
-        struct rl_adapt a;
-        rl_pauses_pace(&pc.table, pc.set.key, &a);
         uint64_t j = rl_pace_jitter_ns(rl_adapt_interval(&a, &pc.conf, now),
                                        c->rule->jitter_pct, draw(p, now));
         if (j > *jitter)
