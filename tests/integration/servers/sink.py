@@ -7,7 +7,8 @@ site on 127.0.0.2). With SINK_PAUSE=SECONDS in the environment, each TCP connect
 unread for that long first (with a small receive buffer), so the sender's
 kernel buffers fill and its sends come back short.
 Prints "PORT <n>" on stdout once listening. Appends one line per TCP
-connection when it closes, and one per datagram, flushed at once:
+connection when it closes, and one per datagram, flushed at once
+(first is when the connection was accepted if it sent nothing):
     CONN <monotonic first> <monotonic last> <bytes> <sha256>
     DGRAM <monotonic> <bytes> <sha256>
 """
@@ -31,12 +32,12 @@ PAUSE = float(os.environ.get("SINK_PAUSE", "0"))
 HOST = os.environ.get("SINK_HOST", "127.0.0.1")
 
 
-def serve_conn(fh, conn):
+def serve_conn(fh, conn, accepted):
     if PAUSE > 0:
         time.sleep(PAUSE)
     h = hashlib.sha256()
     n = 0
-    first = last = time.monotonic()
+    first = last = accepted
     with conn:
         while True:
             try:
@@ -83,7 +84,11 @@ def main():
     sys.stdout.flush()
     while True:
         conn, _ = t.accept()
-        threading.Thread(target=serve_conn, args=(fh, conn),
+        # Stamped here, not in the thread: a thread started on a busy
+        # core can run late, and a connection that sends nothing is
+        # logged at this time.
+        accepted = time.monotonic()
+        threading.Thread(target=serve_conn, args=(fh, conn, accepted),
                          daemon=True).start()
 
 
