@@ -4,7 +4,9 @@
 #
 # Depends is what dpkg-shlibdeps finds the two binaries need (inih and
 # hiredis are linked in statically, so only libc and, for the CLI's
-# seccomp launcher, libseccomp). The binaries are stripped as dh_strip
+# seccomp launcher, libseccomp), and zlib1g, named in control.in: the
+# library loads libz.so.1 with dlopen to read a compressed robots.txt,
+# which dpkg-shlibdeps cannot see. The binaries are stripped as dh_strip
 # would (the build's own copies keep their symbols).
 set -eu
 B=$1

@@ -84,7 +84,10 @@ static bool start_inflate(struct rl_robots_body *b)
     b->z.zalloc = arena_alloc;
     b->z.zfree = arena_free;
     b->z.opaque = b;
-    b->z_started = inflateInit2(&b->z, bits) == Z_OK;
+    /* What the inflateInit2 macro would pass: this header's version and
+     * z_stream's size, which the library checks against its own. */
+    b->z_started = b->zlib->init2(&b->z, bits, ZLIB_VERSION,
+                                  (int)sizeof(z_stream)) == Z_OK;
     return b->z_started;
 }
 
@@ -103,7 +106,7 @@ static void inflate_some(struct rl_robots_body *b, const uint8_t *p, size_t n)
 
         b->z.next_out = out;
         b->z.avail_out = sizeof out;
-        rc = inflate(&b->z, Z_NO_FLUSH);
+        rc = b->zlib->inflate(&b->z, Z_NO_FLUSH);
         got = sizeof out - b->z.avail_out;
         if (got > 0)
             text(b, out, got);
@@ -180,12 +183,16 @@ static void body_end(struct rl_robots_body *b)
 
 void rl_robots_body_init(struct rl_robots_body *b, const char *ua,
                          size_t ua_len, bool chunked, int64_t length,
-                         enum rl_robots_coding coding)
+                         enum rl_robots_coding coding,
+                         const struct rl_robots_zlib *zlib)
 {
     memset(b, 0, offsetof(struct rl_robots_body, arena));
+    if (coding != RL_ROBOTS_IDENTITY && zlib == NULL)
+        coding = RL_ROBOTS_UNREADABLE;
     rl_robots_init(&b->robots, ua, ua_len);
     rl_chunked_init(&b->ch);
     b->coding = (uint8_t)coding;
+    b->zlib = zlib;
     b->chunked = chunked;
     b->sized = !chunked && length >= 0;
     b->remain = b->sized ? (uint64_t)length : 0;

@@ -9,9 +9,12 @@
  * decoded bytes are read: the inflate stops there, so a small body that
  * inflates without end costs no more than the cap.
  *
- * Pure like the scanners: no I/O, no clock, no global state; zlib's memory
- * is an arena inside the struct (zlib is given its own allocator), so the
- * struct must not be moved or copied once started and needs no freeing. */
+ * Pure like the scanners: no I/O, no clock, no global state. zlib's
+ * functions come from the caller (the shim loads libz.so.1 only when a
+ * compressed body comes, policy/zlibload.h); <zlib.h> gives their types.
+ * zlib's memory is an arena inside the struct (zlib is given its own
+ * allocator), so the struct must not be moved or copied once started and
+ * needs no freeing: inflateEnd is never wanted. */
 #ifndef RL_ROBOTS_BODY_H
 #define RL_ROBOTS_BODY_H
 
@@ -26,6 +29,14 @@
 
 /* Holds inflate's state and its 32 KiB window, with room to spare. */
 #define RL_ROBOTS_ZARENA (48u * 1024u)
+
+/* The zlib functions an inflate calls, typed by <zlib.h>'s prototypes so
+ * that a changed one fails the build. init2 is what the inflateInit2 macro
+ * expands to. */
+struct rl_robots_zlib {
+    __typeof__(&inflateInit2_) init2;
+    __typeof__(&inflate) inflate;
+};
 
 enum rl_robots_coding {
     RL_ROBOTS_IDENTITY = 0,
@@ -43,6 +54,7 @@ enum rl_robots_state {
 struct rl_robots_body {
     struct rl_robots robots;
     struct rl_chunked ch;
+    const struct rl_robots_zlib *zlib; /* NULL: no compressed body is read */
     z_stream z;
     uint64_t remain; /* a sized body's bytes still to come */
     uint64_t raw;    /* body content bytes taken (before decoding) */
@@ -62,10 +74,13 @@ enum rl_robots_coding rl_robots_coding(const char *v, size_t n);
 
 /* Starts reading a body for the request's User-Agent value ua[0..ua_len):
  * chunked, else `length` bytes (negative: until the connection closes),
- * in `coding`. An unreadable coding fails at once. */
+ * in `coding`, gzip and deflate inflated by `zlib` (kept, not copied). An
+ * unreadable coding fails at once, and so does a compressed one without
+ * zlib (NULL). */
 void rl_robots_body_init(struct rl_robots_body *b, const char *ua,
                          size_t ua_len, bool chunked, int64_t length,
-                         enum rl_robots_coding coding);
+                         enum rl_robots_coding coding,
+                         const struct rl_robots_zlib *zlib);
 
 /* Takes the next bytes buf[0..n) after the head; bytes after the body's
  * end (or once the state is not RL_ROBOTS_READING) are ignored. */

@@ -9,6 +9,7 @@
 #include "policy/gate_crawl.h"
 #include "policy/names.h"
 #include "policy/reqconn.h"
+#include "policy/zlibload.h"
 
 struct rl_robotsread {
     char name[RL_NAME_MAX + 1]; /* "": the connection's destination */
@@ -28,7 +29,13 @@ void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
     rl_robotsread_drop(c);
     enum rl_robots_coding coding =
         rl_robots_coding(e->coding, strlen(e->coding));
-    if (coding == RL_ROBOTS_UNREADABLE)
+    /* zlib is loaded by the first compressed answer; without it such an
+     * answer is one in a coding not read. */
+    const struct rl_robots_zlib *zlib = NULL;
+    if (coding != RL_ROBOTS_IDENTITY && coding != RL_ROBOTS_UNREADABLE)
+        zlib = rl_zlibload_process();
+    if (coding == RL_ROBOTS_UNREADABLE ||
+        (coding != RL_ROBOTS_IDENTITY && zlib == NULL))
         return; /* no answer to be had: no memory spent */
     /* Only the body's head is zeroed (rl_robots_body_init): zlib's arena
      * is written before it is read. */
@@ -41,7 +48,7 @@ void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
     rr->port = port;
     const char *ua = c->http.robots_ua;
     rl_robots_body_init(&rr->body, ua, strlen(ua), e->chunked, e->length,
-                        coding);
+                        coding, zlib);
     c->robots = rr;
 }
 

@@ -7,6 +7,8 @@
  * before the server closed the connection changes nothing; one framed by
  * that close is read at it (rl_robotsread_end).
  *
+ * A gzip or deflate body is inflated by a libz.so.1 loaded at the first
+ * one (zlibload.h); a process that cannot load it reads none of them.
  * The state (zlib's window with it) is allocated for a robots.txt answer
  * alone and freed at its end: a connection holds one pointer otherwise.
  * Called holding the connection (rl_reqconn_hold). */

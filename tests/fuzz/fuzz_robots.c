@@ -72,6 +72,8 @@ static uint64_t text_delay(const char *ua, const uint8_t *p, size_t n,
 }
 
 static struct rl_robots_body body;
+/* The fuzzer links zlib itself; the shim loads it (policy/zlibload.h). */
+static const struct rl_robots_zlib zlib = {inflateInit2_, inflate};
 
 struct got {
     enum rl_robots_state state;
@@ -86,7 +88,8 @@ static struct got body_delay(const char *ua, bool chunked, int64_t length,
     struct got g;
     uint64_t ns;
 
-    rl_robots_body_init(&body, ua, strlen(ua), chunked, length, coding);
+    rl_robots_body_init(&body, ua, strlen(ua), chunked, length, coding,
+                        &zlib);
     for (size_t at = 0; at < n;) {
         size_t k = whole ? n : next_cut();
 

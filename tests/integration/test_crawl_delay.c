@@ -4,7 +4,9 @@
  * the Crawl-delay of the client's group apart (`User-agent: polite-bot`
  * 1 s, `*` 0.5 s), from this process and from another process of the
  * user that never read robots.txt. Plain, chunked, gzip and both; a 404
- * changes nothing. `rlshim stat` shows the delay in force. The server is
+ * changes nothing. A C client that links no zlib reads a gzip robots.txt
+ * all the same: the shim loads libz.so.1 at it, and only then (a plain
+ * one loads none). `rlshim stat` shows the delay in force. The server is
  * tests/integration/servers/robots.py (RL_ROBOTS picks the answer). */
 #include "harness.h"
 
@@ -59,6 +61,23 @@ static void fetch(const char *ua, const char *p1, const char *p2,
                     (char *)p4, NULL};
     h_run(&r, true, 30, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+}
+
+/* tests/helpers/http_get: argv[1..] are its UA and paths, one connection
+ * each; *before and *after say whether libz was mapped into it before its
+ * first request and after its last. */
+static void fetch_c(int *before, int *after, const char *ua, const char *p1,
+                    const char *p2, const char *p3, const char *p4)
+{
+    char bin[512], port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {(char *)h_helper("http_get", bin, sizeof bin),
+                    port, (char *)ua, (char *)p1, (char *)p2, (char *)p3,
+                    (char *)p4, NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "http_get: status %d\n%s", r.status, r.out);
+    *before = (int)h_out_long(&r, "libz_before", -1);
+    *after = (int)h_out_long(&r, "libz_after", -1);
 }
 
 /* The server's stamp (s) of its i-th request (0-based). */
@@ -157,4 +176,29 @@ Test(crawl_delay, a_404_robots_txt_changes_nothing)
     double pages = stamp(3) - stamp(1);
     cr_expect_lt(pages, 0.8, "three pages took %.3f s after a 404", pages);
     cr_log_info("404: the whole run %.3f s", h_now() - t0);
+}
+
+Test(crawl_delay, a_gzip_robots_txt_loads_zlib_into_a_program_without_it)
+{
+    int before, after;
+    start("gzip");
+    fetch_c(&before, &after, "polite-bot/1.0", "/robots.txt", "/a", "/b",
+            "/c");
+    cr_expect_eq(before, 0, "libz mapped before any robots.txt");
+    cr_expect_eq(after, 1, "no libz mapped after a gzip robots.txt");
+    stat_says("crawl-delay 1 s");
+    spaced(1, 3, 1.0, "gzip, C client");
+    cr_expect_eq(h_server_wait(&st, "REQ", 4, 1), 4);
+}
+
+Test(crawl_delay, a_plain_robots_txt_loads_no_zlib)
+{
+    int before, after;
+    start("plain");
+    fetch_c(&before, &after, "polite-bot/1.0", "/robots.txt", "/a", "/b",
+            "/c");
+    cr_expect_eq(before, 0);
+    cr_expect_eq(after, 0, "libz mapped for a plain robots.txt");
+    stat_says("crawl-delay 1 s");
+    spaced(1, 3, 1.0, "plain, C client");
 }

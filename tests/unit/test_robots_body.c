@@ -22,6 +22,9 @@ static const char two_groups[] = "User-agent: Scrapy\r\n"
                                  "User-agent: *\r\n"
                                  "Crawl-delay: 10\r\n";
 
+/* This binary links zlib; the shim loads it (policy/zlibload.h). */
+static const struct rl_robots_zlib zlib = {inflateInit2_, inflate};
+
 struct out {
     enum rl_robots_state state;
     bool has;
@@ -38,7 +41,7 @@ static struct out read_body(const char *ua, bool chunked, int64_t length,
     struct out o;
 
     cr_assert_not_null(b);
-    rl_robots_body_init(b, ua, strlen(ua), chunked, length, coding);
+    rl_robots_body_init(b, ua, strlen(ua), chunked, length, coding, &zlib);
     rl_robots_body_feed(b, p, cut);
     rl_robots_body_feed(b, (const uint8_t *)p + cut, n - cut);
     if (close)
@@ -259,6 +262,34 @@ Test(robots, a_bad_or_cut_compressed_body_gives_nothing)
     cr_assert_eq(o.state, RL_ROBOTS_FAILED);
 }
 
+Test(robots, a_compressed_body_without_zlib_is_unreadable)
+{
+    size_t n;
+    uint8_t *gz = squeeze(31, two_groups, sizeof two_groups - 1, &n);
+    struct rl_robots_body *b = malloc(sizeof *b);
+    uint64_t ns;
+
+    cr_assert_not_null(b);
+    for (int c = RL_ROBOTS_GZIP; c <= RL_ROBOTS_DEFLATE; c++) {
+        rl_robots_body_init(b, curl, strlen(curl), false, (int64_t)n,
+                            (enum rl_robots_coding)c, NULL);
+        cr_assert_eq(rl_robots_body_state(b), RL_ROBOTS_FAILED, "coding %d",
+                     c);
+        rl_robots_body_feed(b, gz, n);
+        cr_assert_not(rl_robots_body_delay(b, &ns), "coding %d", c);
+    }
+    /* Identity needs no zlib. */
+    rl_robots_body_init(b, curl, strlen(curl), false,
+                        (int64_t)sizeof two_groups - 1, RL_ROBOTS_IDENTITY,
+                        NULL);
+    rl_robots_body_feed(b, (const uint8_t *)two_groups,
+                        sizeof two_groups - 1);
+    cr_assert(rl_robots_body_delay(b, &ns));
+    cr_assert_eq(ns, 10 * SEC);
+    free(b);
+    free(gz);
+}
+
 /* A gzip bomb: `size` bytes of comment lines after `head`, then `tail`. */
 static uint8_t *bomb(const char *head, size_t size, const char *tail,
                      size_t *out_n)
@@ -287,7 +318,7 @@ Test(robots, a_gzip_bomb_is_inflated_no_further_than_the_cap)
 
     cr_assert_not_null(b);
     rl_robots_body_init(b, curl, strlen(curl), false, (int64_t)n,
-                        RL_ROBOTS_GZIP);
+                        RL_ROBOTS_GZIP, &zlib);
     rl_robots_body_feed(b, gz, n);
     cr_assert_eq(rl_robots_body_state(b), RL_ROBOTS_READ);
     cr_assert(rl_robots_body_delay(b, &ns));
