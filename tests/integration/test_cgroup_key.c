@@ -39,7 +39,10 @@ static bool make_cgroups(char *why, size_t len)
                            "/sys/fs/cgroup/unified");
         return false;
     }
-    snprintf(base, sizeof base, "%s/rlshim-test-%d", root, (int)getpid());
+    /* A name long enough that "SECTION|KEY" outgrows the store's label
+     * (rlshim stat must show the key whole all the same). */
+    snprintf(base, sizeof base, "%s/rlshim-test-%d-cgroup-key", root,
+             (int)getpid());
     if (mkdir(base, 0755) != 0) {
         snprintf(why, len, "cgroup v2 at %s is not writable: %s", root,
                  strerror(errno));
@@ -149,6 +152,27 @@ Test(cgroup_key, two_processes_of_one_cgroup_share_its_budget)
                  h_server_count(&srv, "") - 2);
     cr_expect_eq(h_file_lines(errlog, "key = cgroup"), 0,
                  "a cgroup was found: nothing to say");
+
+    /* rlshim stat shows the key whole (the store's label would cut it). */
+    char want[800];
+    h_rlshim_cmd(&r, "stat");
+    cr_expect_eq(r.status, 0, "stat: status %d", r.status);
+    /* A row: USER (the key), then the section. */
+    snprintf(want, sizeof want, "\ncgroup:%s user:cgroup:%s ", a, a);
+    cr_expect(strstr(r.out, want) != NULL, "stat, no '%s' in:\n%s", want + 1,
+              r.out);
+    /* rlshim check --explain, run in a, says its key. */
+    char script[1200];
+    snprintf(script, sizeof script,
+             "echo $$ > %s/a/cgroup.procs && exec %s/rlshim check -c %s "
+             "--explain 127.0.0.1:%d",
+             base, h_env("RLSHIM_BUILD"), h_config, srv.port);
+    char *argv[] = {"sh", "-c", script, NULL};
+    h_run(&r, false, 10, argv);
+    cr_expect_eq(r.status, 0, "explain: status %d", r.status);
+    snprintf(want, sizeof want, "key cgroup:%s\n", a);
+    cr_expect(strstr(r.out, want) != NULL, "explain, no '%s' in:\n%s", want,
+              r.out);
 }
 
 Test(cgroup_key, a_wildcard_covers_every_cgroup_below)
