@@ -61,12 +61,22 @@ static void remove_cgroups(void)
 {
     if (base[0] == '\0')
         return;
-    char sub[300];
-    /* Every process put in them has exited: the shells are waited for. */
-    snprintf(sub, sizeof sub, "%s/a", base);
-    rmdir(sub);
-    snprintf(sub, sizeof sub, "%s/b", base);
-    rmdir(sub);
+    /* A program the harness killed at its timeout may leave children
+     * behind: cgroup.kill ends them (each is ours), then the dirs go. */
+    static const char *const subs[] = {"a", "b"};
+    for (int i = 0; i < 2; i++) {
+        char sub[300], kill_file[320];
+        snprintf(sub, sizeof sub, "%s/%s", base, subs[i]);
+        snprintf(kill_file, sizeof kill_file, "%s/cgroup.kill", sub);
+        int fd = open(kill_file, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "1", 1) != 1)
+                fprintf(stderr, "%s: %s\n", kill_file, strerror(errno));
+            close(fd);
+        }
+        for (int t = 0; t < 100 && rmdir(sub) != 0 && errno == EBUSY; t++)
+            usleep(20 * 1000);
+    }
     if (rmdir(base) != 0)
         fprintf(stderr, "could not remove %s: %s\n", base, strerror(errno));
     base[0] = '\0';
@@ -91,6 +101,13 @@ TestSuite(cgroup_key, .init = setup, .fini = teardown, .timeout = 60);
 static void need_cgroups(void)
 {
     char why[300];
+    /* curl under a preloaded libasan hangs (harness.h says why), and the
+     * shells here run curl: make ubsan runs these. */
+    const char *san = getenv("RLSHIM_SANITIZER");
+    if (san != NULL && strcmp(san, "address") == 0) {
+        h_server_stop(&srv);
+        h_skip("curl hangs under a preloaded libasan; make ubsan runs it");
+    }
     if (!make_cgroups(why, sizeof why)) {
         h_server_stop(&srv);
         h_skip("%s", why);
