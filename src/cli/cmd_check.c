@@ -114,7 +114,9 @@ static void print_table(const struct rl_config *cfg, const char *path)
            "dry_run=%s state=%s unknown=%s log=%s report=%s max_users=%u "
            "hash=%016llx\n",
            path, cfg->nrules, cfg->nrules == 1 ? "" : "s",
-           cfg->key_mode == RL_KEY_EXE ? "exe" : "env",
+           cfg->key_mode == RL_KEY_EXE      ? "exe"
+           : cfg->key_mode == RL_KEY_CGROUP ? "cgroup"
+                                            : "env",
            cfg->on_deny == RL_DENY_DELAY ? "delay" : "fail", md,
            rl_errno_name(cfg->deny_errno), cfg->dry_run ? "yes" : "no",
            cfg->state_mode == RL_STATE_PROCESS ? "process" : "shared",

@@ -365,12 +365,14 @@ static void reexec_self(void)
     execv("/proc/self/exe", argv);
 }
 
-/* PROGRAM's identity: the supervisor's own (key from the environment, uid,
- * login), but with key = exe the name of PROGRAM, not "rlshim". */
+/* PROGRAM's identity: the supervisor's own (key from the environment, or
+ * its cgroup, which PROGRAM starts in; uid, login), but with key = exe the
+ * name of PROGRAM, not "rlshim". */
 static void target_identity(const struct rl_config *cfg, const char *path,
                             struct rl_identity *id)
 {
-    rl_identity_resolve(id, RL_KEY_ENV);
+    rl_identity_resolve(id, cfg->key_mode == RL_KEY_CGROUP ? RL_KEY_CGROUP
+                                                           : RL_KEY_ENV);
     if (!id->has_key && cfg->key_mode == RL_KEY_EXE) {
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         snprintf(id->key, sizeof id->key, "%s", base);

@@ -60,6 +60,13 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
     } else {
         snprintf(section, sizeof section, "%s", rule->section);
         rl_budget_layout(rule, &l);
+        /* A named section's budget is labelled "SECTION|NAME", which the
+         * store's label cuts when NAME is long (a cgroup path, SPEC §16):
+         * the key is shown whole, from the config. */
+        if (!rule->is_default && rule->user != NULL &&
+            strchr(user, '|') == NULL &&
+            strncmp(rule->user, user, strlen(user)) == 0)
+            user = rule->user;
     }
     /* --prometheus: the overflow budget of a per-destination section
      * ("USER|(more destinations)", policy/dests.c) is a destination's

@@ -300,6 +300,20 @@ static int explain_name(const struct rl_config *cfg, const struct known *d,
     return 0;
 }
 
+/* key = cgroup (SPEC §16): the key this process has, and where it came
+ * from; a cgroup that could not be read is said, as the shim says it. */
+static void explain_key(const struct rl_identity *id, bool given)
+{
+    const char *problem = rl_identity_cgroup_problem(id);
+    if (id->has_key)
+        printf("key %s%s\n", id->key,
+               given                               ? " (--key)"
+               : strncmp(id->key, "cgroup:", 7) != 0 ? " (RLSHIM_KEY)"
+                                                     : "");
+    else
+        printf("key %u (%s)\n", id->uid, problem);
+}
+
 static int explain(const struct rl_config *cfg, const struct known *d,
                    const char *key, const char *target)
 {
@@ -335,6 +349,8 @@ static int explain(const struct rl_config *cfg, const struct known *d,
         fprintf(stderr, "rlshim check: %s: %s\n", host, gai_strerror(e));
         return 1;
     }
+    if (cfg->key_mode == RL_KEY_CGROUP)
+        explain_key(&id, key != NULL);
     printf("%s: user %s, rule %s%s%s\n", target, user, rule != NULL ? "[" : "",
            rule != NULL ? rule->section : "none", rule != NULL ? "]" : "");
     if (by_name_only)

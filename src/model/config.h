@@ -46,13 +46,14 @@ struct rl_dest; /* a `to` entry: policy/dest.h */
 #define RL_CONFIG_MAX_OPEN_MAX 1048576u
 
 /* A user name in [user:NAME] is at most this long (identity.h's buffers). */
-#define RL_CONFIG_USER_MAX 63
+#define RL_CONFIG_USER_MAX 191
 
 /* The exit status of a process that RLSHIM_STRICT=1 stops at start-up for
  * a broken config (EX_CONFIG). */
 #define RL_EXIT_CONFIG 78
 
-enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1 };
+/* cgroup: the process's cgroup v2 path, "cgroup:PATH" (SPEC §16). */
+enum rl_key_mode { RL_KEY_ENV = 0, RL_KEY_EXE = 1, RL_KEY_CGROUP = 2 };
 /* per (SPEC §3): one budget for the section's users, or one per
  * destination, keyed by its name, its registrable domain or the address
  * the connection went to. */

@@ -54,13 +54,14 @@
 /* The word's index is its value: the enums of config.h count from 0. */
 _Static_assert(RL_ADAPT_MODE_LATENCY == 1 && RL_CRAWL_DELAY_IGNORE == 1,
                "a word list is in the order of its enum");
-_Static_assert(RL_KEY_EXE == 1 && RL_DENY_DELAY == 1 && RL_STATE_PROCESS == 1 &&
+_Static_assert(RL_KEY_EXE == 1 && RL_KEY_CGROUP == 2 && RL_DENY_DELAY == 1 &&
+                   RL_STATE_PROCESS == 1 &&
                    RL_UNKNOWN_DENY == 1 && RL_FLEET_DENY == 3 &&
                    RL_SCOPE_FLEET == 1 && RL_IO_URING_ALLOW == 1 &&
                    RL_PER_DESTINATION == 1 && RL_PER_DOMAIN == 2 &&
                    RL_PER_ADDRESS == 3,
                "a word list is in the order of its enum");
-static const char *const key_names[] = {"env", "exe"};
+static const char *const key_names[] = {"env", "exe", "cgroup"};
 static const char *const on_deny_names[] = {"fail", "delay"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};

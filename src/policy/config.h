@@ -59,12 +59,18 @@ const char *rl_config_path_from_env(void);
  * cannot be read is an error). */
 int rl_config_load_env(struct rl_config **out, struct rl_diag *diag);
 
-/* The rule for a caller (SPEC §3): the first of [user:KEY], [user:UID],
- * [user:LOGIN], [default]. key and login may be NULL. NULL when none
- * matches. */
+/* The rule for a caller (SPEC §3): the first of [user:KEY], for a cgroup
+ * key the longest [user:cgroup:/PATH/...] that covers it (SPEC §16),
+ * [user:UID], [user:LOGIN], [default]. key and login may be NULL. NULL
+ * when none matches. */
 const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
                                           const char *key, uint32_t uid,
                                           const char *login);
+
+/* Of the [user:cgroup:/PATH/...] sections that cover `key`, the longest;
+ * NULL when none (cgroup.h says what a wildcard covers). */
+const struct rl_rule *rl_config_find_cgroup_wildcard(const struct rl_config *cfg,
+                                                     const char *key);
 
 /* The site section that a call to `sa` is charged to besides the user's
  * rule (SPEC §3): the first [site:LABEL] in file order whose `to` covers

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/cgroup.h"
 #include "policy/config_int.h"
 #include "policy/names.h"
 #include "util/parse.h"
@@ -62,6 +63,27 @@ static const struct rl_rule *find_user(const struct rl_config *cfg,
     return NULL;
 }
 
+/* An exact section has been looked for already: of the wildcards that
+ * cover the key, the longest (the most specific), whatever the file's
+ * order. */
+const struct rl_rule *rl_config_find_cgroup_wildcard(const struct rl_config *cfg,
+                                                     const char *key)
+{
+    const struct rl_rule *best = NULL;
+    size_t best_len = 0;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const char *u = cfg->rules[i].user;
+        size_t len = u != NULL && rl_cgroup_is_wildcard(u)
+                         ? rl_cgroup_covers(u, key)
+                         : 0;
+        if (len > best_len) {
+            best = &cfg->rules[i];
+            best_len = len;
+        }
+    }
+    return best;
+}
+
 const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
                                           const char *key, uint32_t uid,
                                           const char *login)
@@ -71,6 +93,8 @@ const struct rl_rule *rl_config_find_rule(const struct rl_config *cfg,
 
     if (key != NULL)
         r = find_user(cfg, key);
+    if (r == NULL && key != NULL)
+        r = rl_config_find_cgroup_wildcard(cfg, key);
     if (r == NULL) {
         snprintf(num, sizeof num, "%u", uid);
         r = find_user(cfg, num);

@@ -9,7 +9,9 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "policy/cgroup.h"
 #include "policy/config.h"
+#include "util/hash.h"
 
 static void copy(char *dst, const char *src)
 {
@@ -104,10 +106,44 @@ int rl_identity_resolve_login(struct rl_identity *id, int key_mode,
     } else if (key_mode == RL_KEY_EXE) {
         program_name(id->key);
         id->has_key = id->key[0] != '\0';
+    } else if (key_mode == RL_KEY_CGROUP) {
+        char path[RL_CGROUP_PATH_MAX + 1];
+        id->cgroup = (int)rl_cgroup_read_self(path);
+        if (id->cgroup == RL_CGROUP_FOUND) {
+            rl_identity_cgroup_key(path, id->key);
+            id->has_key = true;
+        }
     }
     id->uid = (uint32_t)getuid();
     id->has_login = want_login && login_name((uid_t)id->uid, id->login);
     return 0;
+}
+
+void rl_identity_cgroup_key(const char *path, char *key)
+{
+    static const char prefix[] = "cgroup:";
+    size_t pl = sizeof prefix - 1, n = strlen(path);
+    memcpy(key, prefix, pl);
+    if (pl + n < RL_IDENTITY_MAX) {
+        memcpy(key + pl, path, n + 1);
+        return;
+    }
+    /* head '#' 16 hex digits NUL */
+    size_t head = RL_IDENTITY_MAX - pl - 18;
+    memcpy(key + pl, path, head);
+    snprintf(key + pl + head, 18, "#%016llx",
+             (unsigned long long)rl_hash_bytes(RL_HASH_INIT, path, n));
+}
+
+const char *rl_identity_cgroup_problem(const struct rl_identity *id)
+{
+    if (id->has_key || id->cgroup == RL_CGROUP_FOUND)
+        return "";
+    if (id->cgroup == RL_CGROUP_NO_UNIFIED)
+        return "key = cgroup: /proc/self/cgroup has no cgroup v2 line "
+               "('0::'; a cgroup v1-only host): the uid is the key";
+    return "key = cgroup: no cgroup v2 path in /proc/self/cgroup (unreadable, "
+           "or not a path): the uid is the key";
 }
 
 const char *rl_identity_user(const struct rl_identity *id, char *buf,

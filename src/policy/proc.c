@@ -99,7 +99,9 @@ static bool wants_login(const struct rl_config *cfg,
             continue;
         if (id->has_key && strcmp(name, id->key) == 0)
             return false; /* the key's section comes first */
-        if (name[strspn(name, "0123456789")] != '\0')
+        /* A login has no ':' (passwd's separator): "cgroup:..." is none. */
+        if (name[strspn(name, "0123456789")] != '\0' &&
+            strchr(name, ':') == NULL)
             return true;
     }
     return false;
@@ -138,8 +140,14 @@ static enum rl_proc_state at_first_call(struct rl_proc *p, char *line, size_t n)
     }
     struct rl_identity id;
     rl_identity_resolve_login(&id, p->cfg->key_mode, false);
-    if (wants_login(p->cfg, &id))
+    /* A cgroup wildcard that covers the key comes before a login too. */
+    bool wildcard =
+        id.has_key && rl_config_find_cgroup_wildcard(p->cfg, id.key) != NULL;
+    if (!wildcard && wants_login(p->cfg, &id))
         rl_identity_resolve_login(&id, p->cfg->key_mode, true);
+    const char *problem = rl_identity_cgroup_problem(&id);
+    if (problem[0] != '\0')
+        rl_log_stderr("%s", problem);
     char why[256] = "";
     int r = rl_gate_init(p, p->cfg, &id, why, sizeof why);
     if (why[0] != '\0')
