@@ -13,6 +13,7 @@
 
 #include "policy/budget.h"
 #include "policy/dest.h"
+#include "policy/identity.h"
 #include "policy/open.h"
 #include "state/layout.h"
 #include "util/atomics.h"
@@ -380,7 +381,9 @@ static int overflow_budget(struct rl_dests *d, struct rl_store *st,
         atomic_load_explicit(&d->ovf[ri], memory_order_acquire);
     if (o == NULL || o->store != st) {
         char label[RL_STORE_LABEL_MAX];
-        char who[RL_STORE_LABEL_MAX];
+        /* Whole, not cut to a label's length: the tag is a hash of it,
+         * and two long users cut alike would share one budget. */
+        char who[RL_IDENTITY_MAX + sizeof "|(more destinations)"];
         snprintf(who, sizeof who, "%s|(more destinations)", user);
         uint64_t tag = rl_budget_label(rule, who, label, sizeof label);
         struct rl_dests_overflow *no = calloc(1, sizeof *no);
