@@ -31,6 +31,7 @@
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/real.h"
 #include "shim/self.h"
 #include "shim/shim.h"
@@ -142,10 +143,8 @@ static __attribute__((noinline)) ssize_t madeup(int fd,
         got = rl_request_madeup(c, iov, n, (flags & MSG_PEEK) != 0, &left);
         rl_conntab_release_read(c);
     }
-    uint32_t m = rl_fdtab_get(fd);
-    while (!left && (m & RL_FD_MADEUP) &&
-           !rl_fdtab_cas(fd, &m, m & ~RL_FD_MADEUP))
-        ;
+    if (!left)
+        rl_madeup_unmark(fd);
     rl_shim_leave();
     errno = saved;
     return (ssize_t)got;

@@ -11,6 +11,7 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlswrite.h"
@@ -94,7 +95,7 @@ int rl_request_begin(struct rl_send *s)
     if (ra->act == RL_REQUEST_RESPOND) {
         /* Answered by the shim: its bytes are taken, not sent, and the
          * fd's reads ask for the answer (hook_recv.c). */
-        rl_fdtab_set(s->fd, rl_fdtab_get(s->fd) | RL_FD_MADEUP);
+        rl_madeup_mark(s->fd);
         rl_shim_leave();
         s->rc = c;
         s->len = ra->allow;
