@@ -177,9 +177,8 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         /* A response's pause (SPEC §12) is not a call that went. */
         if (strcmp(e->limit, ch->kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
-        bool refused = e->verdict == RL_DECLOG_DENY ||
-                       e->verdict == RL_DECLOG_RESPOND;
-        uint64_t t = e->mono_ns + (refused ? 0 : e->wait_ns);
+        bool no = e->verdict == RL_DECLOG_DENY || e->verdict == RL_DECLOG_RESPOND;
+        uint64_t t = e->mono_ns + (no ? 0 : e->wait_ns);
         if (e->mono_ns < t0)
             t0 = e->mono_ns;
         if (t > t1)

@@ -310,6 +310,11 @@ static void decide_tls(struct rl_proc *p, struct rl_reqconn *c,
     /* Asleep and in the real call, the write lets the session's reader
      * see answers; `writing` stays, until rl_settle_request. */
     rl_reqconn_let_go(c);
+    if (a->p.swallow > 0) {
+        a->act = RL_REQUEST_RESPOND; /* `writing` stays to the settle */
+        a->allow = a->p.swallow;
+        return;
+    }
     a->act = RL_GATE_GO;
     a->allow = a->p.allow;
     a->wake = !nb && !mem ? a->p.wake : 0;
@@ -425,6 +430,15 @@ size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
     size_t got = rl_reqconn_madeup(c, iov, n, peek, left);
     rl_reqconn_let_go(c);
     return got;
+}
+
+size_t rl_request_madeup_pending(struct rl_reqconn *c)
+{
+    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
+        return 0;
+    size_t n = rl_reqconn_madeup_pending(c);
+    rl_reqconn_let_go(c);
+    return n;
 }
 
 bool rl_request_madeup_due(struct rl_reqconn *c)

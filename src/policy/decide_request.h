@@ -148,6 +148,9 @@ bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
 size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
                          size_t n, bool peek, bool *left);
 
+/* Bytes of the made-up answer due on c (SSL_pending's share). */
+size_t rl_request_madeup_pending(struct rl_reqconn *c);
+
 /* Is a made-up answer due on c (the wait calls report it readable)? */
 bool rl_request_madeup_due(struct rl_reqconn *c);
 

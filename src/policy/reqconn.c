@@ -144,6 +144,10 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     ask(c, w, first, 1, &q);
     bool each = k > 1 && rl_gate_request_delays(proc, &q);
     q.units = each ? 1 : k;
+    /* One HTTP/1.x request a TLS write of its own carries, its socket
+     * the library's (not a memory BIO's): the shim can answer it. */
+    q.respond = k == 1 && w->how == RL_REQ_PIECES && first->stream_id == 0 &&
+                rl_reqscan_proto(&c->scan) != RL_HTTP_2;
     int act = RL_GATE_GO;
     uint64_t wait = 0;
     /* (Should one fail, past max_delay, the turns before it stay spent.) */
@@ -153,6 +157,8 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
             wait = t.wait_ns;
     }
     if (act == RL_GATE_FAIL) {
+        if (t.respond_ns != 0 && rl_reqconn_respond(c, &t, NULL, 0, 0, p))
+            return;
         p->act = RL_GATE_FAIL;
         p->err = t.err;
         if (overdue(proc, w, &t, &q, p))
@@ -556,7 +562,9 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         first = &unnamed;
     uint64_t before = c->charged;
     plan_whole(proc, c, w, first, k, now, p);
-    if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
+    /* (Answered by the shim: never sent, no answer awaited.) */
+    if ((p->act == RL_GATE_GO && p->swallow == 0) ||
+        c->turn != 0) /* else charged when it goes */
         record_whole(c, w, first, ev, nev, before, k);
     p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
     c->turn_sent = (uint8_t)p->sent;

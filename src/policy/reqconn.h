@@ -323,6 +323,9 @@ bool rl_reqconn_madeup_due(const struct rl_reqconn *c);
 size_t rl_reqconn_madeup(struct rl_reqconn *c, const struct iovec *iov,
                          size_t n, bool peek, bool *left);
 
+/* Bytes of the made-up answer due on c (0: none due). */
+size_t rl_reqconn_madeup_pending(const struct rl_reqconn *c);
+
 /* A plaintext socket whose first bytes were a TLS record while no TLS
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
  * process on stderr, naming the destination, and counts it for the exit

@@ -97,3 +97,11 @@ size_t rl_reqconn_madeup(struct rl_reqconn *c, const struct iovec *iov,
     *left = c->made->n > 0;
     return got;
 }
+
+size_t rl_reqconn_madeup_pending(const struct rl_reqconn *c)
+{
+    if (!rl_reqconn_madeup_due(c))
+        return 0;
+    const struct rl_madeup *m = &c->made->q[c->made->head];
+    return (size_t)(m->len - m->off);
+}

@@ -66,14 +66,6 @@ void rl_respond_answered(struct rl_respond *r)
     }
 }
 
-size_t rl_respond_pending(const struct rl_respond *r, bool between)
-{
-    if (!rl_respond_due(r, between))
-        return 0;
-    const struct rl_madeup *m = &r->q[r->head];
-    return (size_t)(m->len - m->off);
-}
-
 size_t rl_respond_take(struct rl_respond *r, const struct iovec *iov,
                        size_t n, bool consume)
 {

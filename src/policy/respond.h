@@ -75,9 +75,6 @@ static inline bool rl_respond_due(const struct rl_respond *r, bool between)
 size_t rl_respond_take(struct rl_respond *r, const struct iovec *iov,
                        size_t n, bool consume);
 
-/* Bytes the due response has left (0: none due). */
-size_t rl_respond_pending(const struct rl_respond *r, bool between);
-
 void rl_respond_free(struct rl_respond *r);
 
 #endif

@@ -10,6 +10,8 @@
 
 void rl_madeup_mark(int fd)
 {
+    if (fd < 0)
+        return;
     uint32_t m = rl_fdtab_get(fd);
     while (!(m & RL_FD_MADEUP))
         if (rl_fdtab_cas(fd, &m, m | RL_FD_MADEUP)) {
@@ -30,6 +32,8 @@ static void fewer(void)
 
 void rl_madeup_unmark(int fd)
 {
+    if (fd < 0)
+        return;
     uint32_t m = rl_fdtab_get(fd);
     while (m & RL_FD_MADEUP)
         if (rl_fdtab_cas(fd, &m, m & ~RL_FD_MADEUP)) {
@@ -54,6 +58,11 @@ bool rl_madeup_due(int fd)
     if (c != NULL) {
         due = rl_request_madeup_due(c);
         rl_conntab_release_read(c);
+    } else {
+        /* A TLS session's socket (its connection is the session's, not
+         * the fd's): readable while its answer is queued, the order of
+         * its answers aside. */
+        due = true;
     }
     rl_shim_leave();
     errno = saved;

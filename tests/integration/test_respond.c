@@ -203,3 +203,63 @@ Test(respond, pipelined_requests_are_answered_in_order)
     cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
                  h_server_count(&st, "REQ"));
 }
+
+/* The same through OpenSSL (SSL_write taken, SSL_read_ex answered):
+ * python requests and curl -k against the server over TLS. */
+static struct server sts;
+
+static void start_tls(void)
+{
+    setenv("RL_TLS", "1", 1);
+    h_server_start(&sts, "http_status.py");
+    unsetenv("RL_TLS");
+}
+
+static char *tls_url(const char *path)
+{
+    static char u[4][160];
+    static int k;
+    char *p = u[k++ % 4];
+    snprintf(p, 160, "https://127.0.0.1:%d%s", sts.port, path);
+    return p;
+}
+
+static const char tls_py[] =
+    "import requests, sys, urllib3\n"
+    "urllib3.disable_warnings()\n"
+    "s = requests.Session()\n"
+    "codes = []\n"
+    "for u in sys.argv[1:]:\n"
+    "    r = s.get(u, timeout=20, verify=False)\n"
+    "    codes.append(r.status_code)\n"
+    "    if r.status_code != 200:\n"
+    "        print('retry-after', r.headers.get('Retry-After'))\n"
+    "print('codes', codes)\n";
+
+Test(respond, over_tls_requests_and_curl_see_200_then_429)
+{
+    start_tls();
+    h_config_write(ONE_A_MINUTE);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)tls_py,
+                    tls_url("/a"), tls_url("/b"), NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "codes [200, 429]") != NULL,
+              "requests over TLS saw:\n%s", r.out);
+    cr_expect(strstr(r.out, "retry-after 60\n") != NULL, "%s", r.out);
+    if (h_have("curl")) {
+        /* A new budget: the state dir's, reset by a fresh config hash. */
+        h_config_write("[default]\nrequest = 60/h\nrequest_burst = 1\n"
+                       "on_deny = respond\n");
+        char *cargv[] = {"curl", "-sk", "-w",
+                         "%{http_code} %{num_connects}\\n", tls_url("/c"),
+                         "-o", "/dev/null", tls_url("/d"), "-o",
+                         "/dev/null", NULL};
+        h_run(&r, true, 30, cargv);
+        cr_assert_eq(r.status, 0, "curl: status %d\n%s", r.status, r.out);
+        cr_expect_str_eq(r.out, "200 1\n429 0\n");
+    }
+    int n = h_server_wait(&sts, "REQ", 3, 1);
+    cr_expect_eq(n, 2, "the TLS server got %d requests, not 2 (one each)", n);
+    h_server_stop(&sts);
+}
