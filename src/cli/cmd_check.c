@@ -93,7 +93,11 @@ static void print_row(const struct rl_rule *r, const char *kind,
 {
     char deny[64], delay[32];
 
-    if (r->on_deny == RL_DENY_DELAY) {
+    if (r->on_deny == RL_DENY_RESPOND) {
+        /* Requests get the status; the other kinds fail with the errno. */
+        snprintf(deny, sizeof deny, "respond=%d,%s%s", r->respond_status,
+                 rl_errno_name(r->deny_errno), r->dry_run ? ",dry_run" : "");
+    } else if (r->on_deny == RL_DENY_DELAY) {
         format_duration(r->max_delay_ns, delay, sizeof delay);
         snprintf(deny, sizeof deny, "delay<=%s,%s%s", delay,
                  rl_errno_name(r->deny_errno), r->dry_run ? ",dry_run" : "");
@@ -117,7 +121,10 @@ static void print_table(const struct rl_config *cfg, const char *path)
            cfg->key_mode == RL_KEY_EXE      ? "exe"
            : cfg->key_mode == RL_KEY_CGROUP ? "cgroup"
                                             : "env",
-           cfg->on_deny == RL_DENY_DELAY ? "delay" : "fail", md,
+           cfg->on_deny == RL_DENY_DELAY     ? "delay"
+           : cfg->on_deny == RL_DENY_RESPOND ? "respond"
+                                             : "fail",
+           md,
            rl_errno_name(cfg->deny_errno), cfg->dry_run ? "yes" : "no",
            cfg->state_mode == RL_STATE_PROCESS ? "process" : "shared",
            cfg->unknown == RL_UNKNOWN_DENY ? "deny" : "allow", log_name(cfg),

@@ -177,7 +177,8 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         /* A response's pause (SPEC §12) is not a call that went. */
         if (strcmp(e->limit, ch->kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
-        uint64_t t = e->mono_ns + (e->verdict == RL_DECLOG_DENY ? 0 : e->wait_ns);
+        bool no = e->verdict == RL_DECLOG_DENY || e->verdict == RL_DECLOG_RESPOND;
+        uint64_t t = e->mono_ns + (no ? 0 : e->wait_ns);
         if (e->mono_ns < t0)
             t0 = e->mono_ns;
         if (t > t1)
@@ -197,7 +198,8 @@ static int build(struct chart *ch, const struct rl_logfile *lf)
         /* A response's pause (SPEC §12) is not a call that went. */
         if (strcmp(e->limit, ch->kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
-        int v = e->verdict == RL_DECLOG_DENY    ? V_DENY
+        int v = e->verdict == RL_DECLOG_DENY || e->verdict == RL_DECLOG_RESPOND
+                    ? V_DENY
                 : e->verdict == RL_DECLOG_DELAY ? V_DELAY
                                                 : V_ALLOW;
         uint64_t t = e->mono_ns + (v == V_DENY ? 0 : e->wait_ns);

@@ -259,7 +259,8 @@ int rl_cmd_verify(int argc, char **argv)
         if (strcmp(e->limit, sp.kind) != 0 || e->verdict == RL_DECLOG_PAUSE)
             continue;
         lines++;
-        if (e->verdict == RL_DECLOG_DENY || e->units == 0)
+        if (e->verdict == RL_DECLOG_DENY || e->verdict == RL_DECLOG_RESPOND ||
+            e->units == 0)
             continue;
         it[n++] = (struct item){
             .key = per == PER_USER ? e->user : per == PER_DEST ? e->dest : "",

@@ -63,7 +63,9 @@ enum rl_per {
     RL_PER_DOMAIN = 2,
     RL_PER_ADDRESS = 3
 };
-enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1 };
+/* respond (SPEC §15): a request over its budget is answered by the shim
+ * with a made-up 429/503; every other call denied under it fails. */
+enum rl_on_deny { RL_DENY_FAIL = 0, RL_DENY_DELAY = 1, RL_DENY_RESPOND = 2 };
 /* retry_after (SPEC §12): does a 429/503 pause the request budget? Obey
  * is 0: the default wherever a request limit is set. */
 enum rl_retry_after { RL_RETRY_AFTER_OBEY = 0, RL_RETRY_AFTER_IGNORE = 1 };
@@ -122,6 +124,7 @@ struct rl_rule {
     struct rl_dest *to;              /* policy/dest.h */
     size_t nto;                      /* 0 = every destination */
     int on_deny; /* enum rl_on_deny (inherited from [rlshim]) */
+    int respond_status; /* on_deny = respond: 429 or 503 (inherited) */
     uint64_t max_delay_ns;
     int deny_errno; /* EAGAIN, ECONNREFUSED, ETIMEDOUT, ENETUNREACH */
     bool dry_run;
@@ -146,6 +149,7 @@ struct rl_config {
     char *path;
     int key_mode; /* enum rl_key_mode */
     int on_deny;  /* enum rl_on_deny */
+    int respond_status; /* 429 (default) or 503 */
     uint64_t max_delay_ns;
     int deny_errno;
     int state_mode; /* enum rl_state_mode */

@@ -62,7 +62,7 @@ _Static_assert(RL_KEY_EXE == 1 && RL_KEY_CGROUP == 2 && RL_DENY_DELAY == 1 &&
                    RL_PER_ADDRESS == 3,
                "a word list is in the order of its enum");
 static const char *const key_names[] = {"env", "exe", "cgroup"};
-static const char *const on_deny_names[] = {"fail", "delay"};
+static const char *const on_deny_names[] = {"fail", "delay", "respond"};
 static const char *const state_names[] = {"shared", "process"};
 static const char *const unknown_names[] = {"allow", "deny"};
 static const char *const fallback_names[] = {"share", "local", "allow", "deny"};
@@ -98,6 +98,10 @@ static const struct words adapt_words = {adapt_names, NULL,
                                          NELEM(adapt_names)};
 static const struct words crawl_delay_words = {crawl_delay_names, NULL,
                                                NELEM(crawl_delay_names)};
+static const char *const respond_status_names[] = {"429", "503"};
+static const int respond_status_values[] = {429, 503};
+static const struct words respond_status_words = {
+    respond_status_names, respond_status_values, NELEM(respond_status_names)};
 static const struct words errno_words = {errno_names, errno_values,
                                          NELEM(errno_names)};
 
@@ -124,6 +128,8 @@ const struct key rl_cfg_keys[] = {
     {"key", IN_RLSHIM, rl_cfg_p_word, CFG(key_mode), .words = &key_words},
     {"on_deny", IN_RLSHIM | IN_RULE, rl_cfg_p_word, CFG(on_deny), RULE(on_deny),
      .words = &on_deny_words},
+    {"respond_status", IN_RLSHIM | IN_RULE, rl_cfg_p_word, CFG(respond_status),
+     RULE(respond_status), .words = &respond_status_words},
     {"max_delay", IN_RLSHIM | IN_RULE, rl_cfg_p_duration, CFG(max_delay_ns),
      RULE(max_delay_ns)},
     {"errno", IN_RLSHIM | IN_RULE, rl_cfg_p_word, CFG(deny_errno),
@@ -405,6 +411,7 @@ int rl_config_load_string(const char *text, const char *name,
     cfg->path = strdup(name);
     cfg->max_delay_ns = 10 * RL_NS_PER_S;
     cfg->deny_errno = EAGAIN;
+    cfg->respond_status = 429;
     cfg->max_users = RL_CONFIG_MAX_USERS_DEFAULT;
     cfg->max_destinations = RL_CONFIG_MAX_DESTINATIONS_DEFAULT;
     if (cfg->path == NULL) {

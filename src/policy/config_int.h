@@ -71,7 +71,7 @@ struct key {
 
 /* The rows of the key table (config.c), a constant because each section
  * keeps the line of each key (struct sect). */
-#define RL_CFG_NKEYS 39u
+#define RL_CFG_NKEYS 40u
 extern const struct key rl_cfg_keys[]; /* RL_CFG_NKEYS rows */
 
 /* The parsers the table names (config_values.c). */

@@ -12,7 +12,12 @@
 #include "policy/decide_request.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
+#include "policy/proc.h"
+#include "policy/report.h"
 #include "policy/reqheld.h"
+#include "policy/dests.h"
+#include "util/declog.h"
+#include "util/log.h"
 #include "util/clock.h"
 
 /* How long a write waits for the connection's state: held by a write
@@ -162,6 +167,11 @@ static void decide_plain(struct rl_proc *p, struct rl_reqconn *c,
         a->err = k > 0 ? k : a->p.err;
         return;
     }
+    if (a->p.swallow > 0) {
+        a->act = RL_REQUEST_RESPOND;
+        a->allow = a->p.swallow;
+        return;
+    }
     a->act = RL_GATE_GO;
     a->allow = a->p.allow;
     a->wake = a->p.wake;
@@ -300,6 +310,11 @@ static void decide_tls(struct rl_proc *p, struct rl_reqconn *c,
     /* Asleep and in the real call, the write lets the session's reader
      * see answers; `writing` stays, until rl_settle_request. */
     rl_reqconn_let_go(c);
+    if (a->p.swallow > 0) {
+        a->act = RL_REQUEST_RESPOND; /* `writing` stays to the settle */
+        a->allow = a->p.swallow;
+        return;
+    }
     a->act = RL_GATE_GO;
     a->allow = a->p.allow;
     a->wake = !nb && !mem ? a->p.wake : 0;
@@ -405,4 +420,48 @@ bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
         rl_reqconn_received(p, c, iov, n, got, r);
     rl_reqconn_let_go(c);
     return carrier == RL_CARRY_PLAIN && proto == RL_HTTP_NONE;
+}
+size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
+                         size_t n, bool peek, bool *left)
+{
+    *left = true; /* not had: asked again at the next read */
+    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
+        return 0;
+    size_t got = rl_reqconn_madeup(c, iov, n, peek, left);
+    rl_reqconn_let_go(c);
+    return got;
+}
+
+size_t rl_request_madeup_pending(struct rl_reqconn *c)
+{
+    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
+        return 0;
+    size_t n = rl_reqconn_madeup_pending(c);
+    rl_reqconn_let_go(c);
+    return n;
+}
+
+bool rl_request_madeup_due(struct rl_reqconn *c)
+{
+    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
+        return false;
+    bool due = rl_reqconn_madeup_due(c);
+    rl_reqconn_let_go(c);
+    return due;
+}
+
+/* Said once per process (a fork child's line would say the same); every
+ * such connection is counted for the exit report and `rlshim stat`. */
+void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
+{
+    if (!rl_report_tls_unseen(proc, c->salen > 0 ? &c->peer : NULL,
+                              c->salen))
+        return;
+    char host[RL_NAME_MAX + 1], hp[RL_NAME_MAX + 16];
+    unsigned port;
+    rl_dests_name_port(&proc->names, c->salen > 0 ? &c->peer : NULL,
+                       c->salen, host, sizeof host, &port);
+    rl_declog_hostport(hp, sizeof hp, host, port);
+    rl_log_stderr("requests to %s are not counted: TLS the shim cannot see",
+                  hp);
 }

@@ -91,6 +91,10 @@ enum {
     RL_REQUEST_KERNEL = 4, /* held back on a socket the kernel refuses:
                               the call goes, and the kernel answers */
     RL_REQUEST_CIPHER = 5, /* plain: ciphertext of a TLS session */
+    RL_REQUEST_RESPOND = 6, /* plain: a refused request the shim answers
+                               (SPEC §15): `allow` bytes are taken and
+                               not sent; no real call; settle with
+                               sent = allow */
 };
 
 /* The answer. */
@@ -137,5 +141,17 @@ bool rl_settle_request(struct rl_proc *p, struct rl_reqconn *c,
 bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
                          int carrier, const struct rl_reqread *r, bool lost,
                          const struct iovec *iov, size_t n, size_t got);
+
+/* on_deny = respond (SPEC §15): copy the made-up answer due on c into
+ * iov[0..n) (taken unless `peek`). Returns the bytes (0: none due);
+ * *left: answers still queued on c. */
+size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
+                         size_t n, bool peek, bool *left);
+
+/* Bytes of the made-up answer due on c (SSL_pending's share). */
+size_t rl_request_madeup_pending(struct rl_reqconn *c);
+
+/* Is a made-up answer due on c (the wait calls report it readable)? */
+bool rl_request_madeup_due(struct rl_reqconn *c);
 
 #endif

@@ -122,6 +122,12 @@ struct rl_gate_ticket {
     /* rl_gate_request_again: the earlier turn the request gives up (the
      * decision log's moved_ns); 0 otherwise. */
     uint64_t moved_ns;
+    /* RL_GATE_FAIL of a request that q->respond lets the carrier answer
+     * (on_deny = respond): the Retry-After to give, whole seconds in ns,
+     * at least one second; 0 otherwise. respond_by: the section whose
+     * on_deny, respond_status and request limit the answer names. */
+    uint64_t respond_ns;
+    const struct rl_rule *respond_by;
     /* charge[0, ncharges) only: the others are never read, so never
      * zero-filled. */
     struct rl_gate_charge charge[RL_GATE_MAX_CHARGES];
@@ -239,6 +245,11 @@ struct rl_gate_req {
      * that then starts with it asks again, and that decision is the one
      * counted and logged (a dry run's "would deny" goes now, and is). */
     bool cut;
+    /* The carrier can answer it itself (SPEC §15: a plaintext HTTP/1.x
+     * request the shim sees): a denial under on_deny = respond is then
+     * RL_GATE_FAIL with t->respond_ns set, counted and logged as
+     * "respond"; false: such a denial fails as under fail. */
+    bool respond;
 };
 
 /* Decide q: RL_GATE_GO (after sleeping t->wait_ns: the turn is reserved)

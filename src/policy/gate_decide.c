@@ -18,6 +18,8 @@
 #include "policy/sites.h"
 #include "util/clock.h"
 #include "util/declog.h"
+#include "util/log.h"
+#include "util/parse.h"
 
 static struct budget *budget_of(const struct rl_gate_charge *c)
 {
@@ -77,6 +79,25 @@ static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
                         const struct rl_gate_req *q,
                         const struct rl_gate_call *c)
 {
+    const struct rl_rule *by = t->denier != NULL ? t->denier : p->gate.rule;
+    if (q->respond && !q->cut && by != NULL &&
+        by->on_deny == RL_DENY_RESPOND && !deny_dry(p, t->denier)) {
+        /* Retry-After in whole seconds, rounded up, at least one: a
+         * client that waits as told is then granted. Set before deny()
+         * so that its log line says "respond". */
+        uint64_t s = t->retry_ns == UINT64_MAX
+                         ? 1
+                         : (t->retry_ns + RL_NS_PER_S - 1) / RL_NS_PER_S;
+        t->respond_ns = (s > 0 ? s : 1) * RL_NS_PER_S;
+        t->respond_by = by;
+    } else if (!q->respond && !q->cut && by != NULL &&
+               by->on_deny == RL_DENY_RESPOND && !deny_dry(p, t->denier) &&
+               rl_add_relaxed_u64(&p->gate.respond_failed_said, 1) == 0) {
+        rl_log_stderr("on_deny = respond in [%s]: a request the shim cannot "
+                      "answer (HTTP/2, or a TLS write of several) fails as "
+                      "under fail",
+                      by->section);
+    }
     if (!q->cut || deny_dry(p, t->denier))
         return deny(p, t, RL_KIND_REQUEST, q->units, c);
     t->wait_ns = 0;

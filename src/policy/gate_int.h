@@ -108,6 +108,10 @@ struct rl_gate {
     /* Non-blocking calls failed past max_delay (policy/overdue.h): the
      * first says why. Relaxed adds by any thread. */
     rl_atomic_u64 overdue_said;
+    /* Requests refused under on_deny = respond that the shim could not
+     * answer (HTTP/2, a TLS write of several): they fail, the first says
+     * so (gate_decide.c). Relaxed adds by any thread. */
+    rl_atomic_u64 respond_failed_said;
     /* Jitter's draws so far (policy/gate_pace.c): relaxed adds by any
      * thread, each draw a count no other draw of the process has. */
     rl_atomic_u64 jitter_draws;

@@ -86,7 +86,8 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
     if (denied_kind >= 0) {
         r.limit = rl_kind_name(denied_kind);
         r.units = denied_units;
-        r.verdict = RL_DECLOG_DENY;
+        r.verdict = t->respond_ns != 0 ? RL_DECLOG_RESPOND : RL_DECLOG_DENY;
+        r.wait_ns = t->respond_ns;
         rl_declog_write(&p->declog, &r);
         return;
     }

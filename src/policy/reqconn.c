@@ -16,6 +16,7 @@
 #include "policy/proc.h"
 #include "policy/report.h"
 #include "policy/reqheld.h"
+#include "policy/respond.h"
 #include "policy/robotsread.h"
 #include "util/atomics.h"
 #include "util/clock.h"
@@ -47,6 +48,7 @@ void rl_reqconn_free(struct rl_reqconn *c)
     rl_reqscan_free(&c->scan);
     rl_respscan_free(&c->resp);
     rl_robotsread_drop(c);
+    rl_respond_free(c->made);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)
@@ -109,6 +111,9 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
     q->target = e->target[0] != '\0' ? e->target : NULL;
     q->units = units;
     q->cut = false;
+    /* A plaintext HTTP/1.x request the shim can answer (SPEC §15). */
+    q->respond = w->how == RL_REQ_PLAIN && e->stream_id == 0 &&
+                 rl_reqscan_proto(&c->scan) != RL_HTTP_2;
 }
 
 /* A denial of a write that must not sleep, past max_delay: an error the
@@ -139,6 +144,10 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
     ask(c, w, first, 1, &q);
     bool each = k > 1 && rl_gate_request_delays(proc, &q);
     q.units = each ? 1 : k;
+    /* One HTTP/1.x request a TLS write of its own carries, its socket
+     * the library's (not a memory BIO's): the shim can answer it. */
+    q.respond = k == 1 && w->how == RL_REQ_PIECES && first->stream_id == 0 &&
+                rl_reqscan_proto(&c->scan) != RL_HTTP_2;
     int act = RL_GATE_GO;
     uint64_t wait = 0;
     /* (Should one fail, past max_delay, the turns before it stay spent.) */
@@ -148,6 +157,8 @@ static void plan_whole(struct rl_proc *proc, struct rl_reqconn *c,
             wait = t.wait_ns;
     }
     if (act == RL_GATE_FAIL) {
+        if (t.respond_ns != 0 && rl_reqconn_respond(c, &t, NULL, 0, 0, p))
+            return;
         p->act = RL_GATE_FAIL;
         p->err = t.err;
         if (overdue(proc, w, &t, &q, p))
@@ -271,6 +282,8 @@ static int plan_plain(struct rl_proc *proc, struct rl_reqconn *c,
                 p->allow = e->offset; /* a short write before it */
                 return -1;
             }
+            if (t.respond_ns != 0 && rl_reqconn_respond(c, &t, ev, nev, i, p))
+                return -1;
             p->act = RL_GATE_FAIL;
             p->err = t.err;
             if (!nonblocking(w) || overdue(proc, w, &t, &q, p))
@@ -374,6 +387,7 @@ static uint64_t charged_requests(const struct rl_reqconn *c,
         }
     static const struct rl_req_event unnamed = {.kind = RL_REQ_REQUEST};
     ask(c, w, first != NULL ? first : &unnamed, 1, q);
+    q->respond = false; /* decided once; at its turn it goes or fails */
     return k;
 }
 
@@ -506,6 +520,8 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
     struct rl_req_event ev[PLAN_EVENTS];
     size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
     size_t nev = total > PLAN_EVENTS ? PLAN_EVENTS : total;
+    if (c->swallowing && rl_reqconn_swallow(c, ev, nev, p))
+        return;
     const struct rl_req_event *first = NULL;
     uint64_t k = 0;
     for (size_t i = 0; i < nev; i++) {
@@ -546,7 +562,9 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         first = &unnamed;
     uint64_t before = c->charged;
     plan_whole(proc, c, w, first, k, now, p);
-    if (p->act == RL_GATE_GO || c->turn != 0) /* else charged when it goes */
+    /* (Answered by the shim: never sent, no answer awaited.) */
+    if ((p->act == RL_GATE_GO && p->swallow == 0) ||
+        c->turn != 0) /* else charged when it goes */
         record_whole(c, w, first, ev, nev, before, k);
     p->sent = c->nsent > nsent ? c->nsent - nsent : 0;
     c->turn_sent = (uint8_t)p->sent;
@@ -571,20 +589,4 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
     if (fresh && rl_reqscan_proto(&c->scan) == RL_HTTP_TLS)
         /* Its session may be known by this alone (a memory BIO's). */
         c->hello_seen = rl_tls_hello_random(iov, n, c->hello);
-}
-
-/* Said once per process (a fork child's line would say the same); every
- * such connection is counted for the exit report and `rlshim stat`. */
-void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c)
-{
-    if (!rl_report_tls_unseen(proc, c->salen > 0 ? &c->peer : NULL,
-                              c->salen))
-        return;
-    char host[RL_NAME_MAX + 1], hp[RL_NAME_MAX + 16];
-    unsigned port;
-    rl_dests_name_port(&proc->names, c->salen > 0 ? &c->peer : NULL,
-                       c->salen, host, sizeof host, &port);
-    rl_declog_hostport(hp, sizeof hp, host, port);
-    rl_log_stderr("requests to %s are not counted: TLS the shim cannot see",
-                  hp);
 }

@@ -131,6 +131,12 @@ struct rl_reqconn {
      * touches the connection, so that the session's reader sees its
      * answers (a 429 among them) while the write waits for its turn. */
     int writing;
+    /* on_deny = respond (SPEC §15; reqrespond.c): the made-up answers
+     * the program's reads get before the server's next bytes (NULL: none
+     * ever), and whether the bytes of a refused request go on past its
+     * write, to be taken unsent up to the next request. */
+    struct rl_respond *made;
+    bool swallowing;
 };
 
 /* Take c's shared state (`busy`), waiting up to max_ns for the thread
@@ -183,6 +189,10 @@ struct rl_reqplan {
                       socket until then; 0: not known) */
     unsigned requests; /* requests this write charged */
     unsigned sent;     /* records (sent[]) it made for their answers */
+    /* GO: bytes of refused requests at the start of the write, taken
+     * without being sent (SPEC §15: the shim answers them); the call
+     * returns this many and makes no real call. 0: none. */
+    size_t swallow;
     bool scanned;  /* done must commit (false: the write was not looked at) */
 };
 
@@ -286,10 +296,41 @@ static inline void rl_reqconn_lost(struct rl_reqconn *c)
     __atomic_store_n(&c->resp_lost, 1, __ATOMIC_RELAXED);
 }
 
+/* ---- on_deny = respond (reqrespond.c; SPEC §15) ---- */
+
+/* The request of ev[i] (at the write's first byte) was refused with
+ * t->respond_ns set: its answer queued behind the server's answers owed,
+ * and its bytes in this write (up to the next request, else all of them,
+ * the rest then taken from later writes) set to be taken unsent
+ * (p->swallow, p->act GO). false: no room, the refusal fails. */
+struct rl_gate_ticket;
+bool rl_reqconn_respond(struct rl_reqconn *c, const struct rl_gate_ticket *t,
+                        const struct rl_req_event *ev, size_t nev, size_t i,
+                        struct rl_reqplan *p);
+
+/* A refused request's bytes begun in an earlier write: those of this
+ * write up to the next request are taken unsent (p->swallow). true:
+ * the whole write is, plan no further. */
+bool rl_reqconn_swallow(struct rl_reqconn *c, const struct rl_req_event *ev,
+                        size_t nev, struct rl_reqplan *p);
+
+/* Is a made-up answer the program's next bytes on c? */
+bool rl_reqconn_madeup_due(const struct rl_reqconn *c);
+
+/* Copy the due made-up answer's next bytes into iov[0..n) (taken unless
+ * `peek`). Returns the bytes copied (0: none due); *left: answers still
+ * queued after it. */
+size_t rl_reqconn_madeup(struct rl_reqconn *c, const struct iovec *iov,
+                         size_t n, bool peek, bool *left);
+
+/* Bytes of the made-up answer due on c (0: none due). */
+size_t rl_reqconn_madeup_pending(const struct rl_reqconn *c);
+
 /* A plaintext socket whose first bytes were a TLS record while no TLS
  * layer owns it: the TLS the shim cannot see (SPEC §11). Says so once per
  * process on stderr, naming the destination, and counts it for the exit
  * report and `rlshim stat`. */
 void rl_reqconn_unseen_tls(struct rl_proc *proc, const struct rl_reqconn *c);
+/* (Defined in decide_request.c, its one caller.) */
 
 #endif

@@ -20,6 +20,7 @@ int rl_reqheld_again(struct rl_proc *p, struct rl_reqheld *h, uint64_t now,
                                   h->method[0] != '\0' ? h->method : NULL,
                                   h->target[0] != '\0' ? h->target : NULL,
                                   1,
+                                  false,
                                   false};
     struct rl_gate_ticket t;
     uint64_t wake = 0;

@@ -25,6 +25,7 @@
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "policy/reqconn.h"
+#include "policy/respond.h"
 #include "util/clock.h"
 #include "policy/robotsread.h"
 
@@ -211,7 +212,11 @@ static void answer(struct rl_proc *proc, struct rl_reqconn *c,
         return;
     struct rl_reqsent s;
     struct rl_gate_req q;
-    if (!take_sent(c, e->stream_id, &s) || !request_of(c, &s, r, &q))
+    if (!take_sent(c, e->stream_id, &s))
+        return;
+    /* A made-up answer queued behind it is one answer nearer. */
+    rl_respond_answered(c->made);
+    if (!request_of(c, &s, r, &q))
         return;
     uint64_t wait = 0;
     bool has = retry_after(e, &wait);

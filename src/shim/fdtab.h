@@ -45,6 +45,10 @@
               or read outside one (rl_conntab_late), replacing whatever a   \
               handler's close left at the number */
 
+#define RL_FD_MADEUP                                                           \
+    0x200u /* HTTP: a made-up answer is queued for its reads (SPEC §15,     \
+              on_deny = respond): reads and wait calls ask policy first */
+
 /* A send-like call on fd needs more than the real function: its sends
  * are charged, or its requests counted. */
 #define RL_FD_SLOW (RL_FD_MATCHED | RL_FD_HTTP)

@@ -23,6 +23,7 @@
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
@@ -39,6 +40,7 @@ static __attribute__((noinline)) void forget(int fd, uint32_t m)
     if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_recv_closing(fd);
     rl_fdtab_clear(fd);
+    rl_madeup_closed(m);
     rl_wait_forget(fd, m);
     if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_conntab_forget(fd);

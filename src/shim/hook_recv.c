@@ -31,6 +31,7 @@
 #include "shim/conntab.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/real.h"
 #include "shim/self.h"
 #include "shim/shim.h"
@@ -123,11 +124,45 @@ void rl_recv_closing(int fd)
         received(fd, NULL, 0, 0, "close", RL_READ_CLOSING);
 }
 
+/* A made-up answer queued on fd (RL_FD_MADEUP, SPEC §15): its bytes,
+ * when due, are the read's, with no real call (a blocking read returns
+ * them at once); 0: none due, read the kernel's. The mark goes when the
+ * queue is empty. */
+static __attribute__((noinline)) ssize_t madeup(int fd,
+                                                const struct iovec *iov,
+                                                size_t n, int flags)
+{
+    if ((flags & (MSG_OOB | MSG_ERRQUEUE)) || rl_hook_in_handler() ||
+        rl_shim_in_vfork_child() || !rl_shim_enter())
+        return 0;
+    int saved = errno;
+    struct rl_reqconn *c = rl_conntab_acquire_read(fd);
+    size_t got = 0;
+    bool left = false;
+    if (c != NULL) {
+        got = rl_request_madeup(c, iov, n, (flags & MSG_PEEK) != 0, &left);
+        rl_conntab_release_read(c);
+    }
+    if (!left)
+        rl_madeup_unmark(fd);
+    rl_shim_leave();
+    errno = saved;
+    return (ssize_t)got;
+}
+
+static inline bool madeup_queued(int fd)
+{
+    return __builtin_expect((rl_fdtab_get(fd) & RL_FD_MADEUP) != 0, 0);
+}
+
 static __attribute__((noinline)) ssize_t read_marked(int fd, void *buf,
                                                      size_t len)
 {
-    ssize_t r = REAL(read)(fd, buf, len);
     struct iovec one = {buf, len};
+    ssize_t k = madeup_queued(fd) ? madeup(fd, &one, 1, 0) : 0;
+    if (k > 0)
+        return k;
+    ssize_t r = REAL(read)(fd, buf, len);
     taken(fd, 0, "read", r, &one, 1);
     return r;
 }
@@ -142,8 +177,11 @@ RL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 static __attribute__((noinline)) ssize_t recv_marked(int fd, void *buf,
                                                      size_t len, int flags)
 {
-    ssize_t r = REAL(recv)(fd, buf, len, flags);
     struct iovec one = {buf, len};
+    ssize_t k = madeup_queued(fd) ? madeup(fd, &one, 1, flags) : 0;
+    if (k > 0)
+        return k;
+    ssize_t r = REAL(recv)(fd, buf, len, flags);
     taken(fd, flags, "recv", r, &one, 1);
     return r;
 }
@@ -157,6 +195,11 @@ RL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 
 RL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
+    if (madeup_queued(fd) && iovcnt > 0) {
+        ssize_t k = madeup(fd, iov, (size_t)iovcnt, 0);
+        if (k > 0)
+            return k;
+    }
     ssize_t r = REAL(readv)(fd, iov, iovcnt);
     if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && iovcnt > 0) {
         int saved = errno;
@@ -169,6 +212,12 @@ RL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 RL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
                            struct sockaddr *sa, socklen_t *salen)
 {
+    if (madeup_queued(fd)) {
+        struct iovec one = {buf, len};
+        ssize_t k = madeup(fd, &one, 1, flags);
+        if (k > 0)
+            return k;
+    }
     ssize_t r = REAL(recvfrom)(fd, buf, len, flags, sa, salen);
     if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0)) {
         int saved = errno;
@@ -181,6 +230,14 @@ RL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 
 RL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+    if (madeup_queued(fd) && msg != NULL) {
+        ssize_t k = madeup(fd, msg->msg_iov, msg->msg_iovlen, flags);
+        if (k > 0) {
+            msg->msg_flags = 0;
+            msg->msg_controllen = 0;
+            return k;
+        }
+    }
     ssize_t r = REAL(recvmsg)(fd, msg, flags);
     if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && msg != NULL) {
         int saved = errno;

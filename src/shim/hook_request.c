@@ -11,6 +11,7 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlswrite.h"
@@ -90,6 +91,17 @@ int rl_request_begin(struct rl_send *s)
     if (ra->act == RL_REQUEST_CIPHER) {
         errno = saved;
         return ciphertext(s, c);
+    }
+    if (ra->act == RL_REQUEST_RESPOND) {
+        /* Answered by the shim: its bytes are taken, not sent, and the
+         * fd's reads ask for the answer (hook_recv.c). */
+        rl_madeup_mark(s->fd);
+        rl_shim_leave();
+        s->rc = c;
+        s->len = ra->allow;
+        s->grant = ra->allow;
+        errno = saved;
+        return 1;
     }
     if (ra->hide >= 0)
         rl_epreg_hold(ra->hide);

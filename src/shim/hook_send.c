@@ -257,8 +257,11 @@ int rl_send_begin(struct rl_send *s)
     s->grant_calls = s->calls;
     if (rl_hook_in_handler() || (rl_shim_ready() && rl_shim_busy))
         return decide_in_handler(s);
-    if ((s->mark & RL_FD_HTTP) && rl_request_begin(s) < 0)
-        return -1;
+    if (s->mark & RL_FD_HTTP) {
+        int rb = rl_request_begin(s);
+        if (rb != 0)
+            return rb; /* failed, or answered by the shim (SPEC §15) */
+    }
     if (!(s->mark & (RL_FD_MATCHED | RL_FD_INHERITED)) && s->sa == NULL &&
         s->kind == 0)
         return 0; /* only its requests are counted */
@@ -325,8 +328,9 @@ static __attribute__((noinline)) ssize_t send_shaped(int fd, const void *buf,
     rl_send_init(&s, fd, m, "send", len);
     rl_send_bytes(&s, &one, 1);
     s.flags = flags;
-    if (rl_send_begin(&s) < 0)
-        return -1;
+    int b = rl_send_begin(&s);
+    if (b != 0)
+        return b < 0 ? -1 : rl_send_taken(&s);
     ssize_t r = REAL(send)(fd, buf, s.grant, flags);
     rl_send_end(&s, r);
     return r;
@@ -390,8 +394,9 @@ RL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
     s.sa = sa;
     s.salen = salen;
     s.flags = flags;
-    if (rl_send_begin(&s) < 0)
-        return -1;
+    int b = rl_send_begin(&s);
+    if (b != 0)
+        return b < 0 ? -1 : rl_send_taken(&s);
     ssize_t r = REAL(sendto)(fd, buf, s.grant, flags, sa, salen);
     rl_send_end(&s, r);
     return r;
@@ -426,8 +431,9 @@ RL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     s.sa = msg->msg_name;
     s.salen = msg->msg_name != NULL ? msg->msg_namelen : 0;
     s.flags = flags;
-    if (rl_send_begin(&s) < 0)
-        return -1;
+    int b = rl_send_begin(&s);
+    if (b != 0)
+        return b < 0 ? -1 : rl_send_taken(&s);
     ssize_t r = s.grant < total ? sendmsg_trimmed(fd, msg, flags, &s.grant)
                                 : REAL(sendmsg)(fd, msg, flags);
     rl_send_end(&s, r);
@@ -482,8 +488,14 @@ RL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
     s.flags = flags;
     s.len_min = ready ? (size_t)first : (size_t)bytes; /* handler: whole */
     s.kind = RL_FD_DGRAM;
-    if (rl_send_begin(&s) < 0)
+    int b = rl_send_begin(&s);
+    if (b < 0)
         return -1;
+    if (b > 0) {
+        /* The first message's bytes taken (SPEC §15): it went. */
+        vec[0].msg_len = (unsigned)rl_send_taken(&s);
+        return 1;
+    }
     unsigned send_n = vlen;
     if (s.how == RL_SEND_GATE) {
         /* The longest prefix of whole messages the grant covers. */

@@ -8,7 +8,11 @@
  * socket layer never reads this ciphertext: it dropped the socket's mark
  * at the TLS record (hook_recv.c).
  *
- * SSL_peek is not hooked: what it shows is read again by SSL_read. A call
+ * A made-up answer (SPEC §15, on_deny = respond) queued on the session's
+ * connection is what SSL_read, SSL_read_ex, SSL_peek and
+ * gnutls_record_recv return while it is due, with no real call; and
+ * SSL_pending counts it. Looked for only once the process made one up.
+ * SSL_peek is otherwise passed on: what it shows is read again. A call
  * from a signal handler is not read (the table takes a lock; OpenSSL and
  * GnuTLS are not async-signal-safe anyway), nor one made inside another
  * TLS call of the thread (rl_tls_depth). */
@@ -19,6 +23,7 @@
 
 #include "policy/decide_request.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlsreal.h"
@@ -53,6 +58,66 @@ tls_received(const void *session, void *buf, size_t n, const char *call,
     errno = saved;
 }
 
+/* The made-up answer due on session's connection into buf (peek: not
+ * taken), or with buf NULL its bytes left; 0: none. */
+static __attribute__((noinline)) size_t tls_madeup(const void *session,
+                                                   void *buf, size_t n,
+                                                   bool peek)
+{
+    if (rl_tls_depth > 0 || !rl_shim_ready() || rl_hook_in_handler() ||
+        rl_shim_in_vfork_child() || !rl_shim_enter())
+        return 0;
+    int saved = errno;
+    size_t got = 0;
+    struct rl_tlsent *e = rl_tlstab_get(session, false);
+    if (e != NULL && e->c != NULL) {
+        struct iovec one = {buf, n};
+        bool left;
+        got = buf == NULL ? rl_request_madeup_pending(e->c)
+                          : rl_request_madeup(e->c, &one, 1, peek, &left);
+        if (buf != NULL && !peek && !left)
+            rl_madeup_unmark(e->fd >= 0 ? e->fd : e->wire);
+    }
+    rl_shim_leave();
+    errno = saved;
+    return got;
+}
+
+static inline bool madeup_any(void)
+{
+    return __builtin_expect(
+        __atomic_load_n(&rl_shim_self->tls_madeup, __ATOMIC_RELAXED) != 0, 0);
+}
+
+RL_EXPORT int SSL_peek(SSL *ssl, void *buf, int num)
+{
+    int (*real)(SSL *, void *, int) = rl_tls_real(RL_TLS_SSL_PEEK);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    size_t k = madeup_any() && num > 0
+                   ? tls_madeup(ssl, buf, (size_t)num, true)
+                   : 0;
+    if (k > 0)
+        return (int)k;
+    return real(ssl, buf, num);
+}
+
+RL_EXPORT int SSL_pending(const SSL *ssl)
+{
+    int (*real)(const SSL *) = rl_tls_real(RL_TLS_SSL_PENDING);
+    if (real == NULL)
+        return 0;
+    int r = real(ssl);
+    if (madeup_any()) {
+        size_t k = tls_madeup(ssl, NULL, 0, true);
+        if (k > 0 && r >= 0)
+            r += (int)k;
+    }
+    return r;
+}
+
 RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
 {
     int (*real)(SSL *, void *, int) = rl_tls_real(RL_TLS_SSL_READ);
@@ -60,6 +125,11 @@ RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
         errno = ENOSYS; /* no libssl behind this name: fail as it fails */
         return -1;
     }
+    size_t k = madeup_any() && num > 0
+                   ? tls_madeup(ssl, buf, (size_t)num, false)
+                   : 0;
+    if (k > 0)
+        return (int)k;
     rl_tls_depth++;
     int r = real(ssl, buf, num);
     rl_tls_depth--;
@@ -82,6 +152,12 @@ RL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *readbytes)
         errno = ENOSYS;
         return 0;
     }
+    size_t k = madeup_any() && num > 0 ? tls_madeup(ssl, buf, num, false) : 0;
+    if (k > 0) {
+        if (readbytes != NULL)
+            *readbytes = k;
+        return 1;
+    }
     rl_tls_depth++;
     int r = real(ssl, buf, num, readbytes);
     rl_tls_depth--;
@@ -101,6 +177,10 @@ RL_EXPORT ssize_t gnutls_record_recv(gnutls_session_t session, void *data,
         rl_tls_real(RL_TLS_GNUTLS_RECORD_RECV);
     if (real == NULL)
         return GNUTLS_E_INTERNAL_ERROR;
+    size_t k =
+        madeup_any() && size > 0 ? tls_madeup(session, data, size, false) : 0;
+    if (k > 0)
+        return (ssize_t)k;
     rl_tls_depth++;
     ssize_t r = real(session, data, size);
     rl_tls_depth--;

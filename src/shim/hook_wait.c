@@ -34,6 +34,7 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/wait.h"
@@ -56,7 +57,8 @@ static inline bool busy(void)
     return __builtin_expect(
         (atomic_load_explicit(&rl_shim_proc()->ready.n, memory_order_relaxed) |
          atomic_load_explicit(&rl_shim_self->epreg.npending,
-                              memory_order_relaxed)) != 0,
+                              memory_order_relaxed) |
+         __atomic_load_n(&rl_shim_self->madeup, __ATOMIC_RELAXED)) != 0,
         0);
 }
 
@@ -235,6 +237,12 @@ static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
     for (;;) {
+        /* A made-up answer due (SPEC §15): readable now, with what the
+         * kernel says of the others at this moment. */
+        if (rl_madeup_any() && rl_madeup_poll(f, n, false) > 0) {
+            int r = poll_real(c, f, n, 0);
+            return r < 0 ? r : r + rl_madeup_poll(f, n, true);
+        }
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
         if (!tend(now, b->v, &nv, &next))
@@ -375,6 +383,14 @@ static int select_loop_in(bool p, int nfds, fd_set *r, fd_set *w, fd_set *e,
     uint64_t deadline = deadline_of(start, timeout);
     int res;
     for (;;) {
+        if (rl_madeup_any() && r != NULL &&
+            rl_madeup_select(nfds, &s.r0, NULL) > 0) {
+            sel_restore(nfds, &s);
+            res = select_real(p, nfds, &s, 0, mask);
+            if (res >= 0) /* (a timed-out select cleared the set) */
+                res += rl_madeup_select(nfds, &s.r0, r);
+            break;
+        }
         uint64_t now = rl_clock_now_ns(), next = NEVER;
         unsigned nv = 0;
         if (!tend(now, v, &nv, &next)) {

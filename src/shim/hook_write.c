@@ -27,8 +27,9 @@ static __attribute__((noinline)) ssize_t write_shaped(int fd, const void *buf,
     struct iovec one = {(void *)buf, len};
     rl_send_init(&s, fd, m, "write", len);
     rl_send_bytes(&s, &one, 1);
-    if (rl_send_begin(&s) < 0)
-        return -1;
+    int b = rl_send_begin(&s);
+    if (b != 0)
+        return b < 0 ? -1 : rl_send_taken(&s);
     ssize_t r = REAL(write)(fd, buf, s.grant);
     rl_send_end(&s, r);
     return r;
@@ -94,8 +95,9 @@ writev_marked(int fd, const struct iovec *iov, int iovcnt, uint32_t m)
     size_t total = rl_hook_iov_len(iov, (size_t)iovcnt);
     rl_send_init(&s, fd, m, "writev", total);
     rl_send_bytes(&s, iov, (size_t)iovcnt);
-    if (rl_send_begin(&s) < 0)
-        return -1;
+    int b = rl_send_begin(&s);
+    if (b != 0)
+        return b < 0 ? -1 : rl_send_taken(&s);
     ssize_t r = s.grant < total ? writev_trimmed(fd, iov, iovcnt, &s.grant)
                                 : REAL(writev)(fd, iov, iovcnt);
     rl_send_end(&s, r);

@@ -236,7 +236,8 @@ static inline void rl_send_bytes(struct rl_send *s, const struct iovec *iov,
 void rl_recv_closing(int fd);
 
 /* The requests of the call (hook_request.c): plan them, sleep if told,
- * trim s->len and s->grant to what may go, or fail (-1, errno set). */
+ * trim s->len and s->grant to what may go, or fail (-1, errno set); 1:
+ * answered by the shim (SPEC §15), s->grant bytes taken and not sent. */
 int rl_request_begin(struct rl_send *s);
 
 /* After the real call sent `sent` bytes (-1: failed): the scanner moves
@@ -244,9 +245,15 @@ int rl_request_begin(struct rl_send *s);
 void rl_request_end(struct rl_send *s, long sent);
 
 /* Decide the call and apply the verdict. Returns 0 (s->grant bytes,
- * s->grant_calls units may go; errno as the caller left it) or -1 with
- * errno set (denied: nothing happened). */
+ * s->grant_calls units may go; errno as the caller left it), -1 with
+ * errno set (denied: nothing happened), or 1: a refused request the shim
+ * answers (on_deny = respond): make no real call, return s->grant as
+ * the call's result (rl_send_taken). */
 int rl_send_begin(struct rl_send *s);
+
+/* The result of a call rl_send_begin answered with 1: its bytes were
+ * taken (settled as sent) and nothing went. */
+static inline ssize_t rl_send_taken(struct rl_send *s);
 
 /* After the real call: it took `calls` units and `bytes` bytes (a failed
  * call: 0, 0); what was granted beyond that goes back (and a MSG_FASTOPEN
@@ -298,6 +305,13 @@ static inline void rl_send_end(struct rl_send *s, ssize_t r)
     if (s->how != RL_SEND_FREE || s->cact != 0 || s->rc != NULL)
         rl_send_settle(s, r < 0 ? -1 : 0, r < 0 ? 0 : 1,
                        r < 0 ? 0 : (uint64_t)r);
+}
+
+static inline ssize_t rl_send_taken(struct rl_send *s)
+{
+    ssize_t r = (ssize_t)s->grant;
+    rl_send_end(s, r);
+    return r;
 }
 
 #endif

@@ -74,6 +74,13 @@ struct rl_shim {
     struct rl_waitbufs waitbufs; /* the wait calls' buffers */
     struct rl_inherit inherit;   /* sockets inherited across exec */
     struct rl_sigprog sigprog;   /* the program's signal actions */
+    /* fds carrying RL_FD_MADEUP (made-up answers queued, SPEC §15): the
+     * wait calls look for them while it is not 0 (madeup.c; atomic,
+     * relaxed: a count too high costs a look, never a wrong answer). */
+    unsigned madeup;
+    /* A TLS session of the process was given a made-up answer: its
+     * library's reads look for one first (set once, never cleared). */
+    int tls_madeup;
 };
 
 extern struct rl_shim *const rl_shim_self __attribute__((visibility("hidden")));

@@ -33,6 +33,8 @@ static const struct {
     [RL_TLS_SSL_GET_WBIO] = {"SSL_get_wbio", "/libssl.so"},
     [RL_TLS_SSL_GET_CLIENT_RANDOM] = {"SSL_get_client_random", "/libssl.so"},
     [RL_TLS_BIO_METHOD_TYPE] = {"BIO_method_type", "/libcrypto.so"},
+    [RL_TLS_SSL_PEEK] = {"SSL_peek", "/libssl.so"},
+    [RL_TLS_SSL_PENDING] = {"SSL_pending", "/libssl.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

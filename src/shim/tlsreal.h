@@ -30,6 +30,8 @@ enum rl_tls_fn {
     RL_TLS_SSL_GET_WBIO,
     RL_TLS_SSL_GET_CLIENT_RANDOM,
     RL_TLS_BIO_METHOD_TYPE,
+    RL_TLS_SSL_PEEK,
+    RL_TLS_SSL_PENDING,
     RL_TLS_NFN
 };
 

@@ -17,6 +17,7 @@
 #include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
+#include "shim/madeup.h"
 #include "shim/real.h"
 #include "shim/shim.h"
 #include "shim/tlstab.h"
@@ -203,6 +204,17 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         denied(session, a->err);
         return RL_TLSW_FAIL;
     }
+    if (a->act == RL_REQUEST_RESPOND) {
+        /* Its answer is read from the session (hook_tls_read.c), whose
+         * reads look for one from now on. */
+        __atomic_store_n(&rl_shim_self->tls_madeup, 1, __ATOMIC_RELAXED);
+        /* Its socket readable for the wait calls until it is read. */
+        rl_madeup_mark(e->fd >= 0 ? e->fd : e->wire);
+        rl_shim_leave();
+        w->c = c;
+        errno = saved;
+        return RL_TLSW_TAKEN;
+    }
     if (a->act != RL_GATE_GO) {
         rl_shim_leave();
         errno = saved;
@@ -311,6 +323,17 @@ int rl_tlswrite_run(const void *session, const void *buf, size_t n,
         }
         const char *at = (const char *)buf + done;
         size_t len = n - done;
+        if (act == RL_TLSW_TAKEN) {
+            if (w.a.allow < len)
+                len = w.a.allow;
+            rl_tlswrite_end(&w, (long)len);
+            done += len;
+            if (done >= n) {
+                *out = (long)done;
+                return RL_TLSW_GO;
+            }
+            continue;
+        }
         if (act == RL_TLSW_GO && w.a.allow > 0 && w.a.allow < len)
             len = w.a.allow;
         rl_tls_depth++;

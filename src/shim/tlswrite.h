@@ -42,7 +42,9 @@ struct rl_tlsops {
     bool (*hello_of)(const void *session, uint8_t out[RL_TLS_RANDOM]);
 };
 
-enum { RL_TLSW_PASS = 0, RL_TLSW_GO = 1, RL_TLSW_FAIL = 2 };
+/* RL_TLSW_TAKEN (begin_how within rl_tlswrite_run only): a refused
+ * request the shim answers (SPEC §15), its bytes taken, not written. */
+enum { RL_TLSW_PASS = 0, RL_TLSW_GO = 1, RL_TLSW_FAIL = 2, RL_TLSW_TAKEN = 3 };
 
 /* What policy may ask of the session (its `wire`): tlswrite.c's. */
 struct rl_tlsask {

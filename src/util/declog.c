@@ -200,6 +200,8 @@ static const char *verdict_name(int v)
         return "delay";
     case RL_DECLOG_PAUSE:
         return "pause";
+    case RL_DECLOG_RESPOND:
+        return "respond";
     default:
         return "allow";
     }

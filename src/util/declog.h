@@ -37,6 +37,9 @@ enum rl_declog_verdict {
      * call = response, limit = request, units 0, wait_ns the pause from
      * mono_ns, reason and status. */
     RL_DECLOG_PAUSE = 3,
+    /* A request refused under on_deny = respond (SPEC §15): the shim
+     * answered it itself; wait_ns is the Retry-After it gave. */
+    RL_DECLOG_RESPOND = 4,
 };
 
 /* One line's content; strings are borrowed. */

@@ -207,6 +207,8 @@ static int field(struct cur *c, struct rl_declog_entry *e, bool top,
                 e->verdict = RL_DECLOG_DELAY;
             else if (strcmp(v, "pause") == 0)
                 e->verdict = RL_DECLOG_PAUSE;
+            else if (strcmp(v, "respond") == 0)
+                e->verdict = RL_DECLOG_RESPOND;
             else
                 return -EINVAL;
             return 0;

@@ -1032,3 +1032,29 @@ Test(config, retry_after_is_no_key_of_rlshim)
     cr_expect(strstr(d.msgs[0], "retry_after") != NULL, "%s", d.msgs[0]);
     rl_diag_free(&d);
 }
+
+Test(config, reads_on_deny_respond_and_its_status_inherited)
+{
+    struct rl_config *cfg = load_ok("[rlshim]\n"
+                                    "on_deny = respond\n"
+                                    "[default]\n"
+                                    "request = 1/s\n"
+                                    "[site:api]\n"
+                                    "to = api.example.com\n"
+                                    "request = 10/s\n"
+                                    "respond_status = 503\n");
+    cr_expect_eq(cfg->on_deny, RL_DENY_RESPOND);
+    cr_expect_eq(cfg->respond_status, 429, "the default");
+    cr_expect_eq(cfg->rules[0].on_deny, RL_DENY_RESPOND, "inherited");
+    cr_expect_eq(cfg->rules[0].respond_status, 429);
+    cr_expect_eq(cfg->rules[1].respond_status, 503);
+    rl_config_free(cfg);
+}
+
+Test(config, refuses_a_respond_status_other_than_429_or_503)
+{
+    struct rl_diag d = load_bad("[default]\nrequest = 1/s\n"
+                                "on_deny = respond\nrespond_status = 500\n");
+    cr_expect(strstr(d.msgs[0], "use 429 or 503") != NULL, "%s", d.msgs[0]);
+    rl_diag_free(&d);
+}

@@ -1,0 +1,265 @@
+/* The gateway in the process (SPEC §15, on_deny = respond), measured at
+ * the server: a request over its budget is not sent, and the real client
+ * reads a made-up 429 with Retry-After on the same connection, which
+ * stays usable. python requests (no retries: [200, 429, 429], the server
+ * gets one), curl keep-alive on one connection, urllib3's Retry that
+ * honours Retry-After (every page 200, the server's arrivals at the
+ * limit's pace), pipelined requests answered in order behind a slow
+ * answer, and `rlshim verify --obeyed-retry-after` passing for the
+ * retrying client and failing for one that asks again at once. The
+ * server is servers/http_status.py, which stamps each request's head. */
+#include "harness.h"
+
+static struct server st;
+static struct run r, v;
+static char logpath[300];
+
+static void setup(void)
+{
+    h_setup();
+    h_server_start(&st, "http_status.py");
+    snprintf(logpath, sizeof logpath, "%s/decisions.jsonl", h_dir);
+    setenv("RLSHIM_DECISION_LOG", logpath, 1);
+}
+
+static void teardown(void)
+{
+    unsetenv("RLSHIM_DECISION_LOG");
+    h_server_stop(&st);
+    h_teardown();
+}
+
+TestSuite(respond, .init = setup, .fini = teardown, .timeout = 60);
+
+#define ONE_A_MINUTE "[default]\nrequest = 1/min\non_deny = respond\n"
+
+static char url_buf[4][160];
+
+static char *url(const char *path)
+{
+    static int k;
+    char *u = url_buf[k++ % 4];
+    snprintf(u, 160, "http://127.0.0.1:%d%s", st.port, path);
+    return u;
+}
+
+/* The server's stamp (s) of its i-th request; -1 if none. */
+static double stamp(int i)
+{
+    char line[512], f[64];
+    h_server_line(&st, "REQ", i, line, sizeof line);
+    if (line[0] == '\0')
+        return -1;
+    return atof(h_field(line, 1, f, sizeof f));
+}
+
+/* Requests the server got, once it has had a moment for a late one. */
+static int server_got(int at_least)
+{
+    h_server_wait(&st, "REQ", at_least + 1, 1);
+    return h_server_count(&st, "REQ");
+}
+
+/* `rlshim verify LOG --obeyed-retry-after` into v; its exit status. */
+static int verify_obeyed(void)
+{
+    char bin[300];
+    snprintf(bin, sizeof bin, "%s/rlshim", h_env("RLSHIM_BUILD"));
+    char *argv[] = {bin, "verify", logpath, "--obeyed-retry-after", NULL};
+    h_run(&v, false, 20, argv);
+    return v.status;
+}
+
+/* GETs each URL on one session, no retries: the codes, then each
+ * non-200's Retry-After and body. */
+static const char plain_py[] =
+    "import requests, sys\n"
+    "s = requests.Session()\n"
+    "codes = []\n"
+    "for u in sys.argv[1:]:\n"
+    "    r = s.get(u, timeout=20)\n"
+    "    codes.append(r.status_code)\n"
+    "    if r.status_code != 200:\n"
+    "        print('retry-after', r.headers.get('Retry-After'))\n"
+    "        print('body', repr(r.text))\n"
+    "print('codes', codes)\n";
+
+Test(respond, requests_without_retries_sees_200_429_429_and_one_request_goes)
+{
+    h_config_write(ONE_A_MINUTE);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)plain_py, url("/a"),
+                    url("/b"), url("/c"), NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_log_info("requests: %s", r.out);
+    cr_expect(strstr(r.out, "codes [200, 429, 429]") != NULL,
+              "requests saw:\n%s", r.out);
+    cr_expect(strstr(r.out, "retry-after 60\n") != NULL,
+              "a whole minute's Retry-After:\n%s", r.out);
+    cr_expect(strstr(r.out,
+                     "rlshim: request limit of [default] (1/min)\\n") != NULL,
+              "the body names the limit:\n%s", r.out);
+    cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
+                 h_server_count(&st, "REQ"));
+    /* It asked again at once, told to wait a minute. */
+    cr_expect_eq(verify_obeyed(), 1, "verify passed a client that asked "
+                                     "again at once:\n%s", v.out);
+    cr_expect(strstr(v.out, "FAIL") != NULL, "%s", v.out);
+}
+
+Test(respond, curl_keepalive_gets_200_429_429_on_one_connection)
+{
+    if (!h_have("curl"))
+        h_skip("no curl");
+    h_config_write(ONE_A_MINUTE);
+    char *argv[] = {"curl", "-s", "-w", "%{http_code} %{num_connects}\\n",
+                    url("/a"), "-o", "/dev/null", url("/b"), "-o",
+                    "/dev/null", url("/c"), "-o", "/dev/null", NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "curl: status %d\n%s", r.status, r.out);
+    cr_log_info("curl: %s", r.out);
+    /* num_connects 0: the connection of the first was used again. */
+    cr_expect_str_eq(r.out, "200 1\n429 0\n429 0\n");
+    cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
+                 h_server_count(&st, "REQ"));
+}
+
+/* urllib3's Retry that honours Retry-After: every page 200. */
+static const char retry_py[] =
+    "import requests, sys\n"
+    "from urllib3.util.retry import Retry\n"
+    "from requests.adapters import HTTPAdapter\n"
+    "s = requests.Session()\n"
+    "rt = Retry(total=20, status_forcelist=[429], backoff_factor=0,\n"
+    "           respect_retry_after_header=True, allowed_methods=None)\n"
+    "s.mount('http://', HTTPAdapter(max_retries=rt))\n"
+    "codes = [s.get(u, timeout=20).status_code for u in sys.argv[1:]]\n"
+    "print('codes', codes)\n";
+
+Test(respond, urllib3_retry_honours_retry_after_at_the_limits_pace)
+{
+    /* One request every 2 s: the Retry-After it is told is 1 or 2 s. */
+    h_config_write("[default]\nrequest = 30/min\nrequest_burst = 1\n"
+                   "on_deny = respond\n");
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)retry_py, url("/a"),
+                    url("/b"), url("/c"), url("/d"), NULL};
+    h_run(&r, true, 40, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "codes [200, 200, 200, 200]") != NULL,
+              "the retrying client saw:\n%s", r.out);
+    cr_assert_eq(server_got(4), 4, "the server got %d requests, not 4",
+                 h_server_count(&st, "REQ"));
+    /* Each arrival at least the limit's interval after the one before
+     * (as a ratio to it; a slow machine only spaces them more), and not
+     * three times that. */
+    for (int i = 1; i < 4; i++) {
+        double ratio = (stamp(i) - stamp(i - 1)) / 2.0;
+        cr_log_info("arrival %d: %.3f of the interval", i, ratio);
+        cr_expect_geq(ratio, 0.95, "arrival %d came %.3f of the interval "
+                                   "after the one before", i, ratio);
+        cr_expect_lt(ratio, 3.0, "arrival %d: %.3f intervals late", i, ratio);
+    }
+    cr_expect_eq(verify_obeyed(), 0, "verify failed a client that waited "
+                                     "as told:\n%s", v.out);
+    cr_expect(strstr(v.out, "made up by the shim") != NULL, "%s", v.out);
+}
+
+/* Three requests in one write on one socket, the first answered slowly;
+ * the answers' status codes in the order read. */
+static const char pipeline_py[] =
+    "import socket, sys\n"
+    "port = int(sys.argv[1])\n"
+    "s = socket.create_connection(('127.0.0.1', port))\n"
+    "req = lambda p: ('GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n' "
+    "% p).encode()\n"
+    "s.sendall(req('/slow/300') + req('/p2') + req('/p3'))\n"
+    "buf, codes = b'', []\n"
+    "while len(codes) < 3:\n"
+    "    while b'\\r\\n\\r\\n' not in buf:\n"
+    "        d = s.recv(65536)\n"
+    "        if not d: raise SystemExit('closed after %r' % codes)\n"
+    "        buf += d\n"
+    "    head, buf = buf.split(b'\\r\\n\\r\\n', 1)\n"
+    "    codes.append(int(head.split()[1]))\n"
+    "    n = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n')\n"
+    "         if l.lower().startswith(b'content-length:')][0]\n"
+    "    while len(buf) < n:\n"
+    "        buf += s.recv(65536)\n"
+    "    buf = buf[n:]\n"
+    "print('codes', codes)\n";
+
+Test(respond, pipelined_requests_are_answered_in_order)
+{
+    h_config_write(ONE_A_MINUTE);
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)pipeline_py, port,
+                    NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    /* The slow answer first, though the 429s were ready long before. */
+    cr_expect(strstr(r.out, "codes [200, 429, 429]") != NULL,
+              "pipelined answers read:\n%s", r.out);
+    cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
+                 h_server_count(&st, "REQ"));
+}
+
+/* The same through OpenSSL (SSL_write taken, SSL_read_ex answered):
+ * python requests and curl -k against the server over TLS. */
+static struct server sts;
+
+static void start_tls(void)
+{
+    setenv("RL_TLS", "1", 1);
+    h_server_start(&sts, "http_status.py");
+    unsetenv("RL_TLS");
+}
+
+static char *tls_url(const char *path)
+{
+    static char u[4][160];
+    static int k;
+    char *p = u[k++ % 4];
+    snprintf(p, 160, "https://127.0.0.1:%d%s", sts.port, path);
+    return p;
+}
+
+static const char tls_py[] =
+    "import requests, sys, urllib3\n"
+    "urllib3.disable_warnings()\n"
+    "s = requests.Session()\n"
+    "codes = []\n"
+    "for u in sys.argv[1:]:\n"
+    "    r = s.get(u, timeout=20, verify=False)\n"
+    "    codes.append(r.status_code)\n"
+    "    if r.status_code != 200:\n"
+    "        print('retry-after', r.headers.get('Retry-After'))\n"
+    "print('codes', codes)\n";
+
+Test(respond, over_tls_requests_and_curl_see_200_then_429)
+{
+    start_tls();
+    h_config_write(ONE_A_MINUTE);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)tls_py,
+                    tls_url("/a"), tls_url("/b"), NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "codes [200, 429]") != NULL,
+              "requests over TLS saw:\n%s", r.out);
+    cr_expect(strstr(r.out, "retry-after 60\n") != NULL, "%s", r.out);
+    if (h_have("curl")) {
+        /* A new budget: the state dir's, reset by a fresh config hash. */
+        h_config_write("[default]\nrequest = 60/h\nrequest_burst = 1\n"
+                       "on_deny = respond\n");
+        char *cargv[] = {"curl", "-sk", "-w",
+                         "%{http_code} %{num_connects}\\n", tls_url("/c"),
+                         "-o", "/dev/null", tls_url("/d"), "-o",
+                         "/dev/null", NULL};
+        h_run(&r, true, 30, cargv);
+        cr_assert_eq(r.status, 0, "curl: status %d\n%s", r.status, r.out);
+        cr_expect_str_eq(r.out, "200 1\n429 0\n");
+    }
+    int n = h_server_wait(&sts, "REQ", 3, 1);
+    cr_expect_eq(n, 2, "the TLS server got %d requests, not 2 (one each)", n);
+    h_server_stop(&sts);
+}
