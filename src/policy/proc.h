@@ -78,6 +78,7 @@
 #ifndef RL_POLICY_PROC_H
 #define RL_POLICY_PROC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -89,6 +90,7 @@
 #include "policy/open.h"
 #include "policy/ready.h"
 #include "policy/sites.h"
+#include "util/cfgwatch.h"
 #include "util/declog.h"
 #include "util/log.h"
 
@@ -116,6 +118,18 @@ struct rl_proc {
     struct rl_fleet fleet;
     struct rl_log log;       /* the shim's event lines: where, how many */
     struct rl_declog declog; /* the decision log (SPEC §9) */
+    /* Following the file (policy/reload.c, SPEC §16): the look's gate and
+     * the file's identity; the configs replaced, kept until exit (why:
+     * reload.h); when the config in use was read (wall clock, for the
+     * line a broken edit gets); whether that line was said. */
+    struct {
+        struct rl_cfgwatch w;
+        atomic_flag busy; /* one reload at a time */
+        struct rl_config *retired[64];
+        unsigned nretired;
+        long long read_at;
+        bool said;
+    } watch;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
@@ -134,6 +148,12 @@ void rl_proc_init(struct rl_proc *p);
  * say, and the next call that needs the config reads it again. */
 #define RL_PROC_LOAD_AGAIN (-2)
 int rl_proc_load(struct rl_proc *p, char *line, size_t n);
+
+/* Who the caller is under cfg (its key mode; the login looked up only
+ * when a section could be named by it). */
+struct rl_identity;
+void rl_proc_identity(struct rl_proc *p, const struct rl_config *cfg,
+                      struct rl_identity *id);
 
 /* Where the process stands after a step of rl_proc_set_up. */
 enum rl_proc_state {
