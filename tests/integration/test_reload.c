@@ -208,3 +208,70 @@ Test(reload, a_budget_whose_shape_changed_starts_fresh)
                                  "[user:zz-someone-else]\nconnect = 1/s\n");
     cr_expect_eq(after, 1, "a reshaped budget starts full: %s", r.out);
 }
+
+/* The calls of stat's family in an `strace -c` summary (its "total"
+ * row), or -1 when there is none. */
+static long stat_calls(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    long n = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        double pct, secs;
+        long usecs, calls;
+        char name[64];
+        if (strstr(line, "total") != NULL &&
+            sscanf(line, "%lf %lf %ld %ld", &pct, &secs, &usecs, &calls) == 4)
+            n = calls;
+        (void)name;
+    }
+    fclose(f);
+    return n;
+}
+
+/* SPEC §16: one look a second at most, whatever the calls between. A C
+ * client makes 100,000 sends paced to 2 s by a send limit (so that
+ * decisions past the lease are many), with a config that never changes;
+ * strace counts every stat-like call of the process, the loader's and
+ * the config's first read included. */
+Test(reload, a_busy_sender_stats_the_file_once_a_second_at_most)
+{
+    if (!h_have("strace"))
+        h_skip("strace is not installed");
+    struct server sink;
+    h_server_start(&sink, "sink.py");
+    h_config_write("[rlshim]\non_deny = delay\n"
+                   "[default]\nsend = 50000/s\nto = 127.0.0.1:%d\n",
+                   sink.port);
+    char client[512], port[16], out[300];
+    h_helper("client", client, sizeof client);
+    snprintf(port, sizeof port, "%d", sink.port);
+    snprintf(out, sizeof out, "%s/strace.txt", h_dir);
+    char *argv[] = {"strace", "-f", "-c", "-o", out, "-e",
+                    "trace=stat,statx,newfstatat,fstatat64,lstat",
+                    client, "sends", port, "100000", "10", NULL};
+    h_run(&r, true, 60, argv);
+    if (r.status != 0 && stat_calls(out) < 0)
+        h_skip("strace cannot trace here (status %d)", r.status);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    long n = stat_calls(out);
+    /* The control: the same client under the shim, ten sends, done in
+     * far less than a second: the loader's, libc's and the shim's
+     * constant (its stderr's fstat, the config's first read). */
+    argv[10] = "10";
+    struct run c;
+    h_run(&c, true, 20, argv);
+    h_server_stop(&sink);
+    long base = stat_calls(out);
+    cr_log_info("stat-like calls: %ld in %.2f s (control: %ld in %.2f s)", n,
+                r.wall, base, c.wall);
+    cr_assert_eq(c.status, 0, "control status %d\n%s", c.status, c.out);
+    cr_assert_geq(r.wall, 1.5, "the sends were paced: %.2f s", r.wall);
+    /* One a second on top of the control's, and a small constant for
+     * the seconds begun (the control's and the run's). */
+    cr_expect_leq(n, base + (long)r.wall + 3,
+                  "%ld stat-like calls in %.2f s (control: %ld)", n, r.wall,
+                  base);
+}
