@@ -11,6 +11,10 @@
  *                     that needs it, SPEC §4, unless start-up read it),
  *                     then identity, rule, segment, budgets: the first
  *                     call that could be charged
+ *   rl_reload_look   at most once a second after the config was read
+ *                     (policy/reload.h): an edited file is read again
+ *                     and the gate set up anew on it, the config it
+ *                     replaces kept until exit (SPEC §16)
  *   rl_proc_event, RL_PROC_FORKED  after fork(), in the child: one
  *                     pthread_atfork, made by shim/init.c (whose prepare
  *                     step waits for a set-up another thread is running;
