@@ -98,7 +98,9 @@ static void forget(struct rl_proc *p)
     memset(&g->lease, 0, sizeof g->lease);
     g->slot_tag = g->overflow_tag = 0;
     g->label[0] = '\0';
-    atomic_store_explicit(&g->cur, NULL, memory_order_release);
+    /* g->cur is left as it is: a thread deciding now may load it, and
+     * rl_gate_init's store replaces it (a config without a rule for this
+     * user and no site covers nothing: its budget is never charged). */
     memset(&p->sites, 0, sizeof p->sites);
     struct rl_regdomain psl = p->dests.psl; /* loaded once a process */
     memset(&p->dests, 0, sizeof p->dests);
