@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/check_diff.h"
 #include "cli/commands.h"
 #include "cli/explain.h"
 #include "cli/host.h"
@@ -23,6 +24,7 @@ static const char usage[] =
     "usage: rlshim check [-c FILE]\n"
     "       rlshim check [-c FILE] --explain [-k KEY] URL|HOST[:PORT]\n"
     "       rlshim check [-c FILE] --host\n"
+    "       rlshim check [-c FILE] --diff EDITED\n"
     "\n"
     "Validate the config and print the quota table it describes, one line\n"
     "per rule and limit. Exit 0 when valid, 1 with every error otherwise.\n"
@@ -31,6 +33,9 @@ static const char usage[] =
     "\n"
     "  -c, --config FILE  the config (default: $RLSHIM_CONFIG, else\n"
     "                     " RL_SYSCONFDIR "/rlshim.ini)\n"
+    "  -d, --diff EDITED  which budgets an edit (EDITED) of the config in\n"
+    "                     use would restart in running processes, and\n"
+    "                     which keep their state\n"
     "  -e, --explain      explain a destination (URL or HOST[:PORT])\n"
     "      --host         does this host preload the shim for every program\n"
     "                     (/etc/ld.so.preload), and whom does it throttle?\n"
@@ -233,10 +238,34 @@ static void print_domains(const struct rl_config *cfg)
     rl_regdomain_close(&psl);
 }
 
+/* --diff: the edited file must be valid first (a running process keeps
+ * its config otherwise). */
+static int check_diff(const struct rl_config *cur, const char *path,
+                      const char *edited)
+{
+    struct rl_config *next = NULL;
+    struct rl_diag d = {0};
+    int rc = rl_config_load(edited, &next, &d);
+    if (rc < 0) {
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "%s\n", d.msgs[i]);
+        if (d.n == 0)
+            fprintf(stderr, "rlshim check: %s: %s\n", edited, strerror(-rc));
+        fprintf(stderr, "rlshim check: running processes would keep the "
+                        "config in use\n");
+        rl_diag_free(&d);
+        return 1;
+    }
+    rc = rl_cli_check_diff(cur, path, next, edited);
+    rl_config_free(next);
+    return rc;
+}
+
 int rl_cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
+        {"diff", required_argument, NULL, 'd'},
         {"explain", no_argument, NULL, 'e'},
         {"host", no_argument, NULL, 'H'},
         {"key", required_argument, NULL, 'k'},
@@ -244,16 +273,19 @@ int rl_cmd_check(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *copt = NULL, *path, *env, *key = NULL;
+    const char *copt = NULL, *path, *env, *key = NULL, *edited = NULL;
     bool explain = false, host = false;
     struct rl_config *cfg = NULL;
     struct rl_diag d = {0};
     int c, rc;
 
-    while ((c = getopt_long(argc, argv, "+c:ek:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+c:d:ek:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             copt = optarg;
+            break;
+        case 'd':
+            edited = optarg;
             break;
         case 'e':
             explain = true;
@@ -291,6 +323,11 @@ int rl_cmd_check(int argc, char **argv)
                 usage);
         return 2;
     }
+    if (edited != NULL && (host || explain)) {
+        fprintf(stderr, "rlshim check: --diff is a question of its own\n%s",
+                usage);
+        return 2;
+    }
     if (key != NULL && !explain) {
         fprintf(stderr, "rlshim check: -k goes with --explain\n%s", usage);
         return 2;
@@ -316,6 +353,11 @@ int rl_cmd_check(int argc, char **argv)
             fprintf(stderr, "rlshim check: %s: %s\n", path, strerror(-rc));
         rl_diag_free(&d);
         return 1;
+    }
+    if (edited != NULL) {
+        rc = check_diff(cfg, path, edited);
+        rl_config_free(cfg);
+        return rc;
     }
     if (host) {
         rc = rl_cli_host(cfg, path);

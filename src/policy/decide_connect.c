@@ -8,6 +8,7 @@
 #include "policy/decide_connect.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
+#include "policy/reload.h"
 
 /* From a signal handler: rl_gate_handler, all or nothing, at once. */
 static __attribute__((noinline)) void
@@ -116,6 +117,9 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
                        const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
+    /* The file is looked at (SPEC §16) before the set-up is read. */
+    if (rl_reload_due(p))
+        (void)rl_reload_look(p);
     /* The gate's set-up, read as rl_gate_charges_sends would (every
      * connect asks: no call). */
     const struct rl_gate *g = &p->gate;

@@ -11,6 +11,7 @@
 #include "policy/overdue.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
+#include "policy/reload.h"
 #include "policy/sites.h"
 #include "util/clock.h"
 
@@ -344,6 +345,10 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
     }
     if (q->lease && leased(p, q, a))
         return;
+    /* Past the lease: a leased send stays as cheap as it was, and a
+     * process that sends at all decides here often (a lease is small). */
+    if (rl_reload_due(p))
+        (void)rl_reload_look(p);
     struct asking k = {
         .p = p, .q = q, .a = a, .nb = -1, .sa = q->sa, .salen = q->salen};
     byte_range(p, q, &k.want, &k.min);

@@ -13,6 +13,7 @@
 #include "policy/lease.h"
 #include "policy/names.h"
 #include "policy/ready.h"
+#include "policy/reload.h"
 #include "fleet/fleet.h"
 #include "util/log.h"
 
@@ -59,6 +60,12 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n)
             p->report = RL_PROC_REPORT_NONE;
         return -1;
     }
+    /* The file's identity before it is read: an edit made during the
+     * read is seen by the next look (SPEC §16). Unknown (-errno): taken
+     * as none, so the next look reads it again. */
+    struct rl_cfgid id;
+    if (rl_cfgid_read(rl_config_path_from_env(), &id) < 0)
+        id.present = false;
     struct rl_diag diag = {0};
     int r = rl_config_load_env(&p->cfg, &diag);
     if (r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -EINTR) {
@@ -67,6 +74,7 @@ int rl_proc_load(struct rl_proc *p, char *line, size_t n)
         rl_diag_free(&diag);
         return RL_PROC_LOAD_AGAIN;
     }
+    rl_reload_start(p, &id); /* followed from now, broken or not */
     if (r < 0) {
         rl_config_error_line(&diag, p->strict, line, n);
         rl_diag_free(&diag);
@@ -107,6 +115,21 @@ static bool wants_login(const struct rl_config *cfg,
     return false;
 }
 
+void rl_proc_identity(struct rl_proc *p, const struct rl_config *cfg,
+                      struct rl_identity *id)
+{
+    (void)p;
+    rl_identity_resolve_login(id, cfg->key_mode, false);
+    /* A cgroup wildcard that covers the key comes before a login too. */
+    bool wildcard =
+        id->has_key && rl_config_find_cgroup_wildcard(cfg, id->key) != NULL;
+    if (!wildcard && wants_login(cfg, id))
+        rl_identity_resolve_login(id, cfg->key_mode, true);
+    const char *problem = rl_identity_cgroup_problem(id);
+    if (problem[0] != '\0')
+        rl_log_stderr("%s", problem);
+}
+
 static RL_ONCE_PER_PROCESS enum rl_proc_state at_load(struct rl_proc *p,
                                                       char *line, size_t n)
 {
@@ -120,6 +143,10 @@ static RL_ONCE_PER_PROCESS enum rl_proc_state at_load(struct rl_proc *p,
     if (!config) {
         if (p->report == RL_PROC_REPORT_WANTED)
             p->report = RL_PROC_REPORT_NONE;
+        /* A file written later is read (SPEC §16): the access(2) above
+         * told that there is none now, so no stat here. */
+        struct rl_cfgid none = {0};
+        rl_reload_start(p, &none);
         return RL_PROC_OFF;
     }
     /* A passing failure (RL_PROC_LOAD_AGAIN) is no broken config: the
@@ -139,15 +166,7 @@ static enum rl_proc_state at_first_call(struct rl_proc *p, char *line, size_t n)
             return RL_PROC_OFF;
     }
     struct rl_identity id;
-    rl_identity_resolve_login(&id, p->cfg->key_mode, false);
-    /* A cgroup wildcard that covers the key comes before a login too. */
-    bool wildcard =
-        id.has_key && rl_config_find_cgroup_wildcard(p->cfg, id.key) != NULL;
-    if (!wildcard && wants_login(p->cfg, &id))
-        rl_identity_resolve_login(&id, p->cfg->key_mode, true);
-    const char *problem = rl_identity_cgroup_problem(&id);
-    if (problem[0] != '\0')
-        rl_log_stderr("%s", problem);
+    rl_proc_identity(p, p->cfg, &id);
     char why[256] = "";
     int r = rl_gate_init(p, p->cfg, &id, why, sizeof why);
     if (why[0] != '\0')

@@ -11,6 +11,10 @@
  *                     that needs it, SPEC §4, unless start-up read it),
  *                     then identity, rule, segment, budgets: the first
  *                     call that could be charged
+ *   rl_reload_look   at most once a second after the config was read
+ *                     (policy/reload.h): an edited file is read again
+ *                     and the gate set up anew on it, the config it
+ *                     replaces kept until exit (SPEC §16)
  *   rl_proc_event, RL_PROC_FORKED  after fork(), in the child: one
  *                     pthread_atfork, made by shim/init.c (whose prepare
  *                     step waits for a set-up another thread is running;
@@ -78,6 +82,7 @@
 #ifndef RL_POLICY_PROC_H
 #define RL_POLICY_PROC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -89,6 +94,7 @@
 #include "policy/open.h"
 #include "policy/ready.h"
 #include "policy/sites.h"
+#include "util/cfgwatch.h"
 #include "util/declog.h"
 #include "util/log.h"
 
@@ -116,6 +122,18 @@ struct rl_proc {
     struct rl_fleet fleet;
     struct rl_log log;       /* the shim's event lines: where, how many */
     struct rl_declog declog; /* the decision log (SPEC §9) */
+    /* Following the file (policy/reload.c, SPEC §16): the look's gate and
+     * the file's identity; the configs replaced, kept until exit (why:
+     * reload.h); when the config in use was read (wall clock, for the
+     * line a broken edit gets); whether that line was said. */
+    struct {
+        struct rl_cfgwatch w;
+        atomic_flag busy; /* one reload at a time */
+        struct rl_config *retired[64];
+        unsigned nretired;
+        long long read_at;
+        bool said;
+    } watch;
 };
 
 /* Is there a config to apply (RLSHIM_CONFIG set, or the sysconfdir file
@@ -134,6 +152,12 @@ void rl_proc_init(struct rl_proc *p);
  * say, and the next call that needs the config reads it again. */
 #define RL_PROC_LOAD_AGAIN (-2)
 int rl_proc_load(struct rl_proc *p, char *line, size_t n);
+
+/* Who the caller is under cfg (its key mode; the login looked up only
+ * when a section could be named by it). */
+struct rl_identity;
+void rl_proc_identity(struct rl_proc *p, const struct rl_config *cfg,
+                      struct rl_identity *id);
 
 /* Where the process stands after a step of rl_proc_set_up. */
 enum rl_proc_state {

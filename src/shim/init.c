@@ -43,6 +43,7 @@
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/proc.h"
+#include "policy/reload.h"
 #include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/hooks.h"
@@ -186,8 +187,39 @@ static void wait_set_up(void)
     wait_while(&self.state, RL_SHIM_INIT);
 }
 
+/* OFF: nothing applies now, but a config written, fixed or edited since
+ * may (SPEC §16): at most once a second, a look at the file. The state
+ * it leaves: READY (the gate was set up again and acts), PENDING (a
+ * config appeared in a process that never set up: the caller runs the
+ * set-up), or OFF. */
+static int off_look(void)
+{
+    if (!rl_reload_due(&self.proc))
+        return RL_SHIM_OFF;
+    int saved = errno;
+    rl_shim_busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    enum rl_proc_state st = rl_reload_look(&self.proc);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    rl_shim_busy = 0;
+    errno = saved;
+    int to = st == RL_PROC_READY     ? RL_SHIM_READY
+             : st == RL_PROC_PENDING ? RL_SHIM_PENDING
+                                     : RL_SHIM_OFF;
+    int expect = RL_SHIM_OFF;
+    if (to != RL_SHIM_OFF)
+        __atomic_compare_exchange_n(&self.state, &expect, to, false,
+                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    return __atomic_load_n(&self.state, __ATOMIC_ACQUIRE);
+}
+
 bool rl_shim_start(int s)
 {
+    if (s == RL_SHIM_OFF && !rl_shim_busy) {
+        s = off_look();
+        if (s == RL_SHIM_READY)
+            return true;
+    }
     /* From inside the shim (or a handler that interrupted the set-up on
      * this very thread): never wait on ourselves. */
     if ((s != RL_SHIM_PENDING && s != RL_SHIM_INIT) || rl_shim_busy)

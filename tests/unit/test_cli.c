@@ -258,6 +258,52 @@ Test(check, reads_rlshim_config_from_the_environment)
     cr_expect(strstr(r.err, "zero_rate.ini:3: zero rate"), "%s", r.err);
 }
 
+/* A config file of the test's own, from `text`; its path in `p`. */
+static void diff_file(char *p, const char *text)
+{
+    int fd = mkstemp(p);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+Test(check, diff_says_which_budgets_an_edit_restarts)
+{
+    char cur[] = "/tmp/rlshim-cur-XXXXXX", ed[] = "/tmp/rlshim-ed-XXXXXX";
+    diff_file(cur, "[default]\nconnect = 5/s\n[user:a]\nconnect = 1/s\n"
+                   "[user:gone]\nsend = 3/s\n");
+    diff_file(ed, "[default]\nconnect = 5/s\non_deny = delay\n"
+                  "[user:a]\nconnect = 2/s\n[user:new]\nconnect = 1/s\n");
+    struct result r;
+    char *argv[] = {rlshim_path(), "check", "-c", cur, "--diff", ed, NULL};
+    run(&r, argv, base_env, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "[default]                  keeps its spent "
+                            "units\n"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "[user:a]                   restarts (its "
+                            "limits changed)\n"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "[user:new]                 new\n"), "%s",
+              r.out);
+    cr_expect(strstr(r.out, "[user:gone]                removed\n"), "%s",
+              r.out);
+    /* Only behaviour edited: the same segment, every budget kept. */
+    char *same[] = {rlshim_path(), "check", "-c", cur, "--diff", cur, NULL};
+    run(&r, same, base_env, NULL);
+    cr_expect(strstr(r.out, "every budget keeps its state"), "%s", r.out);
+    /* A broken edit: running processes keep the config in use. */
+    char bad[] = "/tmp/rlshim-bad-XXXXXX";
+    diff_file(bad, "[default]\nconect = 5/s\n");
+    char *broken[] = {rlshim_path(), "check", "-c", cur, "--diff", bad, NULL};
+    run(&r, broken, base_env, NULL);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "would keep the config in use"), "%s", r.err);
+    unlink(cur);
+    unlink(ed);
+    unlink(bad);
+}
+
 Test(check, fails_for_a_missing_file_that_was_named)
 {
     struct result r;
