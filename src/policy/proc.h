@@ -125,7 +125,9 @@ struct rl_proc {
     /* Following the file (policy/reload.c, SPEC §16): the look's gate and
      * the file's identity; the configs replaced, kept until exit (why:
      * reload.h); when the config in use was read (wall clock, for the
-     * line a broken edit gets); whether that line was said. */
+     * line a broken edit gets); whether that line was said; how many
+     * threads the process has (NULL: /proc/self/stat's count; a test's
+     * own, whose runner has threads of its own). */
     struct {
         struct rl_cfgwatch w;
         atomic_flag busy; /* one reload at a time */
@@ -133,6 +135,7 @@ struct rl_proc {
         unsigned nretired;
         long long read_at;
         bool said;
+        long (*threads)(void);
     } watch;
 };
 

@@ -2,6 +2,9 @@
 #include "policy/reload.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "policy/gate.h"
 #include "policy/gate_int.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 void rl_reload_start(struct rl_proc *p, const struct rl_cfgid *id)
 {
@@ -136,6 +140,27 @@ static enum rl_proc_state regear(struct rl_proc *p, struct rl_config *c)
     return state_of(p);
 }
 
+/* The threads of this process now, from /proc/self/stat (field 20, the
+ * 18th after the command's closing parenthesis); 0 when it cannot be
+ * read. */
+static long threads_now(void)
+{
+    char buf[1024];
+    int fd = rl_sys.openat(AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC,
+                           0);
+    if (fd < 0)
+        return 0;
+    ssize_t n = rl_sys.read(fd, buf, sizeof buf - 1);
+    rl_sys.close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *at = strrchr(buf, ')');
+    for (int field = 2; at != NULL && field < 20; field++)
+        at = strchr(at + 1, ' ');
+    return at != NULL ? strtol(at + 1, NULL, 10) : 0;
+}
+
 /* The file changed (its identity now: id). */
 static enum rl_proc_state follow(struct rl_proc *p, const struct rl_cfgid *id,
                                  const char *path)
@@ -145,6 +170,20 @@ static enum rl_proc_state follow(struct rl_proc *p, const struct rl_cfgid *id,
          * the caller runs the first set-up, which reads the file. */
         p->watch.w.id = *id;
         return id->present ? RL_PROC_PENDING : RL_PROC_OFF;
+    }
+    /* The gate is set up anew in place (regear), and a decision of
+     * another thread in the middle of it would mix the two configs: so
+     * only a process of one thread follows an edit, at its next look
+     * after its other threads have ended (a resolver's thread ends soon;
+     * a program that keeps threads keeps its config, and says so). */
+    long threads =
+        p->watch.threads != NULL ? p->watch.threads() : threads_now();
+    if (threads != 1) {
+        char what[600];
+        snprintf(what, sizeof what, "%s changed: a process of several "
+                 "threads does not follow an edit yet", path);
+        say_keeping(p, what);
+        return state_of(p);
     }
     if (p->watch.nretired >= RL_RELOAD_MAX) {
         char what[128];
@@ -181,7 +220,13 @@ static enum rl_proc_state follow(struct rl_proc *p, const struct rl_cfgid *id,
         rl_config_free(c);
         return state_of(p);
     }
-    return regear(p, c);
+    /* Nor may a signal handler of this thread decide in the middle. */
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    enum rl_proc_state s = regear(p, c);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return s;
 }
 
 enum rl_proc_state rl_reload_look(struct rl_proc *p)

@@ -30,6 +30,18 @@ static void put(const char *text)
     cr_assert_eq(rename(tmp, path), 0);
 }
 
+/* Criterion's runner has threads of its own; the process under test is
+ * taken as one thread, as a program's is when it follows an edit. */
+static long one_thread(void)
+{
+    return 1;
+}
+
+static long two_threads(void)
+{
+    return 2;
+}
+
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/rlshim-reload-XXXXXX");
@@ -53,6 +65,7 @@ static struct rl_proc *set_up(void)
     char line[512];
     struct rl_proc *p = proc_new();
     rl_proc_init(p);
+    p->watch.threads = one_thread;
     cr_assert_eq(rl_proc_set_up(p, RL_PROC_AT_FIRST_CALL, line, sizeof line),
                  RL_PROC_READY, "%s", line);
     return p;
@@ -160,4 +173,20 @@ Test(reload, sections_are_told_apart_by_their_budgets_shape)
                   "a burst does");
     rl_config_free(a);
     rl_config_free(b);
+}
+
+Test(reload, a_process_of_several_threads_follows_once_it_has_one)
+{
+    put("[default]\nconnect = 5/s\n");
+    struct rl_proc *p = set_up();
+    struct rl_config *old = p->cfg;
+    p->watch.threads = two_threads;
+    put("[default]\nconnect = 7/s\n");
+    cr_assert_eq(look_now(p), RL_PROC_READY);
+    cr_assert_eq(p->cfg, old, "a config set up anew beside other threads");
+    cr_assert(p->watch.said);
+    /* Its other threads ended: the next look follows the same edit. */
+    p->watch.threads = one_thread;
+    cr_assert_eq(look_now(p), RL_PROC_READY);
+    cr_assert_eq(connect_rate(p->cfg), 7);
 }
