@@ -102,3 +102,45 @@ def test_client_retries_when_throttled(tmp_path, server):
         if a["verdict"] == "deny":
             assert b["mono_ns"] - a["mono_ns"] >= 90_000_000, (a, b)
     assert verify(log, "connect=5/s,burst=2").returncode == 0
+
+
+def gateway(tmp_path):
+    """A config that answers like a gateway: 2 requests a second, and a
+    request over it is answered 429 with Retry-After, never sent."""
+    ini = tmp_path / "gateway.ini"
+    ini.write_text("[rlshim]\non_deny = respond\n"
+                   "[default]\nrequest = 2/s\nrequest_burst = 1\n"
+                   "to = 127.0.0.1\n")
+    return str(ini)
+
+
+def obeyed_retry_after(log):
+    return subprocess.run(["rlshim", "verify", log, "--obeyed-retry-after"],
+                          capture_output=True, text=True)
+
+
+def test_scraper_honours_retry_after(tmp_path, server):
+    url, seen = server
+    p, log = under_rlshim(tmp_path, gateway(tmp_path),
+                          SCRAPER + [url, "--pages", "4", "--on-429", "wait",
+                                     "--retries", "5"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["200"] * 4
+    # A 429 never reached the server: it got each page once.
+    assert len(seen) == 4
+    verdicts = [json.loads(x)["verdict"] for x in open(log)]
+    assert "respond" in verdicts, "no 429 was given: this test proves nothing"
+    v = obeyed_retry_after(log)
+    assert v.returncode == 0, v.stdout
+
+
+def test_a_scraper_that_retries_at_once_is_caught(tmp_path, server):
+    url, seen = server
+    p, log = under_rlshim(tmp_path, gateway(tmp_path),
+                          SCRAPER + [url, "--pages", "3", "--on-429",
+                                     "retry-now", "--retries", "3"])
+    # It asked again at once after each 429, and gave up on some pages.
+    assert "429" in p.stdout.split(), p.stdout
+    assert len(seen) < 3
+    v = obeyed_retry_after(log)
+    assert v.returncode == 1, v.stdout
