@@ -8,8 +8,13 @@
  * program's events and data, when its turn comes: EPOLL_CTL_MOD re-arms an
  * edge-triggered registration, so the program gets its edge then.
  *
+ * They also tell the epoll wait calls which (set, data) to report for a
+ * made-up answer (SPEC §15), which the kernel knows nothing of: it has
+ * no bytes to show, so the wait reports the registration itself.
+ *
  * Up to two (epoll fd, fd) registrations per fd number; more are not
- * recorded (their socket is not hidden from those sets). Only inet
+ * recorded (their socket is not hidden from those sets, nor shown a
+ * made-up answer there). Only inet
  * sockets' are recorded (hook_wait.c's epoll_ctl), so only their close
  * looks here. Under one mutex; callers hold the shim's re-entry guard. */
 #ifndef RL_SHIM_EPREG_H
