@@ -8,7 +8,10 @@
 #include <string.h>
 
 #include "policy/ready.h"
+#include "shim/fdtab.h"
+#include "shim/madeup.h"
 #include "shim/self.h"
+#include "shim/shim.h"
 #include "shim/wreal.h"
 
 #define SLOTS RL_EPREG_SLOTS
@@ -70,6 +73,7 @@ static struct rl_epreg_reg *slot(int epfd, int fd, bool make)
         return NULL;
     free_slot->epfd = epfd;
     free_slot->mode = RL_EPREG_FULL;
+    free_slot->madeup_told = 0;
     atomic_fetch_add_explicit(&e->n, 1, memory_order_relaxed);
     return free_slot;
 }
@@ -180,6 +184,7 @@ void rl_epreg_record(int epfd, int op, int fd, const struct epoll_event *ev)
         g->events = ev->events;
         g->data = ev->data.u64;
         g->mode = RL_EPREG_FULL;
+        g->madeup_told = 0; /* re-armed, as the kernel re-arms it */
     }
     pthread_mutex_unlock(&e->mu);
     errno = saved;
@@ -228,6 +233,7 @@ int rl_epreg_ctl(int epfd, int op, int fd, struct epoll_event *ev, int mode)
     } else if (op == EPOLL_CTL_MOD && ev != NULL) {
         g->events = ev->events;
         g->data = ev->data.u64;
+        g->madeup_told = 0;
         if (g->mode != RL_EPREG_ABSENT) {
             struct epoll_event kev = *ev;
             if (mode == RL_EPREG_NOOUT)
@@ -270,6 +276,89 @@ void rl_epreg_settle(uint64_t now)
             e->pending[keep++] = fd;
     }
     atomic_store_explicit(&e->npending, keep, memory_order_relaxed);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Report fd's registration in epfd for its made-up answer, if it asks
+ * for reads and has not been shown this answer (edge-triggered). */
+static int madeup_one(int epfd, int fd, struct epoll_event *out)
+{
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (!rl_shim_enter())
+        return 0;
+    int saved = errno, k = 0;
+    pthread_mutex_lock(&e->mu);
+    struct rl_epreg_reg *g = slot(epfd, fd, false);
+    uint32_t rd = g != NULL ? g->events & (EPOLLIN | EPOLLRDNORM) : 0;
+    if (rd != 0 && !g->madeup_told) {
+        *out = (struct epoll_event){.events = rd, .data.u64 = g->data};
+        k = 1;
+        if (g->events & (EPOLLET | EPOLLONESHOT))
+            g->madeup_told = 1;
+    }
+    pthread_mutex_unlock(&e->mu);
+    errno = saved;
+    rl_shim_leave();
+    return k;
+}
+
+int rl_epreg_madeup(int epfd, struct epoll_event *ev, int max)
+{
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (max <= 0 || atomic_load_explicit(&e->n, memory_order_relaxed) == 0 ||
+        !rl_shim_enter())
+        return 0;
+    pthread_mutex_lock(&e->mu);
+    unsigned cap = e->cap; /* every fd registered is below it */
+    pthread_mutex_unlock(&e->mu);
+    rl_shim_leave();
+    int k = 0;
+    /* The fd's answer is asked for before its registration is looked at:
+     * the connection's lock is never taken under e->mu (a request's
+     * refusal takes them the other way round). */
+    for (unsigned fd = 0; fd < cap && k < max; fd++)
+        if ((rl_fdtab_get((int)fd) & RL_FD_MADEUP) && rl_madeup_due((int)fd))
+            k += madeup_one(epfd, (int)fd, &ev[k]);
+    return k;
+}
+
+int rl_epreg_madeup_merge(struct epoll_event *ev, int k, int got)
+{
+    int n = k;
+    for (int i = k; i < k + got; i++) {
+        int j = 0;
+        while (j < k && ev[j].data.u64 != ev[i].data.u64)
+            j++;
+        if (j < k)
+            ev[j].events |= ev[i].events;
+        else
+            ev[n++] = ev[i];
+    }
+    return n;
+}
+
+void rl_epreg_madeup_new(int fd)
+{
+    struct rl_epreg *e = &rl_shim_self->epreg;
+    if (fd < 0 || atomic_load_explicit(&e->n, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if ((unsigned)fd < e->cap)
+        for (int s = 0; s < SLOTS; s++) {
+            struct rl_epreg_reg *g = &e->regs[fd][s];
+            g->madeup_told = 0;
+            if (g->epfd < 0 || g->mode != RL_EPREG_FULL ||
+                (g->events & (EPOLLOUT | EPOLLET)) != (EPOLLOUT | EPOLLET))
+                continue;
+            /* The same registration again: a new edge of the writable
+             * socket wakes a thread blocked on the set since before the
+             * answer was queued (tokio's reactor), whose loop then finds
+             * the answer (as rl_epreg_hold wakes it). */
+            struct epoll_event ev = {.events = g->events, .data.u64 = g->data};
+            int saved = errno;
+            WREAL(epoll_ctl)(g->epfd, EPOLL_CTL_MOD, fd, &ev);
+            errno = saved;
+        }
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -8,8 +8,13 @@
  * program's events and data, when its turn comes: EPOLL_CTL_MOD re-arms an
  * edge-triggered registration, so the program gets its edge then.
  *
+ * They also tell the epoll wait calls which (set, data) to report for a
+ * made-up answer (SPEC §15), which the kernel knows nothing of: it has
+ * no bytes to show, so the wait reports the registration itself.
+ *
  * Up to two (epoll fd, fd) registrations per fd number; more are not
- * recorded (their socket is not hidden from those sets). Only inet
+ * recorded (their socket is not hidden from those sets, nor shown a
+ * made-up answer there). Only inet
  * sockets' are recorded (hook_wait.c's epoll_ctl), so only their close
  * looks here. Under one mutex; callers hold the shim's re-entry guard. */
 #ifndef RL_SHIM_EPREG_H
@@ -29,6 +34,10 @@ struct rl_epreg_reg {
     uint32_t events;
     uint64_t data;
     int mode; /* what the kernel has now (enum rl_epreg_mode) */
+    /* An edge-triggered or one-shot registration was shown the made-up
+     * answer queued now (SPEC §15): not again until a new one is queued
+     * or the program modifies it. */
+    int madeup_told;
 };
 
 /* The registrations (a member of the shim's struct rl_shim, shim/self.h).
@@ -87,6 +96,22 @@ void rl_epreg_settle(uint64_t now);
 
 /* fds with a registration shown less than FULL (settle has work); read
  * by every wait call, so inline. */
+
+/* The registrations in epfd of the fds with a made-up answer due
+ * (SPEC §15, madeup.h) that ask for EPOLLIN: written to ev[0..max) as the
+ * kernel would report them (their read bits, the program's data); an
+ * edge-triggered or one-shot one once per answer queued. Returns how
+ * many. Called outside the re-entry guard (it takes it). */
+int rl_epreg_madeup(int epfd, struct epoll_event *ev, int max);
+
+/* The kernel's `got` events at ev[k..k+got) after the k made-up ones:
+ * one of a registration already reported (the same data) is folded into
+ * it. Returns the events left in ev. */
+int rl_epreg_madeup_merge(struct epoll_event *ev, int k, int got);
+
+/* A made-up answer was queued on fd: its edge-triggered registrations
+ * report it once more (a new edge). */
+void rl_epreg_madeup_new(int fd);
 
 /* Forget the registrations of every fd in [first, last] (closed). */
 void rl_epreg_forget(unsigned first, unsigned last);

@@ -5,6 +5,7 @@
 
 #include "policy/decide_request.h"
 #include "shim/conntab.h"
+#include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
 
@@ -12,6 +13,8 @@ void rl_madeup_mark(int fd)
 {
     if (fd < 0)
         return;
+    /* Every answer queued is a new edge for an edge-triggered epoll. */
+    rl_epreg_madeup_new(fd);
     uint32_t m = rl_fdtab_get(fd);
     while (!(m & RL_FD_MADEUP))
         if (rl_fdtab_cas(fd, &m, m | RL_FD_MADEUP)) {

@@ -263,3 +263,167 @@ Test(respond, over_tls_requests_and_curl_see_200_then_429)
     cr_expect_eq(n, 2, "the TLS server got %d requests, not 2 (one each)", n);
     h_server_stop(&sts);
 }
+
+/* An asyncio streams client (its loop waits in epoll_wait): three GETs on
+ * one keep-alive connection, each given 20 s; the codes, each non-200's
+ * Retry-After, and the seconds the three took. */
+static const char asyncio_py[] =
+    "import asyncio, sys, time\n"
+    "async def get(rd, wr, path):\n"
+    "    wr.write(('GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
+    "              % path).encode())\n"
+    "    await wr.drain()\n"
+    "    head = (await rd.readuntil(b'\\r\\n\\r\\n')).decode()\n"
+    "    lines = head.split('\\r\\n')\n"
+    "    hdr = dict(l.lower().split(': ', 1) for l in lines[1:] if l)\n"
+    "    await rd.readexactly(int(hdr['content-length']))\n"
+    "    return int(lines[0].split()[1]), hdr.get('retry-after')\n"
+    "async def main(port):\n"
+    "    t0 = time.monotonic()\n"
+    "    rd, wr = await asyncio.open_connection('127.0.0.1', port)\n"
+    "    codes = []\n"
+    "    for p in ('/a', '/b', '/c'):\n"
+    "        code, ra = await asyncio.wait_for(get(rd, wr, p), 20)\n"
+    "        codes.append(code)\n"
+    "        if code != 200:\n"
+    "            print('retry-after', ra)\n"
+    "    wr.close()\n"
+    "    print('codes', codes)\n"
+    "    print('elapsed %.3f' % (time.monotonic() - t0))\n"
+    "asyncio.run(main(int(sys.argv[1])))\n";
+
+static double elapsed_of(const char *out)
+{
+    const char *p = strstr(out, "elapsed ");
+    return p == NULL ? -1 : atof(p + 8);
+}
+
+Test(respond, asyncio_over_epoll_sees_200_429_429_without_hanging)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)asyncio_py, port,
+                    NULL};
+    h_config_write(ONE_A_MINUTE);
+    h_run(&r, true, 45, argv);
+    cr_log_info("asyncio: %s", r.out);
+    /* A hang is asyncio's TimeoutError after 20 s: status 1. */
+    cr_assert_eq(r.status, 0, "asyncio: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "codes [200, 429, 429]") != NULL,
+              "asyncio saw:\n%s", r.out);
+    cr_expect(strstr(r.out, "retry-after 60\n") != NULL, "%s", r.out);
+    cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
+                 h_server_count(&st, "REQ"));
+    double t = elapsed_of(r.out);
+    struct run ctl;
+    h_run_control(&ctl, 45, argv);
+    cr_assert(strstr(ctl.out, "codes [200, 200, 200]") != NULL,
+              "the control saw:\n%s", ctl.out);
+    double t0 = elapsed_of(ctl.out);
+    /* A made-up answer is at hand at once: no slower than the server's
+     * three answers, with room for a slow machine (the floor keeps a
+     * control of a few ms from making noise a failure). */
+    double floor = t0 > 0.2 ? t0 : 0.2;
+    cr_log_info("asyncio: %.3f s, control %.3f s", t, t0);
+    cr_expect(t >= 0 && t / floor < 3.0,
+              "asyncio took %.3f s, its control %.3f s", t, t0);
+}
+
+/* select.epoll by hand on one keep-alive connection: level-triggered, a
+ * made-up answer is reported while it waits unread and not once read;
+ * edge-triggered, once per answer queued; a thread already blocked in
+ * epoll_wait (mio's registration) when another thread's request is
+ * answered is woken. An answer is read until EAGAIN
+ * (as an edge-triggered reader must) and in whole (select waits for the
+ * rest of the server's). Each line: what each wait saw
+ * (1: the socket readable, 0: nothing) and the answers' codes read. */
+static const char epoll_py[] =
+    "import select, socket, sys\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "s.setblocking(False)\n"
+    "req = lambda p: ('GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
+    "                 % p).encode()\n"
+    "def whole(buf):\n"
+    "    head, _, body = buf.partition(b'\\r\\n\\r\\n')\n"
+    "    n = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n')\n"
+    "         if l.lower().startswith(b'content-length:')]\n"
+    "    return bool(_) and len(body) >= n[0]\n"
+    "def drain():\n"
+    "    buf = b''\n"
+    "    while True:\n"
+    "        try:\n"
+    "            d = s.recv(65536)\n"
+    "        except BlockingIOError:\n"
+    "            if buf and whole(buf):\n"
+    "                return int(buf.split()[1])\n"
+    "            select.select([s], [], [], 10)\n"
+    "            continue\n"
+    "        if not d:\n"
+    "            return -1\n"
+    "        buf += d\n"
+    "def ready(ep, t):\n"
+    "    return int(bool(ep.poll(t)))\n"
+    "lt = select.epoll()\n"
+    "lt.register(s.fileno(), select.EPOLLIN)\n"
+    "s.send(req('/a'))\n"
+    "seen, codes = [ready(lt, 10)], [drain()]\n"
+    "s.send(req('/b'))\n"
+    "seen += [ready(lt, 10), ready(lt, 0)]\n"
+    "codes.append(drain())\n"
+    "seen.append(ready(lt, 0.3))\n"
+    "print('lt', seen, codes)\n"
+    "lt.close()\n"
+    "et = select.epoll()\n"
+    "et.register(s.fileno(), select.EPOLLIN | select.EPOLLET)\n"
+    "s.send(req('/c'))\n"
+    "seen = [ready(et, 10), ready(et, 0.3)]\n"
+    "codes = [drain()]\n"
+    "s.send(req('/d'))\n"
+    "seen += [ready(et, 10), ready(et, 0.3)]\n"
+    "codes.append(drain())\n"
+    "seen.append(ready(et, 0.3))\n"
+    "print('et', seen, codes)\n"
+    "import threading, time\n"
+    "th = select.epoll()\n"
+    "th.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT |\n"
+    "            select.EPOLLRDHUP | select.EPOLLET)\n"
+    "th.poll(0)\n"
+    "got = []\n"
+    "def waiter():\n"
+    "    t, ev = time.monotonic(), 0\n"
+    "    while not ev & select.EPOLLIN and time.monotonic() - t < 10:\n"
+    "        for fd, e in th.poll(10):\n"
+    "            ev |= e\n"
+    "    got.append(int(bool(ev & select.EPOLLIN)))\n"
+    "    got.append(time.monotonic() - t < 5)\n"
+    "w = threading.Thread(target=waiter)\n"
+    "w.start()\n"
+    "time.sleep(0.3)\n"
+    "s.send(req('/e'))\n"
+    "w.join()\n"
+    "print('thread', got, drain())\n";
+
+Test(respond, epoll_level_and_edge_triggered_report_a_made_up_answer)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)epoll_py, port, NULL};
+    h_config_write(ONE_A_MINUTE);
+    h_run(&r, true, 40, argv);
+    cr_log_info("epoll: %s", r.out);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    /* Level: readable at once and again while unread, not once read. */
+    cr_expect(strstr(r.out, "lt [1, 1, 1, 0] [200, 429]\n") != NULL,
+              "level-triggered:\n%s", r.out);
+    /* Edge: once for each answer, at once (a 10 s wait that saw nothing
+     * would show 0). */
+    cr_expect(strstr(r.out, "et [1, 0, 1, 0, 0] [429, 429]\n") != NULL,
+              "edge-triggered:\n%s", r.out);
+    /* A thread already waiting (edge-triggered for reads and writes, as
+     * mio registers a socket) when another's request is answered: woken
+     * well before its 10 s. */
+    cr_expect(strstr(r.out, "thread [1, True] 429\n") != NULL,
+              "a thread blocked in epoll_wait:\n%s", r.out);
+    cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
+                 h_server_count(&st, "REQ"));
+}
