@@ -13,8 +13,11 @@ static const char *reason_of(int status)
 size_t rl_respond_format(char *buf, size_t len, int status, uint64_t retry_s,
                          const char *section, const char *rate)
 {
-    char body[160];
-    int b = snprintf(body, sizeof body, "rlshim: request limit of [%s] (%s)\n",
+    /* A section's name is at most a user's (a cgroup path) and a prefix;
+     * cut past that, so any name still gets its answer. */
+    char body[320];
+    int b = snprintf(body, sizeof body,
+                     "rlshim: request limit of [%.240s] (%.32s)\n",
                      section != NULL ? section : "?",
                      rate != NULL ? rate : "?");
     if (b < 0 || (size_t)b >= sizeof body)

@@ -27,7 +27,7 @@
 #include <sys/uio.h>
 
 /* Room for one response: its head and a body naming a section. */
-#define RL_MADEUP_MAX 384
+#define RL_MADEUP_MAX 512
 /* Refusals waiting at once per connection: a client reads its answers
  * before it asks many more; past this, a refusal fails as under fail. */
 #define RL_RESPOND_MAX 16

@@ -36,6 +36,18 @@ Test(respond, formats_a_503_when_asked_and_refuses_a_buffer_too_small)
     cr_expect_eq(rl_respond_format(buf, 40, 429, 1, "default", "1/s"), 0);
 }
 
+Test(respond, a_section_named_by_the_longest_cgroup_path_gets_its_answer)
+{
+    char section[400], buf[RL_MADEUP_MAX];
+    memset(section, 'a', sizeof section - 1);
+    section[sizeof section - 1] = '\0';
+    memcpy(section, "user:cgroup:/", 13);
+    size_t n = rl_respond_format(buf, sizeof buf, 429, 1, section,
+                                 "100000/min");
+    cr_assert_gt(n, 0, "a long section's request failed as under fail");
+    cr_expect(strstr(buf, "(100000/min)\n") != NULL, "%s", buf);
+}
+
 /* Reads the due answer, to its end, `room` bytes at a time. */
 static size_t read_all(struct rl_respond *r, char *out, size_t room)
 {
