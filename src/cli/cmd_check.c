@@ -92,6 +92,10 @@ static const char *log_name(const struct rl_config *cfg)
     return names[cfg->log_target];
 }
 
+/* The USER column's width: the longest section name, at least 16 (a
+ * cgroup section's path is often longer than the column). */
+static int user_width = 16;
+
 static void print_row(const struct rl_rule *r, const char *kind,
                       const char *algo, const char *rate, const char *burst,
                       const char *to)
@@ -110,8 +114,8 @@ static void print_row(const struct rl_rule *r, const char *kind,
         snprintf(deny, sizeof deny, "fail,%s%s", rl_errno_name(r->deny_errno),
                  r->dry_run ? ",dry_run" : "");
     }
-    printf("%-16s %-10s %-14s %-10s %-7s %-26s %s\n", r->section, kind, algo,
-           rate, burst, deny, to);
+    printf("%-*s %-10s %-14s %-10s %-7s %-26s %s\n", user_width, r->section,
+           kind, algo, rate, burst, deny, to);
 }
 
 static void print_table(const struct rl_config *cfg, const char *path)
@@ -135,8 +139,14 @@ static void print_table(const struct rl_config *cfg, const char *path)
            cfg->unknown == RL_UNKNOWN_DENY ? "deny" : "allow", log_name(cfg),
            cfg->report ? "yes" : "no", cfg->max_users,
            (unsigned long long)cfg->hash);
-    printf("%-16s %-10s %-14s %-10s %-7s %-26s %s\n", "USER", "LIMIT",
-           "ALGORITHM", "RATE", "BURST", "ON_DENY", "TO");
+    user_width = 16;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        size_t n = strlen(cfg->rules[i].section);
+        if (n > (size_t)user_width && n < 256)
+            user_width = (int)n;
+    }
+    printf("%-*s %-10s %-14s %-10s %-7s %-26s %s\n", user_width, "USER",
+           "LIMIT", "ALGORITHM", "RATE", "BURST", "ON_DENY", "TO");
 
     for (size_t i = 0; i < cfg->nrules; i++) {
         const struct rl_rule *r = &cfg->rules[i];

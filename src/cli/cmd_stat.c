@@ -89,7 +89,8 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
         memcpy(c, &info->counters[k * RL_STORE_STATS_PER_KIND], sizeof c);
         c[RL_STAT_ALLOWED] += lu.spent[k];
         bool used = c[0] || c[1] || c[2] || c[3] ||
-                    (k == RL_KIND_REQUEST && info->tls_unseen > 0);
+                    (k == RL_KIND_REQUEST &&
+                     (info->tls_unseen > 0 || info->responded > 0));
         const struct rl_algorithm *a = NULL;
         uint64_t avail = 0;
         bool has = false;
@@ -110,14 +111,17 @@ static int show_slot(const struct rl_slot_info *info, struct rl_slot *slot,
             continue; /* not limited and never counted */
         }
         if (dest != NULL) {
-            struct rl_prom_row pr = {user, section,        rl_kind_name(k),
-                                     dest, used ? c : NULL, has, avail};
+            struct rl_prom_row pr = {
+                user, section, rl_kind_name(k), dest, used ? c : NULL, has,
+                avail, k == RL_KIND_REQUEST ? info->responded : 0};
             (void)rl_prom_add(&pr);
             continue;
         }
         v->tls_unseen = info->tls_unseen;
+        v->responded = info->responded;
         stat_row(v, user, section, k, a ? a->name : NULL, c, has, avail);
         v->tls_unseen = 0;
+        v->responded = 0;
     }
     /* Requests over TLS the shim cannot see (SPEC §11): said when any. */
     if (info->tls_unseen > 0 && dest == NULL) {
@@ -143,9 +147,10 @@ static int show(struct rl_store *s, struct stat_view *v)
     if (v->json) {
         fputc('[', v->out);
     } else if (!v->prom) {
-        fprintf(v->out, "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s\n",
+        fprintf(v->out,
+                "%-16s %-18s %-10s %-14s %10s %10s %10s %12s %10s %10s\n",
                 "USER", "RULE", "LIMIT", "ALGORITHM", "ALLOWED", "DENIED",
-                "DELAYED", "DELAYED_MS", "AVAILABLE");
+                "DELAYED", "DELAYED_MS", "AVAILABLE", "RESPONDED");
     }
     rl_pauses_of(s, &v->pauses);
     v->has_pauses = true;

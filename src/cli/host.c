@@ -97,6 +97,24 @@ static bool loads(const char *lib, char *why, size_t len)
     return strstr(why, "ld.so") == NULL;
 }
 
+/* A [user:cgroup:/PATH] section: the processes it covers, or why it
+ * covers none (a cgroup section means nothing under another key mode). */
+static void print_cgroup_user(const struct rl_config *cfg, const char *section,
+                              const char *path)
+{
+    size_t n = strlen(path);
+    bool below = n >= 2 && strcmp(path + n - 2, "/*") == 0;
+    if (cfg->key_mode != RL_KEY_CGROUP)
+        printf("  [%s]: covers nobody: the config's key is not cgroup "
+               "([rlshim] key = cgroup)\n", section);
+    else if (below)
+        printf("  [%s]: every process in a cgroup below %.*s (key = cgroup)\n",
+               section, (int)(n - 2), path);
+    else
+        printf("  [%s]: every process in the cgroup %s (key = cgroup)\n",
+               section, path);
+}
+
 /* "user:1000 (alice)", "user:scraper", "default". */
 static void print_users(const struct rl_config *cfg)
 {
@@ -112,6 +130,10 @@ static void print_users(const struct rl_config *cfg)
         }
         named++;
         const char *u = r->user;
+        if (strncmp(u, "cgroup:", 7) == 0) {
+            print_cgroup_user(cfg, r->section, u + 7);
+            continue;
+        }
         char *end;
         unsigned long uid = strtoul(u, &end, 10);
         struct passwd *pw = NULL;

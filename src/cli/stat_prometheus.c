@@ -1,7 +1,8 @@
 /* stat_prometheus.c — see stat_prometheus.h.
  *
  *   rlshim_calls_total{user,rule,limit,verdict}    counter
- *       verdict: allow (went at once), delay (went after a sleep), deny.
+ *       verdict: allow (went at once), delay (went after a sleep), deny,
+ *       and for limit "request" respond (answered in the process, SPEC §15).
  *       allow + delay is the `allowed` of `rlshim stat`; the units are
  *       the limit's (calls, or bytes for send_bytes). A per-destination
  *       section's are counted per user, every destination together: no
@@ -37,6 +38,7 @@ struct prow {
     uint64_t open;
     uint32_t max;
     uint64_t tls_unseen; /* limit "request" rows */
+    uint64_t responded;  /* likewise */
 };
 
 static struct prow *rows;
@@ -105,6 +107,7 @@ int rl_prom_add(const struct rl_prom_row *row)
         r->has_counters = true;
         for (int k = 0; k < RL_STORE_STATS_PER_KIND; k++)
             r->c[k] += row->counters[k];
+        r->responded += row->responded;
     }
     if (row->has_avail && !r->has_avail) {
         r->has_avail = true;
@@ -292,8 +295,12 @@ void rl_prom_print(FILE *f)
             {"allow", allowed > delayed ? allowed - delayed : 0},
             {"delay", delayed},
             {"deny", r->c[RL_STAT_DENIED]},
+            {"respond", r->responded},
         };
-        for (size_t k = 0; k < 3; k++) {
+        /* Only a request can be answered in the process (SPEC §15). */
+        bool request = r->limit != NULL &&
+                       strcmp(r->limit, rl_kind_name(RL_KIND_REQUEST)) == 0;
+        for (size_t k = 0; k < (request ? 4u : 3u); k++) {
             fputs("rlshim_calls_total{", f);
             labels(f, r);
             label(f, "verdict", vs[k].v, false);

@@ -21,6 +21,8 @@ struct rl_prom_row {
                                  destination's are its section's) */
     bool has_avail;
     uint64_t avail;
+    uint64_t responded; /* limit "request": answered under on_deny =
+                           respond (SPEC §15), not in counters' denied */
 };
 
 /* Add one row (added to a row of the same labels, if any: the same budget

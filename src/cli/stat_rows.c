@@ -70,7 +70,7 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
 
     if (v->prom) {
         struct rl_prom_row pr = {user,      rule_name, rl_kind_name(k), NULL, c,
-                                 has_avail, avail};
+                                 has_avail, avail,     v->responded};
         (void)rl_prom_add(&pr);
         v->rows++;
         return;
@@ -97,21 +97,30 @@ void stat_row(struct stat_view *v, const char *user, const char *rule_name,
             fprintf(f, "%llu", (unsigned long long)avail);
         else
             fputs("null", f);
+        if (k == RL_KIND_REQUEST)
+            fprintf(f, ", \"responded\": %llu",
+                    (unsigned long long)v->responded);
         if (k == RL_KIND_REQUEST && v->tls_unseen > 0)
             fprintf(f, ", \"tls_not_counted\": %llu",
                     (unsigned long long)v->tls_unseen);
         fputc('}', f);
     } else {
-        char av[32] = "-";
+        char av[32] = "-", resp[32] = "-";
 
         if (has_avail)
             snprintf(av, sizeof av, "%llu", (unsigned long long)avail);
-        fprintf(f, "%-16s %-18s %-10s %-14s %10llu %10llu %10llu %12.3f %10s\n",
+        /* Only a request can be answered in the process. */
+        if (k == RL_KIND_REQUEST)
+            snprintf(resp, sizeof resp, "%llu",
+                     (unsigned long long)v->responded);
+        fprintf(f,
+                "%-16s %-18s %-10s %-14s %10llu %10llu %10llu %12.3f %10s "
+                "%10s\n",
                 user, rule_name, rl_kind_name(k), algo ? algo : "-",
                 (unsigned long long)c[RL_STAT_ALLOWED],
                 (unsigned long long)c[RL_STAT_DENIED],
                 (unsigned long long)c[RL_STAT_DELAYED],
-                (double)c[RL_STAT_DELAYED_NS] / 1e6, av);
+                (double)c[RL_STAT_DELAYED_NS] / 1e6, av, resp);
     }
     v->rows++;
 }
@@ -238,7 +247,8 @@ void stat_dest_row(const struct rl_rule *rule, const char *label,
                 continue; /* the row of max_open alone: rl_prom_open */
             bool has = least != UINT64_MAX && !stat_avail_unknown(v, rule);
             struct rl_prom_row pr = {
-                user, rule->section, rl_kind_name(k), dest, NULL, has, least};
+                user, rule->section, rl_kind_name(k), dest, NULL, has, least,
+                0};
             (void)rl_prom_add(&pr);
         } else if (v->json) {
             fputs(v->rows ? ",\n  {" : "\n  {", f);

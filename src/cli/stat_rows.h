@@ -26,6 +26,9 @@ struct stat_view {
     /* --json: the budget's TLS connections whose requests were not
      * counted, written in its "request" row (0: none). */
     uint64_t tls_unseen;
+    /* The budget's requests answered under on_deny = respond (SPEC §15),
+     * shown in its "request" row apart from `denied`. */
+    uint64_t responded;
     struct rl_pauses pauses; /* the segment's pause table (has_pauses) */
     bool has_pauses;
 };

@@ -153,6 +153,7 @@ static enum sup_act connect_decision(struct rl_sup *sup, struct sup_pidfds *pf,
     const struct rl_connect_probe probe = {
         .nonblocking = sup_probe_waits, .address = read_again, .ctx = u};
     const struct rl_connect_question q = {
+        .head = {RL_CALL_CONNECT},
         .call = call,
         .fd = j->fd,
         .sa = j->unread ? NULL : (const struct sockaddr *)&j->sa,
@@ -160,10 +161,12 @@ static enum sup_act connect_decision(struct rl_sup *sup, struct sup_pidfds *pf,
         .sock = RL_CONNECT_STREAM,
         .asker = asker,
         .deadline = j->answer.connect.deadline,
+        .probe = &probe,
     };
     if (j->holder.pid != 0)
         rl_open_act_for(&j->holder);
-    rl_decide_connect(&sup->proc, &q, &probe, &j->answer.connect);
+    rl_decide(&sup->proc, &q.head,
+              (union rl_answer){.connect = &j->answer.connect});
     rl_open_act_for(NULL);
     return connect_verdict(j);
 }
@@ -313,6 +316,7 @@ static enum sup_act send_decision(struct rl_sup *sup, struct sup_job *j,
                                   uint64_t calls, uint64_t bytes)
 {
     const struct rl_send_question q = {
+        .head = {RL_CALL_SEND},
         .call = call,
         .fd = j->fd,
         .flags = (int)flags,
@@ -326,7 +330,7 @@ static enum sup_act send_decision(struct rl_sup *sup, struct sup_job *j,
     };
     const struct rl_send_answer *a = &j->answer.send;
     j->is_send = true;
-    rl_decide_send(&sup->proc, &q, &j->answer.send);
+    rl_decide(&sup->proc, &q.head, (union rl_answer){.send = &j->answer.send});
     if (a->act == RL_GATE_FAIL) {
         j->err = a->t.err;
         return SUP_ERROR;
@@ -549,7 +553,10 @@ void sup_refund(struct rl_sup *sup, struct sup_job *job)
     if (!job->charged)
         return;
     if (job->is_send)
-        rl_settle_send(&sup->proc, &job->answer.send, false, 0, 0);
+        rl_settle(&sup->proc,
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_SEND,
+                      .send = {.a = &job->answer.send, .leased = false}});
     else
         rl_settle_connect_unmade(&sup->proc, &job->answer.connect);
     job->charged = false;

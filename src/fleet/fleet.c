@@ -156,6 +156,7 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
               const char *dest, int kind, rl_word *const *states,
               const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
               uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+              uint64_t not_before_ns, uint64_t jitter_ns,
               struct rl_verdict *v, struct rl_fleet_paused *paused)
 {
     /* The call's state in one object: the caller's stack is the
@@ -192,8 +193,9 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
     if (up && st != NULL && (closed = closed_for(st, kind, now, max_wait_ns)))
         return (struct rl_verdict){0, closed, 0};
     if (!rl_fleet_route_may_try(&f->route, node, now, RL_FLEET_RETRY_NS))
-        return rl_fleet_fallback(f, st, rule, kind, states, host, true, now,
-                                 want, min, max_wait_ns, v);
+        return rl_fleet_fallback_jittered(f, st, rule, kind, states, host,
+                                          true, now, want, min, max_wait_ns,
+                                          not_before_ns, jitter_ns, v);
     /* For a while after a return, the host's share bounds it too. */
     uint64_t shared = 0;
     if (rl_fleet_settling(f, host, cnow)) {
@@ -216,7 +218,9 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
                                0,
                                0,
                                0,
-                               f->cfg->fleet_fallback != RL_FLEET_SHARE};
+                               f->cfg->fleet_fallback != RL_FLEET_SHARE,
+                               not_before_ns,
+                               jitter_ns};
     if (st != NULL) {
         /* What was admitted while away is charged with this call, and
          * what Redis charged that nobody spent goes back with it. */
@@ -284,8 +288,9 @@ rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
             if (st != NULL)
                 rl_add_relaxed_u64(&st->debt[kind], shared);
         } else {
-            x.out = rl_fleet_fallback(f, st, rule, kind, states, host, away,
-                                      now, want, min, max_wait_ns, v);
+            x.out = rl_fleet_fallback_jittered(
+                f, st, rule, kind, states, host, away, now, want, min,
+                max_wait_ns, not_before_ns, jitter_ns, v);
         }
         if (r == -ETIMEDOUT)
             give_up(f, &x.owed, st, kind, bucket, x.out.granted, a);
@@ -349,7 +354,9 @@ void rl_fleet_finish(struct rl_fleet *f, const struct rl_rule *rule,
                                  0,
                                  0,
                                  leased ? rl_fleet_pool_drain(pool, k) : 0,
-                                 f->cfg->fleet_fallback != RL_FLEET_SHARE};
+                                 f->cfg->fleet_fallback != RL_FLEET_SHARE,
+                                 0,
+                                 0};
         a.debt = atomic_exchange_explicit(&f->budgets.b[0].debt[k], 0,
                                           memory_order_relaxed);
         if (rl_fleet_call_bucket(rule, k))
@@ -416,6 +423,19 @@ void rl_fleet_atfork_child(struct rl_fleet *f)
             rl_store_relaxed_u64(&f->budgets.b[i].debt[k], 0);
             rl_store_relaxed_u64(&f->budgets.b[i].refund[k], 0);
         }
+}
+
+void rl_fleet_reopen(struct rl_fleet *f)
+{
+    if (!f->on)
+        return;
+    /* Relaxed stores, as every word of an account: a decision of the old
+     * generation that closes one again meanwhile costs one call denied
+     * here that Redis might have granted, until its probe. */
+    for (unsigned i = 0; i < 1 + RL_FLEET_BUDGETS; i++)
+        for (int k = 0; k < RL_KIND_COUNT; k++)
+            if (rl_load_relaxed_u64(&f->budgets.b[i].closed_until[k]) != 0)
+                rl_store_relaxed_u64(&f->budgets.b[i].closed_until[k], 0);
 }
 
 bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule)

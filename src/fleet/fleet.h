@@ -83,6 +83,12 @@ struct rl_fleet {
 int rl_fleet_init(struct rl_fleet *f, const struct rl_config *cfg,
                   const char *label);
 
+/* The config's budgets were reshaped (a reload, SPEC §16): what Redis
+ * said no to under the old limits is forgotten, so the next call of each
+ * budget asks Redis under the new ones. The rest of f (its connections,
+ * route, lease, away state, debts) is kept as it is. */
+void rl_fleet_reopen(struct rl_fleet *f);
+
 /* Is `rule` decided in Redis (scope = fleet, and f set up)? */
 bool rl_fleet_decides(const struct rl_fleet *f, const struct rl_rule *rule);
 
@@ -111,12 +117,17 @@ struct rl_fleet_paused {
  * decides. For a request, the pause in Redis of its destination `dest`
  * (NULL: not told) and of the untold destinations is waited for too (its
  * turn and max_wait_ns are from now), and *paused (NULL: not asked) says
- * how far it moved the turn. */
+ * how far it moved the turn. The turn is counted no earlier than
+ * not_before_ns from now (this host's own hold: SPEC §14's jitter, a
+ * pause or pace it knows of), so that every host spaces its next turn
+ * from when this one goes; a turn granted goes jitter_ns later (within
+ * max_wait_ns), counted then. */
 struct rl_verdict
 rl_fleet_take(struct rl_fleet *f, const struct rl_rule *rule, const char *label,
               const char *dest, int kind, rl_word *const *states,
               const struct rl_fleet_pool *pool, rl_atomic_u64 *host,
               uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+              uint64_t not_before_ns, uint64_t jitter_ns,
               struct rl_verdict *v, struct rl_fleet_paused *paused);
 
 /* A 429/503 from destination `dest` (NULL: not told) paused the request

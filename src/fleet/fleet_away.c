@@ -117,6 +117,63 @@ rl_fleet_fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
     return r;
 }
 
+/* Gives back `units` the fallback granted at `now` (and its debt). */
+static void fallback_refund(struct rl_fleet *f, struct rl_fleet_budget *st,
+                            const struct rl_rule *rule, int kind,
+                            rl_word *const *states, rl_atomic_u64 *host,
+                            uint64_t now, struct rl_verdict *v, uint64_t units)
+{
+    if (f->cfg->fleet_fallback == RL_FLEET_LOCAL)
+        rl_multi_refund(states, rule->limits[kind], rule->nlimits[kind], now,
+                        v, units);
+    else if (f->cfg->fleet_fallback == RL_FLEET_SHARE)
+        rl_fleet_unshare(f, rule, kind, states, host, now, v, units);
+    if (st != NULL)
+        atomic_fetch_sub_explicit(&st->debt[kind], units,
+                                  memory_order_relaxed);
+}
+
+/* The verdict r of a take at `at` ns after the caller's now, as a wait
+ * from that now. */
+static struct rl_verdict later_by(struct rl_verdict r, uint64_t at)
+{
+    if (r.granted > 0 || r.wait_ns != UINT64_MAX)
+        r.wait_ns = r.wait_ns > UINT64_MAX - at ? UINT64_MAX : r.wait_ns + at;
+    return r;
+}
+
+struct rl_verdict rl_fleet_fallback_jittered(
+    struct rl_fleet *f, struct rl_fleet_budget *st, const struct rl_rule *rule,
+    int kind, rl_word *const *states, rl_atomic_u64 *host, bool drain,
+    uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+    uint64_t not_before_ns, uint64_t jitter_ns, struct rl_verdict *v)
+{
+    if (jitter_ns == 0 || not_before_ns >= max_wait_ns)
+        return rl_fleet_fallback(f, st, rule, kind, states, host, drain, now,
+                                 want, min, max_wait_ns, v);
+    uint64_t hold = not_before_ns;
+    struct rl_verdict r =
+        rl_fleet_fallback(f, st, rule, kind, states, host, drain, now + hold,
+                          want, min, max_wait_ns - hold, v);
+    if (r.granted == 0)
+        return later_by(r, hold);
+    uint64_t at = hold + r.wait_ns;
+    if (at >= max_wait_ns)
+        return later_by(r, hold);
+    uint64_t j = jitter_ns < max_wait_ns - at ? jitter_ns : max_wait_ns - at;
+    uint64_t got = r.granted;
+    fallback_refund(f, st, rule, kind, states, host, now + hold, v, got);
+    struct rl_verdict later =
+        rl_fleet_fallback(f, st, rule, kind, states, host, false,
+                          now + at + j, got, got, 0, v);
+    if (later.granted > 0)
+        return later_by(later, at + j);
+    return later_by(rl_fleet_fallback(f, st, rule, kind, states, host, false,
+                                      now + hold, got, got,
+                                      max_wait_ns - hold, v),
+                    hold);
+}
+
 /* ---- one decision at Redis ----------------------------------------------*/
 
 /* Is the host (or this process) within RL_FLEET_SETTLE_NS of a return,

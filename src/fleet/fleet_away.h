@@ -39,6 +39,18 @@ rl_fleet_fallback(struct rl_fleet *f, struct rl_fleet_budget *st,
                   rl_atomic_u64 *host, bool drain, uint64_t now, uint64_t want,
                   uint64_t min, uint64_t max_wait_ns, struct rl_verdict *v);
 
+/* rl_fleet_fallback as Redis would decide a request (SPEC §14 jitter,
+ * prelude.lua): counted no earlier than the host's hold (not_before_ns),
+ * and a turn granted goes jitter_ns later (within max_wait_ns), given
+ * back and counted again then, so that the next turn is spaced from when
+ * this one goes; when the later turn cannot be had, the earlier one.
+ * Without jitter it is rl_fleet_fallback (the caller waits the hold). */
+struct rl_verdict rl_fleet_fallback_jittered(
+    struct rl_fleet *f, struct rl_fleet_budget *st, const struct rl_rule *rule,
+    int kind, rl_word *const *states, rl_atomic_u64 *host, bool drain,
+    uint64_t now, uint64_t want, uint64_t min, uint64_t max_wait_ns,
+    uint64_t not_before_ns, uint64_t jitter_ns, struct rl_verdict *v);
+
 /* Is the host (or this process) within RL_FLEET_SETTLE_NS of a return,
  * when every host keeps to its share as well (fleet_fallback = share)? */
 bool rl_fleet_settling(struct rl_fleet *f, rl_atomic_u64 *host, uint64_t cnow);

@@ -25,7 +25,7 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
      * the destinations no response could name ("-"), which every request
      * of the budget obeys (gate_pause.c). */
     unsigned pause = rl_kinds[k->kind].paused ? 2 : 0;
-    rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 9 + 3 * n);
+    rl_fleet_cmd_start(c, 3 + (n + 1 + pause) + 11 + 3 * n);
     if (sha != NULL) {
         rl_fleet_cmd_str(c, "EVALSHA");
         rl_fleet_cmd_str(c, sha[bucket ? 0 : 1]);
@@ -71,6 +71,8 @@ void rl_fleet_call_build(struct rl_fleet_conn *c, const char (*sha)[41],
     rl_fleet_cmd_u64(c, a->lease);
     rl_fleet_cmd_u64(c, a->ret);
     rl_fleet_cmd_u64(c, a->capped);
+    rl_fleet_cmd_u64(c, a->not_before_ns / 1000);
+    rl_fleet_cmd_u64(c, a->jitter_ns / 1000);
     for (unsigned i = 0; i < n; i++) {
         const struct rl_limit *l = &rule->limits[k->kind][i];
         rl_fleet_cmd_u64(c, l->count);

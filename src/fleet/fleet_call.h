@@ -23,6 +23,8 @@ struct rl_fleet_ask {
     uint64_t ret;   /* units given back (a stale lease, a refund) */
     bool capped;    /* the debt beyond a share's: charged as far as the
                        budget holds it (fleet_scripts.h) */
+    uint64_t not_before_ns; /* the turn no earlier than this from now */
+    uint64_t jitter_ns;     /* a granted turn this much later */
 };
 
 /* The call's command: a rl_fleet_build_fn's context. */

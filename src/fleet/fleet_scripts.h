@@ -5,7 +5,10 @@
  * The bucket and the window take KEYS = one key per limit of the kind, then the
  * budget's hosts key, all with the same hash tag ({SECTION|USER}) so a Redis
  * Cluster runs them on one node; and ARGV = want, min, max_wait_us, debt, host,
- * call id, lease, ret, capped, then per limit: count, period_us, burst.
+ * call id, lease, ret, capped, not_before_us (the turn no earlier: the
+ * calling host's own hold), jitter_us (a granted turn that much later,
+ * within max_wait_us, and counted then), then per limit: count,
+ * period_us, burst.
  * They reply {granted, wait_us, hosts, leased}: granted 0 is a denial and
  * wait_us then how long until `min` could be granted (-1: never). A grant
  * with wait_us > 0 is a reservation (on_deny = delay). `lease` asks for

@@ -6,7 +6,7 @@
 #define F_PADDED 0x08
 #define F_PRIORITY 0x20
 
-enum { FH, PADLEN, EXTRA, FRAG, SKIP };
+enum { FH, PADLEN, EXTRA, FRAG, SKIP, DATA };
 
 static const uint8_t empty[1];
 
@@ -14,6 +14,31 @@ void rl_h2f_init(struct rl_h2f *f, bool push_ok)
 {
     memset(f, 0, sizeof *f);
     f->push_ok = push_ok;
+}
+
+void rl_h2f_init_at(struct rl_h2f *f, bool push_ok, uint32_t skip)
+{
+    rl_h2f_init(f, push_ok);
+    f->settings_seen = true;
+    f->left = skip;
+    f->st = skip > 0 ? SKIP : FH;
+}
+
+/* After a DATA frame's padding length: its payload. Returns false if the
+ * padding does not fit. */
+static bool data_start(struct rl_h2f *f, const struct rl_h2f_ops *ops,
+                       void *ctx)
+{
+    if (f->padlen > f->left)
+        return false;
+    f->frag = f->left - f->padlen;
+    f->left = f->padlen;
+    f->st = DATA;
+    if (f->frag == 0) {
+        ops->data(ctx, f, empty, 0, true);
+        f->st = f->left > 0 ? SKIP : FH;
+    }
+    return true;
 }
 
 /* After padding length and priority/promised id: the fragment. Returns
@@ -82,6 +107,17 @@ static bool frame_begin(struct rl_h2f *f, const struct rl_h2f_ops *ops,
         return false;
     if (!ops->frame(ctx, f, start, here))
         return false;
+    if (f->type == RL_H2_DATA && ops->data != NULL) {
+        if (f->stream == 0)
+            return false;
+        if (f->flags & F_PADDED) {
+            if (f->len < 1)
+                return false;
+            f->st = PADLEN;
+            return true;
+        }
+        return data_start(f, ops, ctx);
+    }
     if (!block) {
         f->st = f->left > 0 ? SKIP : FH;
         return true;
@@ -100,6 +136,14 @@ static bool frame_begin(struct rl_h2f *f, const struct rl_h2f_ops *ops,
         return true;
     }
     return frag_start(f, ops, ctx, i);
+}
+
+size_t rl_h2f_left(const struct rl_h2f *f)
+{
+    if (f->st == FH)
+        return f->fhlen == 0 ? 0 : SIZE_MAX;
+    /* A fragment's bytes are counted apart from the padding after it. */
+    return f->st == FRAG || f->st == DATA ? (size_t)f->frag + f->left : f->left;
 }
 
 int rl_h2f_feed(struct rl_h2f *f, const uint8_t *buf, size_t n,
@@ -125,7 +169,10 @@ int rl_h2f_feed(struct rl_h2f *f, const uint8_t *buf, size_t n,
         case PADLEN:
             f->padlen = buf[i++];
             f->left--;
-            if (extra(f) > 0)
+            if (f->type == RL_H2_DATA) {
+                if (!data_start(f, ops, ctx))
+                    goto bad;
+            } else if (extra(f) > 0)
                 f->st = EXTRA;
             else if (!frag_start(f, ops, ctx, i))
                 goto bad;
@@ -150,6 +197,16 @@ int rl_h2f_feed(struct rl_h2f *f, const uint8_t *buf, size_t n,
                 }
                 f->st = f->left > 0 ? SKIP : FH;
             }
+            break;
+        }
+        case DATA: {
+            size_t take = n - i < f->frag ? n - i : f->frag;
+
+            f->frag -= (uint32_t)take;
+            ops->data(ctx, f, buf + i, take, f->frag == 0);
+            i += take;
+            if (f->frag == 0)
+                f->st = f->left > 0 ? SKIP : FH;
             break;
         }
         default: {

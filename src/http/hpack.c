@@ -81,6 +81,11 @@ static void field(struct rl_hpack_fields *f, const nghttp2_nv *nv)
             nv->value[2] >= '0' && nv->value[2] <= '9')
             f->status = (nv->value[0] - '0') * 100 +
                         (nv->value[1] - '0') * 10 + (nv->value[2] - '0');
+    } else if (is(nv, "user-agent")) {
+        keep(f->ua, sizeof f->ua, nv, NULL);
+    } else if (is(nv, "content-encoding")) {
+        f->coding_many = f->coding_many || f->coding[0] != '\0';
+        keep(f->coding, sizeof f->coding, nv, &f->coding_long);
     } else if (is(nv, "retry-after")) {
         keep(f->retry_after, sizeof f->retry_after, nv, NULL);
         f->has_retry_after = true;

@@ -23,8 +23,13 @@ struct rl_hpack_fields {
     char authority[RL_HTTP_NAME_MAX + 8]; /* room for ":port" */
     char host[RL_HTTP_NAME_MAX + 8];
     char retry_after[RL_HTTP_RETRY_AFTER_MAX + 1];
+    /* robots.txt's (SPEC §14): the request's User-Agent (cut), the
+     * response's Content-Encoding (cut: coding_long says so). */
+    char ua[RL_HTTP_UA_MAX + 1];
+    char coding[RL_HTTP_CODING_MAX + 1];
     int status;       /* :status, or 0 */
     bool has_retry_after;
+    bool coding_long, coding_many; /* coding_many: more than one field */
     bool authority_long, host_long;
 };
 

@@ -60,7 +60,7 @@ struct rl_http_sent {
     uint8_t slot;       /* into rl_httpconn.names, or RL_HTTP_NAMES: unknown */
     uint16_t gen;       /* the slot's generation when it was recorded */
     bool upgrade;       /* HTTP/1.x: it asked to upgrade (an Upgrade header) */
-    bool robots;        /* HTTP/1.x: GET /robots.txt (SPEC §14) */
+    bool robots;        /* GET /robots.txt (SPEC §14) */
 };
 
 struct rl_httpconn {

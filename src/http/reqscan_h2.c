@@ -1,7 +1,8 @@
 /* reqscan_h2.c — what the client's HTTP/2 frames start: a HEADERS frame on
  * a new odd stream opens a request (RFC 9113 §5.1.1); its header block is
- * decoded, on commit, for :method, :path and :authority. Trailers and
- * every other frame are not requests. */
+ * decoded, on commit, for :method, :path and :authority (and, for a GET
+ * of /robots.txt, its user-agent: SPEC §14). Trailers and every other
+ * frame are not requests. */
 #include <string.h>
 
 #include "http/reqscan_int.h"
@@ -49,6 +50,7 @@ static void block_end(void *ctx, const struct rl_h2f *f, size_t end)
     struct rl_req_event *e;
     uint8_t src = RL_NAME_UNKNOWN;
     uint16_t port = 0;
+    bool robots = false;
     char name[RL_HTTP_NAME_MAX + 1] = "";
 
     if (!s->hb_new)
@@ -61,6 +63,14 @@ static void block_end(void *ctx, const struct rl_h2f *f, size_t end)
 
         memcpy(s->cur.method, hf->method, sizeof s->cur.method);
         memcpy(s->cur.target, hf->path, sizeof s->cur.target);
+        /* RFC 9309's file, exactly: a query names another resource. */
+        robots = strcmp(hf->method, "GET") == 0 &&
+                 strcmp(hf->path, "/robots.txt") == 0;
+        if (robots) {
+            size_t n = strlen(hf->ua);
+
+            memcpy(s->conn->robots_ua, hf->ua, n + 1);
+        }
         if (!(auth ? hf->authority_long : hf->host_long) &&
             rl_http_authority(a, strlen(a), name, &port))
             src = RL_NAME_AUTHORITY;
@@ -84,7 +94,8 @@ static void block_end(void *ctx, const struct rl_h2f *f, size_t end)
         memcpy(s->last, name, sizeof name);
     if (c->commit) {
         struct rl_http_sent sent = {.stream_id = f->hb_stream,
-                                    .slot = RL_HTTP_NAMES};
+                                    .slot = RL_HTTP_NAMES,
+                                    .robots = robots};
 
         if (strcmp(s->cur.method, "HEAD") == 0)
             sent.method = RL_HTTP_M_HEAD;
@@ -97,7 +108,7 @@ static void block_end(void *ctx, const struct rl_h2f *f, size_t end)
     c->cur_ev = -1;
 }
 
-static const struct rl_h2f_ops ops = {frame, frag, block_end};
+static const struct rl_h2f_ops ops = {frame, frag, block_end, NULL};
 
 size_t rq_h2(struct rq_ctx *c, const uint8_t *buf, size_t n, size_t i)
 {

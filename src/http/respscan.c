@@ -79,10 +79,21 @@ static void status_event(struct ctx *c, size_t off, uint16_t status,
         e->has_retry_after = true;
         memcpy(e->retry_after, ra, strlen(ra) + 1);
     }
-    if (paired && sent->robots && c->s->proto == RL_HTTP_1) {
+    if (!paired || !sent->robots)
+        return;
+    e->robots = true;
+    if (c->s->proto == RL_HTTP_2) {
+        const struct rl_hpack_fields *hf = rl_hpack_fields(c->s->hp);
+
+        e->length = c->s->hb_end ? 0 : -1;
+        e->h2_skip = c->s->h2f.left;
+        if (hf->coding_many || hf->coding_long)
+            memcpy(e->coding, RL_RESP_CODINGS, sizeof RL_RESP_CODINGS);
+        else
+            memcpy(e->coding, hf->coding, strlen(hf->coding) + 1);
+    } else {
         const struct rl_respscan *s = c->s;
 
-        e->robots = true;
         e->chunked = s->te_seen && s->chunked;
         e->length = !s->te_seen && s->cl_seen ? (int64_t)s->fr.cl : -1;
         if (s->ce_many)
@@ -338,8 +349,12 @@ static bool h2_frame(void *ctx, const struct rl_h2f *f, size_t start,
 
     (void)start;
     (void)here;
-    if (f->type == RL_H2_HEADERS || f->type == RL_H2_PUSH_PROMISE)
+    if (f->type == RL_H2_HEADERS || f->type == RL_H2_PUSH_PROMISE) {
         c->s->hb_push = f->type == RL_H2_PUSH_PROMISE;
+        /* (Its CONTINUATION frames carry no END_STREAM of their own.) */
+        c->s->hb_end = f->type == RL_H2_HEADERS &&
+                       (f->flags & RL_H2_END_STREAM) != 0;
+    }
     return true;
 }
 
@@ -373,7 +388,8 @@ static void h2_block_end(void *ctx, const struct rl_h2f *f, size_t end)
                  hf->retry_after, hf->has_retry_after);
 }
 
-static const struct rl_h2f_ops h2_ops = {h2_frame, h2_frag, h2_block_end};
+static const struct rl_h2f_ops h2_ops = {h2_frame, h2_frag, h2_block_end,
+                                          NULL};
 
 static void h2_start(struct ctx *c, size_t off)
 {
@@ -559,4 +575,9 @@ bool rl_respscan_between(const struct rl_respscan *s)
     return ((s->st == RS_DETECT || s->st == RS_STATUS) && s->pre == 0 &&
             s->head_len == 0) ||
            s->st == RS_H2;
+}
+
+bool rl_respscan_h2_boundary(const struct rl_respscan *s)
+{
+    return s->st == RS_H2 && s->h2f.settings_seen && rl_h2f_left(&s->h2f) == 0;
 }

@@ -45,11 +45,15 @@ struct rl_resp_event {
     uint32_t stream_id; /* HTTP/2; 0 for HTTP/1.x */
     char retry_after[RL_HTTP_RETRY_AFTER_MAX + 1]; /* raw, trimmed */
     char name[RL_HTTP_NAME_MAX + 1]; /* the request's name, "" unknown */
-    /* It answers GET /robots.txt (HTTP/1.x; SPEC §14): how its body, from
-     * `offset` on, is framed and coded, for http/robots_body.h. */
+    /* It answers GET /robots.txt (SPEC §14): how its body, from `offset`
+     * on, is framed and coded, for http/robots_body.h. HTTP/2: the body
+     * is its stream's DATA, framed by the stream's end (length -1; 0
+     * when the HEADERS frame ended the stream: no DATA comes), the next
+     * frame `h2_skip` bytes after `offset` (http/h2body.h). */
     bool robots;
     bool chunked;   /* chunked; else `length` bytes */
-    int64_t length; /* -1: until the connection closes */
+    int64_t length; /* -1: until the connection (HTTP/2: stream) ends */
+    uint32_t h2_skip;
     /* Content-Encoding, trimmed ("": none); several, or a value longer
      * than RL_HTTP_CODING_MAX, is RL_RESP_CODINGS. */
     char coding[RL_HTTP_CODING_MAX + 1];
@@ -61,6 +65,9 @@ struct rl_respscan {
     struct rl_hpack *hp;
     uint8_t proto, st, pre, hdr, hname_len, ralen;
     bool hname_long, chunked, te_seen, cl_seen, ra_seen, hb_push;
+    /* HTTP/2: the open header block's HEADERS frame ended its stream (an
+     * answer with no body: an empty robots.txt is one). */
+    bool hb_end;
     bool ce_seen, ce_many;
     uint8_t celen;
     char ce[RL_HTTP_CODING_MAX + 1];
@@ -90,5 +97,9 @@ long rl_respscan_feed(struct rl_respscan *s, const uint8_t *buf, size_t n,
  * False once the stream is not HTTP, or while one response is part-read
  * (its body read until the close included). */
 bool rl_respscan_between(const struct rl_respscan *s);
+
+/* Is an HTTP/2 stream, its SETTINGS read, between two of the server's
+ * frames (where a frame of the shim's own may go)? */
+bool rl_respscan_h2_boundary(const struct rl_respscan *s);
 
 #endif

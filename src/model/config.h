@@ -167,6 +167,10 @@ struct rl_config {
     int fleet_fallback;   /* enum rl_fleet_fallback */
     struct rl_rule *rules; /* in file order */
     size_t nrules;
+    /* The shortest response_timeout of a section that obeys servers and
+     * lists backoff_on = timeout (0: none does): a request outstanding
+     * less long is not late, and without one no request is looked at. */
+    uint64_t response_timeout_ns;
     uint64_t hash; /* stable hash of what shapes the budgets: rules,
                       algorithms, limits, max_users (not of the text,
                       nor of on_deny/errno/to/log...: see

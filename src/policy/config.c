@@ -465,6 +465,7 @@ int rl_config_load_string(const char *text, const char *name,
         return -EINVAL;
     }
     cfg->hash = rl_cfg_hash(cfg);
+    rl_cfg_adapt_settle(cfg);
     *out = cfg;
     return 0;
 }

@@ -116,3 +116,20 @@ void rl_cfg_p_backoff_on(struct pstate *ps, const struct key *k, void *field,
     }
     *(uint32_t *)field = bits;
 }
+
+void rl_cfg_adapt_settle(struct rl_config *cfg)
+{
+    uint64_t least = 0;
+    for (size_t i = 0; i < cfg->nrules; i++) {
+        const struct rl_rule *r = &cfg->rules[i];
+        /* Only a section that obeys servers pauses (gate_pause.c). */
+        if (r->retry_after != RL_RETRY_AFTER_OBEY ||
+            r->nlimits[RL_KIND_REQUEST] == 0 ||
+            !(r->backoff_on & RL_BACKOFF_TIMEOUT))
+            continue;
+        uint64_t t = r->response_timeout_ns > 0 ? r->response_timeout_ns : 1;
+        if (least == 0 || t < least)
+            least = t;
+    }
+    cfg->response_timeout_ns = least;
+}

@@ -152,6 +152,10 @@ void rl_cfg_section_line(struct pstate *ps, const char *p);
  * fleet keys). */
 void rl_cfg_settle(struct pstate *ps);
 
+/* What the whole file says of SPEC §14's backoff, once its sections are
+ * read: cfg->response_timeout_ns. */
+void rl_cfg_adapt_settle(struct rl_config *cfg);
+
 /* config_sections.c: the hash of what shapes the budgets (config.h). */
 uint64_t rl_cfg_hash(const struct rl_config *c);
 

@@ -15,7 +15,10 @@ static __attribute__((noinline)) void
 decide_in_handler(struct rl_proc *p, const struct rl_connect_question *q,
                   struct rl_connect_answer *a)
 {
-    const struct rl_gate_q hq = {RL_KIND_CONNECT, q->sa, q->salen, 1, 0, 0};
+    /* Under the generation the covered check was of (the decision's one
+     * load, rl_decide_connect). */
+    const struct rl_gate_q hq = {RL_KIND_CONNECT, q->sa, q->salen, 1, 0, 0,
+                                 a->t.gen};
     uint64_t granted;
     int err = 0;
     a->t.now = 0;
@@ -114,17 +117,31 @@ charged_alike(const struct rl_proc *p, const struct rl_connect_question *q)
 }
 
 void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
-                       const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a)
 {
-    /* The file is looked at (SPEC §16) before the set-up is read. */
-    if (rl_reload_due(p))
-        (void)rl_reload_look(p);
+    const struct rl_connect_probe *probe = q->probe;
+    /* The file is looked at (SPEC §16) before the set-up is read, so
+     * this very decision uses what the look finds (a fork child's first
+     * connect is charged to its own cgroup). Never in a signal handler:
+     * a reload reads a file and allocates. The clock is read once: the
+     * look is due by the reading the gate decides at. */
+    uint64_t now = 0;
+    if (q->asker != RL_CONNECT_HANDLER) {
+        now = rl_clock_now_ns();
+        if (__builtin_expect(rl_reload_due_at(p, now), 0)) {
+            (void)rl_reload_look_at(p, now);
+            now = rl_clock_now_ns(); /* the look took its time */
+        }
+    }
+    /* The decision's one load of the config's generation (proc.h): the
+     * set-up read here and the gate's decision below are of one config. */
+    struct rl_gen *G = rl_proc_gen(p);
+    a->t.gen = G;
     /* The gate's set-up, read as rl_gate_charges_sends would (every
      * connect asks: no call). */
-    const struct rl_gate *g = &p->gate;
-    a->counts_requests = rl_proc_counts_requests(p);
-    bool covered = rl_gate_covers(p, q->sa, q->salen);
+    const struct rl_gate *g = &G->gate;
+    a->counts_requests = g->counts_requests;
+    bool covered = rl_gate_covers_in(p, G, q->sa, q->salen);
     /* With a connect-only quota, sends on the socket stay as cheap as on
      * any other fd. */
     a->matched = covered && g->charges_sends;
@@ -142,8 +159,9 @@ void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
         a->charged = a->act == RL_CONNECT_GO;
         return;
     }
-    bool go = rl_gate_connect(p, &a->t, q->call, q->fd, q->sa, q->salen) !=
-              RL_GATE_FAIL;
+    bool go = rl_gate_connect_now(&a->t, now) ||
+              rl_gate_connect_whole(p, &a->t, now, q->call, q->fd, q->sa,
+                                    q->salen) != RL_GATE_FAIL;
     a->act = go ? RL_CONNECT_GO : RL_CONNECT_FAIL;
     a->charged = go;
     /* The common connect: granted now, to the program. */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "policy/decide.h"
 #include "policy/gate.h"
 
 struct rl_proc;
@@ -85,6 +86,7 @@ enum rl_connect_asker {
  * connect: not charged again). `deadline`: the max_open wait's, from the answer
  * before (0 at first). */
 struct rl_connect_question {
+    struct rl_call head; /* RL_CALL_CONNECT: asked as rl_decide (decide.h) */
     const char *call; /* its name in log lines */
     int fd;
     const struct sockaddr *sa;
@@ -93,6 +95,9 @@ struct rl_connect_question {
     int asker; /* enum rl_connect_asker */
     bool charged;
     uint64_t deadline;
+    /* What the carrier answers about fd (NULL: a question that asks
+     * none: RL_CONNECT_FASTOPEN, RL_CONNECT_HANDLER). */
+    const struct rl_connect_probe *probe;
 };
 
 /* act, in the values of the hook's own verdicts (shim/hooks.h) and two
@@ -128,10 +133,9 @@ struct rl_connect_answer {
     struct rl_gate_ticket t;
 };
 
-/* Decide q, asking `probe` only when the answer depends on it. Fills
+/* Decide q, asking q->probe only when the answer depends on it. Fills
  * every member of *a that the act says is read. */
 void rl_decide_connect(struct rl_proc *p, const struct rl_connect_question *q,
-                       const struct rl_connect_probe *probe,
                        struct rl_connect_answer *a);
 
 /* After the real connect of fd (answered RL_CONNECT_GO, or deferred and

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policy/decide_request.h"
+#include "policy/awaited.h"
 #include "policy/gate.h"
 #include "policy/ready.h"
 #include "policy/proc.h"
@@ -44,6 +45,7 @@ void rl_request_conn_free(struct rl_reqconn *c)
 {
     if (c == NULL)
         return;
+    rl_awaited_leave(c);
     rl_reqconn_free(c);
     free(c);
 }
@@ -111,6 +113,7 @@ static void plain_write(const struct rl_request_question *q,
     w->how = RL_REQ_PLAIN;
     w->nonblocking = (q->flags & MSG_DONTWAIT) != 0;
     w->wire = -1;
+    w->pieces = false;
 }
 
 /* A request of c still unanswered past its response_timeout counts
@@ -119,10 +122,16 @@ static void plain_write(const struct rl_request_question *q,
 static void late_answers(struct rl_proc *p, struct rl_reqconn *c,
                          const struct rl_request_question *q)
 {
-    if (c->nsent == 0)
+    if (rl_gate_response_timeout(p) == 0)
         return;
-    const struct rl_reqread r = {q->fd, q->call, RL_READ_BYTES};
-    rl_reqconn_overdue(p, c, &r, rl_clock_now_ns());
+    uint64_t now = rl_clock_now_ns();
+    if (c->nsent > 0) {
+        const struct rl_reqread r = {q->fd, q->call, RL_READ_BYTES};
+        rl_reqconn_overdue(p, c, &r, now);
+    }
+    /* And those of the destination's other connections (awaited.h). */
+    rl_awaited_join(p, c);
+    rl_awaited_look(p, c, q->call, now);
 }
 
 static void decide_plain(struct rl_proc *p, struct rl_reqconn *c,
@@ -292,7 +301,8 @@ static void decide_tls(struct rl_proc *p, struct rl_reqconn *c,
     bool mem = q->fd < 0 && membio;
     const struct rl_reqwrite w = {q->fd, q->call, mem ? RL_REQ_WHOLE : q->how,
                                   nb || mem,
-                                  q->fd < 0 && !membio ? wire : -1};
+                                  q->fd < 0 && !membio ? wire : -1,
+                                  q->how == RL_REQ_PIECES};
     late_answers(p, c, q);
     rl_reqconn_plan(p, c, q->iov, q->n, &w, &a->p);
     if (mem && a->p.act == RL_GATE_FAIL && c->turn != 0 &&
@@ -336,6 +346,7 @@ static void write_of(const struct rl_request_question *q,
     w->how = q->how;
     w->nonblocking = false;
     w->wire = q->fd < 0 ? a->sock : -1;
+    w->pieces = q->how == RL_REQ_PIECES;
 }
 
 static void again(struct rl_proc *p, struct rl_reqconn *c,
@@ -421,33 +432,28 @@ bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
     rl_reqconn_let_go(c);
     return carrier == RL_CARRY_PLAIN && proto == RL_HTTP_NONE;
 }
-size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
-                         size_t n, bool peek, bool *left)
+size_t rl_request_madeup(struct rl_reqconn *c, int ask,
+                         const struct iovec *iov, size_t n, bool *left)
 {
-    *left = true; /* not had: asked again at the next read */
-    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
-        return 0;
-    size_t got = rl_reqconn_madeup(c, iov, n, peek, left);
+    if (left != NULL)
+        *left = true; /* not had: asked again at the next read */
+    if (!rl_reqconn_hold(c, ask == RL_MADEUP_DUE_NOW ? 0 : READ_WAIT_MAX_NS))
+        return ask == RL_MADEUP_DUE_NOW ? 1 : 0;
+    size_t got;
+    switch (ask) {
+    case RL_MADEUP_PENDING:
+        got = rl_reqconn_madeup_pending(c);
+        break;
+    case RL_MADEUP_DUE:
+    case RL_MADEUP_DUE_NOW:
+        got = rl_reqconn_madeup_due(c) ? 1 : 0;
+        break;
+    default:
+        got = rl_reqconn_madeup(c, iov, n, ask == RL_MADEUP_PEEK, left);
+        break;
+    }
     rl_reqconn_let_go(c);
     return got;
-}
-
-size_t rl_request_madeup_pending(struct rl_reqconn *c)
-{
-    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
-        return 0;
-    size_t n = rl_reqconn_madeup_pending(c);
-    rl_reqconn_let_go(c);
-    return n;
-}
-
-bool rl_request_madeup_due(struct rl_reqconn *c)
-{
-    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS))
-        return false;
-    bool due = rl_reqconn_madeup_due(c);
-    rl_reqconn_let_go(c);
-    return due;
 }
 
 /* Said once per process (a fork child's line would say the same); every

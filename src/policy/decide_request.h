@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "policy/decide.h"
 #include "policy/reqconn.h"
 
 struct rl_proc;
@@ -66,6 +67,7 @@ struct rl_request_probe {
 
 /* The question. */
 struct rl_request_question {
+    struct rl_call head; /* RL_CALL_REQUEST: asked as rl_decide (decide.h) */
     const char *call; /* its name in log lines */
     int carrier;      /* enum rl_carrier */
     int fd;           /* the socket (-1: the TLS library names none) */
@@ -83,6 +85,8 @@ struct rl_request_question {
      * its destination that came meanwhile holds it still (a new a.wake),
      * or fails it (a.act FAIL). */
     bool again;
+    /* rl_decide's: the connection rl_decide_request is handed as `c`. */
+    struct rl_reqconn *conn;
 };
 
 /* act beside RL_GATE_GO and RL_GATE_FAIL (policy/gate.h). */
@@ -115,7 +119,8 @@ struct rl_request_answer {
 };
 
 /* A connection to count the requests of, to `sa` (NULL: not known);
- * NULL when there is no memory. Freed by rl_request_conn_free. */
+ * NULL when there is no memory. Freed by rl_request_conn_free. The shim
+ * asks both through rl_policy_fd_event (RL_FDLIFE_CONN_*). */
 struct rl_reqconn *rl_request_conn_new(const struct sockaddr *sa,
                                        socklen_t len);
 void rl_request_conn_free(struct rl_reqconn *c);
@@ -142,16 +147,24 @@ bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
                          int carrier, const struct rl_reqread *r, bool lost,
                          const struct iovec *iov, size_t n, size_t got);
 
-/* on_deny = respond (SPEC §15): copy the made-up answer due on c into
- * iov[0..n) (taken unless `peek`). Returns the bytes (0: none due);
- * *left: answers still queued on c. */
-size_t rl_request_madeup(struct rl_reqconn *c, const struct iovec *iov,
-                         size_t n, bool peek, bool *left);
+/* on_deny = respond (SPEC §15): one question about the made-up answers
+ * queued on c, asked as `ask`. */
+enum rl_madeup_ask {
+    /* Copy the answer due into iov[0..n) and take it: returns the bytes
+     * (0: none due); *left: answers still queued on c. */
+    RL_MADEUP_TAKE = 0,
+    RL_MADEUP_PEEK,    /* the same, not taken */
+    RL_MADEUP_PENDING, /* its bytes, none copied (SSL_pending's share) */
+    RL_MADEUP_DUE,     /* 1 when one is due (the wait calls report it
+                          readable), else 0 */
+    /* The same, never waiting for another thread that holds c: 1 then
+     * (the caller holds a lock that thread may want). */
+    RL_MADEUP_DUE_NOW,
+};
 
-/* Bytes of the made-up answer due on c (SSL_pending's share). */
-size_t rl_request_madeup_pending(struct rl_reqconn *c);
-
-/* Is a made-up answer due on c (the wait calls report it readable)? */
-bool rl_request_madeup_due(struct rl_reqconn *c);
+/* iov, n and left are read only by TAKE and PEEK (left may be NULL
+ * otherwise). */
+size_t rl_request_madeup(struct rl_reqconn *c, int ask,
+                         const struct iovec *iov, size_t n, bool *left);
 
 #endif

@@ -19,6 +19,11 @@
  * asked of the kernel so far (each asked once at most). */
 struct asking {
     struct rl_proc *p;
+    /* The config's generation, loaded once for the whole decision: the
+     * checks before the gate's (max_bytes, needs_peer, the least grant)
+     * and the gate's own are of one config, whatever a reload does
+     * meanwhile (proc.h). */
+    struct rl_gen *G;
     const struct rl_send_question *q;
     struct rl_send_answer *a;
     uint64_t want, min; /* the bytes asked, and the least grant */
@@ -89,13 +94,13 @@ static void hold_after_denial(struct asking *k, uint64_t want, uint64_t min)
 {
     uint64_t chunk = min;
     if (min < want) {
-        uint64_t m = rl_gate_max_bytes(k->p);
+        uint64_t m = k->G->gate.max_bytes;
         uint64_t part = m == UINT64_MAX ? 1 : m / HOLD_PART;
         chunk = part > min ? part : min;
         if (chunk > want)
             chunk = want;
     }
-    uint64_t eta = rl_gate_send_eta(k->p, chunk);
+    uint64_t eta = rl_gate_send_eta_in(k->G, chunk);
     if (eta == 0 || eta == UINT64_MAX)
         return; /* free now (a refund), or never: nothing to wait for */
     if (rl_ready_hold(k->p, k->q->fd, rl_clock_now_ns() + eta) >= 0)
@@ -147,8 +152,9 @@ static bool claimed(struct asking *k)
 /* The least a stream send may be granted when it cannot go whole. */
 static uint64_t least_grant(struct asking *k)
 {
+    struct rl_gen *G = k->G;
     uint64_t min = k->min, want = k->want;
-    if (min < want && rl_gate_max_bytes(k->p) != UINT64_MAX) {
+    if (min < want && G->gate.max_bytes != UINT64_MAX) {
         /* A short grant only of a sizeable part (gate.h): else EAGAIN
          * and a hold until it is free. With 1 byte as the least, python
          * asyncio sends the few bytes refilled at each call and is never
@@ -156,9 +162,9 @@ static uint64_t least_grant(struct asking *k)
          * blocking socket keeps its short grants (a denial would fail
          * it). The fcntl only when the budget is short of that part (a
          * probe changes nothing) or a site may be. */
-        uint64_t least = rl_gate_send_least_nonblocking(k->p, want);
+        uint64_t least = rl_gate_send_least_nonblocking(G, want);
         if (least > min &&
-            (rl_sites_any(&k->p->sites) || rl_gate_send_eta(k->p, least) > 0) &&
+            (rl_sites_any(&G->sites) || rl_gate_send_eta_in(G, least) > 0) &&
             nonblocking(k))
             min = least;
     }
@@ -219,14 +225,14 @@ static void later_turn(struct asking *k)
 /* The bytes to ask for and the least grant (the question's min 0: a
  * stream send may be cut short, to the largest grant and at least 1 byte;
  * a datagram goes whole). */
-static void byte_range(const struct rl_proc *p,
+static void byte_range(const struct rl_gen *G,
                        const struct rl_send_question *q, uint64_t *want,
                        uint64_t *min)
 {
     *want = q->want;
     *min = q->min != 0 ? q->min : q->want;
     if (q->stream && q->min == 0) {
-        uint64_t cap = rl_gate_max_bytes(p);
+        uint64_t cap = G->gate.max_bytes;
         if (*want > cap)
             *want = cap;
         *min = 1;
@@ -246,7 +252,8 @@ decide_in_handler(struct rl_proc *p, const struct rl_send_question *q,
     struct rl_gate_q hq = {.kind = RL_KIND_SEND,
                            .sa = q->sa,
                            .salen = q->salen,
-                           .calls = q->calls};
+                           .calls = q->calls,
+                           .gen = rl_proc_gen(p)}; /* the one load */
     struct sockaddr_storage peer;
     if (q->stream || q->sa == NULL) {
         socklen_t len = 0;
@@ -256,7 +263,7 @@ decide_in_handler(struct rl_proc *p, const struct rl_send_question *q,
             hq.salen = len;
         }
     }
-    byte_range(p, q, &hq.bytes, &hq.bytes_min);
+    byte_range(hq.gen, q, &hq.bytes, &hq.bytes_min);
     uint64_t granted = 0;
     int err = 0;
     a->t.now = 0;
@@ -299,11 +306,11 @@ static void decide(struct asking *k)
     /* The whole question: a send without an address goes to the fd's
      * peer, asked of the kernel here, once, and only when the gate needs
      * it to decide. */
-    if (k->sa == NULL && rl_gate_needs_peer(p))
+    if (k->sa == NULL && k->G->gate.needs_peer)
         ask_peer(k);
     uint64_t least_calls = q->asker == RL_SEND_SUPERVISOR ? q->calls : 1;
-    a->act = rl_gate_send(p, &a->t, q->call, q->fd, k->sa, k->salen, q->calls,
-                          least_calls, k->want, min);
+    a->act = rl_gate_send_in(p, k->G, &a->t, q->call, q->fd, k->sa, k->salen,
+                             q->calls, least_calls, k->want, min);
     if (a->t.say_due) {
         /* A log line the rate limit admitted names the destination: the
          * peer is asked now only if the decision did not need it. */
@@ -321,9 +328,10 @@ static void decide(struct asking *k)
 static void asked_aside(struct rl_proc *p, const struct rl_send_question *q,
                         struct rl_send_answer *a)
 {
+    const struct rl_gen *G = rl_proc_gen(p); /* one load for both */
     bool yes = q->asker == RL_SEND_CLASSIFY
-                   ? rl_gate_charges_sends(p) &&
-                         rl_gate_covers(p, q->sa, q->salen)
+                   ? G->gate.charges_sends &&
+                         rl_gate_covers_in(p, G, q->sa, q->salen)
                    : leased(p, q, a);
     a->act = yes ? RL_GATE_GO : RL_DECIDE_NO;
 }
@@ -349,9 +357,14 @@ void rl_decide_send(struct rl_proc *p, const struct rl_send_question *q,
      * process that sends at all decides here often (a lease is small). */
     if (rl_reload_due(p))
         (void)rl_reload_look(p);
-    struct asking k = {
-        .p = p, .q = q, .a = a, .nb = -1, .sa = q->sa, .salen = q->salen};
-    byte_range(p, q, &k.want, &k.min);
+    struct asking k = {.p = p,
+                       .G = rl_proc_gen(p), /* the decision's one load */
+                       .q = q,
+                       .a = a,
+                       .nb = -1,
+                       .sa = q->sa,
+                       .salen = q->salen};
+    byte_range(k.G, q, &k.want, &k.min);
     decide(&k);
     if (a->act == RL_GATE_FAIL && q->fastopen != NULL)
         /* The denied call leaves nothing behind: its connect goes back

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "policy/decide.h"
 #include "policy/gate.h"
 
 struct rl_lease_holder;
@@ -78,6 +79,7 @@ enum rl_send_asker {
  * stream, whose `want` is then cut to the largest grant, all for a
  * datagram), to `sa` (NULL: the fd's peer). */
 struct rl_send_question {
+    struct rl_call head; /* RL_CALL_SEND: asked as rl_decide (decide.h) */
     const char *call; /* its name in log lines */
     int fd;
     int flags;
@@ -150,10 +152,12 @@ static inline bool rl_decide_send_charged(struct rl_proc *p,
                                           const struct sockaddr *sa,
                                           socklen_t salen)
 {
-    const struct rl_send_question q = {
-        .sa = sa, .salen = salen, .asker = RL_SEND_CLASSIFY};
+    const struct rl_send_question q = {.head = {RL_CALL_SEND},
+                                       .sa = sa,
+                                       .salen = salen,
+                                       .asker = RL_SEND_CLASSIFY};
     struct rl_send_answer a;
-    rl_decide_send(p, &q, &a);
+    rl_decide(p, &q.head, (union rl_answer){.send = &a});
     return a.act == RL_GATE_GO;
 }
 

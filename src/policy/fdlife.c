@@ -1,6 +1,7 @@
 /* fdlife.c — see fdlife.h. */
 #include "policy/fdlife.h"
 
+#include "policy/decide_request.h"
 #include "policy/open.h"
 #include "policy/proc.h"
 #include "policy/ready.h"
@@ -33,6 +34,15 @@ void rl_policy_fd_event(struct rl_proc *p, const struct rl_fd_event *ev)
         /* a dup is the same connection */
         if (o->on && ev->first != ev->last)
             rl_open_dup(o, (int)ev->first, (int)ev->last);
+        break;
+    case RL_FDLIFE_CONN_BEGUN: {
+        struct rl_reqconn *c = rl_request_conn_new(ev->sa, ev->salen);
+        *ev->conn = c;
+        break;
+    }
+    case RL_FDLIFE_CONN_OVER:
+        rl_request_conn_free(*ev->conn);
+        *ev->conn = NULL;
         break;
     }
 }

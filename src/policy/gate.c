@@ -79,7 +79,7 @@ static int claim(struct rl_gate *g, struct rl_store *st, struct budget *b)
     return 0;
 }
 
-static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
+static int open_store(struct rl_gen *G, const struct rl_config *c, char *why,
                       size_t whylen);
 
 /* Slots for max_open areas: one per budget of a section with max_open
@@ -125,11 +125,12 @@ static uint64_t arena_words(const struct rl_config *cfg)
 int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
                  const struct rl_identity *id, char *why, size_t whylen)
 {
-    struct rl_gate *g = &p->gate;
-    g->cfg = c;
-    g->max_bytes = UINT64_MAX;
-    g->refill_10ms = UINT64_MAX;
-    /* SPEC §9: the environment wins, so a test needs no config edit. */
+    /* The first set-up fills the generation the process starts with. */
+    if (rl_proc_gen(p) == NULL)
+        atomic_store_explicit(&p->gen, &p->gen0, memory_order_release);
+    /* SPEC §9: the environment wins, so a test needs no config edit.
+     * The decision log is the process's, set up once: threads read it
+     * while a reload builds a generation, so an edit does not move it. */
     const char *dlog = secure_getenv("RLSHIM_DECISION_LOG");
     if (dlog == NULL)
         dlog = c->decision_log;
@@ -137,17 +138,44 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
         rl_log_stderr("decision_log %s: not an absolute path, or too long: "
                       "decisions are not logged",
                       dlog);
+    return rl_gate_init_gen(p, rl_proc_gen(p), c, id, why, whylen);
+}
+
+/* The fleet is set up once a process, by its first set-up: a reload
+ * (reload.c follows only an edit that leaves the fleet's settings alone)
+ * writes nothing in it, since other threads use it meanwhile. A
+ * generation whose user's budget has another label names it in each call
+ * instead (fleet_named). */
+static int fleet_init(struct rl_proc *p, struct rl_gate *g,
+                      const struct rl_config *c)
+{
+    int r = c->fleet == NULL || p->fleet.on
+                ? 0
+                : rl_fleet_init(&p->fleet, c, g->label);
+    g->fleet_named = r == 0 && c->fleet != NULL &&
+                     strcmp(g->label, p->fleet.label) != 0;
+    return r;
+}
+
+int rl_gate_init_gen(struct rl_proc *p, struct rl_gen *G,
+                     const struct rl_config *c, const struct rl_identity *id,
+                     char *why, size_t whylen)
+{
+    struct rl_gate *g = &G->gate;
+    g->cfg = c;
+    g->max_bytes = UINT64_MAX;
+    g->refill_10ms = UINT64_MAX;
     g->rule = rl_config_find_rule(c, id->has_key ? id->key : NULL, id->uid,
                                   id->has_login ? id->login : NULL);
     char caller[RL_IDENTITY_MAX + 16];
     const char *who = rl_identity_user(id, caller, sizeof caller);
     snprintf(g->user, sizeof g->user, "%s", who);
     const struct rl_rule *rule = g->rule;
-    if (rl_sites_setup(&p->sites, c, who) < 0 ||
-        rl_dests_setup(&p->dests, c) < 0)
+    if (rl_sites_setup(&G->sites, c, who) < 0 ||
+        rl_dests_setup(&G->dests, c) < 0)
         return -ENOMEM;
     /* Fixed from here on: whether a send's destination is needed. */
-    g->needs_peer = rl_sites_any(&p->sites) || rl_dests_any(&p->dests) ||
+    g->needs_peer = rl_sites_any(&G->sites) || rl_dests_any(&G->dests) ||
                     rl_declog_enabled(&p->declog);
     for (size_t j = 0; j < c->nrules; j++)
         if (c->rules[j].max_open > 0 &&
@@ -179,25 +207,25 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
     if (rule == NULL) {
         g->deny_all = c->unknown == RL_UNKNOWN_DENY;
         g->active = g->deny_all;
-        g->charges_sends = g->deny_all || rl_sites_charge_sends(&p->sites);
-        if (!rl_sites_any(&p->sites))
+        g->charges_sends = g->deny_all || rl_sites_charge_sends(&G->sites);
+        if (!rl_sites_any(&G->sites))
             return 0;
         (void)rl_ownerlock_self();
-        (void)rl_fleet_init(&p->fleet, c, ""); /* the sites' fleet budgets */
-        return open_store(p, c, why, whylen); /* for the sites' budgets */
+        fleet_init(p, g, c); /* the sites' fleet budgets */
+        return open_store(G, c, why, whylen); /* for the sites' budgets */
     }
     g->charges_sends = rule->nlimits[RL_KIND_SEND] > 0 ||
                        rule->nlimits[RL_KIND_SEND_BYTES] > 0 ||
-                       rl_sites_charge_sends(&p->sites);
+                       rl_sites_charge_sends(&G->sites);
     /* Run the window lock's one-time setup (pthread_once) now, so that no
      * decision runs it inside a frame a signal handler interrupted. */
     (void)rl_ownerlock_self();
-    rl_lease_setup(p);
+    rl_lease_setup(p, &G->gate);
     /* A call charged to a site or per destination is decided on its own,
      * exactly: a lease of the rule's units would skip the other budget.
      * The decision log has one line per call: no call goes unseen in a
      * lease. */
-    if (rl_sites_any(&p->sites) || rl_rule_per_dest(rule) ||
+    if (rl_sites_any(&G->sites) || rl_rule_per_dest(rule) ||
         rl_declog_enabled(&p->declog))
         g->lease.on = false;
     g->slot_tag = rl_budget_label(rule, rl_budget_user(rule, who), g->label,
@@ -207,28 +235,28 @@ int rl_gate_init(struct rl_proc *p, const struct rl_config *c,
      * but the host's lease of fleet units, on the same terms (no dry
      * run, no site, no per-destination budget, no decision log). */
     bool fleet_leasable =
-        !rule->dry_run && !c->dry_run && !rl_sites_any(&p->sites) &&
+        !rule->dry_run && !c->dry_run && !rl_sites_any(&G->sites) &&
         !rl_rule_per_dest(rule) && !rl_declog_enabled(&p->declog) &&
         rl_fleet_leasable(rule);
-    if (rl_fleet_init(&p->fleet, c, g->label) == 0 &&
-        rl_fleet_decides(&p->fleet, rule)) {
+    if (fleet_init(p, g, c) == 0 && rl_fleet_decides(&p->fleet, rule)) {
         g->lease.on = false;
-        g->fleet_lease = fleet_leasable;
+        /* The host's lease is kept under the fleet's own label. */
+        g->fleet_lease = fleet_leasable && !g->fleet_named;
     }
     /* As rl_gate_charges and take() would find: the rule's budget only. */
-    g->connect_alone = !rl_sites_any(&p->sites) && !rl_dests_any(&p->dests) &&
+    g->connect_alone = !rl_sites_any(&G->sites) && !rl_dests_any(&G->dests) &&
                        rule->nlimits[RL_KIND_CONNECT] == 1 &&
                        rule->max_open == 0 && !rl_declog_enabled(&p->declog) &&
                        !rl_fleet_decides(&p->fleet, rule);
-    return open_store(p, c, why, whylen);
+    return open_store(G, c, why, whylen);
 }
 
 /* Open the store and claim the rule's slot (with only sites, the budget
  * holds the store and no slot of its own). */
-static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
+static int open_store(struct rl_gen *G, const struct rl_config *c, char *why,
                       size_t whylen)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gate *g = &G->gate;
     uint32_t nsites = 0;
     for (size_t i = 0; i < c->nrules; i++)
         nsites += c->rules[i].site != NULL;
@@ -241,7 +269,7 @@ static int open_store(struct rl_proc *p, const struct rl_config *c, char *why,
         .nslots = c->max_users * (1 + nsites) + (uint32_t)c->nrules +
                   rl_dests_slots(c) + open_slots(c),
         .arena_words = arena_words(c) + rl_sites_arena_words(c) +
-                       rl_dests_arena_words(&p->dests, c) +
+                       rl_dests_arena_words(&G->dests, c) +
                        (uint64_t)open_slots(c) * RL_OPEN_WORDS,
         .max_period_ns = max_period_ns(c),
     };
@@ -267,49 +295,54 @@ fail:
 
 void rl_gate_atfork_child(struct rl_proc *p)
 {
-    atomic_flag_clear_explicit(&p->gate.reopening, memory_order_relaxed);
+    struct rl_gen *G = rl_proc_gen(p);
+    atomic_flag_clear_explicit(&G->gate.reopening, memory_order_relaxed);
 }
 
 bool rl_gate_charges_sends(const struct rl_proc *p)
 {
-    return p->gate.charges_sends;
+    struct rl_gen *G = rl_proc_gen(p);
+    return G->gate.charges_sends;
 }
 
 bool rl_gate_active(const struct rl_proc *p)
 {
-    return p->gate.active;
+    struct rl_gen *G = rl_proc_gen(p);
+    return G->gate.active;
 }
 
-uint64_t rl_gate_max_bytes(const struct rl_proc *p)
+uint64_t rl_gate_send_least(const struct rl_gen *G, uint64_t want)
 {
-    return p->gate.max_bytes;
-}
-
-uint64_t rl_gate_send_least(const struct rl_proc *p, uint64_t want)
-{
-    uint64_t m = p->gate.max_bytes;
+    uint64_t m = G->gate.max_bytes;
     uint64_t least = m / 16 > 0 ? m / 16 : 1;
     return least < want ? least : want;
 }
 
-uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want)
+uint64_t rl_gate_send_least_nonblocking(const struct rl_gen *G, uint64_t want)
 {
-    uint64_t least = rl_gate_send_least(p, want);
-    uint64_t r = p->gate.refill_10ms > 0 ? p->gate.refill_10ms : 1;
+    uint64_t least = rl_gate_send_least(G, want);
+    uint64_t r = G->gate.refill_10ms > 0 ? G->gate.refill_10ms : 1;
     return r < least ? r : least;
 }
 
 bool rl_gate_needs_peer(const struct rl_proc *p)
 {
-    return p->gate.needs_peer;
+    struct rl_gen *G = rl_proc_gen(p);
+    return G->gate.needs_peer;
 }
 
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 {
-    const struct rl_gate *g = &p->gate;
-    if (rl_sites_any(&p->sites) && !g->deny_all &&
+    return rl_gate_covers_in(p, rl_proc_gen(p), sa, salen);
+}
+
+bool rl_gate_covers_in(struct rl_proc *p, const struct rl_gen *G,
+                       const void *sa, unsigned salen)
+{
+    const struct rl_gate *g = &G->gate;
+    if (rl_sites_any(&G->sites) && !g->deny_all &&
         (g->rule == NULL || !rl_rule_covers(&p->names, g->rule, sa, salen)))
-        return rl_sites_pick(&p->sites, &p->names, sa, salen) >= 0;
+        return rl_sites_pick(&G->sites, &p->names, sa, salen) >= 0;
     if (g->rule != NULL)
         return rl_rule_covers(&p->names, g->rule, sa, salen);
     if (!g->deny_all || sa == NULL || salen < sizeof(sa_family_t))
@@ -320,9 +353,10 @@ bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen)
 
 bool rl_gate_connects_alike(const struct rl_proc *p)
 {
-    const struct rl_rule *rule = p->gate.rule;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_rule *rule = G->gate.rule;
     return rule != NULL && rule->nto == 0 && !rl_rule_per_dest(rule) &&
-           !rl_sites_any(&p->sites) && !p->open.on;
+           !rl_sites_any(&G->sites) && !p->open.on;
 }
 
 /* The budget to charge: the current one, re-opened and re-claimed when
@@ -379,6 +413,17 @@ void rl_gate_count(struct rl_gate *g, const struct rl_rule *sec,
         rl_add_relaxed_u64(counter(b, kind, stat), n);
 }
 
+void rl_gate_count_responded(struct rl_gate *g, const struct rl_rule *sec,
+                             struct budget *b, uint64_t n)
+{
+    if (n == 0)
+        return;
+    if (__builtin_expect(g->report.on, 0))
+        rl_report_add_responded(&g->report, sec, n);
+    if (b != NULL)
+        rl_store_count_responded(&b->slot, n);
+}
+
 void rl_gate_uncount(struct rl_gate *g, const struct rl_rule *sec,
                      struct budget *b, int kind, int stat, uint64_t n)
 {
@@ -430,13 +475,23 @@ int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
                  int fd, const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
 {
-    if (p->gate.fleet_lease && calls == 1 && fleet_leased(&p->gate, bytes)) {
+    return rl_gate_send_in(p, rl_proc_gen(p), t, call, fd, sa, salen, calls,
+                           calls_min, bytes, bytes_min);
+}
+
+int rl_gate_send_in(struct rl_proc *p, struct rl_gen *G,
+                    struct rl_gate_ticket *t, const char *call, int fd,
+                    const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min)
+{
+    t->gen = G; /* the decision's one load, the caller's */
+    if (G->gate.fleet_lease && calls == 1 && fleet_leased(&G->gate, bytes)) {
         rl_gate_ticket_init(t, 0, 1, bytes);
         t->leased = true;
         return RL_GATE_GO;
     }
-    if (p->gate.lease.on && calls == 1) {
-        struct rl_lease_holder *h = rl_lease_take(p, bytes);
+    if (G->gate.lease.on && calls == 1) {
+        struct rl_lease_holder *h = rl_lease_take(p, G, bytes);
         if (h != NULL) {
             rl_lease_stamp(h);
             /* Nothing to sleep, nothing logged. */
@@ -449,21 +504,23 @@ int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
          * never holds units while its own calls wait or are denied. */
         rl_lease_drop(p);
     }
-    return rl_gate_send_at(p, t, rl_clock_now_ns(), call, fd, sa, salen, calls,
-                           calls_min, bytes, bytes_min);
+    return rl_gate_send_loaded_at(p, t, rl_clock_now_ns(), call, fd, sa, salen,
+                                  calls, calls_min, bytes, bytes_min);
 }
 
 void rl_gate_report_enable(struct rl_proc *p)
 {
+    struct rl_gen *G = rl_proc_gen(p);
     /* Each site's counts apart; without the memory, with the rule's. */
-    if (p->gate.cfg != NULL)
-        (void)rl_report_setup(&p->gate.report, p->gate.cfg);
-    p->gate.report.on = true;
+    if (G->gate.cfg != NULL)
+        (void)rl_report_setup(&G->gate.report, G->gate.cfg);
+    G->gate.report.on = true;
 }
 
 void rl_gate_finish(struct rl_proc *p)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = rl_proc_gen(p);
+    struct rl_gate *g = &G->gate;
     if (g->cfg == NULL)
         return;
     rl_lease_finish(p);
@@ -484,33 +541,40 @@ void rl_gate_finish(struct rl_proc *p)
 
 uint64_t rl_gate_send_leased(struct rl_proc *p, uint64_t len, bool stream)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = rl_proc_gen(p);
+    struct rl_gate *g = &G->gate;
     uint64_t want = rl_gate_send_want(g, len, stream);
     if (want == 0)
         return 0;
     if (g->fleet_lease)
         return fleet_leased(g, want) ? want : 0;
-    struct rl_lease_holder *h = g->lease.on ? rl_lease_take(p, want) : NULL;
+    struct rl_lease_holder *h = g->lease.on ? rl_lease_take(p, G, want) : NULL;
     rl_gate_send_leased_done(h);
     return h != NULL ? want : 0;
 }
 
 void rl_gate_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
-    if (p->gate.fleet_lease)
-        rl_gate_fleet_lease_refund(&p->gate, calls, bytes);
+    struct rl_gen *G = rl_proc_gen(p);
+    if (G->gate.fleet_lease)
+        rl_gate_fleet_lease_refund(&G->gate, calls, bytes);
     else
         rl_lease_refund(p, calls, bytes);
 }
 
 uint64_t rl_gate_send_eta(struct rl_proc *p, uint64_t bytes)
 {
-    const struct rl_rule *rule = p->gate.rule;
+    return rl_gate_send_eta_in(rl_proc_gen(p), bytes);
+}
+
+uint64_t rl_gate_send_eta_in(const struct rl_gen *G, uint64_t bytes)
+{
+    const struct rl_rule *rule = G->gate.rule;
     if (rule == NULL)
-        return p->gate.deny_all ? UINT64_MAX : 0;
+        return G->gate.deny_all ? UINT64_MAX : 0;
     /* The user's own budget (not a site's: a held socket is woken when
      * its rule's budget allows, and asks again if a site still says no). */
-    struct budget *b = atomic_load_explicit(&p->gate.cur, memory_order_acquire);
+    struct budget *b = atomic_load_explicit(&G->gate.cur, memory_order_acquire);
     if (b == NULL)
         return 0;
     uint64_t now = rl_clock_now_ns(), eta = 0;

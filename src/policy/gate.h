@@ -91,6 +91,10 @@ struct rl_gate_ticket {
     uint64_t bytes;    /* `send_bytes` units granted */
     uint64_t retry_ns; /* RL_GATE_FAIL: ns until the denied units could
                           go (UINT64_MAX: never, or not known) */
+    /* The config's generation the decision loaded once at its start
+     * (policy/proc.h's rl_proc_gen) and its every step and its settle
+     * use: set by each entry that starts a decision. */
+    struct rl_gen *gen;
     /* Zero-filled by rl_gate_ticket_init, from wait_ns up to charge[]:
      * kept small and packed, as every connect's decision fills it. */
     uint64_t wait_ns; /* sleep until now + wait_ns before the call */
@@ -104,7 +108,7 @@ struct rl_gate_ticket {
      * the hook writes it with rl_gate_say_peer. */
     bool say_due;
     /* A connect the rule's lone connect limit granted at once
-     * (gate_decide.c's connect_now): no charges (ncharges 0), but the
+     * (rl_gate_connect_now): no charges (ncharges 0), but the
      * budget in charge[0].budget and the grant's stamp in
      * charge[0].v[0][0], so that rl_gate_refund gives its unit back as
      * it would a charge's. */
@@ -122,6 +126,9 @@ struct rl_gate_ticket {
     /* rl_gate_request_again: the earlier turn the request gives up (the
      * decision log's moved_ns); 0 otherwise. */
     uint64_t moved_ns;
+    /* A request's jitter (SPEC §14) where a fleet budget counts it: Redis
+     * moves the turn it grants that much later (gate_decide.c); 0: none. */
+    uint64_t fleet_jitter_ns;
     /* RL_GATE_FAIL of a request that q->respond lets the carrier answer
      * (on_deny = respond): the Retry-After to give, whole seconds in ns,
      * at least one second; 0 otherwise. respond_by: the section whose
@@ -145,6 +152,14 @@ struct rl_gate_ticket {
 int rl_gate_init(struct rl_proc *p, const struct rl_config *cfg,
                  const struct rl_identity *id, char *why, size_t whylen);
 
+/* The same set-up into G, a generation not yet published (a reload's,
+ * policy/reload.c): the per-process state it touches (the decision
+ * log's file, max_open's map, the fleet, the leases' key) is p's. */
+struct rl_gen;
+int rl_gate_init_gen(struct rl_proc *p, struct rl_gen *G,
+                     const struct rl_config *cfg,
+                     const struct rl_identity *id, char *why, size_t whylen);
+
 /* Is anything enforced for this process (a rule, or unknown = deny)? */
 bool rl_gate_active(const struct rl_proc *p);
 
@@ -156,6 +171,10 @@ bool rl_gate_charges_sends(const struct rl_proc *p);
 /* Does the process's rule cover this destination (AF_INET/AF_INET6 only,
  * IPv4-mapped IPv6 as IPv4)? */
 bool rl_gate_covers(struct rl_proc *p, const void *sa, unsigned salen);
+/* The same under G, the generation the caller's decision loaded. */
+struct rl_gen;
+bool rl_gate_covers_in(struct rl_proc *p, const struct rl_gen *G,
+                       const void *sa, unsigned salen);
 
 /* Is every inet connect charged alike whatever address it names, and
  * nothing kept per connection: a rule without `to`, no site, no
@@ -165,6 +184,18 @@ bool rl_gate_connects_alike(const struct rl_proc *p);
 
 /* A new stream connection attempt to `sa` (covered). `call` and `fd` name
  * the call in a log line. */
+/* rl_gate_connect_at in its two steps, for a caller that has loaded
+ * t->gen (its decision's one load, policy/proc.h's rl_proc_gen) and read
+ * the clock itself (the reading its reload look was due by); two calls
+ * rather than one so that the common connect passes through no frame that
+ * only holds the call's words for the second step. First the common
+ * connect: charged to the rule alone, which its one limit grants now,
+ * taken and counted (t says go). false: nothing was taken, and
+ * rl_gate_connect_whole decides it (waits, denies, logs). */
+bool rl_gate_connect_now(struct rl_gate_ticket *t, uint64_t now);
+int rl_gate_connect_whole(struct rl_proc *p, struct rl_gate_ticket *t,
+                          uint64_t now, const char *call, int fd,
+                          const void *sa, unsigned salen);
 int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,
                     const char *call, int fd, const void *sa, unsigned salen);
 int rl_gate_connect_at(struct rl_proc *p, struct rl_gate_ticket *t,
@@ -212,6 +243,20 @@ bool rl_gate_needs_peer(const struct rl_proc *p);
 int rl_gate_send(struct rl_proc *p, struct rl_gate_ticket *t, const char *call,
                  int fd, const void *sa, unsigned salen, uint64_t calls,
                  uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+/* rl_gate_send under generation G, which the caller loaded once for its
+ * whole decision (proc.h's rl_proc_gen): its checks before the gate's and
+ * the gate's own are of one config. */
+struct rl_gen;
+int rl_gate_send_in(struct rl_proc *p, struct rl_gen *G,
+                    struct rl_gate_ticket *t, const char *call, int fd,
+                    const void *sa, unsigned salen, uint64_t calls,
+                    uint64_t calls_min, uint64_t bytes, uint64_t bytes_min);
+/* rl_gate_send_at under t->gen, loaded by the caller. */
+int rl_gate_send_loaded_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                           uint64_t now, const char *call, int fd,
+                           const void *sa, unsigned salen, uint64_t calls,
+                           uint64_t calls_min, uint64_t bytes,
+                           uint64_t bytes_min);
 int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                     const char *call, int fd, const void *sa, unsigned salen,
                     uint64_t calls, uint64_t calls_min, uint64_t bytes,
@@ -268,6 +313,12 @@ int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
  * each (SPEC §11), never one for all that a burst smaller than them
  * refuses, and that would count as denied. */
 bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q);
+
+/* Would every budget that charges q (none dry-run) answer a request over
+ * it (on_deny = respond, SPEC §15)? Decides and takes nothing: a TLS
+ * write of several HTTP/2 streams then has each decided and answered
+ * apart, not all refused together. */
+bool rl_gate_request_responds(struct rl_proc *p, const struct rl_gate_req *q);
 
 /* A request that rl_gate_request granted a later turn, decided again at
  * that turn (`turn`, CLOCK_MONOTONIC ns; `now` at or after it), q as it
@@ -337,6 +388,9 @@ struct rl_gate_q {
     const void *sa;
     unsigned salen;
     uint64_t calls, bytes, bytes_min;
+    /* The generation the caller's decision loaded for its own checks
+     * (proc.h's rl_proc_gen), decided under; NULL: loaded here. */
+    struct rl_gen *gen;
 };
 
 /* Decide q with async-signal-safe steps only (gate_signal.c says which):
@@ -358,7 +412,7 @@ void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
 void rl_gate_atfork_child(struct rl_proc *p);
 
 /* The hot path of a send of one call and `len` bytes (a stream send may
- * be cut to rl_gate_max_bytes()): the units come out of the calling
+ * be cut to the gate's max_bytes): the units come out of the calling
  * thread's lease (policy/lease.c), with no clock read but the coarse one,
  * one uncontended CAS on a cache line of the thread's own, nothing
  * logged. Returns the bytes granted, or 0 when the lease cannot
@@ -387,22 +441,20 @@ void rl_gate_finish(struct rl_proc *p);
  * calls of non-blocking sockets (policy/ready.h). */
 #define RL_GATE_ETA_RETRY_NS 10000000u
 uint64_t rl_gate_send_eta(struct rl_proc *p, uint64_t bytes);
-
-/* The largest stream send that can ever be granted at once (the smallest
- * send_bytes burst), UINT64_MAX when bytes are not limited. */
-uint64_t rl_gate_max_bytes(const struct rl_proc *p);
+/* The same under generation G, the caller's decision's one load. */
+uint64_t rl_gate_send_eta_in(const struct rl_gen *G, uint64_t bytes);
 
 /* The least part of a stream send worth granting when it cannot go whole:
- * 1/16 of rl_gate_max_bytes() (at least 1), capped at `want`. With 1
+ * 1/16 of the gate's max_bytes (at least 1), capped at `want`. With 1
  * byte as the least, a client that comes back a few microseconds after a
  * short grant gets the few bytes refilled meanwhile, call after call: a
  * busy loop of tiny sends, never a wait. */
-uint64_t rl_gate_send_least(const struct rl_proc *p, uint64_t want);
+uint64_t rl_gate_send_least(const struct rl_gen *G, uint64_t want);
 
 /* The same for a non-blocking socket, which is held, not put to sleep,
  * when denied: no more than the slowest byte rate refills in 10 ms
  * either. A client that comes back sooner than that is denied and held;
  * a slow budget's last bytes (or a refund) are granted as they are. */
-uint64_t rl_gate_send_least_nonblocking(const struct rl_proc *p, uint64_t want);
+uint64_t rl_gate_send_least_nonblocking(const struct rl_gen *G, uint64_t want);
 
 #endif

@@ -104,7 +104,9 @@ static bool not_here(struct rl_gate_ticket *t, const struct rl_rule *r)
 bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
                           struct budget *b, struct rl_peer *peer, int kind)
 {
-    const struct rl_gate *g = &p->gate;
+    (void)p; /* the ticket carries the decision's generation */
+    struct rl_gen *G = t->gen;
+    const struct rl_gate *g = &G->gate;
     const struct rl_rule *rule = g->rule;
     /* The destination's name is looked up at most once for every `to`
      * and per-destination budget below. */
@@ -114,10 +116,10 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
         rl_dests_cover_peer(rule->to, rule->nto, peer, pname)) {
         if (rl_rule_per_dest(rule)) {
             namelen = rl_dests_peer_name(peer, name);
-            keylen = rl_dests_key(&p->dests, rule->per, peer, name, namelen,
+            keylen = rl_dests_key(&G->dests, rule->per, peer, name, namelen,
                                   key);
             const char *owner = rl_budget_user(rule, g->user);
-            if (!add_dest(&p->dests, t, b, rule, owner, key, keylen)) {
+            if (!add_dest(&G->dests, t, b, rule, owner, key, keylen)) {
                 if (t->handler)
                     return not_here(t, rule);
                 /* No room at all: the rule's own (in Redis, still the
@@ -128,15 +130,15 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
             add_budget(g, t, b);
         }
     }
-    int si = rl_sites_pick_peer(&p->sites, peer, pname);
+    int si = rl_sites_pick_peer(&G->sites, peer, pname);
     struct budget *sb = NULL;
     if (si >= 0) {
         /* A site's budget never charged in this process yet is claimed
          * (and allocated for) only outside a handler. */
-        sb = t->handler ? rl_sites_budget_now(&p->sites, si, b->store)
-                        : rl_sites_budget(&p->sites, si, b->store);
+        sb = t->handler ? rl_sites_budget_now(&G->sites, si, b->store)
+                        : rl_sites_budget(&G->sites, si, b->store);
         if (sb == NULL && t->handler)
-            return not_here(t, rl_sites_rule(&p->sites, si));
+            return not_here(t, rl_sites_rule(&G->sites, si));
     }
     if (sb != NULL && (kind < 0 || sb->rule->nlimits[kind] > 0)) {
         if (!rl_rule_per_dest(sb->rule)) {
@@ -144,9 +146,9 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
         } else {
             if (namelen == 0)
                 namelen = rl_dests_peer_name(peer, name);
-            keylen = rl_dests_key(&p->dests, sb->rule->per, peer, name,
+            keylen = rl_dests_key(&G->dests, sb->rule->per, peer, name,
                                   namelen, key);
-            if (!add_dest(&p->dests, t, sb, sb->rule, g->user, key, keylen)) {
+            if (!add_dest(&G->dests, t, sb, sb->rule, g->user, key, keylen)) {
                 if (t->handler)
                     return not_here(t, sb->rule);
                 fleet_dest(t, add_budget(g, t, sb), g->user, key, keylen);
@@ -170,7 +172,7 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
             c->budget->store == NULL)
             continue;
         keylen =
-            rl_dests_key(&p->dests, c->rule->per, peer, name, namelen, key);
+            rl_dests_key(&G->dests, c->rule->per, peer, name, namelen, key);
         if (t->dest != NULL && !told) {
             memcpy(t->dest, key, keylen);
             t->dest[keylen] = '\0';
@@ -190,7 +192,8 @@ bool rl_gate_charges_peer(struct rl_proc *p, struct rl_gate_ticket *t,
 bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
                      const void *sa, unsigned salen)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     const struct rl_rule *rule = g->rule;
     /* In a handler, the budget as it is: re-opening a replaced segment
      * allocates. */
@@ -200,7 +203,7 @@ bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
     t->ncharges = 0;
     if (b == NULL)
         return true;
-    if (!rl_sites_any(&p->sites) && !rl_dests_any(&p->dests)) {
+    if (!rl_sites_any(&G->sites) && !rl_dests_any(&G->dests)) {
         add_budget(g, t, b); /* the hook asked rl_gate_covers */
         return true;
     }
@@ -239,10 +242,14 @@ bool rl_gate_request_peer(struct rl_proc *p, const struct rl_gate_req *q,
     return true;
 }
 
-bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
+/* Does every budget that charges q (none dry-run) refuse a request over
+ * it with on_deny `how`? Decides and takes nothing. */
+static bool every_charge(struct rl_proc *p, const struct rl_gate_req *q,
+                         int how)
 {
-    struct rl_gate *g = &p->gate;
-    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+    struct rl_gen *G = rl_proc_gen(p);
+    struct rl_gate *g = &G->gate;
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&G->sites)))
         return false;
     struct budget *b = rl_gate_budget(g);
     struct rl_peer peer;
@@ -252,23 +259,35 @@ bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
     struct rl_gate_ticket t;
     char dest[RL_NAME_MAX + 1];
     rl_gate_ticket_init(&t, rl_clock_now_ns(), q->units, 0);
+    t.gen = G;
     t.dest = dest;
     rl_gate_charges_peer(p, &t, b, &peer, RL_KIND_REQUEST);
     for (unsigned i = 0; i < t.ncharges; i++) {
         const struct rl_rule *r = t.charge[i].rule;
-        if (r->on_deny != RL_DENY_DELAY || r->dry_run)
+        if (r->on_deny != how || r->dry_run)
             return false;
     }
     return t.ncharges > 0 && !rl_gate_dry_run(p);
 }
 
+bool rl_gate_request_delays(struct rl_proc *p, const struct rl_gate_req *q)
+{
+    return every_charge(p, q, RL_DENY_DELAY);
+}
+
+bool rl_gate_request_responds(struct rl_proc *p, const struct rl_gate_req *q)
+{
+    return every_charge(p, q, RL_DENY_RESPOND);
+}
+
 /* A fleet charge's Redis label: its budget's, and for a budget per
- * destination, "|" and the destination's name (NULL: not a fleet charge). */
+ * destination, "|" and the destination's name (NULL: the user's rule
+ * budget, under the label the fleet was set up with). */
 const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
                                 const struct rl_gate_charge *c, char *label)
 {
     if (c->fleet_owner == NULL)
-        return NULL;
+        return t->gen->gate.fleet_named ? t->gen->gate.label : NULL;
     rl_budget_label(c->rule, c->fleet_owner, label, RL_STORE_LABEL_MAX);
     if (c->fleet_dest) {
         size_t l = strlen(label);
@@ -280,17 +299,19 @@ const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,
 bool rl_gate_answer_charges(struct rl_proc *p, const struct rl_gate_req *q,
                             uint64_t now, struct rl_gate_answer *a)
 {
-    if (p->gate.rule == NULL && !rl_sites_any(&p->sites))
+    struct rl_gen *G = rl_proc_gen(p);
+    if (G->gate.rule == NULL && !rl_sites_any(&G->sites))
         return false;
-    struct budget *b = rl_gate_budget(&p->gate);
+    struct budget *b = rl_gate_budget(&G->gate);
     struct rl_peer peer;
     if (b == NULL || !rl_gate_request_peer(p, q, &peer))
         return false;
     rl_gate_ticket_init(&a->t, now, q->units, 0);
+    a->t.gen = G;
     a->dest[0] = '\0';
     a->t.dest = a->dest;
     rl_gate_charges_peer(p, &a->t, b, &peer, RL_KIND_REQUEST);
-    snprintf(a->label, sizeof a->label, "%s|%s", p->gate.user,
+    snprintf(a->label, sizeof a->label, "%s|%s", G->gate.user,
              a->dest[0] != '\0' ? a->dest : "-");
     return true;
 }

@@ -57,6 +57,7 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
     struct rl_gate_answer a;
     if (!rl_gate_answer_charges(p, q, now, &a))
         return 0;
+    const struct rl_gen *G = a.t.gen; /* the charges' own */
     unsigned moved = 0;
     for (unsigned i = 0; i < a.t.ncharges; i++) {
         const struct rl_gate_charge *c = &a.t.charge[i];
@@ -65,7 +66,7 @@ unsigned rl_gate_crawl_delay_at(struct rl_proc *p, const struct rl_gate_req *q,
         if (!rl_crawl_obeyed(c->rule) || c->budget->store == NULL ||
             c->pause_key == 0)
             continue;
-        uint64_t ri = (uint64_t)(c->rule - p->gate.cfg->rules) + 1;
+        uint64_t ri = (uint64_t)(c->rule - G->gate.cfg->rules) + 1;
         struct rl_pause_set s = {
             .key = c->pause_key, .rule = ri, .label = a.label, .now = now};
         struct rl_pauses pt;

@@ -41,7 +41,8 @@ static int deny_errno(const struct rl_gate *g, const struct rl_rule *by)
 static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                 uint64_t units, const struct rl_gate_call *c)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     const struct rl_rule *by = t->denier;
     struct budget *counted = NULL;
     for (unsigned i = 0; i < t->ncharges && counted == NULL; i++)
@@ -50,7 +51,13 @@ static int deny(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     /* Counted where it was denied (the site's budget, or the rule's). */
     const struct rl_rule *sec =
         by != NULL ? by : counted != NULL ? counted->rule : NULL;
-    rl_gate_count(g, sec, counted, kind, RL_STAT_DENIED, units);
+    /* A request answered in the process (on_deny = respond) is counted
+     * apart from the denied ones (SPEC §15): `rlshim stat` shows each
+     * refusal once, in one column or the other. */
+    if (t->respond_ns != 0)
+        rl_gate_count_responded(g, sec, counted, units);
+    else
+        rl_gate_count(g, sec, counted, kind, RL_STAT_DENIED, units);
     /* A request moved past a pause and refused now never went: it is no
      * longer counted allowed, as its first decision had it. */
     if (t->moved_ns != 0)
@@ -79,7 +86,8 @@ static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
                         const struct rl_gate_req *q,
                         const struct rl_gate_call *c)
 {
-    const struct rl_rule *by = t->denier != NULL ? t->denier : p->gate.rule;
+    struct rl_gen *G = t->gen;
+    const struct rl_rule *by = t->denier != NULL ? t->denier : G->gate.rule;
     if (q->respond && !q->cut && by != NULL &&
         by->on_deny == RL_DENY_RESPOND && !deny_dry(p, t->denier)) {
         /* Retry-After in whole seconds, rounded up, at least one: a
@@ -92,23 +100,25 @@ static int deny_request(struct rl_proc *p, struct rl_gate_ticket *t,
         t->respond_by = by;
     } else if (!q->respond && !q->cut && by != NULL &&
                by->on_deny == RL_DENY_RESPOND && !deny_dry(p, t->denier) &&
-               rl_add_relaxed_u64(&p->gate.respond_failed_said, 1) == 0) {
+               rl_add_relaxed_u64(&G->gate.respond_failed_said, 1) == 0) {
         rl_log_stderr("on_deny = respond in [%s]: a request the shim cannot "
-                      "answer (HTTP/2, or a TLS write of several) fails as "
+                      "answer (an HTTP/2 header block that adds to the "
+                      "HPACK table, a TLS write of several) fails as "
                       "under fail",
                       by->section);
     }
     if (!q->cut || deny_dry(p, t->denier))
         return deny(p, t, RL_KIND_REQUEST, q->units, c);
     t->wait_ns = 0;
-    t->err = deny_errno(&p->gate, t->denier);
+    t->err = deny_errno(&G->gate, t->denier);
     return RL_GATE_FAIL;
 }
 
 static void granted(struct rl_proc *p, struct rl_gate_ticket *t,
                     const struct rl_gate_call *c)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     uint64_t units[RL_KIND_COUNT] = {1, t->calls, t->bytes, t->calls};
     /* A request moved past a pause (rl_gate_request_again) was counted
      * allowed, and delayed, at its first decision: only its longer wait
@@ -171,10 +181,10 @@ void rl_gate_ticket_init(struct rl_gate_ticket *t, uint64_t now, uint64_t calls,
  * a give-back needs is kept, t->alone). false for any other connect, and
  * when the limit has no unit now (nothing was taken): then the whole way
  * decides it (waits, denies, logs). */
-static bool connect_now(struct rl_proc *p, struct rl_gate_ticket *t,
-                        uint64_t now)
+bool rl_gate_connect_now(struct rl_gate_ticket *t, uint64_t now)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     if (!g->connect_alone)
         return false;
     struct budget *b = rl_gate_budget(g);
@@ -199,11 +209,12 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                       bool handler, const char *call, int fd, const void *sa,
                       unsigned salen)
 {
-    const struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    const struct rl_gate *g = &G->gate;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, 1, 0);
     t->handler = handler;
-    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&G->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_CONNECT, 1, &c) : RL_GATE_GO;
     if (!rl_gate_charges(p, t, sa, salen))
         return deny(p, t, RL_KIND_CONNECT, 1, &c);
@@ -226,10 +237,11 @@ static int connect_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
     return RL_GATE_GO;
 }
 
-/* The whole way, with the destination's buffer in its own frame. */
-static __attribute__((noinline)) int
-connect_whole(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
-              const char *call, int fd, const void *sa, unsigned salen)
+/* The whole way, with the destination's buffer in its own frame (never
+ * inlined into rl_gate_connect_at's). */
+__attribute__((noinline)) int rl_gate_connect_whole(struct rl_proc *p, struct rl_gate_ticket *t,
+                          uint64_t now, const char *call, int fd,
+                          const void *sa, unsigned salen)
 {
     char dest[RL_NAME_MAX + 1];
     dest[0] = '\0'; /* no name yet: "-" */
@@ -242,10 +254,7 @@ connect_whole(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
 int rl_gate_connect(struct rl_proc *p, struct rl_gate_ticket *t,
                     const char *call, int fd, const void *sa, unsigned salen)
 {
-    uint64_t now = rl_clock_now_ns();
-    if (connect_now(p, t, now))
-        return RL_GATE_GO;
-    return connect_whole(p, t, now, call, fd, sa, salen);
+    return rl_gate_connect_at(p, t, rl_clock_now_ns(), call, fd, sa, salen);
 }
 
 static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
@@ -253,12 +262,13 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                    unsigned salen, uint64_t calls, uint64_t calls_min,
                    uint64_t bytes, uint64_t bytes_min)
 {
-    const struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    const struct rl_gate *g = &G->gate;
     const struct rl_rule *rule = g->rule;
     const struct rl_gate_call c = {call, fd, sa, salen, NULL, NULL, NULL, false};
     rl_gate_ticket_init(t, now, calls, bytes);
     t->handler = handler;
-    if (rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+    if (rule == NULL && (g->deny_all || !rl_sites_any(&G->sites)))
         return g->deny_all ? deny(p, t, RL_KIND_SEND, calls, &c) : RL_GATE_GO;
     if (!rl_gate_charges(p, t, sa, salen))
         return deny(p, t, RL_KIND_SEND, calls, &c);
@@ -278,7 +288,7 @@ static int send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         !handler) {
         /* A stream send in delay mode: grant part of it only when a
          * sizeable part is free, else reserve it all and sleep. */
-        uint64_t least = rl_gate_send_least(p, bytes);
+        uint64_t least = rl_gate_send_least(G, bytes);
         if (least > bytes_min)
             bytes_min = least;
     }
@@ -341,16 +351,33 @@ static bool jittered(struct rl_proc *p, struct rl_gate_ticket *t,
            rl_gate_take(p, t, RL_KIND_REQUEST, units, units, at, &got);
 }
 
+/* Jitter where a fleet budget counts the request: Redis's grant cannot
+ * be given back and taken later, so Redis moves the turn it grants
+ * (gate_take.c passes t->fleet_jitter_ns), within its max_delay, and
+ * counts it when it goes; the local charges are then asked at that
+ * turn. True when it did (a fleet charge). */
+static bool fleet_jitter(struct rl_proc *p, struct rl_gate_ticket *t,
+                         uint64_t jitter)
+{
+    for (unsigned i = 0; i < t->ncharges; i++)
+        if (rl_fleet_decides(&p->fleet, t->charge[i].rule)) {
+            t->fleet_jitter_ns = jitter;
+            return true;
+        }
+    return false;
+}
+
 /* `turn`: 0 for a request's decision; for rl_gate_request_again, the
  * turn it was given, and nothing is decided unless a pause holds it. */
 static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                       const struct rl_gate_req *q, uint64_t turn)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     const struct rl_gate_call c = {q->call, q->fd,     q->sa,     q->salen,
                                    q->name, q->method, q->target, true};
     rl_gate_ticket_init(t, now, q->units, 0);
-    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&p->sites)))
+    if (g->rule == NULL && (g->deny_all || !rl_sites_any(&G->sites)))
         return g->deny_all ? deny_request(p, t, q, &c) : RL_GATE_GO;
     struct budget *b = rl_gate_budget(g);
     struct rl_peer dest;
@@ -389,6 +416,8 @@ static int request_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
             return deny_request(p, t, q, &c);
         }
     }
+    if (jitter > 0 && fleet_jitter(p, t, jitter))
+        jitter = 0;
     uint64_t got;
     if (!rl_gate_take(p, t, RL_KIND_REQUEST, q->units, q->units, from, &got))
         return deny_request(p, t, q, &c);
@@ -408,14 +437,16 @@ int rl_gate_connect_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const char *call, int fd, const void *sa,
                        unsigned salen)
 {
-    if (connect_now(p, t, now))
+    t->gen = rl_proc_gen(p); /* the decision's one load (proc.h) */
+    if (rl_gate_connect_now(t, now))
         return RL_GATE_GO;
-    return connect_whole(p, t, now, call, fd, sa, salen);
+    return rl_gate_connect_whole(p, t, now, call, fd, sa, salen);
 }
 
 int rl_gate_request_at(struct rl_proc *p, struct rl_gate_ticket *t,
                        uint64_t now, const struct rl_gate_req *q)
 {
+    t->gen = rl_proc_gen(p); /* the decision's one load (proc.h) */
     char dest[RL_NAME_MAX + 1];
     dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
@@ -428,6 +459,7 @@ int rl_gate_request_again(struct rl_proc *p, struct rl_gate_ticket *t,
                           uint64_t now, uint64_t turn,
                           const struct rl_gate_req *q)
 {
+    t->gen = rl_proc_gen(p); /* the decision's one load (proc.h) */
     char dest[RL_NAME_MAX + 1];
     dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
@@ -447,6 +479,17 @@ int rl_gate_send_at(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
                     uint64_t calls, uint64_t calls_min, uint64_t bytes,
                     uint64_t bytes_min)
 {
+    t->gen = rl_proc_gen(p); /* the decision's one load (proc.h) */
+    return rl_gate_send_loaded_at(p, t, now, call, fd, sa, salen, calls,
+                                  calls_min, bytes, bytes_min);
+}
+
+int rl_gate_send_loaded_at(struct rl_proc *p, struct rl_gate_ticket *t,
+                           uint64_t now, const char *call, int fd,
+                           const void *sa, unsigned salen, uint64_t calls,
+                           uint64_t calls_min, uint64_t bytes,
+                           uint64_t bytes_min)
+{
     char dest[RL_NAME_MAX + 1];
     dest[0] = '\0'; /* no name yet: "-" */
     t->dest = dest;
@@ -464,6 +507,8 @@ int rl_gate_handler(struct rl_proc *p, const struct rl_gate_q *q,
      * stays here. */
     struct rl_gate_ticket t;
     uint64_t now = rl_clock_now_ns();
+    /* The decision's one load (proc.h), or the caller's. */
+    t.gen = q->gen != NULL ? q->gen : rl_proc_gen(p);
     t.dest = NULL; /* no fleet budget per destination: no name to keep */
     int r = q->kind == RL_KIND_CONNECT
                 ? connect_at(p, &t, now, true, NULL, -1, q->sa, q->salen)

@@ -48,6 +48,7 @@ struct budget {
 struct rl_report_counts {
     rl_atomic_u64 n[RL_KIND_COUNT][RL_STORE_STATS_PER_KIND];
     rl_atomic_u64 tls_unseen;
+    rl_atomic_u64 responded; /* requests answered (SPEC §15), not denied */
 };
 
 /* What this process decided, for the exit report; only counted when the
@@ -87,17 +88,24 @@ struct rl_gate {
     uint64_t slot_tag, overflow_tag;
     char label[RL_STORE_LABEL_MAX];
     char user[RL_IDENTITY_MAX + 16];
+    /* The largest stream send that can ever be granted at once (the
+     * smallest send_bytes burst), UINT64_MAX when bytes are not limited. */
     uint64_t max_bytes;
     uint64_t refill_10ms; /* bytes the slowest byte rate refills in 10 ms */
     struct rl_lease_conf lease;
     /* Sends of a fleet budget spend the host's lease (fleet_lease.h):
      * the fleet's counterpart of lease.on, fixed at init. */
     bool fleet_lease;
+    /* The user's rule budget has another label than the fleet's own (the
+     * process's first set-up's, fleet.h): a reload moved the user to
+     * another section, or a fork child to another cgroup. Its fleet
+     * charges then name it in each call (rl_gate_fleet_label), since the
+     * fleet, which other threads use meanwhile, is not set up again. */
+    bool fleet_named;
     /* A connect is charged to the rule's own budget alone, with one limit
      * of connects and no max_open, decided in this host and not logged:
      * one take, counted, and no ticket of charges, only what a give-back
-     * needs (gate.h's `alone`; gate_decide.c's connect_now). Fixed at
-     * init. */
+     * needs (gate.h's `alone`; rl_gate_connect_now). Fixed at init. */
     bool connect_alone;
     struct rl_report report;
 
@@ -124,6 +132,12 @@ struct rl_proc;
  * it under. */
 void rl_gate_count(struct rl_gate *g, const struct rl_rule *sec,
                    struct budget *b, int kind, int stat, uint64_t n);
+
+/* Add n requests answered under on_deny = respond (SPEC §15) to b's
+ * `responded` word (NULL: the report only) and to section sec's report:
+ * counted there instead of as denied. */
+void rl_gate_count_responded(struct rl_gate *g, const struct rl_rule *sec,
+                             struct budget *b, uint64_t n);
 
 /* Take n off counter (kind, stat), never below zero (a reset may have
  * zeroed it meanwhile). */
@@ -177,9 +191,10 @@ bool rl_gate_answer_charges(struct rl_proc *p, const struct rl_gate_req *q,
 bool rl_gate_charges(struct rl_proc *p, struct rl_gate_ticket *t,
                      const void *sa, unsigned salen);
 
-/* The Redis label of fleet charge c (NULL: the user's rule budget, the
- * fleet's own label), into label[RL_GATE_FLEET_LABEL_MAX]: a decision's
- * take and a response's pause (gate_pause.c) name the same key. */
+/* The Redis label of fleet charge c (NULL: the user's rule budget under
+ * the fleet's own label; its generation's label when fleet_named), into
+ * label[RL_GATE_FLEET_LABEL_MAX]: a decision's take and a response's
+ * pause (gate_pause.c) name the same key. */
 #define RL_GATE_FLEET_LABEL_MAX (RL_STORE_LABEL_MAX + RL_NAME_MAX + 2)
 struct rl_gate_charge;
 const char *rl_gate_fleet_label(const struct rl_gate_ticket *t,

@@ -19,7 +19,7 @@
 #include "policy/proc.h"
 
 /* What a send of `len` bytes asks: a stream send may be cut to
- * rl_gate_max_bytes(). */
+ * the gate's max_bytes. */
 static inline uint64_t rl_gate_send_want(const struct rl_gate *g, uint64_t len,
                                          bool stream)
 {
@@ -31,10 +31,12 @@ static inline uint64_t rl_gate_send_want(const struct rl_gate *g, uint64_t len,
 static __attribute__((noinline, cold, unused)) uint64_t
 rl_gate_send_fleet_leased(struct rl_proc *p, uint64_t len, bool stream)
 {
-    const struct rl_send_question q = {
-        .want = len, .stream = stream, .asker = RL_SEND_LEASE_ONLY};
+    const struct rl_send_question q = {.head = {RL_CALL_SEND},
+                                       .want = len,
+                                       .stream = stream,
+                                       .asker = RL_SEND_LEASE_ONLY};
     struct rl_send_answer a;
-    rl_decide_send(p, &q, &a);
+    rl_decide(p, &q.head, (union rl_answer){.send = &a});
     return a.act == RL_GATE_GO ? a.t.bytes : 0;
 }
 
@@ -47,11 +49,12 @@ static inline __attribute__((always_inline)) uint64_t
 rl_gate_send_leased_take(struct rl_proc *p, uint64_t len, bool stream,
                          struct rl_lease_holder **h)
 {
-    const struct rl_gate *g = &p->gate;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_gate *g = &G->gate;
     if (__builtin_expect(!g->lease.on, 0))
         return g->fleet_lease ? rl_gate_send_fleet_leased(p, len, stream) : 0;
     uint64_t want = rl_gate_send_want(g, len, stream);
-    if (want == 0 || (*h = rl_lease_take_hot(p, want)) == NULL)
+    if (want == 0 || (*h = rl_lease_take_hot(p, G, want)) == NULL)
         return 0;
     return want;
 }

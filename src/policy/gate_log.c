@@ -65,13 +65,14 @@ void rl_gate_log_decision(struct rl_proc *p, const struct rl_gate_ticket *t,
                           int denied_kind, uint64_t denied_units,
                           const struct rl_gate_call *c)
 {
-    const struct rl_rule *rule = p->gate.rule;
+    struct rl_gen *G = t->gen;
+    const struct rl_rule *rule = G->gate.rule;
     char host[RL_NAME_MAX + 1];
     unsigned port;
     dest_of(p, c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
-        .user = p->gate.user,
+        .user = G->gate.user,
         .rule = rule != NULL ? rule->section : NULL,
         .site = site_of(t),
         .dest = host,
@@ -113,13 +114,14 @@ void rl_gate_log_pause(struct rl_proc *p, const struct rl_gate_ticket *t,
                        const struct rl_gate_call *c, unsigned status,
                        uint64_t wait_ns, const char *reason)
 {
+    struct rl_gen *G = t->gen;
     char host[RL_NAME_MAX + 1];
     unsigned port;
     dest_of(p, c, host, sizeof host, &port);
     struct rl_declog_rec r = {
         .mono_ns = t->now,
-        .user = p->gate.user,
-        .rule = p->gate.rule != NULL ? p->gate.rule->section : NULL,
+        .user = G->gate.user,
+        .rule = G->gate.rule != NULL ? G->gate.rule->section : NULL,
         .site = ch->rule->site,
         .dest = host,
         .port = port,
@@ -151,10 +153,10 @@ static void describe(char *buf, size_t len, int fd, const void *sa,
 /* One log line. Nothing is formatted unless the log's rate limit says the
  * line will be written. */
 /* Write line d about call c (admitted by the rate limit). */
-static void say(struct rl_proc *p, const struct rl_gate_call *c,
-                const struct rl_gate_line *d)
+static void say(struct rl_proc *p, const struct rl_gen *G,
+                const struct rl_gate_call *c, const struct rl_gate_line *d)
 {
-    const struct rl_gate *g = &p->gate;
+    const struct rl_gate *g = &G->gate;
     char dest[96], detail[96];
     describe(dest, sizeof dest, c->fd, c->sa, c->salen);
     if (d->wait_ns > 0)
@@ -188,7 +190,7 @@ void rl_gate_say(struct rl_proc *p, struct rl_gate_ticket *t, uint64_t now,
         t->say_due = true; /* the hook knows the peer (gate.h) */
         return;
     }
-    say(p, c, d);
+    say(p, t->gen, c, d);
 }
 
 void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
@@ -199,11 +201,12 @@ void rl_gate_say_peer(struct rl_proc *p, struct rl_gate_ticket *t,
     t->say_due = false;
     const struct rl_gate_call c = {call, fd,   sa,   salen,
                                    NULL, NULL, NULL, false};
-    say(p, &c, &t->say);
+    say(p, t->gen, &c, &t->say);
 }
 
 bool rl_gate_dry_run(const struct rl_proc *p)
 {
-    const struct rl_gate *g = &p->gate;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_gate *g = &G->gate;
     return g->rule != NULL ? g->rule->dry_run : g->cfg->dry_run;
 }

@@ -34,15 +34,16 @@ static bool pace_of(const struct rl_gate_ticket *t,
     return true;
 }
 
-static uint64_t rule_index(const struct rl_proc *p, const struct rl_rule *r)
+static uint64_t rule_index(const struct rl_gen *G, const struct rl_rule *r)
 {
-    return (uint64_t)(r - p->gate.cfg->rules) + 1;
+    return (uint64_t)(r - G->gate.cfg->rules) + 1;
 }
 
 /* The jitter's draw: a counter of the process's, salted with the clock. */
 static uint64_t draw(struct rl_proc *p, uint64_t now)
 {
-    uint64_t n = rl_add_relaxed_u64(&p->gate.jitter_draws, 1);
+    struct rl_gen *G = rl_proc_gen(p);
+    uint64_t n = rl_add_relaxed_u64(&G->gate.jitter_draws, 1);
     return rl_pace_random(n, now ^ (uint64_t)(uintptr_t)p);
 }
 
@@ -54,7 +55,7 @@ uint64_t rl_gate_pace_hold(struct rl_proc *p, struct rl_gate_ticket *t,
     for (unsigned i = 0; i < t->ncharges; i++) {
         const struct rl_gate_charge *c = &t->charge[i];
         struct rl_pace pc;
-        if (!pace_of(t, c, rule_index(p, c->rule), &pc))
+        if (!pace_of(t, c, rule_index(t->gen, c->rule), &pc))
             continue;
         /* The words read once: for the turn and for the jitter's span. */
         struct rl_adapt a;
@@ -79,16 +80,18 @@ uint64_t rl_gate_pace_hold(struct rl_proc *p, struct rl_gate_ticket *t,
 
 bool rl_gate_pace_went(struct rl_proc *p, struct rl_gate_ticket *t)
 {
+    (void)p; /* the ticket carries the decision's generation */
+    struct rl_gen *G = t->gen;
     uint64_t now = t->now;
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
     label[0] = '\0';
     for (unsigned i = 0; i < t->ncharges; i++) {
         const struct rl_gate_charge *c = &t->charge[i];
         struct rl_pace pc;
-        if (!pace_of(t, c, rule_index(p, c->rule), &pc))
+        if (!pace_of(t, c, rule_index(t->gen, c->rule), &pc))
             continue;
         if (label[0] == '\0')
-            snprintf(label, sizeof label, "%s|%s", p->gate.user,
+            snprintf(label, sizeof label, "%s|%s", G->gate.user,
                      t->dest != NULL && t->dest[0] != '\0' ? t->dest : "-");
         pc.set.label = label;
         uint64_t turn = now + t->wait_ns;
@@ -153,7 +156,8 @@ static bool adapt_latency(struct rl_pace *pc, uint64_t response_ns,
 void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
                              uint64_t response_ns, uint64_t now)
 {
-    if (!any_adapts(p->gate.cfg))
+    struct rl_gen *G = rl_proc_gen(p);
+    if (!any_adapts(G->gate.cfg))
         return;
     struct rl_gate_answer a;
     if (!rl_gate_answer_charges(p, q, now, &a))
@@ -162,7 +166,7 @@ void rl_gate_request_latency(struct rl_proc *p, const struct rl_gate_req *q,
         const struct rl_gate_charge *c = &a.t.charge[i];
         struct rl_pace pc;
         if (c->rule->adapt != RL_ADAPT_MODE_LATENCY ||
-            !pace_of(&a.t, c, rule_index(p, c->rule), &pc))
+            !pace_of(&a.t, c, rule_index(a.t.gen, c->rule), &pc))
             continue;
         pc.set.label = a.label;
         uint64_t interval = 0;

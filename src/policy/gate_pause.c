@@ -123,15 +123,17 @@ static uint64_t word_of(uint64_t until, bool backoff)
 void rl_pause_mirror(struct rl_proc *p, const struct rl_gate_ticket *t,
                      const struct rl_gate_charge *c, uint64_t ns, bool backoff)
 {
+    (void)p; /* the ticket carries the decision's generation */
+    struct rl_gen *G = t->gen;
     struct rl_pauses pt;
     if (!rl_pause_obeyed(c->rule) || !table_of(c, &pt))
         return;
     char label[RL_IDENTITY_MAX + RL_NAME_MAX + 24];
-    snprintf(label, sizeof label, "%s|%s", p->gate.user,
+    snprintf(label, sizeof label, "%s|%s", G->gate.user,
              t->dest != NULL && t->dest[0] != '\0' ? t->dest : "-");
     const struct rl_pause_set s = {
         .key = c->pause_key,
-        .rule = (uint64_t)(c->rule - p->gate.cfg->rules) + 1,
+        .rule = (uint64_t)(c->rule - G->gate.cfg->rules) + 1,
         .label = label,
         .until = word_of(rl_add_sat_u64(t->now, ns), backoff),
         .now = t->now,
@@ -171,19 +173,8 @@ bool rl_pause_retry_after_obeyed(const struct rl_rule *r, unsigned status)
 
 uint64_t rl_gate_response_timeout(const struct rl_proc *p)
 {
-    const struct rl_config *cfg = p->gate.cfg;
-    uint64_t least = 0;
-    if (cfg == NULL)
-        return 0;
-    for (size_t i = 0; i < cfg->nrules; i++) {
-        const struct rl_rule *r = &cfg->rules[i];
-        if (!rl_pause_obeyed(r) || !(r->backoff_on & RL_BACKOFF_TIMEOUT))
-            continue;
-        uint64_t t = r->response_timeout_ns > 0 ? r->response_timeout_ns : 1;
-        if (least == 0 || t < least)
-            least = t;
-    }
-    return least;
+    const struct rl_config *cfg = rl_proc_gen(p)->gate.cfg;
+    return cfg != NULL ? cfg->response_timeout_ns : 0;
 }
 
 /* What one answer or failure does to charge c's destination: `cause` is
@@ -199,6 +190,7 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
                     const struct rl_gate_charge *c, const struct rl_gate_req *q,
                     const struct settled *o, const char *label)
 {
+    struct rl_gen *G = t->gen;
     const struct rl_rule *r = c->rule;
     struct rl_pauses pt;
     if (!rl_pause_obeyed(r) || !table_of(c, &pt))
@@ -220,7 +212,7 @@ static void outcome(struct rl_proc *p, const struct rl_gate_ticket *t,
     uint64_t cap = r->max_retry_after_ns, wait, now = o->now;
     struct rl_pause_set s = {
         .key = c->pause_key,
-        .rule = (uint64_t)(r - p->gate.cfg->rules) + 1,
+        .rule = (uint64_t)(r - G->gate.cfg->rules) + 1,
         .label = label,
         .count = !has_ra,
         .cause = o->cause,

@@ -44,13 +44,14 @@ void rl_gate_untake_all(struct rl_gate_ticket *t, int kind, uint64_t units)
 static __attribute__((noinline)) struct rl_verdict
 take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
            struct rl_gate_charge *c, int kind, uint64_t want, uint64_t min,
-           uint64_t mw)
+           uint64_t mw, uint64_t at)
 {
+    struct rl_gen *G = t->gen;
     /* Only the user's rule budget leases (a site or per-destination
      * charge is decided on its own, exactly, under its own key). */
     char label[RL_GATE_FLEET_LABEL_MAX];
     const char *fl = rl_gate_fleet_label(t, c, label);
-    const struct rl_fleet_pool *pool = p->gate.fleet_lease && fl == NULL &&
+    const struct rl_fleet_pool *pool = G->gate.fleet_lease && fl == NULL &&
                                                kind != RL_KIND_CONNECT &&
                                                c->budget->fleet.w != NULL
                                            ? &c->budget->fleet
@@ -67,8 +68,9 @@ take_fleet(struct rl_proc *p, struct rl_gate_ticket *t,
                           ? t->dest
                           : NULL,
                       kind, c->states[kind], pool,
-                      host, t->now, want, min, mw, c->v[rl_gate_vrow(kind)],
-                      &paused);
+                      host, t->now, want, min, mw, at,
+                      kind == RL_KIND_REQUEST ? t->fleet_jitter_ns : 0,
+                      c->v[rl_gate_vrow(kind)], &paused);
     if (paused.ns > 0) {
         /* Another host's 429 (SPEC §12): this host's word shows it too. */
         rl_pause_mirror(p, t, c, paused.ns, paused.backoff);
@@ -93,18 +95,25 @@ static struct rl_verdict take_one(struct rl_proc *p, struct rl_gate_ticket *t,
     if (t->handler)
         return rl_gate_take_in_handler(t, c, kind, want, min);
     uint64_t mw = rl_gate_max_wait(c->rule);
-    /* A fleet request budget's pause is Redis's: its script waits for it
-     * and answers from now, not from the end of this host's copy of it. */
-    if (c->fleet[kind] && kind == RL_KIND_REQUEST)
+    /* A fleet request's turn is Redis's, from now, no earlier than this
+     * host's hold (a pause, a pace, the jitter: `at`), which Redis counts
+     * it at: the next turn of every host is spaced from it. A grant not
+     * from Redis (a lease, the fallback) still waits for the hold. */
+    uint64_t hold = 0;
+    if (c->fleet[kind] && kind == RL_KIND_REQUEST) {
+        hold = at;
         at = 0;
+    }
     mw = mw > at ? mw - at : 0;
     if (min > want)
         min = want;
     struct rl_verdict v =
-        c->fleet[kind] ? take_fleet(p, t, c, kind, want, min, mw)
+        c->fleet[kind] ? take_fleet(p, t, c, kind, want, min, mw, hold)
                        : rl_multi_take(c->states[kind], c->rule->limits[kind],
                                        c->rule->nlimits[kind], t->now + at,
                                        want, min, mw, c->v[rl_gate_vrow(kind)]);
+    if (v.granted > 0 && v.wait_ns < hold)
+        v.wait_ns = hold;
     if (v.granted > 0 || v.wait_ns != UINT64_MAX)
         v.wait_ns = v.wait_ns > UINT64_MAX - at ? UINT64_MAX : v.wait_ns + at;
     return v;
@@ -239,10 +248,12 @@ static __attribute__((noinline, cold)) void
 refund_alone(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
              uint64_t units)
 {
+    (void)p; /* the ticket carries the decision's generation */
+    struct rl_gen *G = t->gen;
     if (kind != RL_KIND_CONNECT)
         return;
     struct budget *b = t->charge[0].budget;
-    const struct rl_rule *r = p->gate.rule;
+    const struct rl_rule *r = G->gate.rule;
     const struct rl_limit *lim = &r->limits[kind][0];
     struct rl_verdict v = {
         .granted = 1,
@@ -251,14 +262,15 @@ refund_alone(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
     };
     rl_algorithm_get(lim->algo)->refund(b->states[kind][0], lim, t->now, &v,
                                         units);
-    rl_gate_uncount(&p->gate, r, b, kind, RL_STAT_ALLOWED, units);
+    rl_gate_uncount(&G->gate, r, b, kind, RL_STAT_ALLOWED, units);
     t->alone = false;
 }
 
 void rl_gate_refund(struct rl_proc *p, struct rl_gate_ticket *t, int kind,
                     uint64_t units)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = t->gen;
+    struct rl_gate *g = &G->gate;
     if (kind < 0 || kind >= RL_KIND_COUNT || units == 0)
         return;
     if (t->leased && g->fleet_lease) {

@@ -66,15 +66,17 @@ __thread struct rl_lease_holder *rl_lease_me
 
 static void at_thread_exit(void *arg);
 
-void rl_lease_setup(struct rl_proc *p)
+void rl_lease_setup(struct rl_proc *p, struct rl_gate *g)
 {
-    const struct rl_rule *rule = p->gate.rule;
-    struct rl_lease_conf *c = &p->gate.lease;
+    const struct rl_rule *rule = g->rule;
+    struct rl_lease_conf *c = &g->lease;
 
-    c->on = !rule->dry_run && !p->gate.cfg->dry_run &&
+    /* The key is the process's: made once, whatever reloads follow. */
+    c->on = !rule->dry_run && !g->cfg->dry_run &&
             rl_budget_leasable(rule) &&
-            pthread_key_create(&p->leases.key, at_thread_exit) == 0;
-    p->leases.keyed = c->on;
+            (p->leases.keyed ||
+             pthread_key_create(&p->leases.key, at_thread_exit) == 0);
+    p->leases.keyed |= c->on;
     c->calls = rule->nlimits[RL_KIND_SEND] != 0;
     c->bytes = rule->nlimits[RL_KIND_SEND_BYTES] != 0;
     for (int k = RL_KIND_SEND; k <= RL_KIND_SEND_BYTES; k++) {
@@ -204,6 +206,7 @@ struct rl_lease_holder *rl_lease_mine_elsewhere(const struct rl_leases *L)
 
 void rl_lease_drop(struct rl_proc *p)
 {
+    struct rl_gen *G = rl_proc_gen(p);
     struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
@@ -216,21 +219,22 @@ void rl_lease_drop(struct rl_proc *p)
         return;
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_acq_rel, memory_order_relaxed)) {
-        rl_lease_lost(&p->gate.report, h);
+        rl_lease_lost(&G->gate.report, h);
         return;
     }
     h->word = nw;
     struct rl_lease_units u;
     rl_lease_unpack(w, &u);
     settle(h->from, &u);
-    fold_mine(&p->gate.report, h);
+    fold_mine(&G->gate.report, h);
 }
 
 void rl_lease_finish(struct rl_proc *p)
 {
+    struct rl_gen *G = rl_proc_gen(p);
     struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h != NULL)
-        give_back(&p->gate.report, h);
+        give_back(&G->gate.report, h);
 }
 
 /* Could a call of `calls` and `bytes` at `now` use units idle leases
@@ -285,6 +289,7 @@ void rl_lease_reclaim(struct budget *b, uint64_t now, uint64_t calls,
 /* A holder entry for the calling thread, or NULL when all are taken. */
 static struct rl_lease_holder *holder(struct rl_proc *p)
 {
+    struct rl_gen *G = rl_proc_gen(p);
     struct rl_leases *L = &p->leases;
     struct rl_lease_holder *h = rl_lease_mine(L);
     if (h != NULL)
@@ -296,7 +301,7 @@ static struct rl_lease_holder *holder(struct rl_proc *p)
             h = &L->holders[i];
             h->from = NULL;
             h->owner = L;
-            h->report = &p->gate.report;
+            h->report = &G->gate.report;
             /* Given back at thread exit. */
             pthread_setspecific(L->key, h);
             rl_lease_me = h;
@@ -342,13 +347,14 @@ static bool claim_record(struct rl_lease_holder *h, struct budget *b)
 void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
                      uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &p->gate.lease;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_lease_conf *c = &G->gate.lease;
     const struct rl_rule *rule = b->rule;
     struct rl_lease_holder *h = holder(p);
     if (h == NULL)
         return;
     if (h->from != b)
-        give_back(&p->gate.report, h);
+        give_back(&G->gate.report, h);
     /* A lease that would not cover a few calls like this one is no use. */
     if (c->bytes && c->size[RL_KIND_SEND_BYTES] / 4 < bytes)
         return;
@@ -381,7 +387,7 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
                                                      memory_order_acq_rel,
                                                      memory_order_relaxed)) {
             settle(b, &took);
-            rl_lease_lost(&p->gate.report, h);
+            rl_lease_lost(&G->gate.report, h);
             return;
         }
         h->word = nw;
@@ -389,14 +395,15 @@ void rl_lease_refill(struct rl_proc *p, struct budget *b, uint64_t now,
         spent.spent[RL_KIND_SEND] = u.spent[RL_KIND_SEND];
         spent.spent[RL_KIND_SEND_BYTES] = u.spent[RL_KIND_SEND_BYTES];
         settle(b, &spent);
-        fold_mine(&p->gate.report, h);
+        fold_mine(&G->gate.report, h);
     }
     stamp_now(h, 0);
 }
 
 void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &p->gate.lease;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_lease_conf *c = &G->gate.lease;
     struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return;
@@ -413,7 +420,7 @@ void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
                   (bytes << RL_LEASE_BS_SHIFT);
     if (!atomic_compare_exchange_strong_explicit(
             &h->rec[0], &w, nw, memory_order_relaxed, memory_order_relaxed)) {
-        rl_lease_lost(&p->gate.report, h);
+        rl_lease_lost(&G->gate.report, h);
         return;
     }
     h->word = nw;
@@ -423,7 +430,8 @@ void rl_lease_refund(struct rl_proc *p, uint64_t calls, uint64_t bytes)
 
 void rl_lease_report(struct rl_proc *p)
 {
+    struct rl_gen *G = rl_proc_gen(p);
     for (unsigned i = 0; i < HOLDERS; i++)
         if (rl_load_relaxed_u64(&p->leases.holders[i].in_use))
-            fold_mine(&p->gate.report, &p->leases.holders[i]);
+            fold_mine(&G->gate.report, &p->leases.holders[i]);
 }

@@ -40,8 +40,10 @@ struct rl_leases {
 };
 struct rl_proc;
 
-/* At init, once the rule is known: fill p->gate.lease (on, sizes). */
-void rl_lease_setup(struct rl_proc *p);
+/* At init, once the rule is known: fill g->lease (on, sizes), g the
+ * gate of the generation being built (policy/proc.h's struct rl_gen). */
+struct rl_gate;
+void rl_lease_setup(struct rl_proc *p, struct rl_gate *g);
 
 /* One send call out of the calling thread's lease: rl_lease_take, inline
  * in policy/lease_take.h. */

@@ -67,9 +67,10 @@ enum rl_lease_spend { RL_LEASE_SHORT, RL_LEASE_SPENT, RL_LEASE_GONE };
  * forgets it (rl_lease_lost). Calls nothing: no clock read, one
  * uncontended CAS. The caller stamps the record (rl_lease_stamp). */
 static inline __attribute__((always_inline)) enum rl_lease_spend
-rl_lease_spend(struct rl_proc *p, struct rl_lease_holder *h, uint64_t bytes)
+rl_lease_spend(const struct rl_gen *G, struct rl_lease_holder *h,
+               uint64_t bytes)
 {
-    const struct rl_lease_conf *c = &p->gate.lease;
+    const struct rl_lease_conf *c = &G->gate.lease;
     uint64_t w = h->word;
     uint64_t calls = c->calls ? 1 : 0;
     if (!c->bytes)
@@ -89,7 +90,7 @@ rl_lease_spend(struct rl_proc *p, struct rl_lease_holder *h, uint64_t bytes)
         return RL_LEASE_GONE;
     h->word = nw;
     /* What this thread spent, for the exit report (only it reads it). */
-    if (p->gate.report.on) {
+    if (G->gate.report.on) {
         rl_store_relaxed_u64(&h->spent[RL_KIND_SEND],
                              rl_load_relaxed_u64(&h->spent[RL_KIND_SEND]) +
                                  calls);
@@ -102,16 +103,17 @@ rl_lease_spend(struct rl_proc *p, struct rl_lease_holder *h, uint64_t bytes)
 
 /* One send call of `bytes` out of the calling thread's lease: its holder
  * when the lease covered it (and it is spent; the caller then stamps it
- * with rl_lease_stamp), else NULL. */
-static inline struct rl_lease_holder *rl_lease_take(struct rl_proc *p,
-                                                    uint64_t bytes)
+ * with rl_lease_stamp), else NULL. G: the generation the caller's
+ * decision loaded (proc.h), its lease settings the ones it checked. */
+static inline struct rl_lease_holder *
+rl_lease_take(struct rl_proc *p, struct rl_gen *G, uint64_t bytes)
 {
     struct rl_lease_holder *h = rl_lease_mine(&p->leases);
     if (h == NULL || h->from == NULL)
         return NULL;
-    enum rl_lease_spend r = rl_lease_spend(p, h, bytes);
+    enum rl_lease_spend r = rl_lease_spend(G, h, bytes);
     if (r == RL_LEASE_GONE)
-        rl_lease_lost(&p->gate.report, h);
+        rl_lease_lost(&G->gate.report, h);
     return r == RL_LEASE_SPENT ? h : NULL;
 }
 
@@ -120,12 +122,12 @@ static inline struct rl_lease_holder *rl_lease_take(struct rl_proc *p,
  * or its record is gone; the decision it then falls back to (rl_gate_send)
  * takes again and finds out. */
 static inline __attribute__((always_inline)) struct rl_lease_holder *
-rl_lease_take_hot(struct rl_proc *p, uint64_t bytes)
+rl_lease_take_hot(struct rl_proc *p, const struct rl_gen *G, uint64_t bytes)
 {
     struct rl_lease_holder *h = rl_lease_me;
     if (h == NULL || h->owner != &p->leases || h->from == NULL)
         return NULL;
-    return rl_lease_spend(p, h, bytes) == RL_LEASE_SPENT ? h : NULL;
+    return rl_lease_spend(G, h, bytes) == RL_LEASE_SPENT ? h : NULL;
 }
 
 #endif

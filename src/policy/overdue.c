@@ -58,8 +58,9 @@ void rl_overdue_say(struct rl_proc *p, const struct rl_gate_ticket *t,
                     const char *name, const struct sockaddr *sa,
                     socklen_t salen)
 {
+    struct rl_gen *G = t->gen;
     /* Once a process: the program's own error says the rest. */
-    if (rl_add_relaxed_u64(&p->gate.overdue_said, 1) != 0)
+    if (rl_add_relaxed_u64(&G->gate.overdue_said, 1) != 0)
         return;
     char dest[RL_NAME_MAX + 16], line[RL_NAME_MAX + 160];
     if (name != NULL && name[0] != '\0') {

@@ -45,6 +45,7 @@ RL_ONCE_PER_PROCESS bool rl_proc_config_present(void)
 
 RL_ONCE_PER_PROCESS void rl_proc_init(struct rl_proc *p)
 {
+    atomic_store_explicit(&p->gen, &p->gen0, memory_order_relaxed);
     p->strict = env_is_1("RLSHIM_STRICT");
     if (env_is_1("RLSHIM_REPORT"))
         p->report = RL_PROC_REPORT_WANTED;
@@ -192,6 +193,8 @@ static void forked(struct rl_proc *p)
     rl_fleet_atfork_child(&p->fleet);
     rl_ready_atfork_child(p);
     rl_declog_atfork_child(&p->declog);
+    rl_awaited_atfork_child(&p->awaited);
+    rl_reload_atfork_child(p);
 }
 
 static RL_ONCE_PER_PROCESS void closing(struct rl_proc *p)

@@ -12,9 +12,10 @@
  *                     then identity, rule, segment, budgets: the first
  *                     call that could be charged
  *   rl_reload_look   at most once a second after the config was read
- *                     (policy/reload.h): an edited file is read again
- *                     and the gate set up anew on it, the config it
- *                     replaces kept until exit (SPEC §16)
+ *                     (policy/reload.h): an edited file is read again,
+ *                     a new generation (struct rl_gen) built on it and
+ *                     published, the one it replaces kept until exit
+ *                     (SPEC §16)
  *   rl_proc_event, RL_PROC_FORKED  after fork(), in the child: one
  *                     pthread_atfork, made by shim/init.c (whose prepare
  *                     step waits for a set-up another thread is running;
@@ -30,15 +31,18 @@
  *   cfg, report, strict, gate_up   this file: the config and the set-up
  *   log      (util/log.h)          where event lines go, their rate limit
  *   declog   (util/declog.h)       the decision log's file
- *   gate     (policy/gate_int.h)   identity, rule, the store and the
+ *   gen      (struct rl_gen below) what the config derives, loaded once
+ *                                  per decision:
+ *     gate   (policy/gate_int.h)   identity, rule, the store and the
  *                                  budget in use, the lease settings, the
  *                                  exit report's counts
- *   sites    (policy/sites.h)      the [site:LABEL] budgets of the user
- *   dests    (policy/dests.h)      per = destination: the table's
+ *     sites  (policy/sites.h)      the [site:LABEL] budgets of the user
+ *     dests  (policy/dests.h)      per = destination: the table's
  *                                  geometry, the table in the store in use
  *   fleet    (fleet/fleet.h)       scope = fleet: a Redis connection per
  *                                  node, the cluster's map, the budgets'
- *                                  accounts, the fallback's state
+ *                                  accounts, the fallback's state; set up
+ *                                  once, kept across reloads (reload.c)
  *   ready    (policy/ready.h)      held sockets, reserved turns, deferred
  *                                  connects
  *   names    (policy/names.h)      the name each address was resolved from
@@ -69,6 +73,12 @@
  *   8. conntab  (shim/conntab.c)  its mutex made anew, no connection held
  *                                 by a write
  *   9. tlstab   (shim/tlstab.c)   its mutex made anew
+ *  10. awaited  (policy/awaited.c) its list of connections and its word
+ *                                 made anew (connections in the old list
+ *                                 join again at their next request)
+ *  11. reload   (policy/reload.c) a reload a parent thread was running
+ *                                 forgotten; under key = cgroup, the next
+ *                                 decision reads the cgroup again
  *
  * The other members need no reset: open (a connection's fds are the
  * child's too; the pid is read again), sites, dests, log, declog and the
@@ -87,6 +97,7 @@
 #include <stddef.h>
 
 #include "fleet/fleet.h"
+#include "policy/awaited.h"
 #include "policy/dests.h"
 #include "policy/gate_int.h"
 #include "policy/lease.h"
@@ -107,35 +118,53 @@ enum rl_proc_report {
     RL_PROC_REPORT_NONE,   /* asked for, with no config at all */
 };
 
+/* What a config derives: the gate (its rule, budgets, lease settings,
+ * report), the user's sites and the per-destination table. A decision
+ * loads the process's current one once, at its start, and uses it
+ * throughout (rl_proc_gen; a ticket carries it to the decision's settle):
+ * a reload builds the next one aside and publishes it with one release
+ * store, so no decision sees two configs' halves. Never freed: a thread
+ * may still be deciding on one, an fd's record may point into it. */
+struct rl_gen {
+    struct rl_gate gate;
+    struct rl_sites sites;
+    struct rl_dests dests;
+};
+
 struct rl_proc {
     struct rl_config *cfg; /* the parsed config, NULL when there is none */
     enum rl_proc_report report;
     bool strict;  /* RLSHIM_STRICT=1: a broken config exits 78 */
     bool gate_up; /* set up: the report and leases are close's to finish */
-    struct rl_gate gate;
+    /* The generation in use: &gen0 from rl_proc_init (the first set-up
+     * fills it, no allocation), a heap one after each reload. */
+    _Atomic(struct rl_gen *) gen;
+    struct rl_gen gen0;
     struct rl_ready ready;
     struct rl_names names;
     struct rl_leases leases;
     struct rl_open open;
-    struct rl_sites sites;
-    struct rl_dests dests;
+    struct rl_awaited awaited; /* requests awaiting answers, by process */
     struct rl_fleet fleet;
     struct rl_log log;       /* the shim's event lines: where, how many */
     struct rl_declog declog; /* the decision log (SPEC §9) */
     /* Following the file (policy/reload.c, SPEC §16): the look's gate and
-     * the file's identity; the configs replaced, kept until exit (why:
-     * reload.h); when the config in use was read (wall clock, for the
-     * line a broken edit gets); whether that line was said; how many
-     * threads the process has (NULL: /proc/self/stat's count; a test's
-     * own, whose runner has threads of its own). */
+     * the file's identity; the configs replaced and the generations
+     * reloads made, kept until exit (why: reload.h); when the config in
+     * use was read (wall clock, for the line a broken edit gets); whether
+     * that line was said; an emptied file waiting for its second look. */
     struct {
         struct rl_cfgwatch w;
         atomic_flag busy; /* one reload at a time */
         struct rl_config *retired[64];
+        struct rl_gen *gens[64];
         unsigned nretired;
         long long read_at;
         bool said;
-        long (*threads)(void);
+        bool rekey; /* a fork child: its cgroup read again at its next look */
+        /* An empty file seen where the config had text: followed only
+         * when the next look finds it so still (reload.c, emptied()). */
+        struct rl_cfgid emptied;
     } watch;
 };
 
@@ -205,9 +234,15 @@ void rl_proc_event(struct rl_proc *p, int what);
  * `request`, or unknown = deny)? When not, no connection is scanned. Set
  * at set-up and read inline: a TLS carrier asks it on every write, before
  * it makes a session's entry. */
+static inline struct rl_gen *rl_proc_gen(const struct rl_proc *p)
+{
+    return atomic_load_explicit((_Atomic(struct rl_gen *) *)&p->gen,
+                                memory_order_acquire);
+}
+
 static inline bool rl_proc_counts_requests(const struct rl_proc *p)
 {
-    return p->gate.counts_requests;
+    return rl_proc_gen(p)->gate.counts_requests;
 }
 
 #endif

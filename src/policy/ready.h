@@ -206,12 +206,18 @@ struct rl_ready_look {
     uint64_t held_until;
 };
 
-/* Look at fd at `now` (one look, under the mutex once). */
+/* Look at fd at `now` (one look, under the mutex once); the shim asks it
+ * as rl_ready_take's RL_READY_LOOK. */
 void rl_ready_look(struct rl_proc *p, int fd, uint64_t now,
                    struct rl_ready_look *lk);
 
+/* rl_ready_take's `what` that takes nothing: tk->look is what a wait call
+ * sees of fd (rl_ready_look). */
+enum { RL_READY_LOOK = 0 };
+
 /* What a wait call or the program's next call on fd takes out of the
- * table when its moment has come: one entry for the four kinds of it. */
+ * table when its moment has come: one entry for the four kinds of it,
+ * and for a look at fd that takes nothing. */
 struct rl_ready_take {
     /* In: the entry to take: RL_READY_CONNECT (a deferred connect, due at
      * its turn), RL_READY_OPEN (a connect waiting for a max_open place),
@@ -226,14 +232,15 @@ struct rl_ready_take {
     uint64_t deadline; /* OPEN: its max_delay */
     uint64_t until;    /* -EAGAIN: when to look again */
     int err;           /* FAILED, TURN refused */
+    struct rl_ready_look look; /* LOOK */
 };
 
 /* Take fd's entry of kind tk->what at `now` (rl_ready_take_connect,
  * rl_ready_take_open, rl_ready_take_error, rl_ready_turn_due). Returns 1
  * when taken (CONNECT, OPEN: the caller connects or decides again;
  * FAILED: tk->err told; TURN: refused, tk->err is what the sockets' sends
- * fail with); 0 when fd has none (TURN: or it goes now); -EAGAIN when not
- * yet (tk->until). */
+ * fail with); 0 when fd has none (TURN: or it goes now; LOOK: always);
+ * -EAGAIN when not yet (tk->until). */
 int rl_ready_take(struct rl_proc *p, int fd, uint64_t now,
                   struct rl_ready_take *tk);
 

@@ -9,6 +9,9 @@ int rl_ready_take(struct rl_proc *p, int fd, uint64_t now,
 {
     int r;
     switch (tk->what) {
+    case RL_READY_LOOK:
+        rl_ready_look(p, fd, now, &tk->look);
+        return 0;
     case RL_READY_CONNECT:
         return rl_ready_take_connect(p, fd, now, tk->force, &tk->t, &tk->sa,
                                      &tk->len, &tk->until);

@@ -2,7 +2,6 @@
 #include "policy/reload.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,11 +9,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "fleet/fleet.h"
 #include "policy/config.h"
 #include "policy/gate.h"
 #include "policy/gate_int.h"
+#include "policy/identity.h"
+#include "policy/report.h"
 #include "util/log.h"
-#include "util/sys.h"
 
 void rl_reload_start(struct rl_proc *p, const struct rl_cfgid *id)
 {
@@ -89,76 +90,130 @@ static void carry(const struct budget *old, const struct budget *nb)
                                                 memory_order_relaxed));
 }
 
-/* What rl_gate_init derives from a config, back to a fresh process's
- * values (it only ever sets them one way). The tables it replaces are
- * left to whoever still holds them: never freed (reload.h). */
-static void forget(struct rl_proc *p)
+/* The counters that say a line once per process, and jitter's draws
+ * (each draw a count no other of the process has), go on from the
+ * generation in use: only what the config derives starts anew. */
+static void carry_counts(struct rl_gate *to, struct rl_gate *from)
 {
-    struct rl_gate *g = &p->gate;
-    g->rule = NULL;
-    g->deny_all = g->active = g->charges_sends = false;
-    g->counts_requests = g->needs_peer = false;
-    g->fleet_lease = g->connect_alone = false;
-    memset(&g->lease, 0, sizeof g->lease);
-    g->slot_tag = g->overflow_tag = 0;
-    g->label[0] = '\0';
-    /* g->cur is left as it is: a thread deciding now may load it, and
-     * rl_gate_init's store replaces it (a config without a rule for this
-     * user and no site covers nothing: its budget is never charged). */
-    memset(&p->sites, 0, sizeof p->sites);
-    struct rl_regdomain psl = p->dests.psl; /* loaded once a process */
-    memset(&p->dests, 0, sizeof p->dests);
-    p->dests.psl = psl;
+    rl_add_relaxed_u64(&to->overdue_said,
+                       atomic_load_explicit(&from->overdue_said,
+                                            memory_order_relaxed));
+    rl_add_relaxed_u64(&to->respond_failed_said,
+                       atomic_load_explicit(&from->respond_failed_said,
+                                            memory_order_relaxed));
+    rl_add_relaxed_u64(&to->jitter_draws,
+                       atomic_load_explicit(&from->jitter_draws,
+                                            memory_order_relaxed));
 }
 
-/* Set the gate up anew on c; the config in use is retired. */
-static enum rl_proc_state regear(struct rl_proc *p, struct rl_config *c)
+/* Build the generation of c aside and publish it with one release store:
+ * a decision running meanwhile goes on with the one it loaded, the next
+ * loads the new one whole. The generation and config replaced are
+ * retired, never freed (reload.h). */
+static enum rl_proc_state regear(struct rl_proc *p, struct rl_config *c,
+                                  bool carry_spent)
 {
-    struct budget *old = atomic_load_explicit(&p->gate.cur,
-                                              memory_order_acquire);
-    p->watch.retired[p->watch.nretired++] = p->cfg;
-    forget(p);
-    p->cfg = c;
-    p->watch.read_at = (long long)time(NULL);
-    if (rl_log_setup(&p->log, c->log_target, c->log_path) < 0)
-        rl_log_stderr("%s: log path too long", c->path);
+    struct rl_gen *was = rl_proc_gen(p);
+    struct rl_gen *G = aligned_alloc(_Alignof(struct rl_gen), sizeof *G);
+    if (G == NULL) {
+        rl_log_stderr("%s: no memory for the edit; keeping the config in use",
+                      c->path);
+        rl_config_free(c);
+        return state_of(p);
+    }
+    memset(G, 0, sizeof *G);
+    G->dests.psl = was->dests.psl; /* loaded once a process */
+    carry_counts(&G->gate, &was->gate);
+    /* The event log's target and path are not set anew: another thread
+     * may be reading the path to open it (the decision log likewise is
+     * set up once, at the first set-up). An edit of `log` reaches the
+     * processes started after it. */
     struct rl_identity id;
     rl_proc_identity(p, c, &id);
     char why[256] = "";
-    int r = rl_gate_init(p, c, &id, why, sizeof why);
+    int r = rl_gate_init_gen(p, G, c, &id, why, sizeof why);
     if (why[0] != '\0')
         rl_log_stderr("%s", why);
+    /* Kept whatever befalls it (reachable, counted against the bound):
+     * a half-made G may have reached the process's own state. */
+    p->watch.gens[p->watch.nretired] = G;
     if (r < 0) {
-        rl_log_stderr("cannot set up budgets: %s; nothing is throttled",
-                      strerror(-r));
-        p->gate.active = false;
-        return RL_PROC_OFF;
+        p->watch.retired[p->watch.nretired++] = c;
+        rl_log_stderr("%s: cannot set up budgets: %s; keeping the config "
+                      "in use", c->path, strerror(-r));
+        return state_of(p);
     }
-    if (p->report == RL_PROC_REPORT_WANTED)
-        rl_gate_report_enable(p);
-    carry(old, atomic_load_explicit(&p->gate.cur, memory_order_acquire));
+    p->watch.retired[p->watch.nretired++] = p->cfg;
+    if (p->report == RL_PROC_REPORT_WANTED) {
+        (void)rl_report_setup(&G->gate.report, c);
+        G->gate.report.on = true;
+    }
+    if (carry_spent)
+        carry(atomic_load_explicit(&was->gate.cur, memory_order_acquire),
+              atomic_load_explicit(&G->gate.cur, memory_order_acquire));
+    p->cfg = c;
+    p->watch.read_at = (long long)time(NULL);
+    atomic_store_explicit(&p->gen, G, memory_order_release);
+    /* The fleet stays as it is (fleet_moved): only its denials under the
+     * old limits are forgotten. */
+    rl_fleet_reopen(&p->fleet);
     return state_of(p);
 }
 
-/* The threads of this process now, from /proc/self/stat (field 20, the
- * 18th after the command's closing parenthesis); 0 when it cannot be
- * read. */
-static long threads_now(void)
+static bool same_text(const char *a, const char *b)
 {
-    char buf[1024];
-    int fd = rl_sys.openat(AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC,
-                           0);
-    if (fd < 0)
-        return 0;
-    ssize_t n = rl_sys.read(fd, buf, sizeof buf - 1);
-    rl_sys.close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *at = strrchr(buf, ')');
-    for (int field = 2; at != NULL && field < 20; field++)
-        at = strchr(at + 1, ' ');
-    return at != NULL ? strtol(at + 1, NULL, 10) : 0;
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Why edit c cannot be followed for the fleet's sake, or NULL when it
+ * can. The fleet (its Redis connections, cluster map, host lease and
+ * away state) is set up once a process and used by every thread without
+ * a lock: an edit is followed only when the fleet it was set up with
+ * serves the new config as it is, so the settings that shape it are
+ * compared with the fleet's own config (the one it read them from, kept
+ * like every config replaced). Every [rlshim] key the fleet reads:
+ * `fleet`, `fleet_password`, `fleet_fallback`. An edit that drops
+ * `fleet` is followed: none of its budgets is decided in Redis. */
+static const char *fleet_moved(const struct rl_proc *p,
+                               const struct rl_config *c)
+{
+    const struct rl_fleet *f = &p->fleet;
+    if (c->fleet == NULL)
+        return NULL;
+    if (!f->on)
+        return p->cfg != NULL && p->cfg->fleet != NULL
+                   ? "`fleet`: this process never set up its Redis (no "
+                     "fleet budget was its); processes started after the "
+                     "edit do"
+                   : "`fleet` set: its Redis is reached by processes "
+                     "started after the edit";
+    if (!same_text(c->fleet, f->cfg->fleet))
+        return "`fleet` changed: a new Redis is reached by processes "
+               "started after the edit";
+    if (!same_text(c->fleet_password, f->cfg->fleet_password))
+        return "`fleet_password` changed: processes started after the "
+               "edit use it";
+    if (c->fleet_fallback != f->cfg->fleet_fallback)
+        return "`fleet_fallback` changed: processes started after the edit "
+               "fall back so";
+    return NULL;
+}
+
+/* Is id a file just emptied, to be looked at once more before it is
+ * followed? An in-place write (`fopen(path, "w")`, a shell's `>`)
+ * truncates the file, then writes it: a look between the two would read
+ * an empty config, nothing throttled, and a broken edit that followed
+ * would keep it. An empty file where the config had text is followed
+ * when the next look finds it empty still, unchanged. */
+static bool emptied(struct rl_proc *p, const struct rl_cfgid *id)
+{
+    if (!id->present || id->size != 0 || !p->watch.w.id.present ||
+        p->watch.w.id.size == 0)
+        return false;
+    if (rl_cfgid_same(&p->watch.emptied, id))
+        return false; /* the second look: it is so */
+    p->watch.emptied = *id;
+    return true;
 }
 
 /* The file changed (its identity now: id). */
@@ -171,20 +226,8 @@ static enum rl_proc_state follow(struct rl_proc *p, const struct rl_cfgid *id,
         p->watch.w.id = *id;
         return id->present ? RL_PROC_PENDING : RL_PROC_OFF;
     }
-    /* The gate is set up anew in place (regear), and a decision of
-     * another thread in the middle of it would mix the two configs: so
-     * only a process of one thread follows an edit, at its next look
-     * after its other threads have ended (a resolver's thread ends soon;
-     * a program that keeps threads keeps its config, and says so). */
-    long threads =
-        p->watch.threads != NULL ? p->watch.threads() : threads_now();
-    if (threads != 1) {
-        char what[600];
-        snprintf(what, sizeof what, "%s changed: a process of several "
-                 "threads does not follow an edit yet", path);
-        say_keeping(p, what);
-        return state_of(p);
-    }
+    if (emptied(p, id))
+        return state_of(p); /* w.id is left: the next look sees it again */
     if (p->watch.nretired >= RL_RELOAD_MAX) {
         char what[128];
         snprintf(what, sizeof what, "%s: %u edits followed, no more", path,
@@ -211,27 +254,67 @@ static enum rl_proc_state follow(struct rl_proc *p, const struct rl_cfgid *id,
         return state_of(p);
     }
     rl_diag_free(&diag);
-    if (c->fleet != NULL || (p->cfg != NULL && p->cfg->fleet != NULL)) {
-        /* A fleet's Redis connections and accounts are not set up twice. */
+    const char *moved = fleet_moved(p, c);
+    if (moved != NULL) {
         char what[600];
-        snprintf(what, sizeof what, "%s: a config with `fleet` is not "
-                 "followed while running", path);
+        snprintf(what, sizeof what, "%s: %s", path, moved);
         say_keeping(p, what);
         rl_config_free(c);
         return state_of(p);
     }
-    /* Nor may a signal handler of this thread decide in the middle. */
+    /* The set-up touches per-process state in place (max_open's map,
+     * the leases' key): no
+     * signal handler of this thread decides in the middle of it. */
     sigset_t all, was;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &was);
-    enum rl_proc_state s = regear(p, c);
+    enum rl_proc_state s = regear(p, c, true);
     pthread_sigmask(SIG_SETMASK, &was, NULL);
     return s;
 }
 
+/* A fork child's first look (SPEC §16: the cgroup is read once, again
+ * after a fork only if it changed): a child moved to another cgroup is
+ * set up again, on the same config, for its new key; its parent's spent
+ * units are not carried (another user's budget). */
+static enum rl_proc_state rekey(struct rl_proc *p)
+{
+    struct rl_identity id;
+    rl_proc_identity(p, p->cfg, &id);
+    char buf[RL_IDENTITY_MAX + 16];
+    const char *who = rl_identity_user(&id, buf, sizeof buf);
+    if (strcmp(who, rl_proc_gen(p)->gate.user) == 0)
+        return state_of(p);
+    if (p->watch.nretired >= RL_RELOAD_MAX)
+        return state_of(p);
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    enum rl_proc_state s = regear(p, p->cfg, false);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    return s;
+}
+
+void rl_reload_atfork_child(struct rl_proc *p)
+{
+    /* A reload a parent thread was running never ends here. */
+    atomic_flag_clear_explicit(&p->watch.busy, memory_order_relaxed);
+    if (!p->gate_up || p->cfg == NULL || p->cfg->key_mode != RL_KEY_CGROUP ||
+        rl_proc_gen(p)->gate.user[0] == '\0')
+        return;
+    p->watch.rekey = true;
+    /* Due at once: the child's first decision looks. */
+    atomic_store_explicit(&p->watch.w.next_look, 1, memory_order_relaxed);
+}
+
 enum rl_proc_state rl_reload_look(struct rl_proc *p)
 {
-    if (!rl_cfgwatch_claim(&p->watch.w, rl_clock_coarse_ns()))
+    return rl_reload_look_at(p, rl_clock_coarse_ns());
+}
+
+enum rl_proc_state rl_reload_look_at(struct rl_proc *p, uint64_t now)
+{
+    if (!rl_cfgwatch_claim(&p->watch.w, now))
         return state_of(p);
     /* A reload taking longer than the period: the next look waits. */
     if (atomic_flag_test_and_set_explicit(&p->watch.busy,
@@ -240,6 +323,10 @@ enum rl_proc_state rl_reload_look(struct rl_proc *p)
     const char *path = rl_config_path_from_env();
     struct rl_cfgid id;
     enum rl_proc_state s = state_of(p);
+    if (p->watch.rekey) {
+        p->watch.rekey = false;
+        s = rekey(p);
+    }
     if (rl_cfgwatch_changed(&p->watch.w, path, &id))
         s = follow(p, &id, path);
     atomic_flag_clear_explicit(&p->watch.busy, memory_order_release);

@@ -14,6 +14,19 @@
  * carries its spent units across (a token bucket's word is raised to the
  * old one's, never lowered, so two processes carrying it agree).
  *
+ * The fleet (fleet/fleet.h) is the process's, not a generation's: it is
+ * set up once and kept, so an edit is followed only when it leaves the
+ * fleet's settings alone (`fleet`, `fleet_password`, `fleet_fallback`);
+ * the new generation's fleet budgets are decided on the same connections,
+ * under their new limits and labels (gate_int.h's fleet_named).
+ *
+ * How threads see it: what a config derives (the gate, the sites, the
+ * per-destination table) is one generation (policy/proc.h's struct
+ * rl_gen). A reload builds the next one aside and publishes it with one
+ * release store; each decision loads the pointer once and uses that
+ * generation throughout, so a decision is made under one config's rules
+ * whatever another thread does meanwhile (tests/unit/test_reload_threads.c).
+ *
  * Why retired configs are kept, not freed: a thread of the program may be
  * in the middle of a decision on the old config (its rules, its sites'
  * and destinations' tables, its budgets) when another thread reloads, and
@@ -45,12 +58,28 @@ static inline bool rl_reload_due(struct rl_proc *p)
     return rl_cfgwatch_due(&p->watch.w, rl_clock_coarse_ns());
 }
 
+/* rl_reload_due by a CLOCK_MONOTONIC reading the decision takes anyway
+ * (rl_clock_now_ns): the coarse clock is the same clock a tick behind,
+ * so a look is due by either; a decision that reads the fine clock for
+ * its own use reads no second one. */
+static inline bool rl_reload_due_at(struct rl_proc *p, uint64_t now)
+{
+    return rl_cfgwatch_due(&p->watch.w, now);
+}
+
 /* The look, when due (one thread a second; the others return at once),
  * and the reload when the file changed. What the process is now:
  * RL_PROC_READY (a config is applied and the gate acts), RL_PROC_OFF
  * (nothing is throttled), RL_PROC_PENDING (a config appeared in a process
  * that never set up: the caller runs the first set-up). */
 enum rl_proc_state rl_reload_look(struct rl_proc *p);
+/* The same, claimed at the caller's reading of either monotonic clock. */
+enum rl_proc_state rl_reload_look_at(struct rl_proc *p, uint64_t now);
+
+/* In a fork child (proc.c's RL_PROC_FORKED): under key = cgroup, the
+ * child's first decision looks again at its cgroup and, when it moved,
+ * sets the gate up for its new key (SPEC §16). */
+void rl_reload_atfork_child(struct rl_proc *p);
 
 /* Do two sections shape their budgets alike (the same limits, algorithms
  * and table sizes)? A budget of `a` keeps its state under `b` when so. */

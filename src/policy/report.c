@@ -2,6 +2,7 @@
 #include "policy/report.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,13 @@ void rl_report_sub_in(struct rl_report *r, const struct rl_rule *sec,
 {
     if (r->on && n != 0)
         rl_sub_sat_u64(&counts_of(r, sec)->n[kind][stat], n);
+}
+
+void rl_report_add_responded(struct rl_report *r, const struct rl_rule *sec,
+                             uint64_t n)
+{
+    if (r->on && n != 0)
+        rl_add_relaxed_u64(&counts_of(r, sec)->responded, n);
 }
 
 void rl_report_add(struct rl_report *r, int kind, int stat, uint64_t n)
@@ -73,7 +81,8 @@ static void count_unseen(struct rl_report *r, const struct rl_rule *sec,
 
 bool rl_report_tls_unseen(struct rl_proc *p, const void *sa, unsigned salen)
 {
-    struct rl_gate *g = &p->gate;
+    struct rl_gen *G = rl_proc_gen(p);
+    struct rl_gate *g = &G->gate;
     const struct rl_rule *rule = g->rule;
     struct rl_peer peer;
     char name[RL_NAME_MAX + 1];
@@ -91,11 +100,11 @@ bool rl_report_tls_unseen(struct rl_proc *p, const void *sa, unsigned salen)
         count_unseen(&g->report, rule, b != NULL && b->rule == rule ? b : NULL);
         covered = true;
     }
-    int si = rl_sites_pick_peer(&p->sites, &peer, name);
-    const struct rl_rule *site = rl_sites_rule(&p->sites, si);
+    int si = rl_sites_pick_peer(&G->sites, &peer, name);
+    const struct rl_rule *site = rl_sites_rule(&G->sites, si);
     if (site != NULL && site->nlimits[RL_KIND_REQUEST] > 0) {
         count_unseen(&g->report, site,
-                     b != NULL ? rl_sites_budget(&p->sites, si, b->store)
+                     b != NULL ? rl_sites_budget(&G->sites, si, b->store)
                                : NULL);
         covered = true;
     }
@@ -115,14 +124,22 @@ static uint64_t write_section(const struct rl_gate *g,
         uint64_t a = rl_load_relaxed_u64(&c->n[k][RL_STAT_ALLOWED]);
         uint64_t d = rl_load_relaxed_u64(&c->n[k][RL_STAT_DENIED]);
         uint64_t w = rl_load_relaxed_u64(&c->n[k][RL_STAT_DELAYED]);
-        if (!shown[k] && a + d + w == 0)
+        /* Requests answered in the process: refused, not denied. */
+        uint64_t r = k == RL_KIND_REQUEST
+                         ? rl_load_relaxed_u64(&c->responded)
+                         : 0;
+        if (!shown[k] && a + d + w + r == 0)
             continue;
-        seen_all += a + d;
+        seen_all += a + d + r;
+        char resp[48] = "";
+        if (r > 0)
+            snprintf(resp, sizeof resp, ", responded %llu",
+                     (unsigned long long)r);
         rl_log_stderr("report: pid %d user %s %s [%s]: %s seen %llu, "
-                      "allowed %llu, denied %llu, delayed %llu",
+                      "allowed %llu, denied %llu, delayed %llu%s",
                       pid, g->user, what, sec, rl_kind_name(k),
-                      (unsigned long long)(a + d), (unsigned long long)a,
-                      (unsigned long long)d, (unsigned long long)w);
+                      (unsigned long long)(a + d + r), (unsigned long long)a,
+                      (unsigned long long)d, (unsigned long long)w, resp);
     }
     uint64_t unseen = rl_load_relaxed_u64(&c->tls_unseen);
     if (unseen > 0)
@@ -136,7 +153,8 @@ static uint64_t write_section(const struct rl_gate *g,
 /* Did this process's calls meet the section of these counts? */
 static bool site_used(struct rl_report_counts *c)
 {
-    if (rl_load_relaxed_u64(&c->tls_unseen) != 0)
+    if (rl_load_relaxed_u64(&c->tls_unseen) != 0 ||
+        rl_load_relaxed_u64(&c->responded) != 0)
         return true;
     for (int k = 0; k < RL_KIND_COUNT; k++)
         for (int s = 0; s < RL_STORE_STATS_PER_KIND; s++)
@@ -147,12 +165,13 @@ static bool site_used(struct rl_report_counts *c)
 
 void rl_report_write(struct rl_proc *p)
 {
-    const struct rl_gate *g = &p->gate;
-    struct rl_report *r = &p->gate.report;
+    struct rl_gen *G = rl_proc_gen(p);
+    const struct rl_gate *g = &G->gate;
+    struct rl_report *r = &G->gate.report;
     const struct rl_config *cfg = g->cfg;
     int pid = (int)getpid();
     uint64_t seen = 0;
-    bool sites = rl_sites_any(&p->sites);
+    bool sites = rl_sites_any(&G->sites);
 
     if (g->rule != NULL || g->deny_all) {
         const char *sec =

@@ -27,6 +27,11 @@ void rl_report_add_in(struct rl_report *r, const struct rl_rule *sec,
 void rl_report_sub_in(struct rl_report *r, const struct rl_rule *sec,
                       int kind, int stat, uint64_t n);
 
+/* n requests of section sec answered under on_deny = respond (SPEC §15),
+ * counted apart from the denied ones. Async-signal-safe. */
+void rl_report_add_responded(struct rl_report *r, const struct rl_rule *sec,
+                             uint64_t n);
+
 /* Count each site's calls apart (rl_gate_report_enable, after the gate's
  * set-up and before any decision). Returns 0 or -ENOMEM (then a site's
  * calls are counted with the rule's). */

@@ -49,6 +49,7 @@ void rl_reqconn_free(struct rl_reqconn *c)
     rl_respscan_free(&c->resp);
     rl_robotsread_drop(c);
     rl_respond_free(c->made);
+    free(c->h2cut);
 }
 
 bool rl_reqconn_counting(const struct rl_reqconn *c)
@@ -98,9 +99,10 @@ static const char *name_of(const struct rl_reqconn *c,
     return NULL;
 }
 
-static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
-                const struct rl_req_event *e, uint64_t units,
-                struct rl_gate_req *q)
+static struct rl_gate_req *ask(const struct rl_reqconn *c,
+                               const struct rl_reqwrite *w,
+                               const struct rl_req_event *e, uint64_t units,
+                               struct rl_gate_req *q)
 {
     q->call = w->call;
     q->fd = w->fd;
@@ -112,8 +114,10 @@ static void ask(const struct rl_reqconn *c, const struct rl_reqwrite *w,
     q->units = units;
     q->cut = false;
     /* A plaintext HTTP/1.x request the shim can answer (SPEC §15). */
-    q->respond = w->how == RL_REQ_PLAIN && e->stream_id == 0 &&
-                 rl_reqscan_proto(&c->scan) != RL_HTTP_2;
+    q->respond = e->stream_id == 0 ? w->how == RL_REQ_PLAIN &&
+                                         rl_reqscan_proto(&c->scan) != RL_HTTP_2
+                                   : c->h2_lead > 0 && rl_reqwrite_cuts(w);
+    return q;
 }
 
 /* A denial of a write that must not sleep, past max_delay: an error the
@@ -517,9 +521,12 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         c->turn = 0;
     }
     uint8_t nsent = c->nsent;
+    if (rl_reqconn_h2_plan(c, iov, n, w, p))
+        return;
     struct rl_req_event ev[PLAN_EVENTS];
     size_t total = rl_reqscan_peekv(&c->scan, iov, n, ev, PLAN_EVENTS);
     size_t nev = total > PLAN_EVENTS ? PLAN_EVENTS : total;
+    nev = rl_reqconn_h2_events(ev, nev, p->allow); /* before a cut frame */
     if (c->swallowing && rl_reqconn_swallow(c, ev, nev, p))
         return;
     const struct rl_req_event *first = NULL;
@@ -546,12 +553,12 @@ void rl_reqconn_plan(struct rl_proc *proc, struct rl_reqconn *c,
         p->sent = held;
         return;
     }
-    if (w->how == RL_REQ_PLAIN ||
-        (w->how == RL_REQ_PIECES &&
-         plan_pieces(proc, c, w, ev, nev, total, now, p))) {
-        int kept = w->how == RL_REQ_PLAIN
-                       ? plan_plain(proc, c, w, ev, nev, now, p)
-                       : -1;
+    struct rl_gate_req fq; /* HTTP/2 streams answered apart (SPEC §15) */
+    bool each = w->how == RL_REQ_PLAIN ||
+                rl_reqconn_h2_each(proc, w, first, ask(c, w, first, 1, &fq));
+    if (each || (w->how == RL_REQ_PIECES &&
+                 plan_pieces(proc, c, w, ev, nev, total, now, p))) {
+        int kept = each ? plan_plain(proc, c, w, ev, nev, now, p) : -1;
         p->sent = (c->nsent > nsent ? c->nsent - nsent : 0) + held;
         c->turn_sent = (uint8_t)(kept >= 0 ? (unsigned)kept : p->sent);
         return;
@@ -582,6 +589,7 @@ void rl_reqconn_done(struct rl_reqconn *c, const struct iovec *iov, size_t n,
         rl_reqscan_commit(&c->scan, iov[i].iov_base, k, NULL, 0);
         left -= k;
     }
+    rl_reqconn_h2_settled(c, p);
     rl_reqconn_gone(c);
     c->charged = c->charged > (uint64_t)sent ? c->charged - (uint64_t)sent : 0;
     if (c->charged == 0)

@@ -77,6 +77,11 @@ struct rl_reqconn {
     struct rl_reqsent sent[RL_SENT_MAX];
     uint8_t nsent;
     bool resp_off; /* responses are read no further */
+    /* The process's list of connections that carried requests
+     * (policy/awaited.h; under its word): NULL aw, none. */
+    struct rl_reqconn *aw_next, *aw_prev;
+    struct rl_awaited *aw;
+    uint32_t aw_epoch;
     /* A robots.txt answer's body being read (policy/robotsread.h; SPEC
      * §14), allocated for it alone; NULL otherwise. */
     struct rl_robotsread *robots;
@@ -137,6 +142,11 @@ struct rl_reqconn {
      * write, to be taken unsent up to the next request. */
     struct rl_respond *made;
     bool swallowing;
+    /* HTTP/2 (respond_h2.c): the streams cut from the client's writes
+     * (NULL: none ever), and the length of the HEADERS frame this write
+     * opens with when its request can be answered (0: it cannot). */
+    struct rl_h2cut *h2cut;
+    uint32_t h2_lead;
 };
 
 /* Take c's shared state (`busy`), waiting up to max_ns for the thread
@@ -175,6 +185,11 @@ struct rl_reqwrite {
      * fails it at once (overdue.h), or the program would wait for that
      * socket for the whole wait. Asked only then. */
     int wire;
+    /* The caller hands the library the write in pieces, p.allow or
+     * p.swallow bytes at a time, whatever `how` (a memory BIO's write
+     * goes whole in delay mode, yet its HTTP/2 streams may be cut: SPEC
+     * §15, respond_h2.c). */
+    bool pieces;
 };
 
 /* The decision for one write. */
@@ -288,6 +303,14 @@ void rl_reqconn_ended(struct rl_proc *proc, struct rl_reqconn *c,
 void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
                         const struct rl_reqread *r, uint64_t now);
 
+/* The same look at c's records for policy/awaited.c, whose walk counts
+ * what it finds once c is let go: the requests waiting `limit` or
+ * longer are marked late, and the oldest of them copied into *out
+ * (false: none, or its name's slot was re-used). */
+struct rl_awaited_req;
+bool rl_reqconn_late_take(struct rl_reqconn *c, uint64_t now, uint64_t limit,
+                          struct rl_awaited_req *out);
+
 /* Bytes of c's responses went by without being read here: its response
  * side turns off at its next read (responses are never guessed at from
  * the middle of a stream). Any thread may call it, holding c or not. */
@@ -307,6 +330,42 @@ struct rl_gate_ticket;
 bool rl_reqconn_respond(struct rl_reqconn *c, const struct rl_gate_ticket *t,
                         const struct rl_req_event *ev, size_t nev, size_t i,
                         struct rl_reqplan *p);
+
+/* Can the write be cut short or taken unsent in part (SPEC §15)? */
+static inline bool rl_reqwrite_cuts(const struct rl_reqwrite *w)
+{
+    return w->how == RL_REQ_PLAIN || w->pieces;
+}
+
+/* HTTP/2 (respond_h2.c), at a write's start: the frames of cut streams
+ * it starts with are taken unsent (p->swallow; true: plan no further),
+ * else p->allow ends at its first frame of a cut stream, and c->h2_lead
+ * says whether its first request can be answered. */
+bool rl_reqconn_h2_plan(struct rl_reqconn *c, const struct iovec *iov,
+                        size_t n, const struct rl_reqwrite *w,
+                        struct rl_reqplan *p);
+/* A TLS write (in pieces) of HTTP/2 streams whose first request (first,
+ * asked as q) every
+ * budget would answer: its requests are planned one by one, as a
+ * plaintext write's, each refused one answered apart. */
+bool rl_reqconn_h2_each(struct rl_proc *proc, const struct rl_reqwrite *w,
+                        const struct rl_req_event *first,
+                        const struct rl_gate_req *q);
+/* The events of ev[0..nev) up to `allow`: their number. */
+size_t rl_reqconn_h2_events(const struct rl_req_event *ev, size_t nev,
+                            size_t allow);
+/* The HTTP/2 request on `stream` starting the write, refused with
+ * t->respond_ns set: its answer queued and its HEADERS frame taken unsent,
+ * the stream cut from now on. false: it cannot be (as rl_reqconn_respond). */
+/* A write settled: the streams it took unsent (p->swallow) are awaited
+ * no more by the response side (the server never sees them; their
+ * answers are the shim's), so that on a long-lived connection they never
+ * take the places of streams the server will answer. */
+void rl_reqconn_h2_settled(struct rl_reqconn *c, const struct rl_reqplan *p);
+
+bool rl_reqconn_respond_h2(struct rl_reqconn *c,
+                           const struct rl_gate_ticket *t, uint32_t stream,
+                           struct rl_reqplan *p);
 
 /* A refused request's bytes begun in an earlier write: those of this
  * write up to the next request are taken unsent (p->swallow). true:

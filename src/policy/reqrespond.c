@@ -33,6 +33,8 @@ bool rl_reqconn_respond(struct rl_reqconn *c, const struct rl_gate_ticket *t,
                         const struct rl_req_event *ev, size_t nev, size_t i,
                         struct rl_reqplan *p)
 {
+    if (ev != NULL && ev[i].stream_id != 0)
+        return rl_reqconn_respond_h2(c, t, ev[i].stream_id, p);
     const struct rl_rule *by = t->respond_by;
     char rate[48] = "?";
     if (by != NULL && by->nlimits[RL_KIND_REQUEST] > 0)
@@ -73,6 +75,10 @@ bool rl_reqconn_swallow(struct rl_reqconn *c, const struct rl_req_event *ev,
  * further (then the made-up ones are not held back for them). */
 static bool between(const struct rl_reqconn *c)
 {
+    /* HTTP/2: never inside a frame of the server's, nor before its
+     * SETTINGS; where its frames are not followed, not at all. */
+    if (rl_reqscan_proto(&c->scan) == RL_HTTP_2)
+        return !c->resp_off && rl_respscan_h2_boundary(&c->resp);
     return c->resp_off || rl_respscan_between(&c->resp);
 }
 
@@ -82,7 +88,7 @@ bool rl_reqconn_madeup_due(const struct rl_reqconn *c)
     if (r == NULL || r->n == 0)
         return false;
     /* Answers owed that will never be paired are not waited for. */
-    if (c->resp_off)
+    if (c->resp_off && rl_reqscan_proto(&c->scan) != RL_HTTP_2)
         return true;
     return rl_respond_due(r, between(c));
 }

@@ -17,11 +17,13 @@
  * answer not begun within response_timeout (timeout), noticed at the
  * connection's next request, at the stream's end, or at its close. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "http/retry_after.h"
 #include "limit/adapt.h"
+#include "policy/awaited.h"
 #include "policy/gate.h"
 #include "policy/proc.h"
 #include "policy/reqconn.h"
@@ -140,14 +142,11 @@ void rl_reqconn_gone(struct rl_reqconn *c)
     }
 }
 
-void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
-                        const struct rl_reqread *r, uint64_t now)
+/* The requests of c waiting `limit` or longer at `now` marked late; the
+ * oldest of them (NULL: none). */
+static struct rl_reqsent *mark_late(struct rl_reqconn *c, uint64_t now,
+                                    uint64_t limit)
 {
-    if (c->nsent == 0 || c->resp_off)
-        return;
-    uint64_t limit = rl_gate_response_timeout(proc);
-    if (limit == 0)
-        return;
     struct rl_reqsent *oldest = NULL;
     for (unsigned i = 0; i < c->nsent; i++) {
         struct rl_reqsent *s = &c->sent[i];
@@ -158,10 +157,63 @@ void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
         if (oldest == NULL || s->sent_ns < oldest->sent_ns)
             oldest = s;
     }
+    return oldest;
+}
+
+/* Request s of c copied out for policy/awaited.c (false: its name's slot
+ * was re-used). */
+static bool copy_out(const struct rl_reqconn *c, const struct rl_reqsent *s,
+                     struct rl_awaited_req *out)
+{
+    const char *name = "";
+    if (s->name == RL_SENT_SNI)
+        name = c->sni;
+    else if (s->name != RL_SENT_PEER &&
+             (name = rl_httpconn_name(&c->http, s->name, s->gen)) == NULL)
+        return false;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->port = s->port;
+    out->salen = c->salen;
+    if (c->salen > 0)
+        memcpy(&out->peer, &c->peer, c->salen);
+    out->sent_ns = s->sent_ns;
+    return true;
+}
+
+bool rl_reqconn_late_take(struct rl_reqconn *c, uint64_t now, uint64_t limit,
+                          struct rl_awaited_req *out)
+{
+    if (c->nsent == 0 || c->resp_off || limit == 0)
+        return false;
+    const struct rl_reqsent *s = mark_late(c, now, limit);
+    return s != NULL && copy_out(c, s, out);
+}
+
+void rl_reqconn_overdue(struct rl_proc *proc, struct rl_reqconn *c,
+                        const struct rl_reqread *r, uint64_t now)
+{
+    if (c->nsent == 0 || c->resp_off)
+        return;
+    uint64_t limit = rl_gate_response_timeout(proc);
+    if (limit == 0)
+        return;
+    struct rl_reqsent *oldest = mark_late(c, now, limit);
     struct rl_gate_req q;
     if (oldest != NULL && request_of(c, oldest, r, &q))
         rl_gate_request_failed_at(proc, &q, RL_ADAPT_CAUSE_TIMEOUT,
                                   now - oldest->sent_ns, now);
+}
+
+/* The program closes c with its oldest request gone, unanswered and not
+ * late yet: the destination hears of it once response_timeout has run
+ * out (policy/awaited.h). */
+static void orphan(struct rl_proc *proc, const struct rl_reqconn *c)
+{
+    const struct rl_reqsent *s = &c->sent[0];
+    struct rl_awaited_req o;
+    if (s->gone && !s->late && rl_gate_response_timeout(proc) > 0 &&
+        copy_out(c, s, &o))
+        rl_awaited_orphan(proc, &o);
 }
 
 void rl_reqconn_ended(struct rl_proc *proc, struct rl_reqconn *c,
@@ -190,6 +242,8 @@ void rl_reqconn_ended(struct rl_proc *proc, struct rl_reqconn *c,
             rl_respscan_between(&c->resp) && request_of(c, s, r, &q))
             rl_gate_request_failed_at(proc, &q, RL_ADAPT_CAUSE_RESET,
                                       now - s->sent_ns, now);
+        if (r->end == RL_READ_CLOSING)
+            orphan(proc, c);
     }
     c->nsent = 0;
     c->resp_off = true;

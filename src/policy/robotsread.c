@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/h2body.h"
 #include "http/robots_body.h"
 #include "policy/gate.h"
 #include "policy/gate_crawl.h"
@@ -14,6 +15,10 @@
 struct rl_robotsread {
     char name[RL_NAME_MAX + 1]; /* "": the connection's destination */
     uint16_t port;
+    /* HTTP/2: the body is its stream's DATA, taken out of the frames of
+     * every stream the program reads (h2body.h). */
+    bool h2;
+    struct rl_h2body h2b;
     struct rl_robots_body body; /* last: its arena is never zeroed */
 };
 
@@ -46,6 +51,9 @@ void rl_robotsread_start(struct rl_reqconn *c, const struct rl_resp_event *e,
     memcpy(rr->name, name != NULL ? name : "", n);
     rr->name[n] = '\0';
     rr->port = port;
+    rr->h2 = e->stream_id != 0;
+    if (rr->h2)
+        rl_h2body_init(&rr->h2b, e->stream_id, e->h2_skip);
     const char *ua = c->http.robots_ua;
     rl_robots_body_init(&rr->body, ua, strlen(ua), e->chunked, e->length,
                         coding, zlib);
@@ -85,9 +93,14 @@ void rl_robotsread_feed(struct rl_proc *proc, struct rl_reqconn *c,
     struct rl_robotsread *rr = c->robots;
     if (rr == NULL)
         return;
-    rl_robots_body_feed(&rr->body, buf, n);
+    if (rr->h2)
+        rl_h2body_feed(&rr->h2b, buf, n, &rr->body);
+    else
+        rl_robots_body_feed(&rr->body, buf, n);
     if (rl_robots_body_state(&rr->body) != RL_ROBOTS_READING)
         settle(proc, c, r);
+    else if (rr->h2 && rl_h2body_done(&rr->h2b))
+        rl_robotsread_drop(c); /* the stream was cut short */
 }
 
 void rl_robotsread_end(struct rl_proc *proc, struct rl_reqconn *c,
@@ -96,6 +109,12 @@ void rl_robotsread_end(struct rl_proc *proc, struct rl_reqconn *c,
     struct rl_robotsread *rr = c->robots;
     if (rr == NULL)
         return;
+    /* An HTTP/2 body ends with its stream: the connection's end before
+     * that cut it short. */
+    if (rr->h2) {
+        rl_robotsread_drop(c);
+        return;
+    }
     rl_robots_body_close(&rr->body);
     settle(proc, c, r);
 }

@@ -1,7 +1,8 @@
 /* robotsread.h — a robots.txt answer read as the program reads it (SPEC
  * §14): the response side (respconn.c) starts one at a `200` to a
- * `GET /robots.txt` (HTTP/1.x), feeds it the bytes after the head, and at
- * the body's end (or its first RL_ROBOTS_BODY_MAX bytes) the Crawl-delay
+ * `GET /robots.txt` (HTTP/1.x, or HTTP/2, whose body is taken out of
+ * the answer's stream by http/h2body.h), feeds it the bytes after the
+ * head, and at the body's end (or its first RL_ROBOTS_BODY_MAX bytes) the Crawl-delay
  * for the request's User-Agent goes to gate_crawl.h, named as the
  * request was charged. A body cut short, in a coding not read, or framed
  * before the server closed the connection changes nothing; one framed by

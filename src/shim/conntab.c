@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policy/decide_request.h"
+#include "policy/fdlife.h"
 #include "shim/fdtab.h"
 #include "shim/self.h"
 
@@ -20,9 +21,26 @@
 #define READER 2
 #define CLOSED 4
 
+struct rl_reqconn *rl_conn_begun(const struct sockaddr *sa, socklen_t len)
+{
+    struct rl_reqconn *c = NULL;
+    const struct rl_fd_event ev = {
+        .what = RL_FDLIFE_CONN_BEGUN, .conn = &c, .sa = sa, .salen = len};
+    rl_policy_fd_event(rl_shim_proc(), &ev);
+    return c;
+}
+
+void rl_conn_over(struct rl_reqconn *c)
+{
+    if (c == NULL)
+        return;
+    const struct rl_fd_event ev = {.what = RL_FDLIFE_CONN_OVER, .conn = &c};
+    rl_policy_fd_event(rl_shim_proc(), &ev);
+}
+
 static void drop(struct rl_reqconn *c)
 {
-    rl_request_conn_free(c);
+    rl_conn_over(c);
 }
 
 /* Room for fd (the lock held). */
@@ -67,7 +85,7 @@ bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len)
     struct rl_conntab *tab = &rl_shim_self->conntab;
     if (fd < 0)
         return false;
-    struct rl_reqconn *c = rl_request_conn_new(sa, len);
+    struct rl_reqconn *c = rl_conn_begun(sa, len);
     if (c == NULL)
         return false;
     pthread_mutex_lock(&tab->lock);

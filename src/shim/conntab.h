@@ -46,6 +46,12 @@ struct rl_conntab {
 
 /* Count the requests of fd, connecting to sa. Returns true when fd now
  * has a connection (mark it RL_FD_HTTP). */
+/* The record of a connection whose requests are counted, to `sa` (NULL:
+ * not known), made by policy (rl_policy_fd_event); NULL when there is no
+ * memory. rl_conn_over lets it go (c NULL: nothing). */
+struct rl_reqconn *rl_conn_begun(const struct sockaddr *sa, socklen_t len);
+void rl_conn_over(struct rl_reqconn *c);
+
 bool rl_conntab_open(int fd, const struct sockaddr *sa, socklen_t len);
 
 /* fd's mark carries RL_FD_HTTP_LATE (its connect was a signal

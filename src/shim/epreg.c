@@ -21,9 +21,9 @@ int rl_epreg_mode_now(int fd, uint64_t now)
 {
     if (!rl_ready_any(&rl_shim_proc()->ready))
         return RL_EPREG_FULL;
-    struct rl_ready_look lk;
-    rl_ready_look(rl_shim_proc(), fd, now, &lk);
-    switch (lk.hidden) {
+    struct rl_ready_take lk = {.what = RL_READY_LOOK};
+    (void)rl_ready_take(rl_shim_proc(), fd, now, &lk);
+    switch (lk.look.hidden) {
     case RL_READY_CONNECT:
     case RL_READY_OPEN:
         return RL_EPREG_ABSENT;

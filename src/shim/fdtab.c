@@ -59,16 +59,6 @@ int rl_fdtab_set(int fd, uint32_t mark)
     return 0;
 }
 
-void rl_fdtab_clear(int fd)
-{
-    if ((unsigned)fd >= RL_FDTAB_MAX)
-        return;
-    _Atomic uint32_t *p = page_of((unsigned)fd);
-    if (p != NULL)
-        atomic_store_explicit(&p[(unsigned)fd & PAGE_MASK_FDS], 0,
-                              memory_order_relaxed);
-}
-
 void rl_fdtab_clear_range(unsigned first, unsigned last)
 {
     if (first >= RL_FDTAB_MAX || first > last)

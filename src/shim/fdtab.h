@@ -72,20 +72,26 @@ struct rl_fdtab {
     _Atomic(_Atomic uint32_t *) dir[RL_FDTAB_MAX >> RL_FDTAB_PAGE_BITS];
 };
 
-/* The mark of `fd` in t, 0 when none (or fd out of range). The hooks ask
- * the process's table: rl_fdtab_get(fd) (shim/self.h). */
-static inline uint32_t rl_fdtab_mark(const struct rl_fdtab *t, int fd)
+/* Where the mark of `fd` is kept in t, NULL when its page was never made
+ * (or fd is out of range): nothing marked there. */
+static inline _Atomic uint32_t *rl_fdtab_slot(const struct rl_fdtab *t, int fd)
 {
     if ((unsigned)fd >= RL_FDTAB_MAX)
-        return 0;
+        return NULL;
     /* Pairs with the release CAS that publishes a page (fdtab.c). */
     _Atomic uint32_t *p = atomic_load_explicit(
         &t->dir[(unsigned)fd >> RL_FDTAB_PAGE_BITS], memory_order_acquire);
     if (p == NULL)
-        return 0;
-    return atomic_load_explicit(
-        &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)],
-        memory_order_relaxed);
+        return NULL;
+    return &p[(unsigned)fd & ((1u << RL_FDTAB_PAGE_BITS) - 1)];
+}
+
+/* The mark of `fd` in t, 0 when none (or fd out of range). The hooks ask
+ * the process's table: rl_fdtab_get(fd) (shim/self.h). */
+static inline uint32_t rl_fdtab_mark(const struct rl_fdtab *t, int fd)
+{
+    _Atomic uint32_t *m = rl_fdtab_slot(t, fd);
+    return m != NULL ? atomic_load_explicit(m, memory_order_relaxed) : 0;
 }
 
 /* Replace the mark of `fd`. Returns 0, -EBADF for an fd out of range, or
@@ -112,8 +118,14 @@ static inline int rl_fdtab_store(struct rl_fdtab *t, int fd, uint32_t mark)
     return rl_fdtab_set(fd, mark);
 }
 
-/* Forget `fd` (cheap when it has no page). */
-void rl_fdtab_clear(int fd);
+/* Forget `fd` in t: one load and one store when its page exists, nothing
+ * when it has none (no page was ever marked there). */
+static inline void rl_fdtab_unstore(struct rl_fdtab *t, int fd)
+{
+    _Atomic uint32_t *m = rl_fdtab_slot(t, fd);
+    if (m != NULL)
+        atomic_store_explicit(m, 0, memory_order_relaxed);
+}
 
 /* Forget every fd in [first, last] (inclusive; last may be ~0U). Only
  * pages that exist are visited. */
@@ -130,7 +142,7 @@ bool rl_fdtab_cas(int fd, uint32_t *expect, uint32_t mark);
  * marks of inherited sockets, when no rule applies after all. */
 void rl_fdtab_drop_with(unsigned last, uint32_t bit);
 
-/* rl_fdtab_get and rl_fdtab_put: on the process's table. */
+/* rl_fdtab_get, rl_fdtab_put and rl_fdtab_clear: on the process's table. */
 #include "shim/self.h"
 
 #endif

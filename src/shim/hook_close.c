@@ -32,14 +32,16 @@
  * here). A vfork child's close leaves its parent's marks and entries be.
  * A signal handler's leaves the request connection (forgetting it locks
  * and frees): the number's next connect replaces it (conntab.h). */
-static __attribute__((noinline)) void forget(int fd, uint32_t m)
+static __attribute__((noinline)) void forget(int fd, uint32_t m,
+                                             _Atomic uint32_t *slot)
 {
     if (rl_shim_in_vfork_child())
         return;
     /* Its requests' answers looked at while it is still the number's. */
     if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
         rl_recv_closing(fd);
-    rl_fdtab_clear(fd);
+    /* rl_fdtab_clear(fd), where close found the mark. */
+    atomic_store_explicit(slot, 0, memory_order_relaxed);
     rl_madeup_closed(m);
     rl_wait_forget(fd, m);
     if ((m & RL_FD_HTTP) && !rl_hook_in_handler())
@@ -75,9 +77,11 @@ static void release_log(unsigned first, unsigned last)
 
 RL_EXPORT int close(int fd)
 {
-    uint32_t m = rl_fdtab_get(fd);
+    _Atomic uint32_t *slot = rl_fdtab_at(fd);
+    uint32_t m =
+        slot != NULL ? atomic_load_explicit(slot, memory_order_relaxed) : 0;
     if (__builtin_expect(m != 0, 0))
-        forget(fd, m);
+        forget(fd, m, slot);
     /* (One load and compare: the log's kept fd is fd + 1 there.) */
     if (__builtin_expect(atomic_load_explicit(&rl_shim_proc()->declog.kept,
                                               memory_order_relaxed) == fd + 1,
@@ -181,9 +185,11 @@ RL_EXPORT int fclose(FILE *fp)
         int saved = errno;
         int fd = fileno(fp); /* -1 and EBADF for a stream without one */
         errno = saved;
-        uint32_t m = rl_fdtab_get(fd);
+        _Atomic uint32_t *slot = rl_fdtab_at(fd);
+        uint32_t m =
+            slot != NULL ? atomic_load_explicit(slot, memory_order_relaxed) : 0;
         if (__builtin_expect(m != 0, 0))
-            forget(fd, m);
+            forget(fd, m, slot);
     }
     return REAL(fclose)(fp);
 }

@@ -67,6 +67,7 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
      * a number whose close the shim never saw carries nothing stale. */
     uint32_t type = rl_hook_sock_type(fd, m);
     const struct rl_connect_question q = {
+        .head = {RL_CALL_CONNECT},
         .call = call,
         .fd = fd,
         .sa = sa,
@@ -77,8 +78,9 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
         .asker = asker,
         .charged = (m & RL_FD_CHARGED) != 0,
         .deadline = deadline,
+        .probe = &rl_wait_connect_probe,
     };
-    rl_decide_connect(rl_shim_proc(), &q, &rl_wait_connect_probe, a);
+    rl_decide(rl_shim_proc(), &q.head, (union rl_answer){.connect = a});
     /* Its requests are counted by the names they carry, whatever the
      * address (SPEC §11): a connection for every TCP connect. One made
      * in a handler is made later, outside it: making it allocates, and
@@ -104,11 +106,8 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
     return RL_HOOK_GO;
 }
 
-void rl_hook_connect_end(int fd, int r, int err)
+void rl_hook_connect_failed(int fd)
 {
-    if (r == 0 || err == EINPROGRESS || err == EALREADY || err == EISCONN ||
-        err == EINTR)
-        return;
     /* Refused, unreachable, ...: this attempt is over (and was charged);
      * a connect on the same socket again is a new attempt. */
     rl_fdtab_set(fd, RL_FD_KNOWN | RL_FD_STREAM |
@@ -164,7 +163,10 @@ static bool wait_or_defer(int fd, const struct sockaddr *sa, socklen_t len,
 {
     while (a->act == RL_CONNECT_WAIT) {
         rl_shim_leave();
-        rl_settle_connect(rl_shim_proc(), a, fd, -1, 0); /* the wait */
+        rl_settle(rl_shim_proc(), /* the wait */
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_CONNECT,
+                      .connect = {.a = a, .fd = fd, .r = -1, .err = 0}});
         if (!rl_shim_enter()) {
             *act = REAL(connect)(fd, sa, len);
             return false;
@@ -209,7 +211,10 @@ RL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
         int err = errno;
         rl_hook_connect_end(fd, r, err);
         if (rl_settle_connect_owes(&a))
-            rl_settle_connect(rl_shim_proc(), &a, fd, r, err);
+            rl_settle(rl_shim_proc(),
+                      &(const struct rl_outcome){
+                          .kind = RL_CALL_CONNECT,
+                          .connect = {.a = &a, .fd = fd, .r = r, .err = err}});
         errno = err;
     }
     return r;

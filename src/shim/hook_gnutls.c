@@ -1,4 +1,5 @@
-/* hook_gnutls.c — GnuTLS's writes (SPEC §11): gnutls_record_send; the
+/* hook_gnutls.c — GnuTLS's writes (SPEC §11): gnutls_record_send (in
+ * pieces, as SSL_write: tlswrite.h); the
  * server name the program sets (gnutls_server_name_set, remembered for
  * the session's first write); gnutls_deinit forgets the session. */
 #include <errno.h>
@@ -38,6 +39,23 @@ static void name_of(const void *session, const struct rl_tlsent *e,
  * not paired with its socket by its handshake: not done for GnuTLS. */
 static const struct rl_tlsops ops = {fd_of, name_of, NULL};
 
+/* One real gnutls_record_send of a piece (tlswrite.h). */
+struct send_call {
+    gnutls_session_t session;
+    ssize_t (*real)(gnutls_session_t, const void *, size_t);
+    ssize_t r;
+};
+
+static long send_piece(void *ctx, const void *buf, size_t n)
+{
+    struct send_call *x = ctx;
+    x->r = x->real(x->session, buf, n);
+    return x->r > 0 ? (long)x->r : -1;
+}
+
+/* Through rl_tlswrite_run, as SSL_write: a request of a write of its own
+ * may be answered in the process (SPEC §15, on_deny = respond), its bytes
+ * taken and its answer read from gnutls_record_recv (hook_tls_read.c). */
 RL_EXPORT ssize_t gnutls_record_send(gnutls_session_t session,
                                      const void *data, size_t size)
 {
@@ -45,21 +63,22 @@ RL_EXPORT ssize_t gnutls_record_send(gnutls_session_t session,
         rl_tls_real(RL_TLS_GNUTLS_RECORD_SEND);
     if (real == NULL)
         return GNUTLS_E_INTERNAL_ERROR;
-    struct rl_tlswrite w;
-    int act = rl_tlswrite_begin(&w, session, data, data != NULL ? size : 0,
-                                "gnutls_record_send", &ops);
-    if (act == RL_TLSW_FAIL) {
+    if (data == NULL || size == 0) {
+        /* (NULL, 0) flushes what an interrupted send kept: no request. */
+        if (rl_tls_denied == session)
+            rl_tls_denied = NULL;
+        return real(session, data, size);
+    }
+    struct send_call x = {session, real, 0};
+    long out;
+    if (rl_tlswrite_run(session, data, size, "gnutls_record_send", &ops,
+                        send_piece, &x, &out) == RL_TLSW_FAIL) {
         /* SSL_get_error has no GnuTLS twin: the code says it (errno
          * is set: a push error's cause, as the library's own). */
         rl_tls_denied = NULL;
         return errno == EAGAIN ? GNUTLS_E_AGAIN : GNUTLS_E_PUSH_ERROR;
     }
-    rl_tls_depth++;
-    ssize_t r = real(session, data, size);
-    rl_tls_depth--;
-    if (act == RL_TLSW_GO)
-        rl_tlswrite_end(&w, r > 0 ? (long)r : -1);
-    return r;
+    return out >= 0 ? (ssize_t)out : x.r;
 }
 
 RL_EXPORT int gnutls_server_name_set(gnutls_session_t session, int type,

@@ -140,7 +140,9 @@ static __attribute__((noinline)) ssize_t madeup(int fd,
     size_t got = 0;
     bool left = false;
     if (c != NULL) {
-        got = rl_request_madeup(c, iov, n, (flags & MSG_PEEK) != 0, &left);
+        got = rl_request_madeup(
+            c, (flags & MSG_PEEK) ? RL_MADEUP_PEEK : RL_MADEUP_TAKE, iov, n,
+            &left);
         rl_conntab_release_read(c);
     }
     if (!left)

@@ -36,9 +36,12 @@ static const struct rl_request_probe probe = {
     .tls_bind = rl_tlswrite_bind,
 };
 
-static void question(const struct rl_send *s, struct rl_request_question *q)
+static void question(const struct rl_send *s, struct rl_reqconn *c,
+                     struct rl_request_question *q)
 {
     *q = (struct rl_request_question){
+        .head = {RL_CALL_REQUEST},
+        .conn = c,
         .call = s->call,
         .carrier = RL_CARRY_PLAIN,
         .fd = s->fd,
@@ -85,8 +88,8 @@ int rl_request_begin(struct rl_send *s)
     }
     int saved = errno;
     struct rl_request_question q;
-    question(s, &q);
-    rl_decide_request(rl_shim_proc(), c, &q, &s->ra);
+    question(s, c, &q);
+    rl_decide(rl_shim_proc(), &q.head, (union rl_answer){.request = &s->ra});
     const struct rl_request_answer *ra = &s->ra;
     if (ra->act == RL_REQUEST_CIPHER) {
         errno = saved;
@@ -132,7 +135,8 @@ int rl_request_begin(struct rl_send *s)
             break; /* hung up: the kernel answers (its turn stays spent) */
         if (!rl_shim_enter())
             break;
-        rl_decide_request(rl_shim_proc(), c, &q, &s->ra);
+        rl_decide(rl_shim_proc(), &q.head,
+                  (union rl_answer){.request = &s->ra});
         rl_shim_leave();
     }
     if (s->ra.act == RL_GATE_FAIL) {
@@ -151,8 +155,11 @@ void rl_request_end(struct rl_send *s, long sent)
     s->rc = NULL;
     bool in = rl_shim_enter();
     struct rl_request_question q;
-    question(s, &q);
-    if (rl_settle_request(rl_shim_proc(), c, &q, &s->ra, sent))
+    question(s, c, &q);
+    if (rl_settle(rl_shim_proc(),
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_REQUEST,
+                      .request = {.c = c, .q = &q, .a = &s->ra, .sent = sent}}))
         forget(s->fd);
     if (in)
         rl_shim_leave();

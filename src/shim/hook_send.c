@@ -73,15 +73,17 @@ size_t rl_hook_iov_trim(const struct iovec *iov, size_t n, size_t want,
 static int fastopen_in_handler(const struct rl_send *s, uint32_t *kind)
 {
     const struct rl_connect_question q = {
+        .head = {RL_CALL_CONNECT},
         .call = s->call,
         .fd = s->fd,
         .sa = s->sa,
         .salen = s->salen,
         .sock = RL_CONNECT_STREAM,
         .asker = RL_CONNECT_HANDLER,
+        .probe = &rl_wait_connect_probe,
     };
     struct rl_connect_answer a;
-    rl_decide_connect(rl_shim_proc(), &q, &rl_wait_connect_probe, &a);
+    rl_decide(rl_shim_proc(), &q.head, (union rl_answer){.connect = &a});
     if (a.act == RL_CONNECT_FAIL) {
         errno = a.t.err;
         return -1;
@@ -126,6 +128,7 @@ static int decide_in_handler(struct rl_send *s)
         return 0;
     bool stream = kind == RL_FD_STREAM;
     const struct rl_send_question q = {
+        .head = {RL_CALL_SEND},
         .call = s->call,
         .fd = s->fd,
         .flags = s->flags,
@@ -140,7 +143,7 @@ static int decide_in_handler(struct rl_send *s)
         .handler = true,
         .probe = &rl_wait_probe,
     };
-    rl_decide_send(rl_shim_proc(), &q, &s->a);
+    rl_decide(rl_shim_proc(), &q.head, (union rl_answer){.send = &s->a});
     if (s->a.act == RL_GATE_FAIL) {
         errno = s->a.t.err;
         return -1;
@@ -159,6 +162,7 @@ static int decide_send(struct rl_send *s, uint32_t kind,
                        struct rl_gate_ticket *fastopen)
 {
     struct rl_send_question q = {
+        .head = {RL_CALL_SEND},
         .call = s->call,
         .fd = s->fd,
         .flags = s->flags,
@@ -174,7 +178,7 @@ static int decide_send(struct rl_send *s, uint32_t kind,
         .fastopen = fastopen,
         .probe = &rl_wait_probe,
     };
-    rl_decide_send(rl_shim_proc(), &q, &s->a);
+    rl_decide(rl_shim_proc(), &q.head, (union rl_answer){.send = &s->a});
     if (s->a.view != 0 || s->a.connect_due != 0)
         rl_wait_apply(s->fd, &s->a);
     if (s->a.act == RL_DECIDE_KERNEL)
@@ -209,7 +213,10 @@ static __attribute__((noinline)) int decide_fastopen(struct rl_send *s)
     if (s->cact == RL_HOOK_GO)
         /* max_open: held from now until the fd closes (a fastopen that
          * then fails stays counted until then). */
-        rl_settle_connect(rl_shim_proc(), &ca, s->fd, 0, 0);
+        rl_settle(rl_shim_proc(),
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_CONNECT,
+                      .connect = {.a = &ca, .fd = s->fd, .r = 0, .err = 0}});
     s->mark = rl_fdtab_get(s->fd);
     if (s->cact == RL_HOOK_FAIL) {
         apply_of(&s->a.t, tc);
@@ -290,8 +297,13 @@ void rl_send_settle(struct rl_send *s, int r, uint64_t calls, uint64_t bytes)
         return;
     }
     if (rl_settle_send_owes(&s->a, calls, bytes) && rl_shim_enter()) {
-        rl_settle_send(rl_shim_proc(), &s->a, s->how == RL_SEND_LEASED, calls,
-                       bytes);
+        rl_settle(rl_shim_proc(),
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_SEND,
+                      .send = {.a = &s->a,
+                               .leased = s->how == RL_SEND_LEASED,
+                               .calls = calls,
+                               .bytes = bytes}});
         rl_shim_leave();
     }
     errno = err;
@@ -308,8 +320,13 @@ void rl_send_fast_settle(size_t grant, ssize_t r, struct rl_lease_holder *h)
     a.t.calls = 1;
     a.t.bytes = grant;
     if (rl_shim_enter()) {
-        rl_settle_send(rl_shim_proc(), &a, true, r < 0 ? 0 : 1,
-                       r < 0 ? 0 : (uint64_t)r);
+        rl_settle(rl_shim_proc(),
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_SEND,
+                      .send = {.a = &a,
+                               .leased = true,
+                               .calls = r < 0 ? 0 : 1,
+                               .bytes = r < 0 ? 0 : (uint64_t)r}});
         rl_shim_leave();
     }
     errno = err;

@@ -1,7 +1,7 @@
 /* hook_tls_read.c — what the program reads through its TLS library
  * (SPEC §12): SSL_read, SSL_read_ex (OpenSSL, linked or dlopen'ed: the
  * real functions are found as the writes' are, tlsreal.h) and
- * gnutls_record_recv. The plaintext a call really returned goes, after
+ * gnutls_record_recv (and gnutls_record_check_pending, below). The plaintext a call really returned goes, after
  * it returned, to the response side of the session's connection, the one
  * its counted writes made (tlstab.h); a session with no such connection
  * costs a look at an empty table (or one bucket, under its lock). The
@@ -11,7 +11,8 @@
  * A made-up answer (SPEC §15, on_deny = respond) queued on the session's
  * connection is what SSL_read, SSL_read_ex, SSL_peek and
  * gnutls_record_recv return while it is due, with no real call; and
- * SSL_pending counts it. Looked for only once the process made one up.
+ * SSL_pending and gnutls_record_check_pending count it: a client that asks
+ * them before it waits on the socket (wget does, then select) reads it. Looked for only once the process made one up.
  * SSL_peek is otherwise passed on: what it shows is read again. A call
  * from a signal handler is not read (the table takes a lock; OpenSSL and
  * GnuTLS are not async-signal-safe anyway), nor one made inside another
@@ -73,8 +74,10 @@ static __attribute__((noinline)) size_t tls_madeup(const void *session,
     if (e != NULL && e->c != NULL) {
         struct iovec one = {buf, n};
         bool left;
-        got = buf == NULL ? rl_request_madeup_pending(e->c)
-                          : rl_request_madeup(e->c, &one, 1, peek, &left);
+        int ask = buf == NULL ? RL_MADEUP_PENDING
+                  : peek      ? RL_MADEUP_PEEK
+                              : RL_MADEUP_TAKE;
+        got = rl_request_madeup(e->c, ask, &one, 1, &left);
         if (buf != NULL && !peek && !left)
             rl_madeup_unmark(e->fd >= 0 ? e->fd : e->wire);
     }
@@ -192,5 +195,17 @@ RL_EXPORT ssize_t gnutls_record_recv(gnutls_session_t session, void *data,
         /* The server's end: its close alert, the socket's EOF, or its
          * reset. */
         tls_received(session, NULL, 0, "gnutls_record_recv", RL_READ_ENDED);
+    return r;
+}
+
+/* GnuTLS's SSL_pending: the plaintext bytes a gnutls_record_recv would
+ * return without reading the socket, a made-up answer's included. */
+RL_EXPORT size_t gnutls_record_check_pending(gnutls_session_t session)
+{
+    size_t (*real)(gnutls_session_t) =
+        rl_tls_real(RL_TLS_GNUTLS_RECORD_CHECK_PENDING);
+    size_t r = real != NULL ? real(session) : 0;
+    if (madeup_any())
+        r += tls_madeup(session, NULL, 0, true);
     return r;
 }

@@ -94,8 +94,17 @@ int rl_hook_connect_begin(int fd, const struct sockaddr *sa, socklen_t len,
                           const char *call, int asker, uint64_t deadline,
                           struct rl_connect_answer *a);
 
-/* After the real connect of a charged attempt returned r (errno err). */
-void rl_hook_connect_end(int fd, int r, int err);
+/* After the real connect of a charged attempt returned r (errno err).
+ * Inline: a connect made or in progress, nearly every one, changes
+ * nothing; only an attempt that failed outright calls out. */
+void rl_hook_connect_failed(int fd);
+static inline void rl_hook_connect_end(int fd, int r, int err)
+{
+    if (r == 0 || err == EINPROGRESS || err == EALREADY || err == EISCONN ||
+        err == EINTR)
+        return;
+    rl_hook_connect_failed(fd);
+}
 
 /* The mark of fd for a send-like call: m, or, when the look at inherited
  * sockets is still due, what fd carries after it ran. */

@@ -8,23 +8,27 @@
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
 #include "shim/shim.h"
+#include "shim/tlstab.h"
 
 void rl_madeup_mark(int fd)
 {
     if (fd < 0)
         return;
-    /* Every answer queued is a new edge for an edge-triggered epoll. */
-    rl_epreg_madeup_new(fd);
     uint32_t m = rl_fdtab_get(fd);
     while (!(m & RL_FD_MADEUP))
         if (rl_fdtab_cas(fd, &m, m | RL_FD_MADEUP)) {
-            __atomic_add_fetch(&rl_shim_self->madeup, 1, __ATOMIC_RELAXED);
-            return;
+            __atomic_add_fetch(&rl_shim_self->madeup, 1, __ATOMIC_SEQ_CST);
+            break;
         }
+    /* Every answer queued is a new edge for an edge-triggered epoll; made
+     * only once the mark is up: a thread it wakes, which comes back to
+     * wait at once, must find the answer then, or it waits in the kernel
+     * for an edge that never comes. */
+    rl_epreg_madeup_new(fd);
 }
 
 /* One fewer, never below 0 (a dup'ed mark closed twice). */
-static void fewer(void)
+void rl_madeup_fewer(void)
 {
     unsigned n = __atomic_load_n(&rl_shim_self->madeup, __ATOMIC_RELAXED);
     while (n > 0 && !__atomic_compare_exchange_n(&rl_shim_self->madeup, &n,
@@ -40,15 +44,9 @@ void rl_madeup_unmark(int fd)
     uint32_t m = rl_fdtab_get(fd);
     while (m & RL_FD_MADEUP)
         if (rl_fdtab_cas(fd, &m, m & ~RL_FD_MADEUP)) {
-            fewer();
+            rl_madeup_fewer();
             return;
         }
-}
-
-void rl_madeup_closed(uint32_t m)
-{
-    if (m & RL_FD_MADEUP)
-        fewer();
 }
 
 bool rl_madeup_due(int fd)
@@ -59,13 +57,15 @@ bool rl_madeup_due(int fd)
     bool due = false;
     struct rl_reqconn *c = rl_conntab_acquire_read(fd);
     if (c != NULL) {
-        due = rl_request_madeup_due(c);
+        due = rl_request_madeup(c, RL_MADEUP_DUE, NULL, 0, NULL) != 0;
         rl_conntab_release_read(c);
     } else {
-        /* A TLS session's socket (its connection is the session's, not
-         * the fd's): readable while its answer is queued, the order of
-         * its answers aside. */
-        due = true;
+        /* A TLS session's socket: its connection is the session's, not
+         * the fd's. Readable for the answer only once the server's
+         * answers before it were read whole, or the program's read would
+         * find nothing and it would wait again at once: a spin. Until
+         * then the kernel says what is readable. */
+        due = rl_tlstab_madeup_due(fd);
     }
     rl_shim_leave();
     errno = saved;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <sys/select.h>
 
+#include "shim/fdtab.h"
 #include "shim/self.h"
 
 /* Are made-up answers queued on any fd? One relaxed load. */
@@ -22,7 +23,13 @@ static inline bool rl_madeup_any(void)
  * mark before). */
 void rl_madeup_mark(int fd);
 void rl_madeup_unmark(int fd);
-void rl_madeup_closed(uint32_t m);
+void rl_madeup_fewer(void);
+/* Inline: every close of a marked fd asks, and almost none has one. */
+static inline void rl_madeup_closed(uint32_t m)
+{
+    if (__builtin_expect(m & RL_FD_MADEUP, 0))
+        rl_madeup_fewer();
+}
 
 /* Is a made-up answer due on fd (its next read returns it at once)? */
 bool rl_madeup_due(int fd);

@@ -100,7 +100,10 @@ static void make_connect(int fd, struct rl_connect_answer *a,
         rl_hook_connect_end(fd, c, *err);
         /* Its max_open places, taken when it was decided, now held by
          * fd. */
-        rl_settle_connect(rl_shim_proc(), a, fd, c, *err);
+        rl_settle(rl_shim_proc(),
+                  &(const struct rl_outcome){
+                      .kind = RL_CALL_CONNECT,
+                      .connect = {.a = a, .fd = fd, .r = c, .err = *err}});
     }
     /* From now on the kernel's own progress is reported. */
     rl_epreg_sync(fd, RL_EPREG_FULL);
@@ -165,9 +168,9 @@ int rl_wait_paced(int fd, int flags, uint64_t *sleep_until)
     if (r == -EAGAIN) {
         until = tk.until;
     } else {
-        struct rl_ready_look lk;
-        rl_ready_look(rl_shim_proc(), fd, now, &lk);
-        until = lk.held_until;
+        struct rl_ready_take lk = {.what = RL_READY_LOOK};
+        (void)rl_ready_take(rl_shim_proc(), fd, now, &lk);
+        until = lk.look.held_until;
     }
     if (until == 0)
         return 0;
@@ -291,7 +294,8 @@ void rl_wait_forget_slow(int what, unsigned first, unsigned last, bool live)
         return;
     bool guarded = live && rl_shim_enter();
     int saved = errno;
-    struct rl_fd_event ev = {what, first, last, guarded};
+    struct rl_fd_event ev = {
+        .what = what, .first = first, .last = last, .may_lock = guarded};
     rl_policy_fd_event(rl_shim_proc(), &ev);
     if (guarded) {
         if (what == RL_FDLIFE_DUPED)

@@ -104,4 +104,17 @@ static inline int rl_fdtab_put(int fd, uint32_t mark)
     return rl_fdtab_store(&rl_shim_self->fdtab, fd, mark);
 }
 
+/* Where fd's mark is kept, NULL when nothing is marked there (fdtab.h):
+ * for a close, which reads the mark and then clears it. */
+static inline _Atomic uint32_t *rl_fdtab_at(int fd)
+{
+    return rl_fdtab_slot(&rl_shim_self->fdtab, fd);
+}
+
+/* Forget `fd` (cheap when it has no page; fdtab.h). */
+static inline void rl_fdtab_clear(int fd)
+{
+    rl_fdtab_unstore(&rl_shim_self->fdtab, fd);
+}
+
 #endif

@@ -35,6 +35,8 @@ static const struct {
     [RL_TLS_BIO_METHOD_TYPE] = {"BIO_method_type", "/libcrypto.so"},
     [RL_TLS_SSL_PEEK] = {"SSL_peek", "/libssl.so"},
     [RL_TLS_SSL_PENDING] = {"SSL_pending", "/libssl.so"},
+    [RL_TLS_GNUTLS_RECORD_CHECK_PENDING] = {"gnutls_record_check_pending",
+                                            "/libgnutls.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

@@ -2,6 +2,7 @@
 #include "shim/tlstab.h"
 #include "policy/decide_request.h"
 #include "shim/self.h"
+#include "shim/conntab.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -66,8 +67,27 @@ void rl_tlstab_drop(const void *key)
     pthread_mutex_unlock(&tab->lock);
     if (e == NULL)
         return;
-    rl_request_conn_free(e->c);
+    rl_conn_over(e->c);
     free(e);
+}
+
+bool rl_tlstab_madeup_due(int fd)
+{
+    struct rl_tlstab *tab = &rl_shim_self->tlstab;
+    if (fd < 0 || atomic_load_explicit(&tab->n, memory_order_relaxed) == 0)
+        return false;
+    bool due = false;
+    pthread_mutex_lock(&tab->lock);
+    for (unsigned b = 0; b < NBUCKETS && !due; b++)
+        for (struct rl_tlsent *e = tab->head[b]; e != NULL && !due;
+             e = e->next)
+            if (e->c != NULL && (e->fd >= 0 ? e->fd : e->wire) == fd)
+                /* Not waited for under the lock: its holder may be
+                 * about to ask for the lock. */
+                due = rl_request_madeup(e->c, RL_MADEUP_DUE_NOW, NULL,
+                                       0, NULL) != 0;
+    pthread_mutex_unlock(&tab->lock);
+    return due;
 }
 
 void rl_tlstab_atfork_child(void)

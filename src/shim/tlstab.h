@@ -66,6 +66,14 @@ struct rl_tlsent *rl_tlstab_get(const void *key, bool make);
  * empty. */
 void rl_tlstab_drop(const void *key);
 
+/* Is a made-up answer (SPEC §15) due on the connection of the session
+ * whose socket is fd (its fd, or its wire when it has none): would its
+ * next read return it? Walks the table under its lock (asked only while
+ * some fd has an answer queued), so a session freed meanwhile is never
+ * looked at. A connection another thread holds counts as due: that
+ * thread is inside a call on the session, and is out of it soon. */
+bool rl_tlstab_madeup_due(int fd);
+
 /* In the fork child (shim/init.c's handler, beside
  * rl_conntab_atfork_child). */
 void rl_tlstab_atfork_child(void);

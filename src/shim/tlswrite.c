@@ -36,7 +36,7 @@ __thread struct rl_tlsent *rl_tls_unbound
 static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
                                       const struct rl_tlsops *ops)
 {
-    struct rl_reqconn *c = rl_request_conn_new(NULL, 0);
+    struct rl_reqconn *c = rl_conn_begun(NULL, 0);
     if (c == NULL)
         return NULL;
     int fd = ops->fd_of(session);
@@ -184,6 +184,8 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     w->iov.iov_len = n;
     w->ask = (struct rl_tlsask){e, session, ops};
     w->q = (struct rl_request_question){
+        .head = {RL_CALL_REQUEST},
+        .conn = c,
         .call = call,
         .carrier = RL_CARRY_TLS,
         .fd = e->fd,
@@ -195,7 +197,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
         .ctx = &w->ask,
     };
     struct rl_request_answer *a = &w->a;
-    rl_decide_request(rl_shim_proc(), c, &w->q, a);
+    rl_decide(rl_shim_proc(), &w->q.head, (union rl_answer){.request = a});
     w->q.sni = NULL; /* (this frame's: read by the decision alone) */
     if (a->hide >= 0)
         rl_epreg_hold(a->hide);
@@ -227,7 +229,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
             break; /* hung up: the library's send hears the kernel */
         if (!rl_shim_enter())
             break;
-        rl_decide_request(rl_shim_proc(), c, &w->q, a);
+        rl_decide(rl_shim_proc(), &w->q.head, (union rl_answer){.request = a});
         rl_shim_leave();
     }
     if (a->act == RL_GATE_FAIL) {
@@ -285,7 +287,11 @@ void rl_tlswrite_end(struct rl_tlswrite *w, long sent)
     w->c = NULL;
     int saved = errno;
     bool in = rl_shim_enter();
-    (void)rl_settle_request(rl_shim_proc(), c, &w->q, &w->a, sent);
+    (void)rl_settle(rl_shim_proc(),
+                    &(const struct rl_outcome){
+                        .kind = RL_CALL_REQUEST,
+                        .request = {
+                            .c = c, .q = &w->q, .a = &w->a, .sent = sent}});
     if (in)
         rl_shim_leave();
     /* (A write asked to be retried keeps its turn: the retry holds.) */

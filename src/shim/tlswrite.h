@@ -1,9 +1,10 @@
 /* tlswrite.h — the one shape of a counted TLS write (SPEC §11), whatever
  * the library: the plaintext the program hands to SSL_write, SSL_write_ex
  * or gnutls_record_send is planned on the session's struct rl_reqconn
- * (tlstab.h). SSL_write and SSL_write_ex go through rl_tlswrite_run
- * (below: in delay mode, one piece a request); the others, and the
- * pieces, as one write that goes whole or not at all,
+ * (tlstab.h). SSL_write, SSL_write_ex and gnutls_record_send go through
+ * rl_tlswrite_run (below: in delay mode, one piece a request; a request
+ * of a piece of its own may be answered in the process, SPEC §15); the
+ * others, and the pieces, as one write that goes whole or not at all,
  *
  *     struct rl_tlswrite w;
  *     switch (rl_tlswrite_begin(&w, session, buf, n, "SSL_write", &ops)) {

@@ -48,7 +48,7 @@
 #include "util/ownerlock.h"
 
 #define RL_LAYOUT_MAGIC 0x47455348534c5200ull /* "\0RLSHSEG" little-endian */
-#define RL_LAYOUT_VERSION 8u
+#define RL_LAYOUT_VERSION 9u
 #define RL_SEG_READY 0x5245414459ull /* "READY": anything else is not */
 
 /* Written once by the process that builds the segment, before the segment
@@ -165,10 +165,14 @@ struct rl_seg_store {
     /* Requests (SPEC §11): TLS connections whose requests could not be
      * counted (relaxed adds, like the counters). */
     rl_atomic_u64 tls_unseen;
+    /* Requests answered in the process under on_deny = respond (SPEC
+     * §15), which the request kind's `denied` does not count (relaxed
+     * adds, like the counters). */
+    rl_atomic_u64 responded;
 };
 
-/* 200: with a token bucket's word, one budget is four lines of 64 bytes. */
-#define RL_SEG_STORE_SIZE 200u
+/* 208: with a token bucket's word, one budget is four lines of 64 bytes. */
+#define RL_SEG_STORE_SIZE 208u
 #define RL_SEG_STORE_WORDS (RL_SEG_STORE_SIZE / 8)
 /* The pause table (SPEC §12, §14; policy/pauses.c reads and writes it),
  * each entry a destination's pace: a pause belongs to one destination of one section and user, never to a
@@ -251,6 +255,9 @@ _Static_assert(offsetof(struct rl_seg_store, tls_unseen) ==
                    offsetof(struct rl_seg_store, counters) +
                        8 * RL_STORE_COUNTERS,
                "store.h reaches the request words after the counters");
+_Static_assert(offsetof(struct rl_seg_store, responded) ==
+                   offsetof(struct rl_seg_store, tls_unseen) + 8,
+               "store.h reaches `responded` after tls_unseen");
 _Static_assert(sizeof(struct rl_seg_store) == RL_SEG_STORE_SIZE,
                "storage head size is part of the layout version");
 _Static_assert(offsetof(struct rl_seg_store, label) == 0, "label");

@@ -142,6 +142,8 @@ static inline void rl_store_count(const struct rl_slot *sl, unsigned kind,
 /* The slot's request word after its counters (layout.h's struct
  * rl_seg_store, shared or kept in the process alike). */
 #define RL_STORE_TLS_UNSEEN RL_STORE_COUNTERS
+/* And the one after it: requests answered in the process (SPEC §15). */
+#define RL_STORE_RESPONDED (RL_STORE_COUNTERS + 1)
 
 /* The pause table of s (layout.h's struct rl_seg_pauses, its entries
  * after it; policy/pauses.h reads and writes it, and keeps the segment
@@ -154,6 +156,14 @@ struct rl_seg_pauses *rl_store_pauses(struct rl_store *s, uint32_t *n);
 static inline void rl_store_count_tls_unseen(const struct rl_slot *sl)
 {
     rl_add_relaxed_u64(&sl->counters[RL_STORE_TLS_UNSEEN], 1);
+}
+
+/* `n` more requests answered in the process under on_deny = respond (SPEC
+ * §15), kept apart from `denied`: relaxed, like the counters. */
+static inline void rl_store_count_responded(const struct rl_slot *sl,
+                                            uint64_t n)
+{
+    rl_add_relaxed_u64(&sl->counters[RL_STORE_RESPONDED], n);
 }
 
 /* What keeps a segment from being removed as unused (SPEC §5), whatever
@@ -204,6 +214,7 @@ struct rl_slot_info {
     char label[RL_STORE_LABEL_MAX];
     uint64_t counters[RL_STORE_COUNTERS];
     uint64_t tls_unseen; /* TLS connections whose requests were not seen */
+    uint64_t responded;  /* requests answered under on_deny = respond */
     uint32_t nwords;
     bool overflow; /* one of the overflow slots */
 };

@@ -503,6 +503,7 @@ int rl_store_each(struct rl_store *s,
         for (unsigned c = 0; c < RL_STORE_COUNTERS; c++)
             info.counters[c] = rl_load_relaxed_u64(&slot.counters[c]);
         info.tls_unseen = rl_load_relaxed_u64(&st->tls_unseen);
+        info.responded = rl_load_relaxed_u64(&st->responded);
         info.nwords = slot.nwords;
         r = fn(&info, &slot, arg);
         if (r)
@@ -532,6 +533,7 @@ void rl_store_reset_counters(struct rl_store *s, uint32_t index)
     for (unsigned c = 0; c < RL_STORE_COUNTERS; c++)
         rl_store_relaxed_u64(&slot.counters[c], 0);
     rl_store_relaxed_u64(&slot.counters[RL_STORE_TLS_UNSEEN], 0);
+    rl_store_relaxed_u64(&slot.counters[RL_STORE_RESPONDED], 0);
 }
 
 void rl_store_reset_words(struct rl_store *s, uint32_t index, uint32_t first,

@@ -9,12 +9,18 @@
  * gives what its commit gives; the requests, folded per request, are the
  * same for every split; a write cut at a request's offset commits exactly
  * the requests the peek put before it; responses are the same for every
- * split. A violated invariant aborts. */
+ * split. A robots.txt answer's body is read as the shim reads it
+ * (policy/robotsread.c: HTTP/1.x bytes after the head, HTTP/2 DATA of
+ * its stream through h2body.h), with the same outcome for every split.
+ * A violated invariant aborts. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
+#include "http/h2body.h"
 #include "http/reqscan.h"
 #include "http/respscan.h"
 #include "http/retry_after.h"
@@ -152,12 +158,65 @@ struct rfold {
     char name[RL_HTTP_NAME_MAX + 1];
 };
 
+/* What the robots.txt bodies of a scan gave: how many were read, and
+ * their delays summed. */
+struct robots_out {
+    unsigned read;
+    uint64_t ns;
+};
+
+static const struct rl_robots_zlib zlib = {inflateInit2_, inflate};
+static struct rl_robots_body body;
+static struct rl_h2body h2body;
+static bool body_going, body_h2;
+
+/* The body going takes buf[0..n); one that ended is counted. */
+static void body_feed(const uint8_t *buf, size_t n, struct robots_out *ro)
+{
+    uint64_t ns;
+
+    if (!body_going)
+        return;
+    if (body_h2)
+        rl_h2body_feed(&h2body, buf, n, &body);
+    else
+        rl_robots_body_feed(&body, buf, n);
+    if (rl_robots_body_state(&body) == RL_ROBOTS_READING &&
+        !(body_h2 && rl_h2body_done(&h2body)))
+        return;
+    body_going = false;
+    if (rl_robots_body_state(&body) != RL_ROBOTS_READ)
+        return;
+    ro->read++;
+    if (rl_robots_body_delay(&body, &ns))
+        ro->ns += ns;
+}
+
+static void body_start(const struct rl_resp_event *e,
+                       const struct rl_httpconn *conn)
+{
+    const char *ua = conn->robots_ua;
+
+    rl_robots_body_init(&body, ua, strnlen(ua, RL_HTTP_UA_MAX), e->chunked,
+                        e->length,
+                        rl_robots_coding(e->coding, strlen(e->coding)),
+                        &zlib);
+    body_h2 = e->stream_id != 0;
+    if (body_h2)
+        rl_h2body_init(&h2body, e->stream_id, e->h2_skip);
+    body_going = true;
+}
+
 static size_t scan_resp(const uint8_t *p, size_t n, bool whole,
-                        struct rl_httpconn *conn, struct rfold *out)
+                        struct rl_httpconn *conn, struct rfold *out,
+                        struct robots_out *ro)
 {
     static struct rl_resp_event ev[MAXEV];
     struct rl_respscan s;
     size_t at = 0, nout = 0;
+
+    body_going = false;
+    memset(ro, 0, sizeof *ro);
 
     rl_respscan_init(&s, conn);
     while (at < n) {
@@ -166,6 +225,7 @@ static size_t scan_resp(const uint8_t *p, size_t n, bool whole,
 
         if (len > n - at)
             len = n - at;
+        body_feed(p + at, len, ro);
         k = rl_respscan_feed(&s, p + at, len, ev, MAXEV);
         CHECK(k >= 0);
         for (long i = 0; i < k && i < MAXEV; i++) {
@@ -182,6 +242,11 @@ static size_t scan_resp(const uint8_t *p, size_t n, bool whole,
             if (ev[i].has_retry_after)
                 (void)rl_retry_after_parse(f->ra, strlen(f->ra),
                                            1767225600, &ns);
+            if (ev[i].kind == RL_RESP_STATUS && ev[i].robots &&
+                ev[i].status == 200) {
+                body_start(&ev[i], conn);
+                body_feed(p + at + ev[i].offset, len - ev[i].offset, ro);
+            }
         }
         at += len;
         if (k > MAXEV)
@@ -195,6 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct folded a[MAXEV], b[MAXEV];
     static struct rfold ra[MAXEV], rb[MAXEV];
+    struct robots_out oa, ob;
     struct rl_httpconn ca = {0}, cb = {0}, cc;
     size_t nreq, na, nb;
     uint64_t ns;
@@ -221,10 +287,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* The responses, against the same record of requests. */
     cc = ca;
-    na = scan_resp(data + nreq, size - nreq, true, &ca, ra);
-    nb = scan_resp(data + nreq, size - nreq, false, &cc, rb);
+    na = scan_resp(data + nreq, size - nreq, true, &ca, ra, &oa);
+    nb = scan_resp(data + nreq, size - nreq, false, &cc, rb, &ob);
     if (na <= MAXEV && nb <= MAXEV) {
         CHECK(na == nb);
+        CHECK(oa.read == ob.read && oa.ns == ob.ns);
         for (size_t i = 0; i < na; i++) {
             CHECK(ra[i].kind == rb[i].kind && ra[i].status == rb[i].status);
             CHECK(ra[i].proto == rb[i].proto);

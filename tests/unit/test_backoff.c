@@ -88,7 +88,7 @@ static void expect_backoff(uint64_t now, uint64_t want)
 Test(backoff, the_listed_causes_are_what_backoff_on_says)
 {
     fixture_gate(&proc, "tester", RULE("5xx, reset"));
-    const struct rl_rule *r = &proc.gate.cfg->rules[0];
+    const struct rl_rule *r = &rl_proc_gen(&proc)->gate.cfg->rules[0];
     cr_expect(rl_pause_backoff_on(r, 500));
     cr_expect(rl_pause_backoff_on(r, 503), "5xx takes in 503");
     cr_expect(rl_pause_backoff_on(r, 599));
@@ -102,7 +102,7 @@ Test(backoff, the_listed_causes_are_what_backoff_on_says)
     cr_expect(rl_pause_retry_after_obeyed(r, 429));
     cr_expect(rl_pause_retry_after_obeyed(r, 500));
     fixture_gate(&proc, "tester", RULE("429"));
-    r = &proc.gate.cfg->rules[0];
+    r = &rl_proc_gen(&proc)->gate.cfg->rules[0];
     cr_expect(rl_pause_retry_after_obeyed(r, 503));
     cr_expect_not(rl_pause_retry_after_obeyed(r, 500));
 }
@@ -183,7 +183,7 @@ Test(backoff, a_timeout_counts_once_its_response_timeout_has_passed)
 /* a.example's backoff word in the pause table (policy/pauses.h). */
 static uint64_t backoff_word(void)
 {
-    struct budget *bu = rl_gate_budget(&proc.gate);
+    struct budget *bu = rl_gate_budget(&rl_proc_gen(&proc)->gate);
     cr_assert_not_null(bu);
     struct rl_pauses pt;
     rl_pauses_of(bu->store, &pt);

@@ -63,8 +63,9 @@ static void ask_as(struct rl_connect_answer *a, int fd, int sock, int asker,
         .sock = sock,
         .asker = asker,
         .deadline = deadline,
+        .probe = &probe,
     };
-    rl_decide_connect(&proc, &q, &probe, a);
+    rl_decide_connect(&proc, &q, a);
 }
 
 static void ask(struct rl_connect_answer *a, int fd)
@@ -101,8 +102,9 @@ Test(decide_connect, a_datagram_is_marked_not_charged_nor_a_charged_attempt)
         .salen = sizeof dest,
         .sock = RL_CONNECT_STREAM,
         .charged = true, /* EINPROGRESS reported, asked again */
+        .probe = &probe,
     };
-    rl_decide_connect(&proc, &again, &probe, &a);
+    rl_decide_connect(&proc, &again, &a);
     cr_expect_eq(a.act, RL_CONNECT_PASS);
     ask(&a, 9);
     cr_expect_eq(a.act, RL_CONNECT_GO, "the one unit was still there");
@@ -324,8 +326,9 @@ static void ask_supervised(struct rl_connect_answer *a, int fd,
         .sock = RL_CONNECT_STREAM,
         .asker = RL_CONNECT_SUPERVISOR,
         .deadline = deadline,
+        .probe = &sup_probe,
     };
-    rl_decide_connect(&proc, &q, &sup_probe, a);
+    rl_decide_connect(&proc, &q, a);
 }
 
 Test(decide_connect, the_supervisor_charges_alike_whatever_the_address)
@@ -379,7 +382,7 @@ Test(decide_connect, the_supervisor_keeps_a_later_turn_and_waits_for_a_place)
 }
 
 /* A lone connect limit grants at once, without a ticket of charges
- * (gate_decide.c's connect_now): its unit goes back all the same. */
+ * (rl_gate_connect_now): its unit goes back all the same. */
 Test(decide_connect, the_supervisor_gives_back_a_connect_granted_at_once)
 {
     fixture_gate(&proc, "tester", "[user:tester]\nconnect = 1/h\n");

@@ -376,7 +376,7 @@ Test(decide_send, a_lease_only_question_is_answered_by_the_lease_alone)
 /* A MSG_FASTOPEN send connects: denied, it leaves nothing behind, its
  * connect's unit given back, whichever way the gate granted the connect:
  * the whole way (two connect limits: a ticket of charges) or at once (a
- * lone limit, gate_decide.c's connect_now: no ticket of charges). Its
+ * lone limit, rl_gate_connect_now: no ticket of charges). Its
  * fresh socket polls as hung up: denied all the same, not left to the
  * kernel, which would connect and send uncharged. */
 static void denied_send_gives_its_fastopen_connect_back(const char *ini)
@@ -393,7 +393,7 @@ static void denied_send_gives_its_fastopen_connect_back(const char *ini)
                                            .sock = RL_CONNECT_STREAM,
                                            .asker = RL_CONNECT_FASTOPEN};
     struct rl_connect_answer ca;
-    rl_decide_connect(&proc, &cq, NULL, &ca);
+    rl_decide_connect(&proc, &cq, &ca);
     cr_assert_eq(ca.act, RL_CONNECT_GO);
     struct rl_send_question q = {.call = "sendto",
                                  .fd = FD,
@@ -407,7 +407,7 @@ static void denied_send_gives_its_fastopen_connect_back(const char *ini)
     kernel.says = -1;
     rl_decide_send(&proc, &q, &a);
     cr_expect_eq(a.act, RL_GATE_FAIL);
-    rl_decide_connect(&proc, &cq, NULL, &ca);
+    rl_decide_connect(&proc, &cq, &ca);
     cr_expect_eq(ca.act, RL_CONNECT_GO, "the connect went back");
 }
 

@@ -364,7 +364,7 @@ static void *decide(void *arg)
     for (int i = 0; i < 3; i++) {
         struct rl_verdict r =
             rl_fleet_take(&proc.fleet, d->rule, NULL, NULL, RL_KIND_CONNECT,
-                          d->states, NULL, NULL, rl_clock_now_ns(), 1, 1, 0, v,
+                          d->states, NULL, NULL, rl_clock_now_ns(), 1, 1, 0, 0, 0, v,
                           NULL);
         d->granted += r.granted > 0;
     }
@@ -462,11 +462,11 @@ Test(fleet, requests_are_decided_on_redis_never_from_the_send_lease)
     struct rl_verdict a =
         rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_REQUEST, states,
                       &pool,
-                      NULL, now, 1, 1, 0, v, NULL);
+                      NULL, now, 1, 1, 0, 0, 0, v, NULL);
     struct rl_verdict b =
         rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_REQUEST, states,
                       &pool,
-                      NULL, now, 1, 1, 0, v, NULL);
+                      NULL, now, 1, 1, 0, 0, 0, v, NULL);
     cr_expect_eq(a.granted, 1);
     cr_expect_eq(b.granted, 0, "request_burst = 1: the second waits");
     cr_expect_eq(rl_load_relaxed_u64(&pool.w[0]), 100, "no send spent");
@@ -598,7 +598,7 @@ Test(fleet, the_hosts_back_word_brings_an_away_process_back_at_once)
     struct rl_verdict v[RL_MAX_RATES];
 #define TAKE()                                                                 \
     rl_fleet_take(&proc.fleet, rule, NULL, NULL, RL_KIND_CONNECT, states, NULL, \
-                  host, rl_clock_now_ns(), 1, 1, 0, v, NULL)
+                  host, rl_clock_now_ns(), 1, 1, 0, 0, 0, v, NULL)
     cr_assert_eq(TAKE().granted, 1);
     usleep(100000); /* its reply is no longer the last word of Redis */
     /* Away: stopped, a call gets no reply within 50 ms. */

@@ -88,11 +88,11 @@ static struct answer eval(const char *name, const struct rl_fleet_lua *s,
 
 /* KEYS: one limit, then the budget's hosts key; ARGV: want 1, min 1, no
  * wait, no debt, host h1, call id c1, no lease, nothing returned, not
- * capped, then the limit: 1 a minute, burst 1. (The hash tag has no "|":
+ * capped, no hold, no jitter, then the limit: 1 a minute, burst 1. (The hash tag has no "|":
  * the command goes through a shell.) */
 #define ONE_A_MINUTE_KEYS(kind)                                                \
     "rlshim:{t.u}:send:0:" kind " rlshim:{t.u}:hosts"
-#define ONE_A_MINUTE_ARGS "1 1 0 0 h1 c1 0 0 0 1 60000000 1"
+#define ONE_A_MINUTE_ARGS "1 1 0 0 h1 c1 0 0 0 0 0 1 60000000 1"
 
 Test(fleet_lua, the_scripts_are_their_files_without_comment_lines)
 {

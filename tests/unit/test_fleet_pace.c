@@ -183,3 +183,63 @@ Test(fleet_pace, a_destination_nothing_paces_gets_no_pace_in_redis)
     cr_expect_eq(strtol(out, NULL, 10), 0, "a pause key with no pace: %s",
                  out);
 }
+
+/* Redis away (nothing listens on its port): the fallback grants as Redis
+ * would, each turn later by its jitter (SPEC §14 jitter = 50%: up to
+ * half of 10/s's 100 ms), never earlier than the budget allows. */
+static void away(const char *fallback)
+{
+    setenv("RLSHIM_STATE_DIR", dir[1], 1);
+    char text[512];
+    snprintf(text, sizeof text,
+             "[rlshim]\nfleet = redis://127.0.0.1:1\nfleet_fallback = %s\n"
+             "[user:crawler]\nscope = fleet\nrequest = 10/s\n"
+             "request_burst = 1\njitter = 50%%\ncrawl_delay = ignore\n"
+             "on_deny = delay\nmax_delay = 60s\n",
+             fallback);
+    struct rl_config *cfg = NULL;
+    struct rl_diag d = {0};
+    cr_assert_eq(rl_config_load_string(text, "t.ini", &cfg, &d), 0);
+    struct rl_identity id = {.has_key = true, .uid = (uint32_t)getuid()};
+    snprintf(id.key, sizeof id.key, "crawler");
+    char why[256] = "";
+    cr_assert_eq(rl_gate_init(&proc, cfg, &id, why, sizeof why), 0, "%s",
+                 why);
+}
+
+Test(fleet_pace, the_fallback_jitters_a_granted_turn)
+{
+    away("allow");
+    struct rl_gate_req q = req("a.test");
+    uint64_t now = rl_clock_now_ns(), later = 0;
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
+        cr_assert_leq(t.wait_ns, 50 * MS, "turn %d: %llu ns", i,
+                      (unsigned long long)t.wait_ns);
+        later += t.wait_ns > 0;
+    }
+    cr_expect_geq(later, 15, "only %llu of 20 turns jittered",
+                  (unsigned long long)later);
+    cr_expect(!rl_fleet_up(&proc.fleet), "Redis was away");
+}
+
+Test(fleet_pace, the_local_fallback_counts_a_jittered_turn_when_it_goes)
+{
+    away("local");
+    struct rl_gate_req q = req("a.test");
+    uint64_t now = rl_clock_now_ns(), prev = 0, later = 0;
+    for (int i = 0; i < 10; i++) {
+        cr_assert_eq(rl_gate_request_at(&proc, &t, now, &q), RL_GATE_GO);
+        /* Each turn is the limit's period after the one before, at
+         * least: counted at its jittered turn, never at an earlier one. */
+        if (i > 0)
+            cr_assert_geq(t.wait_ns, prev + 100 * MS - MS,
+                          "turn %d: %llu ns after %llu", i,
+                          (unsigned long long)t.wait_ns,
+                          (unsigned long long)prev);
+        later += i > 0 && t.wait_ns > prev + 100 * MS + MS;
+        prev = t.wait_ns;
+    }
+    cr_expect_geq(later, 5, "only %llu of 9 turns jittered",
+                  (unsigned long long)later);
+}

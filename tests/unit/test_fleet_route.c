@@ -217,9 +217,18 @@ Test(fleet_route, a_failed_over_master_is_replaced_by_its_replica)
     int node = -1;
     for (long i = 1; i <= 3; i++)
         cr_assert_eq(call(&node, why, sizeof why), i, "%s", why);
-    /* Let the replica have the writes (asynchronous replication). */
+    /* Let the replica have the writes (asynchronous replication): WAIT
+     * says how many replicas acknowledged them, and a loaded machine can
+     * take more than one WAIT's second (a replica still in its first
+     * sync acknowledges nothing). Without the writes the promoted
+     * replica would count from 0, which is not what this test asks. */
     char out[64];
-    redis_cli(&C.node[owner], "WAIT 1 1000", out, sizeof out);
+    int acked = 0;
+    for (int i = 0; i < 30 && acked < 1; i++) {
+        redis_cli(&C.node[owner], "WAIT 1 1000", out, sizeof out);
+        acked = atoi(out);
+    }
+    cr_assert_geq(acked, 1, "no replica acknowledged the writes in 30 s");
     redis_kill(&C.node[owner]);
     uint64_t t0 = rl_clock_now_ns();
     long got = -1;

@@ -238,7 +238,7 @@ Test(gate, caps_a_stream_send_at_the_smallest_byte_burst)
 {
     gate_with("[user:tester]\nsend_bytes = 1000/s, 5000/min\n"
               "send_bytes_burst = 800\n");
-    cr_expect_leq(rl_gate_max_bytes(&proc), 800);
+    cr_expect_leq(rl_proc_gen(&proc)->gate.max_bytes, 800);
 }
 
 /* What `rlshim reset` without a config does: renew the segment. */
@@ -752,7 +752,7 @@ Test(gate, counts_tls_it_cannot_see_for_the_report_and_the_slot)
     cr_expect(strstr(out, "rule [user:tester]: 2 TLS connections: requests "
                           "not counted (TLS the shim cannot see)") != NULL,
               "%s", out);
-    struct budget *b = atomic_load(&proc.gate.cur);
+    struct budget *b = atomic_load(&rl_proc_gen(&proc)->gate.cur);
     cr_assert_not_null(b);
     cr_expect_eq(rl_load_relaxed_u64(&b->slot.counters[RL_STORE_TLS_UNSEEN]),
                  2);

@@ -259,7 +259,7 @@ Test(handler, decides_in_the_budget_as_loaded_never_reopening_it)
     struct rl_store *st = NULL;
     uint32_t uid = (uint32_t)getuid();
     cr_assert_eq(rl_store_attach(&st, fixture_dir, uid,
-                                 rl_budget_hash(proc.gate.cfg), NULL, 0),
+                                 rl_budget_hash(rl_proc_gen(&proc)->gate.cfg), NULL, 0),
                  0);
     cr_assert_eq(rl_store_renew(st, fixture_dir, uid, NULL, 0), 0);
     rl_store_close(st);

@@ -82,7 +82,7 @@ static int send_to(const char *ip)
  * sends, every word of the pool stamped now. */
 static struct budget *lease_of(uint64_t n)
 {
-    struct budget *b = atomic_load(&proc.gate.cur);
+    struct budget *b = atomic_load(&rl_proc_gen(&proc)->gate.cur);
     cr_assert(b != NULL && b->fleet.w != NULL, "no pool");
     uint64_t now = rl_clock_coarse_ns();
     for (unsigned i = 0; i < 16; i++)

@@ -192,7 +192,7 @@ Test(owners, two_threads_through_two_instances_count_every_send_once)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     cr_expect_eq(a.go[0] + a.go[1] + b.go[0] + b.go[1], 600);
-    struct budget *cur = atomic_load(&proc.gate.cur);
+    struct budget *cur = atomic_load(&rl_proc_gen(&proc)->gate.cur);
     cr_assert_not_null(cur);
     uint64_t allowed = rl_load_relaxed_u64(
         &cur->slot.counters[RL_KIND_SEND * RL_STORE_STATS_PER_KIND +
@@ -201,7 +201,7 @@ Test(owners, two_threads_through_two_instances_count_every_send_once)
                  (unsigned long long)allowed);
     for (unsigned k = 0; k < 2; k++) {
         uint64_t mine = rl_load_relaxed_u64(
-            &both[k]->gate.report.mine.n[RL_KIND_SEND][RL_STAT_ALLOWED]);
+            &rl_proc_gen(both[k])->gate.report.mine.n[RL_KIND_SEND][RL_STAT_ALLOWED]);
         cr_expect_eq(mine, a.go[k] + b.go[k],
                      "instance %u's report: %llu of %u sent through it", k,
                      (unsigned long long)mine, a.go[k] + b.go[k]);

@@ -280,9 +280,9 @@ Test(prometheus, counters_in_the_text_format)
              lbl);
     check_exposition(out, want);
     snprintf(want, sizeof want, "rlshim_available{%s} 0", lbl);
-    /* Per limit (connect, send, request): 3 verdicts, delayed seconds,
-     * available. */
-    cr_assert_eq(check_exposition(out, want), 3 * 3 + 3 + 3);
+    /* Per limit (connect, send, request): 3 verdicts (a request's
+     * respond too), delayed seconds, available. */
+    cr_assert_eq(check_exposition(out, want), 3 * 3 + 1 + 3 + 3);
     cr_expect_null(strstr(out, "tls_connections"), "none: none seen\n%s", out);
     promtool(out);
 }
@@ -354,6 +354,7 @@ Test(prometheus, request_counters_and_tls_not_counted)
                  0);
     rl_store_count(&sl, RL_KIND_REQUEST, RL_STAT_ALLOWED, 2);
     rl_store_count(&sl, RL_KIND_REQUEST, RL_STAT_DENIED, 4);
+    rl_store_count_responded(&sl, 5);
     for (int i = 0; i < 3; i++)
         rl_store_count_tls_unseen(&sl);
     char out[16384], args[256];
@@ -365,6 +366,11 @@ Test(prometheus, request_counters_and_tls_not_counted)
              lbl);
     check_exposition(out, want);
     snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"deny\"} 4",
+             lbl);
+    check_exposition(out, want);
+    /* Answered in the process (SPEC §15): a verdict of its own, not in
+     * deny. */
+    snprintf(want, sizeof want, "rlshim_calls_total{%s,verdict=\"respond\"} 5",
              lbl);
     check_exposition(out, want);
     snprintf(want, sizeof want,

@@ -30,18 +30,6 @@ static void put(const char *text)
     cr_assert_eq(rename(tmp, path), 0);
 }
 
-/* Criterion's runner has threads of its own; the process under test is
- * taken as one thread, as a program's is when it follows an edit. */
-static long one_thread(void)
-{
-    return 1;
-}
-
-static long two_threads(void)
-{
-    return 2;
-}
-
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/rlshim-reload-XXXXXX");
@@ -65,7 +53,6 @@ static struct rl_proc *set_up(void)
     char line[512];
     struct rl_proc *p = proc_new();
     rl_proc_init(p);
-    p->watch.threads = one_thread;
     cr_assert_eq(rl_proc_set_up(p, RL_PROC_AT_FIRST_CALL, line, sizeof line),
                  RL_PROC_READY, "%s", line);
     return p;
@@ -93,7 +80,7 @@ Test(reload, an_edit_is_applied_and_the_old_config_kept)
     cr_assert_eq(look_now(p), RL_PROC_READY);
     cr_assert_neq(p->cfg, old);
     cr_assert_eq(connect_rate(p->cfg), 7);
-    cr_assert_eq(p->gate.rule, &p->cfg->rules[0]);
+    cr_assert_eq(rl_proc_gen(p)->gate.rule, &p->cfg->rules[0]);
     /* Retired, not freed: a thread deciding on it still reads it. */
     cr_assert_eq(p->watch.nretired, 1);
     cr_assert_eq(p->watch.retired[0], old);
@@ -132,10 +119,38 @@ Test(reload, a_removed_file_throttles_nothing)
     struct rl_proc *p = set_up();
     cr_assert_eq(unlink(path), 0);
     cr_assert_eq(look_now(p), RL_PROC_OFF);
-    cr_assert_null(p->gate.rule);
+    cr_assert_null(rl_proc_gen(p)->gate.rule);
     put("[default]\nconnect = 3/s\n");
     cr_assert_eq(look_now(p), RL_PROC_READY);
     cr_assert_eq(connect_rate(p->cfg), 3);
+}
+
+/* An in-place write truncates, then writes: a look between the two sees
+ * an empty file. Followed at once, it would throttle nothing, and a
+ * broken edit written next would keep that. */
+Test(reload, an_emptied_file_waits_for_a_second_look)
+{
+    put("[default]\nconnect = 5/s\n");
+    struct rl_proc *p = set_up();
+    struct rl_config *old = p->cfg;
+    FILE *f = fopen(path, "w"); /* truncated: the write is to come */
+    cr_assert_not_null(f);
+    cr_assert_eq(look_now(p), RL_PROC_READY);
+    cr_assert_eq(p->cfg, old, "an empty file followed at its first look");
+    /* The write comes, and it is broken: the config read first stays. */
+    fputs("[default]\nconect = 7/s\n", f);
+    fclose(f);
+    cr_assert_eq(look_now(p), RL_PROC_READY);
+    cr_assert_eq(p->cfg, old);
+    cr_assert_eq(connect_rate(p->cfg), 5);
+    /* Emptied for good: followed at the second look that finds it so. */
+    f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(look_now(p), RL_PROC_READY);
+    cr_assert_eq(p->cfg, old);
+    cr_assert_eq(look_now(p), RL_PROC_OFF);
+    cr_assert_null(rl_proc_gen(p)->gate.rule);
 }
 
 Test(reload, the_edits_followed_are_bounded)
@@ -173,20 +188,4 @@ Test(reload, sections_are_told_apart_by_their_budgets_shape)
                   "a burst does");
     rl_config_free(a);
     rl_config_free(b);
-}
-
-Test(reload, a_process_of_several_threads_follows_once_it_has_one)
-{
-    put("[default]\nconnect = 5/s\n");
-    struct rl_proc *p = set_up();
-    struct rl_config *old = p->cfg;
-    p->watch.threads = two_threads;
-    put("[default]\nconnect = 7/s\n");
-    cr_assert_eq(look_now(p), RL_PROC_READY);
-    cr_assert_eq(p->cfg, old, "a config set up anew beside other threads");
-    cr_assert(p->watch.said);
-    /* Its other threads ended: the next look follows the same edit. */
-    p->watch.threads = one_thread;
-    cr_assert_eq(look_now(p), RL_PROC_READY);
-    cr_assert_eq(connect_rate(p->cfg), 7);
 }

@@ -344,3 +344,121 @@ Test(reqconn, a_stream_that_starts_with_a_client_hello_keeps_its_random)
     cr_assert(conn.hello_seen);
     cr_assert_eq(memcmp(conn.hello, rec + 11, 32), 0);
 }
+
+#include "policy/gate_int.h"
+#include "state/store.h"
+
+/* on_deny = respond (SPEC §15): each request answered in the process is
+ * counted `responded` in the budget, and not `denied` as well, so that
+ * `rlshim stat` shows each refusal once. */
+Test(reqconn, a_request_answered_in_the_process_is_counted_responded)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n"
+              "on_deny = respond\n");
+    struct rl_reqplan p = write_(GET("/a", "h.test"), &plain, false);
+    cr_assert_eq(p.requests, 1);
+    for (int i = 0; i < 2; i++) {
+        p = write_(GET("/b", "h.test"), &plain, false);
+        cr_assert_eq(p.act, RL_GATE_GO, "answered, not failed");
+        cr_assert_eq(p.allow, 0, "nothing of it is sent");
+    }
+    struct budget *b = atomic_load(&rl_proc_gen(&proc)->gate.cur);
+    cr_assert_not_null(b);
+    rl_atomic_u64 *c = b->slot.counters;
+    cr_expect_eq(rl_load_relaxed_u64(&c[RL_STORE_RESPONDED]), 2);
+    cr_expect_eq(rl_load_relaxed_u64(&c[RL_KIND_REQUEST *
+                                            RL_STORE_STATS_PER_KIND +
+                                        RL_STAT_DENIED]),
+                 0, "not denied too");
+    cr_expect_eq(rl_load_relaxed_u64(&c[RL_KIND_REQUEST *
+                                            RL_STORE_STATS_PER_KIND +
+                                        RL_STAT_ALLOWED]),
+                 1);
+}
+
+#include "http/h2cut.h"
+
+/* One HEADERS frame (END_STREAM, END_HEADERS) of a GET on `stream`, its
+ * block all static references and a literal not indexed: it leaves the
+ * HPACK table alone, so a refusal may cut it (SPEC §15). */
+static size_t h2_get(uint8_t *out, uint32_t stream)
+{
+    static const uint8_t block[] = {0x82, 0x87, 0x84, 0x01, 6,
+                                    'h',  '.',  't',  'e',  's', 't'};
+    uint8_t h[9] = {0, 0, sizeof block, 0x1, 0x5,
+                    (uint8_t)(stream >> 24), (uint8_t)(stream >> 16),
+                    (uint8_t)(stream >> 8), (uint8_t)stream};
+    memcpy(out, h, 9);
+    memcpy(out + 9, block, sizeof block);
+    return 9 + sizeof block;
+}
+
+/* A write of n bytes planned and settled as the shim does: what goes is
+ * sent, what is answered by the shim is taken unsent. */
+static struct rl_reqplan write_bytes(const uint8_t *b, size_t n)
+{
+    struct iovec iov = {(void *)b, n};
+    struct rl_reqplan p;
+    rl_reqconn_plan(&proc, &conn, &iov, 1, &plain, &p);
+    if (p.act == RL_GATE_GO) {
+        size_t went = p.swallow > 0 ? p.swallow : p.allow;
+        iov.iov_len = went;
+        rl_reqconn_done(&conn, &iov, 1, (long)went, &p);
+    }
+    return p;
+}
+
+static bool awaited(uint32_t stream)
+{
+    struct rl_http_sent out;
+    bool in_sent = false;
+    for (unsigned i = 0; i < conn.nsent; i++)
+        in_sent |= conn.sent[i].stream_id == stream;
+    return in_sent && rl_httpconn_stream(&conn.http, stream, false, &out);
+}
+
+/* A long-lived HTTP/2 connection whose every request past the first is
+ * refused: the refused streams, which the server never sees and never
+ * answers, take no place among the streams awaiting the server's answer,
+ * so the first one's answer is still paired (its 429 would pause). */
+Test(reqconn, refused_h2_streams_leave_the_awaited_ones_in_place)
+{
+    gate_with("[default]\nrequest = 1/min\nrequest_burst = 1\n"
+              "on_deny = respond\n");
+    uint8_t b[128];
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    size_t n = sizeof preface - 1;
+    memcpy(b, preface, n);
+    static const uint8_t settings[9] = {0, 0, 0, 0x4, 0, 0, 0, 0, 0};
+    memcpy(b + n, settings, 9);
+    n += 9;
+    n += h2_get(b + n, 1);
+    struct rl_reqplan p = write_bytes(b, n);
+    cr_assert_eq(p.act, RL_GATE_GO);
+    cr_assert_eq(p.allow, n, "the first request goes");
+    cr_assert(awaited(1));
+    /* The server's SETTINGS: its frames are followed from here. */
+    struct iovec srv = {(void *)settings, sizeof settings};
+    const struct rl_reqread rd = {7, "recv", RL_READ_BYTES};
+    rl_reqconn_received(&proc, &conn, &srv, 1, sizeof settings, &rd);
+    unsigned refused = 0;
+    for (uint32_t s = 3; s < 3 + 4 * RL_HTTP_STREAMS; s += 2) {
+        p = write_bytes(b, h2_get(b, s));
+        refused += p.act == RL_GATE_GO && p.swallow > 0;
+        /* The program reads each made-up answer (the queue is short). */
+        uint8_t got[128];
+        struct iovec in = {got, sizeof got};
+        bool left;
+        cr_assert_gt(rl_reqconn_madeup(&conn, &in, 1, false, &left), 0);
+    }
+    cr_assert_eq(refused, 2 * RL_HTTP_STREAMS, "each one after is answered");
+    cr_expect(awaited(1), "the first request's answer is still awaited");
+    cr_expect_eq(conn.http.nstreams, 1, "%u streams awaited",
+                 conn.http.nstreams);
+    cr_expect_eq(conn.nsent, 1, "%u records", conn.nsent);
+    /* The newest cut streams are kept, so their late frames are cut too. */
+    uint32_t newest = 1 + 4 * RL_HTTP_STREAMS;
+    cr_expect(rl_h2cut_has(conn.h2cut, newest));
+    cr_expect(rl_h2cut_has(conn.h2cut, newest - 2 * (RL_H2CUT_MAX - 1)));
+    cr_expect_not(rl_h2cut_has(conn.h2cut, newest - 2 * RL_H2CUT_MAX));
+}

@@ -87,18 +87,18 @@ static void read_(const char *text, size_t step)
 /* The Crawl-delay in force for `host` (the site's pace), ns. */
 static uint64_t crawl_of(const char *host)
 {
-    const struct rl_config *cfg = proc.gate.cfg;
+    const struct rl_config *cfg = rl_proc_gen(&proc)->gate.cfg;
     uint64_t ri = 0;
     for (size_t i = 0; i < cfg->nrules; i++)
         if (cfg->rules[i].site != NULL)
             ri = i + 1;
     cr_assert_neq(ri, 0);
-    struct budget *b = rl_gate_budget(&proc.gate);
+    struct budget *b = rl_gate_budget(&rl_proc_gen(&proc)->gate);
     cr_assert_not_null(b);
     struct rl_pauses pt;
     rl_pauses_of(b->store, &pt);
     struct rl_adapt a;
-    rl_pauses_pace(&pt, rl_pauses_key(ri, proc.gate.user, host, strlen(host)),
+    rl_pauses_pace(&pt, rl_pauses_key(ri, rl_proc_gen(&proc)->gate.user, host, strlen(host)),
                    &a);
     const struct rl_adapt_conf c = {.max_crawl_delay_ns =
                                         cfg->rules[ri - 1].max_crawl_delay_ns};

@@ -99,7 +99,7 @@ Test(site_gate, a_site_limits_sends_and_bytes_and_takes_back_what_was_not_sent)
     gate_as("nobody", "[rlshim]\nerrno = ECONNREFUSED\n"
                       "[site:s]\nsend = 10/s\nsend_bytes = 1000/s\n");
     cr_assert(rl_gate_charges_sends(&proc));
-    cr_assert_eq(rl_gate_max_bytes(&proc), 1000);
+    cr_assert_eq(rl_proc_gen(&proc)->gate.max_bytes, 1000);
     cr_expect_eq(send_to("10.0.0.1", T0, 1500, 1), RL_GATE_GO);
     cr_expect_eq(t.bytes, 1000);
     rl_gate_refund(&proc, &t, RL_KIND_SEND_BYTES, 400);

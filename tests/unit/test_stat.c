@@ -537,12 +537,17 @@ Test(stat, shows_request_counters_and_tls_it_could_not_count)
     struct rl_slot sl = slot_of("user:crawler");
     rl_store_count_tls_unseen(&sl);
     rl_store_count_tls_unseen(&sl);
+    rl_store_count_responded(&sl, 3); /* on_deny = respond: not denied */
     snprintf(args, sizeof args, "stat -c %s", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     char want[256];
     snprintf(want, sizeof want, "%-16s %-18s %-10s %-14s %10u %10u %10u",
              "crawler", "user:crawler", "request", "token_bucket", 5, 1, 0);
-    cr_expect_not_null(strstr(out, want), "no request row in:\n%s", out);
+    const char *row = strstr(out, want), *eol = row ? strchr(row, '\n') : 0;
+    cr_expect_not_null(row, "no request row in:\n%s", out);
+    cr_expect(eol != NULL && strncmp(eol - 11, "          3", 11) == 0,
+              "RESPONDED is the last column:\n%s", out);
+    cr_expect_not_null(strstr(out, "AVAILABLE  RESPONDED\n"), "%s", out);
     cr_expect_not_null(strstr(out, "TLS connections not counted: 2"), "%s",
                        out);
     stat_json(out, sizeof out);
@@ -552,12 +557,15 @@ Test(stat, shows_request_counters_and_tls_it_could_not_count)
                                    "\"token_bucket\", \"allowed\": 5, "
                                    "\"denied\": 1"),
                        "%s", out);
-    /* rlshim reset clears it with the counters. */
+    cr_expect_not_null(strstr(out, "\"responded\": 3"), "%s", out);
+    /* rlshim reset clears them with the counters. */
     snprintf(args, sizeof args, "reset -c %s", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     snprintf(args, sizeof args, "stat -c %s", cfg_path);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
     cr_expect_null(strstr(out, "TLS connections not counted"), "%s", out);
+    stat_json(out, sizeof out);
+    cr_expect_not_null(strstr(out, "\"responded\": 0"), "%s", out);
 }
 
 Test(stat, says_nothing_of_tls_when_every_request_was_seen)

@@ -185,8 +185,8 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(offsetof(struct rl_seg_header, pause_size), 164);
     cr_assert_eq(offsetof(struct rl_seg_header, pins), 168);
     cr_assert_eq(RL_SEG_PINS, 32);
-    cr_assert_eq(RL_LAYOUT_VERSION, 8,
-                 "a pause entry holds its destination's pace (SPEC §14)");
+    cr_assert_eq(RL_LAYOUT_VERSION, 9,
+                 "a budget counts the requests it answered (SPEC §15)");
     cr_assert_eq(sizeof(struct rl_seg_pauses), 64);
     cr_assert_eq(sizeof(struct rl_seg_pause), 128);
     cr_assert_eq(RL_SEG_PAUSES, 1024);
@@ -198,11 +198,12 @@ Test(layout, pins_sizes_and_offsets_of_the_shared_structures)
     cr_assert_eq(sizeof(struct rl_seg_slot), 16);
     cr_assert_eq(offsetof(struct rl_seg_slot, tag), 0);
     cr_assert_eq(offsetof(struct rl_seg_slot, meta), 8);
-    cr_assert_eq(sizeof(struct rl_seg_store), 200);
+    cr_assert_eq(sizeof(struct rl_seg_store), 208);
     cr_assert_eq(offsetof(struct rl_seg_store, label), 0);
     cr_assert_eq(offsetof(struct rl_seg_store, counters), 64);
     cr_assert_eq(RL_STORE_COUNTERS, 16, "4 kinds (request: SPEC §11) x 4 stats");
     cr_assert_eq(offsetof(struct rl_seg_store, tls_unseen), 192);
+    cr_assert_eq(offsetof(struct rl_seg_store, responded), 200);
     cr_assert_eq(RL_SEG_CARVE_WORDS, 8);
     cr_assert_eq(RL_SEG_ALIGN, 4096);
     cr_assert_eq(RL_META_PENDING, 1ull << 39);
@@ -220,9 +221,9 @@ Test(layout, sizes_a_segment_from_its_geometry_and_refuses_absurd_ones)
     cr_assert_eq(rl_seg_size(1, 0, 10, 5), 0);
     cr_assert_eq(rl_seg_size(1, 1, 1ull << 40, 5), 0);
     cr_assert_eq(rl_seg_carve(1), 32,
-                 "label, counters (2 lines), request word, a word: 4 lines");
-    cr_assert_eq(rl_seg_carve(7), 32);
-    cr_assert_eq(rl_seg_carve(8), 40);
+                 "label, counters (2 lines), request words, a word: 4 lines");
+    cr_assert_eq(rl_seg_carve(6), 32);
+    cr_assert_eq(rl_seg_carve(7), 40);
 }
 
 /* ---- creation and slots ------------------------------------------------ */
@@ -879,6 +880,29 @@ Test(store, replaces_a_segment_of_another_layout_version)
     rl_store_close(s);
     seg_path(path, sizeof path);
     write_at(path, offsetof(struct rl_seg_header, version), &v, sizeof v);
+    expect_replaced();
+}
+
+/* A segment of the layout before `responded` (version 8: the same header,
+ * every storage head 8 bytes shorter) left by a shim of the last release:
+ * its counters would be read at the wrong words, so it is replaced. */
+Test(store, replaces_a_segment_of_the_previous_layout_version)
+{
+    struct rl_store *s = open_ok(HASH_A, true);
+    struct rl_store *cli = NULL;
+    uint32_t v = RL_LAYOUT_VERSION - 1;
+    char path[256], why[256] = "";
+
+    cr_assert_eq(take_all(s, 3, 5, 9), 5);
+    rl_store_close(s);
+    seg_path(path, sizeof path);
+    write_at(path, offsetof(struct rl_seg_header, version), &v, sizeof v);
+    /* `rlshim stat` reads no counter of it, and says why. */
+    cr_assert_eq(
+        rl_store_attach(&cli, dir, (uint32_t)getuid(), HASH_A, why, sizeof why),
+        -EINVAL);
+    cr_assert_not_null(strstr(why, "not a valid segment of this version"),
+                       "%s", why);
     expect_replaced();
 }
 

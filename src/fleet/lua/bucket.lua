@@ -7,9 +7,9 @@
 local L = {}
 local avail = want
 for i = 1, n do
-  local c = tonumber(ARGV[7 + 3 * i])
-  local p = tonumber(ARGV[8 + 3 * i])
-  local b = tonumber(ARGV[9 + 3 * i])
+  local c = tonumber(ARGV[9 + 3 * i])
+  local p = tonumber(ARGV[10 + 3 * i])
+  local b = tonumber(ARGV[11 + 3 * i])
   local v = redis.call('HMGET', KEYS[i], 'u', 'f')
   local u = tonumber(v[1]) or 0
   local f = tonumber(v[2]) or 0
@@ -74,8 +74,13 @@ if lease > 0 and grant > 0 and wait == 0 then
   end
   if leased < 0 then leased = 0 end
 end
+if grant > 0 then wait = jittered(wait) end
 for i = 1, n do
   local c, p, b, used = L[i][1], L[i][2], L[i][3], L[i][4]
+  -- A jittered turn is the bucket's from when it goes.
+  if grant > 0 and jit > 0 and used < (wait - off) * c then
+    used = (wait - off) * c
+  end
   used = used + (grant + leased) * p
   if used > 0 then
     local f = math.fmod(used, c)

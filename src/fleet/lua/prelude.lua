@@ -15,7 +15,9 @@ local debt = tonumber(ARGV[4])
 local lease = tonumber(ARGV[7])
 local ret = tonumber(ARGV[8])
 local capped = tonumber(ARGV[9])
-local n = (#ARGV - 9) / 3
+local nb = tonumber(ARGV[10])
+local jit = tonumber(ARGV[11])
+local n = (#ARGV - 11) / 3
 local hk = KEYS[n + 1]
 local pk, pk2 = KEYS[n + 2], KEYS[n + 3]
 -- This host is active: the hosts key's size is what `share` divides by.
@@ -47,5 +49,18 @@ if pk then
   if c > sp then sp = c sw = 4 end
   local pt = (tonumber(v[4]) or 0) + sp
   if sp > 0 and pt > t0 then t0 = pt why = sw end
+end
+-- The calling host's own hold (nb µs from now: a pause or pace it knows
+-- of and Redis may not yet, its jitter): the turn is counted no earlier,
+-- so that the next host's turn is spaced from when this one goes. why 5:
+-- no pause, no pace of Redis's.
+if now + nb > t0 then t0 = now + nb why = 5 end
+-- The calling host's jitter (jit µs; SPEC §14): a turn granted goes that
+-- much later, within max_wait, and is counted then (bucket.lua,
+-- window.lua), never earlier than the budget allows.
+local function jittered(wait)
+  if jit <= 0 then return wait end
+  if wait + jit > maxw then return math.max(wait, maxw) end
+  return wait + jit
 end
 local off = t0 - now

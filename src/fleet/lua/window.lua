@@ -6,8 +6,8 @@ local id = ARGV[6]
 local avail = want
 local L = {}
 for i = 1, n do
-  local c = tonumber(ARGV[7 + 3 * i])
-  local p = tonumber(ARGV[8 + 3 * i])
+  local c = tonumber(ARGV[9 + 3 * i])
+  local p = tonumber(ARGV[10 + 3 * i])
   -- A stamp s counts while s > now - p: the window is (now - p, now]; at
   -- the turn t0, (t0 - p, t0] and the stamps reserved after it (integer
   -- µs: > t0 - p is >= t0 - p + 1).
@@ -49,6 +49,10 @@ else
     at = now + need
   end
   wait = need
+end
+if grant > 0 and jit > 0 then
+  wait = jittered(wait)
+  at = now + wait
 end
 for i = 1, n do
   for j = 1, grant do
