@@ -5,9 +5,12 @@
 # static inline functions of src/ headers. A candidate is used where its
 # name appears on a line that does not start at column 0 (in this code a
 # definition or prototype starts at column 0; calls and function pointers
-# are indented; comment lines do not count). Prints each candidate used nowhere, or by tests only, and
-# exits 1 when there is one. Build the unit tests first (make unit) so
-# that every object exists. Run by tests/lint.sh in `make test`.
+# are indented; comment lines do not count, a `*` starting a line counts
+# as a comment's only when a space, a tab, a slash or the line's end
+# follows it: `*p = f(...)` is a call). Prints each candidate used
+# nowhere, or by tests only, and exits 1 when there is one. Build the
+# unit tests first (make unit) so that every object exists. Run by
+# tests/lint.sh in `make test`.
 B=${1:-build}
 objs=$(find "$B/obj" -name '*.o' 2>/dev/null)
 [ -n "$objs" ] || { echo "deadcode: no objects in $B/obj" >&2; exit 2; }
@@ -16,7 +19,8 @@ uses() { # uses NAME DIR...: indented lines naming it, in .c and .h files
     name=$1
     shift
     grep -rw -e "$name" --include='*.c' --include='*.h' "$@" |
-        grep -v -e "^[^:]*:[^ 	]" -e "^[^:]*:[ 	]*\(\*\|/\*\|//\)" |
+        grep -v -e "^[^:]*:[^ 	]" \
+            -e "^[^:]*:[ 	]*\(\*\([ 	/]\|\$\)\|/\*\|//\)" |
         wc -l
 }
 

@@ -25,7 +25,8 @@ getaddrinfo gethostbyname gethostbyname2 gethostbyname_r gethostbyname2_r
 sigaction signal
 SSL_write SSL_write_ex SSL_get_error SSL_free SSL_connect SSL_sendfile
 gnutls_record_send gnutls_server_name_set gnutls_deinit
-SSL_read SSL_read_ex gnutls_record_recv SSL_peek SSL_pending"
+SSL_read SSL_read_ex gnutls_record_recv SSL_peek SSL_pending
+gnutls_record_check_pending"
 exported=$(nm -D --defined-only "$B/librlshim.so" | awk '$2 ~ /^[TWiV]$/ {print $3}' |
     sed 's/@.*//' | sort -u)
 extra=$(not_in "$allowed" "$exported")

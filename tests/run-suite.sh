@@ -88,6 +88,21 @@ else
     done <"$tap"
 fi
 
+# Each failed test again, with its failed assertions, just above the
+# closing line: a CI log that keeps only its tail still says what failed.
+if [ "$failed" -gt 0 ]; then
+    awk -v name="$name" '
+        /^not ok - / { t = $4; print name ": FAILED " t; inside = 1; next }
+        /^(ok|not ok) |^#/ { inside = 0 }
+        inside && NF && !/^ *(---|\.\.\.|assertions:|failures:)/ {
+            sub(/^ +/, ""); print name ":   " $0 }
+    ' "$tap" | head -n 60
+fi
+# The slowest tests, for whoever plans CI's minutes.
+sed -n 's/^\(not \)\{0,1\}ok - \([^ ]*\) .*(\([0-9.]*\)s).*/\3 \2/p' "$tap" |
+    sort -rn | head -n 5 | while read -r secs test; do
+    echo "$name: slowest: $secs s $test"
+done
 [ "$unselected" -gt 0 ] && echo "$name: $unselected tests not selected by the filter"
 echo "$name: $passed passed, $failed failed, $skipped skipped"
 echo "$name: ran for $took s"

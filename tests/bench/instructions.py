@@ -53,9 +53,10 @@ mode = sys.argv[1] if len(sys.argv) > 1 else ""
 if mode not in ("", "--check", "--write-baseline"):
     sys.exit("usage: instructions.py [--check | --write-baseline]")
 
-# The targets of issue 24 (added instructions per call); the others are
-# held to their baseline.
-TARGETS = {"send": 150, "connect": 600, "close": 100, "epoll_wait": 50,
+# The targets of issue 24 (added instructions per call), connect's and
+# close's those of issue 32 ("no worse than today's"); the others are held
+# to their baseline.
+TARGETS = {"send": 150, "connect": 579, "close": 68, "epoll_wait": 50,
            "poll": 50}
 TOLERANCE = 0.20  # a regression is more than this much above the baseline
 FLOOR = 10        # ... and more than this many instructions (a figure near

@@ -68,6 +68,25 @@ case "$out" in
 *) bad "rlshim check --host said: $out" ;;
 esac
 
+# 1b. ... and names a cgroup section by the processes it covers (the
+#     walkthrough's config), not as a key set through RLSHIM_KEY.
+cp "$tmp/etc/rlshim.ini" "$tmp/ini.kept"
+cat > "$tmp/etc/rlshim.ini" <<INI
+[rlshim]
+key = cgroup
+[user:cgroup:/system.slice/crawler.scope]
+request = 2/s
+[user:cgroup:/system.slice/*]
+connect = 20/s
+INI
+out=$("$B/rlshim" check --host 2>&1)
+case "$out" in
+*"[user:cgroup:/system.slice/crawler.scope]: every process in the cgroup /system.slice/crawler.scope"*"[user:cgroup:/system.slice/*]: every process in a cgroup below /system.slice"*)
+    ok "rlshim check --host: a cgroup section names the cgroup it covers" ;;
+*) bad "rlshim check --host, cgroup sections, said: $out" ;;
+esac
+cp "$tmp/ini.kept" "$tmp/etc/rlshim.ini"
+
 # mark: where the server's log stands now; span MARK: requests and
 # seconds between the first and last logged after MARK
 mark() { wc -l < "$tmp/hits" 2>/dev/null || echo 0; }

@@ -167,6 +167,32 @@ H_FN int ngx_requests(const struct ngx_site *s, double *first, double *last)
     return n;
 }
 
+/* After the client has exited: wait until the access log holds `want`
+ * requests (nginx logs a request after its response is on its way, so a
+ * loaded machine can let the client exit first), for at most 5 s, then a
+ * little more for any request beyond them. */
+H_FN void ngx_settle(const struct ngx_site *s, int want)
+{
+    double first, last;
+    for (int i = 0; i < 500 && ngx_requests(s, &first, &last) < want; i++)
+        usleep(10 * 1000);
+    usleep(200 * 1000);
+}
+
+/* The least time between arrival i and arrival i + k of the n sorted
+ * stamps in t (k = 1: neighbours; 1e9 when there is no such pair). "No
+ * two at one turn" is k = 1 at least 0.4 of a period and k = 2 at least
+ * 1.4: a request that reaches the server late shortens only the gap after
+ * it, two requests at one turn break both. */
+H_FN double ngx_least_gap(const double *t, int n, int k)
+{
+    double least = 1e9;
+    for (int i = k; i < n; i++)
+        if (t[i] - t[i - k] < least)
+            least = t[i] - t[i - k];
+    return least;
+}
+
 /* The access log's stamps (s, the server's $msec), up to cap, as logged. */
 H_FN int ngx_times(const struct ngx_site *s, double *out, int cap)
 {

@@ -233,3 +233,85 @@ Test(backoff_on, a_reset_under_tls_counts_too)
     cr_log_info("python over TLS, reset: %.3f s to the next request", g);
     cr_expect_geq(g, 0.8 * 2, "a reset under TLS (SSL_read_ex): %.3f s", g);
 }
+
+/* Runs a python program (argv[1]: the server's base URL), status 0. */
+static void run_py_program(const char *prog)
+{
+    char base[64];
+    snprintf(base, sizeof base, "127.0.0.1:%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)prog, base, NULL};
+    h_run(&r, true, 60, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+}
+
+/* A timeout lives with the destination, not the connection (SPEC §14:
+ * noticed at the destination's next request). http.client sends /hang on
+ * one connection and leaves it open, unread; 1.5 s later (past
+ * response_timeout, 1 s) it asks /ok on a second connection, which waits
+ * the backoff's turn (2 s) under backoff_on = timeout and goes at once
+ * without. */
+static const char left_open_py[] =
+    "import http.client, sys, time\n"
+    "a = http.client.HTTPConnection(sys.argv[1])\n"
+    "a.request('GET', '/hang/8')\n"
+    "time.sleep(1.5)\n"
+    "b = http.client.HTTPConnection(sys.argv[1])\n"
+    "b.request('GET', '/ok')\n"
+    "b.getresponse().read()\n"
+    "b.close()\n"
+    "a.close()\n";
+
+Test(backoff_on, a_timeout_on_a_connection_left_open_holds_the_next_one)
+{
+    h_config_write(CONFIG_SLOW("timeout"));
+    run_py_program(left_open_py);
+    double g = gap(0, 1);
+    cr_log_info("left open, timeout listed: %.3f s to the next request", g);
+    /* The program's own 1.5 s, then the turn of 2 s. */
+    cr_expect_geq(g - 1.5, 0.8 * 2, "a timeout on another connection: "
+                                    "%.3f s after its own wait, turn 2 s",
+                  g - 1.5);
+
+    h_config_write(CONFIG_SLOW("429, 503"));
+    run_py_program(left_open_py);
+    g = gap(2, 3);
+    cr_log_info("left open, timeout not listed: %.3f s", g);
+    cr_expect_lt(g - 1.5, 0.5 * 2, "a timeout not listed paused: %.3f s",
+                 g - 1.5);
+}
+
+/* A program that gives up before response_timeout (its own timeout
+ * 0.3 s) and closes the connection: the request never got its answer,
+ * and once response_timeout (1 s) has passed since it went, the
+ * destination's next request (1.3 s after it, on a new connection) waits
+ * the turn (2 s). python requests (urllib3 closes a connection that
+ * timed out). */
+static const char gave_up_py[] =
+    "import requests, sys, time\n"
+    "s = requests.Session()\n"
+    "u = 'http://' + sys.argv[1]\n"
+    "try:\n"
+    "    s.get(u + '/hang/8', timeout=0.3)\n"
+    "except requests.exceptions.Timeout:\n"
+    "    print('gave up')\n"
+    "time.sleep(1.0)\n"
+    "s.get(u + '/ok', timeout=20).content\n";
+
+Test(backoff_on, a_request_given_up_before_response_timeout_still_counts)
+{
+    h_config_write(CONFIG_SLOW("timeout"));
+    run_py_program(gave_up_py);
+    cr_expect(strstr(r.out, "gave up") != NULL, "no timeout:\n%s", r.out);
+    double g = gap(0, 1);
+    cr_log_info("gave up, timeout listed: %.3f s to the next request", g);
+    cr_expect_geq(g - 1.3, 0.8 * 2, "a request given up: %.3f s after the "
+                                    "program's own wait, turn 2 s",
+                  g - 1.3);
+
+    h_config_write(CONFIG_SLOW("429, 503"));
+    run_py_program(gave_up_py);
+    g = gap(2, 3);
+    cr_log_info("gave up, timeout not listed: %.3f s", g);
+    cr_expect_lt(g - 1.3, 0.5 * 2, "a timeout not listed paused: %.3f s",
+                 g - 1.3);
+}

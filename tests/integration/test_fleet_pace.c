@@ -112,3 +112,51 @@ Test(fleet_pace, a_latency_learned_on_one_host_spaces_another_hosts_requests)
                       i + 2, g);
     }
 }
+
+/* Jitter (SPEC §14) with scope = fleet: each turn later by a random part
+ * of the interval (jitter = 100%: up to one more), and Redis counts the
+ * turn when it goes, so that no two requests come closer than the
+ * interval (2/s: 0.5 s). One host, python requests one after the other;
+ * without the jitter (the control) the gaps are the interval. */
+static void gaps(int first, int n, double *mean, double *least)
+{
+    *mean = 0;
+    *least = 1e9;
+    for (int i = 0; i < n; i++) {
+        double g = stamp(first + i + 1) - stamp(first + i);
+        *mean += g / n;
+        if (g < *least)
+            *least = g;
+    }
+}
+
+Test(fleet_pace, jitter_spreads_a_fleet_budgets_turns_never_closer)
+{
+    if (!redis_have())
+        cr_skip_test("redis-server is not installed");
+    cr_assert(redis_start(&R), "redis-server did not start");
+    h_server_start(&st, "http_status.py");
+    const char *conf = "[rlshim]\nfleet = redis://127.0.0.1:%d\n"
+                       "fleet_fallback = deny\non_deny = delay\n"
+                       "max_delay = 10s\n[default]\nscope = fleet\n"
+                       "request = 2/s\nrequest_burst = 1\njitter = %s\n";
+    h_config_write(conf, R.port, "0%");
+    host_gets(0, "127.0.0.1", 0, 0, 7, false);
+    double mean0, least0;
+    gaps(0, 6, &mean0, &least0);
+    h_config_write(conf, R.port, "100%");
+    host_gets(0, "127.0.0.1", 0, 7, 7, false);
+    double mean, least;
+    gaps(7, 6, &mean, &least);
+    printf("fleet jitter: mean gap %.3f s (without: %.3f s), least %.3f s "
+           "(without: %.3f s)\n",
+           mean, mean0, least, least0);
+    cr_expect_geq(mean, mean0 * 1.15,
+                  "jitter = 100%% spread no fleet turn: mean gap %.3f s, "
+                  "%.3f s without",
+                  mean, mean0);
+    cr_expect_geq(least, 0.5 * 0.9,
+                  "a jittered fleet turn came %.3f s after the one before, "
+                  "the interval is 0.5 s",
+                  least);
+}

@@ -16,6 +16,7 @@
 #include "../redis_cluster.h"
 #include "../redis_server.h"
 #include "fleet_hosts.h"
+#include "ping_control.h"
 #include "stress_sink.h"
 
 static struct server srv;
@@ -251,46 +252,41 @@ Test(fleet_scale, thirty_two_threads_with_redis_30_ms_away_are_never_denied)
                    "[default]\nscope = fleet\nconnect = 100000/s\n"
                    "connect_burst = 100000\nto = 127.0.0.1:%d\n",
                    proxy.port, srv.port);
+    /* The control: the same proxy's round trip, measured meanwhile. */
+    struct ping_control pc;
+    ping_control_start(&pc, proxy.port);
     pid_t pid;
     hosts_connect(&pid, 1, 0, srv.port, 1, 32, 10, NULL);
     wait_all(&pid, 1, 40);
+    ping_control_stop(&pc);
     long ok = hosts_sum(1, 0, "ok", false);
     long denied = hosts_sum(1, 0, "denied", false);
     long slowest = hosts_sum(1, 0, "slowest_us", true);
     int away = hosts_err_lines(1, 0, "fleet Redis");
     long evals = redis_calls(&R, "evalsha");
-    /* The proxy's own lag (its log, once the shim's connection closed):
-     * a reply it held past 50 ms in all is a Redis away (SPEC §8), not
-     * 30 ms late. */
-    usleep(300000);
-    double lag = 0;
-    for (int i = 0;; i++) {
-        char line[512];
-        h_server_line(&proxy, "", i, line, sizeof line);
-        if (line[0] == '\0')
-            break;
-        const char *m = strstr(line, "max_late_ms=");
-        if (m != NULL && atof(m + 12) > lag)
-            lag = atof(m + 12);
-    }
     printf("fleet 30 ms away: %ld ok, %ld denied in 10 s by 32 threads, "
            "slowest connect %ld us, %ld EVALSHA, %d fallback lines; the "
-           "proxy was up to %.1f ms later than 30 ms\n",
-           ok, denied, slowest, evals, away, lag);
-    if (lag < 20) {
+           "control's slowest PING %.1f ms of %d\n",
+           ok, denied, slowest, evals, away, pc.slowest_ms, pc.pings);
+    cr_expect_gt(ok, 32 * 10 * 10, "only %ld in 10 s", ok);
+    /* Never a denial without the line that says Redis was away. */
+    if (away == 0)
+        cr_expect_eq(denied, 0, "%ld denied with no line", denied);
+    if (pc.slowest_ms < 45) {
         cr_expect_eq(denied, 0, "%ld denied", denied);
         cr_expect_eq(away, 0, "Redis taken for away");
+        cr_expect_geq(evals, ok - denied, "decided without Redis");
     } else {
-        /* The proxy (a Python process on a loaded machine) held a reply
-         * past the bound: Redis was away for that call, and the shim may
-         * say so and fall back, but deny nothing without saying it. */
-        printf("fleet 30 ms away: the proxy held replies past 50 ms: "
-               "denials allowed only with the away line\n");
-        if (away == 0)
-            cr_expect_eq(denied, 0, "%ld denied with no line", denied);
+        /* The machine held a reply past the bound: Redis was away for
+         * that call, and the process may fall back for a retry's while
+         * (RL_FLEET_RETRY_NS). A shim that made each reply wait behind
+         * the others' would be away for the whole run and decide all
+         * but a few calls without Redis: most went to Redis. */
+        printf("fleet 30 ms away: the machine held a round trip past "
+               "45 ms: fallback allowed, most decisions through Redis\n");
+        cr_expect_geq(evals, ok / 2, "%ld of %ld decided by Redis", evals,
+                      ok);
     }
-    cr_expect_gt(ok, 32 * 10 * 10, "only %ld in 10 s", ok);
-    cr_expect_geq(evals, ok - denied, "decided without Redis");
 }
 
 /* ---- a healthy Redis on a loaded host ----------------------------------*/
@@ -441,10 +437,17 @@ static void away_and_back(enum away how, double secs)
      * 61 in the plain build (61 in one CI run of eight runs by hand, all
      * after a second with none: the hosts look again for Redis after
      * 1 s), 61 under ASan. So 1.3 times the rate in every build: a burst
-     * of even a sixth of the budget's fails it. The budget over the run
-     * holds in every build. */
-    cr_expect_leq(worst, r * 1.3, "%d in one second around the return",
-                  worst);
+     * of even a sixth of the budget's fails it. But the hosts come back
+     * one by one on a loaded machine (each looks again for Redis a second
+     * after its last try): while one is back at the fleet's rate, the
+     * others spend their shares of it (SPEC §8, `share`: r/hosts each),
+     * and a second then holds up to r + r(hosts-1)/hosts. That, with
+     * the same room, in every build; a burst on top of it still fails.
+     * The budget over the run holds in every build. */
+    const int hosts = 3;
+    double bound = r * 1.3 + (double)r * (hosts - 1) / hosts;
+    cr_expect_leq(worst, bound, "%d in one second around the return (bound "
+                  "%.0f)", worst, bound);
     cr_expect_leq(n, b + r * span + 1, "%d admitted", n);
 }
 

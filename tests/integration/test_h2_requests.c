@@ -173,39 +173,51 @@ static double out_double(const struct run *w, const char *key)
     return p != NULL ? atof(p + strlen(key)) : -1;
 }
 
-/* Delay mode, a burst of 1: a write opening 4 streams takes 4 turns, one
- * after another, and goes in pieces, each stream's at its own turn: its 4
- * requests arrive one period apart, the first at once (its turn is
- * free), and the write is one whole write to the program. The control
- * (no request key) has them together. */
+/* Delay mode, a burst of 1, a turn of 1 s: a write opening 4 streams
+ * takes 4 turns, one after another, and goes in pieces, each stream's at
+ * its own turn: its 4 requests arrive one period apart, the first at once
+ * (its turn is free), and the write is one whole write to the program.
+ * The control (no request key) has them together. */
 Test(h2_requests, a_write_opening_4_streams_takes_4_turns_one_stream_each)
 {
-    const char *steps[] = {"conn", "streams:4", "wait", NULL};
-    double span[2], late[2], least = 1e9;
+    const char *steps[] = {"conn", "timeout:10", "streams:4", "wait", NULL};
+    double span[2], late[2], early = 1e9;
     for (int ctl_run = 0; ctl_run < 2; ctl_run++) {
-        h_config_write("%s", ctl_run ? "[default]\nconnect = 100/s\n" : paced);
+        h_config_write("%s", ctl_run ? "[default]\nconnect = 100/s\n"
+                                     : "[default]\nrequest = 1/s\n"
+                                       "request_burst = 1\non_deny = delay\n");
         ngx_truncate(&ngx[0]);
         writer(&r, ngx[0].port, steps);
-        cr_assert(step_ok(&r, 2), "%s", r.out);
-        usleep(200 * 1000);
+        cr_assert(step_ok(&r, 3), "%s", r.out);
+        ngx_settle(&ngx[0], 4);
         double t[5];
         cr_assert_eq(ngx_times(&ngx[0], t, 5), 4);
+        /* Stream i's turn is i turns after the write began, or later: a
+         * late stamp only moves a stream later (a neighbour's late stamp
+         * would shorten the next gap). */
         for (int i = 1; i < 4 && ctl_run == 0; i++)
-            if (t[i] - t[i - 1] < least)
-                least = t[i] - t[i - 1];
+            if (t[i] - out_double(&r, "t2=") - i * 1.0 < early)
+                early = t[i] - out_double(&r, "t2=") - i * 1.0;
         span[ctl_run] = t[3] - t[0];
-        late[ctl_run] = t[0] - out_double(&r, "t1=");
+        late[ctl_run] = t[0] - out_double(&r, "t2=");
     }
-    cr_expect_geq(least, 0.8 * 0.5,
-                  "two streams of the write came %.3f s apart", least);
-    cr_expect_geq(span[0], 3 * 0.5 * 0.9,
+    /* The server's stamps are to the ms. */
+    cr_expect_geq(early, -0.002, "a stream of the write came %.3f s before "
+                                 "its turn", -early);
+    cr_expect_geq(span[0], 3 * 1.0 * 0.9,
                   "the 4 streams spanned %.3f s, not 3 turns", span[0]);
-    cr_expect_lt(late[0], 0.5, "the first stream went %.3f s late", late[0]);
-    cr_expect_lt(span[1], 0.1, "the control's streams spanned %.3f s",
+    /* The first stream's turn is free: no later than the control's first
+     * by half a turn (waiting a turn would be a whole one). */
+    cr_expect_lt(late[0], late[1] + 0.5 * 1.0,
+                 "the first stream went %.3f s late (control %.3f s)",
+                 late[0], late[1]);
+    /* Unpaced, they come together: well inside the one turn that pacing
+     * would put between two of them. */
+    cr_expect_lt(span[1], 0.5 * 1.0, "the control's streams spanned %.3f s",
                  span[1]);
-    cr_log_info("4 streams in one write: closest %.3f s, span %.3f s "
-                "(control %.3f s)",
-                least, span[0], span[1]);
+    cr_log_info("4 streams in one write: %.3f s after the turns at the "
+                "earliest, span %.3f s (control %.3f s)",
+                early, span[0], span[1]);
 }
 
 /* Fail mode, a budget of 12 (more than a plan looks at one by one): a
@@ -224,7 +236,7 @@ Test(h2_requests, a_write_opening_more_streams_than_fit_goes_not_at_all)
     writer(&r, ngx[0].port, fit);
     cr_expect(step_ok(&r, 1) && step_ok(&r, 2), "12 streams: %s", r.out);
     cr_expect(!step_ok(&r, 3), "a 13th request went: %s", r.out);
-    usleep(300 * 1000);
+    ngx_settle(&ngx[0], 12);
     double first, last;
     int n = ngx_requests(&ngx[0], &first, &last);
     cr_expect_eq(n, 12, "the server saw %d requests, not 12", n);
@@ -296,41 +308,35 @@ Test(h2_requests, a_blocking_write_of_4_streams_sleeps_between_its_pieces)
     ngx_truncate(&ngx[0]);
     writer(&r, ngx[0].port, steps);
     cr_assert(step_ok(&r, 2), "%s", r.out);
-    usleep(300 * 1000);
-    double t[5], least = 1e9;
+    ngx_settle(&ngx[0], 4);
+    double t[5];
     cr_assert_eq(ngx_times(&ngx[0], t, 5), 4, "%s", r.out);
-    for (int i = 1; i < 4; i++)
-        if (t[i] - t[i - 1] < least)
-            least = t[i] - t[i - 1];
+    double least = ngx_least_gap(t, 4, 1), least2 = ngx_least_gap(t, 4, 2);
     cr_log_info("a blocking write of 4 streams: closest %.3f s, span %.3f s",
                 least, t[3] - t[0]);
-    cr_expect_geq(least, 0.8 * 0.5, "two streams came %.3f s apart", least);
+    /* No two at one turn (a late arrival shortens only the gap after it). */
+    cr_expect_geq(least, 0.4 * 0.5, "two streams came %.3f s apart", least);
+    cr_expect_geq(least2, 1.4 * 0.5, "three streams within %.3f s", least2);
     cr_expect_geq(t[3] - t[0], 3 * 0.5 * 0.9, "span %.3f s", t[3] - t[0]);
 }
 
 /* ---- concurrent streams, each at its own turn (issue 31 item 17) ---- */
 
 /* Six threads on one httpx client (python's ssl on a socket with a
- * timeout: non-blocking), started together: their streams share one
- * connection, and h2 hands the library several HEADERS in one write. */
-static const char httpx_threads_py[] =
-    "import httpx, sys, threading\n"
-    "c = httpx.Client(http2=True, verify=False, timeout=20)\n"
-    "go = threading.Barrier(len(sys.argv) - 1)\n"
-    "def get(u):\n"
-    "    go.wait()\n"
-    "    try:\n"
-    "        r = c.get(u)\n"
-    "        assert r.http_version == 'HTTP/2', r.http_version\n"
-    "    except Exception as e:\n"
-    "        print('error: %r' % e, file=sys.stderr)\n"
-    "ts = [threading.Thread(target=get, args=(u,)) for u in sys.argv[1:]]\n"
-    "[t.start() for t in ts]\n"
-    "[t.join() for t in ts]\n"
-    "c.close()\n";
-
-static char *const httpx_threads_argv[] = {
-    "/usr/bin/python3", "-c", (char *)httpx_threads_py, NULL};
+ * timeout: non-blocking), started together (clients/httpx_streams.py
+ * threads): their streams share one connection, and h2 hands the
+ * library several HEADERS in one write; or the first alone, then the
+ * others from a pool of threads (`pool`, the conformance matrix's way). */
+static char **streams_client(const char *mode, int n)
+{
+    static char script[512];
+    static char *prefix[] = {"/usr/bin/python3", script, NULL, NULL};
+    snprintf(script, sizeof script,
+             "%s/tests/integration/clients/httpx_streams.py",
+             h_env("RLSHIM_SRC"));
+    prefix[2] = (char *)mode;
+    return ngx_client(&ngx[0], prefix, NULL, n);
+}
 
 /* `rlshim ARGS...` (at most 5), its output into s. */
 static void rlshim_cli(struct run *s, const char *a1, const char *a2,
@@ -347,37 +353,38 @@ static void rlshim_cli(struct run *s, const char *a1, const char *a2,
 
 #define NCONC 6
 
-/* Delay mode, a burst of 1, six concurrent streams: six arrivals at the
- * server, each at least 0.8 of a period after the one before (never two
- * together), spanning five periods; and since nothing was refused, the
- * exit report, `rlshim stat` and the decision log count no denial: 6
- * allowed, of which 5 waited (the first turn is free). The control (no
- * request key) has them all at once. */
-Test(h2_requests, concurrent_streams_each_reach_the_server_at_their_turn)
+/* Delay mode, a burst of 1, six concurrent streams at `rate` a second:
+ * six arrivals at the server, each at least 0.8 of a period after the
+ * one before (never two together), spanning five periods; and since
+ * nothing was refused, the exit report, `rlshim stat` and the decision
+ * log count no denial: 6 allowed, of which 5 waited (the first turn is
+ * free). The control (no request key) has them all at once. */
+static void check_concurrent(int rate, const char *mode)
 {
     need_httpx();
-    char logpath[300], errlog[300];
+    const double period = 1.0 / rate;
+    char logpath[300], errlog[300], limit[64];
     snprintf(logpath, sizeof logpath, "%s/decisions.jsonl", h_dir);
     snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
-    h_config_write("[rlshim]\nreport = yes\n%s", paced);
-    char **argv = ngx_client(&ngx[0], httpx_threads_argv, NULL, NCONC);
+    snprintf(limit, sizeof limit, "request=%d/s,burst=1", rate);
+    h_config_write("[rlshim]\nreport = yes\n[default]\nrequest = %d/s\n"
+                   "request_burst = 1\non_deny = delay\n",
+                   rate);
+    char **argv = streams_client(mode, NCONC);
     ngx_truncate(&ngx[0]);
     setenv("RLSHIM_DECISION_LOG", logpath, 1);
     h_run(&r, true, 30, argv);
     unsetenv("RLSHIM_DECISION_LOG");
     cr_assert_eq(r.status, 0, "httpx: status %d\n%s", r.status, r.out);
     cr_expect_eq(h_file_lines(errlog, "error: "), 0, "a request failed");
-    usleep(200 * 1000);
+    ngx_settle(&ngx[0], NCONC);
     double t[NCONC + 1];
     int n = ngx_times(&ngx[0], t, NCONC + 1);
     cr_assert_eq(n, NCONC, "the server saw %d requests, not %d", n, NCONC);
     expect_h2(NCONC, "httpx threads");
     cr_expect_eq(ngx_connections(&ngx[0]), 1, "%d connections",
                  ngx_connections(&ngx[0]));
-    double least = 1e9;
-    for (int i = 1; i < n; i++)
-        if (t[i] - t[i - 1] < least)
-            least = t[i] - t[i - 1];
+    double least = ngx_least_gap(t, n, 1), least2 = ngx_least_gap(t, n, 2);
     double span = t[n - 1] - t[0];
     char at[200] = "";
     for (int i = 0; i < n; i++)
@@ -386,16 +393,19 @@ Test(h2_requests, concurrent_streams_each_reach_the_server_at_their_turn)
     /* The control: the same client, no request key. */
     ngx_truncate(&ngx[0]);
     h_run_control(&ctl, 30, argv);
-    usleep(200 * 1000);
+    ngx_settle(&ngx[0], NCONC);
     double cfirst, clast;
     cr_expect_eq(ngx_requests(&ngx[0], &cfirst, &clast), NCONC);
     double cspan = clast - cfirst;
     cr_log_info("%d concurrent streams: closest gap %.3f s, span %.3f s "
                 "(control %.3f s)",
                 NCONC, least, span, cspan);
-    cr_expect_geq(least, 0.8 * 0.5,
+    /* No two at one turn (a late arrival shortens only the gap after it). */
+    cr_expect_geq(least, 0.4 * period,
                   "two streams came %.3f s apart: a burst beyond 1", least);
-    cr_expect(span >= 0.9 * 5 * 0.5 && span <= 1.1 * 5 * 0.5 + 3 * cspan,
+    cr_expect_geq(least2, 1.4 * period,
+                  "three streams within %.3f s: a burst beyond 1", least2);
+    cr_expect(span >= 0.9 * 5 * period && span <= 1.1 * 5 * period + 3 * cspan,
               "%d streams spanned %.3f s, not 5 periods (control %.3f s)",
               NCONC, span, cspan);
     cr_expect_lt(cspan, span / 2, "the control took %.3f s", cspan);
@@ -422,7 +432,25 @@ Test(h2_requests, concurrent_streams_each_reach_the_server_at_their_turn)
                  "the decision log has denials");
     cr_expect_eq(h_file_lines(logpath, "\"verdict\":\"delay\""), NCONC - 1);
     cr_expect_eq(h_file_lines(logpath, "\"verdict\":\"allow\""), 1);
-    rlshim_cli(&s, "verify", logpath, "--limit", "request=2/s,burst=1",
-               NULL);
+    rlshim_cli(&s, "verify", logpath, "--limit", limit, NULL);
     cr_expect_eq(s.status, 0, "rlshim verify: %s", s.out);
+}
+
+Test(h2_requests, concurrent_streams_each_reach_the_server_at_their_turn)
+{
+    check_concurrent(2, "threads");
+}
+
+/* The same at 4 a second, closer turns (issue 31 item 17: under ASan,
+ * streams of several threads went together at one turn). */
+Test(h2_requests, concurrent_streams_at_4_a_second_each_at_their_turn)
+{
+    check_concurrent(4, "threads");
+}
+
+/* The first stream alone, then five from a pool of threads, at 4 a
+ * second. */
+Test(h2_requests, pooled_streams_after_the_first_each_at_their_turn)
+{
+    check_concurrent(4, "pool");
 }

@@ -3,11 +3,14 @@
  * form that can cover it (a column), each cell measured at the server.
  *
  * A cell is N requests at `request = 4/s`, a burst of 1, delay mode:
- *   ok           nginx saw N requests, every gap between arrivals at
- *                least 0.8 of the period, the span at least 0.9 of the
- *                ideal and at most 1.1 of it plus twice what the same
- *                client took unthrottled (its control, once per row: a
- *                slow client makes gaps larger, never smaller); the exit
+ *   ok           nginx saw N requests, no two at one turn (every gap
+ *                between arrivals at least 0.4 of the period, every
+ *                second arrival at least 1.4 periods after the one two
+ *                before: a request that reaches the server late on a
+ *                loaded machine shortens the gap after it, never both),
+ *                the span at least 0.9 of the ideal and at most 1.3 of
+ *                it plus twice what the same client took unthrottled
+ *                (its control, once per row); the exit
  *                report, `rlshim stat --json` and the decision log each
  *                count N requests and no denial, and `rlshim verify`
  *                finds the log within the limit;
@@ -409,9 +412,6 @@ static const struct {
     int c, f;
     const char *what;
 } known_gaps[] = {
-    {C_H2, -1, "streams of several threads can go together at one turn "
-               "(seen under ASan, arrivals +0.252 +0.253 +0.253 s; issue 31, "
-               "item 17)"},
     {C_H2, F_429, "HTTP/2 streams queued in other threads' writes when the "
                   "429 comes may go at their old turns (issue 31, item 18)"},
 };
@@ -557,7 +557,7 @@ static void cell(enum carrier c, enum form f)
     unsetenv("RLSHIM_CONFIG");
     unsetenv("RLSHIM_STATE_DIR");
     unsetenv("RLSHIM_STRICT");
-    usleep(200 * 1000);
+    ngx_settle(s, N);
     double t[N + 8];
     int paused;
     int n = server_times(s, t, N + 8, &paused);
@@ -595,10 +595,8 @@ static void cell(enum carrier c, enum form f)
         return;
     }
     /* At the server. */
-    double least = 1e9, ideal = (N - 1) * PERIOD;
-    for (int i = 1; i < n; i++)
-        if (t[i] - t[i - 1] < least)
-            least = t[i] - t[i - 1];
+    double least = ngx_least_gap(t, n, 1), least2 = ngx_least_gap(t, n, 2);
+    double ideal = (N - 1) * PERIOD;
     if (f == F_429) {
         CHECK(paused >= 0 && paused < n - 1, "the 429 was request %d of %d",
               paused, n);
@@ -609,11 +607,16 @@ static void cell(enum carrier c, enum form f)
         ideal = (N - 2) * PERIOD + PAUSE;
     }
     double span = n > 0 ? t[n - 1] - t[0] : 0;
-    CHECK(least >= 0.8 * PERIOD, "two requests %.3f s apart (period %.3f)",
+    CHECK(least >= 0.4 * PERIOD, "two requests %.3f s apart (period %.3f)",
           least, PERIOD);
+    if (n >= 3)
+        CHECK(least2 >= 1.4 * PERIOD,
+              "three requests within %.3f s (period %.3f)", least2, PERIOD);
     CHECK(span >= 0.9 * ideal, "%d requests in %.3f s, ideal %.3f", n, span,
           ideal);
-    CHECK(span <= 1.1 * ideal + 2 * ctl_span[c],
+    /* Late wake-ups on a loaded machine add to every gap; a request
+     * charged twice would double the span, which this still catches. */
+    CHECK(span <= 1.3 * ideal + 2 * ctl_span[c],
           "%d requests in %.3f s, ideal %.3f, unthrottled %.3f", n, span, ideal,
           ctl_span[c]);
     /* The exit report. */
@@ -713,12 +716,14 @@ static void control(enum carrier c)
     ngx_truncate(s);
     h_run_with(&ctl, true, 60, client_argv(c, false), config, state,
                "control.log");
-    usleep(200 * 1000);
+    ngx_settle(s, N);
     double t[N + 8];
     int paused;
     int n = server_times(s, t, N + 8, &paused);
-    cr_expect_eq(ctl.status, 0, "%s control: status %d", carriers[c].name,
-                 ctl.status);
+    char said[160], err[300];
+    snprintf(err, sizeof err, "%s/control.log", h_dir);
+    cr_expect_eq(ctl.status, 0, "%s control: status %d (%s)",
+                 carriers[c].name, ctl.status, last_words(err, said, sizeof said));
     cr_expect_eq(n, N, "%s control: the server saw %d", carriers[c].name, n);
     ctl_span[c] = n > 1 ? t[n - 1] - t[0] : 0;
 }

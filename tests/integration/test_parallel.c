@@ -82,8 +82,13 @@ Test(parallel, java_httpclient_sixteen_requests_share_the_byte_rate)
     double span = last - t0;
     cr_expect_geq(span, 0.95 * ideal, "16 bodies in %.2f s, rate allows "
                   "%.2f s", span, ideal);
-    cr_expect_lt(span, ideal + 3.0, "16 bodies in %.2f s (ideal %.2f s)",
-                 span, ideal);
+    /* The span counts the JVM's start: not later than the ideal with room
+     * plus twice the whole unthrottled run (its start and its 1 MiB), what
+     * this machine takes anyway. Threads that each sleep whole turns of
+     * their own, not sharing the budget's, take several times the ideal. */
+    cr_expect_lt(span, 1.15 * ideal + 2 * ctl.wall,
+                 "16 bodies in %.2f s (ideal %.2f s, unthrottled %.2f s)",
+                 span, ideal, ctl.wall);
     /* Bodies differ per request: each arrived intact. */
     char line[512], f[80];
     for (int i = 0; i < 16; i++) {
@@ -131,8 +136,12 @@ Test(parallel, curl_parallel_transfers_share_the_byte_rate_without_spinning)
     double span = last - t0;
     cr_expect_geq(span, 0.95 * ideal, "8 bodies in %.2f s, rate allows "
                   "%.2f s", span, ideal);
-    cr_expect_lt(span, 1.3 * ideal + 0.5, "8 bodies in %.2f s", span);
+    /* Not later than the ideal with room plus twice what the same curl
+     * takes unthrottled on this machine (its start and its 1 MiB). */
     h_run_control(&ctl, 30, argv);
+    cr_expect_lt(span, 1.15 * ideal + 2 * ctl.wall,
+                 "8 bodies in %.2f s (ideal %.2f s, unthrottled %.2f s)", span,
+                 ideal, ctl.wall);
     h_expect_no_spin(&r, &ctl, 0.1, "curl --parallel");
 }
 
@@ -158,7 +167,12 @@ Test(parallel, one_upload_at_megabytes_per_second_sleeps_instead_of_spinning)
     cr_expect_eq(posted(1, &last), 8 << 20);
     double ideal = (double)((8 << 20) - 65536) / (4 << 20);
     cr_expect_geq(r.wall, 0.95 * ideal, "%.2f s", r.wall);
-    cr_expect_lt(r.wall, 1.3 * ideal + 0.3, "%.2f s", r.wall);
+    /* Not later than the ideal with room plus twice what the same curl
+     * takes unthrottled (its start and its 8 MiB): a grant that makes the
+     * upload sleep a turn per small send falls far behind the rate. */
     h_run_control(&ctl, 30, argv);
+    cr_expect_lt(r.wall, 1.15 * ideal + 2 * ctl.wall,
+                 "%.2f s (ideal %.2f s, unthrottled %.2f s)", r.wall, ideal,
+                 ctl.wall);
     h_expect_no_spin(&r, &ctl, 0.1, "curl");
 }

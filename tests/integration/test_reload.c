@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "harness.h"
+#include "reload_client.h"
 
 static struct server srv;
 static struct run r;
@@ -25,24 +26,6 @@ static void teardown(void)
 
 TestSuite(reload, .init = setup, .fini = teardown, .timeout = 60);
 
-/* Connects every 50 ms until argv[2] seconds after its start, then exits;
- * prints its start (CLOCK_MONOTONIC, as the server stamps). A denied
- * connect is an OSError and counted, nothing more. */
-static const char *loop_py =
-    "import socket, sys, time\n"
-    "port = int(sys.argv[1]); secs = float(sys.argv[2])\n"
-    "t0 = time.monotonic()\n"
-    "print('t0=%d' % int(t0 * 1e6), flush=True)\n"
-    "ok = denied = 0\n"
-    "while time.monotonic() < t0 + secs:\n"
-    "    try:\n"
-    "        socket.create_connection(('127.0.0.1', port)).close()\n"
-    "        ok += 1\n"
-    "    except OSError:\n"
-    "        denied += 1\n"
-    "    time.sleep(0.05)\n"
-    "print('ok=%d\\ndenied=%d' % (ok, denied), flush=True)\n";
-
 /* The edits, each at its time after the client's first connect (in
  * seconds); the client stops at AT_END after its own start. */
 #define AT_REPLACE 3.0
@@ -52,12 +35,6 @@ static const char *loop_py =
 #define AT_END 15.0
 
 static double t_start;
-
-static void sleep_until(double t)
-{
-    while (h_now() < t)
-        usleep(5000);
-}
 
 static void write_at(const char *path, const char *text)
 {
@@ -102,18 +79,6 @@ static void *editor(void *arg)
     return NULL;
 }
 
-/* Connections the server accepted between t0 + a and t0 + b. */
-static int conns_between(double t0, double a, double b)
-{
-    int n = h_server_count(&srv, "CONN"), in = 0;
-    char line[512];
-    for (int i = 0; i < n; i++) {
-        double t = atof(h_server_line(&srv, "CONN", i, line, sizeof line) + 5);
-        in += t >= t0 + a && t < t0 + b;
-    }
-    return in;
-}
-
 Test(reload, the_pace_follows_each_edit_within_a_second_and_a_half)
 {
     h_no_strict = true; /* the broken edit must not exit the process */
@@ -123,7 +88,7 @@ Test(reload, the_pace_follows_each_edit_within_a_second_and_a_half)
     char port[16], secs[16];
     snprintf(port, sizeof port, "%d", srv.port);
     snprintf(secs, sizeof secs, "%.1f", AT_END + 0.5);
-    char *argv[] = {"python3", "-c", (char *)loop_py, port, secs, NULL};
+    char *argv[] = {"python3", "-c", (char *)reload_loop_py, port, secs, NULL};
     pthread_t ed;
     cr_assert_eq(pthread_create(&ed, NULL, editor, NULL), 0);
     h_run(&r, true, 40, argv);
@@ -132,11 +97,11 @@ Test(reload, the_pace_follows_each_edit_within_a_second_and_a_half)
     usleep(300000);
     /* Each window begins 1.5 s after its edit and ends at the next. */
     double t0 = t_start;
-    int a = conns_between(t0, 0.5, AT_REPLACE);
-    int b = conns_between(t0, AT_REPLACE + 1.5, AT_INPLACE);
-    int c = conns_between(t0, AT_INPLACE + 1.5, AT_BROKEN);
-    int d = conns_between(t0, AT_BROKEN + 0.5, AT_REMOVE);
-    int e = conns_between(t0, AT_REMOVE + 1.5, AT_END - 0.5);
+    int a = conns_between(&srv, t0, 0.5, AT_REPLACE);
+    int b = conns_between(&srv, t0, AT_REPLACE + 1.5, AT_INPLACE);
+    int c = conns_between(&srv, t0, AT_INPLACE + 1.5, AT_BROKEN);
+    int d = conns_between(&srv, t0, AT_BROKEN + 0.5, AT_REMOVE);
+    int e = conns_between(&srv, t0, AT_REMOVE + 1.5, AT_END - 0.5);
     cr_log_info("connects: 2/s %d, 8/s %d, 1/s %d, broken %d, removed %d "
                 "(windows 2.5, 1.5, 1.5, 2.5, 1 s; %s)",
                 a, b, c, d, e, r.out);
@@ -274,4 +239,148 @@ Test(reload, a_busy_sender_stats_the_file_once_a_second_at_most)
     cr_expect_leq(n, base + (long)r.wall + 3,
                   "%ld stat-like calls in %.2f s (control: %ld)", n, r.wall,
                   base);
+}
+
+/* A program of several threads (SPEC §16 asks nothing of the program):
+ * a pool's workers make the connects, every 50 ms, while another thread
+ * of its own runs throughout; argv[2] seconds, then it exits. */
+static const char *pool_py =
+    "import socket, sys, threading, time\n"
+    "from concurrent.futures import ThreadPoolExecutor\n"
+    "port = int(sys.argv[1]); secs = float(sys.argv[2])\n"
+    "stop = threading.Event()\n"
+    "threading.Thread(target=lambda: stop.wait(), daemon=True).start()\n"
+    "def one():\n"
+    "    try:\n"
+    "        socket.create_connection(('127.0.0.1', port)).close()\n"
+    "        return 1\n"
+    "    except OSError:\n"
+    "        return 0\n"
+    "t0 = time.monotonic(); ok = tried = 0\n"
+    "with ThreadPoolExecutor(max_workers=4) as pool:\n"
+    "    futs = []\n"
+    "    while time.monotonic() < t0 + secs:\n"
+    "        futs.append(pool.submit(one)); tried += 1\n"
+    "        time.sleep(0.05)\n"
+    "    ok = sum(f.result() for f in futs)\n"
+    "stop.set()\n"
+    "print('threads=%d ok=%d tried=%d' % (threading.active_count(), ok, "
+    "tried), flush=True)\n";
+
+static void *replace_at_3s(void *arg)
+{
+    (void)arg;
+    char tmp[300], text[256], line[512];
+    snprintf(tmp, sizeof tmp, "%s.new", h_config);
+    h_server_wait(&srv, "CONN", 1, 20);
+    t_start = atof(h_server_line(&srv, "CONN", 0, line, sizeof line) + 5);
+    sleep_until(t_start + AT_REPLACE);
+    snprintf(text, sizeof text,
+             "[default]\nconnect = 8/s\nconnect_burst = 1\nto = 127.0.0.1:%d\n",
+             srv.port);
+    write_at(tmp, text);
+    rename(tmp, h_config);
+    return NULL;
+}
+
+Test(reload, a_process_of_several_threads_follows_an_edit)
+{
+    h_config_write(
+        "[default]\nconnect = 2/s\nconnect_burst = 1\nto = 127.0.0.1:%d\n",
+        srv.port);
+    char port[16], secs[16];
+    snprintf(port, sizeof port, "%d", srv.port);
+    snprintf(secs, sizeof secs, "%.1f", AT_INPLACE + 0.5);
+    char *argv[] = {"python3", "-c", (char *)pool_py, port, secs, NULL};
+    pthread_t ed;
+    cr_assert_eq(pthread_create(&ed, NULL, replace_at_3s, NULL), 0);
+    h_run(&r, true, 40, argv);
+    pthread_join(ed, NULL);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    usleep(300000);
+    int a = conns_between(&srv, t_start, 0.5, AT_REPLACE);
+    int b = conns_between(&srv, t_start, AT_REPLACE + 1.5, AT_INPLACE);
+    cr_log_info("connects: 2/s %d, 8/s %d (windows 2.5, 1.5 s; %s)", a, b,
+                r.out);
+    /* Room for a machine 3x slower, as above. */
+    cr_expect(a >= 3 && a <= 7, "2/s for 2.5 s: %d", a);
+    cr_expect(b >= 6 && b <= 14, "8/s for 1.5 s, the edit followed: %d", b);
+}
+
+/* Another uid's process, under a section the edit leaves alone: its
+ * pace does not move when root's does (SPEC §16: a budget whose shape is
+ * unchanged keeps its state). Each process connects to a server of its
+ * own, so each pace is counted apart at its server. */
+static struct server other;
+static char uid_text[512];
+
+static void *replace_roots_at_2_5s(void *arg)
+{
+    (void)arg;
+    char tmp[300], line[512];
+    snprintf(tmp, sizeof tmp, "%s.new", h_config);
+    h_server_wait(&srv, "CONN", 1, 20);
+    t_start = atof(h_server_line(&srv, "CONN", 0, line, sizeof line) + 5);
+    sleep_until(t_start + 2.5);
+    write_at(tmp, uid_text);
+    chmod(tmp, 0644);
+    rename(tmp, h_config);
+    return NULL;
+}
+
+static int other_between(double t0, double a, double b)
+{
+    int n = h_server_count(&other, "CONN"), in = 0;
+    char line[512];
+    for (int i = 0; i < n; i++) {
+        double t =
+            atof(h_server_line(&other, "CONN", i, line, sizeof line) + 5);
+        in += t >= t0 + a && t < t0 + b;
+    }
+    return in;
+}
+
+Test(reload, another_uids_process_keeps_its_pace_across_an_edit)
+{
+    if (getuid() != 0 || !h_have("setpriv"))
+        h_skip("needs root and setpriv(1) to run a process as another uid");
+    h_server_start(&other, "sink.py");
+    static const char fmt[] =
+        "[user:0]\nconnect = %s\nconnect_burst = 1\nto = 127.0.0.1:%d\n"
+        "[user:65534]\nconnect = 2/s\nconnect_burst = 1\nto = 127.0.0.1:%d\n";
+    h_config_write(fmt, "2/s", srv.port, other.port);
+    snprintf(uid_text, sizeof uid_text, fmt, "8/s", srv.port, other.port);
+    /* The other uid reads the config and keeps its segment in the state
+     * dir (its own file in it). */
+    cr_assert_eq(chmod(h_dir, 0755), 0);
+    cr_assert_eq(chmod(h_config, 0644), 0);
+    cr_assert_eq(chmod(h_state, 01777), 0);
+    char script[2400];
+    snprintf(script, sizeof script,
+             "setpriv --reuid=65534 --regid=65534 --clear-groups "
+             "/usr/bin/python3 -c \"$0\" %d 6.5 & "
+             "/usr/bin/python3 -c \"$0\" %d 6.5; wait",
+             other.port, srv.port);
+    char *argv[] = {"sh", "-c", script, (char *)reload_loop_py, NULL};
+    pthread_t ed;
+    cr_assert_eq(pthread_create(&ed, NULL, replace_roots_at_2_5s, NULL), 0);
+    h_run(&r, true, 40, argv);
+    pthread_join(ed, NULL);
+    usleep(300000);
+    h_server_stop(&other);
+    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
+    double t0 = t_start;
+    int before = conns_between(&srv, t0, 0.5, 2.5);
+    int after = conns_between(&srv, t0, 4.0, 6.0);
+    int theirs = other_between(t0, 0.5, 6.0);
+    cr_log_info("root: %d in 2 s at 2/s, %d in 2 s at 8/s; uid 65534: %d in "
+                "5.5 s at 2/s", before, after, theirs);
+    /* With room for a machine 3x slower, whose 50 ms loop tries fewer
+     * times a second, never more. */
+    cr_expect(before >= 2 && before <= 6, "root at 2/s for 2 s: %d", before);
+    cr_expect(after >= 8 && after <= 18, "root at 8/s for 2 s: %d", after);
+    /* 2/s for 5.5 s is 11 and a unit of burst; had the edit reached it,
+     * 8/s for its last 2 s would add 12. */
+    cr_expect(theirs >= 4 && theirs <= 13,
+              "uid 65534 at 2/s for 5.5 s: %d\n%s", theirs, r.out);
 }

@@ -190,7 +190,8 @@ Test(requests, a_named_site_is_paced_and_another_is_untouched)
                       ngx[2].port, 'a' + i);
     ns_run(&r, 30, script);
     cr_assert_eq(r.status, 0, "curl: status %d\n%s", r.status, r.out);
-    usleep(200 * 1000);
+    ngx_settle(&ngx[1], NURLS);
+    ngx_settle(&ngx[2], NURLS);
     double fa, la, fb, lb;
     int na = ngx_requests(&ngx[1], &fa, &la);
     int nb = ngx_requests(&ngx[2], &fb, &lb);
@@ -238,8 +239,10 @@ Test(requests, a_crawler_behind_a_proxy_is_paced_per_site)
              pport, h_dir, h_dir);
     h_file_fill("tinyproxy.conf", body, strlen(body), conf, sizeof conf);
     h_file_fill("crawler.py", crawler_py, strlen(crawler_py), py, sizeof py);
-    h_config_write("[site:every-host]\nper = destination\nrequest = 1/s\n"
-                   "request_burst = 1\non_deny = delay\n");
+    /* One request every 2 s per site: the sites' 3 each take 4 s side by
+     * side, one budget for the proxy would take 10 s. */
+    h_config_write("[site:every-host]\nper = destination\nrequest = 30/min\n"
+                   "request_burst = 1\non_deny = delay\nmax_delay = 30s\n");
     char script[2000];
     int n = snprintf(script, sizeof script,
                      "env -u LD_PRELOAD tinyproxy -d -c '%s' "
@@ -253,18 +256,20 @@ Test(requests, a_crawler_behind_a_proxy_is_paced_per_site)
     snprintf(script + n, sizeof script - n, "; rc=$?; kill $p; exit $rc");
     ns_run(&r, 40, script);
     cr_assert_eq(r.status, 0, "crawler: status %d\n%s", r.status, r.out);
-    usleep(200 * 1000);
+    ngx_settle(&ngx[1], 3);
+    ngx_settle(&ngx[2], 3);
     double fa, la, fb, lb;
     int na = ngx_requests(&ngx[1], &fa, &la);
     int nb = ngx_requests(&ngx[2], &fb, &lb);
     cr_expect_eq(na, 3, "site-a saw %d", na);
     cr_expect_eq(nb, 3, "site-b saw %d", nb);
-    cr_expect_geq(la - fa, 2 * 0.9, "site-a's 3 in %.3f s", la - fa);
-    cr_expect_geq(lb - fb, 2 * 0.9, "site-b's 3 in %.3f s", lb - fb);
+    cr_expect_geq(la - fa, 4 * 0.9, "site-a's 3 in %.3f s", la - fa);
+    cr_expect_geq(lb - fb, 4 * 0.9, "site-b's 3 in %.3f s", lb - fb);
     double all = (la > lb ? la : lb) - (fa < fb ? fa : fb);
-    cr_expect_lt(all, 4.0,
+    /* Half-way from 4 s to the 10 s of one budget. */
+    cr_expect_lt(all, 7.0,
                  "6 requests in %.3f s: one budget for the proxy, not one "
-                 "per site (that takes 5 s)",
+                 "per site (that takes 10 s)",
                  all);
 }
 

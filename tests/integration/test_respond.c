@@ -124,6 +124,55 @@ Test(respond, curl_keepalive_gets_200_429_429_on_one_connection)
                  h_server_count(&st, "REQ"));
 }
 
+/* `rlshim stat`'s request row: ALLOWED, DENIED, then RESPONDED (its last
+ * column) into n[0..2]; false when there is none. */
+static bool stat_request_row(long n[3])
+{
+    struct run s;
+    h_rlshim_cmd(&s, "stat");
+    cr_assert_eq(s.status, 0, "rlshim stat: %s", s.out);
+    cr_log_info("rlshim stat:\n%s", s.out);
+    for (const char *line = s.out; line != NULL && *line != '\0';) {
+        char lim[64], resp[32];
+        if (sscanf(line, "%*s %*s %63s %*s %ld %ld %*s %*s %*s %31s", lim,
+                   &n[0], &n[1], resp) == 4 &&
+            strcmp(lim, "request") == 0) {
+            n[2] = atol(resp);
+            return true;
+        }
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
+    return false;
+}
+
+/* Each 429 curl read is counted once, as `responded` (not `denied` too),
+ * in `rlshim stat` and in the exit report; the server got the rest. */
+Test(respond, stat_and_the_report_count_each_answer_responded)
+{
+    if (!h_have("curl"))
+        h_skip("no curl");
+    h_config_write("[rlshim]\nreport = yes\n" ONE_A_MINUTE);
+    char *argv[] = {"curl", "-s", "-w", "%{http_code}\\n", url("/a"), "-o",
+                    "/dev/null", url("/b"), "-o", "/dev/null", url("/c"),
+                    "-o", "/dev/null", url("/d"), "-o", "/dev/null", NULL};
+    h_run(&r, true, 30, argv);
+    cr_assert_eq(r.status, 0, "curl: status %d\n%s", r.status, r.out);
+    cr_expect_str_eq(r.out, "200\n429\n429\n429\n");
+    int got = server_got(1);
+    cr_expect_eq(got, 1, "the server got %d requests, not 1", got);
+    long n[3] = {-1, -1, -1};
+    cr_assert(stat_request_row(n), "no request row in rlshim stat");
+    cr_expect_eq(n[0], got, "allowed %ld: the server got %d", n[0], got);
+    cr_expect_eq(n[1], 0, "denied %ld: a 429 is not counted twice", n[1]);
+    cr_expect_eq(n[2], 3, "responded %ld, not the 3 curl read", n[2]);
+    char errlog[300];
+    snprintf(errlog, sizeof errlog, "%s/stderr.log", h_dir);
+    cr_expect_eq(h_file_lines(errlog, "request seen 4, allowed 1, denied 0, "
+                                      "delayed 0, responded 3"),
+                 1, "the exit report says it");
+}
+
 /* urllib3's Retry that honours Retry-After: every page 200. */
 static const char retry_py[] =
     "import requests, sys\n"
@@ -292,10 +341,11 @@ static const char asyncio_py[] =
     "    print('elapsed %.3f' % (time.monotonic() - t0))\n"
     "asyncio.run(main(int(sys.argv[1])))\n";
 
-static double elapsed_of(const char *out)
+/* The number the client printed after `word` and a space; -1 if none. */
+static double printed(const char *out, const char *word)
 {
-    const char *p = strstr(out, "elapsed ");
-    return p == NULL ? -1 : atof(p + 8);
+    const char *p = strstr(out, word);
+    return p == NULL || p[strlen(word)] != ' ' ? -1 : atof(p + strlen(word));
 }
 
 Test(respond, asyncio_over_epoll_sees_200_429_429_without_hanging)
@@ -314,12 +364,12 @@ Test(respond, asyncio_over_epoll_sees_200_429_429_without_hanging)
     cr_expect(strstr(r.out, "retry-after 60\n") != NULL, "%s", r.out);
     cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
                  h_server_count(&st, "REQ"));
-    double t = elapsed_of(r.out);
+    double t = printed(r.out, "elapsed");
     struct run ctl;
     h_run_control(&ctl, 45, argv);
     cr_assert(strstr(ctl.out, "codes [200, 200, 200]") != NULL,
               "the control saw:\n%s", ctl.out);
-    double t0 = elapsed_of(ctl.out);
+    double t0 = printed(ctl.out, "elapsed");
     /* A made-up answer is at hand at once: no slower than the server's
      * three answers, with room for a slow machine (the floor keeps a
      * control of a few ms from making noise a failure). */
@@ -426,4 +476,72 @@ Test(respond, epoll_level_and_edge_triggered_report_a_made_up_answer)
               "a thread blocked in epoll_wait:\n%s", r.out);
     cr_expect_eq(server_got(1), 1, "the server got %d requests, not 1",
                  h_server_count(&st, "REQ"));
+}
+
+/* A made-up answer queued behind the server's slow one, over TLS, read by
+ * a non-blocking client that waits in poll: the wait must not report the
+ * socket readable for the made-up answer while a read would not return it
+ * (SPEC §2: the program never spins). Each read that found nothing
+ * (SSLWantReadError) is counted; the codes read, and that count. */
+static const char tls_poll_py[] =
+    "import select, socket, ssl, sys\n"
+    "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n"
+    "ctx.check_hostname = False\n"
+    "ctx.verify_mode = ssl.CERT_NONE\n"
+    "s = ctx.wrap_socket(socket.create_connection(('127.0.0.1',\n"
+    "                    int(sys.argv[1]))), server_hostname='127.0.0.1')\n"
+    "req = lambda p: ('GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
+    "                 % p).encode()\n"
+    "s.sendall(req('/slow/1000'))\n"
+    "s.sendall(req('/b'))\n"
+    "s.setblocking(False)\n"
+    "p = select.poll()\n"
+    "p.register(s.fileno(), select.POLLIN)\n"
+    "buf, codes, empty = b'', [], 0\n"
+    "while len(codes) < 2:\n"
+    "    head, sep, body = buf.partition(b'\\r\\n\\r\\n')\n"
+    "    if sep:\n"
+    "        n = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n')\n"
+    "             if l.lower().startswith(b'content-length:')][0]\n"
+    "        if len(body) >= n:\n"
+    "            codes.append(int(head.split()[1]))\n"
+    "            buf = body[n:]\n"
+    "            continue\n"
+    "    try:\n"
+    "        d = s.recv(65536)\n"
+    "    except ssl.SSLWantReadError:\n"
+    "        empty += 1\n"
+    "        p.poll(10000)\n"
+    "        continue\n"
+    "    if not d:\n"
+    "        break\n"
+    "    buf += d\n"
+    "print('codes', codes)\n"
+    "print('empty %d' % empty)\n";
+
+Test(respond, tls_poll_does_not_spin_while_the_servers_answer_is_due_first)
+{
+    start_tls();
+    char port[16];
+    snprintf(port, sizeof port, "%d", sts.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)tls_poll_py, port,
+                    NULL};
+    h_config_write(ONE_A_MINUTE);
+    h_run(&r, true, 30, argv);
+    cr_log_info("tls poll: %s", r.out);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_expect(strstr(r.out, "codes [200, 429]") != NULL, "%s", r.out);
+    struct run ctl;
+    h_run_control(&ctl, 30, argv);
+    cr_assert(strstr(ctl.out, "codes [200, 200]") != NULL,
+              "the control saw:\n%s", ctl.out);
+    /* Unthrottled, the reads that find nothing are the few the TLS
+     * records' arrival makes; a spin makes one per wake for the whole
+     * second the server takes. */
+    int k = (int)printed(r.out, "empty");
+    int k0 = (int)printed(ctl.out, "empty");
+    cr_log_info("tls poll: %d empty reads, control %d", k, k0);
+    cr_expect(k >= 0 && k <= k0 + 4,
+              "%d reads found nothing (the control's %d): a spin", k, k0);
+    h_server_stop(&sts);
 }

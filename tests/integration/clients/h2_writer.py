@@ -15,6 +15,8 @@ Steps, in order, on one connection until "conn" opens the next:
   wait        read until every stream opened so far has ended (5 s at most)
   block       the connection's socket blocking from now on (no timeout:
               its writes may sleep in the shim; "wait" cannot follow)
+  timeout:S   the connection's writes time out after S s from now on (a
+              write paced over several turns needs longer than 2 s)
 Every write has a 2 s timeout (a refused write in fail mode times out:
 its socket is held for a minute). Prints, for step i: t<i>=<time.time()
 before it>, and step<i>=ok or step<i>=timeout (and stops); for
@@ -137,6 +139,8 @@ for i, step in enumerate(sys.argv[2:]):
             wait()
         elif step == "block":
             sock.settimeout(None)
+        elif step.startswith("timeout:"):
+            sock.settimeout(float(step.split(":")[1]))
         print("step%d=ok" % i, flush=True)
     except (socket.timeout, ssl.SSLError, OSError) as e:
         print("step%d=timeout" % i, flush=True)

@@ -75,6 +75,7 @@ def with_membio(urls):
 
 
 def with_h2(urls):
+    import h2lock  # noqa: F401  (httpcore's h2 state, locked: h2lock.py)
     import httpx
     from concurrent.futures import ThreadPoolExecutor
 

@@ -11,9 +11,11 @@
  * UPORT. A throttled call may be denied (EAGAIN); an untouched one must
  * never fail or come back short. Prints one line, in one write:
  *   tconn=N tdeny=N tbytes=N tsdeny=N uconn=N ubytes=N ops=N errors=N
- * where tbytes/ubytes are what send/write returned, and the first
- * unexpected error, if any, as err="...". Exits 0 unless it could not
- * start. */
+ *   over_ms=N
+ * where tbytes/ubytes are what send/write returned, over_ms how long
+ * after SECONDS the last thread ended (the call it was inside), and the
+ * first unexpected error, if any, as err="...". Exits 0 unless it could
+ * not start. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -222,12 +224,15 @@ int main(int argc, char **argv)
         }
     for (long i = 0; i < n; i++)
         pthread_join(tid[i], NULL);
+    uint64_t end = now_ns();
+    long over_ms = end > deadline ? (long)((end - deadline) / 1000000u) : 0;
     char line[512];
     int len = snprintf(line, sizeof line,
                        "tconn=%ld tdeny=%ld tbytes=%ld tsdeny=%ld uconn=%ld "
-                       "ubytes=%ld ops=%ld errors=%ld err=\"%s\"\n",
+                       "ubytes=%ld ops=%ld errors=%ld over_ms=%ld "
+                       "err=\"%s\"\n",
                        tconn, tdeny, tbytes, tsdeny, uconn, ubytes, ops,
-                       errors, first_err);
+                       errors, over_ms, first_err);
     if (write(1, line, (size_t)len) != len)
         return 1;
     return 0;
