@@ -8,6 +8,7 @@
 #   make ubsan           the tests under UBSan alone (in curl and wget too)
 #   make ubsan-rest      after make asan: UBSan over only what it skipped
 #   make asan-shared | asan-alone   make asan in CI's two parts
+#   make ubsan-rest-shared | ubsan-rest-alone   ubsan-rest after each
 #   make fuzz            the config, HTTP-scanner and robots.txt fuzzers,
 #                        FUZZ_SECONDS each
 #   make demo            a real program, bare and throttled, side by side
@@ -81,6 +82,7 @@ TEST_DEPS  += python3-prometheus-client:file:/usr/lib/python3/dist-packages/prom
 # The request tests (SPEC §11): nginx with TLS and HTTP/2 as the server, a
 # forward proxy, and real clients (python modules probed by their files).
 TEST_DEPS  += nginx-light:file:/usr/sbin/nginx tinyproxy:cmd:tinyproxy libssl-dev:pc:openssl \
+              libgnutls28-dev:pc:gnutls \
               python3-requests:file:/usr/lib/python3/dist-packages/requests/__init__.py \
               python3-aiohttp:file:/usr/lib/python3/dist-packages/aiohttp/__init__.py \
               python3-httpx:file:/usr/lib/python3/dist-packages/httpx/__init__.py \
@@ -168,7 +170,7 @@ INTEG_BIN := $(B)/tests/integration
 HELPERS  := $(patsubst tests/integration/helpers/%.c,$(B)/tests/helpers/%,$(HELPER_SRCS))
 BENCHES  := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all test test-suites build-tests unit integration lint check bench asan asan-shared asan-alone tsan ubsan ubsan-rest fuzz fuzz-run demo \
+.PHONY: all test test-suites build-tests unit integration lint check bench asan asan-shared asan-alone tsan ubsan ubsan-rest ubsan-rest-shared ubsan-rest-alone fuzz fuzz-run demo \
         docs examples deb deb-test host-test instructions instructions-baseline \
         install uninstall clean deps test-deps
 .DELETE_ON_ERROR:
@@ -262,6 +264,7 @@ $(B)/tests/helpers/%: tests/integration/helpers/%.c $(CORE_LIB) | \
 # The TLS client links OpenSSL itself (what the TLS hooks interpose).
 $(B)/tests/helpers/tls_client: HELPER_LIBS := -lssl -lcrypto
 $(B)/tests/helpers/bench_tls: HELPER_LIBS := -lssl -lcrypto
+$(B)/tests/helpers/gnutls_get: HELPER_LIBS := -lgnutls
 
 $(B)/bench/%: tests/bench/%.c $(CORE_LIB) | $(B)/.deps
 	@mkdir -p $(dir $@)
@@ -382,6 +385,21 @@ ubsan-rest:
 	$(MAKE) -j1 SANITIZER=undefined unit integration \
 	    CRITERION_FLAGS="--jobs 2 --filter='$$($(SKIPPED_FILTER)/unit.skipped)'" \
 	    INTEG_FLAGS="--jobs 1 --filter='$$($(SKIPPED_FILTER)/integration*.skipped)'"
+# The same in CI's two parts: what asan-shared skipped, run beside make
+# test as asan-shared is (its suites are the ones that share), and what
+# asan-alone skipped, after it.
+ubsan-rest-shared:
+	@$(SKIPPED_FILTER)/integration.skipped >/dev/null
+	$(MAKE) -j$(JOBS) SANITIZER=undefined build-tests
+	$(MAKE) -j1 SANITIZER=undefined integration \
+	    INTEG_FLAGS="--jobs 1 --filter='$$($(SKIPPED_FILTER)/integration.skipped)'"
+ubsan-rest-alone:
+	@$(SKIPPED_FILTER)/unit.skipped >/dev/null
+	@$(SKIPPED_FILTER)/integration-alone.skipped >/dev/null
+	$(MAKE) -j$(JOBS) SANITIZER=undefined build-tests
+	$(MAKE) -j1 SANITIZER=undefined unit integration \
+	    CRITERION_FLAGS="--jobs 2 --filter='$$($(SKIPPED_FILTER)/unit.skipped)'" \
+	    INTEG_FLAGS="--jobs 1 --filter='$$($(SKIPPED_FILTER)/integration-alone.skipped)'"
 
 FUZZ_BIN := build-fuzz/fuzz_config
 FUZZ_HTTP_BIN := build-fuzz/fuzz_http
