@@ -277,10 +277,11 @@ Test(cgroup_key, two_uids_in_one_cgroup_have_a_budget_each)
                  "no process kept its budgets to itself");
 }
 
-/* The key is read at the process's first call that needs the config: a
- * child forked before that reads its own, so a child that moves itself
- * to another cgroup after fork is keyed by the one it moved to. */
-Test(cgroup_key, a_child_moved_after_fork_is_keyed_by_its_new_cgroup)
+/* A python process in cgroup a under `connect = 2/min` there forks a
+ * child that moves itself to b and connects 3 times; then the parent
+ * connects 3 times (once more before the fork when `first` is set).
+ * Returns the connects the server saw. */
+static int child_moves_to_b(bool first)
 {
     need_cgroups();
     char a[300];
@@ -302,6 +303,7 @@ Test(cgroup_key, a_child_moved_after_fork_is_keyed_by_its_new_cgroup)
              "        pass\n"
              "    s.close()\n"
              "open('%s/a/cgroup.procs', 'w').write(str(os.getpid()))\n"
+             "%s"
              "pid = os.fork()\n"
              "if pid == 0:\n"
              "    open('%s/b/cgroup.procs', 'w').write(str(os.getpid()))\n"
@@ -309,14 +311,21 @@ Test(cgroup_key, a_child_moved_after_fork_is_keyed_by_its_new_cgroup)
              "    os._exit(0)\n"
              "os.waitpid(pid, 0)\n"
              "for i in range(3): get()\n",
-             srv.port, base, base);
+             srv.port, base, first ? "get()\n" : "", base);
     char *argv[] = {"python3", "-c", prog, NULL};
     h_run(&r, true, 30, argv);
     cr_assert_eq(r.status, 0, "python: status %d", r.status);
     usleep(200 * 1000);
-    cr_expect_eq(h_server_count(&srv, ""), 5,
-                 "the child's 3 in b and the parent's 2 in a: %d",
-                 h_server_count(&srv, ""));
+    return h_server_count(&srv, "");
+}
+
+/* The key is read at the process's first call that needs the config: a
+ * child forked before that reads its own, so a child that moves itself
+ * to another cgroup after fork is keyed by the one it moved to. */
+Test(cgroup_key, a_child_moved_after_fork_is_keyed_by_its_new_cgroup)
+{
+    int n = child_moves_to_b(false);
+    cr_expect_eq(n, 5, "the child's 3 in b and the parent's 2 in a: %d", n);
 }
 
 /* A child forked after its parent's first call reads its cgroup again at
@@ -324,40 +333,6 @@ Test(cgroup_key, a_child_moved_after_fork_is_keyed_by_its_new_cgroup)
  * moved to b, it is charged to b's budget (none), not to its parent's. */
 Test(cgroup_key, a_child_forked_after_the_first_call_follows_its_move)
 {
-    need_cgroups();
-    char a[300];
-    path_of("a", a, sizeof a);
-    h_config_write("[rlshim]\nkey = cgroup\n"
-                   "[user:cgroup:%s]\n"
-                   "algorithm = sliding_window\nconnect = 2/min\n",
-                   a);
-    char prog[1500];
-    snprintf(prog, sizeof prog,
-             "import os, socket\n"
-             "def get():\n"
-             "    s = socket.socket()\n"
-             "    try:\n"
-             "        s.connect(('127.0.0.1', %d))\n"
-             "        s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
-             "        s.recv(100)\n"
-             "    except OSError:\n"
-             "        pass\n"
-             "    s.close()\n"
-             "open('%s/a/cgroup.procs', 'w').write(str(os.getpid()))\n"
-             "get()\n"
-             "pid = os.fork()\n"
-             "if pid == 0:\n"
-             "    open('%s/b/cgroup.procs', 'w').write(str(os.getpid()))\n"
-             "    for i in range(3): get()\n"
-             "    os._exit(0)\n"
-             "os.waitpid(pid, 0)\n"
-             "for i in range(3): get()\n",
-             srv.port, base, base);
-    char *argv[] = {"python3", "-c", prog, NULL};
-    h_run(&r, true, 30, argv);
-    cr_assert_eq(r.status, 0, "python: status %d", r.status);
-    usleep(200 * 1000);
-    cr_expect_eq(h_server_count(&srv, ""), 5,
-                 "the parent's 2 in a and the child's 3 in b: %d",
-                 h_server_count(&srv, ""));
+    int n = child_moves_to_b(true);
+    cr_expect_eq(n, 5, "the parent's 2 in a and the child's 3 in b: %d", n);
 }

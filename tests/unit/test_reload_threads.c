@@ -20,37 +20,9 @@
 #include "policy/proc.h"
 #include "policy/reload.h"
 #include "proc_new.h"
+#include "reload_dir.h"
 
-static char dir[64], path[96];
-
-static void put(const char *text)
-{
-    char tmp[128];
-    snprintf(tmp, sizeof tmp, "%s/new", dir);
-    FILE *f = fopen(tmp, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(rename(tmp, path), 0);
-}
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/rlshim-reloadt-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/rlshim.ini", dir);
-    setenv("RLSHIM_CONFIG", path, 1);
-    setenv("RLSHIM_STATE_DIR", dir, 1);
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(reload_threads, .init = setup, .fini = teardown);
+TestSuite(reload_threads, .init = reload_dir_make, .fini = reload_dir_remove);
 
 /* Two configs whose tables differ: three sections with two sites, and
  * one section alone. A decision that took the rule of one and the sites
