@@ -16,6 +16,7 @@
 #include "policy/proc.h"
 #include "policy/report.h"
 #include "policy/reqheld.h"
+#include "policy/respond.h"
 #include "policy/dests.h"
 #include "util/declog.h"
 #include "util/log.h"
@@ -410,26 +411,68 @@ bool rl_settle_request(struct rl_proc *p, struct rl_reqconn *c,
     return done;
 }
 
+/* The bytes of one read, or of one look (RL_READ_AHEAD), past those the
+ * response side has read already: a look shows the stream from the
+ * program's next byte, so only what lies past the last look is new; a
+ * read takes from its front what a look saw. */
+static void received(struct rl_proc *p, struct rl_reqconn *c,
+                     const struct iovec *iov, size_t n, size_t got,
+                     const struct rl_reqread *r)
+{
+    uint64_t skip = 0;
+    if (r->end == RL_READ_AHEAD) {
+        /* A made-up answer's place is among what the program reads. */
+        if (got <= c->ahead || (c->made != NULL && c->made->n > 0))
+            return;
+        skip = c->ahead;
+        c->ahead = got;
+    } else if (r->end == RL_READ_BYTES && c->ahead > 0) {
+        skip = got < c->ahead ? got : c->ahead;
+        c->ahead -= skip;
+    } else {
+        rl_reqconn_received(p, c, iov, n, got, r);
+        return;
+    }
+    const struct rl_reqread bytes = {r->fd, r->call, RL_READ_BYTES};
+    size_t left = got - (size_t)skip, i = 0;
+    while (i < n && skip >= iov[i].iov_len)
+        skip -= iov[i++].iov_len;
+    if (left == 0 || i >= n)
+        return;
+    size_t first = iov[i].iov_len - (size_t)skip;
+    first = first < left ? first : left;
+    const struct iovec one = {(char *)iov[i].iov_base + skip, first};
+    rl_reqconn_received(p, c, &one, 1, first, &bytes);
+    if (left > first)
+        rl_reqconn_received(p, c, iov + i + 1, n - i - 1, left - first,
+                            &bytes);
+}
+
 bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
                          int carrier, const struct rl_reqread *r, bool lost,
                          const struct iovec *iov, size_t n, size_t got)
 {
+    bool look = r->end == RL_READ_AHEAD;
     if (lost)
         rl_reqconn_lost(c);
     /* A write of another thread planning or ending: a wait as long as
      * that (a write asleep for its turn, or in its real call, does not
      * hold the state). Past the bound, these bytes go by unseen, and the
-     * answers are no longer paired. */
-    if (!rl_reqconn_hold(c, READ_WAIT_MAX_NS)) {
-        rl_reqconn_lost(c);
+     * answers are no longer paired. A look waits for nobody: it is made
+     * again later, and the program's reads wait while it is made. */
+    if (!rl_reqconn_hold(c, look ? 0 : READ_WAIT_MAX_NS)) {
+        if (!look)
+            rl_reqconn_lost(c);
         return false;
     }
     int proto = rl_reqscan_proto(&c->scan);
     /* Ciphertext on a socket is the TLS layer's to read (whose socket
      * the send side keeps until its session is found). */
     if (carrier == RL_CARRY_TLS || proto != RL_HTTP_TLS)
-        rl_reqconn_received(p, c, iov, n, got, r);
+        received(p, c, iov, n, got, r);
     rl_reqconn_let_go(c);
+    if (look)
+        return false;
     return carrier == RL_CARRY_PLAIN && proto == RL_HTTP_NONE;
 }
 size_t rl_request_madeup(struct rl_reqconn *c, int ask,

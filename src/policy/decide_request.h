@@ -139,10 +139,14 @@ bool rl_settle_request(struct rl_proc *p, struct rl_reqconn *c,
                        struct rl_request_answer *a, long sent);
 
 /* What one read returned: `got` bytes in iov[0..n) on c, by `carrier`;
- * or, r->end not RL_READ_BYTES (got 0), the stream's end: the server's
- * EOF or reset, or the program's close (policy/reqconn.h's
- * rl_reqconn_ended). `lost`: bytes went by before it unseen. Returns true when, plain, the
- * stream turned out not to be HTTP (count it no further). */
+ * or, r->end RL_READ_ENDED or RL_READ_CLOSING (got 0), the stream's end:
+ * the server's EOF or reset, or the program's close (policy/reqconn.h's
+ * rl_reqconn_ended); or, RL_READ_AHEAD, what a look of a write asleep
+ * for its turn saw from the program's next byte on (made only while no
+ * read of the program is under way: the program's reads of those bytes
+ * are then not read again). `lost`: bytes went by before it unseen.
+ * Returns true when, plain, the stream turned out not to be HTTP (count
+ * it no further; never for a look). */
 bool rl_request_received(struct rl_proc *p, struct rl_reqconn *c,
                          int carrier, const struct rl_reqread *r, bool lost,
                          const struct iovec *iov, size_t n, size_t got);

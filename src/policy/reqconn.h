@@ -85,6 +85,11 @@ struct rl_reqconn {
     /* A robots.txt answer's body being read (policy/robotsread.h; SPEC
      * §14), allocated for it alone; NULL otherwise. */
     struct rl_robotsread *robots;
+    /* Bytes of the server's stream the response side read before the
+     * program did (RL_READ_AHEAD): the program's next reads of as many
+     * are not read again, and no made-up answer is due until it has read
+     * them (its place among the server's answers is the program's). */
+    uint64_t ahead;
     int resp_lost; /* atomic: bytes went by unread (a second thread's
                       read at once, a read that waited too long for the
                       state, or a signal handler's): the next read turns
@@ -259,6 +264,10 @@ enum rl_reqread_end {
     RL_READ_BYTES = 0, /* bytes (got > 0) */
     RL_READ_ENDED,     /* the server's end: EOF, or ECONNRESET */
     RL_READ_CLOSING,   /* the program closes the connection */
+    /* Bytes looked at, not taken (got > 0): the stream from the program's
+     * next byte on, seen by a write asleep for its turn (SPEC §12: an
+     * answer the program has not read yet pauses what waits behind it). */
+    RL_READ_AHEAD,
 };
 struct rl_reqread {
     int fd;

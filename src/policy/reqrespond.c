@@ -85,7 +85,7 @@ static bool between(const struct rl_reqconn *c)
 bool rl_reqconn_madeup_due(const struct rl_reqconn *c)
 {
     const struct rl_respond *r = c->made;
-    if (r == NULL || r->n == 0)
+    if (r == NULL || r->n == 0 || c->ahead > 0)
         return false;
     /* Answers owed that will never be paired are not waited for. */
     if (c->resp_off && rl_reqscan_proto(&c->scan) != RL_HTTP_2)

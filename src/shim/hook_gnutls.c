@@ -37,7 +37,8 @@ static void name_of(const void *session, const struct rl_tlsent *e,
 
 /* A session with a push function of the program's (its own transport) is
  * not paired with its socket by its handshake: not done for GnuTLS. */
-static const struct rl_tlsops ops = {fd_of, name_of, NULL};
+/* (Never read ahead: readahead.h.) */
+static const struct rl_tlsops ops = {fd_of, name_of, NULL, NULL};
 
 /* One real gnutls_record_send of a piece (tlswrite.h). */
 struct send_call {

@@ -9,6 +9,8 @@
  * as a write of those bytes, read from the file at most SENDFILE_SCAN at
  * a time. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 
 #include "policy/gate.h"
 #include "shim/hooks.h"
+#include "shim/real.h"
 #include "shim/self.h"
 #include "shim/tlsreal.h"
 #include "shim/tlstab.h"
@@ -76,7 +79,32 @@ static bool hello_of(const void *session, uint8_t out[RL_TLS_RANDOM])
            random_of(session, out, RL_TLS_RANDOM) == RL_TLS_RANDOM;
 }
 
-static const struct rl_tlsops ops = {fd_of, name_of, hello_of};
+/* A read that never waits (tlswrite.h): on a socket the program made
+ * non-blocking only (setting O_NONBLOCK on a blocking one would hand
+ * another thread's write a WANT_WRITE it never asked for), with what it
+ * adds to the thread's error queue popped again. The end of the stream
+ * or an error is left for the program's own read to meet: the library
+ * says it again. */
+static long read_ahead(void *session, void *buf, size_t n)
+{
+    int (*real)(SSL *, void *, int) = rl_tls_real(RL_TLS_SSL_READ);
+    int (*mark)(void) = rl_tls_real(RL_TLS_ERR_SET_MARK);
+    int (*pop)(void) = rl_tls_real(RL_TLS_ERR_POP_TO_MARK);
+    int fd = fd_of(session);
+    if (real == NULL || mark == NULL || pop == NULL || fd < 0)
+        return 0;
+    int fl = REAL(fcntl)(fd, F_GETFL);
+    if (fl < 0 || !(fl & O_NONBLOCK))
+        return 0;
+    (void)mark();
+    rl_tls_depth++;
+    int r = real(session, buf, n > INT_MAX ? INT_MAX : (int)n);
+    rl_tls_depth--;
+    (void)pop();
+    return r > 0 ? r : 0;
+}
+
+static const struct rl_tlsops ops = {fd_of, name_of, hello_of, read_ahead};
 
 /* One real SSL_write of a piece (tlswrite.h). */
 struct write_call {

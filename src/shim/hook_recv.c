@@ -35,6 +35,7 @@
 #include "shim/real.h"
 #include "shim/self.h"
 #include "shim/shim.h"
+#include "shim/tlswrite.h"
 
 /* Bytes of fd's stream went by unseen (a handler's read, which may take
  * no lock, or MSG_TRUNC's): said in the mark with one CAS, nothing locked
@@ -157,15 +158,35 @@ static inline bool madeup_queued(int fd)
     return __builtin_expect((rl_fdtab_get(fd) & RL_FD_MADEUP) != 0, 0);
 }
 
+/* A read of the program under way on fd, for the looks of a write
+ * waiting for its turn (readers.h), from before a made-up answer is
+ * asked for to after what it read went to the response side; not one in
+ * a signal handler. */
+static bool reading(int fd)
+{
+    /* (Inside a TLS call: the library's own read, a look's included.) */
+    if (rl_tls_depth > 0 || rl_hook_in_handler())
+        return false;
+    rl_readers_enter(&rl_shim_self->readers, (uintptr_t)fd);
+    return true;
+}
+
+static void read_done(int fd, bool counted)
+{
+    if (counted)
+        rl_readers_leave(&rl_shim_self->readers, (uintptr_t)fd);
+}
+
 static __attribute__((noinline)) ssize_t read_marked(int fd, void *buf,
                                                      size_t len)
 {
     struct iovec one = {buf, len};
+    bool counted = reading(fd);
     ssize_t k = madeup_queued(fd) ? madeup(fd, &one, 1, 0) : 0;
-    if (k > 0)
-        return k;
-    ssize_t r = REAL(read)(fd, buf, len);
-    taken(fd, 0, "read", r, &one, 1);
+    ssize_t r = k > 0 ? k : REAL(read)(fd, buf, len);
+    if (k <= 0)
+        taken(fd, 0, "read", r, &one, 1);
+    read_done(fd, counted);
     return r;
 }
 
@@ -180,11 +201,12 @@ static __attribute__((noinline)) ssize_t recv_marked(int fd, void *buf,
                                                      size_t len, int flags)
 {
     struct iovec one = {buf, len};
+    bool counted = reading(fd);
     ssize_t k = madeup_queued(fd) ? madeup(fd, &one, 1, flags) : 0;
-    if (k > 0)
-        return k;
-    ssize_t r = REAL(recv)(fd, buf, len, flags);
-    taken(fd, flags, "recv", r, &one, 1);
+    ssize_t r = k > 0 ? k : REAL(recv)(fd, buf, len, flags);
+    if (k <= 0)
+        taken(fd, flags, "recv", r, &one, 1);
+    read_done(fd, counted);
     return r;
 }
 
@@ -195,56 +217,76 @@ RL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
     return recv_marked(fd, buf, len, flags);
 }
 
+static __attribute__((noinline)) ssize_t
+readv_marked(int fd, const struct iovec *iov, int iovcnt)
+{
+    bool counted = reading(fd);
+    ssize_t k = madeup_queued(fd) && iovcnt > 0
+                    ? madeup(fd, iov, (size_t)iovcnt, 0)
+                    : 0;
+    ssize_t r = k > 0 ? k : REAL(readv)(fd, iov, iovcnt);
+    int saved = errno;
+    if (k <= 0 && iovcnt > 0)
+        taken(fd, 0, "readv", r, iov, (size_t)iovcnt);
+    read_done(fd, counted);
+    errno = saved;
+    return r;
+}
+
 RL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-    if (madeup_queued(fd) && iovcnt > 0) {
-        ssize_t k = madeup(fd, iov, (size_t)iovcnt, 0);
-        if (k > 0)
-            return k;
-    }
-    ssize_t r = REAL(readv)(fd, iov, iovcnt);
-    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && iovcnt > 0) {
-        int saved = errno;
-        taken(fd, 0, "readv", r, iov, (size_t)iovcnt);
-        errno = saved;
-    }
+    if (__builtin_expect(!(rl_fdtab_get(fd) & RL_FD_HTTP), 1))
+        return REAL(readv)(fd, iov, iovcnt);
+    return readv_marked(fd, iov, iovcnt);
+}
+
+static __attribute__((noinline)) ssize_t
+recvfrom_marked(int fd, void *buf, size_t len, int flags, struct sockaddr *sa,
+                socklen_t *salen)
+{
+    struct iovec one = {buf, len};
+    bool counted = reading(fd);
+    ssize_t k = madeup_queued(fd) ? madeup(fd, &one, 1, flags) : 0;
+    ssize_t r = k > 0 ? k : REAL(recvfrom)(fd, buf, len, flags, sa, salen);
+    int saved = errno;
+    if (k <= 0)
+        taken(fd, flags, "recvfrom", r, &one, 1);
+    read_done(fd, counted);
+    errno = saved;
     return r;
 }
 
 RL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
                            struct sockaddr *sa, socklen_t *salen)
 {
-    if (madeup_queued(fd)) {
-        struct iovec one = {buf, len};
-        ssize_t k = madeup(fd, &one, 1, flags);
-        if (k > 0)
-            return k;
+    if (__builtin_expect(!(rl_fdtab_get(fd) & RL_FD_HTTP), 1))
+        return REAL(recvfrom)(fd, buf, len, flags, sa, salen);
+    return recvfrom_marked(fd, buf, len, flags, sa, salen);
+}
+
+static __attribute__((noinline)) ssize_t
+recvmsg_marked(int fd, struct msghdr *msg, int flags)
+{
+    bool counted = reading(fd);
+    ssize_t k = madeup_queued(fd) && msg != NULL
+                    ? madeup(fd, msg->msg_iov, msg->msg_iovlen, flags)
+                    : 0;
+    if (k > 0) {
+        msg->msg_flags = 0;
+        msg->msg_controllen = 0;
     }
-    ssize_t r = REAL(recvfrom)(fd, buf, len, flags, sa, salen);
-    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0)) {
-        int saved = errno;
-        struct iovec one = {buf, len};
-        taken(fd, flags, "recvfrom", r, &one, 1);
-        errno = saved;
-    }
+    ssize_t r = k > 0 ? k : REAL(recvmsg)(fd, msg, flags);
+    int saved = errno;
+    if (k <= 0 && msg != NULL)
+        taken(fd, flags, "recvmsg", r, msg->msg_iov, msg->msg_iovlen);
+    read_done(fd, counted);
+    errno = saved;
     return r;
 }
 
 RL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-    if (madeup_queued(fd) && msg != NULL) {
-        ssize_t k = madeup(fd, msg->msg_iov, msg->msg_iovlen, flags);
-        if (k > 0) {
-            msg->msg_flags = 0;
-            msg->msg_controllen = 0;
-            return k;
-        }
-    }
-    ssize_t r = REAL(recvmsg)(fd, msg, flags);
-    if (__builtin_expect(rl_fdtab_get(fd) & RL_FD_HTTP, 0) && msg != NULL) {
-        int saved = errno;
-        taken(fd, flags, "recvmsg", r, msg->msg_iov, msg->msg_iovlen);
-        errno = saved;
-    }
-    return r;
+    if (__builtin_expect(!(rl_fdtab_get(fd) & RL_FD_HTTP), 1))
+        return REAL(recvmsg)(fd, msg, flags);
+    return recvmsg_marked(fd, msg, flags);
 }

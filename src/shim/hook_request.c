@@ -12,6 +12,7 @@
 #include "shim/fdtab.h"
 #include "shim/hooks.h"
 #include "shim/madeup.h"
+#include "shim/readahead.h"
 #include "shim/self.h"
 #include "shim/shim.h"
 #include "shim/tlswrite.h"
@@ -129,9 +130,12 @@ int rl_request_begin(struct rl_send *s)
         s->grant = ra->allow;
     }
     q.again = true;
+    /* Asleep, it hears an answer no thread of the program reads meanwhile
+     * (readahead.h). */
+    const struct rl_look look = {s->fd, c};
     while (s->ra.wake != 0) {
         if (s->ra.wake > rl_clock_now_ns() &&
-            rl_shim_sleep_on(s->fd, s->ra.wake))
+            rl_readahead_sleep(s->fd, s->ra.wake, &look))
             break; /* hung up: the kernel answers (its turn stays spent) */
         if (!rl_shim_enter())
             break;

@@ -19,6 +19,7 @@
  * TLS call of the thread (rl_tls_depth). */
 #include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -59,8 +60,29 @@ tls_received(const void *session, void *buf, size_t n, const char *call,
     errno = saved;
 }
 
-/* The made-up answer due on session's connection into buf (peek: not
- * taken), or with buf NULL its bytes left; 0: none. */
+/* What a look read and holds for the program (tlstab.h), into buf (peek:
+ * not taken), or with buf NULL its bytes. Its bytes went to the response
+ * side when read: the ones taken now only move the program on there. */
+static size_t held(struct rl_tlsent *e, void *buf, size_t n, bool peek)
+{
+    size_t got = e->held_n;
+    if (buf == NULL)
+        return got;
+    got = got < n ? got : n;
+    memcpy(buf, e->held, got);
+    if (peek)
+        return got;
+    e->held_n -= (uint32_t)got;
+    memmove(e->held, e->held + got, e->held_n);
+    struct iovec one = {buf, got};
+    const struct rl_reqread r = {e->fd, "SSL_read", RL_READ_BYTES};
+    (void)rl_request_received(rl_shim_proc(), e->c, RL_CARRY_TLS, &r, false,
+                              &one, 1, got);
+    return got;
+}
+
+/* What a look holds, else the made-up answer due, on session's connection
+ * into buf (peek: not taken), or with buf NULL its bytes left; 0: none. */
 static __attribute__((noinline)) size_t tls_madeup(const void *session,
                                                    void *buf, size_t n,
                                                    bool peek)
@@ -73,12 +95,15 @@ static __attribute__((noinline)) size_t tls_madeup(const void *session,
     struct rl_tlsent *e = rl_tlstab_get(session, false);
     if (e != NULL && e->c != NULL) {
         struct iovec one = {buf, n};
-        bool left;
+        bool left = false;
         int ask = buf == NULL ? RL_MADEUP_PENDING
                   : peek      ? RL_MADEUP_PEEK
                               : RL_MADEUP_TAKE;
-        got = rl_request_madeup(e->c, ask, &one, 1, &left);
-        if (buf != NULL && !peek && !left)
+        if (e->held_n > 0)
+            got = held(e, buf, n, peek);
+        else
+            got = rl_request_madeup(e->c, ask, &one, 1, &left);
+        if (buf != NULL && !peek && !left && e->held_n == 0)
             rl_madeup_unmark(e->fd >= 0 ? e->fd : e->wire);
     }
     rl_shim_leave();
@@ -92,6 +117,24 @@ static inline bool madeup_any(void)
         __atomic_load_n(&rl_shim_self->tls_madeup, __ATOMIC_RELAXED) != 0, 0);
 }
 
+/* A read of the program under way on session, for the looks of a write
+ * asleep for its turn (readers.h): every session's, since a look may
+ * begin on one whose read began before its first counted write. Not one
+ * in a signal handler, nor one inside the shim's own peek. */
+static inline bool reading(const void *session)
+{
+    if (rl_tls_depth > 0 || rl_hook_in_handler())
+        return false;
+    rl_readers_enter(&rl_shim_self->readers, (uintptr_t)session);
+    return true;
+}
+
+static inline void read_done(const void *session, bool counted)
+{
+    if (counted)
+        rl_readers_leave(&rl_shim_self->readers, (uintptr_t)session);
+}
+
 RL_EXPORT int SSL_peek(SSL *ssl, void *buf, int num)
 {
     int (*real)(SSL *, void *, int) = rl_tls_real(RL_TLS_SSL_PEEK);
@@ -99,12 +142,13 @@ RL_EXPORT int SSL_peek(SSL *ssl, void *buf, int num)
         errno = ENOSYS;
         return -1;
     }
+    bool counted = reading(ssl);
     size_t k = madeup_any() && num > 0
                    ? tls_madeup(ssl, buf, (size_t)num, true)
                    : 0;
-    if (k > 0)
-        return (int)k;
-    return real(ssl, buf, num);
+    int r = k > 0 ? (int)k : real(ssl, buf, num);
+    read_done(ssl, counted);
+    return r;
 }
 
 RL_EXPORT int SSL_pending(const SSL *ssl)
@@ -128,11 +172,16 @@ RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
         errno = ENOSYS; /* no libssl behind this name: fail as it fails */
         return -1;
     }
+    /* Counted first: a look that began before holds what the session
+     * had, and this read returns it. */
+    bool counted = reading(ssl);
     size_t k = madeup_any() && num > 0
                    ? tls_madeup(ssl, buf, (size_t)num, false)
                    : 0;
-    if (k > 0)
+    if (k > 0) {
+        read_done(ssl, counted);
         return (int)k;
+    }
     rl_tls_depth++;
     int r = real(ssl, buf, num);
     rl_tls_depth--;
@@ -142,6 +191,7 @@ RL_EXPORT int SSL_read(SSL *ssl, void *buf, int num)
         /* The server's end: its close_notify (SSL_read says a retry,
          * WANT_READ, with -1, never with 0), or its reset. */
         tls_received(ssl, NULL, 0, "SSL_read", RL_READ_ENDED);
+    read_done(ssl, counted);
     return r;
 }
 
@@ -155,10 +205,12 @@ RL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *readbytes)
         errno = ENOSYS;
         return 0;
     }
+    bool counted = reading(ssl);
     size_t k = madeup_any() && num > 0 ? tls_madeup(ssl, buf, num, false) : 0;
     if (k > 0) {
         if (readbytes != NULL)
             *readbytes = k;
+        read_done(ssl, counted);
         return 1;
     }
     rl_tls_depth++;
@@ -170,6 +222,7 @@ RL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *readbytes)
         /* The server's reset (its close_notify fails SSL_read_ex as a
          * retry does: not told apart without SSL_get_error). */
         tls_received(ssl, NULL, 0, "SSL_read_ex", RL_READ_ENDED);
+    read_done(ssl, counted);
     return r;
 }
 

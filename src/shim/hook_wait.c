@@ -39,18 +39,14 @@
 #include "shim/shim.h"
 #include "shim/wait.h"
 #include "shim/waitbuf.h"
+#include "shim/waitlook.h"
+#include "shim/waittime.h"
 #include "shim/wreal.h"
 #include "util/clock.h"
 
 /* The slow halves live out of line, so that each exported name is two
  * loads, a test and a tail call while nothing is held. */
 #define COLD __attribute__((noinline, cold))
-#define NEVER UINT64_MAX
-/* A timeout too long to count in ns (2^64 ns is 584 years): for ever,
- * practically, yet a timeout (select still tells the time left). Every
- * conversion and sum below saturates here, never wraps. */
-#define FOREVER (NEVER - 1)
-#define NS 1000000000u
 #define MADEUP_LOOK_NS 20000000u /* how often epoll looks for a made-up answer */
 
 static inline bool busy(void)
@@ -108,56 +104,6 @@ static uint64_t wait_ns(uint64_t now, uint64_t deadline, uint64_t next)
     return end > now ? end - now : 0;
 }
 
-static int to_ms(uint64_t ns)
-{
-    if (ns == NEVER)
-        return -1;
-    /* Rounded up (never wake early), without the sum that would wrap. */
-    uint64_t ms = ns / 1000000u + (ns % 1000000u != 0);
-    return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
-static struct timespec to_ts(uint64_t ns)
-{
-    return (struct timespec){(time_t)(ns / NS), (long)(ns % NS)};
-}
-
-/* sec s + ns ns (both >= 0) in ns, FOREVER past it. */
-static uint64_t sat_ns(uint64_t sec, uint64_t ns)
-{
-    if (sec >= FOREVER / NS)
-        return FOREVER;
-    uint64_t t = sec * NS;
-    return ns >= FOREVER - t ? FOREVER : t + ns;
-}
-
-/* A timespec the kernel takes (NULL: none). One it refuses (a negative
- * field, tv_nsec past 999,999,999) goes to the real call as it is, for
- * the kernel's own EINVAL. */
-static bool ts_ok(const struct timespec *ts)
-{
-    return ts == NULL || (ts->tv_sec >= 0 && ts->tv_nsec >= 0 &&
-                          ts->tv_nsec < (long)NS);
-}
-
-static uint64_t ts_ns(const struct timespec *ts)
-{
-    if (ts == NULL)
-        return NEVER;
-    return sat_ns((uint64_t)ts->tv_sec, (uint64_t)ts->tv_nsec);
-}
-
-static uint64_t ms_ns(int ms)
-{
-    return ms < 0 ? NEVER : (uint64_t)ms * 1000000u;
-}
-
-static uint64_t deadline_of(uint64_t start, uint64_t timeout)
-{
-    if (timeout == NEVER)
-        return NEVER;
-    return timeout >= FOREVER - start ? FOREVER : start + timeout;
-}
 
 /* ---- poll family ---- */
 
@@ -237,6 +183,7 @@ static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
 {
     uint64_t start = rl_clock_now_ns();
     uint64_t deadline = deadline_of(start, timeout);
+    struct rl_waitlook look = {0};
     for (;;) {
         /* A made-up answer due (SPEC §15): readable now, with what the
          * kernel says of the others at this moment. */
@@ -249,11 +196,17 @@ static int poll_loop_in(const struct poll_call *c, struct pollfd *f,
         if (!tend(now, b->v, &nv, &next))
             return poll_real(c, f, n, timeout);
         unsigned k = poll_hide(f, n, b->v, nv, b->saved, VIEW_MAX);
-        int r = poll_real(c, f, n, wait_ns(now, deadline, next));
+        /* What the server sends a held socket meanwhile is looked at
+         * (waitlook.h): a slice at a time, once it has been. */
+        uint64_t most = rl_waitlook_arm(&look, f, b->saved, k);
+        uint64_t ns = wait_ns(now, deadline, next);
+        int r = poll_real(c, f, n, ns < most ? ns : most);
         int err = errno;
+        r = rl_waitlook_take(&look, f, r);
         poll_unhide(f, b->saved, k);
         errno = err;
-        if (r != 0 || timeout == 0 || next == NEVER ||
+        if (r != 0 || timeout == 0 ||
+            (next == NEVER && most == NEVER && !look.took) ||
             rl_clock_now_ns() >= deadline)
             return r;
     }

@@ -307,6 +307,10 @@ static void after_fork_child(void)
     rl_wait_atfork_child();
     rl_conntab_atfork_child();
     rl_tlstab_atfork_child();
+    /* The reads and looks under way were other threads', not the child's
+     * (a look's mark left set would hold its reads for ever). */
+    for (unsigned i = 0; i < RL_READERS_SLOTS; i++)
+        atomic_store_explicit(&self.readers.slot[i], 0, memory_order_relaxed);
 }
 
 /* At start-up: the environment, and whether there is a config at all

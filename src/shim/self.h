@@ -27,6 +27,7 @@
 #include "shim/conntab.h"
 #include "shim/epreg.h"
 #include "shim/fdtab.h"
+#include "shim/readers.h"
 #include "shim/tlstab.h"
 #include "shim/waitbuf.h"
 
@@ -81,6 +82,9 @@ struct rl_shim {
     /* A TLS session of the process was given a made-up answer: its
      * library's reads look for one first (set once, never cleared). */
     int tls_madeup;
+    /* The program's reads under way, for the looks of writes asleep for
+     * their turns (readers.h). */
+    struct rl_readers readers;
 };
 
 extern struct rl_shim *const rl_shim_self __attribute__((visibility("hidden")));

@@ -37,6 +37,8 @@ static const struct {
     [RL_TLS_SSL_PENDING] = {"SSL_pending", "/libssl.so"},
     [RL_TLS_GNUTLS_RECORD_CHECK_PENDING] = {"gnutls_record_check_pending",
                                             "/libgnutls.so"},
+    [RL_TLS_ERR_SET_MARK] = {"ERR_set_mark", "/libcrypto.so"},
+    [RL_TLS_ERR_POP_TO_MARK] = {"ERR_pop_to_mark", "/libcrypto.so"},
 };
 
 static _Atomic(void *) slots[RL_TLS_NFN];

@@ -43,6 +43,14 @@ struct rl_tlsent {
     struct rl_tlsent *next;
     struct rl_reqconn *c; /* NULL until the first counted write */
     int fd;               /* the session's socket (-1: not known) */
+    /* Its library's read that never waits (tlswrite.h), when fd is
+     * known: NULL, none. */
+    long (*read_ahead)(void *session, void *buf, size_t n);
+    /* Plaintext a look read from the session before the program did
+     * (readahead.h), held for the program's reads: the first held_n
+     * bytes of `held` (RL_TLS_HELD_MAX allocated; NULL: none yet). */
+    char *held;
+    uint32_t held_n;
     int wire;             /* fd -1: the socket its ciphertext was seen on
                              (a BIO of the program's, curl's; -1: none) */
     bool membio;          /* its ciphertext goes through a BIO the program
@@ -65,6 +73,16 @@ struct rl_tlsent *rl_tlstab_get(const void *key, bool make);
 /* The session `key` is freed: its entry goes. Cheap when the table is
  * empty. */
 void rl_tlstab_drop(const void *key);
+
+/* Is there a session over the socket fd whose stream a write waiting for
+ * its turn may look at (readahead.h)? With `look`, one look at it, made
+ * under the table's lock (the session is not freed meanwhile): what the
+ * library has for the program is read now, up to RL_TLS_HELD_MAX held,
+ * and goes to the response side at once; the program's reads of the
+ * session return it first (hook_tls_read.c), and the wait calls report
+ * the socket readable while any is held. True when made. */
+#define RL_TLS_HELD_MAX 65536u
+bool rl_tlstab_look(int fd, bool look);
 
 /* Is a made-up answer (SPEC §15) due on the connection of the session
  * whose socket is fd (its fd, or its wire when it has none): would its

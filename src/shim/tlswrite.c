@@ -41,6 +41,7 @@ static struct rl_reqconn *first_write(struct rl_tlsent *e, const void *session,
         return NULL;
     int fd = ops->fd_of(session);
     e->fd = fd;
+    e->read_ahead = fd >= 0 ? ops->read_ahead : NULL;
     if (fd >= 0)
         rl_conntab_tls_owned(fd);
     e->c = c;
@@ -224,6 +225,7 @@ static int begin_how(struct rl_tlswrite *w, const void *session,
     }
     rl_shim_leave();
     w->q.again = true;
+    /* (A blocking socket's session is never read ahead: readahead.h.) */
     while (a->wake != 0) {
         if (a->wake > rl_clock_now_ns() && rl_shim_sleep_on(a->sock, a->wake))
             break; /* hung up: the library's send hears the kernel */

@@ -41,6 +41,12 @@ struct rl_tlsops {
      * through a BIO the program empties and sends itself (a memory BIO:
      * Twisted), into out: true when it is such a session. */
     bool (*hello_of)(const void *session, uint8_t out[RL_TLS_RANDOM]);
+    /* NULL, or a read of the session's plaintext into buf that never
+     * waits and leaves the library's error state as it was: its bytes
+     * (<= 0: none). Called only while no read of the program is under way
+     * on the session, and what it reads is held for the program
+     * (tlstab.h rl_tlstab_look). */
+    long (*read_ahead)(void *session, void *buf, size_t n);
 };
 
 /* RL_TLSW_TAKEN (begin_how within rl_tlswrite_run only): a refused

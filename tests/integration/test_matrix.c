@@ -407,19 +407,20 @@ enum verdict { V_OK, V_FAIL, V_NOT_COUNTED, V_NA, V_GAP };
 
 /* The cells whose failure is a gap the shim still has, said in the
  * README: printed as "known gap" with what the server saw, counted apart
- * (never as ok), and not failing the suite; one that passes is ok. */
+ * (never as ok), and not failing the suite; one that passes is ok. None
+ * now: the last (HTTP/2 streams queued behind a 429 no thread had read)
+ * closed with the looks of shim/readahead.h. The table ends at c < 0. */
 static const struct {
     int c, f;
     const char *what;
 } known_gaps[] = {
-    {C_H2, F_429, "HTTP/2 streams queued in other threads' writes when the "
-                  "429 comes may go at their old turns (issue 31, item 18)"},
+    {-1, -1, NULL},
 };
 
 /* Is cell (c, f) a known gap (f -1 in the table: the whole row)? */
 static bool known_gap(int c, int f)
 {
-    for (size_t i = 0; i < sizeof known_gaps / sizeof known_gaps[0]; i++)
+    for (size_t i = 0; known_gaps[i].c >= 0; i++)
         if (known_gaps[i].c == c &&
             (known_gaps[i].f == f || known_gaps[i].f < 0))
             return true;
@@ -798,7 +799,7 @@ Test(matrix, every_carrier_under_every_rule_form)
                 printf("%s %s x %s: %s\n",
                        verdicts[c][f] == V_FAIL ? "FAIL" : "known gap",
                        carriers[c].name, form_names[f], whys[c][f]);
-    for (size_t i = 0; i < sizeof known_gaps / sizeof known_gaps[0]; i++)
+    for (size_t i = 0; known_gaps[i].c >= 0; i++)
         printf("known gap %s x %s: %s\n", carriers[known_gaps[i].c].name,
                known_gaps[i].f < 0 ? "every form"
                                    : form_names[known_gaps[i].f],

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gate_fixture.h"
+#include "policy/decide_request.h"
 #include "policy/reqconn.h"
 
 static struct rl_reqconn conn;
@@ -162,4 +163,59 @@ Test(respconn, a_stream_that_is_not_http_is_read_no_further)
     read_("SSH-2.0-OpenSSH_9.2\r\n" BUSY, 0);
     cr_expect(conn.resp_off);
     cr_expect(!paused("a.test"));
+}
+
+/* What a write waiting for its turn looked at (RL_READ_AHEAD): the
+ * stream from the program's next byte, shown again whole at each look. */
+static void look_(const char *text, size_t n)
+{
+    struct iovec iov = {(void *)text, n};
+    const struct rl_reqread ahead = {-1, "recv", RL_READ_AHEAD};
+    rl_request_received(&proc, &conn, RL_CARRY_PLAIN, &ahead, false, &iov, 1,
+                        n);
+}
+
+/* The program's own read of `n` bytes, through the same door. */
+static void take_(const char *text, size_t n)
+{
+    struct iovec iov = {(void *)text, n};
+    rl_request_received(&proc, &conn, RL_CARRY_PLAIN, &rd, false, &iov, 1, n);
+}
+
+/* An answer looked at before the program read it pauses its name at
+ * once; the program's reads of the same bytes, in pieces that cross what
+ * the looks saw, are not read again: the answers after them are still
+ * paired with their own requests. */
+Test(respconn, an_answer_looked_at_ahead_is_read_once)
+{
+    cr_assert_eq(write_(GET("/a", "a.test") GET("/b", "b.test")), RL_GATE_GO);
+    const char seen[] = OK BUSY;
+    size_t n = strlen(seen);
+    look_(seen, 10); /* part of the 200 */
+    cr_expect(!paused("b.test"), "not seen yet");
+    look_(seen, n); /* the rest, shown again from the start */
+    cr_expect(paused("b.test"), "the 429 looked at paused b.test");
+    cr_expect(!paused("a.test"));
+    cr_expect_eq(conn.ahead, n);
+    for (size_t i = 0; i < n; i += 7)
+        take_(seen + i, n - i < 7 ? n - i : 7);
+    cr_expect_eq(conn.ahead, 0, "the program read what the looks saw");
+    /* In step still: c's 429 is c's, after what was read twice. */
+    cr_assert_eq(write_(GET("/c", "c.test")), RL_GATE_GO);
+    take_(BUSY, strlen(BUSY));
+    cr_expect(paused("c.test"), "c.test's answer paired with c's request");
+    cr_expect_eq(conn.nsent, 0, "every request answered once");
+}
+
+/* A read that returns more than a look saw takes the look's part as read
+ * and the rest as new. */
+Test(respconn, a_read_past_what_a_look_saw_reads_the_rest)
+{
+    cr_assert_eq(write_(GET("/a", "a.test") GET("/b", "b.test")), RL_GATE_GO);
+    const char both[] = OK BUSY;
+    look_(both, strlen(OK));
+    take_(both, strlen(both));
+    cr_expect_eq(conn.ahead, 0);
+    cr_expect(paused("b.test"), "the part past the look was read");
+    cr_expect_eq(conn.nsent, 0);
 }

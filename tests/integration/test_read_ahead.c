@@ -1,0 +1,186 @@
+/* An answer the program has not read yet still pauses what waits behind
+ * it (SPEC §12), measured at the server (tests/integration/servers/
+ * http_status.py, plaintext and TLS). The client guards its one
+ * connection with one lock, as httpcore's HTTP/2 connection does: the
+ * writer sends its requests holding it (waiting in the shim for each
+ * turn, in delay mode), and the reader takes it before each read, or
+ * (httpcore's reader, which must write its acknowledgements) after each
+ * read. While the writer waits, nothing of the program reads, so a 429
+ * with Retry-After that came meanwhile is heard only if the waiting
+ * write looks at what the server sent: a peek of the socket (plaintext)
+ * or of the TLS session (OpenSSL, its first record the program has not
+ * read), made while no read of the program is under way; the program's
+ * own reads of those bytes are not read twice. */
+#include "harness.h"
+
+static struct server st;
+static struct run r;
+
+static void setup(void)
+{
+    h_setup();
+}
+
+static void teardown(void)
+{
+    h_server_stop(&st);
+    h_teardown();
+}
+
+TestSuite(read_ahead, .init = setup, .fini = teardown, .timeout = 90);
+
+/* argv[1] = the server's port, argv[2] = "tls" or "plain", argv[3] =
+ * "before" or "after" (when the reader takes the lock), then the paths:
+ * one connection, one lock; prints "RESP <status line>" for each answer
+ * read. */
+static const char locked_py[] =
+    "import select, socket, ssl, sys, threading\n"
+    "port, tls, after = int(sys.argv[1]), sys.argv[2] == 'tls', "
+    "sys.argv[3] == 'after'\n"
+    "paths = sys.argv[4:]\n"
+    "s = socket.create_connection(('127.0.0.1', port))\n"
+    "if tls:\n"
+    "    ctx = ssl.create_default_context()\n"
+    "    ctx.check_hostname = False\n"
+    "    ctx.verify_mode = ssl.CERT_NONE\n"
+    "    s = ctx.wrap_socket(s, server_hostname='127.0.0.1')\n"
+    "s.settimeout(30)\n"
+    "lock = threading.Lock()\n"
+    "def reader():\n"
+    "    buf, n = b'', 0\n"
+    "    while n < len(paths):\n"
+    "        if not (tls and s.pending()):\n"
+    "            select.select([s], [], [], 30)\n"
+    "        if not after:\n"
+    "            lock.acquire()\n"
+    "        try:\n"
+    "            d = s.recv(4096)\n"
+    "        except (socket.timeout, ssl.SSLWantReadError):\n"
+    "            d = None\n"
+    "        if after:\n"
+    "            lock.acquire()\n"
+    "        lock.release()\n"
+    "        if d is None:\n"
+    "            continue\n"
+    "        if not d:\n"
+    "            break\n"
+    "        buf += d\n"
+    "        while b'\\r\\n\\r\\n' in buf:\n"
+    "            i = buf.index(b'\\r\\n\\r\\n')\n"
+    "            head = buf[:i].decode('latin-1').split('\\r\\n')\n"
+    "            cl = 0\n"
+    "            for h in head[1:]:\n"
+    "                k, _, v = h.partition(':')\n"
+    "                if k.strip().lower() == 'content-length':\n"
+    "                    cl = int(v)\n"
+    "            if len(buf) < i + 4 + cl:\n"
+    "                break\n"
+    "            print('RESP', head[0], flush=True)\n"
+    "            buf, n = buf[i + 4 + cl:], n + 1\n"
+    "t = threading.Thread(target=reader)\n"
+    "t.start()\n"
+    "with lock:\n"
+    "    for p in paths:\n"
+    "        s.sendall(b'GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
+    "                  % p.encode())\n"
+    "t.join()\n";
+
+/* The server's stamps of its n requests (s), and of the 429's. */
+static int stamps(double *t, int n, double *t429)
+{
+    *t429 = -1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char line[512], f[64];
+        h_server_line(&st, "REQ", i, line, sizeof line);
+        if (line[0] == '\0')
+            break;
+        t[k] = atof(h_field(line, 1, f, sizeof f));
+        if (atoi(h_field(line, 4, f, sizeof f)) == 429)
+            *t429 = t[k];
+        k++;
+    }
+    return k;
+}
+
+/* Six requests at 2 a second on one connection, the second answered 429
+ * with Retry-After: 3 while the writer waits for the third's turn: none
+ * reaches the server inside the pause, every answer is read, and the 429
+ * is heard once (its bytes read ahead, then by the program: not twice).
+ * `after`: the reader takes the lock after each read, not before. */
+static void locked(bool tls, bool after)
+{
+    if (tls) {
+        setenv("RL_TLS", "1", 1);
+        h_server_start(&st, "http_status.py");
+        unsetenv("RL_TLS");
+    } else {
+        h_server_start(&st, "http_status.py");
+    }
+    char log[300];
+    snprintf(log, sizeof log, "%s/decisions.jsonl", h_dir);
+    h_config_write("[rlshim]\non_deny = delay\nmax_delay = 30s\n"
+                   "decision_log = %s\n"
+                   "[default]\nrequest = 2/s\nrequest_burst = 1\n",
+                   log);
+    char port[16];
+    snprintf(port, sizeof port, "%d", st.port);
+    char *argv[] = {"/usr/bin/python3", "-c", (char *)locked_py, port,
+                    tls ? "tls" : "plain", after ? "after" : "before",
+                    "/ok/0", "/s/429/3", "/ok/2",
+                    "/ok/3", "/ok/4", "/ok/5", NULL};
+    h_run(&r, true, 50, argv);
+    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
+    cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);
+    int answers = 0;
+    for (const char *p = r.out; (p = strstr(p, "RESP ")) != NULL; p++)
+        answers++;
+    cr_expect_eq(answers, 6, "the reader read %d answers of 6\n%s", answers,
+                 r.out);
+    double t[8], t429;
+    int n = stamps(t, 6, &t429);
+    cr_assert_geq(t429, 0, "no 429 was answered");
+    char times[200] = "";
+    size_t tl = 0;
+    int inside = 0;
+    for (int i = 0; i < n; i++) {
+        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
+                               t[i] - t429);
+        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
+            inside++;
+    }
+    cr_log_info("%s, lock %s reads: arrivals after the 429 (s):%s",
+                tls ? "TLS" : "plain", after ? "after" : "before", times);
+    cr_expect_eq(inside, 0, "%d requests reached the server inside the 3 s "
+                 "pause (at%s s)", inside, times);
+    int heard = h_file_lines(log, "\"verdict\":\"pause\"");
+    cr_expect_eq(heard, 1, "the 429 was heard %d times", heard);
+    int held = h_file_lines(log, "\"reason\":\"retry_after\"") - heard;
+    cr_expect_geq(held, 1, "no decision says the pause held a request");
+}
+
+Test(read_ahead, plaintext_read_under_the_writers_lock)
+{
+    locked(false, false);
+}
+
+Test(read_ahead, plaintext_acknowledged_under_the_writers_lock)
+{
+    locked(false, true);
+}
+
+/* Over TLS the look shows the first record the program has not read:
+ * httpcore's shape, whose reader read what came before the 429 and then
+ * waits for the lock. */
+Test(read_ahead, tls_acknowledged_under_the_writers_lock)
+{
+    locked(true, true);
+}
+
+/* The whole lock, over TLS: the look reads what the session has for the
+ * program (the first answer, then the 429) and holds it for the
+ * program's reads. */
+Test(read_ahead, tls_read_under_the_writers_lock)
+{
+    locked(true, false);
+}
