@@ -99,10 +99,16 @@ static __attribute__((noinline)) size_t tls_madeup(const void *session,
         int ask = buf == NULL ? RL_MADEUP_PENDING
                   : peek      ? RL_MADEUP_PEEK
                               : RL_MADEUP_TAKE;
-        if (e->held_n > 0)
+        if (e->held_n > 0) {
             got = held(e, buf, n, peek);
-        else
+            /* Its mark stays while made-up answers are queued too. */
+            struct iovec none = {NULL, 0};
+            if (buf != NULL && !peek && e->held_n == 0)
+                (void)rl_request_madeup(e->c, RL_MADEUP_PEEK, &none, 1,
+                                        &left);
+        } else {
             got = rl_request_madeup(e->c, ask, &one, 1, &left);
+        }
         if (buf != NULL && !peek && !left && e->held_n == 0)
             rl_madeup_unmark(e->fd >= 0 ? e->fd : e->wire);
     }
