@@ -273,40 +273,9 @@ Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
     cr_expect_eq(system(cmd), 0, "%s", cmd);
 }
 
-/* One keep-alive connection, two threads (a pipelining client's shape,
- * and Java's and Go's HTTP/1.1 transports'): one writes the requests one
- * after another, the shim sleeping it to each turn, while the other
- * reads the answers. argv[1] = the server's port, then the paths; prints
- * "RESP <status line>" for each answer read. */
-static const char split_py[] =
-    "import socket, sys, threading\n"
-    "port, paths = int(sys.argv[1]), sys.argv[2:]\n"
-    "s = socket.create_connection(('127.0.0.1', port))\n"
-    "def reader():\n"
-    "    buf, n = b'', 0\n"
-    "    while n < len(paths):\n"
-    "        d = s.recv(4096)\n"
-    "        if not d:\n"
-    "            break\n"
-    "        buf += d\n"
-    "        while b'\\r\\n\\r\\n' in buf:\n"
-    "            i = buf.index(b'\\r\\n\\r\\n')\n"
-    "            head = buf[:i].decode('latin-1').split('\\r\\n')\n"
-    "            cl = 0\n"
-    "            for h in head[1:]:\n"
-    "                k, _, v = h.partition(':')\n"
-    "                if k.strip().lower() == 'content-length':\n"
-    "                    cl = int(v)\n"
-    "            if len(buf) < i + 4 + cl:\n"
-    "                break\n"
-    "            print('RESP', head[0], flush=True)\n"
-    "            buf, n = buf[i + 4 + cl:], n + 1\n"
-    "t = threading.Thread(target=reader)\n"
-    "t.start()\n"
-    "for p in paths:\n"
-    "    s.sendall(b'GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
-    "              % p.encode())\n"
-    "t.join()\n";
+/* One keep-alive connection, two threads (clients/split_conn.py, mode
+ * "free"): one writes the requests one after another, the shim sleeping
+ * it to each turn, while the other reads the answers. */
 
 /* The second request is answered 429 with Retry-After: 3 while the
  * writer sleeps for the third's turn: the reader hears it, and the
@@ -321,9 +290,12 @@ Test(pause_dest, a_429_read_by_another_thread_holds_the_writer, .timeout = 60)
                    log);
     char port[16];
     snprintf(port, sizeof port, "%d", st.port);
-    char *argv[] = {"/usr/bin/python3", "-c", (char *)split_py, port,
-                    "/ok/0", "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5",
-                    NULL};
+    char script[512];
+    snprintf(script, sizeof script,
+             "%s/tests/integration/clients/split_conn.py",
+             h_env("RLSHIM_SRC"));
+    char *argv[] = {"/usr/bin/python3", script, port, "free", "/ok/0",
+                    "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5", NULL};
     h_run(&r, true, 50, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
     cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);

@@ -7,10 +7,10 @@
  * (httpcore's reader, which must write its acknowledgements) after each
  * read. While the writer waits, nothing of the program reads, so a 429
  * with Retry-After that came meanwhile is heard only if the waiting
- * write looks at what the server sent: a peek of the socket (plaintext)
- * or of the TLS session (OpenSSL, its first record the program has not
- * read), made while no read of the program is under way; the program's
- * own reads of those bytes are not read twice. */
+ * write looks at what the server sent: a peek of the socket (plaintext),
+ * or a read of the TLS session (OpenSSL) held for the program's reads,
+ * made while no read of the program is under way; what a look saw is
+ * read once. The client: clients/split_conn.py. */
 #include "harness.h"
 
 static struct server st;
@@ -28,62 +28,6 @@ static void teardown(void)
 }
 
 TestSuite(read_ahead, .init = setup, .fini = teardown, .timeout = 90);
-
-/* argv[1] = the server's port, argv[2] = "tls" or "plain", argv[3] =
- * "before" or "after" (when the reader takes the lock), then the paths:
- * one connection, one lock; prints "RESP <status line>" for each answer
- * read. */
-static const char locked_py[] =
-    "import select, socket, ssl, sys, threading\n"
-    "port, tls, after = int(sys.argv[1]), sys.argv[2] == 'tls', "
-    "sys.argv[3] == 'after'\n"
-    "paths = sys.argv[4:]\n"
-    "s = socket.create_connection(('127.0.0.1', port))\n"
-    "if tls:\n"
-    "    ctx = ssl.create_default_context()\n"
-    "    ctx.check_hostname = False\n"
-    "    ctx.verify_mode = ssl.CERT_NONE\n"
-    "    s = ctx.wrap_socket(s, server_hostname='127.0.0.1')\n"
-    "s.settimeout(30)\n"
-    "lock = threading.Lock()\n"
-    "def reader():\n"
-    "    buf, n = b'', 0\n"
-    "    while n < len(paths):\n"
-    "        if not (tls and s.pending()):\n"
-    "            select.select([s], [], [], 30)\n"
-    "        if not after:\n"
-    "            lock.acquire()\n"
-    "        try:\n"
-    "            d = s.recv(4096)\n"
-    "        except (socket.timeout, ssl.SSLWantReadError):\n"
-    "            d = None\n"
-    "        if after:\n"
-    "            lock.acquire()\n"
-    "        lock.release()\n"
-    "        if d is None:\n"
-    "            continue\n"
-    "        if not d:\n"
-    "            break\n"
-    "        buf += d\n"
-    "        while b'\\r\\n\\r\\n' in buf:\n"
-    "            i = buf.index(b'\\r\\n\\r\\n')\n"
-    "            head = buf[:i].decode('latin-1').split('\\r\\n')\n"
-    "            cl = 0\n"
-    "            for h in head[1:]:\n"
-    "                k, _, v = h.partition(':')\n"
-    "                if k.strip().lower() == 'content-length':\n"
-    "                    cl = int(v)\n"
-    "            if len(buf) < i + 4 + cl:\n"
-    "                break\n"
-    "            print('RESP', head[0], flush=True)\n"
-    "            buf, n = buf[i + 4 + cl:], n + 1\n"
-    "t = threading.Thread(target=reader)\n"
-    "t.start()\n"
-    "with lock:\n"
-    "    for p in paths:\n"
-    "        s.sendall(b'GET %s HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'\n"
-    "                  % p.encode())\n"
-    "t.join()\n";
 
 /* The server's stamps of its n requests (s), and of the 429's. */
 static int stamps(double *t, int n, double *t429)
@@ -125,10 +69,14 @@ static void locked(bool tls, bool after)
                    log);
     char port[16];
     snprintf(port, sizeof port, "%d", st.port);
-    char *argv[] = {"/usr/bin/python3", "-c", (char *)locked_py, port,
-                    tls ? "tls" : "plain", after ? "after" : "before",
-                    "/ok/0", "/s/429/3", "/ok/2",
-                    "/ok/3", "/ok/4", "/ok/5", NULL};
+    char script[512], mode[16];
+    snprintf(script, sizeof script,
+             "%s/tests/integration/clients/split_conn.py",
+             h_env("RLSHIM_SRC"));
+    snprintf(mode, sizeof mode, "%s%s", tls ? "tls-" : "",
+             after ? "after" : "before");
+    char *argv[] = {"/usr/bin/python3", script, port, mode, "/ok/0",
+                    "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5", NULL};
     h_run(&r, true, 50, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
     cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);
