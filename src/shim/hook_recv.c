@@ -133,8 +133,10 @@ static __attribute__((noinline)) ssize_t madeup(int fd,
                                                 const struct iovec *iov,
                                                 size_t n, int flags)
 {
-    if ((flags & (MSG_OOB | MSG_ERRQUEUE)) || rl_hook_in_handler() ||
-        rl_shim_in_vfork_child() || !rl_shim_enter())
+    /* (Inside a TLS call the read is the library's, of ciphertext: a
+     * session's made-up answers are its reads', hook_tls_read.c.) */
+    if ((flags & (MSG_OOB | MSG_ERRQUEUE)) || rl_tls_depth > 0 ||
+        rl_hook_in_handler() || rl_shim_in_vfork_child() || !rl_shim_enter())
         return 0;
     int saved = errno;
     struct rl_reqconn *c = rl_conntab_acquire_read(fd);
