@@ -5,17 +5,20 @@
 
 #define READING (POLLIN | POLLRDNORM)
 
+/* fd's entry, made at its first round (whether its stream can be looked
+ * at is asked then, once); -1 when it cannot be, or there is no room. */
 static int find(struct rl_waitlook *w, int fd)
 {
     for (unsigned j = 0; j < w->n; j++)
         if (w->e[j].fd == fd)
-            return (int)j;
-    if (w->n == RL_WAITLOOK_MAX || !rl_readahead_can(fd))
+            return w->e[j].can ? (int)j : -1;
+    if (w->n == RL_WAITLOOK_MAX)
         return -1;
     w->e[w->n].fd = fd;
     w->e[w->n].seen = -1;
     w->e[w->n].armed = false;
-    return (int)w->n++;
+    w->e[w->n].can = rl_readahead_can(fd);
+    return w->e[w->n++].can ? (int)w->n - 1 : -1;
 }
 
 uint64_t rl_waitlook_arm(struct rl_waitlook *w, struct pollfd *f,

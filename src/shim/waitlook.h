@@ -28,6 +28,7 @@ struct rl_waitlook {
         int seen;    /* bytes waiting after its last look (-1: none yet) */
         nfds_t i;    /* its entry in the caller's array while armed */
         bool armed;  /* its POLLIN asked of the kernel this round */
+        bool can;    /* its stream can be looked at (asked once a call) */
     } e[RL_WAITLOOK_MAX];
     bool took; /* the last round's result held only the shim's POLLIN */
 };
