@@ -465,6 +465,17 @@ H_FN const char *h_field(const char *line, int k, char *buf, size_t len)
     return buf;
 }
 
+/* The stamp (s) of s's i-th request line ("REQ <stamp> ..."; 0-based);
+ * -1 if there is none. */
+H_FN double h_server_stamp(const struct server *s, int i)
+{
+    char line[512], f[64];
+    h_server_line(s, "REQ", i, line, sizeof line);
+    if (line[0] == '\0')
+        return -1;
+    return atof(h_field(line, 1, f, sizeof f));
+}
+
 H_FN bool h_have(const char *cmd)
 {
     char buf[256];

@@ -4,6 +4,7 @@
 #ifndef RLSHIM_TEST_RELOAD_CLIENT_H
 #define RLSHIM_TEST_RELOAD_CLIENT_H
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -25,6 +26,25 @@ static const char *const reload_loop_py =
     "        denied += 1\n"
     "    time.sleep(0.05)\n"
     "print('ok=%d\\ndenied=%d' % (ok, denied), flush=True)\n";
+
+/* Runs python `script` (PORT SECS) against server s for `secs` seconds
+ * while thread `editor` edits the config, into *r; then waits for the
+ * server's last stamps. */
+H_FN void reload_run(struct run *r, const struct server *s,
+                     const char *script, double secs,
+                     void *(*editor)(void *))
+{
+    char port[16], sec[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(sec, sizeof sec, "%.1f", secs);
+    char *argv[] = {"python3", "-c", (char *)script, port, sec, NULL};
+    pthread_t ed;
+    cr_assert_eq(pthread_create(&ed, NULL, editor, NULL), 0);
+    h_run(r, true, 40, argv);
+    pthread_join(ed, NULL);
+    cr_assert_eq(r->status, 0, "status %d\n%s", r->status, r->out);
+    usleep(300000);
+}
 
 H_FN void sleep_until(double t)
 {

@@ -33,22 +33,12 @@ TestSuite(adapt, .init = setup, .fini = teardown, .timeout = 90);
     "adapt_factor = 2\n"
 #define ADAPT_CONFIG ADAPT_HEAD ADAPT_SITE
 
-/* The server's stamp (s) of its i-th request (0-based); -1 if none. */
-static double stamp(const struct server *s, int i)
-{
-    char line[512], f[64];
-    h_server_line(s, "REQ", i, line, sizeof line);
-    if (line[0] == '\0')
-        return -1;
-    return atof(h_field(line, 1, f, sizeof f));
-}
-
 /* Gap (s) between the server's i-th and (i+1)-th requests. */
 static double gap(const struct server *s, int i)
 {
     int n = h_server_wait(s, "REQ", i + 2, 5);
     cr_assert_geq(n, i + 2, "the server saw %d requests, not %d", n, i + 2);
-    return stamp(s, i + 1) - stamp(s, i);
+    return h_server_stamp(s, i + 1) - h_server_stamp(s, i);
 }
 
 /* GETs each URL in turn on one session. */

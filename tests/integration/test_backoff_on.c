@@ -27,23 +27,13 @@ static void teardown(void)
 
 TestSuite(backoff_on, .init = setup, .fini = teardown, .timeout = 90);
 
-/* The server's stamp (s) of its i-th request (0-based); -1 if none. */
-static double stamp(int i)
-{
-    char line[512], f[64];
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    if (line[0] == '\0')
-        return -1;
-    return atof(h_field(line, 1, f, sizeof f));
-}
-
 /* Gap (s) between the server's i-th and j-th requests, once it has seen
  * both. */
 static double gap(int i, int j)
 {
     int n = h_server_wait(&st, "REQ", j + 1, 5);
     cr_assert_geq(n, j + 1, "the server saw %d requests, not %d", n, j + 1);
-    return stamp(j) - stamp(i);
+    return h_server_stamp(&st, j) - h_server_stamp(&st, i);
 }
 
 static char url_buf[8][160];

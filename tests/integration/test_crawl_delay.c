@@ -87,10 +87,8 @@ static void fetch_c(int *before, int *after, const char *ua, const char *p1,
 /* The server's stamp (s) of its i-th request (0-based). */
 static double stamp(int i)
 {
-    char line[512], f[64];
     cr_assert_geq(h_server_wait(&st, "REQ", i + 1, 5), i + 1);
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    return atof(h_field(line, 1, f, sizeof f));
+    return h_server_stamp(&st, i);
 }
 
 /* Requests from..to (inclusive) came at least half of `want` s apart,

@@ -67,10 +67,8 @@ static void host_gets(int h, const char *addr, int ms, int from, int n,
 /* The server's stamp (s) of its i-th request (0-based). */
 static double stamp(int i)
 {
-    char line[512], f[64];
     cr_assert_geq(h_server_wait(&st, "REQ", i + 1, 5), i + 1);
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    return atof(h_field(line, 1, f, sizeof f));
+    return h_server_stamp(&st, i);
 }
 
 Test(fleet_pace, a_latency_learned_on_one_host_spaces_another_hosts_requests)

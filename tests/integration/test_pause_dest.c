@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "../redis_server.h"
+#include "pause_arrivals.h"
 
 static struct server st, sts;
 static struct run r;
@@ -179,43 +180,13 @@ Test(pause_dest, forty_paused_names_hold_no_other_name_in_a_full_table)
     cr_expect_eq(seen("/ok/evil/"), 0, "an evil name's pause was lost");
 }
 
-/* The server's n requests, one of them answered 429 with Retry-After:
- * 3, by the server's own clock: none arrived inside the pause, and after
- * it they came one at a time. The client read the 429 after the server
- * stamped it, so an arrival earlier than 3 s after it is inside the pause
- * (less 50 ms for the stamps); a slow machine only makes arrivals later. */
-static void expect_none_inside_the_pause(struct server *sv, int n)
+/* None arrived inside the pause (pause_arrivals.h), and after it they
+ * came one at a time. */
+static void expect_none_inside_then_one_at_a_time(struct server *sv, int n)
 {
-    double t[16], t429 = -1;
-    char line[512], times[400] = "";
-    size_t tl = 0;
-    cr_assert_leq(n, 16);
-    for (int i = 0; i < n; i++) {
-        int status = 0;
-        h_server_line(sv, "REQ", i, line, sizeof line);
-        cr_assert_eq(sscanf(line, "REQ %lf %*s %*s %d", &t[i], &status), 2,
-                     "%s", line);
-        if (status == 429)
-            t429 = t[i];
-    }
-    cr_assert_geq(t429, 0, "no 429 was answered");
-    for (int i = 1; i < n; i++) /* in the order they arrived */
-        for (int k = i; k > 0 && t[k] < t[k - 1]; k--) {
-            double x = t[k];
-            t[k] = t[k - 1];
-            t[k - 1] = x;
-        }
-    int inside = 0;
-    for (int i = 0; i < n; i++) {
-        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
-                               t[i] - t429);
-        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
-            inside++;
-    }
-    cr_log_info("arrivals after the 429 (s):%s", times);
-    cr_expect_eq(inside, 0, "%d requests reached the server inside the "
-                            "3 s pause (at%s s)",
-                 inside, times);
+    double t[16], t429;
+    char times[400];
+    expect_none_inside_the_pause(sv, n, "", t, &t429, times);
     /* After the pause, one at a time: never two within half a period. */
     for (int i = 1; i < n; i++)
         if (t[i - 1] > t429)
@@ -254,7 +225,7 @@ Test(pause_dest, a_429_holds_the_requests_already_queued, .timeout = 60)
     h_run(&r, true, 50, argv);
     cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
     cr_assert_eq(h_server_wait(&st, "REQ", 8, 5), 8, "%s", r.out);
-    expect_none_inside_the_pause(&st, 8);
+    expect_none_inside_then_one_at_a_time(&st, 8);
     /* The decision log says the same: the pause held the requests, those
      * queued before the 429 was read decided again at their turns
      * (moved_ns), those that asked after it held at once (a slow start of
@@ -288,22 +259,7 @@ Test(pause_dest, a_429_read_by_another_thread_holds_the_writer, .timeout = 60)
                    "decision_log = %s\n"
                    "[default]\nrequest = 2/s\nrequest_burst = 1\n",
                    log);
-    char port[16];
-    snprintf(port, sizeof port, "%d", st.port);
-    char script[512];
-    snprintf(script, sizeof script,
-             "%s/tests/integration/clients/split_conn.py",
-             h_env("RLSHIM_SRC"));
-    char *argv[] = {"/usr/bin/python3", script, port, "free", "/ok/0",
-                    "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5", NULL};
-    h_run(&r, true, 50, argv);
-    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
-    cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);
-    int answers = 0;
-    for (const char *p = r.out; (p = strstr(p, "RESP ")) != NULL; p++)
-        answers++;
-    cr_expect_eq(answers, 6, "the reader read %d answers of 6\n%s", answers,
-                 r.out);
+    split_conn_run(&r, &st, "free");
     /* The decision log: the 429 was heard (its line, verdict "pause"),
      * and the pause held the writer's next request. */
     int heard = h_file_lines(log, "\"verdict\":\"pause\"");
@@ -312,7 +268,7 @@ Test(pause_dest, a_429_read_by_another_thread_holds_the_writer, .timeout = 60)
                 held);
     cr_expect_eq(heard, 1, "the reader thread's 429 was not heard");
     cr_expect_geq(held, 1, "no decision says the pause held a request");
-    expect_none_inside_the_pause(&st, 6);
+    expect_none_inside_then_one_at_a_time(&st, 6);
 }
 
 /* Scrapy: eight requests at once (Twisted writes each into a memory BIO
@@ -368,7 +324,7 @@ Test(pause_dest, a_429_holds_the_requests_queued_in_a_memory_bio,
     int n = h_server_wait(&sts, "REQ", 8, 5);
     cr_assert_eq(r.status, 0, "scrapy: status %d\n%s", r.status, r.out);
     cr_assert_eq(n, 8, "the server saw %d requests\n%s", n, r.out);
-    expect_none_inside_the_pause(&sts, 8);
+    expect_none_inside_then_one_at_a_time(&sts, 8);
     /* The decision log: the pause held them (reason retry_after, moved
      * from the turn they had), and verify agrees. */
     int moved = h_file_lines(log, "\"moved_ns\"");

@@ -12,6 +12,7 @@
  * made while no read of the program is under way; what a look saw is
  * read once. The client: clients/split_conn.py. */
 #include "harness.h"
+#include "pause_arrivals.h"
 
 static struct server st;
 static struct run r;
@@ -28,24 +29,6 @@ static void teardown(void)
 }
 
 TestSuite(read_ahead, .init = setup, .fini = teardown, .timeout = 90);
-
-/* The server's stamps of its n requests (s), and of the 429's. */
-static int stamps(double *t, int n, double *t429)
-{
-    *t429 = -1;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        char line[512], f[64];
-        h_server_line(&st, "REQ", i, line, sizeof line);
-        if (line[0] == '\0')
-            break;
-        t[k] = atof(h_field(line, 1, f, sizeof f));
-        if (atoi(h_field(line, 4, f, sizeof f)) == 429)
-            *t429 = t[k];
-        k++;
-    }
-    return k;
-}
 
 /* Six requests at 2 a second on one connection, the second answered 429
  * with Retry-After: 3 while the writer waits for the third's turn: none
@@ -67,40 +50,15 @@ static void locked(bool tls, bool after)
                    "decision_log = %s\n"
                    "[default]\nrequest = 2/s\nrequest_burst = 1\n",
                    log);
-    char port[16];
-    snprintf(port, sizeof port, "%d", st.port);
-    char script[512], mode[16];
-    snprintf(script, sizeof script,
-             "%s/tests/integration/clients/split_conn.py",
-             h_env("RLSHIM_SRC"));
+    char mode[16];
     snprintf(mode, sizeof mode, "%s%s", tls ? "tls-" : "",
              after ? "after" : "before");
-    char *argv[] = {"/usr/bin/python3", script, port, mode, "/ok/0",
-                    "/s/429/3", "/ok/2", "/ok/3", "/ok/4", "/ok/5", NULL};
-    h_run(&r, true, 50, argv);
-    cr_assert_eq(r.status, 0, "python: status %d\n%s", r.status, r.out);
-    cr_assert_eq(h_server_wait(&st, "REQ", 6, 5), 6, "%s", r.out);
-    int answers = 0;
-    for (const char *p = r.out; (p = strstr(p, "RESP ")) != NULL; p++)
-        answers++;
-    cr_expect_eq(answers, 6, "the reader read %d answers of 6\n%s", answers,
-                 r.out);
-    double t[8], t429;
-    int n = stamps(t, 6, &t429);
-    cr_assert_geq(t429, 0, "no 429 was answered");
-    char times[200] = "";
-    size_t tl = 0;
-    int inside = 0;
-    for (int i = 0; i < n; i++) {
-        tl += (size_t)snprintf(times + tl, sizeof times - tl, " %+.3f",
-                               t[i] - t429);
-        if (t[i] > t429 && t[i] - t429 < 3 - 0.05)
-            inside++;
-    }
-    cr_log_info("%s, lock %s reads: arrivals after the 429 (s):%s",
-                tls ? "TLS" : "plain", after ? "after" : "before", times);
-    cr_expect_eq(inside, 0, "%d requests reached the server inside the 3 s "
-                 "pause (at%s s)", inside, times);
+    split_conn_run(&r, &st, mode);
+    char label[40], times[400];
+    snprintf(label, sizeof label, "%s, lock %s reads: ", tls ? "TLS" : "plain",
+             after ? "after" : "before");
+    double t[16], t429;
+    expect_none_inside_the_pause(&st, 6, label, t, &t429, times);
     int heard = h_file_lines(log, "\"verdict\":\"pause\"");
     cr_expect_eq(heard, 1, "the 429 was heard %d times", heard);
     int held = h_file_lines(log, "\"reason\":\"retry_after\"") - heard;

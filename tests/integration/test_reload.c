@@ -85,16 +85,7 @@ Test(reload, the_pace_follows_each_edit_within_a_second_and_a_half)
     h_config_write(
         "[default]\nconnect = 2/s\nconnect_burst = 1\nto = 127.0.0.1:%d\n",
         srv.port);
-    char port[16], secs[16];
-    snprintf(port, sizeof port, "%d", srv.port);
-    snprintf(secs, sizeof secs, "%.1f", AT_END + 0.5);
-    char *argv[] = {"python3", "-c", (char *)reload_loop_py, port, secs, NULL};
-    pthread_t ed;
-    cr_assert_eq(pthread_create(&ed, NULL, editor, NULL), 0);
-    h_run(&r, true, 40, argv);
-    pthread_join(ed, NULL);
-    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
-    usleep(300000);
+    reload_run(&r, &srv, reload_loop_py, AT_END + 0.5, editor);
     /* Each window begins 1.5 s after its edit and ends at the next. */
     double t0 = t_start;
     int a = conns_between(&srv, t0, 0.5, AT_REPLACE);
@@ -290,16 +281,7 @@ Test(reload, a_process_of_several_threads_follows_an_edit)
     h_config_write(
         "[default]\nconnect = 2/s\nconnect_burst = 1\nto = 127.0.0.1:%d\n",
         srv.port);
-    char port[16], secs[16];
-    snprintf(port, sizeof port, "%d", srv.port);
-    snprintf(secs, sizeof secs, "%.1f", AT_INPLACE + 0.5);
-    char *argv[] = {"python3", "-c", (char *)pool_py, port, secs, NULL};
-    pthread_t ed;
-    cr_assert_eq(pthread_create(&ed, NULL, replace_at_3s, NULL), 0);
-    h_run(&r, true, 40, argv);
-    pthread_join(ed, NULL);
-    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
-    usleep(300000);
+    reload_run(&r, &srv, pool_py, AT_INPLACE + 0.5, replace_at_3s);
     int a = conns_between(&srv, t_start, 0.5, AT_REPLACE);
     int b = conns_between(&srv, t_start, AT_REPLACE + 1.5, AT_INPLACE);
     cr_log_info("connects: 2/s %d, 8/s %d (windows 2.5, 1.5 s; %s)", a, b,

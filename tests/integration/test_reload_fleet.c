@@ -87,16 +87,7 @@ static void run_edited(const char *first, const char *edit, const char *again,
     h_config_write(first, R.port, srv.port);
     edit_text = edit;
     again_text = again;
-    char port[16], secs[16];
-    snprintf(port, sizeof port, "%d", srv.port);
-    snprintf(secs, sizeof secs, "%.1f", AT_END + 0.5);
-    char *argv[] = {"python3", "-c", (char *)reload_loop_py, port, secs, NULL};
-    pthread_t ed;
-    cr_assert_eq(pthread_create(&ed, NULL, editor, NULL), 0);
-    h_run(&r, true, 40, argv);
-    pthread_join(ed, NULL);
-    cr_assert_eq(r.status, 0, "status %d\n%s", r.status, r.out);
-    usleep(300000);
+    reload_run(&r, &srv, reload_loop_py, AT_END + 0.5, editor);
     *before = conns_between(&srv, t_start, 0.5, AT_EDIT);
     *after = conns_between(&srv, t_start, AT_EDIT + 1.5, AT_END);
 }

@@ -43,16 +43,6 @@ static char *url(const char *path)
     return u;
 }
 
-/* The server's stamp (s) of its i-th request; -1 if none. */
-static double stamp(int i)
-{
-    char line[512], f[64];
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    if (line[0] == '\0')
-        return -1;
-    return atof(h_field(line, 1, f, sizeof f));
-}
-
 /* Requests the server got, once it has had a moment for a late one. */
 static int server_got(int at_least)
 {
@@ -202,7 +192,8 @@ Test(respond, urllib3_retry_honours_retry_after_at_the_limits_pace)
      * (as a ratio to it; a slow machine only spaces them more), and not
      * three times that. */
     for (int i = 1; i < 4; i++) {
-        double ratio = (stamp(i) - stamp(i - 1)) / 2.0;
+        double ratio =
+            (h_server_stamp(&st, i) - h_server_stamp(&st, i - 1)) / 2.0;
         cr_log_info("arrival %d: %.3f of the interval", i, ratio);
         cr_expect_geq(ratio, 0.95, "arrival %d came %.3f of the interval "
                                    "after the one before", i, ratio);

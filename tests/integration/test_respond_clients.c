@@ -49,16 +49,6 @@ static void plaintext_server(void)
     h_server_start(&st, "http_status.py");
 }
 
-/* The server's stamp (s) of its i-th request; -1 if none. */
-static double stamp(int i)
-{
-    char line[512], f[64];
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    if (line[0] == '\0')
-        return -1;
-    return atof(h_field(line, 1, f, sizeof f));
-}
-
 /* Requests the server got, once it has had a moment for a late one. */
 static int server_got(int at_least)
 {
@@ -150,7 +140,7 @@ Test(respond_clients, curl_retry_honours_retry_after_and_both_get_200)
     cr_expect_eq(answered, 1, "%d made-up 429s, not 1", answered);
     int got = server_got(2);
     cr_expect_eq(got, 2, "the server got %d requests, not 2", got);
-    double ratio = (stamp(1) - stamp(0)) / 2.0;
+    double ratio = (h_server_stamp(&st, 1) - h_server_stamp(&st, 0)) / 2.0;
     cr_log_info("curl --retry: second arrival %.3f of the interval", ratio);
     cr_expect_geq(ratio, 0.9, "the retry came %.3f of the interval after "
                               "the first",
@@ -235,7 +225,8 @@ Test(respond_clients, scrapy_retries_each_429_and_the_crawl_completes_paced)
     int got = server_got(4);
     cr_expect_eq(got, 4, "the server got %d requests, not one a page", got);
     for (int i = 1; i < got && i < 4; i++) {
-        double ratio = (stamp(i) - stamp(i - 1)) / 0.5;
+        double ratio =
+            (h_server_stamp(&st, i) - h_server_stamp(&st, i - 1)) / 0.5;
         cr_log_info("arrival %d: %.3f of the interval", i, ratio);
         cr_expect_geq(ratio, 0.9, "arrival %d came %.3f of the interval "
                                   "after the one before",

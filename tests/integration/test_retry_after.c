@@ -43,23 +43,13 @@ TestSuite(retry_after, .init = setup, .fini = teardown, .timeout = 90);
     "[default]\nrequest = 10/s\nrequest_burst = 1\non_deny = delay\n"     \
     "max_delay = 10s\n"
 
-/* The server's stamp (s) of its i-th request (0-based); -1 if none. */
-static double stamp(const struct server *s, int i)
-{
-    char line[512], f[64];
-    h_server_line(s, "REQ", i, line, sizeof line);
-    if (line[0] == '\0')
-        return -1;
-    return atof(h_field(line, 1, f, sizeof f));
-}
-
 /* Gap (s) between the server's i-th and j-th requests, once it has seen
  * both. */
 static double gap(const struct server *s, int i, int j)
 {
     int n = h_server_wait(s, "REQ", j + 1, 5);
     cr_assert_geq(n, j + 1, "the server saw %d requests, not %d", n, j + 1);
-    return stamp(s, j) - stamp(s, i);
+    return h_server_stamp(s, j) - h_server_stamp(s, i);
 }
 
 static char url_buf[8][160];

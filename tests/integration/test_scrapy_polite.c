@@ -83,11 +83,9 @@ static void scrapy(const char *settings, const char *order, int n)
 /* The server's stamp (s) of its i-th request (0-based). */
 static double stamp(int i)
 {
-    char line[512], f[64];
     int n = h_server_wait(&st, "REQ", i + 1, 5);
     cr_assert_geq(n, i + 1, "the server saw %d requests, not %d", n, i + 1);
-    h_server_line(&st, "REQ", i, line, sizeof line);
-    return atof(h_field(line, 1, f, sizeof f));
+    return h_server_stamp(&st, i);
 }
 
 /* Requests from..to (inclusive), in the order they reached the server,
